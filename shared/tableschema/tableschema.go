@@ -1,0 +1,103 @@
+// Package tableschema is the one definition of runledger's DynamoDB table:
+// its keys, its secondary indexes and its TTL attribute. The store creates
+// the table from it (local stack, tests) and the CDK stack reads it, so the
+// two can never disagree. It imports nothing from the AWS SDK on purpose:
+// the CDK module depends on it without pulling the SDK in.
+package tableschema
+
+import "fmt"
+
+// AttributeType is a DynamoDB scalar key type.
+type AttributeType string
+
+const (
+	String AttributeType = "S"
+	Number AttributeType = "N"
+)
+
+// Attribute names a key attribute and its type.
+type Attribute struct {
+	Name string
+	Type AttributeType
+}
+
+// Index is a global secondary index. Every index here projects all
+// attributes: the readers of an index need the whole item.
+type Index struct {
+	Name         string
+	PartitionKey Attribute
+	SortKey      Attribute
+}
+
+// Schema is the whole table definition.
+type Schema struct {
+	PartitionKey Attribute
+	SortKey      Attribute
+	Indexes      []Index
+	// TTLAttribute holds an epoch-seconds expiry; DynamoDB deletes expired
+	// items (history past retention, idempotency keys past 24 h).
+	TTLAttribute string
+}
+
+// Key and index attribute names. Items write them; nothing else may use
+// these names for other meanings.
+const (
+	PK = "pk"
+	SK = "sk"
+
+	// The timers index is sparse: an item carries TimerShard and TimerAt only
+	// while it waits on a time (a non-terminal instance, a cron job's next
+	// fire). Finished work drops both attributes and so leaves the index:
+	// a scheduler pass costs what live work costs, never what history costs.
+	TimerIndex = "timers"
+	TimerShard = "timer_shard" // "T#00".."T#15"
+	TimerAt    = "timer_at"    // RFC 3339 UTC, fixed width, so it sorts as text
+
+	// The listing index serves the newest-first and by-name listings that a
+	// Query on the main key cannot (all jobs, all runs).
+	ListIndex = "listing"
+	ListPK    = "list_pk"
+	ListSK    = "list_sk"
+
+	TTL = "expires_at"
+)
+
+// TimerShards is how many partitions the timers index is spread over, so that
+// due-timer writes and reads never concentrate on one partition.
+const TimerShards = 16
+
+// ShardName returns the timer shard partition value for shard n.
+func ShardName(n int) string { return fmt.Sprintf("T#%02d", n) }
+
+// Table returns the table definition.
+func Table() Schema {
+	return Schema{
+		PartitionKey: Attribute{Name: PK, Type: String},
+		SortKey:      Attribute{Name: SK, Type: String},
+		Indexes: []Index{
+			{Name: TimerIndex, PartitionKey: Attribute{Name: TimerShard, Type: String}, SortKey: Attribute{Name: TimerAt, Type: String}},
+			{Name: ListIndex, PartitionKey: Attribute{Name: ListPK, Type: String}, SortKey: Attribute{Name: ListSK, Type: String}},
+		},
+		TTLAttribute: TTL,
+	}
+}
+
+// Attributes lists every key attribute of the table and its indexes once,
+// as DynamoDB's AttributeDefinitions wants them.
+func (s Schema) Attributes() []Attribute {
+	seen := map[string]bool{}
+	var out []Attribute
+	add := func(a Attribute) {
+		if a.Name != "" && !seen[a.Name] {
+			seen[a.Name] = true
+			out = append(out, a)
+		}
+	}
+	add(s.PartitionKey)
+	add(s.SortKey)
+	for _, ix := range s.Indexes {
+		add(ix.PartitionKey)
+		add(ix.SortKey)
+	}
+	return out
+}
