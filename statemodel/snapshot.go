@@ -1,0 +1,205 @@
+package statemodel
+
+import (
+	"slices"
+	"time"
+)
+
+// AttemptOutcome is how an attempt ended, and who said so.
+type AttemptOutcome string
+
+const (
+	OutcomeNone         AttemptOutcome = ""              // not ended
+	OutcomeSucceeded    AttemptOutcome = "succeeded"     // reported by the worker or confirmed by evidence
+	OutcomeFailed       AttemptOutcome = "failed"        // reported by the worker or confirmed by evidence
+	OutcomeCancelled    AttemptOutcome = "cancelled"     // the worker acknowledged a cancel, or cancel won over unknown
+	OutcomeLost         AttemptOutcome = "lost"          // the evidence window ended with nothing
+	OutcomeTimeout      AttemptOutcome = "timeout"       // never claimed within the queue timeout
+	OutcomeNeverStarted AttemptOutcome = "never_started" // evidence: the work never began
+	OutcomeAbandoned    AttemptOutcome = "abandoned"     // an operator decided the instance while it was unresolved
+)
+
+// Undecided reports whether no one has yet told the attempt's real outcome:
+// a late success from such an attempt is still the truth and must win.
+func (o AttemptOutcome) Undecided() bool {
+	return o == OutcomeNone || o == OutcomeLost || o == OutcomeNeverStarted
+}
+
+// AttemptRecord is one process-level try of an instance. Its times come from
+// transitions, so a retry never erases what the attempt did.
+type AttemptRecord struct {
+	N               int
+	TokenHash       string // hash of the fencing token; the token itself is never stored
+	ExecutorID      string // the executor's handle (SQS message id)
+	WorkerID        string // the worker that claimed it; set once
+	SpendsBudget    bool   // false for never-started resubmits
+	QueuedAt        time.Time
+	StartedAt       time.Time
+	EndedAt         time.Time
+	LastHeartbeatAt time.Time // as of the attempt's end (live value: Snapshot.Lease)
+	ExitCode        *int
+	ErrorCategory   string
+	Outcome         AttemptOutcome
+	OutputRef       string
+	ClaimEventID    string // the winning claim's event id: its retry is answered again
+}
+
+// Claimed reports whether a worker ever took the attempt.
+func (a AttemptRecord) Claimed() bool { return !a.StartedAt.IsZero() }
+
+// Lease is liveness, not state: heartbeats refresh it without a history
+// record, which keeps heartbeats cheap. Replay compares everything but it.
+type Lease struct {
+	LastHeartbeatAt time.Time
+	ExpiresAt       time.Time
+}
+
+// SeenEvent remembers an applied event so that its duplicate answers with
+// the first outcome.
+type SeenEvent struct {
+	ID  string
+	Seq int64
+	To  InstanceState
+}
+
+// RecentEvents bounds how many applied event ids a snapshot remembers. Older
+// duplicates are still caught by the store's event-id guard.
+const RecentEvents = 32
+
+// Snapshot is the state of one task instance. The zero value is the state
+// before instance.created.
+type Snapshot struct {
+	State InstanceState
+	// Version increments with every applied transition; the store's
+	// compare-and-set conditions on it together with State.
+	Version int64
+	// Seq is the sequence number of the last transition record.
+	Seq int64
+	// Attempt is the current attempt's number, 0 before the first dispatch.
+	Attempt  int
+	Attempts []AttemptRecord // Attempts[n-1] is attempt n
+	// Spent counts budget-spending attempts since creation or the last
+	// manual retry; it never exceeds the policy's MaxAttempts.
+	Spent int
+	// Resubmits counts never-started resubmits, bounded by MaxResubmits.
+	Resubmits int
+	// FreeNext: the next dispatch is a never-started resubmit and spends no
+	// budget.
+	FreeNext bool
+	// RetryAt is when UP_FOR_RETRY becomes SCHEDULED; persisted, never an
+	// in-memory timer.
+	RetryAt time.Time
+	// Deadline is the timer of every timed state but RUNNING (whose timer is
+	// the lease): dependency backstop, dispatch due, queue timeout, retry_at,
+	// evidence deadline, cancel deadline.
+	Deadline        time.Time
+	CancelRequested bool
+	// PausedFrom is where resume returns to.
+	PausedFrom InstanceState
+	Lease      Lease
+	Recent     []SeenEvent
+	CreatedAt  time.Time
+	// ScheduledAt is when dependencies were first met (dependency wait).
+	ScheduledAt time.Time
+}
+
+// TimerKind says what a timer is for.
+type TimerKind string
+
+const (
+	TimerNone         TimerKind = ""
+	TimerDepsRecheck  TimerKind = "deps_recheck"
+	TimerDispatch     TimerKind = "dispatch"
+	TimerQueueTimeout TimerKind = "queue_timeout"
+	TimerLease        TimerKind = "lease"
+	TimerRetry        TimerKind = "retry"
+	TimerEvidence     TimerKind = "evidence"
+	TimerCancel       TimerKind = "cancel"
+)
+
+// Timer is when the instance's owner must act next, derived from its state.
+// Every non-terminal state but PAUSED has one.
+func (s Snapshot) Timer() (time.Time, TimerKind) {
+	switch s.State {
+	case StateCreated:
+		return s.Deadline, TimerDepsRecheck
+	case StateScheduled:
+		return s.Deadline, TimerDispatch
+	case StateQueued:
+		return s.Deadline, TimerQueueTimeout
+	case StateRunning:
+		return s.Lease.ExpiresAt, TimerLease
+	case StateUpForRetry:
+		return s.Deadline, TimerRetry
+	case StateLost:
+		return s.Deadline, TimerEvidence
+	case StateCancelling:
+		return s.Deadline, TimerCancel
+	}
+	return time.Time{}, TimerNone
+}
+
+// Current returns the current attempt's record.
+func (s Snapshot) Current() (AttemptRecord, bool) {
+	return s.AttemptN(s.Attempt)
+}
+
+// AttemptN returns attempt n's record.
+func (s Snapshot) AttemptN(n int) (AttemptRecord, bool) {
+	if n < 1 || n > len(s.Attempts) {
+		return AttemptRecord{}, false
+	}
+	return s.Attempts[n-1], true
+}
+
+// Seen returns the first outcome of an already applied event id.
+func (s Snapshot) Seen(id string) (SeenEvent, bool) {
+	if id == "" {
+		return SeenEvent{}, false
+	}
+	for i := len(s.Recent) - 1; i >= 0; i-- {
+		if s.Recent[i].ID == id {
+			return s.Recent[i], true
+		}
+	}
+	return SeenEvent{}, false
+}
+
+// Clone returns a deep copy that shares nothing mutable with s.
+func (s Snapshot) Clone() Snapshot {
+	c := s
+	c.Attempts = slices.Clone(s.Attempts)
+	c.Recent = slices.Clone(s.Recent)
+	return c
+}
+
+// EqualState compares two snapshots on everything a transition sets: all
+// fields but the lease, which heartbeats refresh outside history.
+func (s Snapshot) EqualState(o Snapshot) bool {
+	if s.State != o.State || s.Version != o.Version || s.Seq != o.Seq || s.Attempt != o.Attempt ||
+		s.Spent != o.Spent || s.Resubmits != o.Resubmits || s.FreeNext != o.FreeNext ||
+		!s.RetryAt.Equal(o.RetryAt) || !s.Deadline.Equal(o.Deadline) ||
+		s.CancelRequested != o.CancelRequested || s.PausedFrom != o.PausedFrom ||
+		!s.CreatedAt.Equal(o.CreatedAt) || !s.ScheduledAt.Equal(o.ScheduledAt) || len(s.Attempts) != len(o.Attempts) ||
+		!slices.Equal(s.Recent, o.Recent) {
+		return false
+	}
+	for i := range s.Attempts {
+		if !s.Attempts[i].Equal(o.Attempts[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Equal compares two attempt records field by field.
+func (a AttemptRecord) Equal(b AttemptRecord) bool {
+	if (a.ExitCode == nil) != (b.ExitCode == nil) || (a.ExitCode != nil && *a.ExitCode != *b.ExitCode) {
+		return false
+	}
+	return a.N == b.N && a.TokenHash == b.TokenHash && a.ExecutorID == b.ExecutorID &&
+		a.WorkerID == b.WorkerID && a.SpendsBudget == b.SpendsBudget &&
+		a.QueuedAt.Equal(b.QueuedAt) && a.StartedAt.Equal(b.StartedAt) && a.EndedAt.Equal(b.EndedAt) &&
+		a.LastHeartbeatAt.Equal(b.LastHeartbeatAt) && a.ErrorCategory == b.ErrorCategory &&
+		a.Outcome == b.Outcome && a.OutputRef == b.OutputRef && a.ClaimEventID == b.ClaimEventID
+}
