@@ -1,0 +1,206 @@
+package emulator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runledger/runledger/shared/emulator"
+)
+
+// isolate hides the developer's AWS settings: these tests are about
+// starting the emulators, so no endpoint may be configured unless a test
+// sets one.
+func isolate(t *testing.T) {
+	t.Helper()
+	for _, k := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS",
+		"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION",
+		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CONFIG_FILE", empty)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", empty)
+}
+
+func start(t *testing.T) *emulator.Env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env, err := emulator.Start(ctx, emulator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return env
+}
+
+func TestStartCallStop(t *testing.T) {
+	isolate(t)
+	env := start(t)
+	ctx := t.Context()
+
+	if env.Region() != emulator.DefaultRegion {
+		t.Errorf("region = %q, want %q", env.Region(), emulator.DefaultRegion)
+	}
+	eps := []emulator.Endpoint{env.DynamoDB(), env.SQS()}
+	for _, ep := range eps {
+		if !ep.Started || ep.PID <= 0 || !strings.HasPrefix(ep.URL, "http://127.0.0.1:") {
+			t.Fatalf("%s endpoint = %+v, want a started emulator on 127.0.0.1", ep.Service, ep)
+		}
+		if !emulator.Alive(ep.PID) {
+			t.Fatalf("%s pid %d not alive after Start", ep.Service, ep.PID)
+		}
+		pgid, err := syscall.Getpgid(ep.PID)
+		if err != nil || pgid != ep.PID {
+			t.Errorf("%s: process group = %d (%v), want its own group %d", ep.Service, pgid, err, ep.PID)
+		}
+		t.Logf("%s ready in %s at %s (pid %d)", ep.Service, ep.StartupTime.Round(time.Millisecond), ep.URL, ep.PID)
+	}
+
+	// A real round trip through each.
+	ddb := env.DynamoDBClient()
+	table := "emulator-test"
+	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: ddbtypes.KeyTypeHash}},
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	item := map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "k1"}}
+	if _, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+		t.Fatalf("put item: %v", err)
+	}
+	// A failed condition is a 400 without a checksum header: the client
+	// must surface the typed error, not a checksum mismatch.
+	_, err = ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item,
+		ConditionExpression: aws.String("attribute_not_exists(pk)")})
+	var ccf *ddbtypes.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		t.Fatalf("conditional put on existing item: err = %v, want ConditionalCheckFailedException", err)
+	}
+	got, err := ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: item, ConsistentRead: aws.Bool(true)})
+	if err != nil || got.Item == nil {
+		t.Fatalf("get item: %v, item %v", err, got)
+	}
+
+	q := env.SQSClient()
+	created, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("emulator-test")})
+	if err != nil {
+		t.Fatalf("create queue: %v", err)
+	}
+	if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: created.QueueUrl, MessageBody: aws.String("hello")}); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	recv, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: created.QueueUrl, WaitTimeSeconds: 5})
+	if err != nil || len(recv.Messages) != 1 || aws.ToString(recv.Messages[0].Body) != "hello" {
+		t.Fatalf("receive: %v, %+v", err, recv)
+	}
+
+	if err := env.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	for _, ep := range eps {
+		if emulator.Alive(ep.PID) {
+			t.Errorf("%s pid %d alive after Stop", ep.Service, ep.PID)
+		}
+		if err := syscall.Kill(-ep.PID, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("%s process group %d: kill(0) = %v, want ESRCH", ep.Service, ep.PID, err)
+		}
+	}
+	if err := env.Stop(); err != nil {
+		t.Errorf("second stop: %v", err)
+	}
+}
+
+func TestConfiguredSQSEndpointStartsNoSQS(t *testing.T) {
+	isolate(t)
+	other := start(t) // stands in for LocalStack or another account
+	before := childrenRunning(t, "fauxqs")
+	if len(before) != 1 {
+		t.Fatalf("fauxqs children before = %v, want exactly the other env's", before)
+	}
+
+	t.Setenv("AWS_ENDPOINT_URL_SQS", other.SQS().URL)
+	// With a configured endpoint the SDK's usual credential chain applies.
+	t.Setenv("AWS_ACCESS_KEY_ID", "configured")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "configured")
+	env := start(t)
+
+	if ep := env.SQS(); ep.Started || ep.PID != 0 || ep.URL != other.SQS().URL {
+		t.Errorf("sqs endpoint = %+v, want the configured %s, not started", ep, other.SQS().URL)
+	}
+	if ep := env.DynamoDB(); !ep.Started || ep.PID == 0 || ep.PID == other.DynamoDB().PID {
+		t.Errorf("dynamodb endpoint = %+v, want a newly started emulator", ep)
+	}
+	if after := childrenRunning(t, "fauxqs"); len(after) != 1 || after[0] != before[0] {
+		t.Errorf("fauxqs children after = %v, want only %v", after, before)
+	}
+
+	// The client goes where the setting points: a queue created through
+	// it is visible through the other env.
+	ctx := t.Context()
+	if _, err := env.SQSClient().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("configured-endpoint")}); err != nil {
+		t.Fatalf("create queue via configured endpoint: %v", err)
+	}
+	if _, err := other.SQSClient().GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("configured-endpoint")}); err != nil {
+		t.Fatalf("queue not found at the configured endpoint: %v", err)
+	}
+	if _, err := env.DynamoDBClient().ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
+		t.Fatalf("list tables on the started DynamoDB Local: %v", err)
+	}
+}
+
+// childrenRunning lists live child processes of this test binary whose
+// command line contains substr.
+func childrenRunning(t *testing.T, substr string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !emulator.Alive(pid) {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && strings.Contains(string(cmdline), substr) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

@@ -1,0 +1,86 @@
+// Package emulatortest starts the local emulators once per test package.
+//
+//	var env *emulator.Env
+//
+//	func TestMain(m *testing.M) {
+//		emulatortest.Main(m, func(e *emulator.Env) error { env = e; return nil })
+//	}
+//
+// The emulators are stopped when the tests end, on SIGINT or SIGTERM, and,
+// through the kernel's parent-death signal, when a test panics.
+package emulatortest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/runledger/runledger/shared/emulator"
+)
+
+// Main starts the emulators (or adopts the endpoints the SDK settings
+// configure), calls setup with them, runs the tests and exits with their
+// status. It never returns.
+func Main(m *testing.M, setup func(env *emulator.Env) error) {
+	os.Exit(run(m, setup))
+}
+
+func run(m *testing.M, setup func(env *emulator.Env) error) (code int) {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// A signal stops whatever is running and exits at once: the tests may
+	// be stuck, so waiting for m.Run to return is no option.
+	var (
+		mu  sync.Mutex
+		env *emulator.Env
+	)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		sig, ok := <-sigs
+		if !ok {
+			return
+		}
+		cancel()
+		mu.Lock()
+		err := env.Stop()
+		mu.Unlock()
+		if err != nil {
+			log.Error("stop emulators after signal", "signal", sig.String(), "err", err)
+		}
+		os.Exit(128 + int(sig.(syscall.Signal)))
+	}()
+
+	e, err := emulator.Start(ctx, emulator.Options{Logger: log})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "emulatortest: %v\n", err)
+		return 1
+	}
+	mu.Lock()
+	env = e
+	mu.Unlock()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "emulatortest: %v\n", err)
+			code = 1
+		}
+	}()
+
+	if setup != nil {
+		if err := setup(e); err != nil {
+			fmt.Fprintf(os.Stderr, "emulatortest: setup: %v\n", err)
+			return 1
+		}
+	}
+	return m.Run()
+}

@@ -1,0 +1,223 @@
+package emulator
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is one emulator server: its own process group, killed with the
+// group on Stop, and killed by the kernel (Pdeathsig) if this process dies
+// first, whether by panic, os.Exit or SIGKILL.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	out     *tail
+	exited  chan struct{} // closed once Wait has returned
+	waitErr error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Pdeathsig fires when the *thread* that forked the child exits, not the
+// process. Go may retire a thread (a goroutine that exits while locked to
+// it), so every server is forked from one goroutine locked to its thread
+// for the life of the process.
+var (
+	spawnOnce  sync.Once
+	spawnQueue chan func()
+)
+
+func onSpawnThread(f func()) {
+	spawnOnce.Do(func() {
+		spawnQueue = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread must outlive every child
+			for f := range spawnQueue {
+				f()
+			}
+		}()
+	})
+	done := make(chan struct{})
+	spawnQueue <- func() { defer close(done); f() }
+	<-done
+}
+
+func spawn(name, dir, bin string, args, env []string) (*process, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	out := newTail(32 << 10)
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 5 * time.Second
+	var err error
+	onSpawnThread(func() { err = cmd.Start() })
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, out: out, exited: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *process) pid() int { return p.cmd.Process.Pid }
+
+func (p *process) hasExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop kills the whole process group and waits until the server is reaped.
+// The emulators keep state in memory only, so there is nothing to flush and
+// no reason for a gentler signal.
+func (p *process) stop() error {
+	p.stopOnce.Do(func() {
+		pgid := p.pid() // Setpgid: the group id is the leader's pid
+		if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			p.stopErr = fmt.Errorf("stop %s (pid %d): kill group: %w", p.name, pgid, err)
+			return
+		}
+		select {
+		case <-p.exited:
+		case <-time.After(15 * time.Second):
+			p.stopErr = fmt.Errorf("stop %s (pid %d): not reaped 15s after SIGKILL", p.name, pgid)
+		}
+	})
+	return p.stopErr
+}
+
+// Alive reports whether pid names a process that has not terminated. A
+// zombie (terminated, not yet reaped by whoever inherited it) counts as gone.
+func Alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state field follows the command name, which is in parentheses and
+	// may itself contain spaces or parentheses.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	switch s[i+2] {
+	case 'Z', 'X', 'x':
+		return false
+	}
+	return true
+}
+
+// listening reports whether process pid itself holds a listening TCP socket
+// on port. A health check alone could be answered by another server that
+// grabbed the port first; the socket's inode proves the listener is ours.
+func listening(pid, port int) bool {
+	inodes := map[string]bool{}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(filepath.Join(fmt.Sprintf("/proc/%d/fd", pid), fd.Name()))
+		if err != nil {
+			continue
+		}
+		if inode, ok := strings.CutPrefix(link, "socket:["); ok {
+			inodes[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return false
+	}
+	for _, table := range []string{"tcp", "tcp6"} {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			continue
+		}
+		found := scanListeners(f, port, inodes)
+		f.Close()
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// scanListeners reads a /proc/net/tcp table: columns sl, local_address
+// (hex ip:port), rem_address, st (0A = LISTEN), ..., inode (the tenth).
+func scanListeners(r io.Reader, port int, inodes map[string]bool) bool {
+	sc := bufio.NewScanner(r)
+	sc.Scan() // header
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 || fields[3] != "0A" {
+			continue
+		}
+		_, hexPort, ok := strings.Cut(fields[1], ":")
+		if !ok {
+			continue
+		}
+		p, err := strconv.ParseUint(hexPort, 16, 16)
+		if err == nil && int(p) == port && inodes[fields[9]] {
+			return true
+		}
+	}
+	return false
+}
+
+// freePort asks the kernel for a port that is free right now. Another
+// process may take it before the server binds; start retries on that.
+// A variable so a test can hand out a taken port.
+var freePort = func() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail keeps the last max bytes a server wrote, for error messages.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func newTail(max int) *tail { return &tail{max: max} }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
