@@ -1,0 +1,229 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+
+	"github.com/runledger/runledger/infra/scheduler"
+)
+
+// config is what the app reads from CDK context (cdk.json, or
+// `cdk synth -c runledger:pools=default,gpu`). Every key is optional.
+type config struct {
+	StackName     string
+	AlarmEmail    string
+	AlarmTopicArn string
+	Props         scheduler.Props
+}
+
+// Context keys. Values given with -c arrive as strings; values in cdk.json
+// may also be JSON lists, booleans or objects.
+const (
+	keyStackName          = "runledger:stackName"          // default Runledger
+	keyCodeDir            = "runledger:codeDir"            // default dist, relative to cdk.json's folder
+	keyPools              = "runledger:pools"              // "default,gpu" or ["default","gpu"]
+	keyExampleWorkerPool  = "runledger:exampleWorkerPool"  // default: the first pool; "none" deploys no worker
+	keyTickerRate         = "runledger:tickerRate"         // Go duration, whole minutes
+	keyReconcilerRate     = "runledger:reconcilerRate"     // Go duration, whole minutes
+	keyHistoryRetention   = "runledger:historyRetention"   // Go duration
+	keyQueueWaitThreshold = "runledger:queueWaitP99"       // Go duration
+	keyRemovalPolicy      = "runledger:removalPolicy"      // retain (default) or destroy
+	keyDeletionProtection = "runledger:deletionProtection" // true (default) or false
+	keyAlarmEmail         = "runledger:alarmEmail"         // creates a topic with this subscriber
+	keyAlarmTopicArn      = "runledger:alarmTopicArn"      // an existing topic
+	keyJWTIssuer          = "runledger:jwtIssuer"
+	keyJWTAudiences       = "runledger:jwtAudiences" // "a,b" or ["a","b"]
+	keyReserved           = "runledger:reservedConcurrency"
+	keyMaxReceiveCount    = "runledger:maxReceiveCount"
+)
+
+// readConfig builds the app's configuration from a context lookup (the
+// app's node.TryGetContext), reporting every bad value at once.
+func readConfig(get func(key string) any) (config, error) {
+	var errs []error
+	fail := func(key string, err error) { errs = append(errs, fmt.Errorf("context %s: %w", key, err)) }
+	str := func(key, def string) string {
+		switch v := get(key).(type) {
+		case nil:
+			return def
+		case string:
+			return v
+		default:
+			fail(key, fmt.Errorf("want a string, got %v", v))
+			return def
+		}
+	}
+	list := func(key string) []string {
+		switch v := get(key).(type) {
+		case nil:
+			return nil
+		case string:
+			var out []string
+			for _, s := range strings.Split(v, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					out = append(out, s)
+				}
+			}
+			return out
+		case []any:
+			var out []string
+			for _, item := range v {
+				s, ok := item.(string)
+				if !ok {
+					fail(key, fmt.Errorf("want a list of strings, got %v", v))
+					return nil
+				}
+				out = append(out, s)
+			}
+			return out
+		default:
+			fail(key, fmt.Errorf("want a list of strings, got %v", v))
+			return nil
+		}
+	}
+	duration := func(key string) time.Duration {
+		s := str(key, "")
+		if s == "" {
+			return 0
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			fail(key, err)
+		}
+		return d
+	}
+	boolean := func(key string) *bool {
+		switch v := get(key).(type) {
+		case nil:
+			return nil
+		case bool:
+			return &v
+		case string:
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				fail(key, err)
+				return nil
+			}
+			return &b
+		default:
+			fail(key, fmt.Errorf("want true or false, got %v", v))
+			return nil
+		}
+	}
+	number := func(key string, v any) int {
+		switch n := v.(type) {
+		case nil:
+			return 0
+		case float64:
+			return int(n)
+		case string:
+			i, err := strconv.Atoi(n)
+			if err != nil {
+				fail(key, err)
+			}
+			return i
+		default:
+			fail(key, fmt.Errorf("want a number, got %v", v))
+			return 0
+		}
+	}
+
+	c := config{
+		StackName:     str(keyStackName, "Runledger"),
+		AlarmEmail:    str(keyAlarmEmail, ""),
+		AlarmTopicArn: str(keyAlarmTopicArn, ""),
+	}
+	p := &c.Props
+	p.CodeDir = str(keyCodeDir, "dist")
+	p.Pools = list(keyPools)
+	switch w := str(keyExampleWorkerPool, ""); {
+	case get(keyExampleWorkerPool) == nil && len(p.Pools) > 0:
+		p.ExampleWorkerPool = p.Pools[0]
+	case get(keyExampleWorkerPool) == nil:
+		p.ExampleWorkerPool = scheduler.DefaultPool
+	case w == "none":
+	default:
+		p.ExampleWorkerPool = w
+	}
+	p.TickerRate = duration(keyTickerRate)
+	p.ReconcilerRate = duration(keyReconcilerRate)
+	p.HistoryRetention = duration(keyHistoryRetention)
+	p.QueueWaitP99Threshold = duration(keyQueueWaitThreshold)
+	switch rp := strings.ToLower(str(keyRemovalPolicy, "retain")); rp {
+	case "retain":
+		p.RemovalPolicy = awscdk.RemovalPolicy_RETAIN
+	case "destroy":
+		p.RemovalPolicy = awscdk.RemovalPolicy_DESTROY
+	default:
+		fail(keyRemovalPolicy, fmt.Errorf("%q: want retain or destroy", rp))
+	}
+	p.DeletionProtection = boolean(keyDeletionProtection)
+	if issuer := str(keyJWTIssuer, ""); issuer != "" {
+		p.JWT = &scheduler.JWTAuthorizer{Issuer: issuer, Audiences: list(keyJWTAudiences)}
+	}
+	p.MaxReceiveCount = number(keyMaxReceiveCount, get(keyMaxReceiveCount))
+	switch v := get(keyReserved).(type) {
+	case nil:
+	case string: // api=10,worker=5
+		p.ReservedConcurrency = map[string]int{}
+		for _, kv := range strings.Split(v, ",") {
+			name, n, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok {
+				fail(keyReserved, fmt.Errorf("%q: want name=count", kv))
+				continue
+			}
+			p.ReservedConcurrency[name] = number(keyReserved, n)
+		}
+	case map[string]any: // {"api": 10}
+		p.ReservedConcurrency = map[string]int{}
+		for name, n := range v {
+			p.ReservedConcurrency[name] = number(keyReserved, n)
+		}
+	default:
+		fail(keyReserved, fmt.Errorf("want name=count,... or an object, got %v", v))
+	}
+	return c, errors.Join(errs...)
+}
+
+// projectFile finds the repository's cdk.json (in the working directory or
+// its parent: the CLI runs the app as `cd infra && go run .`) and returns
+// its directory, where the CLI itself runs, and its "context" object.
+// Loading that context here makes `go run .` without the CLI synthesize
+// with the same feature flags as `cdk synth`; the CLI's own context, when
+// present, takes precedence. Without a cdk.json the directory is ".".
+func projectFile() (dir string, context map[string]any, err error) {
+	for _, dir := range []string{".", ".."} {
+		path := filepath.Join(dir, "cdk.json")
+		data, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		var file struct {
+			Context map[string]any `json:"context"`
+		}
+		if err := json.Unmarshal(data, &file); err != nil {
+			return "", nil, fmt.Errorf("parse %s: %w", path, err)
+		}
+		return dir, file.Context, nil
+	}
+	return ".", nil, nil
+}
+
+// resolve makes a relative path relative to base; absolute paths stay.
+func resolve(base, path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(base, path)
+}

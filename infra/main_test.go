@@ -1,0 +1,723 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/runledger/runledger/infra/scheduler"
+	"github.com/runledger/runledger/shared/tableschema"
+)
+
+// Both stacks are synthesized once, in TestMain, and shared by every test:
+// a synth costs seconds, a lookup in its template microseconds.
+var (
+	// full is the app's stack with two pools, the example worker on the
+	// first, and an alarm e-mail topic.
+	full *synthesized
+	// jwt uses a JWT authorizer and deploys no example worker.
+	jwt *synthesized
+)
+
+type synthesized struct {
+	cfg       config
+	template  assertions.Template
+	resources map[string]resource // by logical id
+	outputs   map[string]any
+	// logical ids of the scheduler's functions, by function name
+	functions map[string]string
+}
+
+type resource struct {
+	Type       string
+	Properties map[string]any
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	defer jsii.Close()
+	dir, err := os.MkdirTemp("", "runledger-infra-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+
+	// Fixture: a placeholder bootstrap per function, standing in for the
+	// executables `make functions` writes to dist/.
+	codeDir := filepath.Join(dir, "dist")
+	for _, name := range scheduler.FunctionNames() {
+		path := filepath.Join(codeDir, name, "bootstrap")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := os.WriteFile(path, []byte("#!/bin/sh\necho placeholder "+name+"\n"), 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+
+	_, ctx, err := projectFile()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if ctx == nil {
+		fmt.Fprintln(os.Stderr, "cdk.json not found beside or above infra/: the tests synthesize with its context")
+		return 1
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(filepath.Join(dir, "cdk.out"))})
+	// Build both stacks before the first synthesis: the tree is frozen after it.
+	fullStack := build(app, config{
+		StackName:  "Full",
+		AlarmEmail: "ops@example.com",
+		Props: scheduler.Props{
+			CodeDir:           codeDir,
+			Pools:             []string{"default", "gpu"},
+			ExampleWorkerPool: "default",
+		},
+	})
+	jwtStack := build(app, config{
+		StackName: "Jwt",
+		Props: scheduler.Props{
+			CodeDir: codeDir,
+			JWT: &scheduler.JWTAuthorizer{
+				Issuer:    "https://issuer.example.com",
+				Audiences: []string{"runledger-cli", "runledger-ui"},
+			},
+		},
+	})
+	full, jwt = fullStack.synth(), jwtStack.synth()
+	return m.Run()
+}
+
+type built struct {
+	cfg       config
+	stack     awscdk.Stack
+	scheduler *scheduler.Scheduler
+}
+
+func build(app awscdk.App, cfg config) built {
+	stack, s := newStack(app, cfg)
+	return built{cfg, stack, s}
+}
+
+func (b built) synth() *synthesized {
+	tmpl := assertions.Template_FromStack(b.stack, nil)
+	raw := *tmpl.ToJSON()
+	out := &synthesized{cfg: b.cfg, template: tmpl, resources: map[string]resource{}, functions: map[string]string{}}
+	for id, r := range raw["Resources"].(map[string]any) {
+		m := r.(map[string]any)
+		props, _ := m["Properties"].(map[string]any)
+		out.resources[id] = resource{Type: m["Type"].(string), Properties: props}
+	}
+	out.outputs, _ = raw["Outputs"].(map[string]any)
+	for name, fn := range b.scheduler.Functions {
+		out.functions[name] = *b.stack.GetLogicalId(fn.Node().DefaultChild().(awscdk.CfnElement))
+	}
+	return out
+}
+
+// jsiiMu serializes calls into the jsii runtime: its one child process
+// speaks a request/response protocol that concurrent callers interleave.
+// The tests run in parallel; only their assertions-package checks queue here.
+var jsiiMu sync.Mutex
+
+// check runs an assertions-package check, which panics on failure.
+func check(t *testing.T, what string, fn func()) {
+	t.Helper()
+	jsiiMu.Lock()
+	defer jsiiMu.Unlock()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s: %v", what, r)
+		}
+	}()
+	fn()
+}
+
+func (s *synthesized) ofType(typ string) map[string]resource {
+	out := map[string]resource{}
+	for id, r := range s.resources {
+		if r.Type == typ {
+			out[id] = r
+		}
+	}
+	return out
+}
+
+// ref returns the logical id a {"Ref": id} or {"Fn::GetAtt": [id, attr]} points to.
+func ref(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	if id, ok := m["Ref"].(string); ok {
+		return id
+	}
+	if ga, ok := m["Fn::GetAtt"].([]any); ok && len(ga) == 2 {
+		id, _ := ga[0].(string)
+		return id
+	}
+	return ""
+}
+
+func number(v any) float64 {
+	f, _ := v.(float64)
+	return f
+}
+
+func TestResourceCounts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		stack *synthesized
+		want  map[string]int
+	}{
+		{full, map[string]int{
+			"AWS::DynamoDB::Table": 1,
+			// (2 pools + events + delay) queues, each with its DLQ.
+			"AWS::SQS::Queue":                 8,
+			"AWS::Lambda::Function":           5,
+			"AWS::Logs::LogGroup":             5,
+			"AWS::IAM::Role":                  5,
+			"AWS::IAM::Policy":                5,
+			"AWS::Lambda::EventSourceMapping": 3, // events <- events, delay; worker <- default
+			"AWS::Events::Rule":               2,
+			"AWS::ApiGatewayV2::Api":          1,
+			"AWS::ApiGatewayV2::Stage":        1,
+			"AWS::ApiGatewayV2::Integration":  1,
+			"AWS::ApiGatewayV2::Route":        10,
+			// One invoke permission per route, one per schedule.
+			"AWS::Lambda::Permission": 12,
+			// 4 DLQs + InstanceLost + QueueWaitP99 + errors and throttles of 5 functions.
+			"AWS::CloudWatch::Alarm":     16,
+			"AWS::CloudWatch::Dashboard": 1,
+			"AWS::SNS::Topic":            1,
+			"AWS::SNS::Subscription":     1,
+		}},
+		{jwt, map[string]int{
+			"AWS::DynamoDB::Table":            1,
+			"AWS::SQS::Queue":                 6,
+			"AWS::Lambda::Function":           4,
+			"AWS::Logs::LogGroup":             4,
+			"AWS::IAM::Role":                  4,
+			"AWS::IAM::Policy":                4,
+			"AWS::Lambda::EventSourceMapping": 2,
+			"AWS::Events::Rule":               2,
+			"AWS::ApiGatewayV2::Api":          1,
+			"AWS::ApiGatewayV2::Stage":        1,
+			"AWS::ApiGatewayV2::Integration":  1,
+			"AWS::ApiGatewayV2::Authorizer":   1,
+			"AWS::ApiGatewayV2::Route":        10,
+			"AWS::Lambda::Permission":         12,
+			"AWS::CloudWatch::Alarm":          13,
+			"AWS::CloudWatch::Dashboard":      1,
+		}},
+	} {
+		t.Run(tc.stack.cfg.StackName, func(t *testing.T) {
+			got := map[string]int{}
+			for _, r := range tc.stack.resources {
+				got[r.Type]++
+			}
+			// Exact equality also rules out anything unplanned, such as a
+			// CDK-generated custom resource with its own role.
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("resource counts:\n got %v\nwant %v", got, tc.want)
+			}
+			for typ, n := range tc.want {
+				check(t, typ, func() { tc.stack.template.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
+			}
+		})
+	}
+}
+
+// TestTableMatchesSchema reads the table back from the template into a
+// tableschema.Schema: the stack and the store must agree on every key,
+// index and the TTL attribute.
+func TestTableMatchesSchema(t *testing.T) {
+	t.Parallel()
+	tables := full.ofType("AWS::DynamoDB::Table")
+	if len(tables) != 1 {
+		t.Fatalf("want one table, got %d", len(tables))
+	}
+	var props map[string]any
+	for _, r := range tables {
+		props = r.Properties
+	}
+	types := map[string]tableschema.AttributeType{}
+	for _, a := range props["AttributeDefinitions"].([]any) {
+		a := a.(map[string]any)
+		types[a["AttributeName"].(string)] = tableschema.AttributeType(a["AttributeType"].(string))
+	}
+	keys := func(schema any) (pk, sk tableschema.Attribute) {
+		for _, k := range schema.([]any) {
+			k := k.(map[string]any)
+			name := k["AttributeName"].(string)
+			attr := tableschema.Attribute{Name: name, Type: types[name]}
+			switch k["KeyType"] {
+			case "HASH":
+				pk = attr
+			case "RANGE":
+				sk = attr
+			}
+		}
+		return pk, sk
+	}
+	var got tableschema.Schema
+	got.PartitionKey, got.SortKey = keys(props["KeySchema"])
+	for _, ix := range props["GlobalSecondaryIndexes"].([]any) {
+		ix := ix.(map[string]any)
+		pk, sk := keys(ix["KeySchema"])
+		got.Indexes = append(got.Indexes, tableschema.Index{Name: ix["IndexName"].(string), PartitionKey: pk, SortKey: sk})
+		if p := ix["Projection"].(map[string]any)["ProjectionType"]; p != "ALL" {
+			t.Errorf("index %s projects %v, want ALL", ix["IndexName"], p)
+		}
+	}
+	ttl := props["TimeToLiveSpecification"].(map[string]any)
+	if ttl["Enabled"] == true {
+		got.TTLAttribute, _ = ttl["AttributeName"].(string)
+	}
+	want := tableschema.Table()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("table differs from tableschema.Table():\n got %+v\nwant %+v", got, want)
+	}
+	if len(types) != len(want.Attributes()) {
+		t.Errorf("attribute definitions %v, want exactly %v", types, want.Attributes())
+	}
+
+	check(t, "on-demand, PITR, TTL, deletion protection", func() {
+		full.template.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), &map[string]any{
+			"BillingMode":                      "PAY_PER_REQUEST",
+			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+			"TimeToLiveSpecification":          map[string]any{"AttributeName": tableschema.TTL, "Enabled": true},
+			"DeletionProtectionEnabled":        true,
+		})
+	})
+	check(t, "table retained on removal by default", func() {
+		full.template.HasResource(jsii.String("AWS::DynamoDB::Table"), &map[string]any{
+			"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
+		})
+	})
+}
+
+func TestEventSources(t *testing.T) {
+	t.Parallel()
+	type mapping struct{ function, queue string }
+	var got []mapping
+	for id, r := range full.ofType("AWS::Lambda::EventSourceMapping") {
+		if types := r.Properties["FunctionResponseTypes"]; !reflect.DeepEqual(types, []any{"ReportBatchItemFailures"}) {
+			t.Errorf("%s: FunctionResponseTypes %v, want [ReportBatchItemFailures]", id, types)
+		}
+		fn := ref(r.Properties["FunctionName"])
+		name := ""
+		for n, logical := range full.functions {
+			if logical == fn {
+				name = n
+			}
+		}
+		got = append(got, mapping{name, ref(r.Properties["EventSourceArn"])})
+	}
+	s := full
+	want := []mapping{
+		{scheduler.FunctionEvents, logicalID(s, "EventsQueue")},
+		{scheduler.FunctionEvents, logicalID(s, "DelayQueue")},
+		{scheduler.FunctionWorker, logicalID(s, "PoolQueue-default")},
+	}
+	less := func(a, b mapping) int { return strings.Compare(a.function+a.queue, b.function+b.queue) }
+	slices.SortFunc(got, less)
+	slices.SortFunc(want, less)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("event source mappings:\n got %v\nwant %v", got, want)
+	}
+}
+
+// logicalID finds the one queue whose logical id starts with the
+// scheduler's construct path for id (CDK appends a hash).
+func logicalID(s *synthesized, id string) string {
+	prefix := "Scheduler" + strings.ReplaceAll(id, "-", "")
+	var found []string
+	for lid, r := range s.resources {
+		if r.Type == "AWS::SQS::Queue" && strings.HasPrefix(lid, prefix) && !strings.HasPrefix(lid, prefix+"DeadLetter") {
+			found = append(found, lid)
+		}
+	}
+	if len(found) != 1 {
+		return fmt.Sprintf("<%d queues match %s>", len(found), prefix)
+	}
+	return found[0]
+}
+
+// TestVisibilityTimeout: every consumed queue hides a message for at least
+// six times its consumer's timeout, and so does every pool queue, whose
+// consumers may be the example worker function.
+func TestVisibilityTimeout(t *testing.T) {
+	t.Parallel()
+	for _, s := range []*synthesized{full, jwt} {
+		mappings := s.ofType("AWS::Lambda::EventSourceMapping")
+		if len(mappings) == 0 {
+			t.Fatalf("%s: no event source mappings", s.cfg.StackName)
+		}
+		for id, r := range mappings {
+			queue := s.resources[ref(r.Properties["EventSourceArn"])]
+			fn := s.resources[ref(r.Properties["FunctionName"])]
+			vis, timeout := number(queue.Properties["VisibilityTimeout"]), number(fn.Properties["Timeout"])
+			if timeout == 0 || vis < 6*timeout {
+				t.Errorf("%s/%s: visibility timeout %vs, function timeout %vs: want at least 6x", s.cfg.StackName, id, vis, timeout)
+			}
+		}
+	}
+	worker := number(full.resources[full.functions[scheduler.FunctionWorker]].Properties["Timeout"])
+	for _, pool := range full.cfg.Props.Pools {
+		q := full.resources[logicalID(full, "PoolQueue-"+pool)]
+		if vis := number(q.Properties["VisibilityTimeout"]); worker == 0 || vis < 6*worker {
+			t.Errorf("pool %s: visibility timeout %vs, worker timeout %vs: want at least 6x", pool, vis, worker)
+		}
+	}
+}
+
+func TestQueuesEncryptedWithDeadLetters(t *testing.T) {
+	t.Parallel()
+	queues := full.ofType("AWS::SQS::Queue")
+	dlqs := map[string]bool{}
+	sources := 0
+	for id, q := range queues {
+		if q.Properties["SqsManagedSseEnabled"] != true {
+			t.Errorf("%s: not encrypted (SqsManagedSseEnabled %v)", id, q.Properties["SqsManagedSseEnabled"])
+		}
+		redrive, ok := q.Properties["RedrivePolicy"].(map[string]any)
+		if !ok {
+			continue
+		}
+		sources++
+		if n := number(redrive["maxReceiveCount"]); n != scheduler.DefaultMaxReceiveCount {
+			t.Errorf("%s: maxReceiveCount %v, want %d", id, n, scheduler.DefaultMaxReceiveCount)
+		}
+		dlq := ref(redrive["deadLetterTargetArn"])
+		if _, ok := queues[dlq]; !ok || dlqs[dlq] {
+			t.Errorf("%s: DLQ %q missing or shared", id, dlq)
+		}
+		dlqs[dlq] = true
+	}
+	// Every queue is either a source with its own DLQ or that DLQ.
+	if want := len(full.cfg.Props.Pools) + 2; sources != want || len(dlqs) != want || len(queues) != 2*want {
+		t.Errorf("%d source queues and %d DLQs of %d queues, want %d and %d", sources, len(dlqs), len(queues), want, want)
+	}
+}
+
+// TestNoWildcardAction scans every policy document anywhere in the
+// template (roles, policies, resource policies, CDK-generated ones).
+func TestNoWildcardAction(t *testing.T) {
+	t.Parallel()
+	for _, s := range []*synthesized{full, jwt} {
+		var statements []map[string]any
+		for id, r := range s.resources {
+			collectStatements(id, r.Properties, &statements)
+			if arns, ok := r.Properties["ManagedPolicyArns"]; ok {
+				t.Errorf("%s/%s: managed policies %v; every permission must be written out", s.cfg.StackName, id, arns)
+			}
+		}
+		if len(statements) < 3*len(s.functions) {
+			t.Fatalf("%s: found only %d statements: the scan is not reaching the policies", s.cfg.StackName, len(statements))
+		}
+		for _, st := range statements {
+			if problems := statementProblems(st); len(problems) > 0 {
+				t.Errorf("%s: %v in %v", s.cfg.StackName, problems, st)
+			}
+		}
+	}
+}
+
+// TestWildcardDetector proves the scan above can fail.
+func TestWildcardDetector(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		statement map[string]any
+		bad       bool
+	}{
+		{map[string]any{"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": "arn:aws:dynamodb:::table/t"}, false},
+		{map[string]any{"Effect": "Allow", "Action": []any{"sqs:SendMessage", "sqs:*"}, "Resource": "arn:aws:sqs:::q"}, true},
+		{map[string]any{"Effect": "Allow", "Action": "dynamodb:Get*", "Resource": "arn:aws:dynamodb:::table/t"}, true},
+		{map[string]any{"Effect": "Allow", "Action": "*", "Resource": "arn:aws:dynamodb:::table/t"}, true},
+		{map[string]any{"Effect": "Allow", "NotAction": "iam:CreateUser", "Resource": "arn:aws:iam:::user/u"}, true},
+		{map[string]any{"Effect": "Allow", "Action": "logs:PutLogEvents", "Resource": "*"}, true},
+	} {
+		if got := len(statementProblems(tc.statement)) > 0; got != tc.bad {
+			t.Errorf("%v: flagged %v, want %v", tc.statement, got, tc.bad)
+		}
+	}
+	var found []map[string]any
+	collectStatements("doc", map[string]any{"Policies": []any{map[string]any{"PolicyDocument": map[string]any{
+		"Statement": []any{map[string]any{"Action": "s3:*"}}}}}}, &found)
+	if len(found) != 1 {
+		t.Errorf("nested statement not collected: %v", found)
+	}
+}
+
+func collectStatements(where string, v any, out *[]map[string]any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, child := range v {
+			if k == "Statement" {
+				list, ok := child.([]any)
+				if !ok {
+					list = []any{child}
+				}
+				for _, st := range list {
+					if m, ok := st.(map[string]any); ok {
+						*out = append(*out, m)
+					}
+				}
+				continue
+			}
+			collectStatements(where, child, out)
+		}
+	case []any:
+		for _, child := range v {
+			collectStatements(where, child, out)
+		}
+	}
+}
+
+func statementProblems(st map[string]any) []string {
+	var problems []string
+	if _, ok := st["NotAction"]; ok {
+		problems = append(problems, "NotAction")
+	}
+	if _, ok := st["NotResource"]; ok {
+		problems = append(problems, "NotResource")
+	}
+	for _, a := range strings1(st["Action"]) {
+		if strings.Contains(a, "*") {
+			problems = append(problems, "wildcard action "+a)
+		}
+	}
+	if st["Effect"] == "Allow" {
+		for _, r := range strings1(st["Resource"]) {
+			if r == "*" {
+				problems = append(problems, "resource *")
+			}
+		}
+	}
+	return problems
+}
+
+// strings1 returns the literal strings of a string-or-list value.
+func strings1(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		var out []string
+		for _, x := range v {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func TestRoutes(t *testing.T) {
+	t.Parallel()
+	public := []string{
+		"GET /healthz",
+		"GET /v1/openapi.json",
+		"POST /v1/attempts/claim",
+		"POST /v1/attempts/heartbeat",
+		"POST /v1/attempts/complete",
+	}
+	operator := []string{
+		"$default",
+		"ANY /v1/jobs",
+		"ANY /v1/jobs/{proxy+}",
+		"ANY /v1/runs",
+		"ANY /v1/runs/{proxy+}",
+	}
+	for _, tc := range []struct {
+		stack *synthesized
+		auth  string
+	}{{full, "AWS_IAM"}, {jwt, "JWT"}} {
+		want := map[string]string{}
+		for _, k := range public {
+			want[k] = "NONE"
+		}
+		for _, k := range operator {
+			want[k] = tc.auth
+		}
+		got := map[string]string{}
+		for id, r := range tc.stack.ofType("AWS::ApiGatewayV2::Route") {
+			key := r.Properties["RouteKey"].(string)
+			got[key] = r.Properties["AuthorizationType"].(string)
+			_, hasAuthorizer := r.Properties["AuthorizerId"]
+			if hasAuthorizer != (got[key] == "JWT") {
+				t.Errorf("%s %s: authorizer id present %v with authorization %s", tc.stack.cfg.StackName, id, hasAuthorizer, got[key])
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s routes:\n got %v\nwant %v", tc.stack.cfg.StackName, got, want)
+		}
+	}
+	check(t, "JWT authorizer", func() {
+		jwt.template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Authorizer"), &map[string]any{
+			"AuthorizerType": "JWT",
+			"IdentitySource": []any{"$request.header.Authorization"},
+			"JwtConfiguration": map[string]any{
+				"Issuer":   "https://issuer.example.com",
+				"Audience": []any{"runledger-cli", "runledger-ui"},
+			},
+		})
+	})
+	check(t, "payload format 2.0 to the api function", func() {
+		full.template.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Integration"), &map[string]any{
+			"IntegrationType":      "AWS_PROXY",
+			"PayloadFormatVersion": "2.0",
+			"IntegrationUri":       map[string]any{"Fn::GetAtt": []any{full.functions[scheduler.FunctionAPI], "Arn"}},
+		})
+	})
+}
+
+func TestFunctions(t *testing.T) {
+	t.Parallel()
+	wantEnv := map[string][]string{
+		scheduler.FunctionAPI:        {"RUNLEDGER_AUTH", "RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
+		scheduler.FunctionEvents:     {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
+		scheduler.FunctionTicker:     {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
+		scheduler.FunctionReconciler: {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
+		scheduler.FunctionWorker:     {"RUNLEDGER_API_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_POOL"},
+	}
+	if len(full.functions) != len(wantEnv) {
+		t.Fatalf("functions %v, want %d", full.functions, len(wantEnv))
+	}
+	for name, id := range full.functions {
+		p := full.resources[id].Properties
+		if p["Runtime"] != "provided.al2023" || !reflect.DeepEqual(p["Architectures"], []any{"arm64"}) || p["Handler"] != "bootstrap" {
+			t.Errorf("%s: runtime %v, architectures %v, handler %v", name, p["Runtime"], p["Architectures"], p["Handler"])
+		}
+		vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		var keys []string
+		for k := range vars {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		if !reflect.DeepEqual(keys, wantEnv[name]) {
+			t.Errorf("%s: environment %v, want %v", name, keys, wantEnv[name])
+		}
+		logs := full.resources[ref(p["LoggingConfig"].(map[string]any)["LogGroup"])]
+		if logs.Type != "AWS::Logs::LogGroup" || number(logs.Properties["RetentionInDays"]) != 30 {
+			t.Errorf("%s: log group %v, want an explicit one with 30 days' retention", name, logs)
+		}
+	}
+	api := full.resources[full.functions[scheduler.FunctionAPI]].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if api["RUNLEDGER_AUTH"] != "gateway" {
+		t.Errorf("api RUNLEDGER_AUTH %v, want gateway", api["RUNLEDGER_AUTH"])
+	}
+	if api["RUNLEDGER_HISTORY_RETENTION"] != "2160h0m0s" {
+		t.Errorf("api RUNLEDGER_HISTORY_RETENTION %v, want 2160h0m0s", api["RUNLEDGER_HISTORY_RETENTION"])
+	}
+	pools, _ := api["RUNLEDGER_POOL_QUEUES"].(map[string]any)["Fn::Join"].([]any)
+	if got := fmt.Sprint(pools); !strings.Contains(got, `{"default":"`) || !strings.Contains(got, `,"gpu":"`) {
+		t.Errorf("RUNLEDGER_POOL_QUEUES %v: want a JSON object of both pools", got)
+	}
+}
+
+func TestSchedules(t *testing.T) {
+	t.Parallel()
+	targets := map[string]string{}
+	for id, r := range full.ofType("AWS::Events::Rule") {
+		if r.Properties["ScheduleExpression"] != "rate(1 minute)" || r.Properties["State"] != "ENABLED" {
+			t.Errorf("%s: schedule %v, state %v", id, r.Properties["ScheduleExpression"], r.Properties["State"])
+		}
+		for _, target := range r.Properties["Targets"].([]any) {
+			targets[ref(target.(map[string]any)["Arn"])] = id
+		}
+	}
+	for _, name := range []string{scheduler.FunctionTicker, scheduler.FunctionReconciler} {
+		if _, ok := targets[full.functions[name]]; !ok {
+			t.Errorf("%s: no schedule targets it (targets %v)", name, targets)
+		}
+	}
+	if len(targets) != 2 {
+		t.Errorf("schedules target %v, want ticker and reconciler only", targets)
+	}
+}
+
+func TestAlarms(t *testing.T) {
+	t.Parallel()
+	var topic string
+	for id := range full.ofType("AWS::SNS::Topic") {
+		topic = id
+	}
+	byMetric := map[string]int{}
+	dlqAlarmed := map[string]bool{}
+	for id, r := range full.ofType("AWS::CloudWatch::Alarm") {
+		p := r.Properties
+		metric := fmt.Sprintf("%v/%v", p["Namespace"], p["MetricName"])
+		byMetric[metric]++
+		for _, list := range []string{"AlarmActions", "OKActions"} {
+			actions, _ := p[list].([]any)
+			if len(actions) != 1 || ref(actions[0]) != topic {
+				t.Errorf("%s: %s %v, want the alarm topic %s", id, list, actions, topic)
+			}
+		}
+		switch metric {
+		case "AWS/SQS/ApproximateNumberOfMessagesVisible":
+			dims := p["Dimensions"].([]any)
+			dlqAlarmed[ref(dims[0].(map[string]any)["Value"])] = true
+		case "Runledger/QueueWait":
+			if p["ExtendedStatistic"] != "p99" || number(p["Threshold"]) != 300000 {
+				t.Errorf("queue wait alarm: statistic %v threshold %v, want p99 over 300000 ms", p["ExtendedStatistic"], p["Threshold"])
+			}
+		case "Runledger/InstanceLost":
+			if p["Statistic"] != "Sum" || number(p["Threshold"]) != 1 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
+				t.Errorf("LOST alarm: %v", p)
+			}
+		}
+	}
+	want := map[string]int{
+		"AWS/SQS/ApproximateNumberOfMessagesVisible": 4,
+		"Runledger/InstanceLost":                     1,
+		"Runledger/QueueWait":                        1,
+		"AWS/Lambda/Errors":                          5,
+		"AWS/Lambda/Throttles":                       5,
+	}
+	if !reflect.DeepEqual(byMetric, want) {
+		t.Errorf("alarms by metric:\n got %v\nwant %v", byMetric, want)
+	}
+	for id, q := range full.ofType("AWS::SQS::Queue") {
+		isDLQ := q.Properties["RedrivePolicy"] == nil
+		if isDLQ != dlqAlarmed[id] {
+			t.Errorf("queue %s: DLQ %v, alarmed %v", id, isDLQ, dlqAlarmed[id])
+		}
+	}
+	if len(full.ofType("AWS::CloudWatch::Dashboard")) != 1 {
+		t.Error("no dashboard")
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"ApiUrl", "Region", "TableName", "EventsQueueUrl", "DelayQueueUrl", "PoolQueueUrls", "DeadLetterQueueUrls", "DashboardName"} {
+		if _, ok := full.outputs[name]; !ok {
+			t.Errorf("output %s missing (have %v)", name, full.outputs)
+		}
+	}
+	api := full.outputs["ApiUrl"].(map[string]any)["Value"]
+	if got := fmt.Sprint(api); !strings.Contains(got, "ApiEndpoint") {
+		t.Errorf("ApiUrl %v: want the HTTP API endpoint", got)
+	}
+}

@@ -1,0 +1,109 @@
+package scheduler
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/runledger/runledger/shared/tableschema"
+)
+
+// The actions below are the data calls the store and queue adapters make
+// (shared/store, shared/queue), named one by one: no wildcard action appears
+// anywhere in the stack (a test scans the synthesized template). Table
+// management (CreateTable, UpdateTimeToLive, DescribeTable) belongs to the
+// local stack and the tests; here the stack owns the table. TransactWriteItems
+// has no IAM action of its own: DynamoDB checks PutItem, UpdateItem,
+// DeleteItem or ConditionCheckItem for each item of the transaction.
+var (
+	dynamoItems = []string{
+		"dynamodb:GetItem",
+		"dynamodb:BatchGetItem",
+		"dynamodb:Query",
+		"dynamodb:PutItem",
+		"dynamodb:UpdateItem",
+		"dynamodb:DeleteItem",
+		"dynamodb:ConditionCheckItem",
+	}
+	dynamoIndexQuery = []string{"dynamodb:Query"}
+	// SendMessageBatch is authorized by sqs:SendMessage.
+	sqsSend = []string{"sqs:SendMessage"}
+)
+
+// tableAccess is what one function does with the table and which queues it
+// sends to. Receiving is granted by the SQS event sources (consume).
+type tableAccess struct {
+	items   bool
+	indexes []string
+	sendTo  []string // "pools", "events", "delay"
+}
+
+// accessByFunction is the least-privilege table: change it together with the
+// adapters' calls.
+//   - api: jobs and runs CRUD, the listing index for newest-first and by-name
+//     listings; triggering a run dispatches at once (pools), a delayed timer
+//     goes to the delay queue, a completion may be forwarded to events.
+//   - events: applies completions, dispatches downstream tasks at once.
+//   - ticker, reconciler: the timers index finds due work; both dispatch and
+//     arm short delayed timers.
+//   - worker: talks to the API over HTTP and reports completions to the
+//     events queue; it never touches the table.
+var accessByFunction = map[string]tableAccess{
+	FunctionAPI:        {items: true, indexes: []string{tableschema.ListIndex}, sendTo: []string{"pools", "delay", "events"}},
+	FunctionEvents:     {items: true, sendTo: []string{"pools", "delay"}},
+	FunctionTicker:     {items: true, indexes: []string{tableschema.TimerIndex}, sendTo: []string{"pools", "delay"}},
+	FunctionReconciler: {items: true, indexes: []string{tableschema.TimerIndex}, sendTo: []string{"pools", "delay"}},
+	FunctionWorker:     {sendTo: []string{"events"}},
+}
+
+func (s *Scheduler) grantAccess() {
+	for _, name := range FunctionNames() {
+		fn, ok := s.Functions[name]
+		if !ok {
+			continue
+		}
+		a := accessByFunction[name]
+		role := fn.Role()
+		if a.items {
+			role.AddToPrincipalPolicy(allow(dynamoItems, s.Table.TableArn()))
+		}
+		if len(a.indexes) > 0 {
+			var arns []*string
+			for _, ix := range a.indexes {
+				arns = append(arns, awscdk.Fn_Join(jsii.String(""), &[]*string{s.Table.TableArn(), jsii.String("/index/" + ix)}))
+			}
+			role.AddToPrincipalPolicy(allow(dynamoIndexQuery, arns...))
+		}
+		var queues []*string
+		for _, target := range a.sendTo {
+			switch target {
+			case "pools":
+				for _, pool := range sortedKeys(s.PoolQueues) {
+					queues = append(queues, s.PoolQueues[pool].Queue.QueueArn())
+				}
+			case "events":
+				queues = append(queues, s.EventsQueue.Queue.QueueArn())
+			case "delay":
+				queues = append(queues, s.DelayQueue.Queue.QueueArn())
+			}
+		}
+		if len(queues) > 0 {
+			role.AddToPrincipalPolicy(allow(sqsSend, queues...))
+		}
+	}
+}
+
+func allow(actions []string, resources ...*string) awsiam.PolicyStatement {
+	return awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Effect:    awsiam.Effect_ALLOW,
+		Actions:   jsii.Strings(actions...),
+		Resources: &resources,
+	})
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}

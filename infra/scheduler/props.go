@@ -1,0 +1,207 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+)
+
+// Function names, fixed by docs/wiring.md: each is built by `make functions`
+// to <CodeDir>/<name>/bootstrap.
+const (
+	FunctionAPI        = "api"
+	FunctionEvents     = "events"
+	FunctionTicker     = "ticker"
+	FunctionReconciler = "reconciler"
+	FunctionWorker     = "worker"
+)
+
+// FunctionNames lists every function the construct can deploy, in wiring order.
+func FunctionNames() []string {
+	return []string{FunctionAPI, FunctionEvents, FunctionTicker, FunctionReconciler, FunctionWorker}
+}
+
+// Defaults applied by NewScheduler to zero-valued props.
+const (
+	DefaultPool                  = "default"
+	DefaultScheduleRate          = time.Minute
+	DefaultHistoryRetention      = 2160 * time.Hour // 90 days, as in docs/wiring.md
+	DefaultQueueWaitP99Threshold = 5 * time.Minute
+	DefaultMaxReceiveCount       = 5
+	DefaultLogRetention          = awslogs.RetentionDays_ONE_MONTH
+)
+
+// JWTAuthorizer configures a JWT authorizer in place of IAM (SigV4) on the
+// operator routes (/v1/jobs..., /v1/runs...).
+type JWTAuthorizer struct {
+	// Issuer is the token issuer URL, e.g. a Cognito user pool's
+	// https://cognito-idp.<region>.amazonaws.com/<pool id>.
+	Issuer string
+	// Audiences are the accepted `aud` (or Cognito `client_id`) values.
+	Audiences []string
+}
+
+// Props configure a Scheduler. Every field but CodeDir has a default.
+type Props struct {
+	// CodeDir holds one folder per function with its `bootstrap` executable
+	// (linux/arm64), as `make functions` writes them to dist/. Required.
+	CodeDir string
+
+	// Pools are the worker pools; each gets a dispatch queue and its DLQ.
+	// Default: ["default"].
+	Pools []string
+	// ExampleWorkerPool, when set, deploys the example worker function as an
+	// SQS consumer of that pool's dispatch queue. Empty deploys none: bring
+	// your own workers built with the worker SDK.
+	ExampleWorkerPool string
+
+	// TickerRate and ReconcilerRate are the EventBridge schedule rates, whole
+	// minutes, at least one. Default: one minute each.
+	TickerRate     time.Duration
+	ReconcilerRate time.Duration
+
+	// HistoryRetention is how long transition records live before the
+	// table's TTL removes them (RUNLEDGER_HISTORY_RETENTION). Default 90 days.
+	HistoryRetention time.Duration
+	// LogRetention applies to every function's log group. Default one month.
+	LogRetention awslogs.RetentionDays
+
+	// RemovalPolicy applies to the table and the log groups when the
+	// construct is removed. Default RETAIN: removing the stack keeps the data.
+	RemovalPolicy awscdk.RemovalPolicy
+	// DeletionProtection is the table's deletion protection. Default true.
+	DeletionProtection *bool
+
+	// AlarmTopic, when set, receives every alarm's ALARM and OK transitions.
+	AlarmTopic awssns.ITopic
+	// QueueWaitP99Threshold raises the queue wait alarm when the p99 of
+	// QUEUED -> RUNNING stays above it for 15 minutes. Default 5 minutes.
+	QueueWaitP99Threshold time.Duration
+
+	// JWT, when set, puts a JWT authorizer instead of IAM on the operator routes.
+	JWT *JWTAuthorizer
+
+	// ReservedConcurrency reserves concurrent executions per function name
+	// (see FunctionNames). Absent names stay unreserved; 0 disables a function.
+	ReservedConcurrency map[string]int
+
+	// MaxReceiveCount is how many receives a message gets before its queue
+	// moves it to the DLQ. Default 5.
+	MaxReceiveCount int
+}
+
+var poolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$`)
+
+// withDefaults returns a copy of p with every zero field set to its default.
+func (p Props) withDefaults() Props {
+	if len(p.Pools) == 0 {
+		p.Pools = []string{DefaultPool}
+	}
+	if p.TickerRate == 0 {
+		p.TickerRate = DefaultScheduleRate
+	}
+	if p.ReconcilerRate == 0 {
+		p.ReconcilerRate = DefaultScheduleRate
+	}
+	if p.HistoryRetention == 0 {
+		p.HistoryRetention = DefaultHistoryRetention
+	}
+	if p.LogRetention == "" {
+		p.LogRetention = DefaultLogRetention
+	}
+	if p.RemovalPolicy == "" {
+		p.RemovalPolicy = awscdk.RemovalPolicy_RETAIN
+	}
+	if p.DeletionProtection == nil {
+		on := true
+		p.DeletionProtection = &on
+	}
+	if p.QueueWaitP99Threshold == 0 {
+		p.QueueWaitP99Threshold = DefaultQueueWaitP99Threshold
+	}
+	if p.MaxReceiveCount == 0 {
+		p.MaxReceiveCount = DefaultMaxReceiveCount
+	}
+	return p
+}
+
+// deployed lists the functions these props deploy.
+func (p Props) deployed() []string {
+	names := []string{FunctionAPI, FunctionEvents, FunctionTicker, FunctionReconciler}
+	if p.ExampleWorkerPool != "" {
+		names = append(names, FunctionWorker)
+	}
+	return names
+}
+
+// validate reports every problem with defaulted props at once.
+func (p Props) validate() error {
+	var errs []error
+	if p.CodeDir == "" {
+		errs = append(errs, errors.New("CodeDir is required: the folder `make functions` writes (dist/)"))
+	} else {
+		for _, name := range p.deployed() {
+			path := filepath.Join(p.CodeDir, name, "bootstrap")
+			if st, err := os.Stat(path); err != nil || st.IsDir() {
+				errs = append(errs, fmt.Errorf("function %s: no executable at %s (run `make functions`)", name, path))
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, pool := range p.Pools {
+		switch {
+		case !poolName.MatchString(pool):
+			errs = append(errs, fmt.Errorf("pool %q: want 1-40 letters, digits, '-' or '_', starting with a letter or digit", pool))
+		case seen[pool]:
+			errs = append(errs, fmt.Errorf("pool %q: listed twice", pool))
+		}
+		seen[pool] = true
+	}
+	if p.ExampleWorkerPool != "" && !seen[p.ExampleWorkerPool] {
+		errs = append(errs, fmt.Errorf("example worker pool %q: not one of the pools %v", p.ExampleWorkerPool, p.Pools))
+	}
+	for _, r := range []struct {
+		name string
+		rate time.Duration
+	}{{"TickerRate", p.TickerRate}, {"ReconcilerRate", p.ReconcilerRate}} {
+		if r.rate < time.Minute || r.rate%time.Minute != 0 {
+			errs = append(errs, fmt.Errorf("%s %s: EventBridge rates are whole minutes, at least 1m", r.name, r.rate))
+		}
+	}
+	if p.HistoryRetention < time.Hour {
+		errs = append(errs, fmt.Errorf("HistoryRetention %s: want at least 1h", p.HistoryRetention))
+	}
+	if p.QueueWaitP99Threshold < time.Millisecond {
+		errs = append(errs, fmt.Errorf("QueueWaitP99Threshold %s: want at least 1ms", p.QueueWaitP99Threshold))
+	}
+	if p.MaxReceiveCount < 1 || p.MaxReceiveCount > 1000 {
+		errs = append(errs, fmt.Errorf("MaxReceiveCount %d: SQS allows 1-1000", p.MaxReceiveCount))
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.ReservedConcurrency)) {
+		n := p.ReservedConcurrency[name]
+		if !slices.Contains(FunctionNames(), name) {
+			errs = append(errs, fmt.Errorf("ReservedConcurrency: unknown function %q (want one of %v)", name, FunctionNames()))
+		}
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("ReservedConcurrency[%s] %d: want 0 or more", name, n))
+		}
+	}
+	if p.JWT != nil {
+		if p.JWT.Issuer == "" {
+			errs = append(errs, errors.New("JWT.Issuer is required when JWT is set"))
+		}
+		if len(p.JWT.Audiences) == 0 {
+			errs = append(errs, errors.New("JWT.Audiences needs at least one audience"))
+		}
+	}
+	return errors.Join(errs...)
+}

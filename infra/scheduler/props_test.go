@@ -1,0 +1,88 @@
+package scheduler
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/jsii-runtime-go"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	jsii.Close()
+	os.Exit(code)
+}
+
+// codeDir writes a placeholder bootstrap for the named functions.
+func codeDir(t *testing.T, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range names {
+		path := filepath.Join(dir, name, "bootstrap")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	p := Props{}.withDefaults()
+	if len(p.Pools) != 1 || p.Pools[0] != DefaultPool || p.TickerRate != time.Minute || p.ReconcilerRate != time.Minute ||
+		p.HistoryRetention != 2160*time.Hour || p.DeletionProtection == nil || !*p.DeletionProtection ||
+		p.MaxReceiveCount != 5 || p.QueueWaitP99Threshold != 5*time.Minute || p.RemovalPolicy != "RETAIN" {
+		t.Errorf("defaults: %+v", p)
+	}
+	off := false
+	if q := (Props{DeletionProtection: &off}).withDefaults(); *q.DeletionProtection {
+		t.Error("an explicit false deletion protection was overridden")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	all := codeDir(t, FunctionNames()...)
+	noWorker := codeDir(t, FunctionAPI, FunctionEvents, FunctionTicker, FunctionReconciler)
+	for _, tc := range []struct {
+		name  string
+		props Props
+		want  []string // substrings of the error; none means valid
+	}{
+		{"defaults with code", Props{CodeDir: noWorker}, nil},
+		{"example worker with code", Props{CodeDir: all, Pools: []string{"default", "gpu"}, ExampleWorkerPool: "gpu"}, nil},
+		{"no code dir", Props{}, []string{"CodeDir is required"}},
+		{"worker code missing", Props{CodeDir: noWorker, ExampleWorkerPool: "default"}, []string{"function worker: no executable", "make functions"}},
+		{"bad pools", Props{CodeDir: noWorker, Pools: []string{"ok", "ok", "has space", ""}}, []string{`pool "ok": listed twice`, `pool "has space"`, `pool ""`}},
+		{"worker pool unknown", Props{CodeDir: all, ExampleWorkerPool: "gpu"}, []string{`example worker pool "gpu"`}},
+		{"rates", Props{CodeDir: noWorker, TickerRate: 30 * time.Second, ReconcilerRate: 90 * time.Second}, []string{"TickerRate 30s", "ReconcilerRate 1m30s"}},
+		{"retention", Props{CodeDir: noWorker, HistoryRetention: time.Minute}, []string{"HistoryRetention 1m0s"}},
+		{"receive count", Props{CodeDir: noWorker, MaxReceiveCount: 1001}, []string{"MaxReceiveCount 1001"}},
+		{"reserved", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"apx": 1, "api": -1}}, []string{`unknown function "apx"`, "ReservedConcurrency[api] -1"}},
+		{"jwt", Props{CodeDir: noWorker, JWT: &JWTAuthorizer{}}, []string{"JWT.Issuer", "JWT.Audiences"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.props.withDefaults().validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("want errors %q, got none", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,333 @@
+// Package scheduler is the runledger CDK construct: the table, the queues,
+// the five Lambda functions of docs/wiring.md, their schedules and event
+// sources, the HTTP API, least-privilege roles, alarms and a dashboard.
+// Drop it into any CDK app with NewScheduler.
+package scheduler
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/runledger/runledger/shared/tableschema"
+)
+
+// QueuePair is a queue and the dead-letter queue its redrive policy feeds.
+type QueuePair struct {
+	Queue      awssqs.Queue
+	DeadLetter awssqs.Queue
+}
+
+// Scheduler is the deployed runledger service. Its fields expose the parts
+// a surrounding app may want to output, grant on or extend.
+type Scheduler struct {
+	constructs.Construct
+
+	Table awsdynamodb.Table
+	// API is the HTTP API; API.ApiEndpoint() is the base URL.
+	API         awsapigatewayv2.HttpApi
+	EventsQueue QueuePair
+	DelayQueue  QueuePair
+	// PoolQueues holds each worker pool's dispatch queue, by pool name.
+	PoolQueues map[string]QueuePair
+	// Functions holds the deployed functions by name (see FunctionNames);
+	// the worker is present only with Props.ExampleWorkerPool.
+	Functions map[string]awslambda.Function
+	Alarms    []awscloudwatch.Alarm
+	Dashboard awscloudwatch.Dashboard
+}
+
+// functionSpec sizes one function. The timeouts matter beyond the function:
+// each consumed queue's visibility timeout is six times its consumer's.
+type functionSpec struct {
+	timeout     time.Duration
+	memoryMiB   int
+	description string
+}
+
+var functionSpecs = map[string]functionSpec{
+	// The HTTP API integration gives up after 30 s; answer well before.
+	FunctionAPI:        {20 * time.Second, 512, "runledger HTTP API (API Gateway HTTP API, payload 2.0)"},
+	FunctionEvents:     {60 * time.Second, 256, "runledger events: worker completion events and delayed timers from SQS"},
+	FunctionTicker:     {60 * time.Second, 256, "runledger ticker: cron slots and due timers"},
+	FunctionReconciler: {60 * time.Second, 256, "runledger reconciler: lease expiry, queue and cancel timeouts, LOST resolution"},
+	FunctionWorker:     {120 * time.Second, 256, "runledger example worker of one pool"},
+}
+
+// visibilityFactor follows AWS's advice for SQS event sources: a visibility
+// timeout of at least six times the function timeout, so a batch the poller
+// retries after throttling is not redelivered while it still runs.
+const visibilityFactor = 6
+
+// NewScheduler adds the runledger service to scope. It panics, as CDK
+// constructs do, when props are invalid, naming every problem found.
+func NewScheduler(scope constructs.Construct, id *string, props *Props) *Scheduler {
+	var p Props
+	if props != nil {
+		p = *props
+	}
+	p = p.withDefaults()
+	if err := p.validate(); err != nil {
+		panic(fmt.Errorf("runledger scheduler %s: %w", *id, err))
+	}
+
+	s := &Scheduler{
+		Construct:  constructs.NewConstruct(scope, id),
+		PoolQueues: map[string]QueuePair{},
+		Functions:  map[string]awslambda.Function{},
+	}
+	s.Table = s.newTable(p)
+
+	// Pool queues are read by workers, which may be the example worker
+	// function or processes of the user's own; size them for the function.
+	poolVisibility := visibilityFactor * functionSpecs[FunctionWorker].timeout
+	eventsVisibility := visibilityFactor * functionSpecs[FunctionEvents].timeout
+	for _, pool := range p.Pools {
+		s.PoolQueues[pool] = s.newQueuePair(p, "PoolQueue-"+pool, poolVisibility)
+	}
+	s.EventsQueue = s.newQueuePair(p, "EventsQueue", eventsVisibility)
+	s.DelayQueue = s.newQueuePair(p, "DelayQueue", eventsVisibility)
+
+	poolJSON := s.PoolQueuesJSON()
+	retention := p.HistoryRetention.String()
+	table := s.Table.TableName()
+	events := s.EventsQueue.Queue.QueueUrl()
+	delay := s.DelayQueue.Queue.QueueUrl()
+
+	// Environment per docs/wiring.md.
+	s.newFunction(p, FunctionAPI, map[string]*string{
+		"RUNLEDGER_TABLE":             table,
+		"RUNLEDGER_EVENTS_QUEUE_URL":  events,
+		"RUNLEDGER_DELAY_QUEUE_URL":   delay,
+		"RUNLEDGER_POOL_QUEUES":       poolJSON,
+		"RUNLEDGER_HISTORY_RETENTION": &retention,
+		// API Gateway authorizes operator routes (IAM or JWT); the handler
+		// still checks attempt tokens on the worker routes.
+		"RUNLEDGER_AUTH": jsii.String("gateway"),
+	})
+	s.newFunction(p, FunctionEvents, map[string]*string{
+		"RUNLEDGER_TABLE":             table,
+		"RUNLEDGER_EVENTS_QUEUE_URL":  events,
+		"RUNLEDGER_DELAY_QUEUE_URL":   delay,
+		"RUNLEDGER_POOL_QUEUES":       poolJSON,
+		"RUNLEDGER_HISTORY_RETENTION": &retention,
+	})
+	for _, name := range []string{FunctionTicker, FunctionReconciler} {
+		s.newFunction(p, name, map[string]*string{
+			"RUNLEDGER_TABLE":             table,
+			"RUNLEDGER_DELAY_QUEUE_URL":   delay,
+			"RUNLEDGER_POOL_QUEUES":       poolJSON,
+			"RUNLEDGER_HISTORY_RETENTION": &retention,
+		})
+	}
+
+	s.API = s.newAPI(p, s.Functions[FunctionAPI])
+
+	if p.ExampleWorkerPool != "" {
+		s.newFunction(p, FunctionWorker, map[string]*string{
+			"RUNLEDGER_EVENTS_QUEUE_URL": events,
+			"RUNLEDGER_POOL":             jsii.String(p.ExampleWorkerPool),
+			"RUNLEDGER_API_URL":          s.API.ApiEndpoint(),
+		})
+		// One attempt per invocation: an attempt runs for as long as its
+		// job does, and a batch would make later envelopes wait for it.
+		s.consume(FunctionWorker, s.PoolQueues[p.ExampleWorkerPool].Queue, 1)
+	}
+	s.consume(FunctionEvents, s.EventsQueue.Queue, 10)
+	s.consume(FunctionEvents, s.DelayQueue.Queue, 10)
+	s.schedule(FunctionTicker, p.TickerRate)
+	s.schedule(FunctionReconciler, p.ReconcilerRate)
+
+	s.grantAccess()
+	s.addAlarms(p)
+	s.addDashboard()
+	return s
+}
+
+func (s *Scheduler) newTable(p Props) awsdynamodb.Table {
+	schema := tableschema.Table()
+	table := awsdynamodb.NewTable(s.Construct, jsii.String("Table"), &awsdynamodb.TableProps{
+		PartitionKey: keyAttribute(schema.PartitionKey),
+		SortKey:      keyAttribute(schema.SortKey),
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		TimeToLiveAttribute: jsii.String(schema.TTLAttribute),
+		DeletionProtection:  p.DeletionProtection,
+		RemovalPolicy:       p.RemovalPolicy,
+	})
+	for _, ix := range schema.Indexes {
+		table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+			IndexName:      jsii.String(ix.Name),
+			PartitionKey:   keyAttribute(ix.PartitionKey),
+			SortKey:        keyAttribute(ix.SortKey),
+			ProjectionType: awsdynamodb.ProjectionType_ALL,
+		})
+	}
+	return table
+}
+
+// keyAttribute converts a schema attribute; an unset one (no sort key) is nil.
+func keyAttribute(a tableschema.Attribute) *awsdynamodb.Attribute {
+	if a.Name == "" {
+		return nil
+	}
+	var t awsdynamodb.AttributeType
+	switch a.Type {
+	case tableschema.String:
+		t = awsdynamodb.AttributeType_STRING
+	case tableschema.Number:
+		t = awsdynamodb.AttributeType_NUMBER
+	default:
+		panic(fmt.Errorf("table schema attribute %s: unknown type %q", a.Name, a.Type))
+	}
+	return &awsdynamodb.Attribute{Name: jsii.String(a.Name), Type: t}
+}
+
+func (s *Scheduler) newQueuePair(p Props, id string, visibility time.Duration) QueuePair {
+	dlq := awssqs.NewQueue(s.Construct, jsii.String(id+"DeadLetter"), &awssqs.QueueProps{
+		Encryption: awssqs.QueueEncryption_SQS_MANAGED,
+		// Longer than the source queue's retention, so nothing expires
+		// between arriving in the DLQ and an operator redriving it.
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+	})
+	q := awssqs.NewQueue(s.Construct, jsii.String(id), &awssqs.QueueProps{
+		Encryption:             awssqs.QueueEncryption_SQS_MANAGED,
+		VisibilityTimeout:      seconds(visibility),
+		ReceiveMessageWaitTime: awscdk.Duration_Seconds(jsii.Number(20)),
+		RetentionPeriod:        awscdk.Duration_Days(jsii.Number(4)),
+		DeadLetterQueue: &awssqs.DeadLetterQueue{
+			MaxReceiveCount: jsii.Number(p.MaxReceiveCount),
+			Queue:           dlq,
+		},
+	})
+	return QueuePair{Queue: q, DeadLetter: dlq}
+}
+
+func (s *Scheduler) newFunction(p Props, name string, env map[string]*string) awslambda.Function {
+	spec := functionSpecs[name]
+	id := exportName(name) + "Function"
+	logs := awslogs.NewLogGroup(s.Construct, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		Retention:     p.LogRetention,
+		RemovalPolicy: p.RemovalPolicy,
+	})
+	// An explicit role, not CDK's default with the AWSLambdaBasicExecutionRole
+	// managed policy: that one may write to any log group in the account.
+	role := awsiam.NewRole(s.Construct, jsii.String(id+"Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("runledger " + name + " function"),
+	})
+	role.AddToPrincipalPolicy(allow([]string{"logs:CreateLogStream", "logs:PutLogEvents"}, logs.LogGroupArn()))
+
+	var reserved *float64
+	if n, ok := p.ReservedConcurrency[name]; ok {
+		reserved = jsii.Number(n)
+	}
+	fn := awslambda.NewFunction(s.Construct, jsii.String(id), &awslambda.FunctionProps{
+		Description:                  jsii.String(spec.description),
+		Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture:                 awslambda.Architecture_ARM_64(),
+		Handler:                      jsii.String("bootstrap"),
+		Code:                         awslambda.Code_FromAsset(jsii.String(filepath.Join(p.CodeDir, name)), nil),
+		Timeout:                      seconds(spec.timeout),
+		MemorySize:                   jsii.Number(spec.memoryMiB),
+		Environment:                  &env,
+		Role:                         role,
+		LogGroup:                     logs,
+		ReservedConcurrentExecutions: reserved,
+	})
+	s.Functions[name] = fn
+	return fn
+}
+
+// consume subscribes a function to a queue. ReportBatchItemFailures lets the
+// handler return only the messages that failed transiently, so one bad
+// message does not redeliver the whole batch.
+func (s *Scheduler) consume(name string, q awssqs.IQueue, batchSize int) {
+	s.Functions[name].AddEventSource(awslambdaeventsources.NewSqsEventSource(q, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(batchSize),
+		ReportBatchItemFailures: jsii.Bool(true),
+	}))
+}
+
+func (s *Scheduler) schedule(name string, rate time.Duration) {
+	// A tick older than one period is superseded by the next one.
+	maxAge := min(max(rate, time.Minute), 24*time.Hour)
+	awsevents.NewRule(s.Construct, jsii.String(exportName(name)+"Schedule"), &awsevents.RuleProps{
+		Description: jsii.String(fmt.Sprintf("runledger %s, every %s", name, rate)),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(rate.Minutes()))),
+		Targets: &[]awsevents.IRuleTarget{
+			awseventstargets.NewLambdaFunction(s.Functions[name], &awseventstargets.LambdaFunctionProps{
+				RetryAttempts: jsii.Number(2),
+				MaxEventAge:   seconds(maxAge),
+			}),
+		},
+	})
+}
+
+func seconds(d time.Duration) awscdk.Duration {
+	return awscdk.Duration_Seconds(jsii.Number(d.Seconds()))
+}
+
+// exportName turns a function name into a construct id prefix ("api" -> "Api").
+func exportName(name string) string {
+	if name == "" {
+		return name
+	}
+	b := []byte(name)
+	if b[0] >= 'a' && b[0] <= 'z' {
+		b[0] -= 'a' - 'A'
+	}
+	return string(b)
+}
+
+// PoolQueuesJSON renders RUNLEDGER_POOL_QUEUES, {"<pool>": "<queue url>"}.
+func (s *Scheduler) PoolQueuesJSON() *string {
+	urls := map[string]*string{}
+	for pool, q := range s.PoolQueues {
+		urls[pool] = q.Queue.QueueUrl()
+	}
+	return urlMapJSON(urls)
+}
+
+// DeadLetterQueuesJSON renders {"pool <name>"|"events"|"delay": "<DLQ url>"}.
+func (s *Scheduler) DeadLetterQueuesJSON() *string {
+	urls := map[string]*string{}
+	for _, q := range s.queues() {
+		urls[q.label] = q.pair.DeadLetter.QueueUrl()
+	}
+	return urlMapJSON(urls)
+}
+
+// urlMapJSON renders a JSON object of queue URLs with sorted keys, so the
+// template is the same on every synth. The URLs are deploy-time tokens,
+// hence a join rather than json.Marshal.
+func urlMapJSON(urls map[string]*string) *string {
+	parts := []*string{jsii.String("{")}
+	for i, name := range sortedKeys(urls) {
+		key, _ := json.Marshal(name)
+		sep := ""
+		if i > 0 {
+			sep = ","
+		}
+		parts = append(parts, jsii.String(sep+string(key)+`:"`), urls[name], jsii.String(`"`))
+	}
+	parts = append(parts, jsii.String("}"))
+	return awscdk.Fn_Join(jsii.String(""), &parts)
+}
