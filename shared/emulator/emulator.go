@@ -55,6 +55,10 @@ type Options struct {
 	StartTimeout time.Duration
 	// Logger receives one line per started or configured service. Nil: no logs.
 	Logger *slog.Logger
+	// Services limits the Env to some of ServiceDynamoDB and ServiceSQS, so
+	// a package that only queues does not pay for a JVM. Nil means both.
+	// Asking a client of a service left out is a programming error (panic).
+	Services []string
 }
 
 // Endpoint describes where clients reach one service.
@@ -81,6 +85,9 @@ type Env struct {
 	sqs    Endpoint
 	procs  []*process
 	log    *slog.Logger
+
+	// wantDynamo and wantSQS: the services Options.Services asked for.
+	wantDynamo, wantSQS bool
 
 	stopOnce sync.Once
 	stopErr  error
@@ -114,10 +121,25 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	env := &Env{cfg: cfg, log: log}
 	env.dynamo = Endpoint{Service: ServiceDynamoDB}
 	env.sqs = Endpoint{Service: ServiceSQS}
-	env.dynamo.URL, _ = configuredEndpoint(ctx, cfg, "DynamoDB")
-	env.sqs.URL, _ = configuredEndpoint(ctx, cfg, "SQS")
+	env.wantDynamo, env.wantSQS = opts.Services == nil, opts.Services == nil
+	for _, s := range opts.Services {
+		switch s {
+		case ServiceDynamoDB:
+			env.wantDynamo = true
+		case ServiceSQS:
+			env.wantSQS = true
+		default:
+			return nil, fmt.Errorf("start emulators: unknown service %q, want %q or %q", s, ServiceDynamoDB, ServiceSQS)
+		}
+	}
+	if env.wantDynamo {
+		env.dynamo.URL, _ = configuredEndpoint(ctx, cfg, "DynamoDB")
+	}
+	if env.wantSQS {
+		env.sqs.URL, _ = configuredEndpoint(ctx, cfg, "SQS")
+	}
 
-	if env.dynamo.URL == "" || env.sqs.URL == "" {
+	if env.wantDynamo && env.dynamo.URL == "" || env.wantSQS && env.sqs.URL == "" {
 		root := opts.Root
 		if root == "" {
 			wd, err := os.Getwd()
@@ -137,11 +159,11 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 			return nil, fmt.Errorf("start emulators: %w", err)
 		}
 	}
-	if env.dynamo.Started && env.sqs.Started {
+	if (env.dynamo.Started || !env.wantDynamo) && (env.sqs.Started || !env.wantSQS) {
 		// Nothing talks to AWS: no need to find real credentials.
 		env.cfg.Credentials = staticCredentials
 	}
-	for _, ep := range []Endpoint{env.dynamo, env.sqs} {
+	for _, ep := range env.endpoints() {
 		if ep.Started {
 			continue
 		}
@@ -196,7 +218,7 @@ func configuredEndpoint(ctx context.Context, cfg aws.Config, sdkID string) (stri
 
 func (e *Env) startServers(ctx context.Context, l layout, timeout time.Duration) error {
 	var specs []serverSpec
-	if e.dynamo.URL == "" {
+	if e.wantDynamo && e.dynamo.URL == "" {
 		java, err := javaBinary()
 		if err != nil {
 			return err
@@ -219,7 +241,7 @@ func (e *Env) startServers(ctx context.Context, l layout, timeout time.Duration)
 			health: e.dynamoHealth,
 		})
 	}
-	if e.sqs.URL == "" {
+	if e.wantSQS && e.sqs.URL == "" {
 		specs = append(specs, serverSpec{
 			service: ServiceSQS,
 			dir:     l.root,
@@ -412,11 +434,23 @@ func (e *Env) waitConfigured(ctx context.Context, ep Endpoint, timeout time.Dura
 	}
 }
 
-// DynamoDB describes the DynamoDB endpoint.
+// DynamoDB describes the DynamoDB endpoint (zero URL if left out).
 func (e *Env) DynamoDB() Endpoint { return e.dynamo }
 
-// SQS describes the SQS endpoint.
+// SQS describes the SQS endpoint (zero URL if left out).
 func (e *Env) SQS() Endpoint { return e.sqs }
+
+// endpoints lists the services this Env serves.
+func (e *Env) endpoints() []Endpoint {
+	var eps []Endpoint
+	if e.wantDynamo {
+		eps = append(eps, e.dynamo)
+	}
+	if e.wantSQS {
+		eps = append(eps, e.sqs)
+	}
+	return eps
+}
 
 // Region is the region clients use: the SDK settings' or DefaultRegion.
 func (e *Env) Region() string { return e.cfg.Region }
@@ -429,6 +463,9 @@ func (e *Env) Config() aws.Config { return e.cfg.Copy() }
 // DynamoDBClient returns a client for the DynamoDB endpoint. optFns run
 // after the Env's own settings.
 func (e *Env) DynamoDBClient(optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+	if !e.wantDynamo {
+		panic("emulator: DynamoDB client asked of an Env started without it (Options.Services)")
+	}
 	return dynamodb.NewFromConfig(e.cfg, append([]func(*dynamodb.Options){e.dynamoOptions}, optFns...)...)
 }
 
@@ -448,6 +485,9 @@ func (e *Env) dynamoOptions(o *dynamodb.Options) {
 // SQSClient returns a client for the SQS endpoint. optFns run after the
 // Env's own settings.
 func (e *Env) SQSClient(optFns ...func(*sqs.Options)) *sqs.Client {
+	if !e.wantSQS {
+		panic("emulator: SQS client asked of an Env started without it (Options.Services)")
+	}
 	return sqs.NewFromConfig(e.cfg, append([]func(*sqs.Options){e.sqsOptions}, optFns...)...)
 }
 

@@ -204,3 +204,30 @@ func childrenRunning(t *testing.T, substr string) []int {
 	}
 	return pids
 }
+
+func TestServicesSubset(t *testing.T) {
+	isolate(t)
+	javaBefore := childrenRunning(t, "DynamoDBLocal.jar")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	env, err := emulator.Start(ctx, emulator.Options{Services: []string{emulator.ServiceSQS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Stop()
+	if ep := env.DynamoDB(); ep.Started || ep.URL != "" || ep.PID != 0 {
+		t.Errorf("dynamodb endpoint = %+v, want none", ep)
+	}
+	if after := childrenRunning(t, "DynamoDBLocal.jar"); len(after) != len(javaBefore) {
+		t.Errorf("DynamoDB Local children %v -> %v, want none started", javaBefore, after)
+	}
+	if _, err := env.SQSClient().ListQueues(ctx, &sqs.ListQueuesInput{}); err != nil {
+		t.Fatalf("sqs: %v", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("DynamoDBClient on an SQS-only Env did not panic")
+		}
+	}()
+	env.DynamoDBClient()
+}

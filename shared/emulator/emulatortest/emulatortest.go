@@ -27,11 +27,21 @@ import (
 // configure), calls setup with them, runs the tests and exits with their
 // status. It never returns.
 func Main(m *testing.M, setup func(env *emulator.Env) error) {
-	os.Exit(run(m, setup))
+	os.Exit(run(m, emulator.Options{}, setup))
 }
 
-func run(m *testing.M, setup func(env *emulator.Env) error) (code int) {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+// MainWith is Main with options, for example Services to start only SQS.
+// A nil opts.Logger logs to stderr.
+func MainWith(m *testing.M, opts emulator.Options, setup func(env *emulator.Env) error) {
+	os.Exit(run(m, opts, setup))
+}
+
+func run(m *testing.M, opts emulator.Options, setup func(env *emulator.Env) error) (code int) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		opts.Logger = log
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -59,7 +69,7 @@ func run(m *testing.M, setup func(env *emulator.Env) error) (code int) {
 		os.Exit(128 + int(sig.(syscall.Signal)))
 	}()
 
-	e, err := emulator.Start(ctx, emulator.Options{Logger: log})
+	e, err := emulator.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "emulatortest: %v\n", err)
 		return 1
