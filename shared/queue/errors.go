@@ -1,0 +1,109 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+)
+
+// Errors returned by the adapter, wrapped with the operation and the queue
+// name. Test with errors.Is. The SDK's own errors never leave the package.
+var (
+	// ErrPayloadTooLarge: body plus message attributes exceed MaxPayloadBytes.
+	// Checked before any request, so nothing was sent.
+	ErrPayloadTooLarge = errors.New("payload exceeds the SQS limit of 262,144 bytes")
+	// ErrDelayTooLong: a send delay above MaxDelay. Nothing was sent.
+	ErrDelayTooLong = errors.New("delay exceeds the SQS limit of 15 minutes")
+	// ErrInvalidMessage: an empty body, characters SQS rejects, or bad
+	// message attributes. Nothing was sent.
+	ErrInvalidMessage = errors.New("invalid message")
+	// ErrInvalidArgument: an option outside the range SQS accepts (a negative
+	// delay, more than 10 messages, a wait over 20 s, a visibility timeout
+	// over 12 h, an empty queue name).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrQueueNotFound: the queue does not exist.
+	ErrQueueNotFound = errors.New("queue does not exist")
+	// ErrQueueExists: a queue of that name exists with other attributes.
+	ErrQueueExists = errors.New("queue exists with different attributes")
+	// ErrReceiptInvalid: the receipt handle is malformed, or belongs to a
+	// delivery that has been superseded by a later receive or deleted.
+	ErrReceiptInvalid = errors.New("receipt handle is invalid")
+	// ErrNotInFlight: the message is no longer in flight (its visibility
+	// timeout ran out or it was deleted), so its visibility cannot change.
+	ErrNotInFlight = errors.New("message is not in flight")
+	// ErrRequestFailed: any other failure of the request (network,
+	// throttling, permissions, server errors). Usually worth a retry.
+	ErrRequestFailed = errors.New("sqs request failed")
+)
+
+// translate maps an SDK error onto the package's errors. The server's
+// message is kept as text; the SDK error itself is not wrapped.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) {
+		return context.Canceled
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	var (
+		notFound     *types.QueueDoesNotExist
+		badReceipt   *types.ReceiptHandleIsInvalid
+		notInflight  *types.MessageNotInflight
+		badContents  *types.InvalidMessageContents
+		nameExists   *types.QueueNameExists
+		badAttrName  *types.InvalidAttributeName
+		badAttrValue *types.InvalidAttributeValue
+	)
+	switch {
+	case errors.As(err, &notFound):
+		return detail(ErrQueueNotFound, notFound)
+	case errors.As(err, &badReceipt):
+		return detail(ErrReceiptInvalid, badReceipt)
+	case errors.As(err, &notInflight):
+		return detail(ErrNotInFlight, notInflight)
+	case errors.As(err, &badContents):
+		return detail(ErrInvalidMessage, badContents)
+	case errors.As(err, &nameExists):
+		return detail(ErrQueueExists, nameExists)
+	case errors.As(err, &badAttrName):
+		return detail(ErrInvalidArgument, badAttrName)
+	case errors.As(err, &badAttrValue):
+		return detail(ErrInvalidArgument, badAttrValue)
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		// Endpoints speaking the older query protocol, or emulators, may
+		// answer with codes the typed errors above do not match.
+		code := strings.TrimPrefix(api.ErrorCode(), "AWS.SimpleQueueService.")
+		msg := strings.ToLower(api.ErrorMessage())
+		switch {
+		case code == "NonExistentQueue" || code == "QueueDoesNotExist":
+			return detail(ErrQueueNotFound, api)
+		case code == "ReceiptHandleIsInvalid":
+			return detail(ErrReceiptInvalid, api)
+		case code == "MessageNotInflight":
+			return detail(ErrNotInFlight, api)
+		case code == "QueueNameExists" || code == "QueueAlreadyExists":
+			return detail(ErrQueueExists, api)
+		case code == "InvalidParameterValue" && strings.Contains(msg, "message must be shorter than"):
+			return detail(ErrPayloadTooLarge, api)
+		case code == "InvalidParameterValue" && strings.Contains(msg, "receipt handle"):
+			return detail(ErrReceiptInvalid, api)
+		}
+	}
+	return fmt.Errorf("%w: %v", ErrRequestFailed, err)
+}
+
+func detail(sentinel error, api smithy.APIError) error {
+	if msg := api.ErrorMessage(); msg != "" {
+		return fmt.Errorf("%w: %s", sentinel, msg)
+	}
+	return sentinel
+}
