@@ -1,0 +1,337 @@
+package store
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// item is one DynamoDB item. A nil value means "absent": puts leave it out
+// and updates REMOVE it, so a zero field never lingers in an index.
+type item map[string]types.AttributeValue
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+// optStr is absent for the empty string.
+func optStr(s string) types.AttributeValue {
+	if s == "" {
+		return nil
+	}
+	return str(s)
+}
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func optNum(n int64) types.AttributeValue {
+	if n == 0 {
+		return nil
+	}
+	return num(n)
+}
+
+func boolean(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }
+
+// optBool is absent for false.
+func optBool(b bool) types.AttributeValue {
+	if !b {
+		return nil
+	}
+	return boolean(true)
+}
+
+func bin(b []byte) types.AttributeValue {
+	if len(b) == 0 {
+		return nil
+	}
+	return &types.AttributeValueMemberB{Value: slices.Clone(b)}
+}
+
+// tm is a fixed-width time string, absent for the zero time.
+func tm(t time.Time) types.AttributeValue {
+	if t.IsZero() {
+		return nil
+	}
+	return str(formatTime(t))
+}
+
+// epoch is the TTL attribute's value: seconds since the epoch.
+func epoch(t time.Time) types.AttributeValue { return num(t.Unix()) }
+
+func strList(ss []string) types.AttributeValue {
+	if len(ss) == 0 {
+		return nil
+	}
+	l := make([]types.AttributeValue, len(ss))
+	for i, s := range ss {
+		l[i] = str(s)
+	}
+	return &types.AttributeValueMemberL{Value: l}
+}
+
+func strMap(m map[string]string) types.AttributeValue {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]types.AttributeValue, len(m))
+	for k, v := range m {
+		out[k] = str(v)
+	}
+	return &types.AttributeValueMemberM{Value: out}
+}
+
+// present returns the item without its absent attributes, as a put sends it.
+func (it item) present() map[string]types.AttributeValue {
+	out := make(map[string]types.AttributeValue, len(it))
+	for k, v := range it {
+		if v != nil {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// reader decodes an item and remembers the first problem, so decoders read
+// like a list of fields and check one error at the end.
+type reader struct {
+	it  map[string]types.AttributeValue
+	err error
+}
+
+func (r *reader) fail(name, want string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: attribute %s is not %s", ErrCorruptItem, name, want)
+	}
+}
+
+func (r *reader) str(name string) string {
+	v, ok := r.it[name]
+	if !ok {
+		return ""
+	}
+	s, ok := v.(*types.AttributeValueMemberS)
+	if !ok {
+		r.fail(name, "a string")
+		return ""
+	}
+	return s.Value
+}
+
+func (r *reader) int(name string) int64 {
+	v, ok := r.it[name]
+	if !ok {
+		return 0
+	}
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		r.fail(name, "a number")
+		return 0
+	}
+	i, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		r.fail(name, "an integer")
+	}
+	return i
+}
+
+func (r *reader) optInt(name string) *int {
+	if _, ok := r.it[name]; !ok {
+		return nil
+	}
+	i := int(r.int(name))
+	return &i
+}
+
+func (r *reader) bool(name string) bool {
+	v, ok := r.it[name]
+	if !ok {
+		return false
+	}
+	b, ok := v.(*types.AttributeValueMemberBOOL)
+	if !ok {
+		r.fail(name, "a boolean")
+		return false
+	}
+	return b.Value
+}
+
+func (r *reader) bytes(name string) []byte {
+	v, ok := r.it[name]
+	if !ok {
+		return nil
+	}
+	b, ok := v.(*types.AttributeValueMemberB)
+	if !ok {
+		r.fail(name, "binary")
+		return nil
+	}
+	return b.Value
+}
+
+func (r *reader) time(name string) time.Time {
+	s := r.str(name)
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := parseTime(s)
+	if err != nil {
+		r.fail(name, "a time")
+	}
+	return t
+}
+
+func (r *reader) strList(name string) []string {
+	v, ok := r.it[name]
+	if !ok {
+		return nil
+	}
+	l, ok := v.(*types.AttributeValueMemberL)
+	if !ok {
+		r.fail(name, "a list")
+		return nil
+	}
+	out := make([]string, 0, len(l.Value))
+	for _, e := range l.Value {
+		s, ok := e.(*types.AttributeValueMemberS)
+		if !ok {
+			r.fail(name, "a list of strings")
+			return nil
+		}
+		out = append(out, s.Value)
+	}
+	return out
+}
+
+func (r *reader) strMap(name string) map[string]string {
+	v, ok := r.it[name]
+	if !ok {
+		return nil
+	}
+	m, ok := v.(*types.AttributeValueMemberM)
+	if !ok {
+		r.fail(name, "a map")
+		return nil
+	}
+	out := make(map[string]string, len(m.Value))
+	for k, e := range m.Value {
+		s, ok := e.(*types.AttributeValueMemberS)
+		if !ok {
+			r.fail(name, "a map of strings")
+			return nil
+		}
+		out[k] = s.Value
+	}
+	return out
+}
+
+// maps reads a list of maps.
+func (r *reader) maps(name string) []map[string]types.AttributeValue {
+	v, ok := r.it[name]
+	if !ok {
+		return nil
+	}
+	l, ok := v.(*types.AttributeValueMemberL)
+	if !ok {
+		r.fail(name, "a list")
+		return nil
+	}
+	out := make([]map[string]types.AttributeValue, 0, len(l.Value))
+	for _, e := range l.Value {
+		m, ok := e.(*types.AttributeValueMemberM)
+		if !ok {
+			r.fail(name, "a list of maps")
+			return nil
+		}
+		out = append(out, m.Value)
+	}
+	return out
+}
+
+func (r *reader) sub(name string) map[string]types.AttributeValue {
+	v, ok := r.it[name]
+	if !ok {
+		return nil
+	}
+	m, ok := v.(*types.AttributeValueMemberM)
+	if !ok {
+		r.fail(name, "a map")
+		return nil
+	}
+	return m.Value
+}
+
+// expr collects the placeholders of one request's expressions. Attribute
+// names are always aliased (#state, not state: several of ours are
+// DynamoDB reserved words), and values are named for what they mean, so a
+// condition reads as it is documented: "#state = :expected_state".
+type expr struct {
+	names  map[string]string
+	values map[string]types.AttributeValue
+}
+
+func newExpr() *expr {
+	return &expr{names: map[string]string{}, values: map[string]types.AttributeValue{}}
+}
+
+func (e *expr) n(attr string) string {
+	ph := "#" + attr
+	e.names[ph] = attr
+	return ph
+}
+
+func (e *expr) v(name string, v types.AttributeValue) string {
+	ph := ":" + name
+	e.values[ph] = v
+	return ph
+}
+
+func (e *expr) nameMap() map[string]string {
+	if len(e.names) == 0 {
+		return nil
+	}
+	return e.names
+}
+
+func (e *expr) valueMap() map[string]types.AttributeValue {
+	if len(e.values) == 0 {
+		return nil
+	}
+	return e.values
+}
+
+// update builds "SET ... REMOVE ..." from an item: present attributes are
+// set, absent (nil) ones removed.
+func (e *expr) update(it item, extraSet ...string) string {
+	keys := make([]string, 0, len(it))
+	for k := range it {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var set, remove []string
+	set = append(set, extraSet...)
+	for _, k := range keys {
+		if it[k] == nil {
+			remove = append(remove, e.n(k))
+			continue
+		}
+		set = append(set, e.n(k)+" = "+e.v("set_"+k, it[k]))
+	}
+	var b strings.Builder
+	if len(set) > 0 {
+		b.WriteString("SET ")
+		b.WriteString(strings.Join(set, ", "))
+	}
+	if len(remove) > 0 {
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString("REMOVE ")
+		b.WriteString(strings.Join(remove, ", "))
+	}
+	return b.String()
+}

@@ -1,0 +1,391 @@
+package store
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runledger/runledger/statemodel"
+)
+
+// Attribute names shared by several item kinds. Key and index attributes
+// come from tableschema.
+const (
+	attrKind    = "kind"
+	attrJob     = "job"
+	attrRun     = "run"
+	attrTask    = "task"
+	attrRunID   = "run_id"
+	attrVersion = "version"
+	attrStatus  = "status"
+	attrExec    = "execution_state"
+	attrPub     = "publication_state"
+
+	attrState          = "state"
+	attrSeq            = "seq"
+	attrAttempt        = "attempt"
+	attrAttempts       = "attempts"
+	attrSpent          = "spent"
+	attrResubmits      = "resubmits"
+	attrFreeNext       = "free_next"
+	attrRetryAt        = "retry_at"
+	attrDeadline       = "deadline"
+	attrCancelReq      = "cancel_requested"
+	attrPausedFrom     = "paused_from"
+	attrLeaseBeat      = "lease_heartbeat_at"
+	attrLeaseExpires   = "lease_expires_at"
+	attrRecent         = "recent"
+	attrCreatedAt      = "created_at"
+	attrScheduledAt    = "scheduled_at"
+	attrTimerKind      = "timer_kind"
+	attrLateEvents     = "late_events"
+	attrLateEventIDs   = "late_event_ids"
+	attrEventID        = "event_id"
+	attrTo             = "to"
+	attrAttemptRecord  = "attempt_record"
+	attrPool           = "pool"
+	attrPayload        = "payload"
+	attrPolicy         = "policy"
+	attrDependsOn      = "depends_on"
+	attrTriggerRule    = "trigger_rule"
+	attrPublish        = "publish"
+	attrLogicalTime    = "logical_time"
+	attrParams         = "params"
+	attrSpec           = "spec"
+	attrEndedAt        = "ended_at"
+	attrUpdatedAt      = "updated_at"
+	attrPaused         = "paused"
+	attrNextFireAt     = "next_fire_at"
+	attrBodyHash       = "body_hash"
+	attrTokenHash      = "token_hash"
+	attrWorkerID       = "worker_id"
+	attrExecutorID     = "executor_id"
+	attrSpendsBudget   = "spends_budget"
+	attrQueuedAt       = "queued_at"
+	attrStartedAt      = "started_at"
+	attrLastHeartbeat  = "last_heartbeat_at"
+	attrExitCode       = "exit_code"
+	attrErrorCategory  = "error_category"
+	attrOutcome        = "outcome"
+	attrOutputRef      = "output_ref"
+	attrClaimEventID   = "claim_event_id"
+	attrN              = "n"
+	attrID             = "id"
+	attrType           = "type"
+	attrActor          = "actor"
+	attrEventTime      = "event_time"
+	attrObservedAt     = "observed_at"
+	attrDetail         = "detail"
+	attrFrom           = "from"
+	attrEvent          = "event"
+	attrEvidence       = "evidence"
+	attrReason         = "reason"
+	attrOperator       = "operator"
+	attrScope          = "scope"
+	attrLease          = "lease"
+	attrLeaseHeartbeat = "heartbeat_at"
+	attrLeaseExpiry    = "expires_at"
+)
+
+// Item kinds, stored in attrKind and returned by ListDueTimers.
+const (
+	kindJob        = "job"
+	kindSlot       = "slot"
+	kindIdem       = "idempotency"
+	kindPointer    = "run_pointer"
+	kindRun        = "run"
+	kindInstance   = "instance"
+	kindAttempt    = "attempt"
+	kindTransition = "transition"
+	kindGuard      = "event_guard"
+)
+
+// snapshotItem holds every statemodel.Snapshot field of an instance item.
+// Zero fields are absent (nil), so an update removes what became zero.
+func snapshotItem(s statemodel.Snapshot) item {
+	return item{
+		attrState:        str(string(s.State)),
+		attrVersion:      num(s.Version),
+		attrSeq:          num(s.Seq),
+		attrAttempt:      num(int64(s.Attempt)),
+		attrAttempts:     attemptList(s.Attempts),
+		attrSpent:        num(int64(s.Spent)),
+		attrResubmits:    num(int64(s.Resubmits)),
+		attrFreeNext:     optBool(s.FreeNext),
+		attrRetryAt:      tm(s.RetryAt),
+		attrDeadline:     tm(s.Deadline),
+		attrCancelReq:    optBool(s.CancelRequested),
+		attrPausedFrom:   optStr(string(s.PausedFrom)),
+		attrLeaseBeat:    tm(s.Lease.LastHeartbeatAt),
+		attrLeaseExpires: tm(s.Lease.ExpiresAt),
+		attrRecent:       recentList(s.Recent),
+		attrCreatedAt:    tm(s.CreatedAt),
+		attrScheduledAt:  tm(s.ScheduledAt),
+	}
+}
+
+func readSnapshot(r *reader) statemodel.Snapshot {
+	s := statemodel.Snapshot{
+		State:           statemodel.InstanceState(r.str(attrState)),
+		Version:         r.int(attrVersion),
+		Seq:             r.int(attrSeq),
+		Attempt:         int(r.int(attrAttempt)),
+		Spent:           int(r.int(attrSpent)),
+		Resubmits:       int(r.int(attrResubmits)),
+		FreeNext:        r.bool(attrFreeNext),
+		RetryAt:         r.time(attrRetryAt),
+		Deadline:        r.time(attrDeadline),
+		CancelRequested: r.bool(attrCancelReq),
+		PausedFrom:      statemodel.InstanceState(r.str(attrPausedFrom)),
+		Lease:           statemodel.Lease{LastHeartbeatAt: r.time(attrLeaseBeat), ExpiresAt: r.time(attrLeaseExpires)},
+		CreatedAt:       r.time(attrCreatedAt),
+		ScheduledAt:     r.time(attrScheduledAt),
+	}
+	for _, m := range r.maps(attrAttempts) {
+		sub := &reader{it: m}
+		s.Attempts = append(s.Attempts, readAttemptRecord(sub))
+		if sub.err != nil && r.err == nil {
+			r.err = sub.err
+		}
+	}
+	for _, m := range r.maps(attrRecent) {
+		sub := &reader{it: m}
+		s.Recent = append(s.Recent, statemodel.SeenEvent{
+			ID: sub.str(attrID), Seq: sub.int(attrSeq), To: statemodel.InstanceState(sub.str(attrTo)),
+		})
+		if sub.err != nil && r.err == nil {
+			r.err = sub.err
+		}
+	}
+	return s
+}
+
+func attemptList(as []statemodel.AttemptRecord) types.AttributeValue {
+	if len(as) == 0 {
+		return nil
+	}
+	l := make([]types.AttributeValue, len(as))
+	for i, a := range as {
+		l[i] = &types.AttributeValueMemberM{Value: attemptRecordItem(a).present()}
+	}
+	return &types.AttributeValueMemberL{Value: l}
+}
+
+func recentList(rs []statemodel.SeenEvent) types.AttributeValue {
+	if len(rs) == 0 {
+		return nil
+	}
+	l := make([]types.AttributeValue, len(rs))
+	for i, e := range rs {
+		l[i] = &types.AttributeValueMemberM{Value: item{
+			attrID: str(e.ID), attrSeq: num(e.Seq), attrTo: str(string(e.To)),
+		}.present()}
+	}
+	return &types.AttributeValueMemberL{Value: l}
+}
+
+// attemptRecordItem holds the fields of an attempt record; the attempt item
+// stores them at the top level, the instance and transition items nest them.
+func attemptRecordItem(a statemodel.AttemptRecord) item {
+	var exit types.AttributeValue
+	if a.ExitCode != nil {
+		exit = num(int64(*a.ExitCode))
+	}
+	return item{
+		attrN:             num(int64(a.N)),
+		attrTokenHash:     optStr(a.TokenHash),
+		attrExecutorID:    optStr(a.ExecutorID),
+		attrWorkerID:      optStr(a.WorkerID),
+		attrSpendsBudget:  optBool(a.SpendsBudget),
+		attrQueuedAt:      tm(a.QueuedAt),
+		attrStartedAt:     tm(a.StartedAt),
+		attrEndedAt:       tm(a.EndedAt),
+		attrLastHeartbeat: tm(a.LastHeartbeatAt),
+		attrExitCode:      exit,
+		attrErrorCategory: optStr(a.ErrorCategory),
+		attrOutcome:       optStr(string(a.Outcome)),
+		attrOutputRef:     optStr(a.OutputRef),
+		attrClaimEventID:  optStr(a.ClaimEventID),
+	}
+}
+
+func readAttemptRecord(r *reader) statemodel.AttemptRecord {
+	return statemodel.AttemptRecord{
+		N:               int(r.int(attrN)),
+		TokenHash:       r.str(attrTokenHash),
+		ExecutorID:      r.str(attrExecutorID),
+		WorkerID:        r.str(attrWorkerID),
+		SpendsBudget:    r.bool(attrSpendsBudget),
+		QueuedAt:        r.time(attrQueuedAt),
+		StartedAt:       r.time(attrStartedAt),
+		EndedAt:         r.time(attrEndedAt),
+		LastHeartbeatAt: r.time(attrLastHeartbeat),
+		ExitCode:        r.optInt(attrExitCode),
+		ErrorCategory:   r.str(attrErrorCategory),
+		Outcome:         statemodel.AttemptOutcome(r.str(attrOutcome)),
+		OutputRef:       r.str(attrOutputRef),
+		ClaimEventID:    r.str(attrClaimEventID),
+	}
+}
+
+func lateEventItem(l statemodel.LateEvent) item {
+	return item{
+		attrAttempt:    num(int64(l.Attempt)),
+		attrID:         str(l.EventID),
+		attrType:       str(string(l.Type)),
+		attrActor:      str(string(l.Actor)),
+		attrEventTime:  tm(l.EventTime),
+		attrObservedAt: tm(l.ObservedAt),
+		attrOutcome:    optStr(string(l.Outcome)),
+		attrDetail:     optStr(l.Detail),
+	}
+}
+
+func readLateEvent(r *reader) statemodel.LateEvent {
+	return statemodel.LateEvent{
+		Attempt:    int(r.int(attrAttempt)),
+		EventID:    r.str(attrID),
+		Type:       statemodel.EventType(r.str(attrType)),
+		Actor:      statemodel.Actor(r.str(attrActor)),
+		EventTime:  r.time(attrEventTime),
+		ObservedAt: r.time(attrObservedAt),
+		Outcome:    statemodel.AttemptOutcome(r.str(attrOutcome)),
+		Detail:     r.str(attrDetail),
+	}
+}
+
+// transitionFields holds a transition record's own fields (keys, kind and
+// TTL are added by the caller).
+func transitionFields(tr statemodel.Transition) item {
+	var rec types.AttributeValue
+	if tr.AttemptRecord != nil {
+		rec = &types.AttributeValueMemberM{Value: attemptRecordItem(*tr.AttemptRecord).present()}
+	}
+	var lease types.AttributeValue
+	if l := (item{attrLeaseHeartbeat: tm(tr.Lease.LastHeartbeatAt), attrLeaseExpiry: tm(tr.Lease.ExpiresAt)}).present(); len(l) > 0 {
+		lease = &types.AttributeValueMemberM{Value: l}
+	}
+	return item{
+		attrSeq:           num(tr.Seq),
+		attrFrom:          optStr(string(tr.From)),
+		attrTo:            str(string(tr.To)),
+		attrEvent:         str(string(tr.Event)),
+		attrEventID:       str(tr.EventID),
+		attrActor:         str(string(tr.Actor)),
+		attrAttempt:       num(int64(tr.Attempt)),
+		attrEventTime:     tm(tr.EventTime),
+		attrObservedAt:    tm(tr.ObservedAt),
+		attrEvidence:      strMap(tr.Evidence),
+		attrReason:        optStr(tr.Reason),
+		attrOperator:      optStr(tr.Operator),
+		attrScope:         optStr(tr.Scope),
+		attrAttemptRecord: rec,
+		attrLease:         lease,
+		attrRetryAt:       tm(tr.RetryAt),
+		attrDeadline:      tm(tr.Deadline),
+		attrCancelReq:     optBool(tr.CancelRequested),
+		attrPausedFrom:    optStr(string(tr.PausedFrom)),
+		attrSpent:         num(int64(tr.Spent)),
+		attrResubmits:     num(int64(tr.Resubmits)),
+		attrFreeNext:      optBool(tr.FreeNext),
+	}
+}
+
+func readTransition(r *reader) statemodel.Transition {
+	tr := statemodel.Transition{
+		Seq:             r.int(attrSeq),
+		From:            statemodel.InstanceState(r.str(attrFrom)),
+		To:              statemodel.InstanceState(r.str(attrTo)),
+		Event:           statemodel.EventType(r.str(attrEvent)),
+		EventID:         r.str(attrEventID),
+		Actor:           statemodel.Actor(r.str(attrActor)),
+		Attempt:         int(r.int(attrAttempt)),
+		EventTime:       r.time(attrEventTime),
+		ObservedAt:      r.time(attrObservedAt),
+		Evidence:        r.strMap(attrEvidence),
+		Reason:          r.str(attrReason),
+		Operator:        r.str(attrOperator),
+		Scope:           r.str(attrScope),
+		RetryAt:         r.time(attrRetryAt),
+		Deadline:        r.time(attrDeadline),
+		CancelRequested: r.bool(attrCancelReq),
+		PausedFrom:      statemodel.InstanceState(r.str(attrPausedFrom)),
+		Spent:           int(r.int(attrSpent)),
+		Resubmits:       int(r.int(attrResubmits)),
+		FreeNext:        r.bool(attrFreeNext),
+	}
+	if m := r.sub(attrAttemptRecord); m != nil {
+		sub := &reader{it: m}
+		a := readAttemptRecord(sub)
+		tr.AttemptRecord = &a
+		if sub.err != nil && r.err == nil {
+			r.err = sub.err
+		}
+	}
+	if m := r.sub(attrLease); m != nil {
+		sub := &reader{it: m}
+		tr.Lease = statemodel.Lease{LastHeartbeatAt: sub.time(attrLeaseHeartbeat), ExpiresAt: sub.time(attrLeaseExpiry)}
+		if sub.err != nil && r.err == nil {
+			r.err = sub.err
+		}
+	}
+	return tr
+}
+
+// policyItem stores a statemodel.Policy without Random (a function: the
+// caller supplies jitter at decision time). Durations are nanoseconds.
+func policyItem(p statemodel.Policy) types.AttributeValue {
+	d := func(v time.Duration) types.AttributeValue { return num(int64(v)) }
+	return &types.AttributeValueMemberM{Value: item{
+		"max_attempts":        num(int64(p.Retry.MaxAttempts)),
+		"initial_interval":    d(p.Retry.InitialInterval),
+		"backoff_coefficient": &types.AttributeValueMemberN{Value: strconv.FormatFloat(p.Retry.BackoffCoefficient, 'g', -1, 64)},
+		"max_interval":        d(p.Retry.MaxInterval),
+		"jitter":              optStr(string(p.Retry.Jitter)),
+		"queue_timeout":       d(p.Timeouts.Queue),
+		"run_timeout":         d(p.Timeouts.Run),
+		"heartbeat_timeout":   d(p.Timeouts.Heartbeat),
+		"cancel_timeout":      d(p.Timeouts.Cancel),
+		"evidence_window":     d(p.EvidenceWindow),
+		"max_resubmits":       num(int64(p.MaxResubmits)),
+		"deps_recheck":        d(p.DepsRecheck),
+	}.present()}
+}
+
+func readPolicy(r *reader) statemodel.Policy {
+	m := r.sub(attrPolicy)
+	if m == nil {
+		return statemodel.Policy{}
+	}
+	sub := &reader{it: m}
+	d := func(name string) time.Duration { return time.Duration(sub.int(name)) }
+	var coef float64
+	if v, ok := m["backoff_coefficient"].(*types.AttributeValueMemberN); ok {
+		f, err := strconv.ParseFloat(v.Value, 64)
+		if err != nil {
+			sub.fail("backoff_coefficient", "a number")
+		}
+		coef = f
+	}
+	p := statemodel.Policy{
+		Retry: statemodel.RetryPolicy{
+			MaxAttempts:        int(sub.int("max_attempts")),
+			InitialInterval:    d("initial_interval"),
+			BackoffCoefficient: coef,
+			MaxInterval:        d("max_interval"),
+			Jitter:             statemodel.Jitter(sub.str("jitter")),
+		},
+		Timeouts: statemodel.Timeouts{
+			Queue: d("queue_timeout"), Run: d("run_timeout"),
+			Heartbeat: d("heartbeat_timeout"), Cancel: d("cancel_timeout"),
+		},
+		EvidenceWindow: d("evidence_window"),
+		MaxResubmits:   int(sub.int("max_resubmits")),
+		DepsRecheck:    d("deps_recheck"),
+	}
+	if sub.err != nil && r.err == nil {
+		r.err = sub.err
+	}
+	return p
+}

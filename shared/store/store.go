@@ -1,0 +1,205 @@
+// Package store is runledger's DynamoDB adapter: every item layout, key,
+// condition and expression of the one table lives here, in operations named
+// for the domain (CreateRun, Transition, Heartbeat, ListDueTimers), and
+// nothing above it sees an SDK type or error.
+//
+// The item layout (docs: notes/store.md):
+//
+//	job              JOB#<name>  JOB                      version CAS, spec, next fire, listing JOBS/<name>, timer
+//	slot claim       JOB#<name>  SLOT#<logical time>       run id; one slot never yields two runs
+//	idempotency key  JOB#<name>  IDEM#<key>                run id, body hash, TTL +24 h
+//	run pointer      JOB#<name>  RUN#<run>                 newest first per job; carries the run's states
+//	run              RUN#<run>   RUN                       derived states, version CAS, listing RUNS/<run>, backstop timer
+//	instance         RUN#<run>   TASK#<task>               the statemodel.Snapshot, dispatch data, timer
+//	attempt          RUN#<run>   TASK#<task>#ATT#nnn       the attempt record + late events
+//	transition       RUN#<run>   TR#<task>#<seq>           the history record, TTL = history retention
+//	event-id guard   RUN#<run>   EV#<task>#<event id>      first outcome of an applied event, TTL = retention
+//
+// ReadRun is one Query (RUN .. TASK#\uffff), so history and guards stay out
+// of it by key design. Only items that wait on a time carry timer_shard and
+// timer_at, so the timers index holds live work only.
+//
+// Conditional writes. Each one documents its condition and what a failed
+// condition means, next to the code that sends it. A failed condition is
+// never retried blindly: the instance is re-read and the event classified
+// again by statemodel.
+package store
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Defaults of the options.
+const (
+	// DefaultHistoryRetention is how long transition records and event-id
+	// guards live (RUNLEDGER_HISTORY_RETENTION's default).
+	DefaultHistoryRetention = 2160 * time.Hour
+	// IdempotencyTTL is how long an idempotency key holds (API: 24 h).
+	IdempotencyTTL = 24 * time.Hour
+	// DefaultRunBackstop is how far ahead a live run's re-derivation
+	// backstop timer is set.
+	DefaultRunBackstop = 5 * time.Minute
+	// MaxRounds bounds Transition's read-decide-write rounds.
+	MaxRounds = 8
+	// conflictRetries bounds resubmitting a transaction that failed only on
+	// TransactionConflict (another transaction held an item); its
+	// conditions are unchanged, so a resubmission is safe.
+	conflictRetries = 8
+)
+
+// Store is the DynamoDB store of one table. It is safe for concurrent use.
+type Store struct {
+	db        *dynamodb.Client
+	table     string
+	clock     func() time.Time
+	retention time.Duration
+	backstop  time.Duration
+	log       *slog.Logger
+	capacity  func(CapacityReport)
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock sets the clock the store stamps times with (TTL expiries,
+// creation times, backstop timers). Decisions take their own now.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
+
+// WithHistoryRetention sets how long history records and event guards live.
+func WithHistoryRetention(d time.Duration) Option { return func(s *Store) { s.retention = d } }
+
+// WithRunBackstop sets how far ahead a live run's backstop timer is set.
+func WithRunBackstop(d time.Duration) Option { return func(s *Store) { s.backstop = d } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
+// WithCapacityReports asks DynamoDB for consumed capacity on every write
+// (ReturnConsumedCapacity=TOTAL) and passes each write's report to fn.
+func WithCapacityReports(fn func(CapacityReport)) Option { return func(s *Store) { s.capacity = fn } }
+
+// New returns the store of table on db.
+func New(db *dynamodb.Client, table string, opts ...Option) *Store {
+	s := &Store{
+		db: db, table: table, clock: time.Now,
+		retention: DefaultHistoryRetention, backstop: DefaultRunBackstop,
+		log: slog.Default(),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Table returns the table name.
+func (s *Store) Table() string { return s.table }
+
+// CapacityReport describes one write for capacity accounting.
+type CapacityReport struct {
+	Operation     string
+	Transactional bool
+	// ItemSizes are the sizes of the items written, by DynamoDB's
+	// documented size rules (the full item after the write).
+	ItemSizes []int
+	// ReportedWCU is DynamoDB's own figure (ReturnConsumedCapacity=TOTAL);
+	// Reported is false when the endpoint sent none.
+	ReportedWCU float64
+	Reported    bool
+}
+
+// ComputedWCU is the base-table write cost of the items by DynamoDB's
+// pricing rules: per item, 1 WCU per started KB, doubled in a transaction.
+// Writes to the timers and listing indexes are not included.
+func (r CapacityReport) ComputedWCU() float64 { return writeUnits(r.ItemSizes, r.Transactional) }
+
+func (s *Store) returnCapacity() types.ReturnConsumedCapacity {
+	if s.capacity == nil {
+		return ""
+	}
+	return types.ReturnConsumedCapacityTotal
+}
+
+// returnNewForReport asks for the item after an update only when someone
+// wants its size for a capacity report.
+func (s *Store) returnNewForReport() types.ReturnValue {
+	if s.capacity == nil {
+		return types.ReturnValueNone
+	}
+	return types.ReturnValueAllNew
+}
+
+func (s *Store) report(op string, transactional bool, sizes []int, cc []types.ConsumedCapacity) {
+	if s.capacity == nil {
+		return
+	}
+	r := CapacityReport{Operation: op, Transactional: transactional, ItemSizes: sizes}
+	for _, c := range cc {
+		if c.CapacityUnits != nil {
+			r.ReportedWCU += *c.CapacityUnits
+			r.Reported = true
+		} else if c.WriteCapacityUnits != nil {
+			r.ReportedWCU += *c.WriteCapacityUnits
+			r.Reported = true
+		}
+	}
+	s.capacity(r)
+}
+
+// transact sends one TransactWriteItems. A cancellation caused only by other
+// in-flight transactions (TransactionConflict) or capacity is resubmitted
+// unchanged, a bounded number of times with jittered backoff: every action
+// carries its own condition, so a resubmission can never do what the first
+// submission would not have done. Any other cancellation is returned with
+// its reasons for the caller to interpret.
+func (s *Store) transact(ctx context.Context, op string, actions []types.TransactWriteItem, sizes []int) error {
+	in := &dynamodb.TransactWriteItemsInput{
+		TransactItems:          actions,
+		ReturnConsumedCapacity: s.returnCapacity(),
+	}
+	for try := 0; ; try++ {
+		out, err := s.db.TransactWriteItems(ctx, in)
+		if err == nil {
+			s.report(op, true, sizes, out.ConsumedCapacity)
+			return nil
+		}
+		reasons := cancellation(err)
+		if reasons == nil || !transientCancel(reasons) || try >= conflictRetries {
+			return err
+		}
+		if werr := backoff(ctx, try); werr != nil {
+			return werr
+		}
+	}
+}
+
+// backoff waits before the try-th resubmission: a full-jitter exponential
+// delay from 2 ms, capped at 100 ms. It paces retries against other writers;
+// it never waits for a state.
+func backoff(ctx context.Context, try int) error {
+	d := min(2*time.Millisecond<<try, 100*time.Millisecond)
+	d = time.Duration(rand.Int64N(int64(d)) + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// conditionItem returns the ALL_OLD item of a failed single-item condition.
+func conditionItem(err error) (map[string]types.AttributeValue, bool) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ccf.Item, true
+	}
+	return nil, false
+}
