@@ -1,0 +1,802 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runledger/runledger/shared/tableschema"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// Instance is one task instance item: its statemodel snapshot and what the
+// scheduler needs to dispatch it and evaluate its dependencies.
+type Instance struct {
+	Key         InstanceKey
+	Job         string
+	Pool        string
+	Payload     []byte
+	Policy      statemodel.Policy // Random is never stored
+	DependsOn   []string
+	TriggerRule statemodel.TriggerRule
+	Publish     bool
+	Snapshot    statemodel.Snapshot
+	// TimerAt and TimerKind are the stored timer: Snapshot.Timer() as of
+	// the last write; zero when the instance is in no timers index
+	// (terminal, PAUSED).
+	TimerAt   time.Time
+	TimerKind statemodel.TimerKind
+}
+
+// Node returns the instance as the DAG rules see it.
+func (i Instance) Node() statemodel.TaskNode {
+	return statemodel.TaskNode{
+		ID: i.Key.Task, DependsOn: slices.Clone(i.DependsOn), Rule: i.TriggerRule,
+		Publish: i.Publish, State: i.Snapshot.State,
+	}
+}
+
+// Attempt is an attempt item: the record as the instance's transitions left
+// it, plus the late events from that attempt that arrived after a newer
+// attempt started.
+type Attempt struct {
+	statemodel.AttemptRecord
+	Late []statemodel.LateEvent
+}
+
+// Result is what a Transition did.
+type Result struct {
+	Outcome statemodel.Outcome
+	// Snapshot is the instance as stored after the call (for Duplicate,
+	// Stale and Rejected: as found).
+	Snapshot   statemodel.Snapshot
+	Transition *statemodel.Transition // Applied
+	First      statemodel.SeenEvent   // Duplicate: the outcome that stands
+	Late       *statemodel.LateEvent  // Stale: what was recorded on the older attempt
+	Effects    []statemodel.Effect
+	// Rounds is how many read-decide-write rounds it took (1 without
+	// contention).
+	Rounds int
+}
+
+// DuplicateEventError: the event id's guard item exists, so the event was
+// applied before; First is the outcome that stands.
+type DuplicateEventError struct {
+	Key   InstanceKey
+	First statemodel.SeenEvent
+}
+
+func (e *DuplicateEventError) Error() string {
+	return fmt.Sprintf("event %s on %s was applied before (seq %d, to %s)", e.First.ID, e.Key, e.First.Seq, e.First.To)
+}
+
+func (e *DuplicateEventError) Unwrap() error { return ErrDuplicateEvent }
+
+// Heartbeat and duplicate errors.
+var (
+	// ErrDuplicateEvent: see DuplicateEventError.
+	ErrDuplicateEvent = errors.New("duplicate event")
+	// ErrStaleAttempt: the call names an attempt older than the current one.
+	ErrStaleAttempt = errors.New("stale attempt")
+	// ErrLostNeedsTransition: a heartbeat met the instance LOST with the
+	// same attempt. That heartbeat is a real transition (the worker proved
+	// alive): the caller applies EvHeartbeat with Transition.
+	ErrLostNeedsTransition = errors.New("heartbeat in LOST is a transition")
+)
+
+// StoredPolicy returns a policy argument that makes Transition decide with
+// the policy stored on the instance, drawing jitter from random (nil: no
+// jitter). It is recognised by its zero Retry.MaxAttempts, which no valid
+// policy has.
+func StoredPolicy(random func() float64) statemodel.Policy {
+	return statemodel.Policy{Random: random}
+}
+
+func usesStoredPolicy(p statemodel.Policy) bool { return p.Retry.MaxAttempts == 0 }
+
+// instanceItem is the whole instance item.
+func instanceItem(inst Instance) item {
+	it := instanceStatic(inst)
+	for k, v := range snapshotItem(inst.Snapshot) {
+		it[k] = v
+	}
+	for k, v := range timerItem(runPK(inst.Key.Run), instanceSK(inst.Key.Task), inst.Snapshot) {
+		it[k] = v
+	}
+	it[tableschema.PK] = str(runPK(inst.Key.Run))
+	it[tableschema.SK] = str(instanceSK(inst.Key.Task))
+	return it
+}
+
+// instanceStatic holds the fields set at creation and never changed.
+func instanceStatic(inst Instance) item {
+	return item{
+		attrKind:        str(kindInstance),
+		attrRun:         str(inst.Key.Run),
+		attrTask:        str(inst.Key.Task),
+		attrJob:         optStr(inst.Job),
+		attrPool:        optStr(inst.Pool),
+		attrPayload:     bin(inst.Payload),
+		attrPolicy:      policyItem(inst.Policy),
+		attrDependsOn:   strList(inst.DependsOn),
+		attrTriggerRule: optStr(string(inst.TriggerRule)),
+		attrPublish:     optBool(inst.Publish),
+	}
+}
+
+// timerItem holds the timer attributes of an instance in snapshot s: set
+// while it waits on a time, absent (removed) when terminal or PAUSED, which
+// takes it out of the sparse timers index.
+func timerItem(pk, sk string, s statemodel.Snapshot) item {
+	at, kind := s.Timer()
+	if kind == statemodel.TimerNone || at.IsZero() {
+		return item{tableschema.TimerShard: nil, tableschema.TimerAt: nil, attrTimerKind: nil}
+	}
+	return item{
+		tableschema.TimerShard: str(timerShard(pk, sk)),
+		tableschema.TimerAt:    str(formatTime(at)),
+		attrTimerKind:          str(string(kind)),
+	}
+}
+
+func decodeInstance(m map[string]types.AttributeValue) (Instance, error) {
+	r := &reader{it: m}
+	inst := Instance{
+		Key:         InstanceKey{Run: r.str(attrRun), Task: r.str(attrTask)},
+		Job:         r.str(attrJob),
+		Pool:        r.str(attrPool),
+		Payload:     r.bytes(attrPayload),
+		Policy:      readPolicy(r),
+		DependsOn:   r.strList(attrDependsOn),
+		TriggerRule: statemodel.TriggerRule(r.str(attrTriggerRule)),
+		Publish:     r.bool(attrPublish),
+		Snapshot:    readSnapshot(r),
+		TimerAt:     r.time(tableschema.TimerAt),
+		TimerKind:   statemodel.TimerKind(r.str(attrTimerKind)),
+	}
+	return inst, r.err
+}
+
+// GetInstance reads one instance with a strongly consistent GetItem.
+func (s *Store) GetInstance(ctx context.Context, key InstanceKey) (Instance, error) {
+	if err := checkInstanceKey(key); err != nil {
+		return Instance{}, fmt.Errorf("get instance %s: %w", key, err)
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            keyOf(runPK(key.Run), instanceSK(key.Task)),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Instance{}, fmt.Errorf("get instance %s: %w", key, translate(err))
+	}
+	if out.Item == nil {
+		return Instance{}, fmt.Errorf("get instance %s: %w", key, ErrNotFound)
+	}
+	inst, err := decodeInstance(out.Item)
+	if err != nil {
+		return Instance{}, fmt.Errorf("get instance %s: %w", key, err)
+	}
+	return inst, nil
+}
+
+// Transition applies event e to the instance at key: read it (strongly
+// consistent), decide with statemodel.Apply at now under policy p (or the
+// stored policy, see StoredPolicy), write the decision (ApplyDecision).
+//
+// A failed condition is never retried blindly. The instance as it stood
+// when the condition failed is classified again by statemodel: the event may
+// now be a Duplicate (another delivery of it won), Stale (a newer attempt
+// started), Rejected (another event moved the instance where this one has no
+// row: a lost claim race ends here), or still Applied on the newer state. At
+// most MaxRounds rounds, then ErrUnsettled.
+//
+// When the snapshot's recent ids do not know the event and statemodel would
+// reject it or call it stale, the event-id guard item is consulted: an old
+// duplicate (applied more than statemodel.RecentEvents transitions ago) is
+// answered as a Duplicate with its first outcome.
+//
+// Errors: a Rejected outcome returns the Result and a non-nil error wrapping
+// the *statemodel.TransitionError (errors.Is with statemodel's sentinels);
+// ErrNotFound when the instance does not exist (creation is CreateRun's);
+// ErrInvalidKey before any I/O for unusable keys or event ids.
+func (s *Store) Transition(ctx context.Context, key InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+	op := func(err error) error { return fmt.Errorf("transition %s %s: %w", key, e, err) }
+	if err := checkInstanceKey(key); err != nil {
+		return Result{}, op(err)
+	}
+	if e.ID != "" {
+		if err := checkEventID(key, e.ID); err != nil {
+			return Result{}, op(err)
+		}
+	}
+	var inst *Instance
+	for round := 1; round <= MaxRounds; round++ {
+		if inst == nil {
+			got, err := s.GetInstance(ctx, key)
+			if err != nil {
+				return Result{Rounds: round}, op(err)
+			}
+			inst = &got
+		}
+		policy := p
+		if usesStoredPolicy(p) {
+			policy = inst.Policy
+			policy.Random = p.Random
+		}
+		d := statemodel.Apply(inst.Snapshot, e, now, policy)
+		res := Result{
+			Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition,
+			First: d.First, Late: d.Late, Effects: d.Effects, Rounds: round,
+		}
+		switch d.Outcome {
+		case statemodel.Duplicate:
+			return res, nil
+		case statemodel.Rejected, statemodel.Stale:
+			if e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) {
+				first, seen, err := s.guard(ctx, key, e.ID)
+				if err != nil {
+					return res, op(err)
+				}
+				if seen {
+					return Result{Outcome: statemodel.Duplicate, Snapshot: inst.Snapshot, First: first, Rounds: round}, nil
+				}
+			}
+			if d.Outcome == statemodel.Rejected {
+				return res, op(d.Err)
+			}
+			if err := s.AppendLate(ctx, key, *d.Late); err != nil {
+				return res, op(err)
+			}
+			return res, nil
+		}
+		// Applied or Refreshed: write it.
+		err := s.ApplyDecision(ctx, *inst, d)
+		if err == nil {
+			return res, nil
+		}
+		var dup *DuplicateEventError
+		if errors.As(err, &dup) {
+			return Result{Outcome: statemodel.Duplicate, Snapshot: inst.Snapshot, First: dup.First, Rounds: round}, nil
+		}
+		var moved *movedError
+		if !errors.As(err, &moved) {
+			return res, op(err)
+		}
+		inst = moved.now // nil: re-read
+	}
+	return Result{Rounds: MaxRounds}, op(fmt.Errorf("%w after %d rounds", ErrUnsettled, MaxRounds))
+}
+
+// movedError: the instance was not as the decision assumed (the state,
+// version or lease condition failed, or the transition record already
+// exists). now is the instance as DynamoDB found it, when it said.
+type movedError struct {
+	key InstanceKey
+	now *Instance
+}
+
+func (e *movedError) Error() string {
+	return fmt.Sprintf("instance %s moved on since it was read", e.key)
+}
+
+func (e *movedError) Unwrap() error { return ErrConflict }
+
+// ApplyDecision writes decision d, made by statemodel.Apply from
+// inst.Snapshot, as ONE conditional write.
+//
+// Applied: one TransactWriteItems of
+//
+//	instance    Update  SET the new snapshot and timer attributes (REMOVE
+//	                    them when the new state waits on no time)
+//	            condition  #state = :expected_state AND #version = :expected_version
+//	                       [lease.expired: AND #lease_expires_at <= :now]
+//	            fails when another transition (or, for lease.expired, a
+//	            heartbeat) got there first: ErrConflict (*movedError with
+//	            the item as found).
+//	transition  Put     TR#<task>#<seq>
+//	            condition  attribute_not_exists(#pk)
+//	            fails when the seq was written by another transition, which
+//	            also moved the version: ErrConflict.
+//	event guard Put     EV#<task>#<event id>
+//	            condition  attribute_not_exists(#pk)
+//	            fails when the event was applied before:
+//	            *DuplicateEventError with the first outcome.
+//	attempt     Update  SET the attempt record's fields (late events untouched);
+//	                    only when the transition carries an attempt record.
+//	            no condition: the instance condition fences it.
+//
+// Refreshed (a heartbeat that changes no state): one UpdateItem of the
+// instance's lease and timer, condition #state = :expected_state AND
+// #version = :expected_version; fails as above (ErrConflict).
+//
+// Stale: AppendLate. Duplicate and Rejected write nothing.
+func (s *Store) ApplyDecision(ctx context.Context, inst Instance, d statemodel.Decision) error {
+	key := inst.Key
+	op := func(err error) error { return fmt.Errorf("apply %s to %s: %w", d.Outcome, key, err) }
+	if err := checkInstanceKey(key); err != nil {
+		return op(err)
+	}
+	switch d.Outcome {
+	case statemodel.Applied:
+		return s.writeTransition(ctx, inst, d, op)
+	case statemodel.Refreshed:
+		return s.refreshLease(ctx, inst, d.Snapshot, op)
+	case statemodel.Stale:
+		if d.Late == nil {
+			return op(fmt.Errorf("%w: stale decision without a late event", ErrInvalidInput))
+		}
+		return s.AppendLate(ctx, key, *d.Late)
+	}
+	return nil
+}
+
+func (s *Store) writeTransition(ctx context.Context, inst Instance, d statemodel.Decision, op func(error) error) error {
+	key, from, tr := inst.Key, inst.Snapshot, d.Transition
+	if tr == nil {
+		return op(fmt.Errorf("%w: applied decision without a transition", ErrInvalidInput))
+	}
+	if err := checkEventID(key, tr.EventID); err != nil {
+		return op(err)
+	}
+	pk := runPK(key.Run)
+	sk := instanceSK(key.Task)
+	expires := epoch(s.clock().Add(s.retention))
+
+	// The instance: every snapshot field and the timer, as the new item.
+	next := inst
+	next.Snapshot = d.Snapshot
+	full := instanceItem(next)
+	fullSize, err := checkSize("instance "+key.String(), full.present())
+	if err != nil {
+		return op(err)
+	}
+	ie := newExpr()
+	set := snapshotItem(d.Snapshot)
+	for k, v := range timerItem(pk, sk, d.Snapshot) {
+		set[k] = v
+	}
+	cond := ie.n(attrState) + " = " + ie.v("expected_state", str(string(from.State))) +
+		" AND " + ie.n(attrVersion) + " = " + ie.v("expected_version", num(from.Version))
+	if tr.Event == statemodel.EvLeaseExpired {
+		// A heartbeat may have refreshed the lease without bumping the
+		// version: the expiry must still be past.
+		cond += " AND " + ie.n(attrLeaseExpires) + " <= " + ie.v("now", str(formatTime(tr.ObservedAt)))
+	}
+	upd := ie.update(set)
+
+	trItem := transitionFields(*tr)
+	trItem[tableschema.PK] = str(pk)
+	trItem[tableschema.SK] = str(transitionSK(key.Task, tr.Seq))
+	trItem[attrKind] = str(kindTransition)
+	trItem[attrRun] = str(key.Run)
+	trItem[attrTask] = str(key.Task)
+	trItem[tableschema.TTL] = expires
+	trPut := trItem.present()
+	trSize, err := checkSize(fmt.Sprintf("transition %s#%d", key, tr.Seq), trPut)
+	if err != nil {
+		return op(err)
+	}
+
+	guard := item{
+		tableschema.PK: str(pk), tableschema.SK: str(guardSK(key.Task, tr.EventID)),
+		attrKind: str(kindGuard), attrRun: str(key.Run), attrTask: str(key.Task),
+		attrEventID: str(tr.EventID), attrSeq: num(tr.Seq), attrTo: str(string(tr.To)),
+		tableschema.TTL: expires,
+	}.present()
+	guardSize := itemSize(guard)
+
+	notExists := "attribute_not_exists(#pk)"
+	pkName := map[string]string{"#pk": tableschema.PK}
+	actions := []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName: aws.String(s.table), Key: keyOf(pk, sk),
+			UpdateExpression: aws.String(upd), ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: ie.nameMap(), ExpressionAttributeValues: ie.valueMap(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		{Put: &types.Put{
+			TableName: aws.String(s.table), Item: trPut,
+			ConditionExpression: aws.String(notExists), ExpressionAttributeNames: pkName,
+		}},
+		{Put: &types.Put{
+			TableName: aws.String(s.table), Item: guard,
+			ConditionExpression: aws.String(notExists), ExpressionAttributeNames: pkName,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+	}
+	sizes := []int{fullSize, trSize, guardSize}
+	if a := tr.AttemptRecord; a != nil {
+		rec := attemptRecordItem(*a)
+		rec[attrKind] = str(kindAttempt)
+		rec[attrRun] = str(key.Run)
+		rec[attrTask] = str(key.Task)
+		recSize, err := checkSize(fmt.Sprintf("attempt %s#%d", key, a.N), rec.present())
+		if err != nil {
+			return op(err)
+		}
+		ae := newExpr()
+		actions = append(actions, types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(s.table), Key: keyOf(pk, attemptSK(key.Task, a.N)),
+			UpdateExpression:         aws.String(ae.update(rec)),
+			ExpressionAttributeNames: ae.nameMap(), ExpressionAttributeValues: ae.valueMap(),
+		}})
+		sizes = append(sizes, recSize+len(tableschema.PK)+len(pk)+len(tableschema.SK)+len(attemptSK(key.Task, a.N)))
+	}
+	if err := checkTransaction("apply "+key.String(), sizes); err != nil {
+		return op(err)
+	}
+
+	err = s.transact(ctx, "transition", actions, sizes)
+	if err == nil {
+		return nil
+	}
+	reasons := cancellation(err)
+	switch {
+	case conditionFailed(reasons, 2):
+		first, err := s.firstOutcome(ctx, key, tr.EventID, reasons[2].Item)
+		if err != nil {
+			return op(err)
+		}
+		return op(&DuplicateEventError{Key: key, First: first})
+	case conditionFailed(reasons, 0):
+		moved := &movedError{key: key}
+		if old := reasons[0].Item; old != nil {
+			if found, derr := decodeInstance(old); derr == nil {
+				moved.now = &found
+			}
+		} else {
+			// No ALL_OLD image: the instance may be gone, or the
+			// endpoint does not send images; re-read.
+			moved.now = nil
+		}
+		return op(moved)
+	case conditionFailed(reasons, 1):
+		return op(&movedError{key: key})
+	case reasons != nil && transientCancel(reasons):
+		// Still contended after the resubmissions: re-read and decide
+		// again rather than resubmit forever.
+		return op(&movedError{key: key})
+	}
+	return op(cancelError(err, reasons))
+}
+
+// firstOutcome reads the first outcome from a guard item (the ALL_OLD image
+// of the failed put, or a read when the endpoint sent none).
+func (s *Store) firstOutcome(ctx context.Context, key InstanceKey, eventID string, old map[string]types.AttributeValue) (statemodel.SeenEvent, error) {
+	if old == nil {
+		first, ok, err := s.guard(ctx, key, eventID)
+		if err != nil {
+			return first, err
+		}
+		if !ok { // expired between the write and this read
+			return statemodel.SeenEvent{ID: eventID}, nil
+		}
+		return first, nil
+	}
+	r := &reader{it: old}
+	first := statemodel.SeenEvent{ID: eventID, Seq: r.int(attrSeq), To: statemodel.InstanceState(r.str(attrTo))}
+	return first, r.err
+}
+
+// guard reads the event-id guard of an event.
+func (s *Store) guard(ctx context.Context, key InstanceKey, eventID string) (statemodel.SeenEvent, bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            keyOf(runPK(key.Run), guardSK(key.Task, eventID)),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return statemodel.SeenEvent{}, false, fmt.Errorf("read event guard %s %s: %w", key, eventID, translate(err))
+	}
+	if out.Item == nil {
+		return statemodel.SeenEvent{}, false, nil
+	}
+	r := &reader{it: out.Item}
+	first := statemodel.SeenEvent{ID: eventID, Seq: r.int(attrSeq), To: statemodel.InstanceState(r.str(attrTo))}
+	if r.err != nil {
+		return first, false, fmt.Errorf("read event guard %s %s: %w", key, eventID, r.err)
+	}
+	return first, true, nil
+}
+
+// refreshLease writes a Refreshed decision: the lease and the timer, no
+// history, no version bump.
+//
+//	condition  #state = :expected_state AND #version = :expected_version
+//	fails when a transition moved the instance: ErrConflict (*movedError).
+func (s *Store) refreshLease(ctx context.Context, inst Instance, n statemodel.Snapshot, op func(error) error) error {
+	pk, sk := runPK(inst.Key.Run), instanceSK(inst.Key.Task)
+	set := item{attrLeaseBeat: tm(n.Lease.LastHeartbeatAt), attrLeaseExpires: tm(n.Lease.ExpiresAt)}
+	for k, v := range timerItem(pk, sk, n) {
+		set[k] = v
+	}
+	e := newExpr()
+	cond := e.n(attrState) + " = " + e.v("expected_state", str(string(inst.Snapshot.State))) +
+		" AND " + e.n(attrVersion) + " = " + e.v("expected_version", num(inst.Snapshot.Version))
+	next := inst
+	next.Snapshot = n
+	size := itemSize(instanceItem(next).present())
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(pk, sk),
+		UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.returnCapacity(),
+	})
+	if err != nil {
+		if old, ok := conditionItem(err); ok {
+			moved := &movedError{key: inst.Key}
+			if old != nil {
+				if found, derr := decodeInstance(old); derr == nil {
+					moved.now = &found
+				}
+			}
+			return op(moved)
+		}
+		return op(translate(err))
+	}
+	var cc []types.ConsumedCapacity
+	if out.ConsumedCapacity != nil {
+		cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
+	}
+	s.report("refresh_lease", false, []int{size}, cc)
+	return nil
+}
+
+// AppendLate records a late event on its (older) attempt's item. The
+// instance item is untouched: a stale event never changes an instance.
+//
+//	attempt  Update  SET #late_events = list_append(if_not_exists(#late_events, :empty), :late)
+//	                 ADD #late_event_ids :event_ids
+//	condition  attribute_exists(#pk) AND NOT contains(#late_event_ids, :event_id)
+//	fails when the event was recorded before (the append is idempotent:
+//	nil), or the attempt item does not exist (ErrNotFound).
+func (s *Store) AppendLate(ctx context.Context, key InstanceKey, late statemodel.LateEvent) error {
+	op := func(err error) error {
+		return fmt.Errorf("record late event %s on %s#%d: %w", late.EventID, key, late.Attempt, err)
+	}
+	if err := checkInstanceKey(key); err != nil {
+		return op(err)
+	}
+	if err := checkEventID(key, late.EventID); err != nil {
+		return op(err)
+	}
+	if late.Attempt < 1 {
+		return op(fmt.Errorf("%w: attempt %d", ErrInvalidInput, late.Attempt))
+	}
+	entry := lateEventItem(late).present()
+	if _, err := checkSize("late event", entry); err != nil {
+		return op(err)
+	}
+	e := newExpr()
+	upd := "SET " + e.n(attrLateEvents) + " = list_append(if_not_exists(" + e.n(attrLateEvents) + ", " +
+		e.v("empty", &types.AttributeValueMemberL{Value: []types.AttributeValue{}}) + "), " +
+		e.v("late", &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: entry}}}) + ")" +
+		" ADD " + e.n(attrLateEventIDs) + " " + e.v("event_ids", &types.AttributeValueMemberSS{Value: []string{late.EventID}})
+	cond := "attribute_exists(" + e.n(tableschema.PK) + ") AND NOT contains(" + e.n(attrLateEventIDs) + ", " +
+		e.v("event_id", str(late.EventID)) + ")"
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(runPK(key.Run), attemptSK(key.Task, late.Attempt)),
+		UpdateExpression: aws.String(upd), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.returnCapacity(),
+		ReturnValues:                        types.ReturnValueNone,
+	})
+	if err != nil {
+		if old, ok := conditionItem(err); ok {
+			if len(old) == 0 {
+				// Either no item, or an endpoint without ALL_OLD images:
+				// tell them apart with a read.
+				exists, rerr := s.exists(ctx, runPK(key.Run), attemptSK(key.Task, late.Attempt))
+				if rerr != nil {
+					return op(rerr)
+				}
+				if !exists {
+					return op(ErrNotFound)
+				}
+			}
+			return nil // recorded before
+		}
+		return op(translate(err))
+	}
+	var cc []types.ConsumedCapacity
+	if out.ConsumedCapacity != nil {
+		cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
+	}
+	s.report("record_late", false, []int{itemSize(entry)}, cc)
+	return nil
+}
+
+func (s *Store) exists(ctx context.Context, pk, sk string) (bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: keyOf(pk, sk), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("#pk"), ExpressionAttributeNames: map[string]string{"#pk": tableschema.PK},
+	})
+	if err != nil {
+		return false, translate(err)
+	}
+	return out.Item != nil, nil
+}
+
+// HeartbeatResult is what a heartbeat answers the worker.
+type HeartbeatResult struct {
+	State           statemodel.InstanceState
+	CancelRequested bool
+	LeaseExpiresAt  time.Time
+}
+
+// Heartbeat renews the lease of attempt n: a cheap conditional UpdateItem,
+// no history record, no version bump. The token check is the caller's.
+//
+//	RUNNING     SET the lease, and the timer (the lease is RUNNING's timer)
+//	            condition  #state = :running AND #attempt = :attempt
+//	CANCELLING  SET the lease only (the timer is the cancel deadline)
+//	            condition  #state = :cancelling AND #attempt = :attempt
+//
+// It tries the RUNNING form; a failed condition returns the item as found
+// (ALL_OLD), which decides: CANCELLING with attempt n takes the second form;
+// LOST with attempt n is ErrLostNeedsTransition (the caller applies
+// EvHeartbeat with Transition: it is a real transition); an older attempt is
+// ErrStaleAttempt; anything else a *statemodel.TransitionError
+// (ErrIllegalTransition, ErrUnknownAttempt); no item, ErrNotFound.
+func (s *Store) Heartbeat(ctx context.Context, key InstanceKey, attempt int, now time.Time, lease time.Duration) (HeartbeatResult, error) {
+	op := func(err error) error { return fmt.Errorf("heartbeat %s#%d: %w", key, attempt, err) }
+	if err := checkInstanceKey(key); err != nil {
+		return HeartbeatResult{}, op(err)
+	}
+	if lease <= 0 || attempt < 1 {
+		return HeartbeatResult{}, op(fmt.Errorf("%w: lease %s, attempt %d", ErrInvalidInput, lease, attempt))
+	}
+	pk, sk := runPK(key.Run), instanceSK(key.Task)
+	expires := now.Add(lease)
+	state := statemodel.StateRunning
+	for range MaxRounds {
+		e := newExpr()
+		set := item{attrLeaseBeat: tm(now), attrLeaseExpires: tm(expires)}
+		if state == statemodel.StateRunning {
+			set[tableschema.TimerShard] = str(timerShard(pk, sk))
+			set[tableschema.TimerAt] = str(formatTime(expires))
+			set[attrTimerKind] = str(string(statemodel.TimerLease))
+		}
+		cond := e.n(attrState) + " = " + e.v("state", str(string(state))) +
+			" AND " + e.n(attrAttempt) + " = " + e.v("attempt", num(int64(attempt)))
+		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(s.table), Key: keyOf(pk, sk),
+			UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			ReturnValues:                        s.returnNewForReport(),
+			ReturnConsumedCapacity:              s.returnCapacity(),
+		})
+		if err == nil {
+			// RUNNING never has a cancel request (a requested cancel moves
+			// it to CANCELLING) and CANCELLING always has one.
+			res := HeartbeatResult{State: state, CancelRequested: state == statemodel.StateCancelling, LeaseExpiresAt: expires}
+			var cc []types.ConsumedCapacity
+			if out.ConsumedCapacity != nil {
+				cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
+			}
+			s.report("heartbeat", false, []int{itemSize(out.Attributes)}, cc)
+			return res, nil
+		}
+		old, ok := conditionItem(err)
+		if !ok {
+			return HeartbeatResult{}, op(translate(err))
+		}
+		if old == nil {
+			found, gerr := s.GetInstance(ctx, key)
+			if gerr != nil {
+				return HeartbeatResult{}, op(gerr)
+			}
+			old = instanceItem(found).present()
+		}
+		r := &reader{it: old}
+		cur := readSnapshot(r)
+		if r.err != nil {
+			return HeartbeatResult{}, op(r.err)
+		}
+		next, err := heartbeatTarget(cur, attempt)
+		if err != nil {
+			return HeartbeatResult{}, op(err)
+		}
+		state = next
+	}
+	return HeartbeatResult{}, op(fmt.Errorf("%w after %d rounds", ErrUnsettled, MaxRounds))
+}
+
+// heartbeatTarget says which form of the heartbeat fits the instance as
+// found, or why none does.
+func heartbeatTarget(cur statemodel.Snapshot, attempt int) (statemodel.InstanceState, error) {
+	reject := func(sentinel error, detail string) error {
+		return &statemodel.TransitionError{
+			State: cur.State, Event: statemodel.EvHeartbeat, Actor: statemodel.ActorWorker,
+			Attempt: attempt, Current: cur.Attempt, Detail: detail, Err: sentinel,
+		}
+	}
+	switch {
+	case attempt < cur.Attempt:
+		return "", fmt.Errorf("%w: attempt %d is current", ErrStaleAttempt, cur.Attempt)
+	case attempt > cur.Attempt:
+		return "", reject(statemodel.ErrUnknownAttempt, "")
+	}
+	switch cur.State {
+	case statemodel.StateRunning, statemodel.StateCancelling:
+		return cur.State, nil
+	case statemodel.StateLost:
+		return "", ErrLostNeedsTransition
+	}
+	return "", reject(statemodel.ErrIllegalTransition, "")
+}
+
+// History returns an instance's transition records in seq order, at most
+// limit (0: DynamoDB's page) per call, and the token of the next page ("" at
+// the end). One strongly consistent Query per call:
+// pk = RUN#<run> AND begins_with(sk, "TR#<task>#").
+func (s *Store) History(ctx context.Context, key InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
+	op := func(err error) error { return fmt.Errorf("history %s: %w", key, err) }
+	if err := checkInstanceKey(key); err != nil {
+		return nil, "", op(err)
+	}
+	start, err := decodeToken(token, map[string]string{tableschema.PK: runPK(key.Run), tableschema.SK: ""})
+	if err != nil {
+		return nil, "", op(err)
+	}
+	if start != nil && !hasPrefix(start[tableschema.SK], transitionPrefix(key.Task)) {
+		return nil, "", op(ErrInvalidToken)
+	}
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table),
+		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(runPK(key.Run))) +
+			" AND begins_with(" + e.n(tableschema.SK) + ", " + e.v("prefix", str(transitionPrefix(key.Task))) + ")"),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ConsistentRead: aws.Bool(true), ExclusiveStartKey: start,
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(int32(min(limit, 1<<30)))
+	}
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return nil, "", op(translate(err))
+	}
+	trs := make([]statemodel.Transition, 0, len(out.Items))
+	for _, it := range out.Items {
+		r := &reader{it: it}
+		tr := readTransition(r)
+		if r.err != nil {
+			return nil, "", op(r.err)
+		}
+		trs = append(trs, tr)
+	}
+	return trs, encodeToken(out.LastEvaluatedKey), nil
+}
+
+// FullHistory pages History to the end.
+func (s *Store) FullHistory(ctx context.Context, key InstanceKey) ([]statemodel.Transition, error) {
+	var all []statemodel.Transition
+	token := ""
+	for {
+		page, next, err := s.History(ctx, key, 0, token)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		token = next
+	}
+}
+
+func hasPrefix(v types.AttributeValue, prefix string) bool {
+	s, ok := v.(*types.AttributeValueMemberS)
+	return ok && len(s.Value) >= len(prefix) && s.Value[:len(prefix)] == prefix
+}

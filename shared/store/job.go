@@ -1,0 +1,318 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runledger/runledger/shared/tableschema"
+)
+
+// timerKindJobFire is a job item's timer: its next scheduled fire.
+const timerKindJobFire = "job_fire"
+
+// Job is a job definition item. Spec is the definition as the API validated
+// it (JSON), opaque to the store beyond the indexed fields kept beside it.
+type Job struct {
+	Name       string
+	Version    int64
+	Paused     bool
+	Spec       []byte
+	NextFireAt time.Time // zero: manual only, or no fire left
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+func jobItem(j Job) item {
+	it := item{
+		tableschema.PK: str(jobPK(j.Name)), tableschema.SK: str(skJob),
+		attrKind: str(kindJob), attrJob: str(j.Name), attrVersion: num(j.Version),
+		attrPaused: boolean(j.Paused), attrSpec: bin(j.Spec), attrNextFireAt: tm(j.NextFireAt),
+		attrCreatedAt: tm(j.CreatedAt), attrUpdatedAt: tm(j.UpdatedAt),
+		tableschema.ListPK: str(listJobs), tableschema.ListSK: str(j.Name),
+	}
+	for k, v := range jobTimer(j) {
+		it[k] = v
+	}
+	return it
+}
+
+// jobTimer: a job is in the timers index while it has a next fire and is
+// not paused.
+func jobTimer(j Job) item {
+	if j.Paused || j.NextFireAt.IsZero() {
+		return item{tableschema.TimerShard: nil, tableschema.TimerAt: nil, attrTimerKind: nil}
+	}
+	return item{
+		tableschema.TimerShard: str(timerShard(jobPK(j.Name), skJob)),
+		tableschema.TimerAt:    str(formatTime(j.NextFireAt)),
+		attrTimerKind:          str(timerKindJobFire),
+	}
+}
+
+func decodeJob(m map[string]types.AttributeValue) (Job, error) {
+	r := &reader{it: m}
+	j := Job{
+		Name: r.str(attrJob), Version: r.int(attrVersion), Paused: r.bool(attrPaused),
+		Spec: r.bytes(attrSpec), NextFireAt: r.time(attrNextFireAt),
+		CreatedAt: r.time(attrCreatedAt), UpdatedAt: r.time(attrUpdatedAt),
+	}
+	return j, r.err
+}
+
+// CreateJob stores a new job at version 1, stamped with the store's clock.
+//
+//	Put JOB#<name>/JOB  condition attribute_not_exists(#pk)
+//	fails: a job of that name exists (ErrAlreadyExists).
+func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
+	op := func(err error) error { return fmt.Errorf("create job %s: %w", j.Name, err) }
+	if err := checkJob(j.Name); err != nil {
+		return Job{}, op(err)
+	}
+	now := s.clock()
+	j.Version, j.CreatedAt, j.UpdatedAt = 1, now, now
+	it := jobItem(j).present()
+	size, err := checkSize("job "+j.Name, it)
+	if err != nil {
+		return Job{}, op(err)
+	}
+	out, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: it,
+		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": tableschema.PK},
+		ReturnConsumedCapacity:   s.returnCapacity(),
+	})
+	if err != nil {
+		if _, ok := conditionItem(err); ok {
+			return Job{}, op(ErrAlreadyExists)
+		}
+		return Job{}, op(translate(err))
+	}
+	s.report("create_job", false, []int{size}, consumed(out.ConsumedCapacity))
+	return j, nil
+}
+
+func consumed(c *types.ConsumedCapacity) []types.ConsumedCapacity {
+	if c == nil {
+		return nil
+	}
+	return []types.ConsumedCapacity{*c}
+}
+
+// GetJob reads a job (strongly consistent).
+func (s *Store) GetJob(ctx context.Context, name string) (Job, error) {
+	if err := checkJob(name); err != nil {
+		return Job{}, fmt.Errorf("get job %s: %w", name, err)
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: keyOf(jobPK(name), skJob), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("get job %s: %w", name, translate(err))
+	}
+	if out.Item == nil {
+		return Job{}, fmt.Errorf("get job %s: %w", name, ErrNotFound)
+	}
+	j, err := decodeJob(out.Item)
+	if err != nil {
+		return Job{}, fmt.Errorf("get job %s: %w", name, err)
+	}
+	return j, nil
+}
+
+// ListJobs lists jobs by name from the listing index (list_pk "JOBS";
+// eventually consistent), limit per page (0: DefaultListLimit), with an
+// opaque token for the next page ("" at the end).
+func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]Job, string, error) {
+	op := func(err error) error { return fmt.Errorf("list jobs: %w", err) }
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	start, err := decodeToken(token, map[string]string{
+		tableschema.ListPK: listJobs, tableschema.ListSK: "", tableschema.PK: "", tableschema.SK: skJob,
+	})
+	if err != nil {
+		return nil, "", op(err)
+	}
+	e := newExpr()
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(s.table), IndexName: aws.String(tableschema.ListIndex),
+		KeyConditionExpression:   aws.String(e.n(tableschema.ListPK) + " = " + e.v("list_pk", str(listJobs))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		Limit: aws.Int32(int32(min(limit, MaxListLimit))), ExclusiveStartKey: start,
+	})
+	if err != nil {
+		return nil, "", op(translate(err))
+	}
+	jobs := make([]Job, 0, len(out.Items))
+	for _, it := range out.Items {
+		j, err := decodeJob(it)
+		if err != nil {
+			return nil, "", op(err)
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, encodeToken(out.LastEvaluatedKey), nil
+}
+
+// UpdateJob replaces a job's spec and next fire with a compare-and-set on
+// its version; the result has version expected+1. Paused and CreatedAt are
+// kept as stored (pause has its own operation).
+//
+//	Update JOB#<name>/JOB  SET spec, next_fire_at, updated_at, version = :expected + 1, timer
+//	condition  #version = :expected_version
+//	fails: the job changed since it was read (ErrVersionConflict) or does
+//	not exist (ErrNotFound), told apart by the ALL_OLD image.
+func (s *Store) UpdateJob(ctx context.Context, j Job, expected int64) (Job, error) {
+	op := func(err error) error { return fmt.Errorf("update job %s from version %d: %w", j.Name, expected, err) }
+	if err := checkJob(j.Name); err != nil {
+		return Job{}, op(err)
+	}
+	// The stored paused flag decides the timer, so the update must know
+	// it: it is part of the version-checked state, read with the item.
+	cur, err := s.GetJob(ctx, j.Name)
+	if err != nil {
+		return Job{}, op(err)
+	}
+	if cur.Version != expected {
+		return Job{}, op(fmt.Errorf("%w: stored version is %d", ErrVersionConflict, cur.Version))
+	}
+	next := cur
+	next.Spec, next.NextFireAt = j.Spec, j.NextFireAt
+	next.Version, next.UpdatedAt = expected+1, s.clock()
+	return s.writeJob(ctx, cur, next, "update_job", op)
+}
+
+// SetJobPaused pauses or resumes a job: a paused job leaves the timers
+// index; a resumed one with a next fire returns to it. The version moves.
+// Pausing a paused job changes nothing and succeeds.
+//
+//	Update JOB#<name>/JOB  SET paused, updated_at, version = :expected + 1, timer
+//	condition  #version = :expected_version (the version this call read)
+//	fails: a concurrent change; ErrVersionConflict.
+func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (Job, error) {
+	op := func(err error) error { return fmt.Errorf("set job %s paused=%t: %w", name, paused, err) }
+	cur, err := s.GetJob(ctx, name)
+	if err != nil {
+		return Job{}, op(err)
+	}
+	if cur.Paused == paused {
+		return cur, nil
+	}
+	next := cur
+	next.Paused, next.Version, next.UpdatedAt = paused, cur.Version+1, s.clock()
+	return s.writeJob(ctx, cur, next, "set_job_paused", op)
+}
+
+// SetNextFire moves a job's next fire from prev to next (zero: no next
+// fire), setting the timer unless the job is paused. The ticker calls it
+// after claiming prev's slot; prev makes two tickers advancing the same job
+// agree. The version does not move: the fire time is schedule state, not
+// the definition a client edits with If-Match.
+//
+//	Update JOB#<name>/JOB  SET next_fire_at, timer (REMOVE both when next is zero or the job paused)
+//	condition  #next_fire_at = :prev (attribute_not_exists when prev is zero)
+//	           AND #paused = :paused (the flag this call read)
+//	fails: another ticker advanced it, or it was paused or resumed
+//	meanwhile: ErrConflict.
+func (s *Store) SetNextFire(ctx context.Context, name string, prev, next time.Time) (Job, error) {
+	op := func(err error) error {
+		return fmt.Errorf("set next fire of job %s from %s to %s: %w", name, formatTime(prev), formatTime(next), err)
+	}
+	cur, err := s.GetJob(ctx, name)
+	if err != nil {
+		return Job{}, op(err)
+	}
+	upd := cur
+	upd.NextFireAt = next
+	e := newExpr()
+	set := jobTimer(upd)
+	set[attrNextFireAt] = tm(next)
+	cond := e.n(attrPaused) + " = " + e.v("paused", boolean(cur.Paused)) + " AND "
+	if prev.IsZero() {
+		cond += "attribute_not_exists(" + e.n(attrNextFireAt) + ")"
+	} else {
+		cond += e.n(attrNextFireAt) + " = " + e.v("prev", str(formatTime(prev)))
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(jobPK(name), skJob),
+		UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnConsumedCapacity: s.returnCapacity(),
+	})
+	if err != nil {
+		if _, ok := conditionItem(err); ok {
+			return Job{}, op(ErrConflict)
+		}
+		return Job{}, op(translate(err))
+	}
+	s.report("set_next_fire", false, []int{itemSize(jobItem(upd).present())}, consumed(out.ConsumedCapacity))
+	return upd, nil
+}
+
+// writeJob writes next over cur with a version compare-and-set.
+func (s *Store) writeJob(ctx context.Context, cur, next Job, opName string, op func(error) error) (Job, error) {
+	full := jobItem(next)
+	size, err := checkSize("job "+next.Name, full.present())
+	if err != nil {
+		return Job{}, op(err)
+	}
+	e := newExpr()
+	set := jobTimer(next)
+	set[attrSpec] = bin(next.Spec)
+	set[attrNextFireAt] = tm(next.NextFireAt)
+	set[attrPaused] = boolean(next.Paused)
+	set[attrUpdatedAt] = tm(next.UpdatedAt)
+	set[attrVersion] = num(next.Version)
+	cond := e.n(attrVersion) + " = " + e.v("expected_version", num(cur.Version))
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(jobPK(next.Name), skJob),
+		UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.returnCapacity(),
+	})
+	if err != nil {
+		if old, ok := conditionItem(err); ok {
+			if len(old) == 0 {
+				if _, gerr := s.GetJob(ctx, next.Name); gerr != nil {
+					return Job{}, op(gerr)
+				}
+				return Job{}, op(ErrVersionConflict)
+			}
+			r := &reader{it: old}
+			return Job{}, op(fmt.Errorf("%w: stored version is %d", ErrVersionConflict, r.int(attrVersion)))
+		}
+		return Job{}, op(translate(err))
+	}
+	s.report(opName, false, []int{size}, consumed(out.ConsumedCapacity))
+	return next, nil
+}
+
+// DeleteJob deletes a job definition. Its runs, pointers, slot claims and
+// idempotency keys stay (past runs stay readable); whether it may be
+// deleted (no unfinished runs: HasUnfinishedRuns) is the API's decision.
+//
+//	Delete JOB#<name>/JOB  condition attribute_exists(#pk)
+//	fails: no such job (ErrNotFound).
+func (s *Store) DeleteJob(ctx context.Context, name string) error {
+	if err := checkJob(name); err != nil {
+		return fmt.Errorf("delete job %s: %w", name, err)
+	}
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.table), Key: keyOf(jobPK(name), skJob),
+		ConditionExpression:      aws.String("attribute_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": tableschema.PK},
+	})
+	if err != nil {
+		if _, ok := conditionItem(err); ok {
+			return fmt.Errorf("delete job %s: %w", name, ErrNotFound)
+		}
+		return fmt.Errorf("delete job %s: %w", name, translate(err))
+	}
+	return nil
+}

@@ -1,0 +1,754 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runledger/runledger/shared/tableschema"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// MaxTasksPerRun is the most tasks one run may have: CreateRun writes the
+// run, its per-job pointer, an optional slot claim and an optional
+// idempotency key, and two items per task (the instance and its creation
+// record) in ONE TransactWriteItems, which takes at most 100 actions:
+// 4 + 2*48 = 100.
+const MaxTasksPerRun = 48
+
+// Listing limits.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+)
+
+// timerKindRunBackstop is the run item's timer: re-derive the run's state
+// even if no task completion woke it.
+const timerKindRunBackstop = "run_backstop"
+
+// Run is a run item. Its states are derived from its tasks by the caller
+// (statemodel.DeriveRunState, DerivePublication) and stored with a version
+// compare-and-set (UpdateRunState).
+type Run struct {
+	ID               string
+	Job              string
+	LogicalTime      time.Time
+	Params           []byte // opaque JSON
+	Spec             []byte // opaque JSON: the tasks as the job defined them
+	ExecutionState   statemodel.RunState
+	PublicationState statemodel.PublicationState
+	Status           statemodel.Status // ExecutionState.Status(), stored for filtering
+	CreatedAt        time.Time
+	EndedAt          time.Time
+	Version          int64
+	TimerAt          time.Time // the backstop timer; zero once terminal
+}
+
+// NewTask is one task of a new run.
+type NewTask struct {
+	ID          string
+	Pool        string
+	Payload     []byte
+	Policy      statemodel.Policy
+	DependsOn   []string
+	TriggerRule statemodel.TriggerRule
+	Publish     bool
+}
+
+// Idempotency is a client's idempotency key and the hash of the body it
+// came with.
+type Idempotency struct {
+	Key      string
+	BodyHash string
+}
+
+// NewRun is everything CreateRun writes.
+type NewRun struct {
+	ID          string // a ULID, so run ids sort by creation time
+	Job         string
+	LogicalTime time.Time
+	Params      []byte
+	Spec        []byte
+	Tasks       []NewTask // 1..MaxTasksPerRun
+	// ClaimSlot claims JOB#<job>/SLOT#<LogicalTime> in the same
+	// transaction (cron and one-off runs): one slot never yields two runs.
+	ClaimSlot   bool
+	Idempotency *Idempotency
+	// TimerAt is the run's first backstop; zero means now + the store's
+	// run backstop.
+	TimerAt time.Time
+}
+
+// RunView is a whole run as one Query reads it.
+type RunView struct {
+	Run   Run
+	Tasks []TaskView // by task id
+}
+
+// TaskView is one task instance with its attempt items.
+type TaskView struct {
+	Instance Instance
+	Attempts []Attempt // by attempt number
+}
+
+// Nodes returns the run's tasks as the DAG rules see them.
+func (v RunView) Nodes() []statemodel.TaskNode {
+	out := make([]statemodel.TaskNode, len(v.Tasks))
+	for i, t := range v.Tasks {
+		out[i] = t.Instance.Node()
+	}
+	return out
+}
+
+// CreationEventID is the event id of a task's instance.created record.
+func CreationEventID(run, task string) string { return "created:" + run + ":" + task }
+
+// CreateRun creates a run atomically in ONE TransactWriteItems:
+//
+//	run          Put  RUN#<run>/RUN            attribute_not_exists(#pk)
+//	pointer      Put  JOB#<job>/RUN#<run>      attribute_not_exists(#pk)
+//	             either failing: the run id exists (ErrAlreadyExists).
+//	slot         Put  JOB#<job>/SLOT#<time>    attribute_not_exists(#pk)
+//	             fails: the slot has a run (ErrSlotTaken, *ExistingRunError).
+//	idempotency  Put  JOB#<job>/IDEM#<key>     attribute_not_exists(#pk) OR #expires_at < :now
+//	             fails: the key holds a run (ErrIdempotentReplay for the same
+//	             body hash, ErrIdempotencyMismatch for another; *ExistingRunError).
+//	per task     Put  RUN#<run>/TASK#<task>    attribute_not_exists(#pk)
+//	             Put  RUN#<run>/TR#<task>#1    attribute_not_exists(#pk)
+//	             the instance in CREATED and its instance.created record
+//	             (decided by statemodel.Apply at now).
+//
+// Nothing is written unless everything is. More than MaxTasksPerRun tasks is
+// ErrTooManyTasks; items over 400 KB, invalid keys and invalid policies or
+// graphs are refused before any write.
+func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunView, error) {
+	op := func(err error) error { return fmt.Errorf("create run %s of job %s: %w", nr.ID, nr.Job, err) }
+	if err := checkJob(nr.Job); err != nil {
+		return RunView{}, op(err)
+	}
+	if err := checkRun(nr.ID); err != nil {
+		return RunView{}, op(err)
+	}
+	switch {
+	case len(nr.Tasks) == 0:
+		return RunView{}, op(fmt.Errorf("%w: a run needs at least one task", ErrInvalidInput))
+	case len(nr.Tasks) > MaxTasksPerRun:
+		return RunView{}, op(fmt.Errorf("%w: %d tasks, at most %d", ErrTooManyTasks, len(nr.Tasks), MaxTasksPerRun))
+	case nr.ClaimSlot && nr.LogicalTime.IsZero():
+		return RunView{}, op(fmt.Errorf("%w: a slot claim needs a logical time", ErrInvalidInput))
+	}
+	if nr.Idempotency != nil {
+		if err := checkTail("idempotency key", nr.Idempotency.Key, idemSK(nr.Idempotency.Key), MaxSortKeyBytes); err != nil {
+			return RunView{}, op(err)
+		}
+	}
+	nodes := make([]statemodel.TaskNode, len(nr.Tasks))
+	for i, t := range nr.Tasks {
+		if err := checkTask(t.ID); err != nil {
+			return RunView{}, op(err)
+		}
+		if err := t.Policy.Validate(); err != nil {
+			return RunView{}, op(fmt.Errorf("%w: task %s: %w", ErrInvalidInput, t.ID, err))
+		}
+		nodes[i] = statemodel.TaskNode{ID: t.ID, DependsOn: t.DependsOn, Rule: t.TriggerRule, Publish: t.Publish, State: statemodel.StateCreated}
+	}
+	if err := statemodel.ValidateDAG(nodes); err != nil {
+		return RunView{}, op(fmt.Errorf("%w: %w", ErrInvalidInput, err))
+	}
+
+	stamp := s.clock()
+	run := Run{
+		ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime, Params: nr.Params, Spec: nr.Spec,
+		ExecutionState:   statemodel.DeriveRunState(nodes).State,
+		PublicationState: statemodel.DerivePublication(nodes),
+		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt,
+	}
+	run.Status = run.ExecutionState.Status()
+	if run.TimerAt.IsZero() {
+		run.TimerAt = stamp.Add(s.backstop)
+	}
+
+	var actions []types.TransactWriteItem
+	var sizes []int
+	var labels []string
+	pkName := map[string]string{"#pk": tableschema.PK}
+	put := func(label string, it item, cond string, names map[string]string, values map[string]types.AttributeValue, old bool) error {
+		m := it.present()
+		n, err := checkSize(label, m)
+		if err != nil {
+			return err
+		}
+		p := &types.Put{
+			TableName: aws.String(s.table), Item: m, ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		}
+		if old {
+			p.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+		}
+		actions = append(actions, types.TransactWriteItem{Put: p})
+		sizes = append(sizes, n)
+		labels = append(labels, label)
+		return nil
+	}
+	const notExists = "attribute_not_exists(#pk)"
+
+	if err := put("run "+nr.ID, runItem(run), notExists, pkName, nil, false); err != nil {
+		return RunView{}, op(err)
+	}
+	if err := put("run pointer "+nr.ID, pointerItem(run), notExists, pkName, nil, false); err != nil {
+		return RunView{}, op(err)
+	}
+	slotAt, idemAt := -1, -1
+	if nr.ClaimSlot {
+		slotAt = len(actions)
+		it := item{
+			tableschema.PK: str(jobPK(nr.Job)), tableschema.SK: str(slotSK(nr.LogicalTime)),
+			attrKind: str(kindSlot), attrJob: str(nr.Job), attrRunID: str(nr.ID),
+			attrLogicalTime: tm(nr.LogicalTime), attrCreatedAt: tm(now),
+		}
+		if err := put("slot "+formatTime(nr.LogicalTime), it, notExists, pkName, nil, true); err != nil {
+			return RunView{}, op(err)
+		}
+	}
+	if ik := nr.Idempotency; ik != nil {
+		idemAt = len(actions)
+		it := item{
+			tableschema.PK: str(jobPK(nr.Job)), tableschema.SK: str(idemSK(ik.Key)),
+			attrKind: str(kindIdem), attrJob: str(nr.Job), attrRunID: str(nr.ID),
+			attrBodyHash: optStr(ik.BodyHash), attrCreatedAt: tm(now),
+			tableschema.TTL: epoch(stamp.Add(IdempotencyTTL)),
+		}
+		// An expired key that TTL has not deleted yet is free again.
+		cond := "attribute_not_exists(#pk) OR #expires_at < :now"
+		names := map[string]string{"#pk": tableschema.PK, "#expires_at": tableschema.TTL}
+		values := map[string]types.AttributeValue{":now": epoch(stamp)}
+		if err := put("idempotency key", it, cond, names, values, true); err != nil {
+			return RunView{}, op(err)
+		}
+	}
+
+	view := RunView{Run: run}
+	for _, t := range nr.Tasks {
+		key := InstanceKey{Run: nr.ID, Task: t.ID}
+		ev := statemodel.Event{
+			ID: CreationEventID(nr.ID, t.ID), Type: statemodel.EvCreated, Actor: statemodel.ActorScheduler,
+			EventTime: now, ObservedAt: now,
+		}
+		d := statemodel.Apply(statemodel.Snapshot{}, ev, now, t.Policy)
+		if d.Outcome != statemodel.Applied {
+			return RunView{}, op(fmt.Errorf("%w: creating %s: %v", ErrInvalidInput, key, d.Err))
+		}
+		inst := Instance{
+			Key: key, Job: nr.Job, Pool: t.Pool, Payload: t.Payload, Policy: t.Policy,
+			DependsOn: t.DependsOn, TriggerRule: t.TriggerRule, Publish: t.Publish,
+			Snapshot: d.Snapshot,
+		}
+		inst.TimerAt, inst.TimerKind = d.Snapshot.Timer()
+		inst.Policy.Random = nil
+		if err := put("instance "+key.String(), instanceItem(inst), notExists, pkName, nil, false); err != nil {
+			return RunView{}, op(err)
+		}
+		trItem := transitionFields(*d.Transition)
+		trItem[tableschema.PK] = str(runPK(nr.ID))
+		trItem[tableschema.SK] = str(transitionSK(t.ID, d.Transition.Seq))
+		trItem[attrKind] = str(kindTransition)
+		trItem[attrRun] = str(nr.ID)
+		trItem[attrTask] = str(t.ID)
+		trItem[tableschema.TTL] = epoch(stamp.Add(s.retention))
+		if err := put("creation record "+key.String(), trItem, notExists, pkName, nil, false); err != nil {
+			return RunView{}, op(err)
+		}
+		view.Tasks = append(view.Tasks, TaskView{Instance: inst})
+	}
+	slices.SortFunc(view.Tasks, func(a, b TaskView) int { return strings.Compare(a.Instance.Key.Task, b.Instance.Key.Task) })
+	if err := checkTransaction("create run "+nr.ID, sizes); err != nil {
+		return RunView{}, op(err)
+	}
+
+	err := s.transact(ctx, "create_run", actions, sizes)
+	if err == nil {
+		return view, nil
+	}
+	reasons := cancellation(err)
+	if reasons == nil {
+		return RunView{}, op(translate(err))
+	}
+	if conditionFailed(reasons, idemAt) {
+		ex, err := s.existingRun(ctx, nr.Job, idemSK(nr.Idempotency.Key), reasons[idemAt].Item)
+		if err != nil {
+			return RunView{}, op(err)
+		}
+		ex.Err = ErrIdempotentReplay
+		if ex.BodyHash != nr.Idempotency.BodyHash {
+			ex.Err = ErrIdempotencyMismatch
+		}
+		return RunView{}, op(ex)
+	}
+	if conditionFailed(reasons, slotAt) {
+		ex, err := s.existingRun(ctx, nr.Job, slotSK(nr.LogicalTime), reasons[slotAt].Item)
+		if err != nil {
+			return RunView{}, op(err)
+		}
+		ex.Err = ErrSlotTaken
+		return RunView{}, op(ex)
+	}
+	for i := range reasons {
+		if conditionFailed(reasons, i) {
+			return RunView{}, op(fmt.Errorf("%w: %s", ErrAlreadyExists, labels[i]))
+		}
+	}
+	return RunView{}, op(cancelError(err, reasons))
+}
+
+// existingRun reads the run id held by a slot or idempotency item: from the
+// failed put's ALL_OLD image, or with a read when the endpoint sent none.
+func (s *Store) existingRun(ctx context.Context, job, sk string, old map[string]types.AttributeValue) (*ExistingRunError, error) {
+	if old == nil {
+		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(s.table), Key: keyOf(jobPK(job), sk), ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			return nil, translate(err)
+		}
+		if out.Item == nil { // deleted since (TTL): the caller may try again
+			return nil, fmt.Errorf("%w: %s was taken and is gone", ErrConflict, sk)
+		}
+		old = out.Item
+	}
+	r := &reader{it: old}
+	ex := &ExistingRunError{Job: job, RunID: r.str(attrRunID), BodyHash: r.str(attrBodyHash)}
+	return ex, r.err
+}
+
+func runItem(r Run) item {
+	it := item{
+		tableschema.PK: str(runPK(r.ID)), tableschema.SK: str(skRun),
+		attrKind: str(kindRun), attrRunID: str(r.ID), attrJob: str(r.Job),
+		attrLogicalTime: tm(r.LogicalTime), attrParams: bin(r.Params), attrSpec: bin(r.Spec),
+		attrCreatedAt: tm(r.CreatedAt), tableschema.ListPK: str(listRuns), tableschema.ListSK: str(r.ID),
+	}
+	for k, v := range runStateItem(r) {
+		it[k] = v
+	}
+	return it
+}
+
+// runStateItem holds the fields UpdateRunState changes.
+func runStateItem(r Run) item {
+	it := item{
+		attrExec: str(string(r.ExecutionState)), attrPub: str(string(r.PublicationState)),
+		attrStatus: str(string(r.Status)), attrEndedAt: tm(r.EndedAt), attrVersion: num(r.Version),
+		tableschema.TimerShard: nil, tableschema.TimerAt: nil, attrTimerKind: nil,
+	}
+	if !r.ExecutionState.Terminal() && !r.TimerAt.IsZero() {
+		it[tableschema.TimerShard] = str(timerShard(runPK(r.ID), skRun))
+		it[tableschema.TimerAt] = str(formatTime(r.TimerAt))
+		it[attrTimerKind] = str(timerKindRunBackstop)
+	}
+	return it
+}
+
+func pointerItem(r Run) item {
+	return item{
+		tableschema.PK: str(jobPK(r.Job)), tableschema.SK: str(pointerSK(r.ID)),
+		attrKind: str(kindPointer), attrRunID: str(r.ID), attrCreatedAt: tm(r.CreatedAt),
+		attrLogicalTime: tm(r.LogicalTime),
+		attrExec:        str(string(r.ExecutionState)), attrPub: str(string(r.PublicationState)),
+		attrStatus: str(string(r.Status)), attrEndedAt: tm(r.EndedAt),
+	}
+}
+
+func decodeRun(m map[string]types.AttributeValue) (Run, error) {
+	r := &reader{it: m}
+	run := Run{
+		ID: r.str(attrRunID), Job: r.str(attrJob), LogicalTime: r.time(attrLogicalTime),
+		Params: r.bytes(attrParams), Spec: r.bytes(attrSpec),
+		ExecutionState:   statemodel.RunState(r.str(attrExec)),
+		PublicationState: statemodel.PublicationState(r.str(attrPub)),
+		Status:           statemodel.Status(r.str(attrStatus)),
+		CreatedAt:        r.time(attrCreatedAt), EndedAt: r.time(attrEndedAt),
+		Version: r.int(attrVersion), TimerAt: r.time(tableschema.TimerAt),
+	}
+	return run, r.err
+}
+
+// GetRun reads a run item (strongly consistent).
+func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
+	if err := checkRun(id); err != nil {
+		return Run{}, fmt.Errorf("get run %s: %w", id, err)
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: keyOf(runPK(id), skRun), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Run{}, fmt.Errorf("get run %s: %w", id, translate(err))
+	}
+	if out.Item == nil {
+		return Run{}, fmt.Errorf("get run %s: %w", id, ErrNotFound)
+	}
+	run, err := decodeRun(out.Item)
+	if err != nil {
+		return Run{}, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return run, nil
+}
+
+// ReadRun reads a whole run (the run, its instances, their attempts with
+// late events) with ONE strongly consistent Query, paged only when the run
+// exceeds DynamoDB's 1 MB page:
+//
+//	pk = RUN#<run> AND sk BETWEEN "RUN" AND "TASK#\uffff"
+//
+// History records (TR#) and event guards (EV#) sort outside that range, so
+// they are excluded by the key design, not by a filter.
+func (s *Store) ReadRun(ctx context.Context, id string) (RunView, error) {
+	op := func(err error) error { return fmt.Errorf("read run %s: %w", id, err) }
+	if err := checkRun(id); err != nil {
+		return RunView{}, op(err)
+	}
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table),
+		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(runPK(id))) +
+			" AND " + e.n(tableschema.SK) + " BETWEEN " + e.v("first", str(skRun)) + " AND " + e.v("last", str(prefixTask+"\uffff"))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ConsistentRead: aws.Bool(true),
+	}
+	var view RunView
+	found := false
+	byTask := map[string]int{}
+	attempts := map[string][]Attempt{}
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return RunView{}, op(translate(err))
+		}
+		for _, it := range out.Items {
+			r := &reader{it: it}
+			switch kind := r.str(attrKind); kind {
+			case kindRun:
+				run, err := decodeRun(it)
+				if err != nil {
+					return RunView{}, op(err)
+				}
+				view.Run, found = run, true
+			case kindInstance:
+				inst, err := decodeInstance(it)
+				if err != nil {
+					return RunView{}, op(err)
+				}
+				byTask[inst.Key.Task] = len(view.Tasks)
+				view.Tasks = append(view.Tasks, TaskView{Instance: inst})
+			case kindAttempt:
+				task := r.str(attrTask)
+				a := decodeAttempt(r)
+				if r.err != nil {
+					return RunView{}, op(r.err)
+				}
+				attempts[task] = append(attempts[task], a)
+			default:
+				return RunView{}, op(fmt.Errorf("%w: unexpected item kind %q in a run", ErrCorruptItem, kind))
+			}
+		}
+		if out.LastEvaluatedKey == nil {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	if !found {
+		return RunView{}, op(ErrNotFound)
+	}
+	for task, as := range attempts {
+		i, ok := byTask[task]
+		if !ok {
+			return RunView{}, op(fmt.Errorf("%w: attempts of unknown task %s", ErrCorruptItem, task))
+		}
+		// nnn is zero-padded to three digits; past 999 text order is not
+		// number order, so sort by number.
+		slices.SortFunc(as, func(a, b Attempt) int { return a.N - b.N })
+		view.Tasks[i].Attempts = as
+	}
+	return view, nil
+}
+
+func decodeAttempt(r *reader) Attempt {
+	a := Attempt{AttemptRecord: readAttemptRecord(r)}
+	for _, m := range r.maps(attrLateEvents) {
+		sub := &reader{it: m}
+		a.Late = append(a.Late, readLateEvent(sub))
+		if sub.err != nil && r.err == nil {
+			r.err = sub.err
+		}
+	}
+	return a
+}
+
+// RunFilter selects runs for ListRuns.
+type RunFilter struct {
+	Job    string            // "": every job
+	Status statemodel.Status // "": every status
+	Limit  int               // 0: DefaultListLimit; at most MaxListLimit
+	Token  string
+}
+
+// ListRuns lists runs newest first (run ids are ULIDs). Without a job it
+// reads the listing index (list_pk "RUNS", eventually consistent); with a
+// job it reads the job's run pointers (strongly consistent) and then the
+// runs themselves (BatchGetItem).
+//
+// The status filter is applied after paging (a FilterExpression): a page
+// may hold fewer than Limit runs, even none, while a next token remains.
+// Callers page on until the token is "".
+func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error) {
+	op := func(err error) error { return fmt.Errorf("list runs (job %q, status %q): %w", f.Job, f.Status, err) }
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table), ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(limit)),
+	}
+	var want map[string]string
+	if f.Job == "" {
+		in.IndexName = aws.String(tableschema.ListIndex)
+		in.KeyConditionExpression = aws.String(e.n(tableschema.ListPK) + " = " + e.v("list_pk", str(listRuns)))
+		want = map[string]string{tableschema.ListPK: listRuns, tableschema.ListSK: "", tableschema.PK: "", tableschema.SK: skRun}
+	} else {
+		if err := checkJob(f.Job); err != nil {
+			return nil, "", op(err)
+		}
+		in.ConsistentRead = aws.Bool(true)
+		in.KeyConditionExpression = aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(jobPK(f.Job))) +
+			" AND begins_with(" + e.n(tableschema.SK) + ", " + e.v("prefix", str(prefixRun)) + ")")
+		want = map[string]string{tableschema.PK: jobPK(f.Job), tableschema.SK: ""}
+	}
+	if f.Status != "" {
+		in.FilterExpression = aws.String(e.n(attrStatus) + " = " + e.v("status", str(string(f.Status))))
+	}
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
+	start, err := decodeToken(f.Token, want)
+	if err != nil {
+		return nil, "", op(err)
+	}
+	in.ExclusiveStartKey = start
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return nil, "", op(translate(err))
+	}
+	next := encodeToken(out.LastEvaluatedKey)
+	if f.Job == "" {
+		runs := make([]Run, 0, len(out.Items))
+		for _, it := range out.Items {
+			run, err := decodeRun(it)
+			if err != nil {
+				return nil, "", op(err)
+			}
+			runs = append(runs, run)
+		}
+		return runs, next, nil
+	}
+	ids := make([]string, 0, len(out.Items))
+	for _, it := range out.Items {
+		r := &reader{it: it}
+		ids = append(ids, r.str(attrRunID))
+	}
+	runs, err := s.getRuns(ctx, ids)
+	if err != nil {
+		return nil, "", op(err)
+	}
+	return runs, next, nil
+}
+
+// getRuns reads run items by id with BatchGetItem (100 keys per request),
+// in the order of ids; runs that vanished are left out.
+func (s *Store) getRuns(ctx context.Context, ids []string) ([]Run, error) {
+	got := make(map[string]Run, len(ids))
+	for chunk := range slices.Chunk(ids, 100) {
+		keys := make([]map[string]types.AttributeValue, len(chunk))
+		for i, id := range chunk {
+			keys[i] = keyOf(runPK(id), skRun)
+		}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		for try := 0; len(req) > 0; try++ {
+			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, translate(err)
+			}
+			for _, it := range out.Responses[s.table] {
+				run, err := decodeRun(it)
+				if err != nil {
+					return nil, err
+				}
+				got[run.ID] = run
+			}
+			req = out.UnprocessedKeys
+			if len(req) > 0 {
+				if try >= conflictRetries {
+					return nil, fmt.Errorf("%w: unprocessed keys after %d tries", ErrThrottled, try+1)
+				}
+				if err := backoff(ctx, try); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	runs := make([]Run, 0, len(ids))
+	for _, id := range ids {
+		if r, ok := got[id]; ok {
+			runs = append(runs, r)
+		}
+	}
+	return runs, nil
+}
+
+// HasUnfinishedRuns reports whether job has a run whose execution state is
+// not terminal. It reads only the job's run pointers (small items, strongly
+// consistent, filtered on the state UpdateRunState keeps on them) and stops
+// at the first unfinished one. The API refuses DELETE of such a job.
+func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error) {
+	op := func(err error) error { return fmt.Errorf("unfinished runs of job %s: %w", job, err) }
+	if err := checkJob(job); err != nil {
+		return false, op(err)
+	}
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(jobPK(job))) +
+			" AND begins_with(" + e.n(tableschema.SK) + ", " + e.v("prefix", str(prefixRun)) + ")"),
+		FilterExpression: aws.String(e.n(attrExec) + " IN (" + e.v("queued", str(string(statemodel.RunQueued))) +
+			", " + e.v("running", str(string(statemodel.RunRunning))) + ")"),
+		ProjectionExpression: aws.String(e.n(tableschema.SK)),
+	}
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return false, op(translate(err))
+		}
+		if len(out.Items) > 0 {
+			return true, nil
+		}
+		if out.LastEvaluatedKey == nil {
+			return false, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// RunUpdate is a run's newly derived state.
+type RunUpdate struct {
+	ExecutionState   statemodel.RunState
+	PublicationState statemodel.PublicationState
+	// EndedAt is set when ExecutionState is terminal; zero means the
+	// store's clock.
+	EndedAt time.Time
+	// TimerAt is the next backstop while not terminal; zero means the
+	// store's clock + its run backstop.
+	TimerAt time.Time
+}
+
+// UpdateRunState stores a run's derived state with a compare-and-set on the
+// version read (run.Version), in ONE TransactWriteItems:
+//
+//	run      Update  SET the states, status, ended_at, version = :expected + 1,
+//	                 the backstop timer (REMOVEd when terminal)
+//	         condition  #version = :expected_version
+//	         fails: another finisher stored first (ErrVersionConflict), or
+//	         the run does not exist (ErrNotFound). Re-read, re-derive.
+//	pointer  Update  SET the states, status, ended_at (HasUnfinishedRuns,
+//	                 per-job listing)
+//	         condition  attribute_exists(#pk)
+//	         fails: the pointer is missing (ErrNotFound).
+//
+// Status is ExecutionState.Status(); it is never passed separately, so the
+// two cannot disagree.
+func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, error) {
+	op := func(err error) error {
+		return fmt.Errorf("update run %s from version %d: %w", run.ID, run.Version, err)
+	}
+	if err := checkRun(run.ID); err != nil {
+		return Run{}, op(err)
+	}
+	if err := checkJob(run.Job); err != nil {
+		return Run{}, op(err)
+	}
+	if !u.ExecutionState.Valid() {
+		return Run{}, op(fmt.Errorf("%w: execution state %q", ErrInvalidInput, u.ExecutionState))
+	}
+	if !slices.Contains(statemodel.AllPublicationStates(), u.PublicationState) {
+		return Run{}, op(fmt.Errorf("%w: publication state %q", ErrInvalidInput, u.PublicationState))
+	}
+	stamp := s.clock()
+	next := run
+	next.ExecutionState, next.PublicationState = u.ExecutionState, u.PublicationState
+	next.Status = u.ExecutionState.Status()
+	next.Version = run.Version + 1
+	next.EndedAt, next.TimerAt = time.Time{}, time.Time{}
+	if u.ExecutionState.Terminal() {
+		next.EndedAt = u.EndedAt
+		if next.EndedAt.IsZero() {
+			next.EndedAt = stamp
+		}
+	} else {
+		next.TimerAt = u.TimerAt
+		if next.TimerAt.IsZero() {
+			next.TimerAt = stamp.Add(s.backstop)
+		}
+	}
+	re := newExpr()
+	runCond := re.n(attrVersion) + " = " + re.v("expected_version", num(run.Version))
+	runUpd := re.update(runStateItem(next))
+	pe := newExpr()
+	ptr := item{
+		attrExec: str(string(next.ExecutionState)), attrPub: str(string(next.PublicationState)),
+		attrStatus: str(string(next.Status)), attrEndedAt: tm(next.EndedAt),
+	}
+	ptrCond := "attribute_exists(" + pe.n(tableschema.PK) + ")"
+	ptrUpd := pe.update(ptr)
+	actions := []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName: aws.String(s.table), Key: keyOf(runPK(run.ID), skRun),
+			UpdateExpression: aws.String(runUpd), ConditionExpression: aws.String(runCond),
+			ExpressionAttributeNames: re.nameMap(), ExpressionAttributeValues: re.valueMap(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		{Update: &types.Update{
+			TableName: aws.String(s.table), Key: keyOf(jobPK(run.Job), pointerSK(run.ID)),
+			UpdateExpression: aws.String(ptrUpd), ConditionExpression: aws.String(ptrCond),
+			ExpressionAttributeNames: pe.nameMap(), ExpressionAttributeValues: pe.valueMap(),
+		}},
+	}
+	sizes := []int{itemSize(runItem(next).present()), itemSize(pointerItem(next).present())}
+	err := s.transact(ctx, "update_run_state", actions, sizes)
+	if err == nil {
+		return next, nil
+	}
+	reasons := cancellation(err)
+	switch {
+	case conditionFailed(reasons, 0):
+		old := reasons[0].Item
+		if old == nil {
+			if _, gerr := s.GetRun(ctx, run.ID); errors.Is(gerr, ErrNotFound) {
+				return Run{}, op(ErrNotFound)
+			}
+			return Run{}, op(ErrVersionConflict)
+		}
+		r := &reader{it: old}
+		return Run{}, op(fmt.Errorf("%w: stored version is %s", ErrVersionConflict, strconv.FormatInt(r.int(attrVersion), 10)))
+	case conditionFailed(reasons, 1):
+		return Run{}, op(fmt.Errorf("%w: run pointer under job %s", ErrNotFound, run.Job))
+	case reasons != nil && transientCancel(reasons):
+		return Run{}, op(fmt.Errorf("%w: contended", ErrVersionConflict))
+	}
+	return Run{}, op(cancelError(err, reasons))
+}
