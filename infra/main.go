@@ -70,6 +70,8 @@ func newStack(scope constructs.Construct, cfg config) (awscdk.Stack, *scheduler.
 	}
 	output("ApiUrl", "Base URL of the HTTP API (append /v1/...)", s.API.ApiEndpoint())
 	output("Region", "Region of the stack (SigV4 signing region)", awscdk.Aws_REGION())
+	output("ExecuteApiArn", "Resource for execute-api:Invoke in callers' IAM policies",
+		s.API.ArnForExecuteApi(jsii.String("*"), jsii.String("/v1/*"), jsii.String("$default")))
 	output("TableName", "DynamoDB table (RUNLEDGER_TABLE)", s.Table.TableName())
 	output("EventsQueueUrl", "Worker completion events (RUNLEDGER_EVENTS_QUEUE_URL)", s.EventsQueue.Queue.QueueUrl())
 	output("DelayQueueUrl", "Delayed timers (RUNLEDGER_DELAY_QUEUE_URL)", s.DelayQueue.Queue.QueueUrl())

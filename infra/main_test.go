@@ -711,7 +711,7 @@ func TestAlarms(t *testing.T) {
 
 func TestOutputs(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"ApiUrl", "Region", "TableName", "EventsQueueUrl", "DelayQueueUrl", "PoolQueueUrls", "DeadLetterQueueUrls", "DashboardName"} {
+	for _, name := range []string{"ApiUrl", "Region", "ExecuteApiArn", "TableName", "EventsQueueUrl", "DelayQueueUrl", "PoolQueueUrls", "DeadLetterQueueUrls", "DashboardName"} {
 		if _, ok := full.outputs[name]; !ok {
 			t.Errorf("output %s missing (have %v)", name, full.outputs)
 		}
