@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
@@ -37,7 +38,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	cfg.Props.CodeDir = resolve(base, cfg.Props.CodeDir)
+	if cfg.Props.CodeDir, err = filepath.Abs(resolve(base, cfg.Props.CodeDir)); err != nil {
+		return fmt.Errorf("code dir: %w", err)
+	}
+	if err := cfg.Props.Validate(); err != nil {
+		return err
+	}
 	newStack(app, cfg)
 	app.Synth(nil)
 	return nil

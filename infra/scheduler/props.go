@@ -143,6 +143,10 @@ func (p Props) deployed() []string {
 	return names
 }
 
+// Validate reports every problem with p, defaults applied, at once:
+// NewScheduler panics with the same error.
+func (p Props) Validate() error { return p.withDefaults().validate() }
+
 // validate reports every problem with defaulted props at once.
 func (p Props) validate() error {
 	var errs []error

@@ -68,7 +68,7 @@ func TestValidate(t *testing.T) {
 		{"jwt", Props{CodeDir: noWorker, JWT: &JWTAuthorizer{}}, []string{"JWT.Issuer", "JWT.Audiences"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.props.withDefaults().validate()
+			err := tc.props.Validate()
 			if len(tc.want) == 0 {
 				if err != nil {
 					t.Fatalf("want valid, got %v", err)
