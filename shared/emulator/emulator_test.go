@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -230,4 +231,30 @@ func TestServicesSubset(t *testing.T) {
 		}
 	}()
 	env.DynamoDBClient()
+}
+
+// BenchmarkStartStop measures how long each emulator takes from spawn to
+// its first answered health check. Run with -benchtime=5x; the medians are
+// reported as dynamodb-ms and sqs-ms.
+func BenchmarkStartStop(b *testing.B) {
+	var ddb, sq []time.Duration
+	for b.Loop() {
+		env, err := emulator.Start(b.Context(), emulator.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ddb = append(ddb, env.DynamoDB().StartupTime)
+		sq = append(sq, env.SQS().StartupTime)
+		if err := env.Stop(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(median(ddb).Milliseconds()), "dynamodb-ms")
+	b.ReportMetric(float64(median(sq).Milliseconds()), "sqs-ms")
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
