@@ -82,6 +82,9 @@ localstack-deploy: deps functions
 localstack-destroy: deps
 	$(CDKLOCAL) destroy $(CDK_FLAGS) $(LOCALSTACK_CONTEXT) --force
 
+run: deps
+	$(GO) run ./cmd/runledger local
+
 generate:
 	$(GO) generate ./statemodel
 

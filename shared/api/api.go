@@ -1,0 +1,211 @@
+// Package api is runledger's HTTP API (the contract in API.md) as an
+// ordinary http.Handler. The api Lambda adapts API Gateway (payload 2.0)
+// events to it; the local stack serves it on 127.0.0.1 through the same
+// adapter.
+package api
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+)
+
+// Auth says who checks the caller of the non-worker routes.
+type Auth string
+
+const (
+	// AuthAPIKey: the handler checks "Authorization: Bearer <key>".
+	AuthAPIKey Auth = "apikey"
+	// AuthGateway: API Gateway authorized the caller (IAM or JWT) already.
+	AuthGateway Auth = "gateway"
+)
+
+// Config configures the handler.
+type Config struct {
+	Auth   Auth
+	APIKey string
+	Logger *slog.Logger
+}
+
+// Handler serves the API.
+type Handler struct {
+	svc *scheduler.Service
+	cfg Config
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// MaxBodyBytes bounds every request body (413 beyond).
+const MaxBodyBytes = 1 << 20
+
+// New builds the handler.
+func New(svc *scheduler.Service, cfg Config) (*Handler, error) {
+	if cfg.Auth == "" {
+		cfg.Auth = AuthAPIKey
+	}
+	if cfg.Auth == AuthAPIKey && cfg.APIKey == "" {
+		return nil, errors.New("api: an API key is required unless the gateway authorizes callers")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	h := &Handler{svc: svc, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	for _, r := range h.routes() {
+		h.mux.HandleFunc(r.Method+" "+r.Pattern, h.wrap(r))
+	}
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "No route matches "+r.Method+" "+r.URL.Path+".")
+	})
+	return h, nil
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// authKind is how a route authenticates.
+type authKind int
+
+const (
+	authNone    authKind = iota // healthz, openapi
+	authClient                  // API key or gateway
+	authAttempt                 // bearer attempt token, checked by the service
+)
+
+type route struct {
+	Method, Pattern, Summary string
+	Auth                     authKind
+	handle                   func(w http.ResponseWriter, r *http.Request) error
+}
+
+func (h *Handler) wrap(rt route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		if rt.Auth == authClient && h.cfg.Auth == AuthAPIKey {
+			key, ok := bearer(r)
+			if !ok || subtle.ConstantTimeCompare([]byte(key), []byte(h.cfg.APIKey)) != 1 {
+				writeError(w, http.StatusUnauthorized, "unauthorized", "A valid API key is required: send Authorization: Bearer <key>.")
+				return
+			}
+		}
+		if err := rt.handle(w, r); err != nil {
+			h.fail(w, r, err)
+		}
+	}
+}
+
+func bearer(r *http.Request) (string, bool) {
+	v := r.Header.Get("Authorization")
+	const p = "Bearer "
+	if len(v) <= len(p) || !strings.EqualFold(v[:len(p)], p) {
+		return "", false
+	}
+	return strings.TrimSpace(v[len(p):]), true
+}
+
+// apiError is an error with its HTTP answer.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.message }
+
+func errf(status int, code, format string, args ...any) error {
+	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// fail answers an error. Internal errors are logged with their detail and
+// answered with a generic sentence: err.Error() never reaches a client.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	var je *jobspec.Error
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		writeError(w, ae.status, ae.code, ae.message)
+	case errors.As(err, &je):
+		writeError(w, je.HTTPStatus(), string(je.Code), je.Message)
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("The request body is over %d bytes.", MaxBodyBytes))
+	case errors.Is(err, scheduler.ErrNotFound), errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "The resource does not exist.")
+	case errors.Is(err, scheduler.ErrInvalidToken):
+		writeError(w, http.StatusUnauthorized, "invalid_token", "The attempt token does not match this run, task and attempt.")
+	case errors.Is(err, scheduler.ErrAlreadyClaimed):
+		writeError(w, http.StatusConflict, "already_claimed", "Another worker holds this attempt.")
+	case errors.Is(err, scheduler.ErrStaleAttempt):
+		writeError(w, http.StatusConflict, "stale_attempt", "A newer attempt of this task exists.")
+	case errors.Is(err, scheduler.ErrIllegalTransition):
+		writeError(w, http.StatusConflict, "illegal_transition", "The task's current state does not allow this.")
+	case errors.Is(err, store.ErrVersionConflict):
+		writeError(w, http.StatusPreconditionFailed, "version_conflict", "The job changed since that version; read it again.")
+	case errors.Is(err, store.ErrIdempotencyMismatch):
+		writeError(w, http.StatusConflict, "conflict", "This Idempotency-Key was used with another body.")
+	case errors.Is(err, store.ErrAlreadyExists):
+		writeError(w, http.StatusConflict, "conflict", "It exists already.")
+	case errors.Is(err, store.ErrItemTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", "The item would be over DynamoDB's 400 KB limit.")
+	case errors.Is(err, store.ErrTooManyTasks):
+		writeError(w, http.StatusUnprocessableEntity, "invalid_field", fmt.Sprintf("A run has at most %d tasks.", store.MaxTasksPerRun))
+	case errors.Is(err, store.ErrInvalidKey), errors.Is(err, store.ErrInvalidInput), errors.Is(err, store.ErrInvalidToken):
+		writeError(w, http.StatusUnprocessableEntity, "invalid_field", "A name, id or token in the request is not valid.")
+	default:
+		h.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+		writeError(w, http.StatusInternalServerError, "internal", "The request could not be completed; try again.")
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, map[string]string{"code": code, "message": message})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"code":"internal","message":"The response could not be encoded."}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// decode reads a JSON body into v, strictly: unknown fields are refused.
+// An empty body is allowed when optional.
+func decode(r *http.Request, v any, optional bool) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if optional {
+			return nil
+		}
+		return errf(http.StatusBadRequest, "invalid_json", "The request body is empty; a JSON object is required.")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return errf(http.StatusUnprocessableEntity, "invalid_field", "Field %q has the wrong type.", ute.Field)
+		}
+		if strings.HasPrefix(err.Error(), "json: unknown field") {
+			return errf(http.StatusUnprocessableEntity, "invalid_field", "The body has an unknown field: %s.", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		}
+		return errf(http.StatusBadRequest, "invalid_json", "The request body is not valid JSON.")
+	}
+	if dec.More() {
+		return errf(http.StatusBadRequest, "invalid_json", "The request body holds more than one JSON value.")
+	}
+	return nil
+}

@@ -1,0 +1,210 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+)
+
+// renderJob is the job's definition plus id, version, paused, created_at
+// and next_fire_time (null when nothing is scheduled).
+func renderJob(sj store.Job) (map[string]any, error) {
+	out := map[string]any{}
+	if err := json.Unmarshal(sj.Spec, &out); err != nil {
+		return nil, err
+	}
+	out["id"] = sj.Name
+	out["version"] = sj.Version
+	out["paused"] = sj.Paused
+	out["created_at"] = optTime(sj.CreatedAt)
+	out["updated_at"] = optTime(sj.UpdatedAt)
+	next := sj.NextFireAt
+	if sj.Paused {
+		next = time.Time{}
+	}
+	out["next_fire_time"] = optTime(next)
+	return out, nil
+}
+
+func (h *Handler) writeJob(w http.ResponseWriter, status int, sj store.Job) error {
+	v, err := renderJob(sj)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, map[string]any{"job": v})
+	return nil
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	return io.ReadAll(r.Body)
+}
+
+func (h *Handler) createJob(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	j, err := jobspec.Parse(body, h.svc.ParseOptions())
+	if err != nil {
+		return err
+	}
+	sj, err := h.svc.CreateJob(r.Context(), j)
+	if errors.Is(err, store.ErrAlreadyExists) {
+		return errf(http.StatusConflict, "conflict", "A job named %q exists already.", j.Name)
+	}
+	if err != nil {
+		return err
+	}
+	return h.writeJob(w, http.StatusCreated, sj)
+}
+
+func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryLimit(r, 50, 500)
+	if err != nil {
+		return err
+	}
+	jobs, next, err := h.svc.Store().ListJobs(r.Context(), limit, r.URL.Query().Get("next_token"))
+	if err != nil {
+		return err
+	}
+	out := make([]map[string]any, 0, len(jobs))
+	for _, sj := range jobs {
+		v, err := renderJob(sj)
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": out, "next_token": strPtr(next)})
+	return nil
+}
+
+func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) error {
+	sj, err := h.svc.Store().GetJob(r.Context(), r.PathValue("job"))
+	if err != nil {
+		return err
+	}
+	return h.writeJob(w, http.StatusOK, sj)
+}
+
+func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
+	match := strings.Trim(r.Header.Get("If-Match"), `" `)
+	expected, err := strconv.ParseInt(match, 10, 64)
+	if err != nil || expected < 1 {
+		return errf(http.StatusUnprocessableEntity, "invalid_field", "If-Match must carry the job's current version, a whole number.")
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	j, err := jobspec.ParseUpdate(r.PathValue("job"), body, h.svc.ParseOptions())
+	if err != nil {
+		return err
+	}
+	sj, err := h.svc.UpdateJob(r.Context(), j, expected)
+	if err != nil {
+		return err
+	}
+	return h.writeJob(w, http.StatusOK, sj)
+}
+
+func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("job")
+	if _, err := h.svc.Store().GetJob(r.Context(), name); err != nil {
+		return err
+	}
+	busy, err := h.svc.Store().HasUnfinishedRuns(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	if busy {
+		return errf(http.StatusConflict, "conflict", "Job %q has unfinished runs; cancel them first.", name)
+	}
+	if err := h.svc.Store().DeleteJob(r.Context(), name); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) setPaused(paused bool) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		sj, err := h.svc.Store().SetJobPaused(r.Context(), r.PathValue("job"), paused)
+		if err != nil {
+			return err
+		}
+		return h.writeJob(w, http.StatusOK, sj)
+	}
+}
+
+func (h *Handler) pauseJob(w http.ResponseWriter, r *http.Request) error {
+	return h.setPaused(true)(w, r)
+}
+
+func (h *Handler) resumeJob(w http.ResponseWriter, r *http.Request) error {
+	return h.setPaused(false)(w, r)
+}
+
+type triggerBody struct {
+	Params      json.RawMessage `json:"params"`
+	LogicalTime *string         `json:"logical_time"`
+}
+
+// triggerRun answers 201 with a new run, or 200 with the run an earlier
+// request with the same Idempotency-Key created (the key is scoped to the
+// job and kept 24 h; another body with it is 409 conflict).
+func (h *Handler) triggerRun(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var b triggerBody
+	r.Body = io.NopCloser(strings.NewReader(string(body)))
+	if err := decode(r, &b, true); err != nil {
+		return err
+	}
+	if len(b.Params) > 0 {
+		var obj map[string]any
+		if json.Unmarshal(b.Params, &obj) != nil {
+			return errf(http.StatusUnprocessableEntity, "invalid_field", "params must be a JSON object.")
+		}
+		if len(b.Params) > jobspec.MaxPayloadBytes {
+			return errf(http.StatusRequestEntityTooLarge, "payload_too_large", "params is over %d bytes.", jobspec.MaxPayloadBytes)
+		}
+	}
+	req := scheduler.TriggerRequest{Job: r.PathValue("job"), Params: b.Params}
+	if b.LogicalTime != nil {
+		t, err := time.Parse(time.RFC3339Nano, *b.LogicalTime)
+		if err != nil {
+			return errf(http.StatusUnprocessableEntity, "invalid_field", "logical_time must be an RFC 3339 time.")
+		}
+		req.LogicalTime = t.UTC()
+	}
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		if len(key) > 255 {
+			return errf(http.StatusUnprocessableEntity, "invalid_field", "Idempotency-Key is at most 255 characters.")
+		}
+		sum := sha256.Sum256(body)
+		req.IdempotencyKey, req.BodyHash = key, hex.EncodeToString(sum[:])
+	}
+	v, created, err := h.svc.TriggerRun(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	}
+	h.renderRunView(w, status, v)
+	return nil
+}

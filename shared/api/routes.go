@@ -1,0 +1,196 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// routes is the one list of what the handler serves; the OpenAPI document
+// is generated from it.
+func (h *Handler) routes() []route {
+	return []route{
+		{"GET", "/healthz", "Liveness.", authNone, h.healthz},
+		{"GET", "/v1/openapi.json", "This API's OpenAPI 3 document.", authNone, h.openapi},
+
+		{"POST", "/v1/jobs", "Create a job.", authClient, h.createJob},
+		{"GET", "/v1/jobs", "List jobs.", authClient, h.listJobs},
+		{"GET", "/v1/jobs/{job}", "Get a job.", authClient, h.getJob},
+		{"PUT", "/v1/jobs/{job}", "Replace a job's definition (If-Match: version).", authClient, h.updateJob},
+		{"DELETE", "/v1/jobs/{job}", "Delete a job; its past runs stay readable.", authClient, h.deleteJob},
+		{"POST", "/v1/jobs/{job}/pause", "Pause a job's schedule.", authClient, h.pauseJob},
+		{"POST", "/v1/jobs/{job}/resume", "Resume a job's schedule.", authClient, h.resumeJob},
+		{"POST", "/v1/jobs/{job}/runs", "Trigger a run (Idempotency-Key optional).", authClient, h.triggerRun},
+
+		{"GET", "/v1/runs", "List runs, newest first.", authClient, h.listRuns},
+		{"GET", "/v1/runs/{run}", "Get a run with its tasks and attempts.", authClient, h.getRun},
+		{"GET", "/v1/runs/{run}/tasks/{task}/history", "A task's transition history.", authClient, h.history},
+		{"POST", "/v1/runs/{run}/cancel", "Cancel a run.", authClient, h.cancelRun},
+		{"POST", "/v1/runs/{run}/pause", "Pause a run's waiting tasks.", authClient, h.pauseRun},
+		{"POST", "/v1/runs/{run}/resume", "Resume a run's paused tasks.", authClient, h.resumeRun},
+		{"POST", "/v1/runs/{run}/tasks/{task}/cancel", "Cancel a task.", authClient, h.cancelTask},
+		{"POST", "/v1/runs/{run}/tasks/{task}/retry", "Give a failed task a new attempt.", authClient, h.retryTask},
+		{"POST", "/v1/runs/{run}/tasks/{task}/mark-succeeded", "Operator override: succeeded.", authClient, h.markSucceeded},
+		{"POST", "/v1/runs/{run}/tasks/{task}/mark-failed", "Operator override: failed.", authClient, h.markFailed},
+
+		{"POST", "/v1/attempts/claim", "Claim an attempt (bearer: attempt token).", authAttempt, h.claim},
+		{"POST", "/v1/attempts/heartbeat", "Renew an attempt's lease (bearer: attempt token).", authAttempt, h.heartbeat},
+		{"POST", "/v1/attempts/complete", "Report an attempt's outcome (bearer: attempt token).", authAttempt, h.complete},
+	}
+}
+
+func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	return nil
+}
+
+func (h *Handler) renderRunView(w http.ResponseWriter, status int, v store.RunView) {
+	tasks := make([]taskView, len(v.Tasks))
+	for i, t := range v.Tasks {
+		tasks[i] = renderTask(t)
+	}
+	writeJSON(w, status, map[string]any{"run": renderRun(v.Run), "tasks": tasks})
+}
+
+func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
+	v, err := h.svc.Store().ReadRun(r.Context(), r.PathValue("run"))
+	if err != nil {
+		return err
+	}
+	h.renderRunView(w, http.StatusOK, v)
+	return nil
+}
+
+func queryLimit(r *http.Request, def, most int) (int, error) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > most {
+		return 0, errf(http.StatusUnprocessableEntity, "invalid_field", "limit must be a whole number from 1 to %d.", most)
+	}
+	return n, nil
+}
+
+func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryLimit(r, 50, 500)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	status := statemodel.Status(q.Get("status"))
+	if status != "" {
+		ok := false
+		for _, s := range statemodel.AllStatuses() {
+			ok = ok || s == status
+		}
+		if !ok {
+			return errf(http.StatusUnprocessableEntity, "invalid_field", "status must be one of PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED.")
+		}
+	}
+	runs, next, err := h.svc.Store().ListRuns(r.Context(), store.RunFilter{Job: q.Get("job"), Status: status, Limit: limit, Token: q.Get("next_token")})
+	if err != nil {
+		return err
+	}
+	out := make([]runView, len(runs))
+	for i, run := range runs {
+		out[i] = renderRun(run)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": out, "next_token": strPtr(next)})
+	return nil
+}
+
+func (h *Handler) history(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryLimit(r, 100, 1000)
+	if err != nil {
+		return err
+	}
+	key := store.InstanceKey{Run: r.PathValue("run"), Task: r.PathValue("task")}
+	if _, err := h.svc.Store().GetInstance(r.Context(), key); err != nil {
+		return err
+	}
+	trs, next, err := h.svc.Store().History(r.Context(), key, limit, r.URL.Query().Get("next_token"))
+	if err != nil {
+		return err
+	}
+	out := make([]transitionView, len(trs))
+	for i, tr := range trs {
+		out[i] = renderTransition(tr)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"transitions": out, "next_token": strPtr(next)})
+	return nil
+}
+
+type reasonBody struct {
+	Reason   string `json:"reason"`
+	Operator string `json:"operator"`
+}
+
+// runAction runs an operator action on a run, then answers the run.
+func (h *Handler) runAction(act func(*scheduler.Service, *http.Request, reasonBody) error) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var body reasonBody
+		if err := decode(r, &body, true); err != nil {
+			return err
+		}
+		if err := act(h.svc, r, body); err != nil {
+			return err
+		}
+		return h.getRun(w, r)
+	}
+}
+
+func taskKey(r *http.Request) store.InstanceKey {
+	return store.InstanceKey{Run: r.PathValue("run"), Task: r.PathValue("task")}
+}
+
+func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request) error {
+	return h.runAction(func(s *scheduler.Service, r *http.Request, b reasonBody) error {
+		return s.CancelRun(r.Context(), r.PathValue("run"), b.Reason)
+	})(w, r)
+}
+
+func (h *Handler) pauseRun(w http.ResponseWriter, r *http.Request) error {
+	return h.runAction(func(s *scheduler.Service, r *http.Request, b reasonBody) error {
+		return s.PauseRun(r.Context(), r.PathValue("run"), b.Reason)
+	})(w, r)
+}
+
+func (h *Handler) resumeRun(w http.ResponseWriter, r *http.Request) error {
+	return h.runAction(func(s *scheduler.Service, r *http.Request, b reasonBody) error {
+		return s.ResumeRun(r.Context(), r.PathValue("run"), b.Reason)
+	})(w, r)
+}
+
+func (h *Handler) cancelTask(w http.ResponseWriter, r *http.Request) error {
+	return h.runAction(func(s *scheduler.Service, r *http.Request, b reasonBody) error {
+		return s.CancelTask(r.Context(), taskKey(r), b.Reason)
+	})(w, r)
+}
+
+func (h *Handler) retryTask(w http.ResponseWriter, r *http.Request) error {
+	return h.runAction(func(s *scheduler.Service, r *http.Request, b reasonBody) error {
+		return s.RetryTask(r.Context(), taskKey(r), b.Operator, b.Reason)
+	})(w, r)
+}
+
+func (h *Handler) mark(succeeded bool) func(http.ResponseWriter, *http.Request) error {
+	return h.runAction(func(s *scheduler.Service, r *http.Request, b reasonBody) error {
+		if b.Operator == "" || b.Reason == "" {
+			return errf(http.StatusUnprocessableEntity, "invalid_field", "An override needs both operator and reason.")
+		}
+		return s.MarkTask(r.Context(), taskKey(r), succeeded, b.Operator, b.Reason)
+	})
+}
+
+func (h *Handler) markSucceeded(w http.ResponseWriter, r *http.Request) error {
+	return h.mark(true)(w, r)
+}
+
+func (h *Handler) markFailed(w http.ResponseWriter, r *http.Request) error {
+	return h.mark(false)(w, r)
+}

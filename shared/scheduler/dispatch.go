@@ -1,0 +1,167 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// Envelope is the body of a dispatch message (API.md, Workers).
+type Envelope struct {
+	Run               string          `json:"run"`
+	Task              string          `json:"task"`
+	Attempt           int             `json:"attempt"`
+	Token             string          `json:"token"`
+	Pool              string          `json:"pool"`
+	Payload           json.RawMessage `json:"payload,omitempty"`
+	Params            json.RawMessage `json:"params,omitempty"`
+	HeartbeatInterval string          `json:"heartbeat_interval"`
+	RunTimeout        string          `json:"run_timeout"`
+	ClaimBy           string          `json:"claim_by"`
+}
+
+// TimeLayout is the API's time format: RFC 3339 UTC with milliseconds.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// FormatTime renders t in the API's format.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+// dispatch sends attempt n+1 of a SCHEDULED instance to its pool's queue,
+// then records the executor's acceptance (SCHEDULED -> QUEUED).
+//
+// Send first, write second: if the write fails after the send, a duplicate
+// envelope may exist, but its token matches no attempt record, so the
+// fenced claim refuses it; exactly one worker runs the attempt. A claim that
+// arrives before the write lands waits for it (Claim).
+func (s *Service) dispatch(ctx context.Context, inst store.Instance, params []byte) error {
+	key := inst.Key
+	snap := inst.Snapshot
+	if snap.State != statemodel.StateScheduled {
+		return nil
+	}
+	url, ok := s.cfg.Pools[inst.Pool]
+	if !ok {
+		return fmt.Errorf("dispatch %s: pool %q has no queue", key, inst.Pool)
+	}
+	n := snap.Attempt + 1
+	token, hash, err := newToken()
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	p := inst.Policy
+	env := Envelope{
+		Run: key.Run, Task: key.Task, Attempt: n, Token: token, Pool: inst.Pool,
+		Payload: rawOrNil(inst.Payload), Params: rawOrNil(params),
+		HeartbeatInterval: (p.Timeouts.Heartbeat / 3).String(),
+		RunTimeout:        p.Timeouts.Run.String(),
+		ClaimBy:           FormatTime(now.Add(p.Timeouts.Queue)),
+	}
+	body, err := json.Marshal(env)
+	if err != nil {
+		return fmt.Errorf("dispatch %s#%d: %w", key, n, err)
+	}
+	attrs := map[string]string{"run": key.Run, "task": key.Task, "attempt": strconv.Itoa(n)}
+	msgID, err := s.queue.Send(ctx, url, string(body), attrs)
+	if err != nil {
+		return fmt.Errorf("dispatch %s#%d: send: %w", key, n, err)
+	}
+	ev := statemodel.Event{
+		ID: fmt.Sprintf("dispatch:%d", n), Type: statemodel.EvDispatched, Actor: statemodel.ActorExecutor,
+		Attempt: n, TokenHash: hash, ExecutorID: msgID,
+		Evidence: map[string]string{"message_id": msgID, "queue": url},
+	}
+	res, err := s.store.Transition(ctx, key, ev, s.now(), s.policy())
+	if err != nil {
+		return fmt.Errorf("dispatch %s#%d: record: %w", key, n, err)
+	}
+	if res.Outcome != statemodel.Applied {
+		// Another dispatcher recorded attempt n first; our envelope's token
+		// matches nothing and its claim will be refused.
+		s.log.InfoContext(ctx, "duplicate dispatch", "run_id", key.Run, "task", key.Task, "attempt", n, "outcome", string(res.Outcome))
+	}
+	return nil
+}
+
+func rawOrNil(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// timerMessage is a delay-queue message: check this instance (or run) at At.
+type timerMessage struct {
+	Kind string `json:"kind"` // "timer"
+	Run  string `json:"run"`
+	Task string `json:"task,omitempty"`
+	At   string `json:"at"`
+}
+
+// maxDelay is SQS's longest message delay.
+const maxDelay = 15 * time.Minute
+
+// armTimer sends a delay message so that a short timer fires on time instead
+// of on the next scan. The scan stays the backstop after any crash: a lost
+// delay message costs precision, never correctness.
+func (s *Service) armTimer(ctx context.Context, key store.InstanceKey, at time.Time) {
+	if s.cfg.DelayQueueURL == "" {
+		return
+	}
+	delay := at.Sub(s.now())
+	if delay > maxDelay {
+		return
+	}
+	delay = max(delay, 0)
+	body, _ := json.Marshal(timerMessage{Kind: "timer", Run: key.Run, Task: key.Task, At: FormatTime(at)})
+	if _, err := s.queue.SendDelayed(ctx, s.cfg.DelayQueueURL, string(body), nil, delay.Round(time.Second)); err != nil {
+		s.log.WarnContext(ctx, "arm timer", "run_id", key.Run, "task", key.Task, "error", err.Error())
+	}
+}
+
+// follow performs the effects of a transition result on one instance.
+// Errors are logged: every effect has a timer backstop, so a failure here
+// delays work but never loses it.
+func (s *Service) follow(ctx context.Context, key store.InstanceKey, res store.Result) {
+	if res.Outcome != statemodel.Applied {
+		return
+	}
+	if tr := res.Transition; tr != nil {
+		s.emitTransitionMetrics(key, res.Snapshot, tr)
+	}
+	for _, e := range res.Effects {
+		switch e.Kind {
+		case statemodel.EffectTimer:
+			if _, kind := res.Snapshot.Timer(); kind == statemodel.TimerRetry {
+				s.armTimer(ctx, key, e.At)
+			}
+		case statemodel.EffectDispatch:
+			if err := s.dispatchKey(ctx, key); err != nil {
+				s.log.WarnContext(ctx, "dispatch after transition", "run_id", key.Run, "task", key.Task, "error", err.Error())
+			}
+		case statemodel.EffectNotifyDownstream:
+			if err := s.AdvanceRun(ctx, key.Run); err != nil {
+				s.log.WarnContext(ctx, "advance run", "run_id", key.Run, "error", err.Error())
+			}
+		}
+	}
+}
+
+// dispatchKey reads the instance and its run's params, then dispatches.
+func (s *Service) dispatchKey(ctx context.Context, key store.InstanceKey) error {
+	inst, err := s.store.GetInstance(ctx, key)
+	if err != nil {
+		return err
+	}
+	run, err := s.store.GetRun(ctx, key.Run)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return s.dispatch(ctx, inst, run.Params)
+}

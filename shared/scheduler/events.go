@@ -1,0 +1,94 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runledger/runledger/shared/store"
+)
+
+// eventMessage is any message of the events or delay queue: a worker's
+// completion (no kind), a worker process lease, or a timer.
+type eventMessage struct {
+	Kind string `json:"kind"`
+	Completion
+	Token     string          `json:"token"`
+	EventTime string          `json:"event_time"`
+	Worker    string          `json:"worker"`
+	BootID    string          `json:"boot_id"`
+	ExpiresAt string          `json:"expires_at"`
+	Running   []AttemptRef    `json:"running"`
+	At        string          `json:"at"`
+}
+
+// HandleEvents is the events function: it applies a batch of worker
+// completions, process leases and delayed timers. Only transient failures
+// (throttling, contention, network) are reported back for redelivery; a
+// permanent problem (malformed body, forged token, an event the state
+// machine refuses) is logged with its reason and dropped, so it is recorded
+// once rather than redelivered forever.
+func (s *Service) HandleEvents(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var resp events.SQSEventResponse
+	for _, rec := range ev.Records {
+		err := s.handleEvent(ctx, rec.Body)
+		switch {
+		case err == nil:
+		case transient(err):
+			s.log.WarnContext(ctx, "event will be redelivered", "message_id", rec.MessageId, "error", err.Error())
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+		default:
+			s.log.ErrorContext(ctx, "event refused", "message_id", rec.MessageId, "error", err.Error())
+		}
+	}
+	return resp, nil
+}
+
+func (s *Service) handleEvent(ctx context.Context, body string) error {
+	var m eventMessage
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadMessage, err)
+	}
+	switch m.Kind {
+	case "timer":
+		if m.Run == "" {
+			return fmt.Errorf("%w: timer without run", ErrBadMessage)
+		}
+		if m.Task == "" {
+			return s.AdvanceRun(ctx, m.Run)
+		}
+		return s.FireTimer(ctx, store.InstanceKey{Run: m.Run, Task: m.Task})
+	case "worker_lease":
+		exp, err := time.Parse(time.RFC3339Nano, m.ExpiresAt)
+		if err != nil || m.Worker == "" || m.BootID == "" {
+			return fmt.Errorf("%w: worker lease needs worker, boot_id and expires_at", ErrBadMessage)
+		}
+		lease := store.WorkerLease{Name: m.Worker, BootID: m.BootID, ExpiresAt: exp, UpdatedAt: s.now()}
+		for _, r := range m.Running {
+			lease.Running = append(lease.Running, store.AttemptKey{Run: r.Run, Task: r.Task, Attempt: r.Attempt})
+		}
+		return s.store.PutWorkerLease(ctx, lease)
+	case "":
+		c := m.Completion
+		if m.EventTime != "" {
+			t, err := time.Parse(time.RFC3339Nano, m.EventTime)
+			if err != nil {
+				return fmt.Errorf("%w: event_time: %v", ErrBadMessage, err)
+			}
+			c.EventTime = t
+		}
+		_, err := s.Complete(ctx, c, m.Token)
+		if errors.Is(err, ErrInvalidCompletion) {
+			return fmt.Errorf("%w: %v", ErrBadMessage, err)
+		}
+		if errors.Is(err, ErrStaleAttempt) || errors.Is(err, ErrAlreadyClaimed) || errors.Is(err, ErrIllegalTransition) || errors.Is(err, ErrInvalidToken) {
+			return fmt.Errorf("%w: %v", ErrBadMessage, err)
+		}
+		return err
+	}
+	return fmt.Errorf("%w: unknown kind %q", ErrBadMessage, m.Kind)
+}

@@ -1,0 +1,281 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// PoolNames lists the configured pools (jobs naming others are refused).
+func (s *Service) PoolNames() []string {
+	out := make([]string, 0, len(s.cfg.Pools))
+	for p := range s.cfg.Pools {
+		out = append(out, p)
+	}
+	return out
+}
+
+// ParseOptions are the options a definition is validated against now.
+func (s *Service) ParseOptions() jobspec.Options {
+	return jobspec.Options{Pools: s.PoolNames(), Now: s.now()}
+}
+
+// CreateJob stores a new job with its first fire time.
+func (s *Service) CreateJob(ctx context.Context, j jobspec.Job) (store.Job, error) {
+	spec, err := json.Marshal(j)
+	if err != nil {
+		return store.Job{}, fmt.Errorf("create job %s: %w", j.Name, err)
+	}
+	now := s.now()
+	next, _ := j.NextFire(now)
+	return s.store.CreateJob(ctx, store.Job{Name: j.Name, Version: 1, Spec: spec, NextFireAt: next, CreatedAt: now, UpdatedAt: now})
+}
+
+// UpdateJob replaces a job's definition if its version is still expected.
+func (s *Service) UpdateJob(ctx context.Context, j jobspec.Job, expected int64) (store.Job, error) {
+	cur, err := s.store.GetJob(ctx, j.Name)
+	if err != nil {
+		return store.Job{}, err
+	}
+	spec, err := json.Marshal(j)
+	if err != nil {
+		return store.Job{}, fmt.Errorf("update job %s: %w", j.Name, err)
+	}
+	now := s.now()
+	next, _ := j.NextFire(now)
+	cur.Spec, cur.NextFireAt, cur.UpdatedAt = spec, next, now
+	return s.store.UpdateJob(ctx, cur, expected)
+}
+
+// LoadJob reads a job and its definition.
+func (s *Service) LoadJob(ctx context.Context, name string) (store.Job, jobspec.Job, error) {
+	sj, err := s.store.GetJob(ctx, name)
+	if err != nil {
+		return store.Job{}, jobspec.Job{}, err
+	}
+	j, err := jobspec.Load(sj.Spec)
+	if err != nil {
+		return sj, jobspec.Job{}, fmt.Errorf("load job %s: %w", name, err)
+	}
+	return sj, j, nil
+}
+
+// TriggerRequest is a run to start.
+type TriggerRequest struct {
+	Job         string
+	Params      json.RawMessage
+	LogicalTime time.Time // zero: now
+	// IdempotencyKey and BodyHash make a retried request answer the run the
+	// first one created.
+	IdempotencyKey string
+	BodyHash       string
+	// Slot claims the job's slot at LogicalTime: one slot, one run.
+	Slot bool
+}
+
+// TriggerRun creates a run of a job and moves its first tasks on at once. It
+// reports created=false when an idempotency key or a slot already holds a
+// run, which it returns.
+func (s *Service) TriggerRun(ctx context.Context, req TriggerRequest) (store.RunView, bool, error) {
+	_, j, err := s.LoadJob(ctx, req.Job)
+	if err != nil {
+		return store.RunView{}, false, err
+	}
+	return s.startRun(ctx, j, req)
+}
+
+func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerRequest) (store.RunView, bool, error) {
+	now := s.now()
+	logical := req.LogicalTime
+	if logical.IsZero() {
+		logical = now
+	}
+	spec, err := json.Marshal(j)
+	if err != nil {
+		return store.RunView{}, false, err
+	}
+	nr := store.NewRun{ID: s.NewID(), Job: j.Name, LogicalTime: logical, Params: req.Params, Spec: spec, ClaimSlot: req.Slot}
+	if req.IdempotencyKey != "" {
+		nr.Idempotency = &store.Idempotency{Key: req.IdempotencyKey, BodyHash: req.BodyHash}
+	}
+	for _, t := range j.Tasks() {
+		nr.Tasks = append(nr.Tasks, store.NewTask{
+			ID: t.ID, Pool: t.Pool, Payload: t.Payload, Policy: t.Policy,
+			DependsOn: t.DependsOn, TriggerRule: t.Rule, Publish: t.Publish,
+		})
+	}
+	view, err := s.store.CreateRun(ctx, nr, now)
+	var existing *store.ExistingRunError
+	if errors.As(err, &existing) && (errors.Is(err, store.ErrIdempotentReplay) || errors.Is(err, store.ErrSlotTaken)) {
+		v, rerr := s.store.ReadRun(ctx, existing.RunID)
+		return v, false, rerr
+	}
+	if err != nil {
+		return store.RunView{}, false, err
+	}
+	s.log.InfoContext(ctx, "run created", "run_id", view.Run.ID, "job", j.Name, "tasks", len(nr.Tasks))
+	if err := s.AdvanceRun(ctx, view.Run.ID); err != nil {
+		s.log.WarnContext(ctx, "advance new run", "run_id", view.Run.ID, "error", err.Error())
+	}
+	v, err := s.store.ReadRun(ctx, view.Run.ID)
+	return v, true, err
+}
+
+// fireJob materialises the slot of a cron, rate or one-off job due at at,
+// honouring its overlap policy, then moves the job's timer to its next
+// fire. Two tickers racing create one run: the slot claim is conditional,
+// and so is the move of the timer.
+func (s *Service) fireJob(ctx context.Context, name string, at time.Time) error {
+	sj, j, err := s.LoadJob(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if sj.Paused || !sj.NextFireAt.Equal(at) {
+		return nil // moved on since the index was read
+	}
+	start := true
+	switch j.Overlap {
+	case jobspec.OverlapSkip:
+		busy, err := s.store.HasUnfinishedRuns(ctx, name)
+		if err != nil {
+			return err
+		}
+		if busy {
+			start = false
+			s.log.InfoContext(ctx, "slot skipped: previous run unfinished", "job", name, "slot", FormatTime(at))
+		}
+	case jobspec.OverlapCancelPrevious:
+		if err := s.cancelUnfinished(ctx, name); err != nil {
+			return err
+		}
+	}
+	if start {
+		if _, _, err := s.startRun(ctx, j, TriggerRequest{Job: name, LogicalTime: at, Slot: true}); err != nil {
+			return fmt.Errorf("fire job %s at %s: %w", name, FormatTime(at), err)
+		}
+	}
+	next, _ := j.NextFire(at)
+	if _, err := s.store.SetNextFire(ctx, name, at, next); err != nil && !errors.Is(err, store.ErrVersionConflict) && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("fire job %s: next fire: %w", name, err)
+	}
+	return nil
+}
+
+func (s *Service) cancelUnfinished(ctx context.Context, job string) error {
+	token := ""
+	for {
+		runs, next, err := s.store.ListRuns(ctx, store.RunFilter{Job: job, Token: token})
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if !r.ExecutionState.Terminal() {
+				if err := s.CancelRun(ctx, r.ID, "overlap: cancel_previous"); err != nil && !errors.Is(err, ErrIllegalTransition) {
+					return err
+				}
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		token = next
+	}
+}
+
+// maxDependencyScan bounds how many of an upstream job's newest runs are
+// searched for the run with the same logical time.
+const maxDependencyScan = 500
+
+// crossJobVerdict decides a run's root tasks against its job's
+// depends_on_jobs: each upstream job's run with the same logical time must
+// be PUBLISHED (or SUCCEEDED, as required). No such run yet: wait; one that
+// finished without meeting the requirement: upstream failed.
+func (s *Service) crossJobVerdict(ctx context.Context, run store.Run) (statemodel.DepVerdict, error) {
+	j, err := jobspec.Load(run.Spec)
+	if err != nil || len(j.DependsOnJobs) == 0 {
+		return statemodel.DepsMet, nil
+	}
+	for _, dep := range j.DependsOnJobs {
+		up, found, err := s.runAt(ctx, dep.Job, run.LogicalTime)
+		if err != nil {
+			return statemodel.DepsWait, err
+		}
+		if !found {
+			return statemodel.DepsWait, nil
+		}
+		if statemodel.DependencySatisfied(dep.Require, up.ExecutionState, up.PublicationState) {
+			continue
+		}
+		pubOpen := up.PublicationState == statemodel.PublicationPending
+		if up.ExecutionState.Terminal() && !pubOpen {
+			return statemodel.DepsUpstreamFailed, nil
+		}
+		return statemodel.DepsWait, nil
+	}
+	return statemodel.DepsMet, nil
+}
+
+// runAt finds a job's run with the given logical time among its newest runs.
+func (s *Service) runAt(ctx context.Context, job string, logical time.Time) (store.Run, bool, error) {
+	token, seen := "", 0
+	for seen < maxDependencyScan {
+		runs, next, err := s.store.ListRuns(ctx, store.RunFilter{Job: job, Token: token, Limit: 100})
+		if err != nil {
+			return store.Run{}, false, err
+		}
+		for _, r := range runs {
+			if r.LogicalTime.Equal(logical) {
+				return r, true, nil
+			}
+		}
+		seen += len(runs)
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	return store.Run{}, false, nil
+}
+
+// wakeDependents advances, at once, the runs of other jobs that wait on
+// this run (same logical time), instead of leaving them to their
+// re-evaluation timer.
+func (s *Service) wakeDependents(ctx context.Context, run store.Run) {
+	token := ""
+	for {
+		jobs, next, err := s.store.ListJobs(ctx, 100, token)
+		if err != nil {
+			s.log.WarnContext(ctx, "wake dependents", "run_id", run.ID, "error", err.Error())
+			return
+		}
+		for _, sj := range jobs {
+			j, err := jobspec.Load(sj.Spec)
+			if err != nil {
+				continue
+			}
+			for _, dep := range j.DependsOnJobs {
+				if dep.Job != run.Job {
+					continue
+				}
+				if down, found, err := s.runAt(ctx, j.Name, run.LogicalTime); err == nil && found && !down.ExecutionState.Terminal() {
+					if err := s.AdvanceRun(ctx, down.ID); err != nil {
+						s.log.WarnContext(ctx, "wake dependent", "run_id", down.ID, "error", err.Error())
+					}
+				}
+			}
+		}
+		if next == "" {
+			return
+		}
+		token = next
+	}
+}

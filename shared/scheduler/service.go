@@ -1,0 +1,169 @@
+// Package scheduler is runledger's service layer: it turns API calls, queue
+// messages and schedule ticks into statemodel events, writes them through
+// the store, and performs the effects the decisions ask for (dispatch an
+// attempt, arm a precise timer, move downstream tasks on, derive the run's
+// state). The Lambda functions and the local stack call it; it never reads
+// a clock or a random source it was not given.
+package scheduler
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// Queue is what the scheduler needs of SQS; *queue.Client implements it.
+type Queue interface {
+	Send(ctx context.Context, queueURL, body string, attrs map[string]string) (string, error)
+	SendDelayed(ctx context.Context, queueURL, body string, attrs map[string]string, delay time.Duration) (string, error)
+}
+
+// Config wires a Service. Zero values take the documented defaults.
+type Config struct {
+	// Pools maps each worker pool to its dispatch queue URL.
+	Pools map[string]string
+	// EventsQueueURL receives worker completions and process leases.
+	EventsQueueURL string
+	// DelayQueueURL carries precise short timers (retry_at); "" disables
+	// them and leaves timers to the ticker's scan.
+	DelayQueueURL string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Random draws retry jitter from [0, 1) (default math/rand/v2).
+	Random func() float64
+	// ClaimWait bounds how long a claim waits for the dispatch write that
+	// follows the send of its envelope (default 3 s).
+	ClaimWait time.Duration
+	// Evidence providers consulted for LOST instances, in order.
+	Evidence []EvidenceProvider
+	// Metrics receives CloudWatch embedded-metric-format lines (default:
+	// discarded). Lambda functions pass os.Stdout.
+	Metrics io.Writer
+	Logger  *slog.Logger
+	// Margin is how long before its context's deadline a pass stops
+	// starting new work (default 2 s).
+	Margin time.Duration
+}
+
+// Service is the scheduler.
+type Service struct {
+	store *store.Store
+	queue Queue
+	cfg   Config
+	log   *slog.Logger
+
+	entropyMu sync.Mutex
+	entropy   io.Reader
+}
+
+// New builds a Service.
+func New(st *store.Store, q Queue, cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Random == nil {
+		cfg.Random = mrand.Float64
+	}
+	if cfg.ClaimWait == 0 {
+		cfg.ClaimWait = 3 * time.Second
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = io.Discard
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if cfg.Margin == 0 {
+		cfg.Margin = 2 * time.Second
+	}
+	return &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0)}
+}
+
+// Store returns the store the service writes through.
+func (s *Service) Store() *store.Store { return s.store }
+
+// Pools returns the configured pool names' queue URLs.
+func (s *Service) Pools() map[string]string { return s.cfg.Pools }
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
+
+// policy is the argument that makes the store decide with the instance's
+// stored policy and this service's jitter source.
+func (s *Service) policy() statemodel.Policy { return store.StoredPolicy(s.cfg.Random) }
+
+// NewID returns a ULID: unique, and sortable by creation time.
+func (s *Service) NewID() string {
+	s.entropyMu.Lock()
+	defer s.entropyMu.Unlock()
+	return ulid.MustNew(ulid.Timestamp(s.now()), s.entropy).String()
+}
+
+// newToken returns a 128-bit random fencing token and its stored hash.
+func newToken() (token, hash string, err error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", fmt.Errorf("fencing token: %w", err)
+	}
+	token = hex.EncodeToString(b[:])
+	return token, HashToken(token), nil
+}
+
+// HashToken is how a fencing token is stored: only its SHA-256.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// tokenMatches compares in constant time, so a forger learns nothing from
+// how long a refusal took.
+func tokenMatches(token, hash string) bool {
+	if token == "" || hash == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(HashToken(token)), []byte(hash)) == 1
+}
+
+// deadlineReached reports whether a pass should stop starting new work.
+func (s *Service) deadlineReached(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < s.cfg.Margin
+}
+
+// transient reports whether an error may go away by itself (throttling,
+// network, contention): such work is retried by redelivery, never dropped.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	for _, permanent := range []error{
+		store.ErrNotFound, store.ErrInvalidKey, store.ErrInvalidInput, store.ErrItemTooLarge,
+		statemodel.ErrIllegalTransition, statemodel.ErrWrongActor, statemodel.ErrUnknownAttempt,
+		statemodel.ErrGuard, statemodel.ErrInvalidEvent, statemodel.ErrOperatorRequired, statemodel.ErrNotDue,
+		ErrInvalidToken, ErrBadMessage,
+	} {
+		if errors.Is(err, permanent) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,152 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/tableschema"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// PassStats counts what one ticker or reconciler pass did.
+type PassStats struct {
+	Due      int // timers listed
+	Handled  int // timers acted on
+	Errors   int
+	Stopped  bool // stopped early for the deadline
+	Duration time.Duration
+}
+
+// Tick is the ticker's pass: it materialises due cron and one-off slots,
+// dispatches due SCHEDULED instances, fires due retries, re-evaluates
+// waiting CREATED instances and backstops live runs. It reads only the
+// sparse timers index, so its cost follows live work, not history.
+func (s *Service) Tick(ctx context.Context) (PassStats, error) {
+	return s.pass(ctx, "tick", func(ctx context.Context, d store.DueTimer) (bool, error) {
+		switch d.Item {
+		case store.TimerOfJob:
+			return true, s.fireJob(ctx, d.Job, d.At)
+		case store.TimerOfRun:
+			return true, s.AdvanceRun(ctx, d.Run)
+		}
+		switch statemodel.TimerKind(d.Kind) {
+		case statemodel.TimerDispatch, statemodel.TimerRetry, statemodel.TimerDepsRecheck:
+			return true, s.FireTimer(ctx, d.Instance())
+		}
+		return false, nil // the reconciler's
+	})
+}
+
+// Reconcile is the reconciler's pass (runOnce): lease expiry makes a running
+// instance LOST, queue and cancel deadlines fire, and LOST instances are
+// resolved on evidence or, once the evidence window ends empty, by policy.
+// It stops before the context's deadline.
+func (s *Service) Reconcile(ctx context.Context) (PassStats, error) {
+	return s.pass(ctx, "reconcile", func(ctx context.Context, d store.DueTimer) (bool, error) {
+		if d.Item != store.TimerOfInstance {
+			return false, nil
+		}
+		switch statemodel.TimerKind(d.Kind) {
+		case statemodel.TimerLease, statemodel.TimerQueueTimeout, statemodel.TimerCancel, statemodel.TimerEvidence:
+			return true, s.reconcileInstance(ctx, d.Instance())
+		}
+		return false, nil
+	})
+}
+
+func (s *Service) pass(ctx context.Context, name string, handle func(context.Context, store.DueTimer) (bool, error)) (PassStats, error) {
+	start := time.Now()
+	now := s.now()
+	var st PassStats
+	var errs []error
+	for shard := range tableschema.TimerShards {
+		token := ""
+		for {
+			if s.deadlineReached(ctx) {
+				st.Stopped = true
+				st.Duration = time.Since(start)
+				return st, errors.Join(errs...)
+			}
+			due, next, err := s.store.ListDueTimers(ctx, shard, now, 0, token)
+			if err != nil {
+				errs = append(errs, err)
+				st.Errors++
+				break
+			}
+			st.Due += len(due)
+			for _, d := range due {
+				if s.deadlineReached(ctx) {
+					break
+				}
+				acted, err := handle(ctx, d)
+				if acted {
+					st.Handled++
+				}
+				if err != nil {
+					st.Errors++
+					s.log.WarnContext(ctx, name+" timer", "item", string(d.Item), "job", d.Job, "run_id", d.Run, "task", d.Task, "kind", d.Kind, "error", err.Error())
+					if transient(err) {
+						errs = append(errs, err)
+					}
+				}
+			}
+			if next == "" {
+				break
+			}
+			token = next
+		}
+	}
+	st.Duration = time.Since(start)
+	return st, errors.Join(errs...)
+}
+
+// FireTimer acts on one instance whose timer may be due: a due retry
+// becomes SCHEDULED and is dispatched, a SCHEDULED instance is dispatched, a
+// CREATED one has its dependencies re-evaluated; the other timers are the
+// reconciler's. A timer that is not due yet (an early delay message) waits
+// out the sub-second rest, so short timers fire on time.
+func (s *Service) FireTimer(ctx context.Context, key store.InstanceKey) error {
+	inst, err := s.store.GetInstance(ctx, key)
+	if err != nil {
+		return fmt.Errorf("fire timer %s: %w", key, err)
+	}
+	snap := inst.Snapshot
+	switch snap.State {
+	case statemodel.StateUpForRetry:
+		if wait := snap.RetryAt.Sub(s.now()); wait > 0 {
+			if wait > time.Second {
+				return nil // not ours yet: the scan or a later message fires it
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		ev := statemodel.Event{ID: fmt.Sprintf("retry:%d", snap.Attempt), Type: statemodel.EvRetryDue, Actor: statemodel.ActorScheduler}
+		res, err := s.store.Transition(ctx, key, ev, s.now(), s.policy())
+		if err != nil {
+			if transient(err) {
+				return err
+			}
+			return nil
+		}
+		s.follow(ctx, key, res)
+	case statemodel.StateScheduled:
+		run, err := s.store.GetRun(ctx, key.Run)
+		if err != nil {
+			return fmt.Errorf("fire timer %s: %w", key, err)
+		}
+		return s.dispatch(ctx, inst, run.Params)
+	case statemodel.StateCreated:
+		return s.AdvanceRun(ctx, key.Run)
+	default:
+		return s.reconcileInstance(ctx, key)
+	}
+	return nil
+}

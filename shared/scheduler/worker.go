@@ -1,0 +1,221 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// Worker protocol errors; the API maps each to its status and code.
+var (
+	// ErrInvalidToken: unknown run, task or attempt, or a wrong token (401).
+	ErrInvalidToken = errors.New("invalid token")
+	// ErrAlreadyClaimed: another worker holds the attempt (409).
+	ErrAlreadyClaimed = errors.New("already claimed")
+	// ErrStaleAttempt: a newer attempt exists (409).
+	ErrStaleAttempt = errors.New("stale attempt")
+	// ErrIllegalTransition: the instance is where the event has no row,
+	// e.g. cancelled (409).
+	ErrIllegalTransition = errors.New("illegal transition")
+	// ErrBadMessage: a queue message that cannot be understood.
+	ErrBadMessage = errors.New("bad message")
+)
+
+// AttemptRef names one attempt.
+type AttemptRef struct {
+	Run     string `json:"run"`
+	Task    string `json:"task"`
+	Attempt int    `json:"attempt"`
+}
+
+func (a AttemptRef) key() store.InstanceKey { return store.InstanceKey{Run: a.Run, Task: a.Task} }
+
+// ClaimResult answers a claim.
+type ClaimResult struct {
+	LeaseExpiresAt time.Time
+}
+
+// authorize reads the instance and checks the token against attempt n's
+// stored hash. A claim may come before the dispatch write that follows its
+// envelope's send; wait, bounded, for that write when the attempt is the
+// next one.
+func (s *Service) authorize(ctx context.Context, ref AttemptRef, token string, wait bool) (store.Instance, error) {
+	deadline := s.now().Add(s.cfg.ClaimWait)
+	pause := 5 * time.Millisecond
+	for {
+		inst, err := s.store.GetInstance(ctx, ref.key())
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
+			return store.Instance{}, ErrInvalidToken
+		}
+		if err != nil {
+			return store.Instance{}, err
+		}
+		if a, ok := inst.Snapshot.AttemptN(ref.Attempt); ok {
+			if !tokenMatches(token, a.TokenHash) {
+				return store.Instance{}, ErrInvalidToken
+			}
+			return inst, nil
+		}
+		pending := wait && ref.Attempt == inst.Snapshot.Attempt+1 && inst.Snapshot.State == statemodel.StateScheduled
+		if !pending || !s.now().Before(deadline) {
+			return store.Instance{}, ErrInvalidToken
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return store.Instance{}, ctx.Err()
+		case <-t.C:
+		}
+		pause = min(pause*2, 200*time.Millisecond)
+	}
+}
+
+// Claim moves attempt n from QUEUED to RUNNING for one worker. Exactly one
+// claim of an attempt ever succeeds; the winner retrying with the same
+// event id is answered again.
+func (s *Service) Claim(ctx context.Context, ref AttemptRef, token, workerID, eventID string) (ClaimResult, error) {
+	inst, err := s.authorize(ctx, ref, token, true)
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	if eventID == "" {
+		eventID = "claim:" + workerID
+	}
+	ev := statemodel.Event{ID: eventID, Type: statemodel.EvStarted, Actor: statemodel.ActorWorker, Attempt: ref.Attempt, WorkerID: workerID}
+	res, err := s.store.Transition(ctx, ref.key(), ev, s.now(), s.policy())
+	switch {
+	case err == nil && res.Outcome == statemodel.Applied:
+		s.follow(ctx, ref.key(), res)
+		return ClaimResult{LeaseExpiresAt: res.Snapshot.Lease.ExpiresAt}, nil
+	case err == nil && res.Outcome == statemodel.Duplicate:
+		cur, _ := res.Snapshot.AttemptN(ref.Attempt)
+		if cur.ClaimEventID == eventID {
+			return ClaimResult{LeaseExpiresAt: res.Snapshot.Lease.ExpiresAt}, nil
+		}
+		return ClaimResult{}, ErrAlreadyClaimed
+	case err == nil && res.Outcome == statemodel.Stale:
+		return ClaimResult{}, ErrStaleAttempt
+	}
+	return ClaimResult{}, s.classifyRefusal(ctx, ref, inst, err)
+}
+
+// classifyRefusal turns a rejected worker event into the protocol's answer.
+func (s *Service) classifyRefusal(ctx context.Context, ref AttemptRef, before store.Instance, err error) error {
+	if transient(err) {
+		return err
+	}
+	inst, rerr := s.store.GetInstance(ctx, ref.key())
+	if rerr != nil {
+		inst = before
+	}
+	snap := inst.Snapshot
+	switch {
+	case ref.Attempt < snap.Attempt:
+		return ErrStaleAttempt
+	case snap.State.Terminal() || snap.State == statemodel.StateCancelling || snap.CancelRequested:
+		return fmt.Errorf("%w: instance is %s", ErrIllegalTransition, snap.State)
+	}
+	if a, ok := snap.AttemptN(ref.Attempt); ok && a.Claimed() {
+		return ErrAlreadyClaimed
+	}
+	return fmt.Errorf("%w: %v", ErrIllegalTransition, err)
+}
+
+// HeartbeatResult answers a heartbeat.
+type HeartbeatResult struct {
+	CancelRequested bool
+	LeaseExpiresAt  time.Time
+	State           statemodel.InstanceState
+}
+
+// Heartbeat renews attempt n's lease: one cheap conditional update, no
+// history. From the current attempt while LOST it is a real transition back
+// to RUNNING (or CANCELLING when a cancel waits).
+func (s *Service) Heartbeat(ctx context.Context, ref AttemptRef, token, eventID string) (HeartbeatResult, error) {
+	inst, err := s.authorize(ctx, ref, token, false)
+	if err != nil {
+		return HeartbeatResult{}, err
+	}
+	now := s.now()
+	hb, err := s.store.Heartbeat(ctx, ref.key(), ref.Attempt, now, inst.Policy.Timeouts.Heartbeat)
+	switch {
+	case err == nil:
+		return HeartbeatResult{CancelRequested: hb.CancelRequested, LeaseExpiresAt: hb.LeaseExpiresAt, State: hb.State}, nil
+	case errors.Is(err, store.ErrStaleAttempt):
+		return HeartbeatResult{}, ErrStaleAttempt
+	case errors.Is(err, store.ErrLostNeedsTransition):
+		if eventID == "" {
+			eventID = fmt.Sprintf("alive:%d:%d", ref.Attempt, now.UnixNano())
+		}
+		ev := statemodel.Event{ID: eventID, Type: statemodel.EvHeartbeat, Actor: statemodel.ActorWorker, Attempt: ref.Attempt}
+		res, terr := s.store.Transition(ctx, ref.key(), ev, now, s.policy())
+		if terr != nil {
+			return HeartbeatResult{}, s.classifyRefusal(ctx, ref, inst, terr)
+		}
+		s.follow(ctx, ref.key(), res)
+		snap := res.Snapshot
+		return HeartbeatResult{CancelRequested: snap.CancelRequested, LeaseExpiresAt: snap.Lease.ExpiresAt, State: snap.State}, nil
+	}
+	return HeartbeatResult{}, s.classifyRefusal(ctx, ref, inst, err)
+}
+
+// Completion is a worker's report of how attempt n ended (API.md complete).
+type Completion struct {
+	AttemptRef
+	EventID       string    `json:"event_id"`
+	Outcome       string    `json:"outcome"` // succeeded | failed | cancelled
+	ExitCode      *int      `json:"exit_code,omitempty"`
+	ErrorCategory string    `json:"error_category,omitempty"`
+	Retryable     *bool     `json:"retryable,omitempty"`
+	OutputRef     string    `json:"output_ref,omitempty"`
+	EventTime     time.Time `json:"-"`
+}
+
+// CompleteResult answers a completion: applied, duplicate or stale, and the
+// state that stands after the call.
+type CompleteResult struct {
+	Result string
+	State  statemodel.InstanceState
+}
+
+// ErrInvalidCompletion: the report itself is malformed.
+var ErrInvalidCompletion = errors.New("invalid completion")
+
+// Complete applies a worker's completion report.
+func (s *Service) Complete(ctx context.Context, c Completion, token string) (CompleteResult, error) {
+	var typ statemodel.EventType
+	switch c.Outcome {
+	case "succeeded":
+		typ = statemodel.EvSucceeded
+	case "failed":
+		typ = statemodel.EvFailed
+	case "cancelled":
+		typ = statemodel.EvCancelled
+	default:
+		return CompleteResult{}, fmt.Errorf("%w: outcome %q is not succeeded, failed or cancelled", ErrInvalidCompletion, c.Outcome)
+	}
+	if c.EventID == "" {
+		return CompleteResult{}, fmt.Errorf("%w: event_id is required", ErrInvalidCompletion)
+	}
+	inst, err := s.authorize(ctx, c.AttemptRef, token, false)
+	if err != nil {
+		return CompleteResult{}, err
+	}
+	ev := statemodel.Event{
+		ID: c.EventID, Type: typ, Actor: statemodel.ActorWorker, Attempt: c.Attempt,
+		EventTime: c.EventTime, ExitCode: c.ExitCode, ErrorCategory: c.ErrorCategory,
+		Retryable: c.Retryable, OutputRef: c.OutputRef,
+	}
+	res, err := s.store.Transition(ctx, c.key(), ev, s.now(), s.policy())
+	if err != nil {
+		return CompleteResult{}, s.classifyRefusal(ctx, c.AttemptRef, inst, err)
+	}
+	s.follow(ctx, c.key(), res)
+	state := res.Snapshot.State
+	return CompleteResult{Result: string(res.Outcome), State: state}, nil
+}
