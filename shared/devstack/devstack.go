@@ -205,7 +205,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	tick := &local.Ticker{Name: "ticker", Interval: o.TickInterval, Now: o.Now, Counters: o.Counters, Logger: o.Logger,
 		Handler: func(ctx context.Context, _ events.EventBridgeEvent) error { _, err := st.Service.Tick(ctx); return err }}
 	rec := &local.Ticker{Name: "reconciler", Interval: o.TickInterval, Now: o.Now, Counters: o.Counters, Logger: o.Logger,
-		Handler: func(ctx context.Context, _ events.EventBridgeEvent) error { _, err := st.Service.Reconcile(ctx); return err }}
+		Handler: func(ctx context.Context, _ events.EventBridgeEvent) error {
+			_, err := st.Service.Reconcile(ctx)
+			return err
+		}}
 	st.run(func() error { return tick.Run(runCtx) })
 	st.run(func() error { return rec.Run(runCtx) })
 	if o.DemoWorker {

@@ -17,13 +17,13 @@ import (
 type eventMessage struct {
 	Kind string `json:"kind"`
 	Completion
-	Token     string          `json:"token"`
-	EventTime string          `json:"event_time"`
-	Worker    string          `json:"worker"`
-	BootID    string          `json:"boot_id"`
-	ExpiresAt string          `json:"expires_at"`
-	Running   []AttemptRef    `json:"running"`
-	At        string          `json:"at"`
+	Token     string       `json:"token"`
+	EventTime string       `json:"event_time"`
+	Worker    string       `json:"worker"`
+	BootID    string       `json:"boot_id"`
+	ExpiresAt string       `json:"expires_at"`
+	Running   []AttemptRef `json:"running"`
+	At        string       `json:"at"`
 }
 
 // HandleEvents is the events function: it applies a batch of worker
