@@ -36,7 +36,10 @@ type QueuePair struct {
 // Scheduler is the deployed runledger service. Its fields expose the parts
 // a surrounding app may want to output, grant on or extend.
 type Scheduler struct {
-	constructs.Construct
+	// Construct is the scope holding everything below; add to it with
+	// s.Construct as the scope. (Not embedded: jsii cannot take a Go struct
+	// that embeds a construct as a scope.)
+	Construct constructs.Construct
 
 	Table awsdynamodb.Table
 	// API is the HTTP API; API.ApiEndpoint() is the base URL.
