@@ -433,7 +433,8 @@ func (s *Store) writeTransition(ctx context.Context, inst Instance, d statemodel
 		return op(err)
 	}
 
-	err = s.transact(ctx, "transition", actions, sizes)
+	oldSize := itemSize(instanceItem(inst).present())
+	err = s.transact(ctx, "transition", actions, sizes, timerIndexWrites(inst.Snapshot, d.Snapshot, oldSize, fullSize))
 	if err == nil {
 		return nil
 	}
@@ -446,15 +447,13 @@ func (s *Store) writeTransition(ctx context.Context, inst Instance, d statemodel
 		}
 		return op(&DuplicateEventError{Key: key, First: first})
 	case conditionFailed(reasons, 0):
+		// Decide again from the item as DynamoDB found it; without an
+		// ALL_OLD image (an endpoint that sends none), re-read it.
 		moved := &movedError{key: key}
-		if old := reasons[0].Item; old != nil {
+		if old := reasons[0].Item; len(old) > 0 {
 			if found, derr := decodeInstance(old); derr == nil {
 				moved.now = &found
 			}
-		} else {
-			// No ALL_OLD image: the instance may be gone, or the
-			// endpoint does not send images; re-read.
-			moved.now = nil
 		}
 		return op(moved)
 	case conditionFailed(reasons, 1):
@@ -467,10 +466,33 @@ func (s *Store) writeTransition(ctx context.Context, inst Instance, d statemodel
 	return op(cancelError(err, reasons))
 }
 
+// timerIndexWrites lists the timers index writes of an instance going from
+// snapshot from to snapshot to, by DynamoDB's rules for an index that
+// projects every attribute: an entry whose key (timer_at) changes is a
+// delete and a put; an entry that stays costs one write; one that appears
+// or disappears costs one.
+func timerIndexWrites(from, to statemodel.Snapshot, oldSize, newSize int) []int {
+	oldAt, oldKind := from.Timer()
+	newAt, newKind := to.Timer()
+	oldIn := oldKind != statemodel.TimerNone && !oldAt.IsZero()
+	newIn := newKind != statemodel.TimerNone && !newAt.IsZero()
+	switch {
+	case oldIn && newIn && formatTime(oldAt) == formatTime(newAt):
+		return []int{newSize}
+	case oldIn && newIn:
+		return []int{oldSize, newSize}
+	case oldIn:
+		return []int{oldSize}
+	case newIn:
+		return []int{newSize}
+	}
+	return nil
+}
+
 // firstOutcome reads the first outcome from a guard item (the ALL_OLD image
 // of the failed put, or a read when the endpoint sent none).
 func (s *Store) firstOutcome(ctx context.Context, key InstanceKey, eventID string, old map[string]types.AttributeValue) (statemodel.SeenEvent, error) {
-	if old == nil {
+	if len(old) == 0 {
 		first, ok, err := s.guard(ctx, key, eventID)
 		if err != nil {
 			return first, err
@@ -533,7 +555,7 @@ func (s *Store) refreshLease(ctx context.Context, inst Instance, n statemodel.Sn
 	if err != nil {
 		if old, ok := conditionItem(err); ok {
 			moved := &movedError{key: inst.Key}
-			if old != nil {
+			if len(old) > 0 {
 				if found, derr := decodeInstance(old); derr == nil {
 					moved.now = &found
 				}
@@ -546,7 +568,7 @@ func (s *Store) refreshLease(ctx context.Context, inst Instance, n statemodel.Sn
 	if out.ConsumedCapacity != nil {
 		cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
 	}
-	s.report("refresh_lease", false, []int{size}, cc)
+	s.report("refresh_lease", false, []int{size}, timerIndexWrites(inst.Snapshot, n, itemSize(instanceItem(inst).present()), size), cc)
 	return nil
 }
 
@@ -611,7 +633,7 @@ func (s *Store) AppendLate(ctx context.Context, key InstanceKey, late statemodel
 	if out.ConsumedCapacity != nil {
 		cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
 	}
-	s.report("record_late", false, []int{itemSize(entry)}, cc)
+	s.report("record_late", false, []int{itemSize(entry)}, nil, cc)
 	return nil
 }
 
@@ -684,14 +706,19 @@ func (s *Store) Heartbeat(ctx context.Context, key InstanceKey, attempt int, now
 			if out.ConsumedCapacity != nil {
 				cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
 			}
-			s.report("heartbeat", false, []int{itemSize(out.Attributes)}, cc)
+			size := itemSize(out.Attributes)
+			index := []int{size} // CANCELLING: the entry's attributes change
+			if state == statemodel.StateRunning {
+				index = []int{size, size} // the entry moves: a delete and a put
+			}
+			s.report("heartbeat", false, []int{size}, index, cc)
 			return res, nil
 		}
 		old, ok := conditionItem(err)
 		if !ok {
 			return HeartbeatResult{}, op(translate(err))
 		}
-		if old == nil {
+		if len(old) == 0 {
 			found, gerr := s.GetInstance(ctx, key)
 			if gerr != nil {
 				return HeartbeatResult{}, op(gerr)

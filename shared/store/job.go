@@ -92,7 +92,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
 		}
 		return Job{}, op(translate(err))
 	}
-	s.report("create_job", false, []int{size}, consumed(out.ConsumedCapacity))
+	s.report("create_job", false, []int{size}, nil, consumed(out.ConsumedCapacity))
 	return j, nil
 }
 
@@ -250,7 +250,7 @@ func (s *Store) SetNextFire(ctx context.Context, name string, prev, next time.Ti
 		}
 		return Job{}, op(translate(err))
 	}
-	s.report("set_next_fire", false, []int{itemSize(jobItem(upd).present())}, consumed(out.ConsumedCapacity))
+	s.report("set_next_fire", false, []int{itemSize(jobItem(upd).present())}, nil, consumed(out.ConsumedCapacity))
 	return upd, nil
 }
 
@@ -289,7 +289,7 @@ func (s *Store) writeJob(ctx context.Context, cur, next Job, opName string, op f
 		}
 		return Job{}, op(translate(err))
 	}
-	s.report(opName, false, []int{size}, consumed(out.ConsumedCapacity))
+	s.report(opName, false, []int{size}, nil, consumed(out.ConsumedCapacity))
 	return next, nil
 }
 

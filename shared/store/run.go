@@ -273,7 +273,7 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		return RunView{}, op(err)
 	}
 
-	err := s.transact(ctx, "create_run", actions, sizes)
+	err := s.transact(ctx, "create_run", actions, sizes, nil)
 	if err == nil {
 		return view, nil
 	}
@@ -311,7 +311,7 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 // existingRun reads the run id held by a slot or idempotency item: from the
 // failed put's ALL_OLD image, or with a read when the endpoint sent none.
 func (s *Store) existingRun(ctx context.Context, job, sk string, old map[string]types.AttributeValue) (*ExistingRunError, error) {
-	if old == nil {
+	if len(old) == 0 {
 		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName: aws.String(s.table), Key: keyOf(jobPK(job), sk), ConsistentRead: aws.Bool(true),
 		})
@@ -729,7 +729,7 @@ func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, 
 		}},
 	}
 	sizes := []int{itemSize(runItem(next).present()), itemSize(pointerItem(next).present())}
-	err := s.transact(ctx, "update_run_state", actions, sizes)
+	err := s.transact(ctx, "update_run_state", actions, sizes, nil)
 	if err == nil {
 		return next, nil
 	}
@@ -737,7 +737,7 @@ func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, 
 	switch {
 	case conditionFailed(reasons, 0):
 		old := reasons[0].Item
-		if old == nil {
+		if len(old) == 0 {
 			if _, gerr := s.GetRun(ctx, run.ID); errors.Is(gerr, ErrNotFound) {
 				return Run{}, op(ErrNotFound)
 			}

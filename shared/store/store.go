@@ -108,16 +108,29 @@ type CapacityReport struct {
 	// ItemSizes are the sizes of the items written, by DynamoDB's
 	// documented size rules (the full item after the write).
 	ItemSizes []int
-	// ReportedWCU is DynamoDB's own figure (ReturnConsumedCapacity=TOTAL);
-	// Reported is false when the endpoint sent none.
+	// IndexWriteSizes are the index entry writes the write causes (the
+	// timers index projects whole items: an entry written, moved or
+	// removed costs the item's size). Filled for transitions and lease
+	// refreshes, the hot path; empty for other operations.
+	IndexWriteSizes []int
+	// ReportedWCU is the endpoint's own figure (ReturnConsumedCapacity=
+	// TOTAL); Reported is false when it sent none. DynamoDB Local's figure
+	// for transactions does not follow DynamoDB's pricing (it reports 4
+	// WCU for a one-item and for a two-item transaction alike).
 	ReportedWCU float64
 	Reported    bool
 }
 
-// ComputedWCU is the base-table write cost of the items by DynamoDB's
-// pricing rules: per item, 1 WCU per started KB, doubled in a transaction.
-// Writes to the timers and listing indexes are not included.
-func (r CapacityReport) ComputedWCU() float64 { return writeUnits(r.ItemSizes, r.Transactional) }
+// TableWCU is the base-table write cost by DynamoDB's pricing rules: per
+// item, 1 WCU per started KB, doubled in a transaction.
+func (r CapacityReport) TableWCU() float64 { return writeUnits(r.ItemSizes, r.Transactional) }
+
+// IndexWCU is the cost of the index writes: 1 WCU per started KB each
+// (index maintenance is not transactional).
+func (r CapacityReport) IndexWCU() float64 { return writeUnits(r.IndexWriteSizes, false) }
+
+// ComputedWCU is TableWCU plus IndexWCU.
+func (r CapacityReport) ComputedWCU() float64 { return r.TableWCU() + r.IndexWCU() }
 
 func (s *Store) returnCapacity() types.ReturnConsumedCapacity {
 	if s.capacity == nil {
@@ -135,11 +148,11 @@ func (s *Store) returnNewForReport() types.ReturnValue {
 	return types.ReturnValueAllNew
 }
 
-func (s *Store) report(op string, transactional bool, sizes []int, cc []types.ConsumedCapacity) {
+func (s *Store) report(op string, transactional bool, sizes, index []int, cc []types.ConsumedCapacity) {
 	if s.capacity == nil {
 		return
 	}
-	r := CapacityReport{Operation: op, Transactional: transactional, ItemSizes: sizes}
+	r := CapacityReport{Operation: op, Transactional: transactional, ItemSizes: sizes, IndexWriteSizes: index}
 	for _, c := range cc {
 		if c.CapacityUnits != nil {
 			r.ReportedWCU += *c.CapacityUnits
@@ -158,7 +171,7 @@ func (s *Store) report(op string, transactional bool, sizes []int, cc []types.Co
 // carries its own condition, so a resubmission can never do what the first
 // submission would not have done. Any other cancellation is returned with
 // its reasons for the caller to interpret.
-func (s *Store) transact(ctx context.Context, op string, actions []types.TransactWriteItem, sizes []int) error {
+func (s *Store) transact(ctx context.Context, op string, actions []types.TransactWriteItem, sizes, index []int) error {
 	in := &dynamodb.TransactWriteItemsInput{
 		TransactItems:          actions,
 		ReturnConsumedCapacity: s.returnCapacity(),
@@ -166,7 +179,7 @@ func (s *Store) transact(ctx context.Context, op string, actions []types.Transac
 	for try := 0; ; try++ {
 		out, err := s.db.TransactWriteItems(ctx, in)
 		if err == nil {
-			s.report(op, true, sizes, out.ConsumedCapacity)
+			s.report(op, true, sizes, index, out.ConsumedCapacity)
 			return nil
 		}
 		reasons := cancellation(err)
