@@ -1,0 +1,474 @@
+package jobspec_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/statemodel"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// now is the injected clock of every test.
+var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+var opts = jobspec.Options{Pools: []string{"default", "demo"}, Now: now}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustParse(t *testing.T, body string) jobspec.Job {
+	t.Helper()
+	j, err := jobspec.Parse([]byte(body), opts)
+	if err != nil {
+		t.Fatalf("parse %s: %v", body, err)
+	}
+	return j
+}
+
+func marshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestExampleRoundTrip takes the example body of API.md (testdata holds it
+// verbatim) through Parse, checks what it means, and checks that its
+// canonical JSON is stable: Parse and Load read it back to the same JSON.
+func TestExampleRoundTrip(t *testing.T) {
+	j, err := jobspec.Parse(readFile(t, "nightly-report.json"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Name != "nightly-report" || j.Pool != "default" || j.Overlap != jobspec.OverlapAllow {
+		t.Errorf("name/pool/overlap = %q/%q/%q", j.Name, j.Pool, j.Overlap)
+	}
+	if s := j.Schedule; s.Kind != jobspec.ScheduleCron || s.Cron != "0 2 * * *" || s.Location.String() != "Asia/Shanghai" {
+		t.Errorf("schedule = %+v", s)
+	}
+	if string(j.Payload) != `{"any":"json, at most 64 KiB"}` {
+		t.Errorf("payload = %s", j.Payload)
+	}
+	if want := statemodel.DefaultPolicy(); !reflect.DeepEqual(j.Policy(), want) {
+		t.Errorf("policy = %+v, want the defaults it spells out, %+v", j.Policy(), want)
+	}
+	wantDeps := []jobspec.JobDependency{{Job: "upstream", Require: statemodel.RequirePublished}}
+	if !reflect.DeepEqual(j.DependsOnJobs, wantDeps) {
+		t.Errorf("depends_on_jobs = %+v", j.DependsOnJobs)
+	}
+	wantNodes := []statemodel.TaskNode{
+		{ID: "extract", DependsOn: nil, Rule: statemodel.RuleAllSuccess},
+		{ID: "load", DependsOn: []string{"extract"}, Rule: statemodel.RuleAllSuccess},
+		{ID: "cleanup", DependsOn: []string{"load"}, Rule: statemodel.RuleAllDone},
+		{ID: "publish", DependsOn: []string{"load"}, Rule: statemodel.RuleAllSuccess, Publish: true},
+	}
+	if got := j.Nodes(); !reflect.DeepEqual(got, wantNodes) {
+		t.Errorf("nodes = %+v\nwant %+v", got, wantNodes)
+	}
+	next, ok := j.NextFire(now)
+	if want := time.Date(2026, 3, 1, 18, 0, 0, 0, time.UTC); !ok || !next.Equal(want) {
+		t.Errorf("next fire after %s = %s %v, want %s (02:00 in Shanghai)", now, next, ok, want)
+	}
+
+	canonical := marshal(t, j)
+	golden := filepath.Join("testdata", "nightly-report.canonical.json")
+	if *update {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, canonical, "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, append(buf.Bytes(), '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want bytes.Buffer
+	if err := json.Compact(&want, readFile(t, "nightly-report.canonical.json")); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(canonical, want.Bytes()) {
+		t.Errorf("canonical JSON\n got %s\nwant %s", canonical, want.Bytes())
+	}
+
+	again, err := jobspec.Parse(canonical, opts)
+	if err != nil {
+		t.Fatalf("parse canonical: %v", err)
+	}
+	loaded, err := jobspec.Load(canonical)
+	if err != nil {
+		t.Fatalf("load canonical: %v", err)
+	}
+	for name, k := range map[string]jobspec.Job{"parse": again, "load": loaded} {
+		if b := marshal(t, k); !bytes.Equal(b, canonical) {
+			t.Errorf("%s of the canonical JSON writes\n%s\nnot\n%s", name, b, canonical)
+		}
+		if !reflect.DeepEqual(k.Tasks(), j.Tasks()) {
+			t.Errorf("%s of the canonical JSON has other effective tasks", name)
+		}
+	}
+}
+
+// TestDefaults: a definition of only a name is a manual job in the default
+// pool, with one task "main" and the default policy.
+func TestDefaults(t *testing.T) {
+	j := mustParse(t, `{"name": "tiny"}`)
+	if j.Schedule.Kind != jobspec.ScheduleManual || j.Pool != jobspec.DefaultPool || j.Overlap != jobspec.OverlapAllow || j.Payload != nil {
+		t.Errorf("job = %+v", j)
+	}
+	if _, ok := j.NextFire(now); ok {
+		t.Error("a manual job has a next fire")
+	}
+	if !reflect.DeepEqual(j.Policy(), statemodel.DefaultPolicy()) {
+		t.Errorf("policy = %+v", j.Policy())
+	}
+	tasks := j.Tasks()
+	want := []jobspec.Task{{ID: "main", Rule: statemodel.RuleAllSuccess, Pool: "default", Policy: statemodel.DefaultPolicy()}}
+	if !reflect.DeepEqual(tasks, want) {
+		t.Errorf("tasks = %+v\nwant %+v", tasks, want)
+	}
+	const canonical = `{"name":"tiny","pool":"default","retry":{"max_attempts":3,"initial_interval":"10s",` +
+		`"backoff_coefficient":2,"max_interval":"10m","jitter":"full"},"timeouts":{"queue":"10m","run":"1h",` +
+		`"heartbeat":"1m","cancel":"2m"},"evidence_window":"5m","overlap":"allow",` +
+		`"tasks":[{"id":"main","depends_on":[],"trigger_rule":"all_success","publish":false}],"depends_on_jobs":[]}`
+	if got := string(marshal(t, j)); got != canonical {
+		t.Errorf("canonical JSON\n got %s\nwant %s", got, canonical)
+	}
+	// Empty tasks, null fields and a missing timezone read as their defaults.
+	same := mustParse(t, `{"name": "tiny", "tasks": [], "payload": null, "retry": null, "schedule": null}`)
+	if got := string(marshal(t, same)); got != canonical {
+		t.Errorf("with nulls and empty tasks: %s", got)
+	}
+	utc := mustParse(t, `{"name": "tiny", "schedule": {"cron": "@daily"}}`)
+	if utc.Schedule.Location != time.UTC {
+		t.Errorf("default zone = %v", utc.Schedule.Location)
+	}
+	// The longest name and a depends_on_jobs entry without require.
+	long := strings.Repeat("a", 64)
+	j = mustParse(t, `{"name": "`+long+`", "depends_on_jobs": [{"job": "up"}]}`)
+	if j.Name != long || j.DependsOnJobs[0].Require != statemodel.RequirePublished {
+		t.Errorf("job = %+v", j)
+	}
+}
+
+// bigPayload is a JSON string of exactly n bytes (quotes included).
+func bigPayload(n int) string { return `"` + strings.Repeat("x", n-2) + `"` }
+
+func TestParseErrors(t *testing.T) {
+	past := jobspec.FormatTime(now.Add(-time.Second))
+	tooManyTasks := make([]string, jobspec.MaxTasks+1)
+	for i := range tooManyTasks {
+		tooManyTasks[i] = fmt.Sprintf(`{"id": "t%d"}`, i)
+	}
+	bigTasks := make([]string, 5)
+	for i := range bigTasks {
+		bigTasks[i] = fmt.Sprintf(`{"id": "t%d", "payload": %s}`, i, bigPayload(60*1024))
+	}
+	cases := []struct {
+		name  string
+		body  string
+		code  jobspec.Code
+		field string
+		// in is a part the message must contain.
+		in string
+	}{
+		// The body.
+		{"empty body", ``, jobspec.CodeInvalidJSON, "", "empty"},
+		{"bad JSON", `{"name": "a",`, jobspec.CodeInvalidJSON, "", "not valid JSON"},
+		{"trailing data", `{"name": "a"} {}`, jobspec.CodeInvalidJSON, "", "not valid JSON"},
+		{"not an object", `["a"]`, jobspec.CodeInvalidJSON, "", "must be a JSON object"},
+		{"body over 1 MiB", `{"name": "a", "payload": ` + bigPayload(jobspec.MaxBodyBytes) + `}`, jobspec.CodePayloadTooLarge, "", "1 MiB"},
+		{"definition over 256 KiB", `{"name": "a", "tasks": [` + strings.Join(bigTasks, ",") + `]}`, jobspec.CodePayloadTooLarge, "", "256 KiB"},
+		{"unknown field", `{"name": "a", "colour": "red"}`, jobspec.CodeInvalidField, "colour", "not a known field"},
+		{"unknown nested field", `{"name": "a", "tasks": [{"id": "x", "retyr": {}}]}`, jobspec.CodeInvalidField, "tasks[0].retyr", "not a known field"},
+		{"unknown fields reported in order", `{"name": "a", "zz": 1, "bb": 2}`, jobspec.CodeInvalidField, "bb", ""},
+		{"read-only field", `{"name": "a", "version": 3}`, jobspec.CodeInvalidField, "version", "set by the server"},
+
+		// The name.
+		{"name missing", `{"pool": "default"}`, jobspec.CodeInvalidField, "name", "required"},
+		{"name not a string", `{"name": 5}`, jobspec.CodeInvalidField, "name", "must be a string"},
+		{"name with capitals", `{"name": "Nightly"}`, jobspec.CodeInvalidField, "name", "lowercase"},
+		{"name with a space", `{"name": "a b"}`, jobspec.CodeInvalidField, "name", "lowercase"},
+		{"name starting with a dash", `{"name": "-a"}`, jobspec.CodeInvalidField, "name", ""},
+		{"name of 65 characters", `{"name": "` + strings.Repeat("a", 65) + `"}`, jobspec.CodeInvalidField, "name", ""},
+		{"empty name", `{"name": ""}`, jobspec.CodeInvalidField, "name", ""},
+
+		// The schedule.
+		{"bad cron", `{"name": "a", "schedule": {"cron": "61 * * * *"}}`, jobspec.CodeInvalidCron, "schedule.cron", "61"},
+		{"cron with seconds", `{"name": "a", "schedule": {"cron": "0 0 2 * * *"}}`, jobspec.CodeInvalidCron, "schedule.cron", "five fields"},
+		{"cron of words", `{"name": "a", "schedule": {"cron": "every day"}}`, jobspec.CodeInvalidCron, "schedule.cron", ""},
+		{"empty cron", `{"name": "a", "schedule": {"cron": ""}}`, jobspec.CodeInvalidCron, "schedule.cron", ""},
+		{"@every", `{"name": "a", "schedule": {"cron": "@every 5m"}}`, jobspec.CodeInvalidCron, "schedule.cron", "@hourly"},
+		{"@yearly", `{"name": "a", "schedule": {"cron": "@yearly"}}`, jobspec.CodeInvalidCron, "schedule.cron", "@hourly"},
+		{"zone in the cron", `{"name": "a", "schedule": {"cron": "CRON_TZ=UTC 0 2 * * *"}}`, jobspec.CodeInvalidCron, "schedule.cron", "schedule.timezone"},
+		{"cron that never fires", `{"name": "a", "schedule": {"cron": "0 0 30 2 *"}}`, jobspec.CodeInvalidCron, "schedule.cron", "never fires"},
+		{"bad zone", `{"name": "a", "schedule": {"cron": "@daily", "timezone": "Mars/Olympus"}}`, jobspec.CodeInvalidTimezone, "schedule.timezone", "Mars/Olympus"},
+		{"Local zone", `{"name": "a", "schedule": {"cron": "@daily", "timezone": "Local"}}`, jobspec.CodeInvalidTimezone, "schedule.timezone", ""},
+		{"zone not a string", `{"name": "a", "schedule": {"cron": "@daily", "timezone": 8}}`, jobspec.CodeInvalidField, "schedule.timezone", "string"},
+		{"at in the past", `{"name": "a", "schedule": {"at": "` + past + `"}}`, jobspec.CodeInvalidField, "schedule.at", "in the past"},
+		{"at not a time", `{"name": "a", "schedule": {"at": "tomorrow"}}`, jobspec.CodeInvalidField, "schedule.at", "RFC 3339"},
+		{"at without offset", `{"name": "a", "schedule": {"at": "2030-01-01T00:00:00"}}`, jobspec.CodeInvalidField, "schedule.at", "RFC 3339"},
+		{"cron and rate", `{"name": "a", "schedule": {"cron": "@daily", "rate": "5m"}}`, jobspec.CodeInvalidField, "schedule", "cron and rate"},
+		{"rate and at", `{"name": "a", "schedule": {"rate": "5m", "at": "2030-01-01T00:00:00Z"}}`, jobspec.CodeInvalidField, "schedule", "rate and at"},
+		{"empty schedule", `{"name": "a", "schedule": {}}`, jobspec.CodeInvalidField, "schedule", "one of cron, rate or at"},
+		{"schedule not an object", `{"name": "a", "schedule": "daily"}`, jobspec.CodeInvalidField, "schedule", "object"},
+		{"zone alone", `{"name": "a", "schedule": {"timezone": "UTC"}}`, jobspec.CodeInvalidField, "schedule.timezone", "cron"},
+		{"zone with rate", `{"name": "a", "schedule": {"rate": "5m", "timezone": "UTC"}}`, jobspec.CodeInvalidField, "schedule.timezone", "rate"},
+		{"rate too short", `{"name": "a", "schedule": {"rate": "30s"}}`, jobspec.CodeInvalidField, "schedule.rate", "at least 1m"},
+		{"negative rate", `{"name": "a", "schedule": {"rate": "-5m"}}`, jobspec.CodeInvalidField, "schedule.rate", ""},
+		{"rate with milliseconds", `{"name": "a", "schedule": {"rate": "5m500ms"}}`, jobspec.CodeInvalidField, "schedule.rate", "whole number of seconds"},
+		{"rate not a duration", `{"name": "a", "schedule": {"rate": "often"}}`, jobspec.CodeInvalidField, "schedule.rate", "not a duration"},
+		{"rate as a number", `{"name": "a", "schedule": {"rate": 300}}`, jobspec.CodeInvalidField, "schedule.rate", "string"},
+
+		// Pools and payloads.
+		{"unknown pool", `{"name": "a", "pool": "gpu"}`, jobspec.CodeInvalidField, "pool", "default, demo"},
+		{"empty pool", `{"name": "a", "pool": ""}`, jobspec.CodeInvalidField, "pool", "empty"},
+		{"unknown task pool", `{"name": "a", "tasks": [{"id": "x"}, {"id": "y", "pool": "gpu"}]}`, jobspec.CodeInvalidField, "tasks[1].pool", "gpu"},
+		{"payload over 64 KiB", `{"name": "a", "payload": ` + bigPayload(jobspec.MaxPayloadBytes+1) + `}`, jobspec.CodePayloadTooLarge, "payload", "64 KiB"},
+		{"task payload over 64 KiB", `{"name": "a", "tasks": [{"id": "x", "payload": ` + bigPayload(jobspec.MaxPayloadBytes+1) + `}]}`, jobspec.CodePayloadTooLarge, "tasks[0].payload", "64 KiB"},
+
+		// Durations, retry and timeouts.
+		{"duration in words", `{"name": "a", "timeouts": {"run": "1 hour"}}`, jobspec.CodeInvalidField, "timeouts.run", "not a duration"},
+		{"duration as a number", `{"name": "a", "retry": {"initial_interval": 10}}`, jobspec.CodeInvalidField, "retry.initial_interval", "string"},
+		{"zero heartbeat", `{"name": "a", "timeouts": {"heartbeat": "0s"}}`, jobspec.CodeInvalidField, "timeouts.heartbeat", "positive"},
+		{"negative queue timeout", `{"name": "a", "timeouts": {"queue": "-1m"}}`, jobspec.CodeInvalidField, "timeouts.queue", "positive"},
+		{"unknown timeout", `{"name": "a", "timeouts": {"start": "1m"}}`, jobspec.CodeInvalidField, "timeouts.start", "not a known field"},
+		{"negative evidence window", `{"name": "a", "evidence_window": "-1m"}`, jobspec.CodeInvalidField, "evidence_window", "negative"},
+		{"zero attempts", `{"name": "a", "retry": {"max_attempts": 0}}`, jobspec.CodeInvalidField, "retry.max_attempts", "between 1 and 100"},
+		{"101 attempts", `{"name": "a", "retry": {"max_attempts": 101}}`, jobspec.CodeInvalidField, "retry.max_attempts", "between 1 and 100"},
+		{"fractional attempts", `{"name": "a", "retry": {"max_attempts": 2.5}}`, jobspec.CodeInvalidField, "retry.max_attempts", "integer"},
+		{"coefficient below 1", `{"name": "a", "retry": {"backoff_coefficient": 0.5}}`, jobspec.CodeInvalidField, "retry.backoff_coefficient", "at least 1"},
+		{"coefficient as text", `{"name": "a", "retry": {"backoff_coefficient": "2"}}`, jobspec.CodeInvalidField, "retry.backoff_coefficient", "number"},
+		{"zero initial interval", `{"name": "a", "retry": {"initial_interval": "0s"}}`, jobspec.CodeInvalidField, "retry.initial_interval", "positive"},
+		{"max below initial", `{"name": "a", "retry": {"initial_interval": "5m", "max_interval": "1m"}}`, jobspec.CodeInvalidField, "retry.max_interval", "at least retry.initial_interval"},
+		{"max below the default initial", `{"name": "a", "retry": {"max_interval": "5s"}}`, jobspec.CodeInvalidField, "retry.max_interval", "(10s)"},
+		{"bad jitter", `{"name": "a", "retry": {"jitter": "half"}}`, jobspec.CodeInvalidField, "retry.jitter", `"full" or "none"`},
+		{"task retry against the job's", `{"name": "a", "retry": {"max_interval": "10m"}, "tasks": [{"id": "x", "retry": {"initial_interval": "20m"}}]}`,
+			jobspec.CodeInvalidField, "tasks[0].retry.max_interval", "merged with the job's"},
+		{"bad task timeout", `{"name": "a", "tasks": [{"id": "x", "timeouts": {"cancel": "soon"}}]}`, jobspec.CodeInvalidField, "tasks[0].timeouts.cancel", "not a duration"},
+		{"bad task attempts", `{"name": "a", "tasks": [{"id": "x"}, {"id": "y", "retry": {"max_attempts": -1}}]}`, jobspec.CodeInvalidField, "tasks[1].retry.max_attempts", ""},
+		{"overlap", `{"name": "a", "overlap": "queue"}`, jobspec.CodeInvalidField, "overlap", "cancel_previous"},
+
+		// Tasks and the graph.
+		{"tasks not an array", `{"name": "a", "tasks": {"id": "x"}}`, jobspec.CodeInvalidField, "tasks", "array"},
+		{"too many tasks", `{"name": "a", "tasks": [` + strings.Join(tooManyTasks, ",") + `]}`, jobspec.CodeInvalidField, "tasks", "limit of 48"},
+		{"task without id", `{"name": "a", "tasks": [{"depends_on": []}]}`, jobspec.CodeInvalidField, "tasks[0].id", "required"},
+		{"bad task id", `{"name": "a", "tasks": [{"id": "Extract"}]}`, jobspec.CodeInvalidField, "tasks[0].id", "lowercase"},
+		{"task not an object", `{"name": "a", "tasks": ["extract"]}`, jobspec.CodeInvalidField, "tasks[0]", "object"},
+		{"duplicate task id", `{"name": "a", "tasks": [{"id": "x"}, {"id": "y"}, {"id": "x"}]}`, jobspec.CodeInvalidField, "tasks[2].id", "earlier task"},
+		{"unknown dependency", `{"name": "a", "tasks": [{"id": "x"}, {"id": "y", "depends_on": ["x", "z"]}]}`, jobspec.CodeInvalidField, "tasks[1].depends_on", `"z"`},
+		{"self dependency", `{"name": "a", "tasks": [{"id": "x", "depends_on": ["x"]}]}`, jobspec.CodeInvalidField, "tasks[0].depends_on", "itself"},
+		{"dependency twice", `{"name": "a", "tasks": [{"id": "x"}, {"id": "y", "depends_on": ["x", "x"]}]}`, jobspec.CodeInvalidField, "tasks[1].depends_on", "twice"},
+		{"dependency not a string", `{"name": "a", "tasks": [{"id": "x", "depends_on": [1]}]}`, jobspec.CodeInvalidField, "tasks[0].depends_on[0]", "string"},
+		{"unknown trigger rule", `{"name": "a", "tasks": [{"id": "x"}, {"id": "y", "trigger_rule": "all_good"}]}`, jobspec.CodeInvalidField, "tasks[1].trigger_rule", "none_failed"},
+		{"publish not a bool", `{"name": "a", "tasks": [{"id": "x", "publish": "yes"}]}`, jobspec.CodeInvalidField, "tasks[0].publish", "true or false"},
+		{"cycle", `{"name": "a", "tasks": [{"id": "solo"}, {"id": "b", "depends_on": ["d"]}, {"id": "c", "depends_on": ["b"]}, {"id": "d", "depends_on": ["c", "solo"]}]}`,
+			jobspec.CodeDependencyCycle, "tasks", "b -> c -> d -> b"},
+
+		// Job dependencies.
+		{"bad require", `{"name": "a", "depends_on_jobs": [{"job": "up", "require": "done"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[0].require", `"published" or "succeeded"`},
+		{"dependency job missing", `{"name": "a", "depends_on_jobs": [{"require": "published"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[0].job", "required"},
+		{"bad dependency job", `{"name": "a", "depends_on_jobs": [{"job": "Up"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[0].job", ""},
+		{"job depends on itself", `{"name": "a", "depends_on_jobs": [{"job": "a"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[0].job", "itself"},
+		{"job dependency twice", `{"name": "a", "depends_on_jobs": [{"job": "up"}, {"job": "up", "require": "succeeded"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[1].job", "second time"},
+		{"job dependencies not an array", `{"name": "a", "depends_on_jobs": {"job": "up"}}`, jobspec.CodeInvalidField, "depends_on_jobs", "array"},
+		{"unknown dependency field", `{"name": "a", "depends_on_jobs": [{"job": "up", "when": "daily"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[0].when", ""},
+	}
+	status := map[jobspec.Code]int{
+		jobspec.CodeInvalidJSON: http.StatusBadRequest, jobspec.CodePayloadTooLarge: http.StatusRequestEntityTooLarge,
+		jobspec.CodeInvalidField: 422, jobspec.CodeInvalidCron: 422, jobspec.CodeInvalidTimezone: 422, jobspec.CodeDependencyCycle: 422,
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			j, err := jobspec.Parse([]byte(c.body), opts)
+			var e *jobspec.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Parse = %+v, %v; want a *jobspec.Error", j.Name, err)
+			}
+			if e.Code != c.code || e.Field != c.field {
+				t.Fatalf("got %s at %q (%s); want %s at %q", e.Code, e.Field, e.Message, c.code, c.field)
+			}
+			if e.HTTPStatus() != status[c.code] {
+				t.Errorf("status %d, want %d", e.HTTPStatus(), status[c.code])
+			}
+			if !strings.Contains(e.Message, c.in) {
+				t.Errorf("message %q does not contain %q", e.Message, c.in)
+			}
+			// One human sentence that names the field.
+			if !strings.HasSuffix(e.Message, ".") || strings.Contains(e.Message, "\n") || !strings.HasPrefix(e.Message, e.Field) {
+				t.Errorf("message %q is not one sentence starting with the field %q", e.Message, e.Field)
+			}
+			if !strings.Contains(e.Error(), string(e.Code)) {
+				t.Errorf("Error() = %q lacks the code", e.Error())
+			}
+		})
+	}
+}
+
+// TestParseAccepts covers edges that must pass.
+func TestParseAccepts(t *testing.T) {
+	cases := map[string]string{
+		"payload of exactly 64 KiB":      `{"name": "a", "payload": ` + bigPayload(jobspec.MaxPayloadBytes) + `}`,
+		"payload under 64 KiB compact":   `{"name": "a", "payload": [` + strings.Repeat(" ", jobspec.MaxPayloadBytes) + `1]}`,
+		"at exactly now":                 `{"name": "a", "schedule": {"at": "` + jobspec.FormatTime(now) + `"}}`,
+		"at with an offset":              `{"name": "a", "schedule": {"at": "2026-03-02T08:00:00+08:00"}}`,
+		"rate of one minute":             `{"name": "a", "schedule": {"rate": "1m"}}`,
+		"zero evidence window":           `{"name": "a", "evidence_window": "0s"}`,
+		"100 attempts, no jitter":        `{"name": "a", "retry": {"max_attempts": 100, "jitter": "none"}}`,
+		"48 tasks":                       `{"name": "a", "tasks": [` + strings.Join(taskList(jobspec.MaxTasks), ",") + `]}`,
+		"every trigger rule":             rulesBody(),
+		"task in the other pool":         `{"name": "a", "tasks": [{"id": "x", "pool": "demo"}]}`,
+		"cron descriptors and names":     `{"name": "a", "schedule": {"cron": "0 9 * JAN-MAR MON-FRI", "timezone": "Europe/Berlin"}}`,
+		"Feb 29 fires within five years": `{"name": "a", "schedule": {"cron": "0 0 29 2 *"}}`,
+		"depends_on_jobs with succeeded": `{"name": "a", "depends_on_jobs": [{"job": "b", "require": "succeeded"}, {"job": "c"}]}`,
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			j, err := jobspec.Parse([]byte(body), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Whatever was accepted reads back to the same canonical JSON.
+			canonical := marshal(t, j)
+			again, err := jobspec.Parse(canonical, opts)
+			if err != nil {
+				t.Fatalf("reparse %s: %v", canonical, err)
+			}
+			if b := marshal(t, again); !bytes.Equal(b, canonical) {
+				t.Errorf("reparse writes\n%s\nnot\n%s", b, canonical)
+			}
+		})
+	}
+	j := mustParse(t, cases["at with an offset"])
+	if want := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC); !j.Schedule.At.Equal(want) || j.Schedule.At.Location() != time.UTC {
+		t.Errorf("at = %v, want %v in UTC", j.Schedule.At, want)
+	}
+	j = mustParse(t, cases["payload under 64 KiB compact"])
+	if string(j.Payload) != "[1]" {
+		t.Errorf("payload kept as %d bytes, want compact [1]", len(j.Payload))
+	}
+}
+
+func taskList(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf(`{"id": "t%d"}`, i)
+		if i > 0 {
+			out[i] = fmt.Sprintf(`{"id": "t%d", "depends_on": ["t%d"]}`, i, i-1)
+		}
+	}
+	return out
+}
+
+func rulesBody() string {
+	tasks := []string{`{"id": "root"}`}
+	for _, r := range statemodel.AllTriggerRules() {
+		tasks = append(tasks, fmt.Sprintf(`{"id": %q, "depends_on": ["root"], "trigger_rule": %q}`, strings.ReplaceAll(string(r), "_", "-"), r))
+	}
+	return `{"name": "a", "tasks": [` + strings.Join(tasks, ",") + `]}`
+}
+
+func TestParseNeedsNow(t *testing.T) {
+	_, err := jobspec.Parse([]byte(`{"name": "a"}`), jobspec.Options{Pools: []string{"default"}})
+	var e *jobspec.Error
+	if err == nil || errors.As(err, &e) {
+		t.Fatalf("Parse without Now = %v; want a plain misuse error", err)
+	}
+	if _, err := jobspec.ParseUpdate("a", []byte(`{}`), jobspec.Options{}); err == nil {
+		t.Fatal("ParseUpdate without Now succeeded")
+	}
+}
+
+func TestNoPools(t *testing.T) {
+	_, err := jobspec.Parse([]byte(`{"name": "a"}`), jobspec.Options{Now: now})
+	var e *jobspec.Error
+	if !errors.As(err, &e) || e.Field != "pool" || !strings.Contains(e.Message, "pools: none") {
+		t.Fatalf("Parse with no pools = %v", err)
+	}
+}
+
+// TestParseUpdate: PUT replaces the whole definition; its name may be left
+// out and must otherwise equal the path's.
+func TestParseUpdate(t *testing.T) {
+	j, err := jobspec.ParseUpdate("nightly", []byte(`{"schedule": {"rate": "5m"}}`), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Name != "nightly" || j.Schedule.Rate != 5*time.Minute {
+		t.Errorf("job = %+v", j)
+	}
+	// Nothing of an earlier definition survives: the policy is the default.
+	if !reflect.DeepEqual(j.Policy(), statemodel.DefaultPolicy()) {
+		t.Errorf("policy = %+v", j.Policy())
+	}
+	if _, err := jobspec.ParseUpdate("nightly", []byte(`{"name": "nightly"}`), opts); err != nil {
+		t.Errorf("same name: %v", err)
+	}
+	for _, c := range []struct{ path, body, in string }{
+		{"nightly", `{"name": "weekly"}`, "cannot be renamed"},
+		{"Bad Path", `{}`, "lowercase"},
+	} {
+		_, err := jobspec.ParseUpdate(c.path, []byte(c.body), opts)
+		var e *jobspec.Error
+		if !errors.As(err, &e) || e.Code != jobspec.CodeInvalidField || e.Field != "name" || !strings.Contains(e.Message, c.in) {
+			t.Errorf("ParseUpdate(%q, %s) = %v; want invalid_field name %q", c.path, c.body, err, c.in)
+		}
+	}
+	// A POST still needs its name.
+	if _, err := jobspec.Parse([]byte(`{"schedule": {"rate": "5m"}}`), opts); err == nil {
+		t.Error("Parse accepted a body without a name")
+	}
+}
+
+// TestLoad: a stored definition loads even when the world has moved on (its
+// at passed, its pool was removed), but Load is no less strict about shape.
+func TestLoad(t *testing.T) {
+	created := mustParse(t, `{"name": "once", "schedule": {"at": "2026-03-01T13:00:00Z"}, "pool": "demo"}`)
+	spec := marshal(t, created)
+	if _, err := jobspec.Parse(spec, jobspec.Options{Pools: []string{"default"}, Now: now.Add(24 * time.Hour)}); err == nil {
+		t.Fatal("Parse accepted a past at and a removed pool")
+	}
+	j, err := jobspec.Load(spec)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if !bytes.Equal(marshal(t, j), spec) {
+		t.Errorf("Load changed the definition: %s", marshal(t, j))
+	}
+	for _, bad := range []string{`{"name": "once", "extra": 1}`, `{"name": "once", "tasks": [{"id": "a", "depends_on": ["a"]}]}`, `{`} {
+		if _, err := jobspec.Load([]byte(bad)); err == nil {
+			t.Errorf("Load accepted %s", bad)
+		}
+	}
+}
+
+func TestHTTPStatus(t *testing.T) {
+	for code, want := range map[jobspec.Code]int{
+		jobspec.CodeInvalidJSON: 400, jobspec.CodeInvalidField: 422, jobspec.CodeInvalidCron: 422,
+		jobspec.CodeInvalidTimezone: 422, jobspec.CodeDependencyCycle: 422, jobspec.CodePayloadTooLarge: 413,
+	} {
+		if got := (&jobspec.Error{Code: code}).HTTPStatus(); got != want {
+			t.Errorf("%s: %d, want %d", code, got, want)
+		}
+	}
+}
