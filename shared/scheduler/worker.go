@@ -44,7 +44,9 @@ type ClaimResult struct {
 // envelope's send; wait, bounded, for that write when the attempt is the
 // next one.
 func (s *Service) authorize(ctx context.Context, ref AttemptRef, token string, wait bool) (store.Instance, error) {
-	deadline := s.now().Add(s.cfg.ClaimWait)
+	// An operational bound on real time, not domain time: an injected clock
+	// that stands still must not make a claim wait forever.
+	deadline := time.Now().Add(s.cfg.ClaimWait)
 	pause := 5 * time.Millisecond
 	for {
 		inst, err := s.store.GetInstance(ctx, ref.key())
@@ -61,7 +63,7 @@ func (s *Service) authorize(ctx context.Context, ref AttemptRef, token string, w
 			return inst, nil
 		}
 		pending := wait && ref.Attempt == inst.Snapshot.Attempt+1 && inst.Snapshot.State == statemodel.StateScheduled
-		if !pending || !s.now().Before(deadline) {
+		if !pending || !time.Now().Before(deadline) {
 			return store.Instance{}, ErrInvalidToken
 		}
 		t := time.NewTimer(pause)
