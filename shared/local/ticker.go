@@ -68,12 +68,12 @@ func (t *Ticker) Run(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	for k := int64(0); ; {
-		t.Fire(ctx)
-		// The next slot strictly after now, skipping those the invocation
-		// overran.
-		k = max(k+1, int64(time.Since(start)/t.Interval)+1)
-		timer := time.NewTimer(time.Until(start.Add(time.Duration(k) * t.Interval)))
+	var slot int64 // slot k is due at start + k*Interval
+	for {
+		t.Fire(ctx) // a failure is logged and counted; the next tick retries
+		// The next slot due after now, skipping those the invocation overran.
+		slot = max(slot+1, int64(time.Since(start)/t.Interval)+1)
+		timer := time.NewTimer(time.Until(start.Add(time.Duration(slot) * t.Interval)))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
