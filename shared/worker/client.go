@@ -1,0 +1,247 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Answers of the worker routes, as errors. Test with errors.Is; the
+// returned error is an *APIError (or wraps the network error) with the
+// operation and the attempt in its text.
+var (
+	// ErrAlreadyClaimed: another claim of the attempt won (409).
+	ErrAlreadyClaimed = errors.New("attempt already claimed")
+	// ErrStaleAttempt: the attempt is older than the instance's current one (409).
+	ErrStaleAttempt = errors.New("stale attempt")
+	// ErrIllegalTransition: the instance's state refuses the call, for
+	// example a cancelled or terminal instance (409).
+	ErrIllegalTransition = errors.New("illegal transition")
+	// ErrInvalidToken: the token does not match the attempt, or the run,
+	// task or attempt is unknown (401).
+	ErrInvalidToken = errors.New("invalid attempt token")
+	// ErrTransient: the call may succeed if repeated: a network failure, a
+	// timeout, 429 or a 5xx answer.
+	ErrTransient = errors.New("transient failure")
+)
+
+// Error codes of the contract the client maps onto the errors above.
+const (
+	codeAlreadyClaimed    = "already_claimed"
+	codeStaleAttempt      = "stale_attempt"
+	codeIllegalTransition = "illegal_transition"
+	codeInvalidToken      = "invalid_token"
+)
+
+// maxAnswerBytes bounds what the client reads of an answer.
+const maxAnswerBytes = 1 << 20
+
+// APIError is an error answer of the API: {"code", "message"} and the
+// HTTP status.
+type APIError struct {
+	Op      string // "claim", "heartbeat", "complete"
+	Ref     AttemptRef
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s %s: %d %s: %s", e.Op, e.Ref, e.Status, e.Code, e.Message)
+}
+
+// Is maps the answer onto the package's errors.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrAlreadyClaimed:
+		return e.Status == http.StatusConflict && e.Code == codeAlreadyClaimed
+	case ErrStaleAttempt:
+		return e.Status == http.StatusConflict && e.Code == codeStaleAttempt
+	case ErrIllegalTransition:
+		return e.Status == http.StatusConflict && e.Code == codeIllegalTransition
+	case ErrInvalidToken:
+		return e.Status == http.StatusUnauthorized && e.Code == codeInvalidToken
+	case ErrTransient:
+		return e.Status == http.StatusTooManyRequests || e.Status >= 500
+	}
+	return false
+}
+
+// IsTransient reports whether err may go away when the call is repeated.
+// Every other error from the client is permanent for that request.
+func IsTransient(err error) bool { return errors.Is(err, ErrTransient) }
+
+// isRefusal reports the answers that end an attempt for this worker: the
+// server has decided, and repeating the call cannot change that.
+func isRefusal(err error) bool {
+	return errors.Is(err, ErrAlreadyClaimed) || errors.Is(err, ErrStaleAttempt) ||
+		errors.Is(err, ErrIllegalTransition) || errors.Is(err, ErrInvalidToken)
+}
+
+// transientError marks a failure below HTTP (connection, timeout) while
+// keeping the cause for errors.Is / errors.As.
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() []error {
+	return []error{ErrTransient, e.err}
+}
+
+// Client calls the worker routes of the API.
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// NewClient returns a client for the API at baseURL (scheme, host and an
+// optional path prefix). A nil hc uses a client with a 30 s timeout.
+func NewClient(baseURL string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), http: hc}
+}
+
+// ClaimRequest is the body of POST /v1/attempts/claim.
+type ClaimRequest struct {
+	Run      string `json:"run"`
+	Task     string `json:"task"`
+	Attempt  int    `json:"attempt"`
+	WorkerID string `json:"worker_id"`
+	EventID  string `json:"event_id"`
+}
+
+// ClaimResponse is the 200 answer of a claim.
+type ClaimResponse struct {
+	Claimed        bool      `json:"claimed"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+}
+
+// HeartbeatRequest is the body of POST /v1/attempts/heartbeat.
+type HeartbeatRequest struct {
+	Run     string `json:"run"`
+	Task    string `json:"task"`
+	Attempt int    `json:"attempt"`
+	EventID string `json:"event_id,omitempty"`
+}
+
+// HeartbeatResponse is the 200 answer of a heartbeat.
+type HeartbeatResponse struct {
+	CancelRequested bool      `json:"cancel_requested"`
+	LeaseExpiresAt  time.Time `json:"lease_expires_at"`
+}
+
+// Complete results.
+const (
+	ResultApplied   = "applied"
+	ResultDuplicate = "duplicate"
+	ResultStale     = "stale"
+)
+
+// CompleteResponse is the 200 answer of a completion.
+type CompleteResponse struct {
+	Result string `json:"result"`
+	// State is the instance's state after the call.
+	State string `json:"state,omitempty"`
+}
+
+// Claim asks for the attempt. Exactly one claim of an attempt succeeds; the
+// winner repeating its claim with the same EventID succeeds again.
+func (c *Client) Claim(ctx context.Context, token string, req ClaimRequest) (ClaimResponse, error) {
+	var out ClaimResponse
+	ref := AttemptRef{Run: req.Run, Task: req.Task, Attempt: req.Attempt}
+	if err := c.call(ctx, "claim", "/v1/attempts/claim", ref, token, req, &out); err != nil {
+		return ClaimResponse{}, err
+	}
+	if !out.Claimed {
+		return ClaimResponse{}, &APIError{Op: "claim", Ref: ref, Status: http.StatusOK, Code: "not_claimed", Message: "the answer says claimed: false"}
+	}
+	return out, nil
+}
+
+// Heartbeat proves the attempt alive and learns whether cancel was requested.
+func (c *Client) Heartbeat(ctx context.Context, token string, req HeartbeatRequest) (HeartbeatResponse, error) {
+	var out HeartbeatResponse
+	ref := AttemptRef{Run: req.Run, Task: req.Task, Attempt: req.Attempt}
+	if err := c.call(ctx, "heartbeat", "/v1/attempts/heartbeat", ref, token, req, &out); err != nil {
+		return HeartbeatResponse{}, err
+	}
+	return out, nil
+}
+
+// Complete reports the attempt's end over HTTP. The token travels as the
+// bearer, not in the body.
+func (c *Client) Complete(ctx context.Context, token string, comp Completion) (CompleteResponse, error) {
+	comp.Token = ""
+	var out CompleteResponse
+	if err := c.call(ctx, "complete", "/v1/attempts/complete", comp.Ref(), token, comp, &out); err != nil {
+		return CompleteResponse{}, err
+	}
+	return out, nil
+}
+
+func (c *Client) call(ctx context.Context, op, route string, ref AttemptRef, token string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("%s %s: encode request: %w", op, ref, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+route, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", op, ref, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// Our own caller gave up: not the server's fault, and not
+			// worth a retry under the same context.
+			return fmt.Errorf("%s %s: %w", op, ref, ctxErr)
+		}
+		return fmt.Errorf("%s %s: %w", op, ref, &transientError{err})
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return fmt.Errorf("%s %s: read answer: %w", op, ref, ctxErr)
+		}
+		return fmt.Errorf("%s %s: read answer: %w", op, ref, &transientError{err})
+	}
+	if resp.StatusCode != http.StatusOK {
+		apiErr := &APIError{Op: op, Ref: ref, Status: resp.StatusCode}
+		var e struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(raw, &e) == nil && e.Code != "" {
+			apiErr.Code, apiErr.Message = e.Code, e.Message
+		} else {
+			// A proxy or gateway answered, not the API.
+			apiErr.Code = "unexpected_answer"
+			apiErr.Message = summarize(raw)
+		}
+		return apiErr
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		// A 200 we cannot read: the call may have taken effect, and
+		// repeating it (same event id) is the safe way to learn the answer.
+		return fmt.Errorf("%s %s: decode answer %q: %w", op, ref, summarize(raw), &transientError{err})
+	}
+	return nil
+}
+
+func summarize(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}

@@ -1,0 +1,377 @@
+package worker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// timeLayout is the contract's time format: RFC 3339, UTC, milliseconds.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// LeaseKind is the "kind" of a worker lease message on the events queue. A
+// message without "kind" is a completion.
+const LeaseKind = "worker_lease"
+
+// Outcome is how an attempt ended, as the worker reports it.
+type Outcome string
+
+// The outcomes a completion carries.
+const (
+	OutcomeSucceeded Outcome = "succeeded"
+	OutcomeFailed    Outcome = "failed"
+	OutcomeCancelled Outcome = "cancelled"
+)
+
+// Error categories the worker SDK itself reports. "timeout" and "cancelled"
+// are reserved by the API; the worker_* ones say that this process stopped
+// the work, not the work itself.
+const (
+	CategoryError          = "error"           // default for a handler error
+	CategoryTimeout        = "timeout"         // the envelope's run timeout passed
+	CategoryCancelled      = "cancelled"       // acknowledged cancel request
+	CategoryPanic          = "panic"           // the handler panicked
+	CategoryWorkerShutdown = "worker_shutdown" // graceful shutdown outlasted the grace period
+	CategoryWorkerDeadline = "worker_deadline" // the Lambda invocation deadline came first
+)
+
+var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+// AttemptRef names one attempt of one task instance of a run.
+type AttemptRef struct {
+	Run     string `json:"run"`
+	Task    string `json:"task"`
+	Attempt int    `json:"attempt"`
+}
+
+func (a AttemptRef) String() string { return fmt.Sprintf("%s/%s#%d", a.Run, a.Task, a.Attempt) }
+
+func (a AttemptRef) validate() error {
+	switch {
+	case a.Run == "":
+		return errors.New("run is empty")
+	case a.Task == "":
+		return errors.New("task is empty")
+	case a.Attempt < 1:
+		return fmt.Errorf("attempt %d, want >= 1", a.Attempt)
+	}
+	return nil
+}
+
+// Envelope is the body of a dispatch message: one attempt handed to a pool.
+type Envelope struct {
+	Run     string
+	Task    string
+	Attempt int
+	// Token fences the attempt: the worker routes take it as the bearer,
+	// and user code may key its own output writes on it.
+	Token string
+	Pool  string
+	// Payload is the task's effective payload (task override, else the job's).
+	Payload json.RawMessage
+	// Params are the run's parameters (a JSON object, or absent).
+	Params json.RawMessage
+	// HeartbeatInterval is the suggested beat: a third of the heartbeat
+	// timeout, the longest allowed gap between heartbeats.
+	HeartbeatInterval time.Duration
+	// RunTimeout bounds one attempt from claim to completion (start to
+	// close); zero means none.
+	RunTimeout time.Duration
+	// ClaimBy is the queue deadline: a claim after it is refused.
+	ClaimBy time.Time
+}
+
+// Ref is the attempt the envelope carries.
+func (e Envelope) Ref() AttemptRef { return AttemptRef{Run: e.Run, Task: e.Task, Attempt: e.Attempt} }
+
+type envelopeJSON struct {
+	Run               string          `json:"run"`
+	Task              string          `json:"task"`
+	Attempt           int             `json:"attempt"`
+	Token             string          `json:"token"`
+	Pool              string          `json:"pool"`
+	Payload           json.RawMessage `json:"payload,omitempty"`
+	Params            json.RawMessage `json:"params,omitempty"`
+	HeartbeatInterval string          `json:"heartbeat_interval,omitempty"`
+	RunTimeout        string          `json:"run_timeout,omitempty"`
+	ClaimBy           *string         `json:"claim_by,omitempty"`
+}
+
+// MarshalJSON writes the envelope in the contract's shape: durations as Go
+// duration strings, claim_by as RFC 3339 UTC with milliseconds.
+func (e Envelope) MarshalJSON() ([]byte, error) {
+	w := envelopeJSON{
+		Run: e.Run, Task: e.Task, Attempt: e.Attempt, Token: e.Token, Pool: e.Pool,
+		Payload: e.Payload, Params: e.Params,
+		ClaimBy: formatTime(e.ClaimBy),
+	}
+	if e.HeartbeatInterval != 0 {
+		w.HeartbeatInterval = e.HeartbeatInterval.String()
+	}
+	if e.RunTimeout != 0 {
+		w.RunTimeout = e.RunTimeout.String()
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads the contract's shape.
+func (e *Envelope) UnmarshalJSON(b []byte) error {
+	var w envelopeJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	hb, err := parseDuration("heartbeat_interval", w.HeartbeatInterval)
+	if err != nil {
+		return err
+	}
+	rt, err := parseDuration("run_timeout", w.RunTimeout)
+	if err != nil {
+		return err
+	}
+	claimBy, err := parseTime("claim_by", w.ClaimBy)
+	if err != nil {
+		return err
+	}
+	*e = Envelope{
+		Run: w.Run, Task: w.Task, Attempt: w.Attempt, Token: w.Token, Pool: w.Pool,
+		Payload: nullToNil(w.Payload), Params: nullToNil(w.Params),
+		HeartbeatInterval: hb, RunTimeout: rt, ClaimBy: claimBy,
+	}
+	return nil
+}
+
+// ParseEnvelope decodes a dispatch message body and checks that it names an
+// attempt and carries its token.
+func ParseEnvelope(body string) (Envelope, error) {
+	var e Envelope
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		return Envelope{}, fmt.Errorf("parse envelope: %w", err)
+	}
+	if err := e.Ref().validate(); err != nil {
+		return Envelope{}, fmt.Errorf("parse envelope: %w", err)
+	}
+	switch {
+	case e.Token == "":
+		return Envelope{}, fmt.Errorf("parse envelope %s: token is empty", e.Ref())
+	case e.HeartbeatInterval < 0:
+		return Envelope{}, fmt.Errorf("parse envelope %s: heartbeat_interval %s is negative", e.Ref(), e.HeartbeatInterval)
+	case e.RunTimeout < 0:
+		return Envelope{}, fmt.Errorf("parse envelope %s: run_timeout %s is negative", e.Ref(), e.RunTimeout)
+	}
+	return e, nil
+}
+
+// Completion is the report of how an attempt ended: the body of
+// POST /v1/attempts/complete and, with Token, the completion message on the
+// events queue.
+type Completion struct {
+	Run     string
+	Task    string
+	Attempt int
+	// EventID identifies this fact; a retried report keeps it, so the
+	// scheduler applies it once.
+	EventID string
+	Outcome Outcome
+	// ExitCode is nil unless the handler set one.
+	ExitCode      *int
+	ErrorCategory string
+	// Retryable is nil for the API's default (true).
+	Retryable *bool
+	OutputRef string
+	// EventTime is when the attempt ended, by the worker's clock.
+	EventTime time.Time
+	// Token is set on the events queue (the HTTP route takes it as bearer).
+	Token string
+}
+
+// Ref is the attempt the completion reports on.
+func (c Completion) Ref() AttemptRef {
+	return AttemptRef{Run: c.Run, Task: c.Task, Attempt: c.Attempt}
+}
+
+// IsRetryable applies the API's default: a completion is retryable unless
+// it says otherwise.
+func (c Completion) IsRetryable() bool { return c.Retryable == nil || *c.Retryable }
+
+type completionJSON struct {
+	Kind          string  `json:"kind,omitempty"`
+	Run           string  `json:"run"`
+	Task          string  `json:"task"`
+	Attempt       int     `json:"attempt"`
+	EventID       string  `json:"event_id"`
+	Outcome       Outcome `json:"outcome"`
+	ExitCode      *int    `json:"exit_code,omitempty"`
+	ErrorCategory string  `json:"error_category,omitempty"`
+	Retryable     *bool   `json:"retryable,omitempty"`
+	OutputRef     string  `json:"output_ref,omitempty"`
+	EventTime     *string `json:"event_time,omitempty"`
+	Token         string  `json:"token,omitempty"`
+}
+
+// MarshalJSON writes the contract's shape.
+func (c Completion) MarshalJSON() ([]byte, error) {
+	return json.Marshal(completionJSON{
+		Run: c.Run, Task: c.Task, Attempt: c.Attempt, EventID: c.EventID, Outcome: c.Outcome,
+		ExitCode: c.ExitCode, ErrorCategory: c.ErrorCategory, Retryable: c.Retryable,
+		OutputRef: c.OutputRef, EventTime: formatTime(c.EventTime), Token: c.Token,
+	})
+}
+
+// UnmarshalJSON reads the contract's shape.
+func (c *Completion) UnmarshalJSON(b []byte) error {
+	var w completionJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	if w.Kind != "" {
+		return fmt.Errorf("a %q message is not a completion", w.Kind)
+	}
+	t, err := parseTime("event_time", w.EventTime)
+	if err != nil {
+		return err
+	}
+	*c = Completion{
+		Run: w.Run, Task: w.Task, Attempt: w.Attempt, EventID: w.EventID, Outcome: w.Outcome,
+		ExitCode: w.ExitCode, ErrorCategory: w.ErrorCategory, Retryable: w.Retryable,
+		OutputRef: w.OutputRef, EventTime: t, Token: w.Token,
+	}
+	return nil
+}
+
+// Validate checks what the scheduler requires of a completion.
+func (c Completion) Validate() error {
+	if err := c.Ref().validate(); err != nil {
+		return fmt.Errorf("completion: %w", err)
+	}
+	switch {
+	case c.EventID == "":
+		return fmt.Errorf("completion %s: event_id is empty", c.Ref())
+	case c.Outcome != OutcomeSucceeded && c.Outcome != OutcomeFailed && c.Outcome != OutcomeCancelled:
+		return fmt.Errorf("completion %s: outcome %q, want succeeded, failed or cancelled", c.Ref(), c.Outcome)
+	case c.ErrorCategory != "" && !snakeCase.MatchString(c.ErrorCategory):
+		return fmt.Errorf("completion %s: error_category %q is not snake_case", c.Ref(), c.ErrorCategory)
+	}
+	return nil
+}
+
+// Lease is a worker process's lease message on the events queue: evidence
+// for the reconciler of which attempts a process still runs. A process
+// sends one at start, then periodically, and a last one with ExpiresAt =
+// now when it shuts down gracefully. An attempt claimed by
+// "<Worker>@<BootID>" that a live lease of that boot no longer lists, or
+// whose boot's leases have expired, is gone.
+type Lease struct {
+	// Worker is the configured name; the claims' worker id is
+	// Worker + "@" + BootID.
+	Worker string
+	// BootID is random per process start.
+	BootID string
+	// ExpiresAt: without a newer lease of the same boot by then, the
+	// process is dead.
+	ExpiresAt time.Time
+	// Running lists the attempts the process runs or is still reporting.
+	Running []AttemptRef
+	// Seq increases with every lease of one boot, so a consumer can ignore
+	// a lease that SQS delivers after a newer one (an extension of the
+	// contract's shape).
+	Seq int64
+	// SentAt is the worker clock when the lease was made (an extension).
+	SentAt time.Time
+}
+
+// WorkerID is the id the process's claims carry.
+func (l Lease) WorkerID() string { return l.Worker + "@" + l.BootID }
+
+type leaseJSON struct {
+	Kind      string       `json:"kind"`
+	Worker    string       `json:"worker"`
+	BootID    string       `json:"boot_id"`
+	ExpiresAt *string      `json:"expires_at"`
+	Running   []AttemptRef `json:"running"`
+	Seq       int64        `json:"seq,omitempty"`
+	SentAt    *string      `json:"sent_at,omitempty"`
+}
+
+// MarshalJSON writes the lease with "kind": "worker_lease".
+func (l Lease) MarshalJSON() ([]byte, error) {
+	running := l.Running
+	if running == nil {
+		running = []AttemptRef{}
+	}
+	return json.Marshal(leaseJSON{
+		Kind: LeaseKind, Worker: l.Worker, BootID: l.BootID, ExpiresAt: formatTime(l.ExpiresAt),
+		Running: running, Seq: l.Seq, SentAt: formatTime(l.SentAt),
+	})
+}
+
+// UnmarshalJSON reads a lease and refuses any other kind of message.
+func (l *Lease) UnmarshalJSON(b []byte) error {
+	var w leaseJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	if w.Kind != LeaseKind {
+		return fmt.Errorf("kind %q, want %q", w.Kind, LeaseKind)
+	}
+	expires, err := parseTime("expires_at", w.ExpiresAt)
+	if err != nil {
+		return err
+	}
+	sent, err := parseTime("sent_at", w.SentAt)
+	if err != nil {
+		return err
+	}
+	*l = Lease{Worker: w.Worker, BootID: w.BootID, ExpiresAt: expires, Running: w.Running, Seq: w.Seq, SentAt: sent}
+	return nil
+}
+
+// EventKind tells the two kinds of events-queue messages apart: LeaseKind,
+// or "" for a completion.
+func EventKind(body string) (string, error) {
+	var probe struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal([]byte(body), &probe); err != nil {
+		return "", fmt.Errorf("read event kind: %w", err)
+	}
+	return probe.Kind, nil
+}
+
+func formatTime(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(timeLayout)
+	return &s
+}
+
+func parseTime(field string, s *string) (time.Time, error) {
+	if s == nil || *s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s %q: want an RFC 3339 time", field, *s)
+	}
+	return t.UTC(), nil
+}
+
+func parseDuration(field, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: want a Go duration string", field, s)
+	}
+	return d, nil
+}
+
+func nullToNil(m json.RawMessage) json.RawMessage {
+	if string(m) == "null" {
+		return nil
+	}
+	return m
+}

@@ -1,0 +1,162 @@
+package worker_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/worker"
+)
+
+// roundTrip decodes a fixture into v, encodes v again, and checks that the
+// JSON is the fixture's (as values: key order and spacing aside).
+func roundTrip(t *testing.T, file string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("decode %s: %v", file, err)
+	}
+	again, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got any
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(again, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(want, got) {
+		t.Errorf("%s round trip:\n got %s\nwant %s", file, again, bytes.Join(bytes.Fields(raw), []byte(" ")))
+	}
+}
+
+func TestEnvelopeFixture(t *testing.T) {
+	t.Parallel()
+	var env worker.Envelope
+	roundTrip(t, "envelope.json", &env)
+	want := worker.Envelope{
+		Run: "01JH2Z3ZKX8Q6S1M4T7V9W0ABC", Task: "extract", Attempt: 2, Token: "tk_3f9a0c1e", Pool: "default",
+		HeartbeatInterval: 20 * time.Second, RunTimeout: time.Hour,
+		ClaimBy: time.Date(2026, 1, 2, 3, 14, 5, 123_000_000, time.UTC),
+	}
+	if env.Run != want.Run || env.Task != want.Task || env.Attempt != want.Attempt || env.Token != want.Token || env.Pool != want.Pool ||
+		env.HeartbeatInterval != want.HeartbeatInterval || env.RunTimeout != want.RunTimeout || !env.ClaimBy.Equal(want.ClaimBy) {
+		t.Errorf("envelope = %+v, want %+v", env, want)
+	}
+	if string(env.Params) != `{"day": "2026-01-02"}` {
+		t.Errorf("params = %s", env.Params)
+	}
+}
+
+func TestCompletionFixture(t *testing.T) {
+	t.Parallel()
+	var c worker.Completion
+	roundTrip(t, "completion.json", &c)
+	if c.Outcome != worker.OutcomeFailed || c.ExitCode == nil || *c.ExitCode != 3 || c.IsRetryable() || c.ErrorCategory != "quota_exceeded" ||
+		!c.EventTime.Equal(time.Date(2026, 1, 2, 3, 20, 0, 500_000_000, time.UTC)) || c.Token != "tk_3f9a0c1e" {
+		t.Errorf("completion = %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+	if kind, err := worker.EventKind(mustRead(t, "completion.json")); err != nil || kind != "" {
+		t.Errorf("EventKind(completion) = %q, %v", kind, err)
+	}
+	var l worker.Lease
+	if err := json.Unmarshal([]byte(mustRead(t, "completion.json")), &l); err == nil {
+		t.Error("a completion decoded as a lease")
+	}
+}
+
+func TestLeaseFixture(t *testing.T) {
+	t.Parallel()
+	var l worker.Lease
+	roundTrip(t, "lease.json", &l)
+	if l.Worker != "host-a" || l.BootID != "01JH2Y0000000000000000BOOT" || l.Seq != 7 || len(l.Running) != 1 ||
+		l.Running[0] != (worker.AttemptRef{Run: "01JH2Z3ZKX8Q6S1M4T7V9W0ABC", Task: "extract", Attempt: 2}) ||
+		!l.ExpiresAt.Equal(time.Date(2026, 1, 2, 3, 20, 30, 0, time.UTC)) {
+		t.Errorf("lease = %+v", l)
+	}
+	if l.WorkerID() != "host-a@01JH2Y0000000000000000BOOT" {
+		t.Errorf("worker id = %q", l.WorkerID())
+	}
+	if kind, err := worker.EventKind(mustRead(t, "lease.json")); err != nil || kind != worker.LeaseKind {
+		t.Errorf("EventKind(lease) = %q, %v", kind, err)
+	}
+	var c worker.Completion
+	if err := json.Unmarshal([]byte(mustRead(t, "lease.json")), &c); err == nil {
+		t.Error("a lease decoded as a completion")
+	}
+	// An idle process lists nothing, as an empty array.
+	b, err := json.Marshal(worker.Lease{Worker: "w", BootID: "b", ExpiresAt: time.Unix(0, 0)})
+	if err != nil || !strings.Contains(string(b), `"running":[]`) {
+		t.Errorf("idle lease = %s, %v", b, err)
+	}
+}
+
+func TestParseEnvelopeRejects(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"not json":           `nope`,
+		"no run":             `{"task":"t","attempt":1,"token":"k"}`,
+		"no task":            `{"run":"r","attempt":1,"token":"k"}`,
+		"attempt 0":          `{"run":"r","task":"t","attempt":0,"token":"k"}`,
+		"no token":           `{"run":"r","task":"t","attempt":1}`,
+		"bad duration":       `{"run":"r","task":"t","attempt":1,"token":"k","heartbeat_interval":"20"}`,
+		"negative timeout":   `{"run":"r","task":"t","attempt":1,"token":"k","run_timeout":"-1s"}`,
+		"bad claim_by":       `{"run":"r","task":"t","attempt":1,"token":"k","claim_by":"tomorrow"}`,
+		"attempt not number": `{"run":"r","task":"t","attempt":"1","token":"k"}`,
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if env, err := worker.ParseEnvelope(body); err == nil {
+				t.Errorf("ParseEnvelope(%s) = %+v, want an error", body, env)
+			}
+		})
+	}
+	env, err := worker.ParseEnvelope(`{"run":"r","task":"t","attempt":1,"token":"k","payload":null,"run_timeout":"0s"}`)
+	if err != nil || env.Payload != nil || env.RunTimeout != 0 || env.HeartbeatInterval != 0 {
+		t.Errorf("minimal envelope = %+v, %v", env, err)
+	}
+}
+
+func TestCompletionValidate(t *testing.T) {
+	t.Parallel()
+	ok := worker.Completion{Run: "r", Task: "t", Attempt: 1, EventID: "e", Outcome: worker.OutcomeSucceeded}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(*worker.Completion){
+		"no event id":  func(c *worker.Completion) { c.EventID = "" },
+		"bad outcome":  func(c *worker.Completion) { c.Outcome = "done" },
+		"attempt 0":    func(c *worker.Completion) { c.Attempt = 0 },
+		"bad category": func(c *worker.Completion) { c.ErrorCategory = "Bad-Category" },
+		"trailing _":   func(c *worker.Completion) { c.ErrorCategory = "bad_" },
+		"no run":       func(c *worker.Completion) { c.Run = "" },
+	} {
+		c := ok
+		mutate(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: Validate(%+v) = nil", name, c)
+		}
+	}
+}
+
+func mustRead(t *testing.T, file string) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
