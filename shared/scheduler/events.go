@@ -23,6 +23,7 @@ type eventMessage struct {
 	BootID    string       `json:"boot_id"`
 	ExpiresAt string       `json:"expires_at"`
 	Running   []AttemptRef `json:"running"`
+	Seq       int64        `json:"seq"`
 	At        string       `json:"at"`
 }
 
@@ -67,7 +68,7 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 		if err != nil || m.Worker == "" || m.BootID == "" {
 			return fmt.Errorf("%w: worker lease needs worker, boot_id and expires_at", ErrBadMessage)
 		}
-		lease := store.WorkerLease{Name: m.Worker, BootID: m.BootID, ExpiresAt: exp, UpdatedAt: s.now()}
+		lease := store.WorkerLease{Name: m.Worker, BootID: m.BootID, ExpiresAt: exp, UpdatedAt: s.now(), Seq: m.Seq}
 		for _, r := range m.Running {
 			lease.Running = append(lease.Running, store.AttemptKey{Run: r.Run, Task: r.Task, Attempt: r.Attempt})
 		}

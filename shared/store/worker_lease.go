@@ -28,6 +28,11 @@ type WorkerLease struct {
 	ExpiresAt time.Time
 	UpdatedAt time.Time
 	Running   []AttemptKey
+	// Seq increases with every lease one boot sends; SQS does not keep
+	// order, so an older lease arriving late must not replace a newer one
+	// (a graceful shutdown's final lease expires earlier than the one
+	// before it, so expiry cannot order them).
+	Seq int64
 }
 
 const workerPK = "WORKER#"
@@ -53,6 +58,7 @@ func (s *Store) PutWorkerLease(ctx context.Context, l WorkerLease) error {
 		"pk": str(workerPK + l.Name), "sk": str("LEASE"),
 		"boot_id": str(l.BootID), "lease_expires_at": tm(l.ExpiresAt), "updated_at": tm(l.UpdatedAt),
 		"running": str(string(running)), "expires_at": num(l.ExpiresAt.Add(24 * time.Hour).Unix()),
+		"seq": num(l.Seq),
 	}
 	for k, v := range it {
 		if v == nil {
@@ -62,11 +68,11 @@ func (s *Store) PutWorkerLease(ctx context.Context, l WorkerLease) error {
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           aws.String(s.table),
 		Item:                it,
-		ConditionExpression: aws.String("attribute_not_exists(#pk) OR #boot <> :boot OR #exp <= :exp"),
+		ConditionExpression: aws.String("attribute_not_exists(#pk) OR #boot <> :boot OR #seq < :seq"),
 		ExpressionAttributeNames: map[string]string{
-			"#pk": "pk", "#boot": "boot_id", "#exp": "lease_expires_at",
+			"#pk": "pk", "#boot": "boot_id", "#seq": "seq",
 		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":boot": str(l.BootID), ":exp": tm(l.ExpiresAt)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":boot": str(l.BootID), ":seq": num(l.Seq)},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -91,7 +97,7 @@ func (s *Store) GetWorkerLease(ctx context.Context, name string) (WorkerLease, e
 		return WorkerLease{Name: name}, nil
 	}
 	r := &reader{it: out.Item}
-	l := WorkerLease{Name: name, BootID: r.str("boot_id"), ExpiresAt: r.time("lease_expires_at"), UpdatedAt: r.time("updated_at")}
+	l := WorkerLease{Name: name, BootID: r.str("boot_id"), ExpiresAt: r.time("lease_expires_at"), UpdatedAt: r.time("updated_at"), Seq: r.int("seq")}
 	if raw := r.str("running"); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &l.Running); err != nil {
 			return l, fmt.Errorf("get worker lease %s: %w: %v", name, ErrCorruptItem, err)
