@@ -9,22 +9,9 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
-
-// Envelope is the body of a dispatch message (API.md, Workers).
-type Envelope struct {
-	Run               string          `json:"run"`
-	Task              string          `json:"task"`
-	Attempt           int             `json:"attempt"`
-	Token             string          `json:"token"`
-	Pool              string          `json:"pool"`
-	Payload           json.RawMessage `json:"payload,omitempty"`
-	Params            json.RawMessage `json:"params,omitempty"`
-	HeartbeatInterval string          `json:"heartbeat_interval"`
-	RunTimeout        string          `json:"run_timeout"`
-	ClaimBy           string          `json:"claim_by"`
-}
 
 // TimeLayout is the API's time format: RFC 3339 UTC with milliseconds.
 const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
@@ -56,12 +43,13 @@ func (s *Service) dispatch(ctx context.Context, inst store.Instance, params []by
 	}
 	now := s.now()
 	p := inst.Policy
-	env := Envelope{
+	// The worker SDK owns the wire format of the envelope (API.md).
+	env := worker.Envelope{
 		Run: key.Run, Task: key.Task, Attempt: n, Token: token, Pool: inst.Pool,
 		Payload: rawOrNil(inst.Payload), Params: rawOrNil(params),
-		HeartbeatInterval: (p.Timeouts.Heartbeat / 3).String(),
-		RunTimeout:        p.Timeouts.Run.String(),
-		ClaimBy:           FormatTime(now.Add(p.Timeouts.Queue)),
+		HeartbeatInterval: p.Timeouts.Heartbeat / 3,
+		RunTimeout:        p.Timeouts.Run,
+		ClaimBy:           now.Add(p.Timeouts.Queue),
 	}
 	body, err := json.Marshal(env)
 	if err != nil {
