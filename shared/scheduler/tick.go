@@ -20,6 +20,12 @@ type PassStats struct {
 	Duration time.Duration
 }
 
+// dispatchGrace is how long the ticker leaves a fresh SCHEDULED instance to
+// the path that scheduled it (which dispatches at once), so that the scan,
+// the backstop after a crash, does not send a second envelope in the
+// ordinary case.
+const dispatchGrace = 2 * time.Second
+
 // Tick is the ticker's pass: it materialises due cron and one-off slots,
 // dispatches due SCHEDULED instances, fires due retries, re-evaluates
 // waiting CREATED instances and backstops live runs. It reads only the
@@ -33,7 +39,12 @@ func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 			return true, s.AdvanceRun(ctx, d.Run)
 		}
 		switch statemodel.TimerKind(d.Kind) {
-		case statemodel.TimerDispatch, statemodel.TimerRetry, statemodel.TimerDepsRecheck:
+		case statemodel.TimerDispatch:
+			if d.At.After(s.now().Add(-dispatchGrace)) {
+				return false, nil // the path that scheduled it is dispatching it now
+			}
+			return true, s.FireTimer(ctx, d.Instance())
+		case statemodel.TimerRetry, statemodel.TimerDepsRecheck:
 			return true, s.FireTimer(ctx, d.Instance())
 		}
 		return false, nil // the reconciler's
