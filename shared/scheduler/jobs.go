@@ -154,7 +154,7 @@ func (s *Service) fireJob(ctx context.Context, name string, at time.Time) error 
 			s.log.InfoContext(ctx, "slot skipped: previous run unfinished", "job", name, "slot", FormatTime(at))
 		}
 	case jobspec.OverlapCancelPrevious:
-		if err := s.cancelUnfinished(ctx, name); err != nil {
+		if err := s.cancelUnfinished(ctx, name, at); err != nil {
 			return err
 		}
 	}
@@ -170,7 +170,10 @@ func (s *Service) fireJob(ctx context.Context, name string, at time.Time) error 
 	return nil
 }
 
-func (s *Service) cancelUnfinished(ctx context.Context, job string) error {
+// cancelUnfinished cancels the job's unfinished runs of slots before at. A
+// run of the slot at itself is left alone: a ticker racing this one may
+// have created it already.
+func (s *Service) cancelUnfinished(ctx context.Context, job string, at time.Time) error {
 	token := ""
 	for {
 		runs, next, err := s.store.ListRuns(ctx, store.RunFilter{Job: job, Token: token})
@@ -178,7 +181,7 @@ func (s *Service) cancelUnfinished(ctx context.Context, job string) error {
 			return err
 		}
 		for _, r := range runs {
-			if !r.ExecutionState.Terminal() {
+			if !r.ExecutionState.Terminal() && r.LogicalTime.Before(at) {
 				if err := s.CancelRun(ctx, r.ID, "overlap: cancel_previous"); err != nil && !errors.Is(err, ErrIllegalTransition) {
 					return err
 				}
