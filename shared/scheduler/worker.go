@@ -88,6 +88,12 @@ func (s *Service) Claim(ctx context.Context, ref AttemptRef, token, workerID, ev
 	if eventID == "" {
 		eventID = "claim:" + workerID
 	}
+	// Refuse a claim of an older attempt here: the store would record it as
+	// a late event, and an error answer writes nothing (API.md). The
+	// winner's own retry goes on to the store, which answers it.
+	if a, _ := inst.Snapshot.AttemptN(ref.Attempt); ref.Attempt < inst.Snapshot.Attempt && a.ClaimEventID != eventID {
+		return ClaimResult{}, ErrStaleAttempt
+	}
 	ev := statemodel.Event{ID: eventID, Type: statemodel.EvStarted, Actor: statemodel.ActorWorker, Attempt: ref.Attempt, WorkerID: workerID}
 	res, err := s.store.Transition(ctx, ref.key(), ev, s.now(), s.policy())
 	switch {
