@@ -139,6 +139,22 @@ func (s *Service) follow(ctx context.Context, key store.InstanceKey, res store.R
 			}
 		}
 	}
+	if tr := res.Transition; tr != nil && tr.From == statemodel.StateQueued && !tr.To.Terminal() {
+		s.runStarted(ctx, key.Run)
+	}
+}
+
+// runStarted moves a QUEUED run to RUNNING when one of its tasks leaves
+// QUEUED (a claim, or a queue timeout's retry): API.md's QUEUED means no
+// task started yet. A run already past QUEUED costs one read.
+func (s *Service) runStarted(ctx context.Context, runID string) {
+	run, err := s.store.GetRun(ctx, runID)
+	if err == nil && run.ExecutionState != statemodel.RunQueued {
+		return
+	}
+	if err := s.AdvanceRun(ctx, runID); err != nil {
+		s.log.WarnContext(ctx, "advance run", "run_id", runID, "error", err.Error())
+	}
 }
 
 // dispatchKey reads the instance and its run's params, then dispatches.
