@@ -210,7 +210,7 @@ type taskDoc struct {
 	Status          string `json:"status"`
 	Attempt         int    `json:"attempt"`
 	CancelRequested bool   `json:"cancel_requested"`
-	RetryAt         *string
+	RetryAt         *string `json:"retry_at"`
 	Metrics         struct {
 		DependencyWaitMS *int64 `json:"dependency_wait_ms"`
 		QueueWaitMS      *int64 `json:"queue_wait_ms"`
