@@ -1,0 +1,166 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/devstack"
+	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/worker"
+)
+
+// 11. Bad input gets the right 4xx status and code with a one-sentence
+// message, and writes nothing: the whole table (read with a consistent
+// Scan, every attribute of every item) and every queue's counts are the
+// same after each bad request as before it. The worker routes are driven
+// by hand with real envelopes, so that an attempt 2 exists and attempt 1's
+// genuine token is stale.
+func TestBadInputWritesNothing(t *testing.T) {
+	s := startStack(t, devstack.Options{})
+	s.createJob(map[string]any{
+		"name":  "victim",
+		"retry": map[string]any{"max_attempts": 3, "initial_interval": "1s", "jitter": "none"},
+	})
+	run := s.trigger("victim", nil)
+
+	// Attempt 1: claimed and failed by hand; attempt 2 is then queued.
+	env1 := takeEnvelope(t, s, run, 1)
+	bearerOf := func(env worker.Envelope) string { return "Bearer " + env.Token }
+	ref := func(attempt int) map[string]any {
+		return map[string]any{"run": run, "task": "main", "attempt": attempt}
+	}
+	with := func(m map[string]any, kv ...any) map[string]any {
+		out := maps.Clone(m)
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i].(string)] = kv[i+1]
+		}
+		return out
+	}
+	s.callAs(bearerOf(env1), "POST", "/v1/attempts/claim", with(ref(1), "worker_id", "probe", "event_id", "claim-1")).must(t, http.StatusOK)
+	s.callAs(bearerOf(env1), "POST", "/v1/attempts/complete",
+		with(ref(1), "event_id", "fail-1", "outcome", "failed", "error_category", "probe")).must(t, http.StatusOK)
+	s.waitTask(run, "main", "QUEUED", 30*time.Second)
+	if td := s.run(run).task("main"); td.Attempt != 2 {
+		t.Fatalf("attempt %d queued, want 2", td.Attempt)
+	}
+	// Quiet: attempt 2's envelope waits in the pool queue and nothing else
+	// is in flight anywhere (the retry's delay message is consumed).
+	eventually(t, 30*time.Second, "queues settle", func() (bool, string) {
+		c := s.queueCounts()
+		quiet := c["default"] == queue.Counts{Visible: 1}
+		for name, n := range c {
+			if name != "default" && n.Total() != 0 {
+				quiet = false
+			}
+		}
+		return quiet, fmt.Sprint(c)
+	})
+
+	big := func(n int) string { return strings.Repeat("x", n) }
+	validJob := map[string]any{"name": "victim", "retry": map[string]any{"max_attempts": 2}}
+	forged := "Bearer 0123456789abcdef0123456789abcdef"
+	cases := []struct {
+		name         string
+		auth         string // "" sends none; "key" the API key
+		method, path string
+		body         any
+		headers      []string
+		status       int
+		code         string
+	}{
+		{"malformed JSON job", "key", "POST", "/v1/jobs", `{"name": "broken",`, nil, 400, "invalid_json"},
+		{"malformed JSON run", "key", "POST", "/v1/jobs/victim/runs", `{"params": {`, nil, 400, "invalid_json"},
+		{"malformed JSON claim", bearerOf(env1), "POST", "/v1/attempts/claim", `{"run":`, nil, 400, "invalid_json"},
+		{"invalid cron", "key", "POST", "/v1/jobs", map[string]any{"name": "badcron", "schedule": map[string]any{"cron": "61 * * * *"}}, nil, 422, "invalid_cron"},
+		{"invalid time zone", "key", "POST", "/v1/jobs", map[string]any{"name": "badtz",
+			"schedule": map[string]any{"cron": "0 2 * * *", "timezone": "Mars/Olympus_Mons"}}, nil, 422, "invalid_timezone"},
+		{"invalid cron on update", "key", "PUT", "/v1/jobs/victim", map[string]any{"name": "victim",
+			"schedule": map[string]any{"cron": "* * * *"}}, []string{"If-Match", "1"}, 422, "invalid_cron"},
+		{"payload over 64 KiB", "key", "POST", "/v1/jobs", map[string]any{"name": "bigpayload",
+			"payload": map[string]any{"blob": big(65 * 1024)}}, nil, 413, "payload_too_large"},
+		{"params over 64 KiB", "key", "POST", "/v1/jobs/victim/runs", map[string]any{
+			"params": map[string]any{"blob": big(65 * 1024)}}, nil, 413, "payload_too_large"},
+		{"job body over 1 MiB", "key", "POST", "/v1/jobs", map[string]any{"name": "huge",
+			"payload": map[string]any{"blob": big(1<<20 + 1024)}}, nil, 413, "payload_too_large"},
+		{"run body over 1 MiB", "key", "POST", "/v1/jobs/victim/runs", map[string]any{
+			"params": map[string]any{"blob": big(1<<20 + 1024)}}, nil, 413, "payload_too_large"},
+		{"forged token claim", forged, "POST", "/v1/attempts/claim", with(ref(2), "worker_id", "forger"), nil, 401, "invalid_token"},
+		{"forged token complete", forged, "POST", "/v1/attempts/complete",
+			with(ref(2), "event_id", "forged-1", "outcome", "succeeded"), nil, 401, "invalid_token"},
+		{"forged token heartbeat", forged, "POST", "/v1/attempts/heartbeat", ref(2), nil, 401, "invalid_token"},
+		{"attempt 1's token for attempt 2", bearerOf(env1), "POST", "/v1/attempts/claim", with(ref(2), "worker_id", "probe"), nil, 401, "invalid_token"},
+		{"unknown run", bearerOf(env1), "POST", "/v1/attempts/claim",
+			map[string]any{"run": "01NOSUCHRUN0000000000000000", "task": "main", "attempt": 1, "worker_id": "probe"}, nil, 401, "invalid_token"},
+		{"missing bearer on claim", "", "POST", "/v1/attempts/claim", with(ref(2), "worker_id", "anon"), nil, 401, "unauthorized"},
+		{"missing API key", "", "POST", "/v1/jobs", map[string]any{"name": "sneaky"}, nil, 401, "unauthorized"},
+		{"wrong API key", "Bearer not-the-key", "POST", "/v1/jobs/victim/runs", nil, nil, 401, "unauthorized"},
+		{"stale claim", bearerOf(env1), "POST", "/v1/attempts/claim", with(ref(1), "worker_id", "late", "event_id", "claim-late"), nil, 409, "stale_attempt"},
+		{"stale heartbeat", bearerOf(env1), "POST", "/v1/attempts/heartbeat", with(ref(1), "event_id", "hb-late"), nil, 409, "stale_attempt"},
+		{"unknown job trigger", "key", "POST", "/v1/jobs/nope/runs", nil, nil, 404, "not_found"},
+		{"unknown job get", "key", "GET", "/v1/jobs/nope", nil, nil, 404, "not_found"},
+		{"unknown job update", "key", "PUT", "/v1/jobs/nope", map[string]any{"name": "nope"}, []string{"If-Match", "1"}, 404, "not_found"},
+		{"wrong If-Match", "key", "PUT", "/v1/jobs/victim", validJob, []string{"If-Match", "7"}, 412, "version_conflict"},
+		{"job exists", "key", "POST", "/v1/jobs", map[string]any{"name": "victim"}, nil, 409, "conflict"},
+	}
+	before, counts := s.tableItems(), s.queueCounts()
+	for _, c := range cases {
+		auth := c.auth
+		if auth == "key" {
+			auth = "Bearer " + s.key
+		}
+		r := s.callAs(auth, c.method, c.path, c.body, c.headers...)
+		if r.Status != c.status || r.code() != c.code {
+			t.Errorf("%s: %d %s, want %d %s: %.300s", c.name, r.Status, r.code(), c.status, c.code, r.Raw)
+		}
+		oneSentence(t, c.name, r)
+		after := s.tableItems()
+		if d := tableDiff(before, after); d != "" {
+			t.Errorf("%s wrote to the table:\n%s", c.name, d)
+			before = after
+		}
+		if now := s.queueCounts(); !maps.Equal(now, counts) {
+			t.Errorf("%s changed the queues: %v, before %v", c.name, now, counts)
+			counts = now
+		}
+	}
+
+	// The check can fail: a good request, attempt 2's genuine claim, writes.
+	env2 := takeEnvelope(t, s, run, 2)
+	s.callAs(bearerOf(env2), "POST", "/v1/attempts/claim", with(ref(2), "worker_id", "probe", "event_id", "claim-2")).must(t, http.StatusOK)
+	if d := tableDiff(before, s.tableItems()); d == "" {
+		t.Fatal("a claim wrote nothing the table read could see")
+	}
+}
+
+// takeEnvelope receives the pool queue's envelope of the run's attempt n
+// and deletes the message: the test is the worker.
+func takeEnvelope(t *testing.T, s *stack, run string, n int) worker.Envelope {
+	t.Helper()
+	var env worker.Envelope
+	eventually(t, 30*time.Second, "envelope of attempt "+fmt.Sprint(n), func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		msgs, err := s.Queue.Receive(ctx, s.Info.Queues["default"], queue.ReceiveOptions{MaxMessages: 10, Wait: time.Second, VisibilityTimeout: 30 * time.Second})
+		if err != nil {
+			return false, err.Error()
+		}
+		found := false
+		for _, m := range msgs {
+			if e, err := worker.ParseEnvelope(m.Body); err == nil && e.Run == run && e.Attempt == n {
+				env, found = e, true
+				if err := s.Queue.Delete(ctx, s.Info.Queues["default"], m.ReceiptHandle); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			_ = s.Queue.ChangeVisibility(ctx, s.Info.Queues["default"], m.ReceiptHandle, 0)
+		}
+		return found, fmt.Sprintf("%d other messages", len(msgs))
+	})
+	return env
+}
