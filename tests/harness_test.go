@@ -205,11 +205,11 @@ type runDoc struct {
 }
 
 type taskDoc struct {
-	Task            string `json:"task"`
-	State           string `json:"state"`
-	Status          string `json:"status"`
-	Attempt         int    `json:"attempt"`
-	CancelRequested bool   `json:"cancel_requested"`
+	Task            string  `json:"task"`
+	State           string  `json:"state"`
+	Status          string  `json:"status"`
+	Attempt         int     `json:"attempt"`
+	CancelRequested bool    `json:"cancel_requested"`
 	RetryAt         *string `json:"retry_at"`
 	Metrics         struct {
 		DependencyWaitMS *int64 `json:"dependency_wait_ms"`

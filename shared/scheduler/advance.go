@@ -42,6 +42,7 @@ func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
 			s.log.WarnContext(ctx, "run deadlocked", "run_id", runID)
 		}
 		wasTerminal := r.ExecutionState.Terminal()
+		wasPublished := r.PublicationState == statemodel.PublicationPublished
 		updated, err := s.store.UpdateRunState(ctx, r, store.RunUpdate{ExecutionState: d.State, PublicationState: pub})
 		if errors.Is(err, store.ErrVersionConflict) {
 			continue
@@ -49,9 +50,15 @@ func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
 		if err != nil {
 			return fmt.Errorf("advance run %s: %w", runID, err)
 		}
-		if updated.ExecutionState.Terminal() && !wasTerminal {
+		finished := updated.ExecutionState.Terminal() && !wasTerminal
+		published := updated.PublicationState == statemodel.PublicationPublished && !wasPublished
+		if finished {
 			s.log.InfoContext(ctx, "run finished", "run_id", runID, "job", r.Job,
 				"execution_state", string(updated.ExecutionState), "publication_state", string(updated.PublicationState))
+		}
+		if finished || published {
+			// A dependent may wait for PUBLISHED, which can come before
+			// the run ends.
 			s.wakeDependents(ctx, updated)
 		}
 		return nil
