@@ -31,7 +31,16 @@ const dispatchGrace = 2 * time.Second
 // waiting CREATED instances and backstops live runs. It reads only the
 // sparse timers index, so its cost follows live work, not history.
 func (s *Service) Tick(ctx context.Context) (PassStats, error) {
+	// A run is re-evaluated once per pass, however many of its waiting
+	// tasks' re-check timers are due.
+	advanced := map[string]bool{}
 	return s.pass(ctx, "tick", func(ctx context.Context, d store.DueTimer) (bool, error) {
+		if d.Item == store.TimerOfRun || statemodel.TimerKind(d.Kind) == statemodel.TimerDepsRecheck {
+			if advanced[d.Run] {
+				return false, nil
+			}
+			advanced[d.Run] = true
+		}
 		switch d.Item {
 		case store.TimerOfJob:
 			return true, s.fireJob(ctx, d.Job, d.At)
