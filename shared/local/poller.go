@@ -237,7 +237,11 @@ func (c *pollerConfig) loop(ctx context.Context) {
 // it has gathered is returned even with an error, so no received message
 // is left unhandled.
 func (c *pollerConfig) gather(ctx context.Context) ([]queue.Message, error) {
-	batch, err := c.q.Receive(ctx, c.url, c.receive)
+	// The first receive is not cancelled with ctx (its long-poll wait
+	// bounds it): an aborted long poll may still take messages, which
+	// would then stay hidden for the visibility timeout; received, they
+	// are handled before the poller stops.
+	batch, err := c.q.Receive(context.WithoutCancel(ctx), c.url, c.receive)
 	if err != nil || len(batch) == 0 || c.window == 0 {
 		return batch, err
 	}

@@ -324,11 +324,23 @@ func (w *Worker) receiveLoop(ctx, opsCtx, handlerCtx context.Context, wg *sync.W
 				break more
 			}
 		}
-		msgs, err := w.q.Receive(ctx, w.cfg.PoolQueueURL, queue.ReceiveOptions{
+		// The receive is not cancelled with ctx (its long-poll wait bounds
+		// it): an aborted long poll may still take messages, which would
+		// then stay hidden for the whole visibility timeout. What arrives
+		// after the stop is handed back at once instead.
+		msgs, err := w.q.Receive(context.WithoutCancel(ctx), w.cfg.PoolQueueURL, queue.ReceiveOptions{
 			MaxMessages:       n,
 			Wait:              w.cfg.PollWait,
 			VisibilityTimeout: w.cfg.VisibilityTimeout,
 		})
+		if ctx.Err() != nil {
+			for _, msg := range msgs {
+				if err := w.q.ChangeVisibility(opsCtx, w.cfg.PoolQueueURL, msg.ReceiptHandle, 0); err != nil {
+					w.log.WarnContext(opsCtx, "hand back message on stop", "message_id", msg.ID, "err", err)
+				}
+			}
+			return nil
+		}
 		for range n - len(msgs) {
 			<-slots
 		}
