@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -336,14 +337,27 @@ func (s *stack) waitTask(run, task, want string, within time.Duration) taskDoc {
 	return td
 }
 
-// startWorker runs an SDK worker with handler h on pool until the test ends.
-func (s *stack) startWorker(pool, name string, concurrency int, h worker.Handler) {
+// runWorker runs an SDK worker against the stack's current URL. Fields of
+// cfg left empty take the stack's values (API URL, queues of pool, queue
+// client, logger) and test-friendly intervals. It returns the worker and a
+// function that stops it (running handlers may finish and report); it is
+// stopped when the test ends in any case.
+func (s *stack) runWorker(pool string, cfg worker.Config, h worker.Handler) (*worker.Worker, func()) {
 	s.t.Helper()
-	w, err := worker.New(worker.Config{
-		APIURL: s.url, PoolQueueURL: s.Info.Queues[pool], EventsQueueURL: s.Info.Queues["events"],
-		Name: name, Concurrency: concurrency, Queue: s.Queue, Logger: s.opts.Logger,
-		VisibilityTimeout: 10 * time.Second,
-	}, h)
+	cfg.APIURL = s.url
+	cfg.PoolQueueURL = s.Info.Queues[pool]
+	cfg.EventsQueueURL = s.Info.Queues["events"]
+	cfg.Queue = s.Queue
+	if cfg.Logger == nil {
+		cfg.Logger = s.opts.Logger
+	}
+	if cfg.VisibilityTimeout == 0 {
+		cfg.VisibilityTimeout = 10 * time.Second
+	}
+	if cfg.PollWait == 0 {
+		cfg.PollWait = time.Second
+	}
+	w, err := worker.New(cfg, h)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -353,8 +367,16 @@ func (s *stack) startWorker(pool, name string, concurrency int, h worker.Handler
 		defer close(done)
 		_ = w.Run(ctx)
 	}()
-	s.t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		<-done
 	})
+	s.t.Cleanup(stop)
+	return w, stop
+}
+
+// startWorker runs an SDK worker with handler h on pool until the test ends.
+func (s *stack) startWorker(pool, name string, concurrency int, h worker.Handler) {
+	s.t.Helper()
+	s.runWorker(pool, worker.Config{Name: name, Concurrency: concurrency}, h)
 }

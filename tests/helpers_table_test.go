@@ -193,25 +193,8 @@ func (s *stack) queueCounts() map[string]queue.Counts {
 // case. clock, if not nil, stamps the worker's event times.
 func (s *stack) launchWorker(pool, name string, concurrency int, clock func() time.Time, h worker.Handler) (stop func()) {
 	s.t.Helper()
-	w, err := worker.New(worker.Config{
-		APIURL: s.url, PoolQueueURL: s.Info.Queues[pool], EventsQueueURL: s.Info.Queues["events"],
-		Name: name, Concurrency: concurrency, Queue: s.Queue, Logger: s.opts.Logger, Clock: clock,
-		VisibilityTimeout: 10 * time.Second, PollWait: time.Second,
-	}, h)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = w.Run(ctx)
-	}()
-	s.t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return cancel
+	_, stop = s.runWorker(pool, worker.Config{Name: name, Concurrency: concurrency, Clock: clock}, h)
+	return stop
 }
 
 // handlerLog counts, under a lock, what a worker handler did.

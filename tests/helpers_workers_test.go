@@ -387,24 +387,7 @@ func (h *bookHandler) WithGroup(string) slog.Handler { return h }
 // it returns the worker, whose ID is what its claims carry.
 func (s *stack) startLoggedWorker(pool, name string, logger *slog.Logger, h worker.Handler) *worker.Worker {
 	s.t.Helper()
-	w, err := worker.New(worker.Config{
-		APIURL: s.url, PoolQueueURL: s.Info.Queues[pool], EventsQueueURL: s.Info.Queues["events"],
-		Name: name, Concurrency: 1, Queue: s.Queue, Logger: logger,
-		VisibilityTimeout: 10 * time.Second, PollWait: time.Second, ShutdownGrace: 2 * time.Second,
-	}, h)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = w.Run(ctx)
-	}()
-	s.t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	w, _ := s.runWorker(pool, worker.Config{Name: name, Concurrency: 1, Logger: logger, ShutdownGrace: 2 * time.Second}, h)
 	return w
 }
 

@@ -4,32 +4,23 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/runledger/runledger/shared/scheduler"
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	ctx := context.Background()
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		log.Error("load AWS config", "error", err.Error())
-		os.Exit(1)
-	}
-	svc, err := scheduler.FromEnv(ctx, awsCfg, log)
+	svc, log, err := scheduler.Boot(context.Background())
 	if err != nil {
 		log.Error("configure", "error", err.Error())
 		os.Exit(1)
 	}
 	lambda.Start(func(ctx context.Context, _ events.EventBridgeEvent) error {
 		st, err := svc.Reconcile(ctx)
-		log.InfoContext(ctx, "reconciler pass", "due", st.Due, "handled", st.Handled, "errors", st.Errors, "stopped", st.Stopped, "duration_ms", st.Duration.Milliseconds())
+		log.InfoContext(ctx, "pass", "function", "reconciler", "due", st.Due, "handled", st.Handled, "errors", st.Errors, "stopped", st.Stopped, "duration_ms", st.Duration.Milliseconds())
 		return err
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -49,4 +50,18 @@ func FromEnv(ctx context.Context, awsCfg aws.Config, logger *slog.Logger) (*Serv
 		Metrics:        os.Stdout,
 		Logger:         logger,
 	}), nil
+}
+
+// Boot is what every scheduler Lambda entry does once per execution
+// environment: a JSON logger on stdout, the SDK configuration, and the
+// Service from the environment. An error is a deployment mistake: the
+// entry exits, and Lambda reports the failed init.
+func Boot(ctx context.Context) (*Service, *slog.Logger, error) {
+	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, log, fmt.Errorf("load AWS config: %w", err)
+	}
+	svc, err := FromEnv(ctx, awsCfg, log)
+	return svc, log, err
 }
