@@ -85,6 +85,17 @@ localstack-destroy: deps
 run: deps
 	$(GO) run ./cmd/runledger local
 
+# Benchmarks (docs/bench.md): cmd/rlbench starts the local stack on real
+# DynamoDB Local and fauxqs, runs its own workers and prints one
+# `BENCH <name> value=<number> unit=<unit>` line per figure and a summary.
+# It asserts nothing about time and is not part of `make test`. Flags go
+# through BENCH_FLAGS, e.g. BENCH_FLAGS="-only cost -v" or
+# BENCH_FLAGS="-cpuprofile .runledger/cpu.prof".
+bench: deps
+	@mkdir -p .runledger
+	$(GO) build -o .runledger/rlbench ./cmd/rlbench
+	.runledger/rlbench $(BENCH_FLAGS)
+
 generate:
 	$(GO) generate ./statemodel
 

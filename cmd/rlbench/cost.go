@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runledger/runledger/shared/api"
+	"github.com/runledger/runledger/shared/devstack"
+	"github.com/runledger/runledger/shared/local"
+	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// costStack is the local stack assembled as devstack.Start assembles it
+// (same table, queues, service configuration, API server, pollers and
+// tickers), with two additions devstack has no option for: the store
+// reports the capacity of its writes (store.WithCapacityReports), and the
+// DynamoDB and SQS clients carry the bench's meter (capacity on every call,
+// empty receives). Its ticker and reconciler fire once at start and then
+// hourly: their passes are a fixed cost per deployment (EventBridge calls
+// them every minute whatever runs), not a cost of a run, and a run's timers
+// reach the scheduler through the delay queue.
+type costStack struct {
+	store    *store.Store
+	reader   *store.Store // uncounted: the bench's own polling costs nothing
+	queue    *queue.Client
+	server   *local.Server
+	counters *local.Counters
+	meter    *meter
+	queues   map[string]string
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+func (b *bench) startCostStack(ctx context.Context) (*costStack, error) {
+	o := b.stackOptions(devstack.Options{})
+	cs := &costStack{counters: local.NewCounters(), meter: &meter{}, queues: map[string]string{}}
+	db := b.env.DynamoDBClient(func(opt *dynamodb.Options) { cs.counters.CountDynamoDB(opt) }, cs.meter.dynamoOption)
+	sq := b.env.SQSClient(func(opt *sqs.Options) { cs.counters.CountSQS(opt) }, cs.meter.sqsOption)
+	if err := store.CreateTable(ctx, db, o.Name); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
+		return nil, fmt.Errorf("cost stack: table %s: %w", o.Name, err)
+	}
+	cs.queue = queue.New(sq)
+	for _, name := range []string{pool, "events", "delay"} {
+		qn := o.Name + "-" + name
+		if name == pool {
+			qn = o.Name + "-pool-" + name
+		}
+		c, err := cs.queue.CreateQueue(ctx, queue.Spec{Name: qn, VisibilityTimeout: 30 * time.Second, MaxReceiveCount: 5, Encrypt: true})
+		if err != nil {
+			return nil, fmt.Errorf("cost stack: queue %s: %w", qn, err)
+		}
+		cs.queues[name] = c.URL
+	}
+	cs.store = store.New(db, o.Name, store.WithClock(time.Now), store.WithLogger(b.log), store.WithCapacityReports(cs.meter.storeReport))
+	cs.reader = store.New(b.env.DynamoDBClient(), o.Name, store.WithLogger(b.log))
+	svc := scheduler.New(cs.store, cs.queue, scheduler.Config{
+		Pools: map[string]string{pool: cs.queues[pool]}, EventsQueueURL: cs.queues["events"], DelayQueueURL: cs.queues["delay"],
+		Evidence: []scheduler.EvidenceProvider{scheduler.WorkerLeaseEvidence{Store: cs.store, Now: time.Now}}, Logger: b.log,
+	})
+	h, err := api.New(svc, api.Config{Auth: api.AuthAPIKey, APIKey: o.APIKey, Logger: b.log})
+	if err != nil {
+		return nil, err
+	}
+	cs.server = &local.Server{Name: "api", Handler: h, ListenAddr: o.ListenAddr, Counters: cs.counters, Logger: b.log, Region: b.env.Region()}
+	if err := cs.server.Start(); err != nil {
+		return nil, fmt.Errorf("cost stack: api: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	cs.cancel = cancel
+	for _, name := range []string{"events", "delay"} {
+		p := &local.Poller{Name: "events", Queue: cs.queue, QueueURL: cs.queues[name], BatchSize: 10, Wait: time.Second,
+			Handler: svc.HandleEvents, Concurrency: 2, Counters: cs.counters, Logger: b.log, Region: b.env.Region()}
+		cs.wg.Go(func() { _ = p.Run(runCtx) })
+	}
+	tick := &local.Ticker{Name: "ticker", Interval: time.Hour, Counters: cs.counters, Logger: b.log,
+		Handler: func(ctx context.Context, _ events.EventBridgeEvent) error { _, err := svc.Tick(ctx); return err }}
+	rec := &local.Ticker{Name: "reconciler", Interval: time.Hour, Counters: cs.counters, Logger: b.log,
+		Handler: func(ctx context.Context, _ events.EventBridgeEvent) error { _, err := svc.Reconcile(ctx); return err }}
+	cs.wg.Go(func() { _ = tick.Run(runCtx) })
+	cs.wg.Go(func() { _ = rec.Run(runCtx) })
+	return cs, nil
+}
+
+func (cs *costStack) stop() {
+	_ = cs.server.Shutdown(context.Background())
+	cs.cancel()
+	cs.wg.Wait()
+}
+
+// usage is everything the cost scenario counts, at one moment.
+type usage struct {
+	c local.Snapshot
+	m meterCounts
+}
+
+func (cs *costStack) usage() usage { return usage{c: cs.counters.Snapshot(), m: cs.meter.snapshot()} }
+
+// activity is a fingerprint of the counts that work (not idle polling)
+// moves: every request but ReceiveMessage, the receives that got messages,
+// the invocations.
+func (u usage) activity() string {
+	sqsOps := maps.Clone(u.c.SQS)
+	sqsOps["ReceiveMessage"] -= u.m.EmptyReceives
+	return fmt.Sprint(u.c.DynamoDBRequests(), u.c.APIRequests, u.c.Invocations(), sqsOps)
+}
+
+// measure runs one run of job and returns what it consumed: counts from
+// just before the trigger until the stack has been quiet for a second
+// after the run ended (the last deletes follow the last write).
+func (cs *costStack) measure(ctx context.Context, api *apiClient, job string, params map[string]any) (runCost, usage, error) {
+	quiet := func() usage {
+		last, lastChange := cs.usage(), time.Now()
+		for time.Since(lastChange) < time.Second {
+			time.Sleep(100 * time.Millisecond) // sampling the counters, not waiting for a state
+			if u := cs.usage(); u.activity() != last.activity() {
+				last, lastChange = u, time.Now()
+			}
+		}
+		return last
+	}
+	cs.meter.clearWrites()
+	before := quiet()
+	id, err := api.trigger(ctx, job, params)
+	if err != nil {
+		return runCost{}, usage{}, err
+	}
+	runs, err := waitRuns(ctx, cs.reader, []string{id}, time.Minute)
+	if err != nil {
+		return runCost{}, usage{}, err
+	}
+	if r := runs[id]; r.ExecutionState != statemodel.RunSucceeded {
+		return runCost{}, usage{}, fmt.Errorf("cost run %s ended %s", id, r.ExecutionState)
+	}
+	after := quiet()
+	d := usage{c: after.c.Sub(before.c), m: after.m.sub(before.m)}
+	c := runCost{
+		SQSRequests: float64(d.c.SQSRequests() - d.m.EmptyReceives),
+		Invocations: float64(d.c.Invocations()),
+		APIRequests: float64(d.c.APIRequests),
+		// A read the endpoint gives no figure for counts as one strongly
+		// consistent read of at most 4 KB (every item here is smaller).
+		RRU: d.m.ReportedRRU + float64(d.m.UnreportedReads),
+		WRU: d.m.ComputedWCU + unreportedIndexWCU(d.m.Writes),
+	}
+	c.invocationsByFn = map[string]int64{}
+	for fn, f := range d.c.Functions {
+		c.invocationsByFn[fn] = f.Invocations
+		c.GBSeconds += f.Duration.Seconds() * float64(lambdaMemoryMiB[fn]) / 1024
+	}
+	return c, d, nil
+}
+
+// cost measures one successful single-task run and one whose first attempt
+// fails (retried after 1 s through the delay queue), three times each, and
+// prices the median of each count per 1,000,000 runs.
+func (b *bench) cost(ctx context.Context) error {
+	cs, err := b.startCostStack(ctx)
+	if err != nil {
+		return err
+	}
+	defer cs.stop()
+	stop, err := startWorker(workerSpec{
+		APIURL: cs.server.URL(), PoolQueueURL: cs.queues[pool], EventsQueueURL: cs.queues["events"], Queue: cs.queue,
+		Name: "cost", Concurrency: 4, Logger: b.log,
+		// One lease at start, none while measuring: leases are a cost per
+		// worker process and minute, not per run.
+		LeaseInterval: time.Hour,
+	}, failFirst)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	api := newAPIClient(cs.server.URL(), "rlbench")
+	for _, def := range []map[string]any{
+		{"name": "cost-ok", "pool": pool},
+		{"name": "cost-retry", "pool": pool, "retry": map[string]any{"max_attempts": 2, "initial_interval": "1s", "jitter": "none"}},
+	} {
+		if err := api.createJob(ctx, def); err != nil {
+			return err
+		}
+	}
+	if _, _, err := cs.measure(ctx, api, "cost-ok", nil); err != nil { // warm-up
+		return err
+	}
+	kinds := []struct {
+		name, job string
+		params    map[string]any
+	}{
+		{"single", "cost-ok", nil},
+		{"retry", "cost-retry", map[string]any{"fail_first": true}},
+	}
+	for _, k := range kinds {
+		var samples []runCost
+		var last usage
+		for range 3 {
+			c, u, err := cs.measure(ctx, api, k.job, k.params)
+			if err != nil {
+				return err
+			}
+			samples = append(samples, c)
+			last = u
+		}
+		c := medianCost(samples)
+		total, parts := c.usd()
+		p := "cost_" + k.name + "_"
+		b.rep.figure(p+"dynamodb_rru", c.RRU, "RRU")
+		b.rep.figure(p+"dynamodb_wru", c.WRU, "WRU")
+		b.rep.figure(p+"sqs_requests", c.SQSRequests, "requests")
+		b.rep.figure(p+"lambda_invocations", c.Invocations, "invocations")
+		b.rep.figure(p+"lambda_gb_s", c.GBSeconds, "GB-s")
+		b.rep.figure(p+"api_requests", c.APIRequests, "requests")
+		b.rep.figure(p+"usd_per_1m_runs", total*1e6, "USD")
+		target := ""
+		if k.name == "single" {
+			target = " (target <= $10)"
+		}
+		b.rep.note("cost, %s run: $%.2f per 1M runs%s at us-east-1 list prices of %s: %s\n"+
+			"  per run (median of 3): %.1f RRU, %.1f WRU, %.0f SQS requests, %.0f Lambda invocations %s = %.4f GB-s, %.0f API requests\n"+
+			"  last sample: DynamoDB %s; SQS %s, %d empty receives left out\n"+
+			"  capacity: DynamoDB Local reported %.1f RCU for %d reads (%d without a figure) and %.1f WCU for %d writes, the latter not by\n"+
+			"  DynamoDB's pricing for transactions: WRU are the store's computed %.1f WCU plus %.0f WCU of index writes it does not report",
+			k.name, total*1e6, target, priceTableDate, fmtParts(parts),
+			c.RRU, c.WRU, c.SQSRequests, c.Invocations, sortedCounts(c.invocationsByFn), c.GBSeconds, c.APIRequests,
+			sortedCounts(last.c.DynamoDB), sortedCounts(last.c.SQS), last.m.EmptyReceives,
+			last.m.ReportedRRU, last.m.ReadRequests, last.m.UnreportedReads, last.m.ReportedWCU, last.m.WriteRequests,
+			last.m.ComputedWCU, unreportedIndexWCU(last.m.Writes))
+		b.rep.detail("  DynamoDB time of the last sample (calls x mean): %s", fmtLatency(last.m.Latency))
+		b.rep.detail("  writes of the last sample (computed: item KB, x2 in a transaction; index entry writes x1):\n%s", fmtWrites(last.m.Writes))
+	}
+	return nil
+}
+
+func medianCost(cs []runCost) runCost {
+	pick := func(f func(runCost) float64) float64 {
+		xs := make([]float64, len(cs))
+		for i, c := range cs {
+			xs[i] = f(c)
+		}
+		return median(xs)
+	}
+	m := runCost{
+		RRU:         pick(func(c runCost) float64 { return c.RRU }),
+		WRU:         pick(func(c runCost) float64 { return c.WRU }),
+		SQSRequests: pick(func(c runCost) float64 { return c.SQSRequests }),
+		Invocations: pick(func(c runCost) float64 { return c.Invocations }),
+		GBSeconds:   pick(func(c runCost) float64 { return c.GBSeconds }),
+		APIRequests: pick(func(c runCost) float64 { return c.APIRequests }),
+	}
+	m.invocationsByFn = cs[len(cs)-1].invocationsByFn
+	return m
+}
+
+func fmtParts(parts map[string]float64) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(parts)) {
+		out = append(out, fmt.Sprintf("%s $%.2f", k, parts[k]*1e6))
+	}
+	return strings.Join(out, " + ")
+}
+
+func sortedCounts(m map[string]int64) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, fmt.Sprintf("%s:%d", k, m[k]))
+	}
+	return "{" + strings.Join(out, " ") + "}"
+}
+
+// fmtWrites lists the store's writes: operation, item sizes, index entry
+// sizes and computed units.
+func fmtWrites(ws []store.CapacityReport) string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, fmt.Sprintf("    %-18s items %v B, index entries %v B: %.0f + %.0f WCU", w.Operation, w.ItemSizes, w.IndexWriteSizes, w.TableWCU(), w.IndexWCU()))
+	}
+	return strings.Join(out, "\n")
+}
+
+func fmtLatency(l map[string]opTime) string {
+	var out []string
+	var total time.Duration
+	for _, op := range slices.Sorted(maps.Keys(l)) {
+		t := l[op]
+		total += t.Total
+		out = append(out, fmt.Sprintf("%s %d x %.1f ms", op, t.N, ms(t.Total)/float64(t.N)))
+	}
+	return fmt.Sprintf("%.0f ms in all: %s", ms(total), strings.Join(out, ", "))
+}
+
+// unreportedIndexWCU estimates the index entry writes that the store's
+// capacity reports leave out: it fills IndexWriteSizes for transitions and
+// lease refreshes only. Both indexes project every attribute, so an entry
+// costs what its item costs (1 WCU per started KB; index writes are never
+// transactional). By the item layout (shared/store/store.go):
+//   - create_run of a manual run writes [run, pointer, (instance, creation
+//     record) per task]: the run enters the listing and timers indexes (its
+//     backstop), each CREATED instance the timers index;
+//   - update_run_state rewrites the run's listing entry, and moves its
+//     backstop timer entry (a delete and a put) or, on the run's last,
+//     terminal update, removes it.
+func unreportedIndexWCU(ws []store.CapacityReport) float64 {
+	kb := func(n int) float64 { return float64(max(1, (n+1023)/1024)) }
+	last := -1
+	for i, w := range ws {
+		if w.Operation == "update_run_state" {
+			last = i
+		}
+	}
+	units := 0.0
+	for i, w := range ws {
+		switch w.Operation {
+		case "create_run":
+			if len(w.ItemSizes) < 4 || len(w.ItemSizes)%2 != 0 {
+				continue // a slot or idempotency item: not a layout rlbench writes
+			}
+			units += 2 * kb(w.ItemSizes[0])
+			for j := 2; j < len(w.ItemSizes); j += 2 {
+				units += kb(w.ItemSizes[j])
+			}
+		case "update_run_state":
+			if len(w.ItemSizes) == 0 {
+				continue
+			}
+			units += kb(w.ItemSizes[0])
+			if i == last {
+				units += kb(w.ItemSizes[0])
+			} else {
+				units += 2 * kb(w.ItemSizes[0])
+			}
+		}
+	}
+	return units
+}
