@@ -10,7 +10,7 @@ FUNCTIONS := api events ticker reconciler worker
 # them. RUNLEDGER_TEST_SESSION marks this run: the emulators inherit it, so
 # the check after the tests ignores emulators of other runs in this checkout.
 test: export RUNLEDGER_TEST_SESSION := $(shell date +%s%N)-$(shell echo $$PPID)
-test: deps vet test-go test-infra
+test: deps vet test-go test-infra synth
 	@left=; \
 	for pid in $$(pgrep -f '$(CURDIR)/node_modules/.*(DynamoDBLoca[l]\.jar|fauxq[s])'); do \
 	  if tr '\0' '\n' < /proc/$$pid/environ 2>/dev/null | grep -qxF "RUNLEDGER_TEST_SESSION=$$RUNLEDGER_TEST_SESSION"; then \
