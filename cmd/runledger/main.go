@@ -19,15 +19,16 @@ import (
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] != "local" {
-		fmt.Fprintln(os.Stderr, "usage: runledger local [-addr 127.0.0.1:8080] [-info .runledger/local.json]")
+		fmt.Fprintln(os.Stderr, "usage: runledger local [-addr 127.0.0.1:8080] [-info .runledger/local.json] [-data .runledger/dynamodb] [-v]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("local", flag.ExitOnError)
 	addr := fs.String("addr", envOr("RUNLEDGER_ADDR", "127.0.0.1:8080"), "API listen address")
 	info := fs.String("info", ".runledger/local.json", "where to write the stack's endpoints")
 	verbose := fs.Bool("v", false, "log every handler at info level")
+	data := fs.String("data", ".runledger/dynamodb", `where DynamoDB Local keeps the table across restarts ("" for memory only)`)
 	_ = fs.Parse(os.Args[2:])
-	if err := runLocal(*addr, *info, *verbose); err != nil {
+	if err := runLocal(*addr, *info, *data, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "runledger local:", err)
 		os.Exit(1)
 	}
@@ -40,7 +41,7 @@ func envOr(k, def string) string {
 	return def
 }
 
-func runLocal(addr, infoPath string, verbose bool) error {
+func runLocal(addr, infoPath, dataDir string, verbose bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	level := slog.LevelWarn
@@ -49,7 +50,7 @@ func runLocal(addr, infoPath string, verbose bool) error {
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	fmt.Println("runledger: starting DynamoDB Local and the SQS emulator...")
-	st, err := devstack.Start(ctx, devstack.Options{ListenAddr: addr, DemoWorker: true, Logger: logger})
+	st, err := devstack.Start(ctx, devstack.Options{ListenAddr: addr, DataDir: dataDir, DemoWorker: true, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,9 @@ type Options struct {
 	// Env reaches the emulators (or configured endpoints). Nil: Start
 	// starts them and Stop stops them.
 	Env *emulator.Env
+	// DataDir keeps DynamoDB Local's data on disk when Start starts the
+	// emulators ("" keeps it in memory).
+	DataDir string
 	// Name prefixes the table and queue names (default "runledger").
 	Name string
 	// Pools are the worker pools (default RUNLEDGER_POOLS, else default,demo).
@@ -144,7 +147,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	o.defaults()
 	st := &Stack{Counters: o.Counters}
 	if o.Env == nil {
-		env, err := emulator.Start(ctx, emulator.Options{Logger: o.Logger})
+		env, err := emulator.Start(ctx, emulator.Options{Logger: o.Logger, DataDir: o.DataDir})
 		if err != nil {
 			return nil, err
 		}
@@ -275,7 +278,7 @@ func (st *Stack) WriteInfo(path string) error {
 func (st *Stack) startDemoWorker(ctx context.Context, o Options, _ *sqs.Client, queues map[string]string) error {
 	w, err := worker.New(worker.Config{
 		APIURL: st.Server.URL(), PoolQueueURL: queues[o.DemoPool], EventsQueueURL: queues["events"],
-		Name: "demo", Concurrency: 8, Queue: st.Queue, Logger: o.Logger,
+		Name: "demo", Concurrency: 8, Queue: st.Queue, Logger: o.Logger, PollWait: o.Wait,
 	}, worker.DemoHandler)
 	if err != nil {
 		return fmt.Errorf("devstack: demo worker: %w", err)

@@ -59,6 +59,10 @@ type Options struct {
 	// a package that only queues does not pay for a JVM. Nil means both.
 	// Asking a client of a service left out is a programming error (panic).
 	Services []string
+	// DataDir, when set, makes DynamoDB Local keep its data in that folder
+	// (-dbPath) instead of in memory, so a stopped local stack started
+	// again finds its table as it left it. Tests leave it empty.
+	DataDir string
 }
 
 // Endpoint describes where clients reach one service.
@@ -85,6 +89,8 @@ type Env struct {
 	sqs    Endpoint
 	procs  []*process
 	log    *slog.Logger
+
+	dataDir string // Options.DataDir, absolute
 
 	// wantDynamo and wantSQS: the services Options.Services asked for.
 	wantDynamo, wantSQS bool
@@ -119,6 +125,16 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		cfg.Region = DefaultRegion
 	}
 	env := &Env{cfg: cfg, log: log}
+	if opts.DataDir != "" {
+		dir, err := filepath.Abs(opts.DataDir)
+		if err == nil {
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("start emulators: data dir %s: %w", opts.DataDir, err)
+		}
+		env.dataDir = dir
+	}
 	env.dynamo = Endpoint{Service: ServiceDynamoDB}
 	env.sqs = Endpoint{Service: ServiceSQS}
 	env.wantDynamo, env.wantSQS = opts.Services == nil, opts.Services == nil
@@ -230,8 +246,13 @@ func (e *Env) startServers(ctx context.Context, l layout, timeout time.Duration)
 			args: func(port int) []string {
 				// Absolute paths (the cwd is the emulator folder anyway) so the
 				// command line names this checkout; `make test` greps for it.
-				return []string{"-Djava.library.path=" + l.dynamoLib, "-jar", l.dynamoJar,
-					"-inMemory", "-sharedDb", "-disableTelemetry", "-port", fmt.Sprint(port)}
+				storage := []string{"-inMemory"}
+				if e.dataDir != "" {
+					storage = []string{"-dbPath", e.dataDir}
+				}
+				args := []string{"-Djava.library.path=" + l.dynamoLib, "-jar", l.dynamoJar}
+				args = append(args, storage...)
+				return append(args, "-sharedDb", "-disableTelemetry", "-port", fmt.Sprint(port))
 			},
 			// DynamoDB Local does not exit when its port is taken: it logs
 			// the BindException and keeps running without a listener.
