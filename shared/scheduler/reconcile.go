@@ -117,7 +117,10 @@ func (s *Service) resolveLost(ctx context.Context, inst store.Instance) error {
 		case VerdictNeverStarted:
 			typ = statemodel.EvNeverStarted
 		case VerdictRunning:
-			return nil // alive: keep waiting for its heartbeat or the window
+			if now.Before(snap.Deadline) {
+				return nil // alive: wait for its heartbeat, or the window
+			}
+			continue // the window is over: "still running" no longer holds it
 		default:
 			continue
 		}

@@ -1,0 +1,222 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/emulator"
+	"github.com/runledger/runledger/shared/emulator/emulatortest"
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/worker"
+	"github.com/runledger/runledger/statemodel"
+)
+
+var env *emulator.Env
+
+func TestMain(m *testing.M) {
+	emulatortest.Main(m, func(e *emulator.Env) error { env = e; return nil })
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// evidenceDouble is the executor check's test double: it answers what the
+// test sets, and counts the questions.
+type evidenceDouble struct {
+	verdict atomic.Value // scheduler.Verdict
+	asked   atomic.Int32
+}
+
+func (e *evidenceDouble) Name() string { return "executor_double" }
+func (e *evidenceDouble) Check(_ context.Context, _ store.Instance, a statemodel.AttemptRecord) (scheduler.Evidence, error) {
+	e.asked.Add(1)
+	return scheduler.Evidence{Verdict: e.verdict.Load().(scheduler.Verdict), Detail: map[string]string{"attempt": fmt.Sprint(a.N)}}, nil
+}
+
+var seq atomic.Int32
+
+type fixture struct {
+	svc   *scheduler.Service
+	st    *store.Store
+	q     *queue.Client
+	pool  string
+	clock *clock
+	ev    *evidenceDouble
+}
+
+func newFixture(t *testing.T, providers ...scheduler.EvidenceProvider) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	name := fmt.Sprintf("sched%d", seq.Add(1))
+	db := env.DynamoDBClient()
+	if err := store.CreateTable(ctx, db, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.DeleteTable(context.Background(), db, name) })
+	q := queue.New(env.SQSClient())
+	pool, err := q.CreateQueue(ctx, queue.Spec{Name: name + "-pool", VisibilityTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.DeleteQueue(context.Background(), pool.URL) })
+	c := &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	st := store.New(db, name, store.WithClock(c.Now))
+	ev := &evidenceDouble{}
+	ev.verdict.Store(scheduler.VerdictUnknown)
+	svc := scheduler.New(st, q, scheduler.Config{
+		Pools: map[string]string{"default": pool.URL}, Now: c.Now,
+		Evidence: append(providers, ev),
+	})
+	return &fixture{svc: svc, st: st, q: q, pool: pool.URL, clock: c, ev: ev}
+}
+
+// running creates a one-task job, triggers it and claims attempt 1 as
+// worker id, returning the run id and the envelope.
+func (f *fixture) running(t *testing.T, workerID string) (string, worker.Envelope) {
+	t.Helper()
+	ctx := context.Background()
+	j, err := jobspec.Parse([]byte(`{"name":"j","timeouts":{"heartbeat":"10s"},"evidence_window":"1m","retry":{"max_attempts":3,"initial_interval":"1s","jitter":"none"}}`), f.svc.ParseOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := f.q.Receive(ctx, f.pool, queue.ReceiveOptions{MaxMessages: 1, Wait: 5 * time.Second})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("no envelope: %v %d", err, len(msgs))
+	}
+	envl, err := worker.ParseEnvelope(msgs[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := scheduler.AttemptRef{Run: envl.Run, Task: envl.Task, Attempt: envl.Attempt}
+	if _, err := f.svc.Claim(ctx, ref, envl.Token, workerID, "claim-1"); err != nil {
+		t.Fatal(err)
+	}
+	return v.Run.ID, envl
+}
+
+func (f *fixture) instance(t *testing.T, run string) store.Instance {
+	t.Helper()
+	inst, err := f.st.GetInstance(context.Background(), store.InstanceKey{Run: run, Task: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inst
+}
+
+// lose lets the lease expire and runs one reconciler pass.
+func (f *fixture) lose(t *testing.T) {
+	t.Helper()
+	f.clock.Advance(11 * time.Second)
+	if _, err := f.svc.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEvidenceConfirmsSuccess(t *testing.T) {
+	f := newFixture(t)
+	run, _ := f.running(t, "w@boot")
+	f.ev.verdict.Store(scheduler.VerdictSucceeded)
+	f.lose(t)
+	inst := f.instance(t, run)
+	if inst.Snapshot.State != statemodel.StateSucceeded {
+		t.Fatalf("state %s, want SUCCEEDED on confirmed success", inst.Snapshot.State)
+	}
+	h, err := f.st.FullHistory(context.Background(), inst.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := h[len(h)-1]
+	if last.Event != statemodel.EvEvidenceOK || last.Evidence["provider"] != "executor_double" || h[len(h)-2].To != statemodel.StateLost {
+		t.Fatalf("history ends %s from %s with evidence %v", last.Event, h[len(h)-2].To, last.Evidence)
+	}
+}
+
+func TestEvidenceNeverStartedResubmitsWithoutBudget(t *testing.T) {
+	f := newFixture(t)
+	run, _ := f.running(t, "w@boot")
+	f.ev.verdict.Store(scheduler.VerdictNeverStarted)
+	f.lose(t)
+	snap := f.instance(t, run).Snapshot
+	if snap.State != statemodel.StateQueued || snap.Attempt != 2 {
+		t.Fatalf("state %s attempt %d, want attempt 2 QUEUED", snap.State, snap.Attempt)
+	}
+	if a2, _ := snap.AttemptN(2); a2.SpendsBudget || snap.Spent != 1 || snap.Resubmits != 1 {
+		t.Fatalf("resubmit spent budget: %+v spent %d", a2, snap.Spent)
+	}
+}
+
+func TestEvidenceRunningHoldsOnlyUntilTheWindowEnds(t *testing.T) {
+	f := newFixture(t)
+	run, _ := f.running(t, "w@boot")
+	f.ev.verdict.Store(scheduler.VerdictRunning)
+	f.lose(t)
+	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
+		t.Fatalf("state %s, want LOST while the executor says running", st)
+	}
+	f.clock.Advance(61 * time.Second)
+	if _, err := f.svc.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	snap := f.instance(t, run).Snapshot
+	a1, _ := snap.AttemptN(1)
+	if snap.State != statemodel.StateUpForRetry || a1.ErrorCategory != statemodel.CategoryLost {
+		t.Fatalf("after the window: %s category %q", snap.State, a1.ErrorCategory)
+	}
+}
+
+func TestWorkerLeaseEvidenceRestartedWorker(t *testing.T) {
+	f := newFixture(t)
+	f.svc = scheduler.New(f.st, f.q, scheduler.Config{
+		Pools: map[string]string{"default": f.pool}, Now: f.clock.Now,
+		Evidence: []scheduler.EvidenceProvider{scheduler.WorkerLeaseEvidence{Store: f.st, Now: f.clock.Now}},
+	})
+	run, _ := f.running(t, "w1@boot-a")
+	// The process restarted: its lease now carries another boot id.
+	if err := f.st.PutWorkerLease(context.Background(), store.WorkerLease{Name: "w1", BootID: "boot-b", ExpiresAt: f.clock.Now().Add(time.Hour), Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	f.lose(t)
+	snap := f.instance(t, run).Snapshot
+	a1, _ := snap.AttemptN(1)
+	if snap.State != statemodel.StateUpForRetry || a1.Outcome != statemodel.OutcomeFailed || a1.ErrorCategory != statemodel.CategoryLost {
+		t.Fatalf("restarted worker: %s %+v, want UP_FOR_RETRY without waiting out the window", snap.State, a1)
+	}
+}
+
+func TestReconcileStopsBeforeTheDeadline(t *testing.T) {
+	f := newFixture(t)
+	f.running(t, "w@boot")
+	f.clock.Advance(11 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // under the 2 s margin
+	defer cancel()
+	st, err := f.svc.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Stopped || st.Handled != 0 || f.ev.asked.Load() != 0 {
+		t.Fatalf("pass %+v asked %d: it must stop before starting work this close to its deadline", st, f.ev.asked.Load())
+	}
+}
