@@ -109,27 +109,33 @@ func (r *reader) fail(name, want string) {
 	}
 }
 
-func (r *reader) str(name string) string {
+// member returns attribute name as the member type T. An absent attribute
+// is the zero T and false; one of another type is recorded as the reader's
+// problem.
+func member[T types.AttributeValue](r *reader, name, want string) (T, bool) {
+	var zero T
 	v, ok := r.it[name]
 	if !ok {
-		return ""
+		return zero, false
 	}
-	s, ok := v.(*types.AttributeValueMemberS)
+	m, ok := v.(T)
 	if !ok {
-		r.fail(name, "a string")
-		return ""
+		r.fail(name, want)
+		return zero, false
 	}
-	return s.Value
+	return m, true
+}
+
+func (r *reader) str(name string) string {
+	if s, ok := member[*types.AttributeValueMemberS](r, name, "a string"); ok {
+		return s.Value
+	}
+	return ""
 }
 
 func (r *reader) int(name string) int64 {
-	v, ok := r.it[name]
+	n, ok := member[*types.AttributeValueMemberN](r, name, "a number")
 	if !ok {
-		return 0
-	}
-	n, ok := v.(*types.AttributeValueMemberN)
-	if !ok {
-		r.fail(name, "a number")
 		return 0
 	}
 	i, err := strconv.ParseInt(n.Value, 10, 64)
@@ -148,29 +154,15 @@ func (r *reader) optInt(name string) *int {
 }
 
 func (r *reader) bool(name string) bool {
-	v, ok := r.it[name]
-	if !ok {
-		return false
-	}
-	b, ok := v.(*types.AttributeValueMemberBOOL)
-	if !ok {
-		r.fail(name, "a boolean")
-		return false
-	}
-	return b.Value
+	b, ok := member[*types.AttributeValueMemberBOOL](r, name, "a boolean")
+	return ok && b.Value
 }
 
 func (r *reader) bytes(name string) []byte {
-	v, ok := r.it[name]
-	if !ok {
-		return nil
+	if b, ok := member[*types.AttributeValueMemberB](r, name, "binary"); ok {
+		return b.Value
 	}
-	b, ok := v.(*types.AttributeValueMemberB)
-	if !ok {
-		r.fail(name, "binary")
-		return nil
-	}
-	return b.Value
+	return nil
 }
 
 func (r *reader) time(name string) time.Time {
@@ -185,36 +177,33 @@ func (r *reader) time(name string) time.Time {
 	return t
 }
 
-func (r *reader) strList(name string) []string {
-	v, ok := r.it[name]
-	if !ok {
-		return nil
-	}
-	l, ok := v.(*types.AttributeValueMemberL)
-	if !ok {
-		r.fail(name, "a list")
-		return nil
-	}
-	out := make([]string, 0, len(l.Value))
-	for _, e := range l.Value {
-		s, ok := e.(*types.AttributeValueMemberS)
+// elems converts every element of a list or map value to T with conv, or
+// records the problem and returns false.
+func elems[E types.AttributeValue, T any](r *reader, name, want string, vs []types.AttributeValue, conv func(E) T) ([]T, bool) {
+	out := make([]T, 0, len(vs))
+	for _, v := range vs {
+		e, ok := v.(E)
 		if !ok {
-			r.fail(name, "a list of strings")
-			return nil
+			r.fail(name, want)
+			return nil, false
 		}
-		out = append(out, s.Value)
+		out = append(out, conv(e))
 	}
+	return out, true
+}
+
+func (r *reader) strList(name string) []string {
+	l, ok := member[*types.AttributeValueMemberL](r, name, "a list")
+	if !ok {
+		return nil
+	}
+	out, _ := elems(r, name, "a list of strings", l.Value, func(s *types.AttributeValueMemberS) string { return s.Value })
 	return out
 }
 
 func (r *reader) strMap(name string) map[string]string {
-	v, ok := r.it[name]
+	m, ok := member[*types.AttributeValueMemberM](r, name, "a map")
 	if !ok {
-		return nil
-	}
-	m, ok := v.(*types.AttributeValueMemberM)
-	if !ok {
-		r.fail(name, "a map")
 		return nil
 	}
 	out := make(map[string]string, len(m.Value))
@@ -231,38 +220,19 @@ func (r *reader) strMap(name string) map[string]string {
 
 // maps reads a list of maps.
 func (r *reader) maps(name string) []map[string]types.AttributeValue {
-	v, ok := r.it[name]
+	l, ok := member[*types.AttributeValueMemberL](r, name, "a list")
 	if !ok {
 		return nil
 	}
-	l, ok := v.(*types.AttributeValueMemberL)
-	if !ok {
-		r.fail(name, "a list")
-		return nil
-	}
-	out := make([]map[string]types.AttributeValue, 0, len(l.Value))
-	for _, e := range l.Value {
-		m, ok := e.(*types.AttributeValueMemberM)
-		if !ok {
-			r.fail(name, "a list of maps")
-			return nil
-		}
-		out = append(out, m.Value)
-	}
+	out, _ := elems(r, name, "a list of maps", l.Value, func(m *types.AttributeValueMemberM) map[string]types.AttributeValue { return m.Value })
 	return out
 }
 
 func (r *reader) sub(name string) map[string]types.AttributeValue {
-	v, ok := r.it[name]
-	if !ok {
-		return nil
+	if m, ok := member[*types.AttributeValueMemberM](r, name, "a map"); ok {
+		return m.Value
 	}
-	m, ok := v.(*types.AttributeValueMemberM)
-	if !ok {
-		r.fail(name, "a map")
-		return nil
-	}
-	return m.Value
+	return nil
 }
 
 // expr collects the placeholders of one request's expressions. Attribute
