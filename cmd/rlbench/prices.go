@@ -1,7 +1,10 @@
 package main
 
 // AWS list prices, us-east-1 (US East, N. Virginia), on-demand, first
-// pricing tier, no free tier, as read on 2026-11-30 from:
+// pricing tier, no free tier, checked on 2026-11-30 for these pages (their
+// rate tables render client-side, so the figures were taken from AWS's API
+// Gateway cost-optimization whitepaper and from 2026 price guides quoting
+// these pages):
 //
 //	DynamoDB    https://aws.amazon.com/dynamodb/pricing/on-demand/
 //	            (the on-demand rates since the price cut of 2024-11-01)
