@@ -3,12 +3,9 @@ package local_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +18,7 @@ import (
 	"github.com/runledger/runledger/shared/emulator/emulatortest"
 	"github.com/runledger/runledger/shared/local"
 	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/queue/queuetest"
 )
 
 var env *emulator.Env
@@ -37,36 +35,11 @@ func newClient(counters *local.Counters) *queue.Client {
 // rawSQS is the SDK client, for what the queue adapter does not expose.
 func rawSQS() *sqs.Client { return env.SQSClient() }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
-
 // newQueue creates a fresh, uniquely named queue for one test and deletes
 // it (and its dead-letter queue) afterwards.
 func newQueue(t *testing.T, spec queue.Spec) queue.Created {
 	t.Helper()
-	client := newClient(nil)
-	base := unsafeName.ReplaceAllString(t.Name(), "-")
-	if len(base) > 50 {
-		base = base[len(base)-50:]
-	}
-	var suffix [4]byte
-	rand.Read(suffix[:])
-	spec.Name = strings.Trim(base, "-") + "-" + hex.EncodeToString(suffix[:])
-	created, err := client.CreateQueue(t.Context(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := client.DeleteQueue(ctx, created.URL); err != nil {
-			t.Error(err)
-		}
-		if created.DeadLetterURL != "" {
-			if err := client.DeleteQueue(ctx, created.DeadLetterURL); err != nil {
-				t.Error(err)
-			}
-		}
-	})
-	return created
+	return queuetest.New(t, newClient(nil), spec)
 }
 
 // eventually polls cond until it holds or within runs out; cond describes

@@ -1,11 +1,7 @@
 package queue_test
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +9,7 @@ import (
 	"github.com/runledger/runledger/shared/emulator"
 	"github.com/runledger/runledger/shared/emulator/emulatortest"
 	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/queue/queuetest"
 )
 
 var client *queue.Client
@@ -29,35 +26,11 @@ func TestMain(m *testing.M) {
 // against Go's monotonic clock) stay well under this.
 const clockSlack = 50 * time.Millisecond
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
-
 // newQueue creates a fresh, uniquely named queue for one test and deletes
 // it (and its dead-letter queue) afterwards.
 func newQueue(t *testing.T, spec queue.Spec) queue.Created {
 	t.Helper()
-	base := unsafeName.ReplaceAllString(t.Name(), "-")
-	if len(base) > 50 {
-		base = base[len(base)-50:]
-	}
-	var suffix [4]byte
-	rand.Read(suffix[:])
-	spec.Name = strings.Trim(base, "-") + "-" + hex.EncodeToString(suffix[:])
-	created, err := client.CreateQueue(t.Context(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := client.DeleteQueue(ctx, created.URL); err != nil {
-			t.Error(err)
-		}
-		if created.DeadLetterURL != "" {
-			if err := client.DeleteQueue(ctx, created.DeadLetterURL); err != nil {
-				t.Error(err)
-			}
-		}
-	})
-	return created
+	return queuetest.New(t, client, spec)
 }
 
 // receiveWithin long-polls until at least one message arrives or within
