@@ -20,7 +20,7 @@ type PassStats struct {
 	Duration time.Duration
 }
 
-// dispatchGrace is how long the ticker leaves a fresh SCHEDULED instance to
+// dispatchGrace is how long timers leave a fresh SCHEDULED instance to
 // the path that scheduled it (which dispatches at once), so that the scan,
 // the backstop after a crash, does not send a second envelope in the
 // ordinary case.
@@ -48,12 +48,7 @@ func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 			return true, s.AdvanceRun(ctx, d.Run)
 		}
 		switch statemodel.TimerKind(d.Kind) {
-		case statemodel.TimerDispatch:
-			if d.At.After(s.now().Add(-dispatchGrace)) {
-				return false, nil // the path that scheduled it is dispatching it now
-			}
-			return true, s.FireTimer(ctx, d.Instance())
-		case statemodel.TimerRetry, statemodel.TimerDepsRecheck:
+		case statemodel.TimerDispatch, statemodel.TimerRetry, statemodel.TimerDepsRecheck:
 			return true, s.FireTimer(ctx, d.Instance())
 		}
 		return false, nil // the reconciler's
@@ -158,6 +153,12 @@ func (s *Service) FireTimer(ctx context.Context, key store.InstanceKey) error {
 		}
 		s.follow(ctx, key, res)
 	case statemodel.StateScheduled:
+		// Whatever timer brought us here (the index may still list the
+		// retry that just became SCHEDULED), a fresh SCHEDULED instance
+		// is being dispatched by the path that scheduled it.
+		if s.now().Sub(snap.Deadline) < dispatchGrace {
+			return nil
+		}
 		run, err := s.store.GetRun(ctx, key.Run)
 		if err != nil {
 			return fmt.Errorf("fire timer %s: %w", key, err)
