@@ -139,19 +139,6 @@ func (s *stack) records(run, task string) []record {
 	return d.Transitions
 }
 
-// recordTo returns the first record that enters state to; the test fails if
-// there is none.
-func recordTo(t *testing.T, h []record, to string) record {
-	t.Helper()
-	for _, r := range h {
-		if r.To == to {
-			return r
-		}
-	}
-	t.Fatalf("no transition to %s in %s", to, describe(h))
-	return record{}
-}
-
 // describe renders a history compactly for failure messages.
 func describe(h []record) string {
 	parts := make([]string, len(h))

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -167,15 +166,6 @@ func shape(t *testing.T, doc []byte) any {
 		return "?"
 	}
 	return walk(v)
-}
-
-func keys[M ~map[string]V, V any](m M) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func mustReadFile(t *testing.T, path string) []byte {

@@ -28,13 +28,6 @@ func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 
-func optNum(n int64) types.AttributeValue {
-	if n == 0 {
-		return nil
-	}
-	return num(n)
-}
-
 func boolean(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }
 
 // optBool is absent for false.

@@ -16,8 +16,6 @@ const (
 	// MaxTransactionSize is the aggregate size limit of one
 	// TransactWriteItems request.
 	MaxTransactionSize = 4 * 1024 * 1024
-	// maxTransactItems is how many actions one TransactWriteItems may hold.
-	maxTransactItems = 100
 )
 
 // itemSize computes an item's size by DynamoDB's documented rules

@@ -106,12 +106,6 @@ func (p *peer) setUnavailable(ref worker.AttemptRef) {
 	p.unavailable[ref] = true
 }
 
-func (p *peer) state(ref worker.AttemptRef) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.attempts[ref].state
-}
-
 // callsOf returns the calls of one route for one attempt.
 func (p *peer) callsOf(route string, ref worker.AttemptRef) []peerCall {
 	p.mu.Lock()
