@@ -107,7 +107,7 @@ func (s *Service) evaluate(ctx context.Context, view store.RunView) (bool, error
 			moved = true
 			if res.Snapshot.State == statemodel.StateScheduled {
 				inst.Snapshot = res.Snapshot
-				if err := s.dispatch(ctx, inst, view.Run.Params); err != nil {
+				if err := s.dispatch(ctx, inst, view.Run); err != nil {
 					s.log.WarnContext(ctx, "dispatch", "run_id", inst.Key.Run, "task", inst.Key.Task, "error", err.Error())
 				}
 			}

@@ -26,7 +26,7 @@ func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 // envelope may exist, but its token matches no attempt record, so the
 // fenced claim refuses it; exactly one worker runs the attempt. A claim that
 // arrives before the write lands waits for it (Claim).
-func (s *Service) dispatch(ctx context.Context, inst store.Instance, params []byte) error {
+func (s *Service) dispatch(ctx context.Context, inst store.Instance, run store.Run) error {
 	key := inst.Key
 	snap := inst.Snapshot
 	if snap.State != statemodel.StateScheduled {
@@ -45,8 +45,9 @@ func (s *Service) dispatch(ctx context.Context, inst store.Instance, params []by
 	p := inst.Policy
 	// The worker SDK owns the wire format of the envelope (API.md).
 	env := worker.Envelope{
-		Run: key.Run, Task: key.Task, Attempt: n, Token: token, Pool: inst.Pool,
-		Payload: rawOrNil(inst.Payload), Params: rawOrNil(params),
+		Job: inst.Job, Run: key.Run, Task: key.Task, Attempt: n, Token: token, Pool: inst.Pool,
+		LogicalTime: run.LogicalTime,
+		Payload:     rawOrNil(inst.Payload), Params: rawOrNil(run.Params),
 		HeartbeatInterval: p.Timeouts.Heartbeat / 3,
 		RunTimeout:        p.Timeouts.Run,
 		ClaimBy:           now.Add(p.Timeouts.Queue),
@@ -157,7 +158,8 @@ func (s *Service) runStarted(ctx context.Context, runID string) {
 	}
 }
 
-// dispatchKey reads the instance and its run's params, then dispatches.
+// dispatchKey reads the instance and its run (params, logical time), then
+// dispatches.
 func (s *Service) dispatchKey(ctx context.Context, key store.InstanceKey) error {
 	inst, err := s.store.GetInstance(ctx, key)
 	if err != nil {
@@ -167,5 +169,5 @@ func (s *Service) dispatchKey(ctx context.Context, key store.InstanceKey) error 
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	return s.dispatch(ctx, inst, run.Params)
+	return s.dispatch(ctx, inst, run)
 }

@@ -163,7 +163,7 @@ func (s *Service) FireTimer(ctx context.Context, key store.InstanceKey) error {
 		if err != nil {
 			return fmt.Errorf("fire timer %s: %w", key, err)
 		}
-		return s.dispatch(ctx, inst, run.Params)
+		return s.dispatch(ctx, inst, run)
 	case statemodel.StateCreated:
 		return s.AdvanceRun(ctx, key.Run)
 	default:

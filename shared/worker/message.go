@@ -62,9 +62,14 @@ func (a AttemptRef) validate() error {
 
 // Envelope is the body of a dispatch message: one attempt handed to a pool.
 type Envelope struct {
+	// Job is the job the run belongs to.
+	Job     string
 	Run     string
 	Task    string
 	Attempt int
+	// LogicalTime is the run's logical time: the schedule slot it stands
+	// for, or the trigger time of a manual run. Zero when absent.
+	LogicalTime time.Time
 	// Token fences the attempt: the worker routes take it as the bearer,
 	// and user code may key its own output writes on it.
 	Token string
@@ -87,11 +92,13 @@ type Envelope struct {
 func (e Envelope) Ref() AttemptRef { return AttemptRef{Run: e.Run, Task: e.Task, Attempt: e.Attempt} }
 
 type envelopeJSON struct {
+	Job               string          `json:"job,omitempty"`
 	Run               string          `json:"run"`
 	Task              string          `json:"task"`
 	Attempt           int             `json:"attempt"`
 	Token             string          `json:"token"`
 	Pool              string          `json:"pool"`
+	LogicalTime       *string         `json:"logical_time,omitempty"`
 	Payload           json.RawMessage `json:"payload,omitempty"`
 	Params            json.RawMessage `json:"params,omitempty"`
 	HeartbeatInterval string          `json:"heartbeat_interval,omitempty"`
@@ -103,8 +110,9 @@ type envelopeJSON struct {
 // duration strings, claim_by as RFC 3339 UTC with milliseconds.
 func (e Envelope) MarshalJSON() ([]byte, error) {
 	w := envelopeJSON{
-		Run: e.Run, Task: e.Task, Attempt: e.Attempt, Token: e.Token, Pool: e.Pool,
-		Payload: e.Payload, Params: e.Params,
+		Job: e.Job, Run: e.Run, Task: e.Task, Attempt: e.Attempt, Token: e.Token, Pool: e.Pool,
+		LogicalTime: formatTime(e.LogicalTime),
+		Payload:     e.Payload, Params: e.Params,
 		ClaimBy: formatTime(e.ClaimBy),
 	}
 	if e.HeartbeatInterval != 0 {
@@ -134,9 +142,14 @@ func (e *Envelope) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
+	logical, err := parseTime("logical_time", w.LogicalTime)
+	if err != nil {
+		return err
+	}
 	*e = Envelope{
-		Run: w.Run, Task: w.Task, Attempt: w.Attempt, Token: w.Token, Pool: w.Pool,
-		Payload: nullToNil(w.Payload), Params: nullToNil(w.Params),
+		Job: w.Job, Run: w.Run, Task: w.Task, Attempt: w.Attempt, Token: w.Token, Pool: w.Pool,
+		LogicalTime: logical,
+		Payload:     nullToNil(w.Payload), Params: nullToNil(w.Params),
 		HeartbeatInterval: hb, RunTimeout: rt, ClaimBy: claimBy,
 	}
 	return nil

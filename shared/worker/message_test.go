@@ -44,11 +44,12 @@ func TestEnvelopeFixture(t *testing.T) {
 	var env worker.Envelope
 	roundTrip(t, "envelope.json", &env)
 	want := worker.Envelope{
-		Run: "01JH2Z3ZKX8Q6S1M4T7V9W0ABC", Task: "extract", Attempt: 2, Token: "tk_3f9a0c1e", Pool: "default",
+		Job: "nightly-report", Run: "01JH2Z3ZKX8Q6S1M4T7V9W0ABC", Task: "extract", Attempt: 2, Token: "tk_3f9a0c1e", Pool: "default",
+		LogicalTime:       time.Date(2026, 1, 2, 2, 0, 0, 0, time.UTC),
 		HeartbeatInterval: 20 * time.Second, RunTimeout: time.Hour,
 		ClaimBy: time.Date(2026, 1, 2, 3, 14, 5, 123_000_000, time.UTC),
 	}
-	if env.Run != want.Run || env.Task != want.Task || env.Attempt != want.Attempt || env.Token != want.Token || env.Pool != want.Pool ||
+	if env.Job != want.Job || !env.LogicalTime.Equal(want.LogicalTime) || env.Run != want.Run || env.Task != want.Task || env.Attempt != want.Attempt || env.Token != want.Token || env.Pool != want.Pool ||
 		env.HeartbeatInterval != want.HeartbeatInterval || env.RunTimeout != want.RunTimeout || !env.ClaimBy.Equal(want.ClaimBy) {
 		t.Errorf("envelope = %+v, want %+v", env, want)
 	}

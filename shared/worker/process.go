@@ -124,8 +124,9 @@ func (w *Worker) process(d delivery, m mode) disposition {
 
 	out := &taskOutput{}
 	task := Task{
-		Run: env.Run, Task: env.Task, Attempt: env.Attempt, Token: env.Token, Pool: env.Pool,
-		Payload: env.Payload, Params: env.Params, WorkerID: w.id, Log: log, out: out,
+		Job: env.Job, Run: env.Run, Task: env.Task, Attempt: env.Attempt, LogicalTime: env.LogicalTime,
+		Token: env.Token, Pool: env.Pool, Payload: env.Payload, Params: env.Params,
+		WorkerID: w.id, Log: log, out: out,
 	}
 	started := time.Now()
 	herr, returned, abandonedBy := w.runHandler(hctx, task, m, log)

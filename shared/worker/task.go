@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -25,9 +26,14 @@ type Handler func(ctx context.Context, t Task) error
 
 // Task is one claimed attempt as the handler sees it.
 type Task struct {
+	// Job is the job the run belongs to ("" from an envelope without it).
+	Job     string
 	Run     string
 	Task    string
 	Attempt int
+	// LogicalTime is the run's logical time (the schedule slot, or the
+	// trigger time of a manual run); zero when the envelope has none.
+	LogicalTime time.Time
 	// Token is the attempt's fencing token. Output writes keyed on (Run,
 	// Task, Attempt) and conditioned on the token let only the current
 	// attempt's output stand: a stale attempt that still runs cannot
