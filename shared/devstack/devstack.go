@@ -11,12 +11,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +26,7 @@ import (
 	"github.com/runledger/runledger/shared/api"
 	"github.com/runledger/runledger/shared/emulator"
 	"github.com/runledger/runledger/shared/local"
+	"github.com/runledger/runledger/shared/localinfo"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
@@ -85,15 +84,7 @@ type Stack struct {
 }
 
 // Info is what .runledger/local.json holds for tools outside the process.
-type Info struct {
-	APIURL           string            `json:"api_url"`
-	APIKey           string            `json:"api_key"`
-	DynamoDBEndpoint string            `json:"dynamodb_endpoint"`
-	SQSEndpoint      string            `json:"sqs_endpoint"`
-	Region           string            `json:"region"`
-	Table            string            `json:"table"`
-	Queues           map[string]string `json:"queues"`
-}
+type Info = localinfo.Info
 
 func (o *Options) defaults() {
 	if o.Name == "" {
@@ -262,16 +253,7 @@ func (st *Stack) Stop(ctx context.Context) error {
 }
 
 // WriteInfo writes the stack's endpoints to path (.runledger/local.json).
-func (st *Stack) WriteInfo(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(st.Info, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o600)
-}
+func (st *Stack) WriteInfo(path string) error { return localinfo.Write(path, st.Info) }
 
 // startDemoWorker runs the demo pool's worker (the worker SDK's
 // DemoHandler) in this process: the same code a worker Lambda runs.
