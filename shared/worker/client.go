@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -238,10 +239,27 @@ func (c *Client) call(ctx context.Context, op, route string, ref AttemptRef, tok
 	return nil
 }
 
+// summarize shortens a body for a log line or an error, its tokens
+// redacted first.
 func summarize(b []byte) string {
-	s := strings.TrimSpace(string(b))
+	s := redact(strings.TrimSpace(string(b)))
 	if len(s) > 200 {
 		s = s[:200] + "..."
 	}
 	return s
+}
+
+var (
+	// tokenMember matches a JSON "token" member's string value, closed or
+	// cut off.
+	tokenMember = regexp.MustCompile(`("token"\s*:\s*")(?:[^"\\]|\\.)*"?`)
+	// bearerValue matches the credential of a bearer authorization.
+	bearerValue = regexp.MustCompile(`(?i)(bearer\s+)[^\s",]+`)
+)
+
+// redact hides attempt tokens and bearer credentials in text that may be
+// logged: an attempt's token is its credential on the worker routes.
+func redact(s string) string {
+	s = tokenMember.ReplaceAllString(s, `${1}[redacted]"`)
+	return bearerValue.ReplaceAllString(s, `${1}[redacted]`)
 }

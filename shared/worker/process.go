@@ -73,7 +73,9 @@ func (w *Worker) process(d delivery, m mode) disposition {
 		return dispositionRetry
 	}
 
-	if err := w.claim(ctx, env); err != nil {
+	claimSent := w.now()
+	claimed, err := w.claim(ctx, env)
+	if err != nil {
 		switch {
 		case isRefusal(err):
 			// Exactly one claim wins; this delivery is a duplicate or
@@ -119,14 +121,17 @@ func (w *Worker) process(d delivery, m mode) disposition {
 	if interval <= 0 {
 		interval = w.cfg.DefaultHeartbeatInterval
 	}
+	fence := newLeaseFence(w.now, interval)
+	fence.renew(claimSent, claimed.LeaseExpiresAt)
 	var handlerDone atomic.Bool
-	keepWG.Go(func() { w.heartbeatLoop(keepCtx, env, interval, cancel, &handlerDone, log) })
+	keepWG.Go(func() { w.heartbeatLoop(keepCtx, env, interval, fence, cancel, &handlerDone, log) })
+	keepWG.Go(func() { w.fenceLoop(keepCtx, fence, cancel, &handlerDone, log) })
 
 	out := &taskOutput{}
 	task := Task{
 		Job: env.Job, Run: env.Run, Task: env.Task, Attempt: env.Attempt, LogicalTime: env.LogicalTime,
 		Token: env.Token, Pool: env.Pool, Payload: env.Payload, Params: env.Params,
-		WorkerID: w.id, Log: log, out: out,
+		WorkerID: w.id, Log: log, out: out, fence: fence,
 	}
 	started := time.Now()
 	herr, returned, abandonedBy := w.runHandler(hctx, task, m, log)
@@ -139,12 +144,15 @@ func (w *Worker) process(d delivery, m mode) disposition {
 	} else {
 		log.ErrorContext(ctx, "handler did not return after its context ended; reporting without it",
 			"reason", abandonedBy.reason, "stop_wait", m.stopWait.String())
-		res = result{outcome: abandonedBy.outcome, category: abandonedBy.category, retryable: true, report: abandonedBy != errAttemptOver}
+		res = result{outcome: abandonedBy.outcome, category: abandonedBy.category, retryable: true, report: !abandonedBy.silent}
 	}
 	if !res.report {
-		// A newer attempt or the instance's state superseded this one:
-		// whatever it did is no longer the attempt's truth.
-		log.WarnContext(ctx, "attempt superseded; not reporting it", "handler_err", errString(herr))
+		// A newer attempt or the instance's state superseded this one, or
+		// its lease ran out: whatever it did is no longer the attempt's
+		// truth. (The lease's end was logged when it came.)
+		if causeOf(hctx) != errLeaseLost {
+			log.WarnContext(ctx, "attempt superseded; not reporting it", "handler_err", errString(herr))
+		}
 		stopKeep()
 		w.deleteMessage(ctx, d, log)
 		return dispositionDone
@@ -180,13 +188,13 @@ func (w *Worker) process(d delivery, m mode) disposition {
 
 // claim claims the attempt, repeating through transient failures with the
 // same event id so that a claim that won but lost its answer wins again.
-func (w *Worker) claim(ctx context.Context, env Envelope) error {
+func (w *Worker) claim(ctx context.Context, env Envelope) (ClaimResponse, error) {
 	req := ClaimRequest{Run: env.Run, Task: env.Task, Attempt: env.Attempt, WorkerID: w.id, EventID: w.newEventID()}
 	bo := backoff{min: 100 * time.Millisecond, max: time.Second}
 	for try := 1; ; try++ {
-		_, err := w.api.Claim(ctx, env.Token, req)
+		resp, err := w.api.Claim(ctx, env.Token, req)
 		if err == nil || !IsTransient(err) || try == claimTries || !sleep(ctx, bo.next()) {
-			return err
+			return resp, err
 		}
 	}
 }
@@ -254,9 +262,23 @@ func causeOf(ctx context.Context) *stopCause {
 	return nil
 }
 
-// heartbeatLoop beats every interval until ctx ends. A cancel request ends
-// the handler's ctx; a refusal means the attempt is over for this worker.
-func (w *Worker) heartbeatLoop(ctx context.Context, env Envelope, interval time.Duration, cancel context.CancelCauseFunc, handlerDone *atomic.Bool, log *slog.Logger) {
+// fenceLoop ends the handler's ctx (cause ErrLeaseLost) when the lease
+// was not renewed and its fencing deadline passed, unless the handler has
+// returned already.
+func (w *Worker) fenceLoop(ctx context.Context, fence *leaseFence, cancel context.CancelCauseFunc, handlerDone *atomic.Bool, log *slog.Logger) {
+	if !fence.watch(ctx, w.after) || handlerDone.Load() {
+		return
+	}
+	fence.markLost()
+	log.WarnContext(ctx, "attempt lease not renewed; ending the handler before the lease ends, reporting nothing",
+		"lease_expires_at", fence.lease(), "fencing_deadline", fence.deadline())
+	cancel(errLeaseLost)
+}
+
+// heartbeatLoop beats every interval until ctx ends or the lease is lost,
+// renewing the fence with each answer. A cancel request ends the handler's
+// ctx; a refusal means the attempt is over for this worker.
+func (w *Worker) heartbeatLoop(ctx context.Context, env Envelope, interval time.Duration, fence *leaseFence, cancel context.CancelCauseFunc, handlerDone *atomic.Bool, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	cancelSeen := false
@@ -266,11 +288,18 @@ func (w *Worker) heartbeatLoop(ctx context.Context, env Envelope, interval time.
 			return
 		case <-t.C:
 		}
+		if fence.isLost() {
+			// The handler was told to stop and nothing will be reported:
+			// proving the attempt alive now would only delay its retry.
+			return
+		}
 		callCtx, stop := context.WithTimeout(ctx, max(interval, 5*time.Second))
+		sent := w.now()
 		resp, err := w.api.Heartbeat(callCtx, env.Token, HeartbeatRequest{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: w.newEventID()})
 		stop()
 		switch {
 		case err == nil:
+			fence.renew(sent, resp.LeaseExpiresAt)
 			if resp.CancelRequested && !cancelSeen {
 				cancelSeen = true
 				log.InfoContext(ctx, "cancel requested; ending the handler's context")

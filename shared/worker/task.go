@@ -49,7 +49,24 @@ type Task struct {
 	// Log carries run_id, task_id and attempt.
 	Log *slog.Logger
 
-	out *taskOutput
+	out   *taskOutput
+	fence *leaseFence
+}
+
+// FencingDeadline is when, by the worker's clock (Config.Clock), the worker
+// ends the handler's ctx with cause ErrLeaseLost unless it renews the
+// attempt's lease before then: the lease's end less a margin of
+// min(5 s, heartbeat timeout / 3). It moves on with every heartbeat. An
+// output write that is refused after it (a conditional write whose
+// condition carries the deadline, a commit that checks it last) cannot
+// land beside a retry of the attempt, as long as the clocks of the worker
+// and the scheduler agree within the deployment's max clock skew. Zero for
+// a task not handed out by a worker.
+func (t Task) FencingDeadline() time.Time {
+	if t.fence == nil {
+		return time.Time{}
+	}
+	return t.fence.deadline()
 }
 
 // Ref is the attempt.
@@ -190,6 +207,9 @@ type stopCause struct {
 	reason   string
 	category string
 	outcome  Outcome
+	// silent: the attempt is over for this worker and nothing may be
+	// reported for it.
+	silent bool
 }
 
 func (c *stopCause) Error() string { return c.reason }
@@ -201,7 +221,11 @@ var (
 	errLambdaDeadline  = &stopCause{reason: "invocation deadline near", category: CategoryWorkerDeadline, outcome: OutcomeFailed}
 	// errAttemptOver: a heartbeat learned that the attempt is no longer
 	// current (stale, or its instance refuses it). Nothing is reported.
-	errAttemptOver = &stopCause{reason: "attempt no longer current"}
+	errAttemptOver = &stopCause{reason: "attempt no longer current", silent: true}
+	// errLeaseLost (exported as ErrLeaseLost): the lease could not be
+	// renewed and is about to end. Nothing is reported: the scheduler
+	// resolves the attempt as lost.
+	errLeaseLost = &stopCause{reason: "attempt lease not renewed before its end", silent: true}
 )
 
 // result is how one handler call ended, before it becomes a completion.
@@ -218,7 +242,7 @@ type result struct {
 // classify turns a handler's return into a result. cause is the handler
 // context's cause when the worker ended it, else nil.
 func classify(ctx context.Context, err error, cause *stopCause, log *slog.Logger) result {
-	if cause == errAttemptOver {
+	if cause != nil && cause.silent {
 		return result{report: false}
 	}
 	if err == nil {

@@ -13,6 +13,10 @@
 //     reported failed with category "timeout";
 //   - the envelope's heartbeat_interval is the beat; the heartbeat timeout
 //     on the server (three beats) is what a silent worker loses its lease by;
+//   - the attempt's lease ends a heartbeat timeout after the last renewal
+//     (claim or heartbeat); when it could not be renewed, the handler's ctx
+//     ends min(5 s, heartbeat timeout / 3) before it (cause ErrLeaseLost)
+//     and nothing is reported, so the handler never runs beside a retry;
 //   - Config.VisibilityTimeout is how long a received message stays hidden;
 //     the worker extends it every third of that while it works;
 //   - Config.ShutdownGrace bounds how long running handlers may finish after
@@ -88,8 +92,10 @@ type Config struct {
 	Queue Queue
 	// HTTPClient calls the API. Default: a client with a 30 s timeout.
 	HTTPClient *http.Client
-	// Clock stamps event times and lease expiries. Default time.Now.
-	// Timers (heartbeats, timeouts) run on real time.
+	// Clock stamps event times and lease expiries, and is what an
+	// attempt's fencing deadline (Task.FencingDeadline) is compared with.
+	// Default time.Now. The other timers (heartbeats, timeouts) run on
+	// real time.
 	Clock func() time.Time
 	// Logger receives the worker's JSON logs. Default slog.Default().
 	Logger *slog.Logger
@@ -127,6 +133,8 @@ type Worker struct {
 	now     func() time.Time
 	bootID  string
 	id      string
+	// after makes the fence's timers (tests drive them with a fake clock).
+	after func(time.Duration) <-chan time.Time
 
 	running  runningSet
 	leaseSeq atomic.Int64
@@ -204,6 +212,7 @@ func New(cfg Config, h Handler) (*Worker, error) {
 		api:     NewClient(cfg.APIURL, cfg.HTTPClient),
 		q:       cfg.Queue,
 		now:     cfg.Clock,
+		after:   realAfter,
 		bootID:  ulid.Make().String(),
 		running: runningSet{m: map[AttemptRef]struct{}{}},
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -452,5 +455,78 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// dropHeartbeats is a transport that loses heartbeat requests once drop is
+// set, as a network partition would; other calls go through.
+type dropHeartbeats struct {
+	drop atomic.Bool
+	sent atomic.Int32 // heartbeats dropped
+}
+
+func (d *dropHeartbeats) RoundTrip(r *http.Request) (*http.Response, error) {
+	if d.drop.Load() && strings.HasSuffix(r.URL.Path, "/heartbeat") {
+		d.sent.Add(1)
+		return nil, errors.New("heartbeat dropped by the test's partition")
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A worker whose heartbeats stop getting through ends its handler (cause
+// ErrLeaseLost) before the attempt's lease ends, reports nothing, and lets
+// the message go; while they got through, each renewal moved the fencing
+// deadline on.
+func TestLeaseLostEndsHandlerBeforeLeaseEnds(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	tr := &dropHeartbeats{}
+	cfg := f.config("partitioned")
+	cfg.HTTPClient = &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	type ending struct {
+		cause    error
+		at       time.Time
+		deadline time.Time
+		first    time.Time
+	}
+	ended := make(chan ending, 1)
+	w := f.newWorker(cfg, func(ctx context.Context, task worker.Task) error {
+		first := task.FencingDeadline()
+		// Renewals get through: the deadline moves on.
+		for !task.FencingDeadline().After(first) {
+			if !sleepCtx(ctx, 20*time.Millisecond) {
+				break
+			}
+		}
+		tr.drop.Store(true)
+		<-ctx.Done()
+		ended <- ending{cause: context.Cause(ctx), at: time.Now(), deadline: task.FencingDeadline(), first: first}
+		return nil // a success that must not be reported
+	})
+	// A 1 s beat: a 3 s heartbeat timeout, so a 1 s margin.
+	env := f.dispatch(func(e *worker.Envelope) { e.HeartbeatInterval = time.Second })
+	f.start(w)
+
+	e := <-ended
+	if !errors.Is(e.cause, worker.ErrLeaseLost) {
+		t.Fatalf("handler ctx cause = %v, want ErrLeaseLost", e.cause)
+	}
+	if !e.deadline.After(e.first) {
+		t.Errorf("fencing deadline %s never moved on from %s while heartbeats got through", e.deadline, e.first)
+	}
+	// The lease ends a margin (one beat) after the fencing deadline.
+	if leaseEnd := e.deadline.Add(time.Second); e.at.Before(e.deadline) || !e.at.Before(leaseEnd) {
+		t.Errorf("handler ctx ended at %s, want within [deadline %s, lease end %s)", e.at, e.deadline, leaseEnd)
+	}
+	waitFor(t, "the message to be deleted", func() bool { return f.q.count("delete", f.pool) == 1 })
+	if sends := f.q.completionSends(f.events); len(sends) != 0 {
+		t.Errorf("completions sent for an attempt whose lease was lost: %+v", sends)
+	}
+	if tr.sent.Load() == 0 {
+		t.Error("no heartbeat was dropped")
+	}
+	hbs := f.peer.callsOf("heartbeat", env.Ref())
+	if len(hbs) == 0 {
+		t.Error("no heartbeat got through before the partition")
 	}
 }
