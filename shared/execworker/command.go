@@ -1,0 +1,272 @@
+// Package execworker is a worker handler that runs a command named in the
+// task's payload, the handler behind `runledger worker exec`:
+//
+//	{"command": ["python3", "etl.py", "--day", "{{.LogicalDate}}"],
+//	 "env": {"REGION": "eu"}, "dir": "/srv/etl", "permanent_exit_codes": [2]}
+//
+// Every argument, env value and dir is a Go text/template over Vars (the
+// attempt's envelope). The executable must match the allowlist, and the
+// arguments reach it as they are: never through a shell. The process runs
+// in its own process group; when the attempt must stop (a cancel request,
+// the run timeout, a lost lease, a shutdown) the group gets SIGTERM, then
+// SIGKILL after a grace period. Exit 0 is success; any other status is a
+// failure carrying the exit code, retryable unless the payload lists it as
+// permanent, with the tail of the process's stderr as the reason.
+package execworker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/runledger/runledger/shared/worker"
+)
+
+// Error categories this handler reports, besides the SDK's own.
+const (
+	// CategoryNotAllowed: the executable matches no --allow pattern.
+	CategoryNotAllowed = "command_not_allowed"
+	// CategoryInvalidPayload: the payload is not a command this handler
+	// can run (bad shape, a template that does not render).
+	CategoryInvalidPayload = "invalid_payload"
+	// CategoryNotFound: the executable does not exist or cannot start.
+	CategoryNotFound = "command_not_found"
+	// CategoryFailed: the process exited with a non-zero status.
+	CategoryFailed = "command_failed"
+	// CategoryKilled: a signal this handler did not send ended the process.
+	CategoryKilled = "command_killed"
+)
+
+// Payload is the task payload the handler runs.
+type Payload struct {
+	// Command is the executable and its arguments; each is a template.
+	Command []string `json:"command"`
+	// Env adds variables to the process's environment; values are
+	// templates.
+	Env map[string]string `json:"env,omitempty"`
+	// Dir is the working directory (a template); default: the worker's.
+	Dir string `json:"dir,omitempty"`
+	// PermanentExitCodes are exit statuses not worth retrying.
+	PermanentExitCodes []int `json:"permanent_exit_codes,omitempty"`
+}
+
+// Vars are what the templates see.
+type Vars struct {
+	Job     string
+	Run     string
+	Task    string
+	Attempt int
+	// LogicalTime is the run's logical time, RFC 3339 UTC with
+	// milliseconds ("" when the envelope has none).
+	LogicalTime string
+	// LogicalDate is the UTC date of the logical time, YYYY-MM-DD.
+	LogicalDate string
+	// Params are the run's parameters; a missing key fails the template.
+	Params map[string]any
+}
+
+// timeLayout is the API's time format: RFC 3339 UTC with milliseconds.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// VarsOf builds the template variables of an attempt.
+func VarsOf(t worker.Task) (Vars, error) {
+	v := Vars{Job: t.Job, Run: t.Run, Task: t.Task, Attempt: t.Attempt, Params: map[string]any{}}
+	if !t.LogicalTime.IsZero() {
+		v.LogicalTime = t.LogicalTime.UTC().Format(timeLayout)
+		v.LogicalDate = t.LogicalTime.UTC().Format(time.DateOnly)
+	}
+	if len(t.Params) > 0 && string(t.Params) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(t.Params))
+		dec.UseNumber() // {{.Params.n}} prints 12345678901234567890 as given
+		if err := dec.Decode(&v.Params); err != nil {
+			return Vars{}, fmt.Errorf("params are not a JSON object: %w", err)
+		}
+	}
+	return v, nil
+}
+
+// Command is a payload rendered for one attempt, ready to start.
+type Command struct {
+	// Path is the executable that runs: the allowlist checked this path.
+	Path string
+	// Args is the argument vector, Args[0] as the payload wrote it.
+	Args               []string
+	Env                []string // KEY=value, the payload's only
+	Dir                string
+	PermanentExitCodes []int
+}
+
+var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ParsePayload decodes a task payload strictly: unknown fields are refused,
+// so a misspelt "permanent_exit_code" is an error, not a silent default.
+func ParsePayload(raw []byte) (Payload, error) {
+	var p Payload
+	if len(raw) == 0 {
+		return p, errors.New(`the task has no payload; want {"command": [...]}`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, fmt.Errorf("payload: %w", err)
+	}
+	if len(p.Command) == 0 || p.Command[0] == "" {
+		return p, errors.New("payload: command is empty; want the executable and its arguments")
+	}
+	for k := range p.Env {
+		if !envKey.MatchString(k) {
+			return p, fmt.Errorf("payload: env name %q is not a variable name", k)
+		}
+		if strings.HasPrefix(k, "RUNLEDGER_") {
+			return p, fmt.Errorf("payload: env name %q is reserved for the worker", k)
+		}
+	}
+	return p, nil
+}
+
+// Render expands every template of p with v.
+func (p Payload) Render(v Vars) (Command, error) {
+	c := Command{PermanentExitCodes: slices.Clone(p.PermanentExitCodes)}
+	for i, a := range p.Command {
+		s, err := render(fmt.Sprintf("command[%d]", i), a, v)
+		if err != nil {
+			return Command{}, err
+		}
+		c.Args = append(c.Args, s)
+	}
+	keys := make([]string, 0, len(p.Env))
+	for k := range p.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		s, err := render("env."+k, p.Env[k], v)
+		if err != nil {
+			return Command{}, err
+		}
+		c.Env = append(c.Env, k+"="+s)
+	}
+	dir, err := render("dir", p.Dir, v)
+	if err != nil {
+		return Command{}, err
+	}
+	c.Dir = dir
+	if c.Args[0] == "" {
+		return Command{}, errors.New("command[0] renders empty")
+	}
+	return c, nil
+}
+
+func render(field, text string, v Vars) (string, error) {
+	if !strings.Contains(text, "{{") {
+		return text, nil
+	}
+	t, err := template.New(field).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", field, err)
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, v); err != nil {
+		return "", fmt.Errorf("%s: %w", field, err)
+	}
+	return b.String(), nil
+}
+
+// Allowlist says which executables may run.
+//
+// A pattern with a slash is a glob (path.Match syntax) over the absolute,
+// cleaned path of the executable: "/usr/bin/*", "/srv/etl/bin/*.sh". A
+// pattern without one is a glob over a bare command name that is looked up
+// in the worker's PATH: "python3", "sleep". A bare name never admits a path
+// ("./python3" or "/tmp/python3" need a pattern with a slash), so a payload
+// cannot run a file of the same name from elsewhere.
+type Allowlist struct {
+	patterns []string
+	any      bool
+}
+
+// NewAllowlist checks the patterns. anyCommand admits every executable; it
+// must be asked for explicitly (--allow-any).
+func NewAllowlist(patterns []string, anyCommand bool) (Allowlist, error) {
+	for _, p := range patterns {
+		if p == "" {
+			return Allowlist{}, errors.New("allow pattern is empty")
+		}
+		if _, err := filepath.Match(p, ""); err != nil {
+			return Allowlist{}, fmt.Errorf("allow pattern %q: %w", p, err)
+		}
+	}
+	if len(patterns) == 0 && !anyCommand {
+		return Allowlist{}, errors.New("no allow pattern: name the executables this worker may run (--allow), or --allow-any")
+	}
+	return Allowlist{patterns: slices.Clone(patterns), any: anyCommand}, nil
+}
+
+// Resolve finds the executable of c (in PATH for a bare name, relative to
+// c.Dir for a relative path), checks it against the list and sets c.Path.
+// A refusal wraps ErrNotAllowed; a missing executable ErrNotFound.
+func (a Allowlist) Resolve(c *Command) error {
+	name := c.Args[0]
+	bare := !strings.ContainsRune(name, '/')
+	var path string
+	if bare {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			if a.allowed(name, "", true) {
+				return fmt.Errorf("%w: %q is not in PATH", ErrNotFound, name)
+			}
+			return fmt.Errorf("%w: %q matches no allow pattern", ErrNotAllowed, name)
+		}
+		path = p
+	} else {
+		path = name
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(c.Dir, path)
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("%w: %q: %v", ErrNotFound, name, err)
+	}
+	if !a.allowed(name, abs, bare) {
+		return fmt.Errorf("%w: %q (%s) matches no allow pattern", ErrNotAllowed, name, abs)
+	}
+	c.Path = abs
+	return nil
+}
+
+func (a Allowlist) allowed(name, abs string, bare bool) bool {
+	if a.any {
+		return true
+	}
+	for _, p := range a.patterns {
+		if strings.ContainsRune(p, '/') {
+			if abs != "" {
+				if ok, _ := filepath.Match(p, abs); ok {
+					return true
+				}
+			}
+			continue
+		}
+		if bare {
+			if ok, _ := filepath.Match(p, name); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Errors of Resolve.
+var (
+	ErrNotAllowed = errors.New("command not allowed")
+	ErrNotFound   = errors.New("command not found")
+)

@@ -1,0 +1,299 @@
+package execworker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/runledger/runledger/shared/worker"
+)
+
+// DefaultKillGrace is how long a process group has between SIGTERM and
+// SIGKILL.
+const DefaultKillGrace = 10 * time.Second
+
+// MaxReasonBytes bounds the stderr tail a failure reports (the API's limit
+// on a completion's reason).
+const MaxReasonBytes = 4096
+
+// outputDrain bounds how long output still arriving from the process group
+// is read after the process exits and the group is killed.
+const outputDrain = 2 * time.Second
+
+// Config configures a Handler.
+type Config struct {
+	Allow Allowlist
+	// KillGrace is the time between SIGTERM and SIGKILL. Default
+	// DefaultKillGrace.
+	KillGrace time.Duration
+	// Environ is the environment every process starts from (the payload's
+	// env and the RUNLEDGER_* variables are added). Default os.Environ().
+	Environ []string
+}
+
+// Handler runs payload commands. Its Handle method is a worker.Handler.
+type Handler struct {
+	cfg Config
+}
+
+// New returns a Handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.KillGrace < 0 {
+		return nil, fmt.Errorf("exec worker: kill grace %s is negative", cfg.KillGrace)
+	}
+	if cfg.KillGrace == 0 {
+		cfg.KillGrace = DefaultKillGrace
+	}
+	if cfg.Environ == nil {
+		cfg.Environ = os.Environ()
+	}
+	if !cfg.Allow.any && len(cfg.Allow.patterns) == 0 {
+		return nil, errors.New("exec worker: the allowlist is empty")
+	}
+	return &Handler{cfg: cfg}, nil
+}
+
+var _ worker.Handler = (*Handler)(nil).Handle
+
+// Handle runs the attempt's command until it exits or ctx ends.
+func (h *Handler) Handle(ctx context.Context, t worker.Task) error {
+	log := t.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	c, err := h.prepare(t)
+	if err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "starting command", "path", c.Path, "args", c.Args, "dir", c.Dir)
+	return h.run(ctx, t, c, log)
+}
+
+// prepare renders the payload and checks the executable; every error is
+// permanent: another attempt would render and check the same.
+func (h *Handler) prepare(t worker.Task) (Command, error) {
+	invalid := func(err error) error {
+		return worker.Permanent(worker.WithCategory(fmt.Errorf("exec %s: %w", t.Ref(), err), CategoryInvalidPayload))
+	}
+	p, err := ParsePayload(t.Payload)
+	if err != nil {
+		return Command{}, invalid(err)
+	}
+	v, err := VarsOf(t)
+	if err != nil {
+		return Command{}, invalid(err)
+	}
+	c, err := p.Render(v)
+	if err != nil {
+		return Command{}, invalid(err)
+	}
+	if err := h.cfg.Allow.Resolve(&c); err != nil {
+		category := CategoryNotFound
+		if errors.Is(err, ErrNotAllowed) {
+			category = CategoryNotAllowed
+		}
+		return Command{}, worker.Permanent(worker.WithCategory(fmt.Errorf("exec %s: %w", t.Ref(), err), category))
+	}
+	return c, nil
+}
+
+// environ is the process's environment: the worker's, the payload's, then
+// the attempt's RUNLEDGER_* variables (which nothing may override).
+func (h *Handler) environ(t worker.Task, c Command) []string {
+	logical := ""
+	if !t.LogicalTime.IsZero() {
+		logical = t.LogicalTime.UTC().Format(timeLayout)
+	}
+	env := slices.Clone(h.cfg.Environ)
+	env = append(env, c.Env...)
+	return append(env,
+		"RUNLEDGER_JOB="+t.Job,
+		"RUNLEDGER_RUN="+t.Run,
+		"RUNLEDGER_TASK="+t.Task,
+		"RUNLEDGER_ATTEMPT="+strconv.Itoa(t.Attempt),
+		"RUNLEDGER_LOGICAL_TIME="+logical,
+		"RUNLEDGER_FENCING_TOKEN="+t.Token,
+	)
+}
+
+// run starts the process, streams its output to the log, and waits for it
+// or for ctx; then it maps how the process ended to the handler's result.
+func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.Logger) error {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("exec %s: %w", t.Ref(), err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return fmt.Errorf("exec %s: %w", t.Ref(), err)
+	}
+	cmd := &exec.Cmd{
+		Path: c.Path, Args: c.Args, Dir: c.Dir, Env: h.environ(t, c),
+		Stdout: outW, Stderr: errW,
+		// Its own process group, so that a stop reaches its children too.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	startErr := cmd.Start()
+	// The children hold the write ends now; ours would keep the readers
+	// from ever seeing EOF.
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		return worker.Permanent(worker.WithCategory(fmt.Errorf("exec %s: start %s: %w", t.Ref(), c.Path, startErr), CategoryNotFound))
+	}
+	pgid := cmd.Process.Pid
+
+	tail := &tailBuffer{max: MaxReasonBytes}
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		scanLines(outR, func(line string) { log.Info("command output", "stream", "stdout", "line", line) })
+	})
+	readers.Go(func() {
+		scanLines(errR, func(line string) {
+			tail.writeLine(line)
+			log.Info("command output", "stream", "stderr", "line", line)
+		})
+	})
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var waitErr error
+	stopped := false
+	select {
+	case waitErr = <-waited:
+	case <-ctx.Done():
+		stopped = true
+		waitErr = h.stop(ctx, pgid, waited, log)
+	}
+	// Whatever the group still holds goes with its leader: the task is over.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	drainOutput(&readers, outR, errR)
+
+	return h.result(ctx, t, c, cmd.ProcessState, waitErr, stopped, tail.String())
+}
+
+// stop sends SIGTERM to the group, SIGKILL after the grace period, and
+// returns the process's wait result.
+func (h *Handler) stop(ctx context.Context, pgid int, waited <-chan error, log *slog.Logger) error {
+	log.InfoContext(ctx, "stopping command", "cause", context.Cause(ctx).Error(), "signal", "SIGTERM", "grace", h.cfg.KillGrace.String())
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	grace := time.NewTimer(h.cfg.KillGrace)
+	defer grace.Stop()
+	select {
+	case err := <-waited:
+		return err
+	case <-grace.C:
+		log.WarnContext(ctx, "command outlived its grace period", "signal", "SIGKILL")
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		return <-waited
+	}
+}
+
+// result maps the process's end to what the handler returns.
+func (h *Handler) result(ctx context.Context, t worker.Task, c Command, ps *os.ProcessState, waitErr error, stopped bool, stderrTail string) error {
+	if stopped {
+		// Whatever its exit status, the process ended because the attempt
+		// had to stop; the SDK reports that (cancelled, timeout, ...).
+		err := fmt.Errorf("exec %s: %s stopped: %w", t.Ref(), c.Args[0], errors.Join(ctx.Err(), context.Cause(ctx)))
+		return withReason(err, stderrTail)
+	}
+	if ps == nil {
+		return fmt.Errorf("exec %s: wait %s: %w", t.Ref(), c.Path, waitErr)
+	}
+	if ps.Success() {
+		return nil
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		err := fmt.Errorf("exec %s: %s killed by %s", t.Ref(), c.Args[0], ws.Signal())
+		return withReason(worker.WithCategory(err, CategoryKilled), stderrTail)
+	}
+	code := ps.ExitCode()
+	err := worker.WithExitCode(worker.WithCategory(fmt.Errorf("exec %s: %s exited with status %d", t.Ref(), c.Args[0], code), CategoryFailed), code)
+	if slices.Contains(c.PermanentExitCodes, code) {
+		err = worker.Permanent(err)
+	}
+	return withReason(err, stderrTail)
+}
+
+// drainOutput waits for the output readers, closing the pipes if a process
+// that escaped the group keeps them open past outputDrain.
+func drainOutput(readers *sync.WaitGroup, pipes ...*os.File) {
+	done := make(chan struct{})
+	go func() { readers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(outputDrain):
+		for _, p := range pipes {
+			_ = p.SetReadDeadline(time.Now())
+		}
+		<-done
+	}
+	for _, p := range pipes {
+		p.Close()
+	}
+}
+
+// maxLine bounds one logged line; a longer one is logged in pieces.
+const maxLine = 16 << 10
+
+// scanLines calls emit with each line of r, without its newline.
+func scanLines(r io.Reader, emit func(string)) {
+	br := bufio.NewReaderSize(r, maxLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			emit(strings.TrimRight(string(line), "\r\n"))
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+// tailBuffer keeps the last max bytes of the lines written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) writeLine(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, line...)
+	t.b = append(t.b, '\n')
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+}
+
+// String is the tail as valid UTF-8 (a cut through a character drops it).
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.ToValidUTF8(strings.TrimRight(string(t.b), "\n"), "")
+}
+
+// withReason attaches the stderr tail to err.
+// TODO(reason): worker.WithReason once the SDK completion carries reason.
+func withReason(err error, reason string) error {
+	if reason == "" {
+		return err
+	}
+	return fmt.Errorf("%w\n%s", err, reason)
+}
