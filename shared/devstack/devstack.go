@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,6 +55,10 @@ type Options struct {
 	// DemoWorker runs a demo worker pool for DemoPool (default pool "demo").
 	DemoWorker bool
 	DemoPool   string
+	// Workers run in the stack beside the demo worker, each on its pool
+	// (added to Pools when missing), for example the command-running
+	// worker of `runledger local --exec-pool`.
+	Workers []Worker
 	// Now is the scheduler's clock (default time.Now).
 	Now func() time.Time
 	// Evidence adds evidence providers after the worker-lease provider.
@@ -63,6 +68,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Counters count invocations and requests (default: a new set).
 	Counters *local.Counters
+}
+
+// Worker is a worker pool the stack runs in-process.
+type Worker struct {
+	Pool        string
+	Name        string // default: the pool's name
+	Concurrency int    // default: the SDK's
+	Handler     worker.Handler
 }
 
 // Stack is a running local stack.
@@ -99,6 +112,11 @@ func (o *Options) defaults() {
 					o.Pools = append(o.Pools, p)
 				}
 			}
+		}
+	}
+	for _, w := range o.Workers {
+		if !slices.Contains(o.Pools, w.Pool) {
+			o.Pools = append(o.Pools, w.Pool)
 		}
 	}
 	if o.ListenAddr == "" {
@@ -207,9 +225,14 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	st.run(func() error { return rec.Run(runCtx) })
 	if o.DemoWorker {
 		if _, ok := poolURLs[o.DemoPool]; ok {
-			if err := st.startDemoWorker(runCtx, o, sq, queues); err != nil {
+			if err := st.startWorker(runCtx, o, queues, Worker{Pool: o.DemoPool, Name: "demo", Concurrency: 8, Handler: worker.DemoHandler}); err != nil {
 				return nil, err
 			}
+		}
+	}
+	for _, w := range o.Workers {
+		if err := st.startWorker(runCtx, o, queues, w); err != nil {
+			return nil, err
 		}
 	}
 	st.Info = Info{
@@ -255,15 +278,19 @@ func (st *Stack) Stop(ctx context.Context) error {
 // WriteInfo writes the stack's endpoints to path (.runledger/local.json).
 func (st *Stack) WriteInfo(path string) error { return localinfo.Write(path, st.Info) }
 
-// startDemoWorker runs the demo pool's worker (the worker SDK's
-// DemoHandler) in this process: the same code a worker Lambda runs.
-func (st *Stack) startDemoWorker(ctx context.Context, o Options, _ *sqs.Client, queues map[string]string) error {
+// startWorker runs a worker pool in this process, the demo pool's (the
+// worker SDK's DemoHandler) among them: the same code a worker Lambda runs.
+func (st *Stack) startWorker(ctx context.Context, o Options, queues map[string]string, spec Worker) error {
+	name := spec.Name
+	if name == "" {
+		name = spec.Pool
+	}
 	w, err := worker.New(worker.Config{
-		APIURL: st.Server.URL(), PoolQueueURL: queues[o.DemoPool], EventsQueueURL: queues["events"],
-		Name: "demo", Concurrency: 8, Queue: st.Queue, Logger: o.Logger, PollWait: o.Wait,
-	}, worker.DemoHandler)
+		APIURL: st.Server.URL(), PoolQueueURL: queues[spec.Pool], EventsQueueURL: queues["events"],
+		Name: name, Concurrency: spec.Concurrency, Queue: st.Queue, Logger: o.Logger, PollWait: o.Wait,
+	}, spec.Handler)
 	if err != nil {
-		return fmt.Errorf("devstack: demo worker: %w", err)
+		return fmt.Errorf("devstack: %s worker: %w", name, err)
 	}
 	st.run(func() error { return w.Run(ctx) })
 	return nil

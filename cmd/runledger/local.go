@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/runledger/runledger/shared/devstack"
+	"github.com/runledger/runledger/shared/execworker"
+)
+
+type localFlags struct {
+	addr, info, data string
+	verbose          bool
+	exec             execFlags
+	execPool         string
+}
+
+func newLocalCmd() *cobra.Command {
+	var f localFlags
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "Start the local stack: DynamoDB Local, the SQS emulator, the handlers and a demo worker",
+		Long: `local starts the embedded local stack: DynamoDB Local and the SQS emulator,
+the four handlers behind local adapters, and a demo worker for pool "demo",
+with the API on 127.0.0.1:8080. It writes the endpoints and the API key to
+.runledger/local.json, where the other commands find them. Ctrl-C stops
+everything.
+
+With --exec-pool it also runs a command-running worker (see 'runledger
+worker exec --help') on that pool.`,
+		Example: `  runledger local
+  runledger local -addr 127.0.0.1:9090 -data ""
+  runledger local --exec-pool shell --allow sh --allow python3`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runLocal(cmd.Context(), cmd.OutOrStdout(), f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.addr, "addr", envOr("RUNLEDGER_ADDR", "127.0.0.1:8080"), "API listen address")
+	fl.StringVar(&f.info, "info", ".runledger/local.json", "where to write the stack's endpoints")
+	fl.StringVar(&f.data, "data", ".runledger/dynamodb", `where DynamoDB Local keeps the table across restarts ("" for memory only)`)
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log every handler at info level")
+	fl.StringVar(&f.execPool, "exec-pool", "", "also run a command-running worker on this pool (created if missing)")
+	f.exec.register(fl, "exec-concurrency")
+	// -v and --v were the flag's names before it was --verbose.
+	fl.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "v" {
+			name = "verbose"
+		}
+		return pflag.NormalizedName(name)
+	})
+	return cmd
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func runLocal(ctx context.Context, out io.Writer, f localFlags) error {
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := devstack.Options{ListenAddr: f.addr, DataDir: f.data, DemoWorker: true, Logger: logger}
+	if f.execPool != "" {
+		h, err := f.exec.handler()
+		if err != nil {
+			return err
+		}
+		opts.Workers = append(opts.Workers, devstack.Worker{Pool: f.execPool, Name: "exec-" + f.execPool, Concurrency: f.exec.concurrency, Handler: h.Handle})
+	} else if f.exec.set() {
+		return usageErrorf("--allow, --allow-any and --exec-concurrency need --exec-pool")
+	}
+	fmt.Fprintln(out, "runledger: starting DynamoDB Local and the SQS emulator...")
+	st, err := devstack.Start(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	if err := st.WriteInfo(f.info); err != nil {
+		_ = st.Stop(context.Background())
+		return fmt.Errorf("local: %w", err)
+	}
+	i := st.Info
+	fmt.Fprintf(out, `
+runledger local stack is up.
+  API:      %s
+  API key:  %s
+  DynamoDB: %s (table %s)
+  SQS:      %s
+  details:  %s
+`, i.APIURL, i.APIKey, i.DynamoDBEndpoint, i.Table, i.SQSEndpoint, f.info)
+	if f.execPool != "" {
+		fmt.Fprintf(out, "  exec worker: pool %q\n", f.execPool)
+	}
+	fmt.Fprint(out, `
+Try it (the demo worker serves pool "demo"; README.md has the walkthrough):
+
+  runledger jobs list
+  runledger apply -f job.yaml
+  runledger jobs trigger hello --wait
+
+Ctrl-C stops everything.
+`)
+	<-ctx.Done()
+	fmt.Fprintln(out, "\nrunledger: stopping...")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return st.Stop(sctx)
+}
+
+// execFlags are the command-running worker's flags, shared by `worker
+// exec` and `local --exec-pool`.
+type execFlags struct {
+	allow       []string
+	allowAny    bool
+	concurrency int
+	killGrace   time.Duration
+	fs          *pflag.FlagSet
+	concName    string
+}
+
+func (e *execFlags) register(fs *pflag.FlagSet, concurrencyName string) {
+	e.fs, e.concName = fs, concurrencyName
+	fs.StringArrayVar(&e.allow, "allow", nil, "an executable the worker may run: a bare name from PATH (python3, s*) or a path glob (/srv/bin/*); repeatable")
+	fs.BoolVar(&e.allowAny, "allow-any", false, "let the worker run any executable (spell it out: every job's payload becomes a command on this host)")
+	fs.IntVar(&e.concurrency, concurrencyName, 1, "how many commands run at once")
+	fs.DurationVar(&e.killGrace, "kill-grace", execworker.DefaultKillGrace, "time between SIGTERM and SIGKILL when a command must stop")
+}
+
+// set says whether any exec flag was given.
+func (e *execFlags) set() bool {
+	for _, n := range []string{"allow", "allow-any", e.concName, "kill-grace"} {
+		if e.fs.Changed(n) {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *execFlags) handler() (*execworker.Handler, error) {
+	if e.concurrency < 1 {
+		return nil, usageErrorf("--%s %d: want at least 1", e.concName, e.concurrency)
+	}
+	if e.killGrace <= 0 {
+		return nil, usageErrorf("--kill-grace %s: want a positive duration", e.killGrace)
+	}
+	a, err := execworker.NewAllowlist(e.allow, e.allowAny)
+	if err != nil {
+		return nil, usageErrorf("%s", err)
+	}
+	return execworker.New(execworker.Config{Allow: a, KillGrace: e.killGrace})
+}
