@@ -80,7 +80,7 @@ outputs (--stack). Long flags may also be written with one dash (-addr).`,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErrorf("%s", err) })
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newLocalCmd(), newWorkerCmd())
+	root.AddCommand(newLocalCmd(), newWorkerCmd(), newJobsCmd(), newRunsCmd(), newApplyCmd())
 	return root
 }
 
@@ -162,6 +162,3 @@ func lookupFlag(cmd *cobra.Command, name string) *pflag.Flag {
 	}
 	return cmd.InheritedFlags().Lookup(name)
 }
-
-// describe is an error as the user reads it.
-func describe(err error) string { return err.Error() }
