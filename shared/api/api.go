@@ -13,10 +13,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/wire"
 )
 
 // Auth says who checks the caller of the non-worker routes.
@@ -129,11 +132,18 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
 	var je *jobspec.Error
 	var mbe *http.MaxBytesError
+	var env *scheduler.EnvelopeError
 	switch {
 	case errors.As(err, &ae):
 		writeError(w, ae.status, ae.code, ae.message)
 	case errors.As(err, &je):
 		writeError(w, je.HTTPStatus(), string(je.Code), je.Message)
+	case errors.As(err, &env) && env.TooLarge:
+		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf(
+			"Task %q's dispatch message would be %d bytes, over the queue's limit of %d (256 KiB).", env.Task, env.Size, queue.MaxPayloadBytes))
+	case errors.As(err, &env):
+		writeError(w, http.StatusUnprocessableEntity, "invalid_field", fmt.Sprintf(
+			"Task %q's payload or the params hold a character the queue cannot carry (U+FFFE or U+FFFF).", env.Task))
 	case errors.As(err, &mbe):
 		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("The request body is over %d bytes.", MaxBodyBytes))
 	case errors.Is(err, scheduler.ErrNotFound), errors.Is(err, store.ErrNotFound):
@@ -169,7 +179,7 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := wire.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		b = []byte(`{"code":"internal","message":"The response could not be encoded."}`)
@@ -191,6 +201,11 @@ func decode(r *http.Request, v any, optional bool) error {
 			return nil
 		}
 		return errf(http.StatusBadRequest, "invalid_json", "The request body is empty; a JSON object is required.")
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would quietly turn the bad bytes into U+FFFD, and a
+		// raw value (params) would keep them and fail at DynamoDB or SQS.
+		return errf(http.StatusBadRequest, "invalid_json", "The request body is not valid UTF-8, which JSON requires.")
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()

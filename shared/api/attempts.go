@@ -1,10 +1,12 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/worker"
 )
 
 // attemptToken checks the order API.md fixes: the bearer first (401
@@ -23,6 +25,19 @@ func checkRef(ref scheduler.AttemptRef) error {
 		return errf(http.StatusUnprocessableEntity, "invalid_field", "run, task and attempt (1 or more) are required.")
 	}
 	return nil
+}
+
+// fieldError answers a *worker.FieldError: 413 payload_too_large for a
+// field over its limit, 422 invalid_field for a malformed one.
+func fieldError(err error) error {
+	var fe *worker.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	if fe.TooLarge {
+		return errf(http.StatusRequestEntityTooLarge, "payload_too_large", "%s", fe.Message)
+	}
+	return errf(http.StatusUnprocessableEntity, "invalid_field", "%s", fe.Message)
 }
 
 type claimBody struct {
@@ -89,6 +104,7 @@ type completeBody struct {
 	ErrorCategory string  `json:"error_category"`
 	Retryable     *bool   `json:"retryable"`
 	OutputRef     string  `json:"output_ref"`
+	Reason        string  `json:"reason"`
 	EventTime     *string `json:"event_time"`
 	Token         string  `json:"token"` // the events-queue form carries it; ignored here
 }
@@ -114,7 +130,10 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request) error {
 		return errf(http.StatusUnprocessableEntity, "invalid_field", "outcome must be succeeded, failed or cancelled.")
 	}
 	c := scheduler.Completion{AttemptRef: b.AttemptRef, EventID: b.EventID, Outcome: b.Outcome, ExitCode: b.ExitCode,
-		ErrorCategory: b.ErrorCategory, Retryable: b.Retryable, OutputRef: b.OutputRef}
+		ErrorCategory: b.ErrorCategory, Retryable: b.Retryable, OutputRef: b.OutputRef, Reason: b.Reason}
+	if err := c.CheckFields(); err != nil {
+		return fieldError(err)
+	}
 	if b.EventTime != nil {
 		t, err := time.Parse(time.RFC3339Nano, *b.EventTime)
 		if err != nil {

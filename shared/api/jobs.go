@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -178,9 +179,15 @@ func (h *Handler) triggerRun(w http.ResponseWriter, r *http.Request) error {
 		if json.Unmarshal(b.Params, &obj) != nil {
 			return errf(http.StatusUnprocessableEntity, "invalid_field", "params must be a JSON object.")
 		}
-		if len(b.Params) > jobspec.MaxPayloadBytes {
-			return errf(http.StatusRequestEntityTooLarge, "payload_too_large", "params is over %d bytes.", jobspec.MaxPayloadBytes)
+		// Stored and queued compact, as payloads are: measured so too.
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, b.Params); err != nil {
+			return errf(http.StatusBadRequest, "invalid_json", "params is not valid JSON.")
 		}
+		if compact.Len() > jobspec.MaxPayloadBytes {
+			return errf(http.StatusRequestEntityTooLarge, "payload_too_large", "params is %d bytes of compact JSON, over the limit of %d (64 KiB).", compact.Len(), jobspec.MaxPayloadBytes)
+		}
+		b.Params = compact.Bytes()
 	}
 	req := scheduler.TriggerRequest{Job: r.PathValue("job"), Params: b.Params}
 	if b.LogicalTime != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/runledger/runledger/shared/wire"
 )
 
 // TimeLayout is the API's time format: RFC 3339 in UTC with milliseconds.
@@ -105,7 +107,7 @@ type (
 // sets are written, so it keeps inheriting the rest from the job. Load and
 // Parse read it back to an equal Job.
 func (j Job) MarshalJSON() ([]byte, error) {
-	return json.Marshal(j.wire())
+	return wire.Marshal(j.wire())
 }
 
 func (j Job) wire() jobJSON {
@@ -200,7 +202,7 @@ type jobViewJSON struct {
 // MarshalJSON writes the view: the definition's fields and id, version,
 // paused, created_at, updated_at and next_fire_time.
 func (v JobView) MarshalJSON() ([]byte, error) {
-	return json.Marshal(jobViewJSON{
+	return wire.Marshal(jobViewJSON{
 		ID: v.Job.Name, jobJSON: v.Job.wire(), Version: v.Version, Paused: v.Paused,
 		CreatedAt: FormatTime(v.CreatedAt), UpdatedAt: FormatTime(v.UpdatedAt),
 		NextFireTime: NullTime(v.NextFireTime),
@@ -228,7 +230,7 @@ func (v *JobView) UnmarshalJSON(b []byte) error {
 	for _, k := range readOnlyFields {
 		delete(m, k)
 	}
-	def, err := json.Marshal(m)
+	def, err := wire.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("decode job view %s: %w", meta.ID, err)
 	}

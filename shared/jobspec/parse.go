@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -110,7 +112,7 @@ func parse(body []byte, mode parseMode) (Job, *Error) {
 			return Job{}, d.err
 		}
 	}
-	spec, err := json.Marshal(j)
+	spec, err := wire.Marshal(j)
 	if err != nil {
 		// Every value was produced by this package; a failure here is a bug.
 		return Job{}, &Error{Code: CodeInvalidField, Message: "The definition could not be encoded."}
@@ -126,6 +128,10 @@ func parse(body []byte, mode parseMode) (Job, *Error) {
 func checkJSON(body []byte) *Error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return &Error{Code: CodeInvalidJSON, Message: "The body is empty; it must be a JSON object."}
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would quietly turn the bad bytes into U+FFFD.
+		return &Error{Code: CodeInvalidJSON, Message: "The body is not valid UTF-8, which JSON requires."}
 	}
 	var raw json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {

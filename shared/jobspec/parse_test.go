@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -45,7 +46,7 @@ func mustParse(t *testing.T, body string) jobspec.Job {
 
 func marshal(t *testing.T, v any) []byte {
 	t.Helper()
-	b, err := json.Marshal(v)
+	b, err := wire.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +196,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad JSON", `{"name": "a",`, jobspec.CodeInvalidJSON, "", "not valid JSON"},
 		{"trailing data", `{"name": "a"} {}`, jobspec.CodeInvalidJSON, "", "not valid JSON"},
 		{"not an object", `["a"]`, jobspec.CodeInvalidJSON, "", "must be a JSON object"},
+		{"not UTF-8", "{\"name\": \"a\", \"payload\": \"\xff\"}", jobspec.CodeInvalidJSON, "", "not valid UTF-8"},
 		{"body over 1 MiB", `{"name": "a", "payload": ` + bigPayload(jobspec.MaxBodyBytes) + `}`, jobspec.CodePayloadTooLarge, "", "1 MiB"},
 		{"definition over 256 KiB", `{"name": "a", "tasks": [` + strings.Join(bigTasks, ",") + `]}`, jobspec.CodePayloadTooLarge, "", "256 KiB"},
 		{"unknown field", `{"name": "a", "colour": "red"}`, jobspec.CodeInvalidField, "colour", "not a known field"},
@@ -329,6 +331,7 @@ func TestParseAccepts(t *testing.T) {
 	cases := map[string]string{
 		"payload of exactly 64 KiB":      `{"name": "a", "payload": ` + bigPayload(jobspec.MaxPayloadBytes) + `}`,
 		"payload under 64 KiB compact":   `{"name": "a", "payload": [` + strings.Repeat(" ", jobspec.MaxPayloadBytes) + `1]}`,
+		"60 KB of < & > in the payload":  `{"name": "a", "payload": "` + strings.Repeat("<&>", 20_000) + `"}`,
 		"at exactly now":                 `{"name": "a", "schedule": {"at": "` + jobspec.FormatTime(now) + `"}}`,
 		"at with an offset":              `{"name": "a", "schedule": {"at": "2026-03-02T08:00:00+08:00"}}`,
 		"rate of one minute":             `{"name": "a", "schedule": {"rate": "1m"}}`,
@@ -362,6 +365,11 @@ func TestParseAccepts(t *testing.T) {
 	j := mustParse(t, cases["at with an offset"])
 	if want := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC); !j.Schedule.At.Equal(want) || j.Schedule.At.Location() != time.UTC {
 		t.Errorf("at = %v, want %v in UTC", j.Schedule.At, want)
+	}
+	// Stored as written: no HTML escapes (\u003c is six bytes for one).
+	j = mustParse(t, cases["60 KB of < & > in the payload"])
+	if spec := marshal(t, j); !bytes.Contains(spec, []byte(`"<&><&>`)) || len(spec) > 61_000 {
+		t.Errorf("a 60,002-byte payload of <&> is stored as %d bytes of definition", len(spec))
 	}
 	j = mustParse(t, cases["payload under 64 KiB compact"])
 	if string(j.Payload) != "[1]" {

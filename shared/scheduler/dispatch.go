@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
+	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -41,23 +44,11 @@ func (s *Service) dispatch(ctx context.Context, inst store.Instance, run store.R
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	p := inst.Policy
-	// The worker SDK owns the wire format of the envelope (API.md).
-	env := worker.Envelope{
-		Job: inst.Job, Run: key.Run, Task: key.Task, Attempt: n, Token: token, Pool: inst.Pool,
-		LogicalTime: run.LogicalTime,
-		Payload:     rawOrNil(inst.Payload), Params: rawOrNil(run.Params),
-		HeartbeatInterval: p.Timeouts.Heartbeat / 3,
-		RunTimeout:        p.Timeouts.Run,
-		ClaimBy:           now.Add(p.Timeouts.Queue),
-	}
-	body, err := json.Marshal(env)
+	body, attrs, err := envelopeMessage(inst, run, n, token, s.now())
 	if err != nil {
 		return fmt.Errorf("dispatch %s#%d: %w", key, n, err)
 	}
-	attrs := map[string]string{"run": key.Run, "task": key.Task, "attempt": strconv.Itoa(n)}
-	msgID, err := s.queue.Send(ctx, url, string(body), attrs)
+	msgID, err := s.queue.Send(ctx, url, body, attrs)
 	if err != nil {
 		return fmt.Errorf("dispatch %s#%d: send: %w", key, n, err)
 	}
@@ -74,6 +65,69 @@ func (s *Service) dispatch(ctx context.Context, inst store.Instance, run store.R
 		// Another dispatcher recorded attempt n first; our envelope's token
 		// matches nothing and its claim will be refused.
 		s.log.InfoContext(ctx, "duplicate dispatch", "run_id", key.Run, "task", key.Task, "attempt", n, "outcome", string(res.Outcome))
+	}
+	return nil
+}
+
+// envelopeMessage is the dispatch message of attempt n: the envelope's JSON
+// (the worker SDK owns its wire format, API.md) and the message
+// attributes. CheckEnvelopes builds the same message when a run is
+// triggered, so a run whose envelope SQS would refuse is never created.
+func envelopeMessage(inst store.Instance, run store.Run, n int, token string, now time.Time) (string, map[string]string, error) {
+	key, p := inst.Key, inst.Policy
+	env := worker.Envelope{
+		Job: inst.Job, Run: key.Run, Task: key.Task, Attempt: n, Token: token, Pool: inst.Pool,
+		LogicalTime: run.LogicalTime,
+		Payload:     rawOrNil(inst.Payload), Params: rawOrNil(run.Params),
+		HeartbeatInterval: p.Timeouts.Heartbeat / 3,
+		RunTimeout:        p.Timeouts.Run,
+		ClaimBy:           now.Add(p.Timeouts.Queue),
+	}
+	body, err := wire.Marshal(env)
+	if err != nil {
+		return "", nil, err
+	}
+	attrs := map[string]string{"run": key.Run, "task": key.Task, "attempt": strconv.Itoa(n)}
+	return string(body), attrs, nil
+}
+
+// EnvelopeError: a task of a run being triggered would get a dispatch
+// message the queue refuses, so the run is not created (a run that can
+// never be dispatched would wait SCHEDULED until dispatch_failed).
+type EnvelopeError struct {
+	Task string
+	// TooLarge: over SQS's message limit (queue.MaxPayloadBytes); else a
+	// character SQS refuses (U+FFFE, U+FFFF) in the payload or params.
+	TooLarge bool
+	Size     int
+}
+
+func (e *EnvelopeError) Error() string {
+	if e.TooLarge {
+		return fmt.Sprintf("task %s: its dispatch message would be %d bytes, over the limit of %d", e.Task, e.Size, queue.MaxPayloadBytes)
+	}
+	return fmt.Sprintf("task %s: its dispatch message would hold a character the queue refuses", e.Task)
+}
+
+// checkEnvelopes builds the dispatch message every task of nr would get,
+// with a real token and an attempt number no real attempt reaches (so no
+// real message is longer), and checks each against the queue's rules.
+func checkEnvelopes(nr store.NewRun, now time.Time) error {
+	token, _, err := newToken()
+	if err != nil {
+		return err
+	}
+	run := store.Run{ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime, Params: nr.Params}
+	for _, t := range nr.Tasks {
+		key := store.InstanceKey{Run: nr.ID, Task: t.ID}
+		inst := store.Instance{Key: key, Job: nr.Job, Pool: t.Pool, Payload: t.Payload, Policy: t.Policy}
+		body, attrs, err := envelopeMessage(inst, run, math.MaxInt32, token, now)
+		if err != nil {
+			return fmt.Errorf("envelope of %s: %w", key, err)
+		}
+		if err := queue.ValidateMessage(body, attrs); err != nil {
+			return &EnvelopeError{Task: t.ID, TooLarge: errors.Is(err, queue.ErrPayloadTooLarge), Size: queue.PayloadSize(body, attrs)}
+		}
 	}
 	return nil
 }
@@ -108,7 +162,7 @@ func (s *Service) armTimer(ctx context.Context, key store.InstanceKey, at time.T
 		return
 	}
 	delay = max(delay, 0)
-	body, _ := json.Marshal(timerMessage{Kind: "timer", Run: key.Run, Task: key.Task, At: FormatTime(at)})
+	body, _ := wire.Marshal(timerMessage{Kind: "timer", Run: key.Run, Task: key.Task, At: FormatTime(at)})
 	if _, err := s.queue.SendDelayed(ctx, s.cfg.DelayQueueURL, string(body), nil, delay.Round(time.Second)); err != nil {
 		s.log.WarnContext(ctx, "arm timer", "run_id", key.Run, "task", key.Task, "error", err.Error())
 	}

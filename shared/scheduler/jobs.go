@@ -9,6 +9,7 @@ import (
 
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -28,7 +29,7 @@ func (s *Service) ParseOptions() jobspec.Options {
 
 // CreateJob stores a new job with its first fire time.
 func (s *Service) CreateJob(ctx context.Context, j jobspec.Job) (store.Job, error) {
-	spec, err := json.Marshal(j)
+	spec, err := wire.Marshal(j)
 	if err != nil {
 		return store.Job{}, fmt.Errorf("create job %s: %w", j.Name, err)
 	}
@@ -43,7 +44,7 @@ func (s *Service) UpdateJob(ctx context.Context, j jobspec.Job, expected int64) 
 	if err != nil {
 		return store.Job{}, err
 	}
-	spec, err := json.Marshal(j)
+	spec, err := wire.Marshal(j)
 	if err != nil {
 		return store.Job{}, fmt.Errorf("update job %s: %w", j.Name, err)
 	}
@@ -96,7 +97,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 	if logical.IsZero() {
 		logical = now
 	}
-	spec, err := json.Marshal(j)
+	spec, err := wire.Marshal(j)
 	if err != nil {
 		return store.RunView{}, false, err
 	}
@@ -109,6 +110,9 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 			ID: t.ID, Pool: t.Pool, Payload: t.Payload, Policy: t.Policy,
 			DependsOn: t.DependsOn, TriggerRule: t.Rule, Publish: t.Publish,
 		})
+	}
+	if err := checkEnvelopes(nr, now); err != nil {
+		return store.RunView{}, false, fmt.Errorf("start run of %s: %w", j.Name, err)
 	}
 	view, err := s.store.CreateRun(ctx, nr, now)
 	var existing *store.ExistingRunError

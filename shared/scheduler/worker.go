@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -181,7 +182,16 @@ type Completion struct {
 	ErrorCategory string    `json:"error_category,omitempty"`
 	Retryable     *bool     `json:"retryable,omitempty"`
 	OutputRef     string    `json:"output_ref,omitempty"`
+	Reason        string    `json:"reason,omitempty"` // recorded as the transition's reason
 	EventTime     time.Time `json:"-"`
+}
+
+// CheckFields checks the completion's free-form fields against the
+// contract's limits (worker.CheckReportFields): a *worker.FieldError, or
+// nil. The API answers it before the token check; Complete refuses it too,
+// so a completion from the events queue meets the same limits.
+func (c Completion) CheckFields() error {
+	return worker.CheckReportFields(c.OutputRef, c.ErrorCategory, c.Reason)
 }
 
 // CompleteResult answers a completion: applied, duplicate or stale, and the
@@ -210,6 +220,9 @@ func (s *Service) Complete(ctx context.Context, c Completion, token string) (Com
 	if c.EventID == "" {
 		return CompleteResult{}, fmt.Errorf("%w: event_id is required", ErrInvalidCompletion)
 	}
+	if err := c.CheckFields(); err != nil {
+		return CompleteResult{}, fmt.Errorf("%w: %w", ErrInvalidCompletion, err)
+	}
 	inst, err := s.authorize(ctx, c.AttemptRef, token, false)
 	if err != nil {
 		return CompleteResult{}, err
@@ -217,7 +230,7 @@ func (s *Service) Complete(ctx context.Context, c Completion, token string) (Com
 	ev := statemodel.Event{
 		ID: c.EventID, Type: typ, Actor: statemodel.ActorWorker, Attempt: c.Attempt,
 		EventTime: c.EventTime, ExitCode: c.ExitCode, ErrorCategory: c.ErrorCategory,
-		Retryable: c.Retryable, OutputRef: c.OutputRef,
+		Retryable: c.Retryable, OutputRef: c.OutputRef, Reason: c.Reason,
 	}
 	res, err := s.store.Transition(ctx, c.key(), ev, s.now(), s.policy())
 	if err != nil {

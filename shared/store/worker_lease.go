@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runledger/runledger/shared/wire"
 )
 
 // AttemptKey names one attempt of one instance.
@@ -50,7 +52,7 @@ func (s *Store) PutWorkerLease(ctx context.Context, l WorkerLease) error {
 	if err := checkName("worker", l.Name, maxJobBytes); err != nil {
 		return op(err)
 	}
-	running, err := json.Marshal(l.Running)
+	running, err := wire.Marshal(l.Running)
 	if err != nil {
 		return op(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/runledger/runledger/shared/wire"
 )
 
 // Answers of the worker routes, as errors. Test with errors.Is; the
@@ -188,7 +190,7 @@ func (c *Client) Complete(ctx context.Context, token string, comp Completion) (C
 }
 
 func (c *Client) call(ctx context.Context, op, route string, ref AttemptRef, token string, in, out any) error {
-	body, err := json.Marshal(in)
+	body, err := wire.Marshal(in)
 	if err != nil {
 		return fmt.Errorf("%s %s: encode request: %w", op, ref, err)
 	}

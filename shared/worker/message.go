@@ -5,7 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/runledger/runledger/shared/wire"
 )
 
 // timeLayout is the contract's time format: RFC 3339, UTC, milliseconds.
@@ -38,6 +43,75 @@ const (
 )
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+// Limits of a completion's free-form fields (API.md, "Worker routes: order
+// of checks, fields, limits"). The scheduler applies them to every
+// completion, through the HTTP route and the events queue alike, so that no
+// report can push an attempt's records past DynamoDB's item limit; the SDK
+// applies them before sending.
+const (
+	// MaxOutputRefBytes bounds an output_ref: a reference to the output,
+	// not the output itself.
+	MaxOutputRefBytes = 2048
+	// MaxErrorCategoryLen bounds an error_category (snake_case, so bytes
+	// and characters agree).
+	MaxErrorCategoryLen = 64
+	// MaxReasonBytes bounds a completion's reason: the tail of the error
+	// output, shown in the instance's history.
+	MaxReasonBytes = 4096
+)
+
+// FieldError is a completion field the contract refuses: over its limit
+// (TooLarge: the API answers 413 payload_too_large) or malformed (422
+// invalid_field). Message is one sentence for the client.
+type FieldError struct {
+	Field    string
+	TooLarge bool
+	Message  string
+}
+
+func (e *FieldError) Error() string { return e.Message }
+
+// CheckReportFields checks a completion's output_ref, error_category and
+// reason against the contract's limits, in that order, and returns the
+// first *FieldError. Empty values are always accepted.
+func CheckReportFields(outputRef, errorCategory, reason string) error {
+	tooLarge := func(field string, n, limit int, unit string) error {
+		return &FieldError{Field: field, TooLarge: true, Message: fmt.Sprintf(
+			"%s is %d %s, over the limit of %d.", field, n, unit, limit)}
+	}
+	malformed := func(field, rule string) error {
+		return &FieldError{Field: field, Message: field + " " + rule + "."}
+	}
+	switch {
+	case len(outputRef) > MaxOutputRefBytes:
+		return tooLarge("output_ref", len(outputRef), MaxOutputRefBytes, "bytes")
+	case !utf8.ValidString(outputRef) || strings.ContainsFunc(outputRef, unicode.IsControl):
+		return malformed("output_ref", "must be printable UTF-8 without control characters")
+	case len(errorCategory) > MaxErrorCategoryLen:
+		return tooLarge("error_category", len(errorCategory), MaxErrorCategoryLen, "characters")
+	case errorCategory != "" && !snakeCase.MatchString(errorCategory):
+		return malformed("error_category", "must be snake_case (lower-case letters, digits and single underscores)")
+	case len(reason) > MaxReasonBytes:
+		return tooLarge("reason", len(reason), MaxReasonBytes, "bytes")
+	case !utf8.ValidString(reason):
+		return malformed("reason", "must be valid UTF-8")
+	}
+	return nil
+}
+
+// ClipReason returns at most the last MaxReasonBytes bytes of s, cut at a
+// character boundary: the end of an error output says most.
+func ClipReason(s string) string {
+	if len(s) <= MaxReasonBytes {
+		return s
+	}
+	s = s[len(s)-MaxReasonBytes:]
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	return s
+}
 
 // AttemptRef names one attempt of one task instance of a run.
 type AttemptRef struct {
@@ -121,7 +195,7 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 	if e.RunTimeout != 0 {
 		w.RunTimeout = e.RunTimeout.String()
 	}
-	return json.Marshal(w)
+	return wire.Marshal(w)
 }
 
 // UnmarshalJSON reads the contract's shape.
@@ -193,6 +267,10 @@ type Completion struct {
 	// Retryable is nil for the API's default (true).
 	Retryable *bool
 	OutputRef string
+	// Reason says in words why the attempt ended as it did (for a failure,
+	// the tail of the error output); at most MaxReasonBytes, recorded in
+	// the transition's reason and shown in the instance's history.
+	Reason string
 	// EventTime is when the attempt ended, by the worker's clock.
 	EventTime time.Time
 	// Token is set on the events queue (the HTTP route takes it as bearer).
@@ -219,16 +297,17 @@ type completionJSON struct {
 	ErrorCategory string  `json:"error_category,omitempty"`
 	Retryable     *bool   `json:"retryable,omitempty"`
 	OutputRef     string  `json:"output_ref,omitempty"`
+	Reason        string  `json:"reason,omitempty"`
 	EventTime     *string `json:"event_time,omitempty"`
 	Token         string  `json:"token,omitempty"`
 }
 
 // MarshalJSON writes the contract's shape.
 func (c Completion) MarshalJSON() ([]byte, error) {
-	return json.Marshal(completionJSON{
+	return wire.Marshal(completionJSON{
 		Run: c.Run, Task: c.Task, Attempt: c.Attempt, EventID: c.EventID, Outcome: c.Outcome,
 		ExitCode: c.ExitCode, ErrorCategory: c.ErrorCategory, Retryable: c.Retryable,
-		OutputRef: c.OutputRef, EventTime: formatTime(c.EventTime), Token: c.Token,
+		OutputRef: c.OutputRef, Reason: c.Reason, EventTime: formatTime(c.EventTime), Token: c.Token,
 	})
 }
 
@@ -248,7 +327,7 @@ func (c *Completion) UnmarshalJSON(b []byte) error {
 	*c = Completion{
 		Run: w.Run, Task: w.Task, Attempt: w.Attempt, EventID: w.EventID, Outcome: w.Outcome,
 		ExitCode: w.ExitCode, ErrorCategory: w.ErrorCategory, Retryable: w.Retryable,
-		OutputRef: w.OutputRef, EventTime: t, Token: w.Token,
+		OutputRef: w.OutputRef, Reason: w.Reason, EventTime: t, Token: w.Token,
 	}
 	return nil
 }
@@ -263,8 +342,9 @@ func (c Completion) Validate() error {
 		return fmt.Errorf("completion %s: event_id is empty", c.Ref())
 	case c.Outcome != OutcomeSucceeded && c.Outcome != OutcomeFailed && c.Outcome != OutcomeCancelled:
 		return fmt.Errorf("completion %s: outcome %q, want succeeded, failed or cancelled", c.Ref(), c.Outcome)
-	case c.ErrorCategory != "" && !snakeCase.MatchString(c.ErrorCategory):
-		return fmt.Errorf("completion %s: error_category %q is not snake_case", c.Ref(), c.ErrorCategory)
+	}
+	if err := CheckReportFields(c.OutputRef, c.ErrorCategory, c.Reason); err != nil {
+		return fmt.Errorf("completion %s: %w", c.Ref(), err)
 	}
 	return nil
 }
@@ -313,7 +393,7 @@ func (l Lease) MarshalJSON() ([]byte, error) {
 	if running == nil {
 		running = []AttemptRef{}
 	}
-	return json.Marshal(leaseJSON{
+	return wire.Marshal(leaseJSON{
 		Kind: LeaseKind, Worker: l.Worker, BootID: l.BootID, ExpiresAt: formatTime(l.ExpiresAt),
 		Running: running, Seq: l.Seq, SentAt: formatTime(l.SentAt),
 	})

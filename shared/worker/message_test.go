@@ -3,11 +3,13 @@ package worker_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/runledger/runledger/shared/worker"
 )
@@ -63,7 +65,8 @@ func TestCompletionFixture(t *testing.T) {
 	var c worker.Completion
 	roundTrip(t, "completion.json", &c)
 	if c.Outcome != worker.OutcomeFailed || c.ExitCode == nil || *c.ExitCode != 3 || c.IsRetryable() || c.ErrorCategory != "quota_exceeded" ||
-		!c.EventTime.Equal(time.Date(2026, 1, 2, 3, 20, 0, 500_000_000, time.UTC)) || c.Token != "tk_3f9a0c1e" {
+		!c.EventTime.Equal(time.Date(2026, 1, 2, 3, 20, 0, 500_000_000, time.UTC)) || c.Token != "tk_3f9a0c1e" ||
+		c.Reason != "quota <exceeded> & retried" {
 		t.Errorf("completion = %+v", c)
 	}
 	if err := c.Validate(); err != nil {
@@ -144,12 +147,94 @@ func TestCompletionValidate(t *testing.T) {
 		"bad category": func(c *worker.Completion) { c.ErrorCategory = "Bad-Category" },
 		"trailing _":   func(c *worker.Completion) { c.ErrorCategory = "bad_" },
 		"no run":       func(c *worker.Completion) { c.Run = "" },
+		"big ref":      func(c *worker.Completion) { c.OutputRef = strings.Repeat("r", worker.MaxOutputRefBytes+1) },
+		"long category": func(c *worker.Completion) {
+			c.ErrorCategory = strings.Repeat("a", worker.MaxErrorCategoryLen+1)
+		},
+		"big reason": func(c *worker.Completion) { c.Reason = strings.Repeat("x", worker.MaxReasonBytes+1) },
 	} {
 		c := ok
 		mutate(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: Validate(%+v) = nil", name, c)
 		}
+	}
+}
+
+// The limits of API.md's worker routes, each at its edge: the limit passes,
+// one more is too large (413), a malformed value is refused (422).
+func TestCheckReportFields(t *testing.T) {
+	t.Parallel()
+	rep := strings.Repeat
+	cases := []struct {
+		name               string
+		ref, category, why string
+		field              string // "" accepts
+		tooLarge           bool
+	}{
+		{"all empty", "", "", "", "", false},
+		{"at the limits", rep("r", 2048), rep("a", 64), rep("é", 2048), "", false},
+		{"html and newlines pass", "s3://b/<k>&v", "quota_exceeded", "line 1\nline <2>", "", false},
+		{"output_ref over 2 KiB", rep("r", 2049), "", "", "output_ref", true},
+		{"output_ref with a control character", "s3://b/\x01", "", "", "output_ref", false},
+		{"output_ref not UTF-8", "s3://b/\xff", "", "", "output_ref", false},
+		{"error_category over 64", "", rep("a", 65), "", "error_category", true},
+		{"error_category not snake_case", "", "Quota-Exceeded", "", "error_category", false},
+		{"reason over 4 KiB", "", "", rep("x", 4097), "reason", true},
+		{"reason not UTF-8", "", "", "tail \xff", "reason", false},
+	}
+	for _, c := range cases {
+		err := worker.CheckReportFields(c.ref, c.category, c.why)
+		var fe *worker.FieldError
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%s: %v, want accepted", c.name, err)
+		case c.field != "" && !errors.As(err, &fe):
+			t.Errorf("%s: %v, want a *FieldError", c.name, err)
+		case c.field != "" && (fe.Field != c.field || fe.TooLarge != c.tooLarge):
+			t.Errorf("%s: field %q too large %v, want %q %v (%s)", c.name, fe.Field, fe.TooLarge, c.field, c.tooLarge, fe.Message)
+		case c.field != "" && (!strings.HasPrefix(fe.Message, c.field) || !strings.HasSuffix(fe.Message, ".")):
+			t.Errorf("%s: message %q is not one sentence naming the field", c.name, fe.Message)
+		}
+	}
+}
+
+// A failure's reason is WithReason's, else the error's text; both clipped.
+func TestReason(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom <stderr>")
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{boom, "boom <stderr>"},
+		{worker.WithCategory(worker.WithReason(boom, "exit status 2: tail"), "exec_failed"), "exit status 2: tail"},
+		{worker.WithReason(worker.WithReason(boom, "inner"), "outer"), "outer"},
+	} {
+		if got := worker.Reason(c.err); got != c.want {
+			t.Errorf("Reason(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+	if got := worker.Reason(errors.New(strings.Repeat("x", 3*worker.MaxReasonBytes))); len(got) != worker.MaxReasonBytes {
+		t.Errorf("a long error's reason is %d bytes, want %d", len(got), worker.MaxReasonBytes)
+	}
+}
+
+// ClipReason keeps the tail, whole characters only.
+func TestClipReason(t *testing.T) {
+	t.Parallel()
+	short := "short"
+	if got := worker.ClipReason(short); got != short {
+		t.Errorf("ClipReason(%q) = %q", short, got)
+	}
+	long := "head" + strings.Repeat("é", worker.MaxReasonBytes) + "TAIL"
+	got := worker.ClipReason(long)
+	if len(got) > worker.MaxReasonBytes || !strings.HasSuffix(got, "TAIL") || !utf8.ValidString(got) {
+		t.Errorf("ClipReason: %d bytes, suffix %q, valid %v", len(got), got[max(0, len(got)-4):], utf8.ValidString(got))
+	}
+	if err := worker.CheckReportFields("", "", got); err != nil {
+		t.Error(err)
 	}
 }
 

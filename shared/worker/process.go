@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/wire"
 )
 
 // claimTries is how many times one delivery tries to claim through
@@ -170,6 +170,7 @@ func (w *Worker) process(d delivery, m mode) disposition {
 	if res.outcome != OutcomeSucceeded {
 		retryable := res.retryable
 		comp.ErrorCategory, comp.Retryable = res.category, &retryable
+		comp.Reason = failureReason(herr, returned, causeOf(hctx), abandonedBy, res)
 	}
 	log.InfoContext(ctx, "attempt finished", "outcome", string(comp.Outcome), "error_category", comp.ErrorCategory,
 		"retryable", comp.IsRetryable(), "handler_err", errString(herr), "run_ms", time.Since(started).Milliseconds(), "event_id", comp.EventID)
@@ -184,6 +185,20 @@ func (w *Worker) process(d delivery, m mode) disposition {
 	keepWG.Wait()
 	w.deleteMessage(ctx, d, log)
 	return dispositionDone
+}
+
+// failureReason is the reason of a completion that is not a success: the
+// handler's (see Reason), prefixed with why the worker stopped it when it
+// did, or only that when the handler never returned.
+func failureReason(herr error, returned bool, cause, abandonedBy *stopCause, res result) string {
+	if !returned {
+		return abandonedBy.reason
+	}
+	reason := Reason(herr)
+	if cause != nil && res.category == cause.category {
+		reason = ClipReason(cause.reason + ": " + reason)
+	}
+	return reason
 }
 
 // claim claims the attempt, repeating through transient failures with the
@@ -354,7 +369,7 @@ func (w *Worker) report(ctx context.Context, c Completion, log *slog.Logger) err
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("report %s: %w", c.Ref(), err)
 	}
-	body, err := json.Marshal(c)
+	body, err := wire.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("report %s: %w", c.Ref(), err)
 	}

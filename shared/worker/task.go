@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Handler runs one attempt. ctx ends when the attempt must stop: a cancel
@@ -94,20 +91,13 @@ func (t Task) DecodeParams(v any) error {
 	return nil
 }
 
-// MaxOutputRefBytes bounds an output_ref: a reference to the output, not
-// the output itself.
-const MaxOutputRefBytes = 2048
-
 // SetOutputRef records where the attempt's output lives (a URI, a key);
 // the completion reports the last value set. It refuses a reference over
 // MaxOutputRefBytes or with characters a queue message cannot carry. Safe
 // to call from any goroutine.
 func (t Task) SetOutputRef(ref string) error {
-	if len(ref) > MaxOutputRefBytes {
-		return fmt.Errorf("set output ref of %s: %d bytes, at most %d", t.Ref(), len(ref), MaxOutputRefBytes)
-	}
-	if !utf8.ValidString(ref) || strings.ContainsFunc(ref, unicode.IsControl) {
-		return fmt.Errorf("set output ref of %s: not printable UTF-8", t.Ref())
+	if err := CheckReportFields(ref, "", ""); err != nil {
+		return fmt.Errorf("set output ref of %s: %w", t.Ref(), err)
 	}
 	if t.out == nil {
 		return fmt.Errorf("set output ref of %s: the task was not handed out by a worker", t.Ref())
@@ -154,6 +144,39 @@ func WithExitCode(err error, code int) error {
 		return nil
 	}
 	return &exitCodeError{err: err, code: code}
+}
+
+// WithReason sets the completion's reason, the words an operator reads in
+// the instance's history (for a process, the tail of its error output).
+// Without it a failure's reason is the error's text. Either is clipped to
+// its last MaxReasonBytes. The outermost WithReason wins. WithReason(nil,
+// ...) is nil.
+func WithReason(err error, reason string) error {
+	if err == nil {
+		return nil
+	}
+	return &reasonError{err: err, reason: reason}
+}
+
+type reasonError struct {
+	err    error
+	reason string
+}
+
+func (e *reasonError) Error() string { return e.err.Error() }
+func (e *reasonError) Unwrap() error { return e.err }
+
+// Reason is the reason a failed attempt's completion carries: the one set
+// with WithReason, else err's text, clipped by ClipReason; "" for nil.
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	var r *reasonError
+	if errors.As(err, &r) {
+		return ClipReason(r.reason)
+	}
+	return ClipReason(err.Error())
 }
 
 type permanentError struct{ err error }

@@ -26,7 +26,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +41,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/wire"
 )
 
 // Queue is what the worker needs of the SQS adapter; *queue.Client has it.
@@ -405,7 +405,7 @@ func (w *Worker) sendLease(ctx context.Context, expiresAt time.Time) error {
 		Seq:       w.leaseSeq.Add(1),
 		SentAt:    w.now(),
 	}
-	body, err := json.Marshal(l)
+	body, err := wire.Marshal(l)
 	if err != nil {
 		return fmt.Errorf("send lease %s: %w", w.id, err)
 	}

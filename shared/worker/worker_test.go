@@ -258,6 +258,9 @@ func TestRunTimeoutReportsTimeout(t *testing.T) {
 			if c.Outcome != worker.OutcomeFailed || c.ErrorCategory != worker.CategoryTimeout || !c.IsRetryable() {
 				t.Errorf("completion = %+v, want failed, timeout, retryable", c)
 			}
+			if !strings.HasPrefix(c.Reason, "run timeout passed") {
+				t.Errorf("reason = %q, want it to say the run timeout passed", c.Reason)
+			}
 			waitFor(t, "the message to be deleted", func() bool { return f.q.count("delete", f.pool) == 1 })
 		})
 	}

@@ -1,0 +1,153 @@
+package scheduler_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/worker"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// syncBuffer is a log sink safe for HandleEvents' concurrent records.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A completion on the events queue meets the worker route's limits: one
+// over them is dropped with a log line (never redelivered) and changes
+// nothing; within them, its reason becomes the transition's reason.
+func TestEventsQueueCompletionLimits(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	run, env := f.running(t, "w@boot")
+	logs := &syncBuffer{}
+	svc := scheduler.New(f.st, f.q, scheduler.Config{
+		Pools: map[string]string{"default": f.pool}, Now: f.clock.Now,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+	})
+	key := store.InstanceKey{Run: run, Task: "main"}
+
+	message := func(id string, mutate func(*worker.Completion)) events.SQSMessage {
+		c := worker.Completion{Run: run, Task: "main", Attempt: 1, EventID: id, Outcome: worker.OutcomeFailed,
+			ErrorCategory: "boom", Token: env.Token}
+		mutate(&c)
+		body, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return events.SQSMessage{MessageId: id, Body: string(body)}
+	}
+	bad := []events.SQSMessage{
+		message("big-ref", func(c *worker.Completion) { c.OutputRef = strings.Repeat("r", 200_000) }),
+		message("long-category", func(c *worker.Completion) { c.ErrorCategory = strings.Repeat("a", 65) }),
+		message("bad-category", func(c *worker.Completion) { c.ErrorCategory = "Not Snake" }),
+		message("big-reason", func(c *worker.Completion) { c.Reason = strings.Repeat("x", worker.MaxReasonBytes+1) }),
+	}
+	resp, err := svc.HandleEvents(ctx, events.SQSEvent{Records: bad})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 0 {
+		t.Errorf("%d bad completions were handed back for redelivery", len(resp.BatchItemFailures))
+	}
+	for _, m := range bad {
+		if !strings.Contains(logs.String(), `"message_id":"`+m.MessageId+`"`) {
+			t.Errorf("no log line for the dropped message %s:\n%s", m.MessageId, logs.String())
+		}
+	}
+	if inst := f.instance(t, run); inst.Snapshot.State != statemodel.StateRunning || inst.Snapshot.Version != 4 {
+		t.Fatalf("after refused completions the instance is %s v%d, want RUNNING v4", inst.Snapshot.State, inst.Snapshot.Version)
+	}
+
+	tail := "exit status 2: disk <full> & more"
+	resp, err = svc.HandleEvents(ctx, events.SQSEvent{Records: []events.SQSMessage{
+		message("good", func(c *worker.Completion) { c.Reason = tail }),
+	}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("good completion: %v %v", err, resp.BatchItemFailures)
+	}
+	h, err := f.st.FullHistory(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := h[len(h)-1]
+	if last.Event != statemodel.EvFailed || last.Reason != tail {
+		t.Errorf("last transition %s with reason %q, want %s with %q", last.Event, last.Reason, statemodel.EvFailed, tail)
+	}
+}
+
+// A run whose dispatch message the queue would refuse is refused when it
+// is triggered, and nothing is written: it could only wait SCHEDULED.
+func TestTriggerChecksTheEnvelope(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	j, err := jobspec.Parse([]byte(`{"name":"j","payload":{"text":"`+strings.Repeat("<&>", 20_000)+`"}}`), f.svc.ParseOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	params := func(s string) json.RawMessage { return json.RawMessage(`{"p":"` + s + `"}`) }
+	for _, c := range []struct {
+		name     string
+		params   json.RawMessage
+		tooLarge bool
+	}{
+		{"over SQS's 256 KiB", params(strings.Repeat("x", 210_000)), true},
+		{"a character SQS refuses", params("\uffff"), false},
+	} {
+		_, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j", Params: c.params})
+		var ee *scheduler.EnvelopeError
+		if !errors.As(err, &ee) || ee.TooLarge != c.tooLarge || ee.Task != "main" {
+			t.Errorf("%s: %v, want an *EnvelopeError for main, too large %v", c.name, err, c.tooLarge)
+		}
+	}
+	if runs, _, err := f.st.ListRuns(ctx, store.RunFilter{Job: "j"}); err != nil || len(runs) != 0 {
+		t.Fatalf("refused triggers left %d runs (%v)", len(runs), err)
+	}
+
+	// 60 KB of HTML characters in the payload and 60 KB in the params
+	// travel as they are: the envelope is their size, not six times it.
+	v, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j", Params: params(strings.Repeat("<", 60_000))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := f.q.Receive(ctx, f.pool, queue.ReceiveOptions{MaxMessages: 1, Wait: 5 * time.Second})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("no envelope: %v %d", err, len(msgs))
+	}
+	if n := len(msgs[0].Body); n > 125_000 {
+		t.Errorf("the envelope of 120 KB of payload and params is %d bytes", n)
+	}
+	env, err := worker.ParseEnvelope(msgs[0].Body)
+	if err != nil || env.Run != v.Run.ID || !bytes.Contains(env.Payload, []byte("<&><&>")) || !bytes.Contains(env.Params, []byte("<<<")) {
+		t.Errorf("envelope %v: run %s, payload %.40s, params %.40s", err, env.Run, env.Payload, env.Params)
+	}
+}
