@@ -92,8 +92,9 @@ func (c *cli) must(t *testing.T, code int, args ...string) cliResult {
 	return r
 }
 
-// startExecWorker runs `runledger worker exec` on pool until the test ends.
-func (c *cli) startExecWorker(pool string, args ...string) {
+// startExecWorker runs `runledger worker exec` on pool until the test
+// ends, and answers its log.
+func (c *cli) startExecWorker(pool string, args ...string) *syncBuffer {
 	c.t.Helper()
 	i := c.s.Info
 	full := append([]string{"worker", "exec", "--pool", pool, "--api-url", c.s.url,
@@ -121,6 +122,7 @@ func (c *cli) startExecWorker(pool string, args ...string) {
 			c.t.Logf("exec worker log:\n%s", logs.String())
 		}
 	})
+	return logs
 }
 
 type syncBuffer struct {
@@ -272,7 +274,7 @@ func TestCLIExecWorker(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, devstack.Options{Pools: []string{"default", "shell"}})
 	c := newCLI(t, s)
-	c.startExecWorker("shell", "--allow", "sh", "--concurrency", "4")
+	logs := c.startExecWorker("shell", "--allow", "sh", "--concurrency", "4")
 	dir := t.TempDir()
 	fast := map[string]any{"max_attempts": 3, "initial_interval": "1s", "backoff_coefficient": 1.0}
 
@@ -305,6 +307,9 @@ func TestCLIExecWorker(t *testing.T) {
 			task.Attempts[0].ErrorCategory == nil || *task.Attempts[0].ErrorCategory != "command_failed" || task.State != "SUCCEEDED" {
 			t.Errorf("task after the retry: %+v", task)
 		}
+		// The command's output is in the worker's log, with its attempt.
+		mustContain(t, "the worker's log", logs.String(),
+			fmt.Sprintf(`"run_id":%q,"task_id":"main","attempt":1,"stream":"stderr","line":"attempt 1 failing"`, id))
 	})
 
 	t.Run("a permanent exit code is not retried", func(t *testing.T) {

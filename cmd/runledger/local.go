@@ -22,7 +22,10 @@ type localFlags struct {
 	execPool         string
 }
 
-func newLocalCmd() *cobra.Command {
+func newLocalCmd() *cobra.Command { return localCmd(runLocal) }
+
+// localCmd is the local command running start (tests give their own).
+func localCmd(start func(context.Context, io.Writer, localFlags) error) *cobra.Command {
 	var f localFlags
 	cmd := &cobra.Command{
 		Use:   "local",
@@ -39,7 +42,7 @@ worker exec --help') on that pool.`,
   runledger local -addr 127.0.0.1:9090 -data ""
   runledger local --exec-pool shell --allow sh --allow python3`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runLocal(cmd.Context(), cmd.OutOrStdout(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return start(cmd.Context(), cmd.OutOrStdout(), f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.addr, "addr", envOr("RUNLEDGER_ADDR", "127.0.0.1:8080"), "API listen address")
@@ -58,6 +61,26 @@ worker exec --help') on that pool.`,
 	return cmd
 }
 
+// options are the stack's: the flags' addresses and data, the demo
+// worker, and the exec worker when --exec-pool asks for one.
+func (f localFlags) options(logger *slog.Logger) (devstack.Options, error) {
+	opts := devstack.Options{ListenAddr: f.addr, DataDir: f.data, DemoWorker: true, Logger: logger}
+	if f.execPool == "" {
+		if f.exec.set() {
+			return opts, usageErrorf("--allow, --allow-any, --exec-concurrency and --kill-grace need --exec-pool")
+		}
+		return opts, nil
+	}
+	h, err := f.exec.handler()
+	if err != nil {
+		return opts, err
+	}
+	opts.Workers = append(opts.Workers, devstack.Worker{
+		Pool: f.execPool, Name: "exec-" + f.execPool, Concurrency: f.exec.concurrency, Handler: h.Handle,
+	})
+	return opts, nil
+}
+
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -71,15 +94,9 @@ func runLocal(ctx context.Context, out io.Writer, f localFlags) error {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	opts := devstack.Options{ListenAddr: f.addr, DataDir: f.data, DemoWorker: true, Logger: logger}
-	if f.execPool != "" {
-		h, err := f.exec.handler()
-		if err != nil {
-			return err
-		}
-		opts.Workers = append(opts.Workers, devstack.Worker{Pool: f.execPool, Name: "exec-" + f.execPool, Concurrency: f.exec.concurrency, Handler: h.Handle})
-	} else if f.exec.set() {
-		return usageErrorf("--allow, --allow-any and --exec-concurrency need --exec-pool")
+	opts, err := f.options(logger)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintln(out, "runledger: starting DynamoDB Local and the SQS emulator...")
 	st, err := devstack.Start(ctx, opts)

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/runledger/runledger/client"
 )
 
 // `runledger local` parsed its flags with Go's flag package, which takes
@@ -99,4 +102,61 @@ func TestHelpListsFlagsAndExamples(t *testing.T) {
 		}
 	}
 	walk(newRoot())
+}
+
+// `local --exec-pool` adds a command-running worker to the stack, its pool
+// created with it; its exec flags alone are a usage error.
+func TestLocalExecPool(t *testing.T) {
+	t.Parallel()
+	var got localFlags
+	cmd := localCmd(func(_ context.Context, _ io.Writer, f localFlags) error { got = f; return nil })
+	cmd.SetArgs([]string{"--exec-pool", "shell", "--allow", "sh", "--allow", "/srv/bin/*", "--exec-concurrency", "3"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := got.options(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Workers) != 1 || opts.Workers[0].Pool != "shell" || opts.Workers[0].Concurrency != 3 || opts.Workers[0].Handler == nil || !opts.DemoWorker {
+		t.Errorf("options = %+v", opts)
+	}
+
+	cmd = localCmd(func(_ context.Context, _ io.Writer, f localFlags) error { got = f; return nil })
+	cmd.SetArgs(nil)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if opts, err := got.options(nil); err != nil || len(opts.Workers) != 0 {
+		t.Errorf("without --exec-pool: %+v, %v", opts.Workers, err)
+	}
+}
+
+// A diamond is drawn as a tree under each task's deepest upstream task,
+// naming the other upstream tasks.
+func TestDAGLines(t *testing.T) {
+	t.Parallel()
+	tasks := []client.Task{
+		{Task: "extract"},
+		{Task: "clean", DependsOn: []string{"extract"}},
+		{Task: "enrich", DependsOn: []string{"clean"}},
+		{Task: "load", DependsOn: []string{"extract", "enrich"}},
+		{Task: "audit", DependsOn: []string{"extract"}},
+		{Task: "other"},
+	}
+	var got []string
+	for _, l := range dagLines(tasks) {
+		got = append(got, l.prefix+l.task.Task+l.note)
+	}
+	want := []string{
+		"extract",
+		"├─ clean",
+		"│  └─ enrich",
+		"│     └─ load (also after extract)",
+		"└─ audit",
+		"other",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
