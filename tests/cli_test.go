@@ -307,6 +307,12 @@ func TestCLIExecWorker(t *testing.T) {
 			task.Attempts[0].ErrorCategory == nil || *task.Attempts[0].ErrorCategory != "command_failed" || task.State != "SUCCEEDED" {
 			t.Errorf("task after the retry: %+v", task)
 		}
+		// The failed attempt's stderr is its reason in the history.
+		reasons := ""
+		for _, tr := range s.history(id, "main") {
+			reasons += tr.To + ": " + tr.Reason + "\n"
+		}
+		mustContain(t, "the history's reasons", reasons, "UP_FOR_RETRY: attempt 1 failing")
 		// The command's output is in the worker's log, with its attempt.
 		mustContain(t, "the worker's log", logs.String(),
 			fmt.Sprintf(`"run_id":%q,"task_id":"main","attempt":1,"stream":"stderr","line":"attempt 1 failing"`, id))

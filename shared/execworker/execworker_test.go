@@ -184,8 +184,8 @@ func TestHandleOutcomes(t *testing.T) {
 			if worker.IsPermanent(err) != c.permanent {
 				t.Errorf("permanent = %v, want %v", worker.IsPermanent(err), c.permanent)
 			}
-			if !strings.Contains(err.Error(), c.inErr) {
-				t.Errorf("err %q does not contain %q", err, c.inErr)
+			if !strings.Contains(worker.Reason(err), c.inErr) {
+				t.Errorf("reason %q does not contain %q", worker.Reason(err), c.inErr)
 			}
 		})
 	}
@@ -198,12 +198,12 @@ func TestStderrTailIsBounded(t *testing.T) {
 	if err == nil {
 		t.Fatal("succeeded")
 	}
-	msg := err.Error()
-	if !strings.HasSuffix(msg, "line 1999") || strings.Contains(msg, "line 1000\n") {
-		t.Errorf("reason is not the tail: ...%s", msg[max(0, len(msg)-80):])
+	reason := worker.Reason(err)
+	if !strings.HasSuffix(reason, "line 1999") || strings.Contains(reason, "line 1000\n") {
+		t.Errorf("reason is not the tail: ...%s", reason[max(0, len(reason)-80):])
 	}
-	if tail := msg[strings.Index(msg, "\n")+1:]; len(tail) > execworker.MaxReasonBytes {
-		t.Errorf("tail is %d bytes, want at most %d", len(tail), execworker.MaxReasonBytes)
+	if len(reason) > worker.MaxReasonBytes || len(reason) < worker.MaxReasonBytes-20 {
+		t.Errorf("reason is %d bytes, want the last (at most) %d", len(reason), worker.MaxReasonBytes)
 	}
 }
 

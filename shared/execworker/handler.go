@@ -23,10 +23,6 @@ import (
 // SIGKILL.
 const DefaultKillGrace = 10 * time.Second
 
-// MaxReasonBytes bounds the stderr tail a failure reports (the API's limit
-// on a completion's reason).
-const MaxReasonBytes = 4096
-
 // outputDrain bounds how long output still arriving from the process group
 // is read after the process exits and the group is killed.
 const outputDrain = 2 * time.Second
@@ -158,7 +154,7 @@ func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.L
 	}
 	pgid := cmd.Process.Pid
 
-	tail := &tailBuffer{max: MaxReasonBytes}
+	tail := &tailBuffer{max: worker.MaxReasonBytes}
 	var readers sync.WaitGroup
 	readers.Go(func() {
 		scanLines(outR, func(line string) { log.Info("command output", "stream", "stdout", "line", line) })
@@ -210,7 +206,7 @@ func (h *Handler) result(ctx context.Context, t worker.Task, c Command, ps *os.P
 		// Whatever its exit status, the process ended because the attempt
 		// had to stop; the SDK reports that (cancelled, timeout, ...).
 		err := fmt.Errorf("exec %s: %s stopped: %w", t.Ref(), c.Args[0], errors.Join(ctx.Err(), context.Cause(ctx)))
-		return withReason(err, stderrTail)
+		return withStderr(err, stderrTail)
 	}
 	if ps == nil {
 		return fmt.Errorf("exec %s: wait %s: %w", t.Ref(), c.Path, waitErr)
@@ -220,14 +216,14 @@ func (h *Handler) result(ctx context.Context, t worker.Task, c Command, ps *os.P
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		err := fmt.Errorf("exec %s: %s killed by %s", t.Ref(), c.Args[0], ws.Signal())
-		return withReason(worker.WithCategory(err, CategoryKilled), stderrTail)
+		return withStderr(worker.WithCategory(err, CategoryKilled), stderrTail)
 	}
 	code := ps.ExitCode()
 	err := worker.WithExitCode(worker.WithCategory(fmt.Errorf("exec %s: %s exited with status %d", t.Ref(), c.Args[0], code), CategoryFailed), code)
 	if slices.Contains(c.PermanentExitCodes, code) {
 		err = worker.Permanent(err)
 	}
-	return withReason(err, stderrTail)
+	return withStderr(err, stderrTail)
 }
 
 // drainOutput waits for the output readers, closing the pipes if a process
@@ -289,11 +285,11 @@ func (t *tailBuffer) String() string {
 	return strings.ToValidUTF8(strings.TrimRight(string(t.b), "\n"), "")
 }
 
-// withReason attaches the stderr tail to err.
-// TODO(reason): worker.WithReason once the SDK completion carries reason.
-func withReason(err error, reason string) error {
-	if reason == "" {
+// withStderr makes the stderr tail the failure's reason; without output
+// the reason stays the error's own sentence.
+func withStderr(err error, tail string) error {
+	if tail == "" {
 		return err
 	}
-	return fmt.Errorf("%w\n%s", err, reason)
+	return worker.WithReason(err, tail)
 }
