@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 
 	"github.com/runledger/runledger/client"
+	"github.com/runledger/runledger/shared/localinfo"
 )
 
 // `runledger local` parsed its flags with Go's flag package, which takes
@@ -158,5 +160,33 @@ func TestDAGLines(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// worker exec takes each endpoint from its flag, else the environment,
+// else the local stack's file.
+func TestWorkerEndpoints(t *testing.T) {
+	for _, k := range []string{"RUNLEDGER_API_URL", "RUNLEDGER_POOL_QUEUE_URL", "RUNLEDGER_EVENTS_QUEUE_URL"} {
+		t.Setenv(k, "")
+	}
+	info := filepath.Join(t.TempDir(), "local.json")
+	if err := localinfo.Write(info, localinfo.Info{APIURL: "http://127.0.0.1:1", SQSEndpoint: "http://127.0.0.1:2", Region: "eu-west-1",
+		Queues: map[string]string{"shell": "http://q/shell", "events": "http://q/events"}}); err != nil {
+		t.Fatal(err)
+	}
+	f := workerExecFlags{pool: "shell", info: info, eventsURL: "http://flag/events"}
+	t.Setenv("RUNLEDGER_POOL_QUEUE_URL", "http://env/shell")
+	e, err := f.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := workerEndpoints{apiURL: "http://127.0.0.1:1", poolQueue: "http://env/shell", eventsQueue: "http://flag/events",
+		sqsEndpoint: "http://127.0.0.1:2", region: "eu-west-1"}
+	if e != want {
+		t.Errorf("endpoints %+v, want %+v", e, want)
+	}
+	f = workerExecFlags{pool: "shell", info: filepath.Join(t.TempDir(), "missing.json")}
+	if _, err := f.resolve(); err == nil {
+		t.Error("a missing --info file was accepted")
 	}
 }

@@ -77,7 +77,7 @@ RUNLEDGER_POOL_QUEUE_URL and RUNLEDGER_EVENTS_QUEUE_URL, else
 	fl := cmd.Flags()
 	fl.StringVar(&f.pool, "pool", "", "the pool whose attempts this worker runs (required)")
 	fl.StringVar(&f.name, "name", "", "the worker's name in claims (default: the host name)")
-	fl.StringVar(&f.info, "info", ".runledger/local.json", "the local stack's endpoints, used for what flags and environment leave unset")
+	fl.StringVar(&f.info, "info", "", "the local stack's file, for what flags and environment leave unset (default: .runledger/local.json here or in a parent folder)")
 	fl.StringVar(&f.apiURL, "api-url", "", "the API's base URL")
 	fl.StringVar(&f.queueURL, "queue-url", "", "the pool's dispatch queue URL")
 	fl.StringVar(&f.eventsURL, "events-queue-url", "", "the events queue URL")
@@ -102,8 +102,8 @@ func (f workerExecFlags) resolve() (workerEndpoints, error) {
 		sqsEndpoint: f.sqsURL,
 	}
 	if e.apiURL == "" || e.poolQueue == "" || e.eventsQueue == "" {
-		info, err := localinfo.Read(f.info)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		info, err := readLocalInfo(f.info)
+		if err != nil && (f.info != "" || !errors.Is(err, fs.ErrNotExist)) {
 			return e, err
 		}
 		if err == nil {
@@ -123,6 +123,21 @@ func (f workerExecFlags) resolve() (workerEndpoints, error) {
 		return e, usageErrorf("no events queue: give --events-queue-url or set RUNLEDGER_EVENTS_QUEUE_URL")
 	}
 	return e, nil
+}
+
+// readLocalInfo reads the local stack's file at path, or the one found
+// from the working directory up; fs.ErrNotExist when there is none.
+func readLocalInfo(path string) (localinfo.Info, error) {
+	if path == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return localinfo.Info{}, err
+		}
+		if path, err = localinfo.Find(wd); err != nil {
+			return localinfo.Info{}, err
+		}
+	}
+	return localinfo.Read(path)
 }
 
 func first(vs ...string) string {
