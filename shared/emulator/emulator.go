@@ -239,6 +239,10 @@ func (e *Env) startServers(ctx context.Context, l layout, timeout time.Duration)
 		if err != nil {
 			return err
 		}
+		launcher, err := l.dynamoLauncher(ctx, java)
+		if err != nil {
+			return err
+		}
 		specs = append(specs, serverSpec{
 			service: ServiceDynamoDB,
 			dir:     l.dynamoDir,
@@ -250,14 +254,17 @@ func (e *Env) startServers(ctx context.Context, l layout, timeout time.Duration)
 				if e.dataDir != "" {
 					storage = []string{"-dbPath", e.dataDir}
 				}
-				args := []string{"-Djava.library.path=" + l.dynamoLib, "-jar", l.dynamoJar}
+				// The launcher binds 127.0.0.1 only; DynamoDB Local's own
+				// main (java -jar) would listen on every interface.
+				args := []string{"-Djava.library.path=" + l.dynamoLib, "-cp", launcher, dynamoLauncherClass, l.dynamoJar}
 				args = append(args, storage...)
 				return append(args, "-sharedDb", "-disableTelemetry", "-port", fmt.Sprint(port))
 			},
-			// DynamoDB Local does not exit when its port is taken: it logs
-			// the BindException and keeps running without a listener.
+			// The launcher exits when the port is taken, after printing
+			// Jetty's "Failed to bind" with the BindException.
 			portTaken: func(out string) bool {
-				return strings.Contains(out, "BindException") || strings.Contains(out, "Failed to bind")
+				return strings.Contains(out, "BindException") || strings.Contains(out, "Failed to bind") ||
+					strings.Contains(out, "Address already in use")
 			},
 			health: e.dynamoHealth,
 		})
@@ -372,10 +379,11 @@ func waitReady(ctx context.Context, p *process, port int, url string, s serverSp
 	defer tick.Stop()
 	lastErr := fmt.Errorf("no listener on port %d yet", port)
 	for {
+		exited := p.hasExited() // before reading the output, which is complete once it exited
 		if s.portTaken(p.out.String()) {
 			return fmt.Errorf("start %s on port %d: %w", s.service, port, errPortTaken)
 		}
-		if p.hasExited() {
+		if exited {
 			return fmt.Errorf("start %s (pid %d, port %d): exited before it was ready: %v\n--- output ---\n%s",
 				s.service, p.pid(), port, p.waitErr, lastLines(p.out.String(), 40))
 		}

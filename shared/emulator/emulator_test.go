@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runledger/runledger/shared/emulator"
+	"github.com/runledger/runledger/shared/emulator/emulatortest"
 )
 
 // isolate hides the developer's AWS settings: these tests are about
@@ -77,6 +78,9 @@ func TestStartCallStop(t *testing.T) {
 			t.Errorf("%s: process group = %d (%v), want its own group %d", ep.Service, pgid, err, ep.PID)
 		}
 		t.Logf("%s ready in %s at %s (pid %d)", ep.Service, ep.StartupTime.Round(time.Millisecond), ep.URL, ep.PID)
+		// Nothing may be reachable from the network: DynamoDB Local's own
+		// main listens on every interface.
+		emulatortest.AssertLoopbackOnly(t, ep.PID)
 	}
 
 	// A real round trip through each.

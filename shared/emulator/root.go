@@ -33,6 +33,7 @@ type layout struct {
 	dynamoDir   string // DynamoDB Local's folder: the jar and its native libraries
 	dynamoJar   string
 	dynamoLib   string
+	launcherDir string // compiled launchers (DynamoDBLocalLoopback), ignored by git
 	installLock string
 }
 
@@ -47,6 +48,7 @@ func newLayout(root string) layout {
 		dynamoDir:   ddb,
 		dynamoJar:   filepath.Join(ddb, "DynamoDBLocal.jar"),
 		dynamoLib:   filepath.Join(ddb, "DynamoDBLocal_lib"),
+		launcherDir: filepath.Join(root, ".runledger", "emulator"),
 		installLock: filepath.Join(root, ".runledger", "npm-ci.lock"),
 	}
 }

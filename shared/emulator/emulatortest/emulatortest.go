@@ -14,8 +14,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -93,4 +95,41 @@ func run(m *testing.M, opts emulator.Options, setup func(env *emulator.Env) erro
 		}
 	}
 	return m.Run()
+}
+
+// AssertLoopbackOnly fails t unless every listening TCP socket of the
+// processes pids is bound to 127.0.0.1, and each process listens on at
+// least one: nothing the tests or the local stack start may be reachable
+// from the network.
+func AssertLoopbackOnly(t testing.TB, pids ...int) {
+	t.Helper()
+	loopback := netip.MustParseAddr("127.0.0.1")
+	for _, pid := range pids {
+		addrs, err := emulator.Listeners(pid)
+		if err != nil {
+			t.Errorf("listening sockets of pid %d: %v", pid, err)
+			continue
+		}
+		if len(addrs) == 0 {
+			t.Errorf("pid %d (%s) has no listening socket: nothing was checked", pid, command(pid))
+		}
+		for _, a := range addrs {
+			if a.Addr() != loopback {
+				t.Errorf("pid %d (%s) listens on %s, want 127.0.0.1 only", pid, command(pid), a)
+			}
+		}
+	}
+}
+
+// command is a process's command line, for messages.
+func command(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return "?"
+	}
+	s := strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	if len(s) > 120 {
+		s = s[:120] + "..."
+	}
+	return s
 }
