@@ -62,6 +62,8 @@ func newStack(scope constructs.Construct, cfg config) (awscdk.Stack, *scheduler.
 	case cfg.AlarmEmail != "":
 		topic := awssns.NewTopic(stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
 			DisplayName: jsii.String("runledger alarms"),
+			// A topic policy denies sns:Publish over plain HTTP.
+			EnforceSSL: jsii.Bool(true),
 		})
 		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(cfg.AlarmEmail), nil))
 		props.AlarmTopic = topic

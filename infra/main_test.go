@@ -36,6 +36,9 @@ type synthesized struct {
 	outputs   map[string]any
 	// logical ids of the scheduler's functions, by function name
 	functions map[string]string
+	// findings are the stack's unsuppressed errors and warnings, cdk-nag's
+	// among them (see nag_test.go).
+	findings []finding
 }
 
 type resource struct {
@@ -80,6 +83,10 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "cdk.json not found beside or above infra/: the tests synthesize with its context")
 		return 1
 	}
+	// With this flag (cdk.json sets it) an error annotation aborts the
+	// synthesis. The tests read the annotations instead, so that every
+	// finding is listed by TestNagAwsSolutions and the other tests still run.
+	ctx[annotationsInValidationReport] = false
 	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(filepath.Join(dir, "cdk.out"))})
 	// Build both stacks before the first synthesis: the tree is frozen after it.
 	fullStack := build(app, config{
@@ -101,7 +108,12 @@ func runTests(m *testing.M) int {
 			},
 		},
 	})
+	canaryStack := nagCanary(app)
+	for _, stack := range []awscdk.Stack{fullStack.stack, jwtStack.stack, canaryStack} {
+		applyNag(stack)
+	}
 	full, jwt = fullStack.synth(), jwtStack.synth()
+	canary = findings(canaryStack)
 	return m.Run()
 }
 
@@ -129,6 +141,7 @@ func (b built) synth() *synthesized {
 	for name, fn := range b.scheduler.Functions {
 		out.functions[name] = *b.stack.GetLogicalId(fn.Node().DefaultChild().(awscdk.CfnElement))
 	}
+	out.findings = findings(b.stack)
 	return out
 }
 
@@ -191,8 +204,9 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::DynamoDB::Table": 1,
 			// (2 pools + events + delay) queues, each with its DLQ.
 			"AWS::SQS::Queue":                 8,
+			"AWS::SQS::QueuePolicy":           8, // each denies plain HTTP
 			"AWS::Lambda::Function":           5,
-			"AWS::Logs::LogGroup":             5,
+			"AWS::Logs::LogGroup":             6, // the functions' and the API's access log
 			"AWS::IAM::Role":                  5,
 			"AWS::IAM::Policy":                5,
 			"AWS::Lambda::EventSourceMapping": 3, // events <- events, delay; worker <- default
@@ -207,13 +221,15 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::CloudWatch::Alarm":     16,
 			"AWS::CloudWatch::Dashboard": 1,
 			"AWS::SNS::Topic":            1,
+			"AWS::SNS::TopicPolicy":      1,
 			"AWS::SNS::Subscription":     1,
 		}},
 		{jwt, map[string]int{
 			"AWS::DynamoDB::Table":            1,
 			"AWS::SQS::Queue":                 6,
+			"AWS::SQS::QueuePolicy":           6,
 			"AWS::Lambda::Function":           4,
-			"AWS::Logs::LogGroup":             4,
+			"AWS::Logs::LogGroup":             5,
 			"AWS::IAM::Role":                  4,
 			"AWS::IAM::Policy":                4,
 			"AWS::Lambda::EventSourceMapping": 2,
@@ -419,10 +435,25 @@ func TestQueuesEncryptedWithDeadLetters(t *testing.T) {
 }
 
 // TestNoWildcardAction scans every policy document anywhere in the
-// template (roles, policies, resource policies, CDK-generated ones).
+// template (roles, policies, resource policies, CDK-generated ones): no
+// statement grants a wildcard action, and the one wildcard present, the
+// SSL guard that denies sqs:* over plain HTTP, is on every queue.
 func TestNoWildcardAction(t *testing.T) {
 	t.Parallel()
 	for _, s := range []*synthesized{full, jwt} {
+		guards := 0
+		for _, r := range s.ofType("AWS::SQS::QueuePolicy") {
+			var statements []map[string]any
+			collectStatements("", r.Properties, &statements)
+			for _, st := range statements {
+				if deniesPlainHTTP(st) {
+					guards++
+				}
+			}
+		}
+		if queues := len(s.ofType("AWS::SQS::Queue")); guards != queues {
+			t.Errorf("%s: %d SSL guards for %d queues", s.cfg.StackName, guards, queues)
+		}
 		var statements []map[string]any
 		for id, r := range s.resources {
 			collectStatements(id, r.Properties, &statements)
@@ -454,6 +485,14 @@ func TestWildcardDetector(t *testing.T) {
 		{map[string]any{"Effect": "Allow", "Action": "*", "Resource": "arn:aws:dynamodb:::table/t"}, true},
 		{map[string]any{"Effect": "Allow", "NotAction": "iam:CreateUser", "Resource": "arn:aws:iam:::user/u"}, true},
 		{map[string]any{"Effect": "Allow", "Action": "logs:PutLogEvents", "Resource": "*"}, true},
+		// The queues' SSL guard passes; any other wildcard, even in a Deny, does not.
+		{tlsGuard("Deny", "sqs:*", map[string]any{"AWS": "*"}, "false"), false},
+		{tlsGuard("Allow", "sqs:*", map[string]any{"AWS": "*"}, "false"), true},
+		{tlsGuard("Deny", "sqs:*", map[string]any{"AWS": "*"}, "true"), true},
+		{tlsGuard("Deny", "*", map[string]any{"AWS": "*"}, "false"), true},
+		{tlsGuard("Deny", "sns:*", map[string]any{"AWS": "*"}, "false"), true},
+		{tlsGuard("Deny", "sqs:*", map[string]any{"AWS": "arn:aws:iam::123456789012:root"}, "false"), true},
+		{map[string]any{"Effect": "Deny", "Action": "sqs:*", "Principal": map[string]any{"AWS": "*"}, "Resource": "arn:aws:sqs:::q"}, true},
 	} {
 		if got := len(statementProblems(tc.statement)) > 0; got != tc.bad {
 			t.Errorf("%v: flagged %v, want %v", tc.statement, got, tc.bad)
@@ -464,6 +503,17 @@ func TestWildcardDetector(t *testing.T) {
 		"Statement": []any{map[string]any{"Action": "s3:*"}}}}}}, &found)
 	if len(found) != 1 {
 		t.Errorf("nested statement not collected: %v", found)
+	}
+}
+
+// tlsGuard is a statement in the shape of the queues' SSL guard.
+func tlsGuard(effect, action string, principal map[string]any, secureTransport string) map[string]any {
+	return map[string]any{
+		"Effect":    effect,
+		"Action":    action,
+		"Principal": principal,
+		"Resource":  "arn:aws:sqs:::q",
+		"Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": secureTransport}},
 	}
 }
 
@@ -501,7 +551,7 @@ func statementProblems(st map[string]any) []string {
 		problems = append(problems, "NotResource")
 	}
 	for _, a := range strings1(st["Action"]) {
-		if strings.Contains(a, "*") {
+		if strings.Contains(a, "*") && !deniesPlainHTTP(st) {
 			problems = append(problems, "wildcard action "+a)
 		}
 	}
@@ -513,6 +563,20 @@ func statementProblems(st map[string]any) []string {
 		}
 	}
 	return problems
+}
+
+// deniesPlainHTTP reports whether st is the queues' SSL guard, the one
+// wildcard action the stack has: it denies every SQS action to everyone
+// over plain HTTP, takes permissions away and grants none. cdk-nag's
+// AwsSolutions-SQS4 accepts only sqs:* (or *) there; a list of actions
+// would leave any action SQS adds later open over HTTP.
+func deniesPlainHTTP(st map[string]any) bool {
+	principal, _ := st["Principal"].(map[string]any)
+	condition, _ := st["Condition"].(map[string]any)
+	return st["Effect"] == "Deny" &&
+		reflect.DeepEqual(strings1(st["Action"]), []string{"sqs:*"}) &&
+		principal["AWS"] == "*" && len(principal) == 1 &&
+		reflect.DeepEqual(condition, map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}})
 }
 
 // strings1 returns the literal strings of a string-or-list value.

@@ -1,10 +1,13 @@
 package scheduler
 
 import (
+	"encoding/json"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -57,12 +60,17 @@ func (s *Scheduler) newAPI(p Props, fn awslambda.IFunction) awsapigatewayv2.Http
 		if r.Public {
 			authorizer = public
 		}
-		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		routes := api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
 			Path:        jsii.String(r.Path),
 			Methods:     &[]awsapigatewayv2.HttpMethod{r.Method},
 			Integration: integration,
 			Authorizer:  authorizer,
 		})
+		if reason, ok := publicRouteReasons[r.Path]; ok && r.Public {
+			for _, route := range *routes {
+				suppress(route, "AwsSolutions-APIG4", reason)
+			}
+		}
 	}
 	awsapigatewayv2.NewHttpRoute(s.Construct, jsii.String("ApiDefaultRoute"), &awsapigatewayv2.HttpRouteProps{
 		HttpApi:     api,
@@ -70,5 +78,46 @@ func (s *Scheduler) newAPI(p Props, fn awslambda.IFunction) awsapigatewayv2.Http
 		Integration: integration,
 		Authorizer:  operator,
 	})
+	s.logAccess(p, api)
 	return api
+}
+
+// accessLogFormat is one JSON line per request, in HTTP API $context
+// variables: who called which route, the answer, and what went wrong.
+var accessLogFormat = func() string {
+	b, err := json.Marshal(map[string]string{
+		"requestId":        "$context.requestId",
+		"requestTimeEpoch": "$context.requestTimeEpoch",
+		"ip":               "$context.identity.sourceIp",
+		"userAgent":        "$context.identity.userAgent",
+		"principal":        "$context.identity.userArn",
+		"jwtSubject":       "$context.authorizer.claims.sub",
+		"routeKey":         "$context.routeKey",
+		"path":             "$context.path",
+		"status":           "$context.status",
+		"responseLength":   "$context.responseLength",
+		"latencyMs":        "$context.responseLatency",
+		"authorizerError":  "$context.authorizer.error",
+		"integrationError": "$context.integrationErrorMessage",
+	})
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+// logAccess writes the default stage's access log to a log group of its own.
+func (s *Scheduler) logAccess(p Props, api awsapigatewayv2.HttpApi) {
+	logs := awslogs.NewLogGroup(s.Construct, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
+		Retention:     p.LogRetention,
+		RemovalPolicy: p.RemovalPolicy,
+	})
+	// The L2 stage takes access log settings only when it is created, and
+	// HttpApi creates its default stage itself.
+	stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
+	stage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+		DestinationArn: logs.LogGroupArn(),
+		Format:         jsii.String(accessLogFormat),
+	})
+	s.AccessLogs = logs
 }

@@ -43,7 +43,9 @@ type Scheduler struct {
 
 	Table awsdynamodb.Table
 	// API is the HTTP API; API.ApiEndpoint() is the base URL.
-	API         awsapigatewayv2.HttpApi
+	API awsapigatewayv2.HttpApi
+	// AccessLogs holds the HTTP API's access log, one JSON line per request.
+	AccessLogs  awslogs.LogGroup
 	EventsQueue QueuePair
 	DelayQueue  QueuePair
 	// PoolQueues holds each worker pool's dispatch queue, by pool name.
@@ -204,14 +206,17 @@ func keyAttribute(a tableschema.Attribute) *awsdynamodb.Attribute {
 }
 
 func (s *Scheduler) newQueuePair(p Props, id string, visibility time.Duration) QueuePair {
+	// EnforceSSL: a queue policy denies every request over plain HTTP.
 	dlq := awssqs.NewQueue(s.Construct, jsii.String(id+"DeadLetter"), &awssqs.QueueProps{
 		Encryption: awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL: jsii.Bool(true),
 		// Longer than the source queue's retention, so nothing expires
 		// between arriving in the DLQ and an operator redriving it.
 		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
 	})
 	q := awssqs.NewQueue(s.Construct, jsii.String(id), &awssqs.QueueProps{
 		Encryption:             awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:             jsii.Bool(true),
 		VisibilityTimeout:      seconds(visibility),
 		ReceiveMessageWaitTime: awscdk.Duration_Seconds(jsii.Number(20)),
 		RetentionPeriod:        awscdk.Duration_Days(jsii.Number(4)),
