@@ -4,18 +4,28 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/runledger/runledger/client"
+	"github.com/runledger/runledger/shared/api/apitest"
 	"github.com/runledger/runledger/shared/devstack"
 	"github.com/runledger/runledger/statemodel"
 )
 
-// newClient is a typed client of the stack's API.
+// newClient is a typed client of the stack's API. Its requests and the
+// answers it gets are checked against the OpenAPI document: the client
+// agrees with the document (the server's side of every answer is checked
+// by the stack itself, see checkAnswers).
 func (s *stack) newClient() *client.Client {
 	s.t.Helper()
-	c, err := client.New(context.Background(), client.Options{URL: s.url, APIKey: s.key})
+	v, err := apitest.New()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	rt := v.Transport(nil, func(err error) { s.t.Errorf("client vs OpenAPI: %v", err) }, nil)
+	c, err := client.New(context.Background(), client.Options{URL: s.url, APIKey: s.key, HTTPClient: &http.Client{Transport: rt}})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -172,7 +182,13 @@ func TestClientRuns(t *testing.T) {
 	if d, err := c.WaitRun(ctx, bad.Run.ID, 100*time.Millisecond); err != nil || d.Run.Status != statemodel.StatusFailed {
 		t.Fatalf("retried run: %+v %v", d.Run, err)
 	}
-	_, err = c.MarkSucceeded(ctx, bad.Run.ID, "main", "", "")
+	// A request the document refuses (an override needs operator and
+	// reason): sent without the client-side check, the server refuses it.
+	plain, err := client.New(ctx, client.Options{URL: s.url, APIKey: s.key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = plain.MarkSucceeded(ctx, bad.Run.ID, "main", "", "")
 	wantCode(t, err, client.CodeInvalidField)
 	marked, err := c.MarkSucceeded(ctx, bad.Run.ID, "main", "ann", "checked by hand")
 	if err != nil || marked.Tasks[0].State != statemodel.StateSucceeded || marked.Run.Status != statemodel.StatusSucceeded {

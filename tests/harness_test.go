@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/api/apitest"
 	"github.com/runledger/runledger/shared/devstack"
 	"github.com/runledger/runledger/shared/emulator"
 	"github.com/runledger/runledger/shared/emulator/emulatortest"
@@ -73,10 +74,26 @@ func startStack(t *testing.T, opts devstack.Options) *stack {
 			opts.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 		}
 	}
+	if opts.WrapAPI == nil {
+		opts.WrapAPI = checkAnswers(t)
+	}
 	s := &stack{t: t, opts: opts}
 	s.start()
 	t.Cleanup(func() { s.stop() })
 	return s
+}
+
+// checkAnswers checks every answer the API gives during the test against
+// the OpenAPI document (shared/api/openapi.yaml); a mismatch fails the
+// test, so the document cannot drift from the server.
+func checkAnswers(t *testing.T) func(http.Handler) http.Handler {
+	v, err := apitest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(h http.Handler) http.Handler {
+		return v.Middleware(h, func(err error) { t.Errorf("OpenAPI: %v", err) })
+	}
 }
 
 func (s *stack) start() {

@@ -1,68 +1,62 @@
 package api
 
 import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
-	"strings"
+	"sync"
+
+	"github.com/getkin/kin-openapi/openapi3"
 )
+
+// openapiYAML is the API's OpenAPI 3 document, the one description of its
+// routes, bodies and error codes.
+//
+//go:embed openapi.yaml
+var openapiYAML []byte
 
 var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
 
-// OpenAPI returns the OpenAPI 3 document of every route the handler serves,
-// generated from the same route list that registers them.
-func (h *Handler) OpenAPI() map[string]any {
-	paths := map[string]any{}
-	for _, rt := range h.routes() {
-		item, _ := paths[rt.Pattern].(map[string]any)
-		if item == nil {
-			item = map[string]any{}
-			paths[rt.Pattern] = item
-		}
-		op := map[string]any{
-			"summary":     rt.Summary,
-			"operationId": strings.ToLower(rt.Method) + strings.NewReplacer("/", "_", "{", "", "}", "", "-", "_", ".", "_").Replace(rt.Pattern),
-			"responses": map[string]any{
-				"default": map[string]any{"description": "An error: {\"code\", \"message\"}.",
-					"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}},
-				"2XX": map[string]any{"description": "Success.", "content": map[string]any{"application/json": map[string]any{}}},
-			},
-		}
-		var params []any
-		for _, m := range pathParam.FindAllStringSubmatch(rt.Pattern, -1) {
-			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
-		}
-		if params != nil {
-			op["parameters"] = params
-		}
-		switch rt.Auth {
-		case authNone:
-			op["security"] = []any{}
-		case authAttempt:
-			op["security"] = []any{map[string]any{"attemptToken": []any{}}}
-		default:
-			op["security"] = []any{map[string]any{"apiKey": []any{}}, map[string]any{"sigv4": []any{}}}
-		}
-		item[strings.ToLower(rt.Method)] = op
+// OpenAPIYAML is the document as kept in the repository
+// (shared/api/openapi.yaml).
+func OpenAPIYAML() []byte { return openapiYAML }
+
+// LoadOpenAPI parses the document, its references resolved. Each call
+// answers a fresh copy, which the caller may change.
+func LoadOpenAPI() (*openapi3.T, error) {
+	doc, err := openapi3.NewLoader().LoadFromData(openapiYAML)
+	if err != nil {
+		return nil, fmt.Errorf("load the OpenAPI document: %w", err)
 	}
-	return map[string]any{
-		"openapi": "3.0.3",
-		"info":    map[string]any{"title": "runledger", "version": "1"},
-		"paths":   paths,
-		"components": map[string]any{
-			"schemas": map[string]any{"Error": map[string]any{
-				"type": "object", "required": []string{"code", "message"},
-				"properties": map[string]any{"code": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"}},
-			}},
-			"securitySchemes": map[string]any{
-				"apiKey":       map[string]any{"type": "http", "scheme": "bearer", "description": "Local stack: the API key."},
-				"attemptToken": map[string]any{"type": "http", "scheme": "bearer", "description": "The attempt token from the envelope."},
-				"sigv4":        map[string]any{"type": "apiKey", "in": "header", "name": "Authorization", "description": "AWS: IAM (SigV4)."},
-			},
-		},
-	}
+	return doc, nil
 }
 
+// openapiJSON is the document as the handler serves it, converted once.
+var openapiJSON = sync.OnceValues(func() ([]byte, error) {
+	doc, err := LoadOpenAPI()
+	if err != nil {
+		return nil, err
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("the OpenAPI document is invalid: %w", err)
+	}
+	return json.Marshal(doc)
+})
+
+// OpenAPI returns the OpenAPI 3 document the handler serves at
+// /v1/openapi.json, as JSON.
+func OpenAPI() ([]byte, error) { return openapiJSON() }
+
 func (h *Handler) openapi(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, h.OpenAPI())
+	b, err := OpenAPI()
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 	return nil
 }

@@ -1,11 +1,17 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/runledger/runledger/statemodel"
 )
 
 func newTestHandler(t *testing.T) *Handler {
@@ -27,38 +33,43 @@ func serve(h http.Handler, method, path, auth string) *httptest.ResponseRecorder
 	return rec
 }
 
-// TestOpenAPICoversEveryRoute reads the document the handler serves and
-// checks that every route the handler serves is in it, and that every
-// documented operation is served (answered by its route, not by the
-// catch-all 404).
+// TestOpenAPICoversEveryRoute checks the document against the route list:
+// every route the handler serves is documented with the same summary and
+// authentication, and every documented operation is served (answered by
+// its route, not by the catch-all 404).
 func TestOpenAPICoversEveryRoute(t *testing.T) {
 	h := newTestHandler(t)
-	rec := serve(h, "GET", "/v1/openapi.json", "")
-	if rec.Code != http.StatusOK {
-		t.Fatalf("openapi: %d", rec.Code)
-	}
-	var doc struct {
-		OpenAPI string                                `json:"openapi"`
-		Paths   map[string]map[string]json.RawMessage `json:"paths"`
-	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+	doc, err := LoadOpenAPI()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(doc.OpenAPI, "3.") {
-		t.Fatalf("openapi version %q", doc.OpenAPI)
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("the document is not valid OpenAPI: %v", err)
 	}
 	routes := h.routes()
 	for _, rt := range routes {
-		if _, ok := doc.Paths[rt.Pattern][strings.ToLower(rt.Method)]; !ok {
-			t.Errorf("%s %s is served but not documented", rt.Method, rt.Pattern)
+		item := doc.Paths.Value(rt.Pattern)
+		var op *openapi3.Operation
+		if item != nil {
+			op = item.GetOperation(rt.Method)
+		}
+		if op == nil {
+			t.Errorf("%s %s is served but not documented in openapi.yaml", rt.Method, rt.Pattern)
+			continue
+		}
+		if op.Summary != rt.Summary {
+			t.Errorf("%s %s: summary %q in openapi.yaml, %q in routes()", rt.Method, rt.Pattern, op.Summary, rt.Summary)
+		}
+		if got, want := securityOf(op), securityFor(rt.Auth); got != want {
+			t.Errorf("%s %s: security %s in openapi.yaml, want %s", rt.Method, rt.Pattern, got, want)
 		}
 	}
 	documented := 0
-	for path, ops := range doc.Paths {
-		for method := range ops {
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
 			documented++
 			concrete := pathParam.ReplaceAllString(path, "x")
-			rec := serve(h, strings.ToUpper(method), concrete, "")
+			rec := serve(h, method, concrete, "")
 			var body map[string]string
 			_ = json.Unmarshal(rec.Body.Bytes(), &body)
 			if rec.Code == http.StatusNotFound && strings.HasPrefix(body["message"], "No route matches") {
@@ -69,9 +80,116 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	if documented != len(routes) {
 		t.Errorf("documented %d operations, the handler has %d routes", documented, len(routes))
 	}
+}
+
+// securityOf names an operation's security: "none", "attemptToken", or
+// "client" (the document's default: the API key or SigV4).
+func securityOf(op *openapi3.Operation) string {
+	switch {
+	case op.Security == nil:
+		return "client"
+	case len(*op.Security) == 0:
+		return "none"
+	}
+	var names []string
+	for _, req := range *op.Security {
+		for name := range req {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
+
+func securityFor(a authKind) string {
+	switch a {
+	case authNone:
+		return "none"
+	case authAttempt:
+		return "attemptToken"
+	}
+	return "client"
+}
+
+// TestOpenAPIEnumsAreTheStateModels checks that the document's enums list
+// exactly statemodel's values, so a state, event or rule added there must
+// be documented.
+func TestOpenAPIEnumsAreTheStateModels(t *testing.T) {
+	doc, err := LoadOpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	strs := func(vs ...string) []string { return vs }
+	each := func(n int, f func(int) string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = f(i)
+		}
+		return out
+	}
+	states := statemodel.AllStates()
+	stateNames := each(len(states), func(i int) string { return string(states[i]) })
+	events := statemodel.AllEventTypes()
+	actors := statemodel.AllActors()
+	rules := statemodel.AllTriggerRules()
+	pubs := statemodel.AllPublicationStates()
+	runStates := statemodel.AllRunStates()
+	statuses := statemodel.AllStatuses()
+	reqs := statemodel.AllRequirements()
+	cases := []struct {
+		schema, property string
+		want             []string
+	}{
+		{"InstanceState", "", stateNames},
+		{"Transition", "from", append(strs(""), stateNames...)},
+		{"EventType", "", each(len(events), func(i int) string { return string(events[i]) })},
+		{"Actor", "", each(len(actors), func(i int) string { return string(actors[i]) })},
+		{"TriggerRule", "", each(len(rules), func(i int) string { return string(rules[i]) })},
+		{"PublicationState", "", each(len(pubs), func(i int) string { return string(pubs[i]) })},
+		{"RunState", "", each(len(runStates), func(i int) string { return string(runStates[i]) })},
+		{"Status", "", each(len(statuses), func(i int) string { return string(statuses[i]) })},
+		{"JobDependency", "require", each(len(reqs), func(i int) string { return string(reqs[i]) })},
+	}
+	for _, c := range cases {
+		s := doc.Components.Schemas[c.schema].Value
+		if c.property != "" {
+			s = s.Properties[c.property].Value
+		}
+		var got []string
+		for _, v := range s.Enum {
+			got = append(got, v.(string))
+		}
+		sort.Strings(got)
+		want := append([]string(nil), c.want...)
+		sort.Strings(want)
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s %s: the document lists %v, statemodel has %v", c.schema, c.property, got, want)
+		}
+	}
+}
+
+// TestOpenAPIIsServedAsJSON reads /v1/openapi.json: the YAML document,
+// converted.
+func TestOpenAPIIsServedAsJSON(t *testing.T) {
+	rec := serve(newTestHandler(t), "GET", "/v1/openapi.json", "")
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("openapi: %d %s", rec.Code, rec.Header())
+	}
+	served, err := openapi3.NewLoader().LoadFromData(rec.Body.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := LoadOpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if served.OpenAPI != "3.0.3" || served.Paths.Len() != doc.Paths.Len() || len(served.Components.Schemas) != len(doc.Components.Schemas) {
+		t.Fatalf("served %s with %d paths and %d schemas, the YAML has %d and %d",
+			served.OpenAPI, served.Paths.Len(), len(served.Components.Schemas), doc.Paths.Len(), len(doc.Components.Schemas))
+	}
 	for _, must := range []string{"/healthz", "/v1/openapi.json", "/v1/attempts/claim", "/v1/jobs/{job}/runs"} {
-		if _, ok := doc.Paths[must]; !ok {
-			t.Errorf("%s missing from the document", must)
+		if served.Paths.Value(must) == nil {
+			t.Errorf("%s missing from the served document", must)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -68,6 +69,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Counters count invocations and requests (default: a new set).
 	Counters *local.Counters
+	// WrapAPI, if set, wraps the API's handler inside the local API
+	// Gateway (the end-to-end tests check every answer against the
+	// OpenAPI document there).
+	WrapAPI func(http.Handler) http.Handler
 }
 
 // Worker is a worker pool the stack runs in-process.
@@ -203,7 +208,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	st.Handler = h
-	st.Server = &local.Server{Name: "api", Handler: h, ListenAddr: o.ListenAddr, Counters: o.Counters, Logger: o.Logger, Region: o.Env.Region()}
+	var handler http.Handler = h
+	if o.WrapAPI != nil {
+		handler = o.WrapAPI(h)
+	}
+	st.Server = &local.Server{Name: "api", Handler: handler, ListenAddr: o.ListenAddr, Counters: o.Counters, Logger: o.Logger, Region: o.Env.Region()}
 	if err := st.Server.Start(); err != nil {
 		return nil, fmt.Errorf("devstack: api: %w", err)
 	}
