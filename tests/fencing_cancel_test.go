@@ -102,7 +102,7 @@ func TestOneEnvelopeTwoWorkersRunsOnce(t *testing.T) {
 		return err == nil && c.Total() == 0, fmt.Sprintf("%+v %v", c, err)
 	})
 	// Any claim of the attempt now meets a terminal instance: 409
-	// illegal_transition (API.md, "Precise answers").
+	// illegal_transition (docs/api.md, "Workers").
 	if _, err := m.claim(env, "late@boot1"); !errors.Is(err, worker.ErrIllegalTransition) {
 		t.Fatalf("claim of the finished attempt: %v, want 409 illegal_transition", err)
 	}

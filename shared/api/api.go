@@ -1,5 +1,6 @@
-// Package api is runledger's HTTP API (the contract in API.md) as an
-// ordinary http.Handler. The api Lambda adapts API Gateway (payload 2.0)
+// Package api is runledger's HTTP API (docs/api.md explains it; every
+// route, body and error code is in openapi.yaml) as an ordinary
+// http.Handler. The api Lambda adapts API Gateway (payload 2.0)
 // events to it; the local stack serves it on 127.0.0.1 through the same
 // adapter.
 package api

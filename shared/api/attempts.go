@@ -9,7 +9,7 @@ import (
 	"github.com/runledger/runledger/shared/worker"
 )
 
-// attemptToken checks the order API.md fixes: the bearer first (401
+// attemptToken checks the order docs/api.md fixes: the bearer first (401
 // unauthorized), then the token against the attempt (401 invalid_token, in
 // the service), then the state.
 func attemptToken(r *http.Request) (string, error) {

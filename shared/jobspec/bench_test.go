@@ -8,7 +8,7 @@ import (
 	"github.com/runledger/runledger/shared/jobspec"
 )
 
-// BenchmarkParseExample parses API.md's example definition, what the API
+// BenchmarkParseExample parses docs/api.md's example definition, what the API
 // does on every POST and PUT.
 func BenchmarkParseExample(b *testing.B) {
 	body, err := os.ReadFile("testdata/nightly-report.json")

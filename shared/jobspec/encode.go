@@ -51,7 +51,7 @@ func FormatDuration(d time.Duration) string {
 	return s
 }
 
-// The JSON shapes of a definition (API.md, POST /v1/jobs).
+// The JSON shapes of a definition (docs/api.md, POST /v1/jobs).
 type (
 	jobJSON struct {
 		Name           string          `json:"name"`

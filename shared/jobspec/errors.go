@@ -5,7 +5,7 @@ import (
 	"net/http"
 )
 
-// Code is an API error code (API.md, "Errors").
+// Code is an API error code (docs/api.md, "Errors").
 type Code string
 
 // The codes a definition can be refused with.
@@ -45,8 +45,8 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s %s: %s", e.Code, e.Field, e.Message)
 }
 
-// HTTPStatus is the status the API answers with (API.md, "Precise
-// answers"): 400 for invalid_json, 413 for payload_too_large, 422 for the
+// HTTPStatus is the status the API answers with (docs/api.md,
+// "Errors"): 400 for invalid_json, 413 for payload_too_large, 422 for the
 // other codes.
 func (e *Error) HTTPStatus() int {
 	switch e.Code {

@@ -1,5 +1,5 @@
 // Package jobspec holds runledger's job definitions: the JSON of
-// POST /v1/jobs and PUT /v1/jobs/{job} (API.md, "Jobs"), its parsing and
+// POST /v1/jobs and PUT /v1/jobs/{job} (docs/api.md, "Jobs"), its parsing and
 // validation into typed errors with the API's codes, the schedules (cron in a
 // time zone, rate, one-off at, manual) and their next fire time, and the
 // effective view of each task (pool, payload and retry/timeout policy after
@@ -28,7 +28,7 @@ const (
 	// override), measured in compact JSON: whitespace a client adds does
 	// not count, and the payload is stored compact.
 	MaxPayloadBytes = 64 * 1024
-	// MaxBodyBytes bounds a whole request body (API.md: 413 over 1 MiB).
+	// MaxBodyBytes bounds a whole request body (docs/api.md: 413 over 1 MiB).
 	MaxBodyBytes = 1024 * 1024
 	// MaxDefinitionBytes bounds the canonical JSON of a whole definition,
 	// which the store keeps in the job's item: DynamoDB refuses items over
@@ -49,7 +49,7 @@ const (
 	MainTask = "main"
 )
 
-// namePattern is the shape of job names and task ids (API.md, "Names").
+// namePattern is the shape of job names and task ids (docs/api.md).
 var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // ValidName reports whether s can be a job name or a task id.

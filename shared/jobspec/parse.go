@@ -33,7 +33,7 @@ type Options struct {
 // not set).
 //
 // The checks, in order: the body's size and JSON syntax (invalid_json,
-// payload_too_large), then each field in the order of API.md's example
+// payload_too_large), then each field in the order of docs/api.md's example
 // body: unknown fields and wrong JSON types (invalid_field), the name, the
 // schedule (invalid_cron, invalid_timezone; an at in the past or two kinds
 // at once is invalid_field), the pool, the payload (payload_too_large over

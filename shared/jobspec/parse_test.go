@@ -53,7 +53,7 @@ func marshal(t *testing.T, v any) []byte {
 	return b
 }
 
-// TestExampleRoundTrip takes the example body of API.md (testdata holds it
+// TestExampleRoundTrip takes the example body of docs/api.md (testdata holds it
 // verbatim) through Parse, checks what it means, and checks that its
 // canonical JSON is stable: Parse and Load read it back to the same JSON.
 func TestExampleRoundTrip(t *testing.T) {
@@ -478,5 +478,17 @@ func TestHTTPStatus(t *testing.T) {
 		if got := (&jobspec.Error{Code: code}).HTTPStatus(); got != want {
 			t.Errorf("%s: %d, want %d", code, got, want)
 		}
+	}
+}
+
+// TestExampleIsTheDocumentedOne checks that testdata's example is the one
+// docs/api.md shows, verbatim.
+func TestExampleIsTheDocumentedOne(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), string(readFile(t, "nightly-report.json"))) {
+		t.Fatal("docs/api.md does not show testdata/nightly-report.json verbatim; keep them the same")
 	}
 }

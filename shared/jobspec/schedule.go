@@ -44,8 +44,8 @@ type Schedule struct {
 	spec *cron.SpecSchedule
 }
 
-// Descriptors are the @ forms a cron schedule accepts (API.md, "Precise
-// answers"). @every is not one of them: that is what rate is for.
+// Descriptors are the @ forms a cron schedule accepts (docs/api.md,
+// "Jobs"). @every is not one of them: that is what rate is for.
 var Descriptors = []string{"@hourly", "@daily", "@weekly", "@monthly"}
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)

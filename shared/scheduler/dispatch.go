@@ -70,7 +70,7 @@ func (s *Service) dispatch(ctx context.Context, inst store.Instance, run store.R
 }
 
 // envelopeMessage is the dispatch message of attempt n: the envelope's JSON
-// (the worker SDK owns its wire format, API.md) and the message
+// (the worker SDK owns its wire format, docs/api.md, "Workers") and the message
 // attributes. CheckEnvelopes builds the same message when a run is
 // triggered, so a run whose envelope SQS would refuse is never created.
 func envelopeMessage(inst store.Instance, run store.Run, n int, token string, now time.Time) (string, map[string]string, error) {
@@ -200,7 +200,7 @@ func (s *Service) follow(ctx context.Context, key store.InstanceKey, res store.R
 }
 
 // runStarted moves a QUEUED run to RUNNING when one of its tasks leaves
-// QUEUED (a claim, or a queue timeout's retry): API.md's QUEUED means no
+// QUEUED (a claim, or a queue timeout's retry): docs/api.md's QUEUED means no
 // task started yet. A run already past QUEUED costs one read.
 func (s *Service) runStarted(ctx context.Context, runID string) {
 	run, err := s.store.GetRun(ctx, runID)

@@ -90,7 +90,7 @@ func (s *Service) Claim(ctx context.Context, ref AttemptRef, token, workerID, ev
 		eventID = "claim:" + workerID
 	}
 	// Refuse a claim of an older attempt here: the store would record it as
-	// a late event, and an error answer writes nothing (API.md). The
+	// a late event, and an error answer writes nothing (docs/api.md). The
 	// winner's own retry goes on to the store, which answers it.
 	if a, _ := inst.Snapshot.AttemptN(ref.Attempt); ref.Attempt < inst.Snapshot.Attempt && a.ClaimEventID != eventID {
 		return ClaimResult{}, ErrStaleAttempt
@@ -173,7 +173,7 @@ func (s *Service) Heartbeat(ctx context.Context, ref AttemptRef, token, eventID 
 	return HeartbeatResult{}, s.classifyRefusal(ctx, ref, inst, err)
 }
 
-// Completion is a worker's report of how attempt n ended (API.md complete).
+// Completion is a worker's report of how attempt n ended (docs/api.md, "Workers").
 type Completion struct {
 	AttemptRef
 	EventID       string    `json:"event_id"`

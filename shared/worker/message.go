@@ -44,8 +44,8 @@ const (
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
-// Limits of a completion's free-form fields (API.md, "Worker routes: order
-// of checks, fields, limits"). The scheduler applies them to every
+// Limits of a completion's free-form fields (docs/api.md, "Workers"). The
+// scheduler applies them to every
 // completion, through the HTTP route and the events queue alike, so that no
 // report can push an attempt's records past DynamoDB's item limit; the SDK
 // applies them before sending.

@@ -161,7 +161,7 @@ func TestCompletionValidate(t *testing.T) {
 	}
 }
 
-// The limits of API.md's worker routes, each at its edge: the limit passes,
+// The limits of the worker routes (docs/api.md, "Workers"), each at its edge: the limit passes,
 // one more is too large (413), a malformed value is refused (422).
 func TestCheckReportFields(t *testing.T) {
 	t.Parallel()

@@ -12,7 +12,7 @@ import (
 )
 
 // peer is the protocol peer of these tests: an in-memory implementation of
-// the worker routes of API.md (claim, heartbeat, complete), in the order
+// the worker routes of docs/api.md (claim, heartbeat, complete), in the order
 // the contract fixes: bearer present, token matches the attempt, then state.
 // The real service is tested end to end elsewhere; this one lets the tests
 // arrange any answer.
