@@ -44,20 +44,22 @@ type lateView struct {
 }
 
 type attemptView struct {
-	N               int         `json:"n"`
-	State           string      `json:"state"`
-	WorkerID        *string     `json:"worker_id"`
-	ExecutorID      *string     `json:"executor_id"`
-	QueuedAt        *string     `json:"queued_at"`
-	StartedAt       *string     `json:"started_at"`
-	EndedAt         *string     `json:"ended_at"`
-	LastHeartbeatAt *string     `json:"last_heartbeat_at"`
-	ExitCode        *int        `json:"exit_code"`
-	ErrorCategory   *string     `json:"error_category"`
-	OutputRef       *string     `json:"output_ref,omitempty"`
-	SpendsBudget    bool        `json:"spends_budget"`
-	LateEvents      []lateView  `json:"late_events"`
-	Metrics         metricsView `json:"metrics"`
+	N               int        `json:"n"`
+	State           string     `json:"state"`
+	WorkerID        *string    `json:"worker_id"`
+	ExecutorID      *string    `json:"executor_id"`
+	QueuedAt        *string    `json:"queued_at"`
+	StartedAt       *string    `json:"started_at"`
+	EndedAt         *string    `json:"ended_at"`
+	LastHeartbeatAt *string    `json:"last_heartbeat_at"`
+	ExitCode        *int       `json:"exit_code"`
+	ErrorCategory   *string    `json:"error_category"`
+	OutputRef       *string    `json:"output_ref,omitempty"`
+	SpendsBudget    bool       `json:"spends_budget"`
+	LateEvents      []lateView `json:"late_events"`
+	// LateDropped counts late events past the first store.MaxLateEvents.
+	LateDropped int         `json:"late_events_dropped"`
+	Metrics     metricsView `json:"metrics"`
 }
 
 type taskView struct {
@@ -141,9 +143,9 @@ func renderTask(t store.TaskView) taskView {
 	if snap.State != statemodel.StateUpForRetry && snap.State != statemodel.StatePaused {
 		v.RetryAt = nil
 	}
-	late := map[int][]statemodel.LateEvent{}
+	late := map[int]store.Attempt{}
 	for _, a := range t.Attempts {
-		late[a.N] = a.Late
+		late[a.N] = a
 	}
 	for _, a := range snap.Attempts {
 		am := a.Metrics()
@@ -158,7 +160,8 @@ func renderTask(t store.TaskView) taskView {
 			OutputRef: strPtr(a.OutputRef), SpendsBudget: a.SpendsBudget, LateEvents: []lateView{},
 			Metrics: metricsView{QueueWaitMS: ms(am.QueueWait), RunMS: ms(am.RunTime)},
 		}
-		for _, l := range late[a.N] {
+		av.LateDropped = late[a.N].LateDropped
+		for _, l := range late[a.N].Late {
 			av.LateEvents = append(av.LateEvents, lateView{
 				EventID: l.EventID, Event: string(l.Type), Actor: string(l.Actor), Outcome: string(l.Outcome),
 				EventTime: optTime(l.EventTime), ObservedAt: optTime(l.ObservedAt), Detail: l.Detail,

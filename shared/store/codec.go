@@ -41,6 +41,7 @@ const (
 	attrTimerKind      = "timer_kind"
 	attrLateEvents     = "late_events"
 	attrLateEventIDs   = "late_event_ids"
+	attrLateDropped    = "late_events_dropped"
 	attrEventID        = "event_id"
 	attrTo             = "to"
 	attrAttemptRecord  = "attempt_record"

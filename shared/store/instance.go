@@ -47,7 +47,10 @@ func (i Instance) Node() statemodel.TaskNode {
 // attempt started.
 type Attempt struct {
 	statemodel.AttemptRecord
-	Late []statemodel.LateEvent
+	// Late holds the first MaxLateEvents late events; LateDropped counts
+	// the deliveries of later ones.
+	Late        []statemodel.LateEvent
+	LateDropped int
 }
 
 // Result is what a Transition did.
@@ -572,14 +575,26 @@ func (s *Store) refreshLease(ctx context.Context, inst Instance, n statemodel.Sn
 	return nil
 }
 
+// MaxLateEvents is how many late events an attempt item keeps (API.md):
+// the first ones. Later ones are only counted, in late_events_dropped, so
+// no flood of stale reports can grow the item. A dropped event's id is not
+// remembered (that too would grow), so a redelivery of a dropped event is
+// counted again: the count is of deliveries past the cap.
+const MaxLateEvents = 16
+
 // AppendLate records a late event on its (older) attempt's item. The
 // instance item is untouched: a stale event never changes an instance.
 //
 //	attempt  Update  SET #late_events = list_append(if_not_exists(#late_events, :empty), :late)
 //	                 ADD #late_event_ids :event_ids
 //	condition  attribute_exists(#pk) AND NOT contains(#late_event_ids, :event_id)
+//	           AND (attribute_not_exists(#late_events) OR size(#late_events) < :max)
 //	fails when the event was recorded before (the append is idempotent:
-//	nil), or the attempt item does not exist (ErrNotFound).
+//	nil), the attempt item does not exist (ErrNotFound), or the item holds
+//	MaxLateEvents already: then
+//
+//	attempt  Update  ADD #late_events_dropped :one
+//	condition  attribute_exists(#pk)
 func (s *Store) AppendLate(ctx context.Context, key InstanceKey, late statemodel.LateEvent) error {
 	op := func(err error) error {
 		return fmt.Errorf("record late event %s on %s#%d: %w", late.EventID, key, late.Attempt, err)
@@ -597,15 +612,17 @@ func (s *Store) AppendLate(ctx context.Context, key InstanceKey, late statemodel
 	if _, err := checkSize("late event", entry); err != nil {
 		return op(err)
 	}
+	pk, sk := runPK(key.Run), attemptSK(key.Task, late.Attempt)
 	e := newExpr()
 	upd := "SET " + e.n(attrLateEvents) + " = list_append(if_not_exists(" + e.n(attrLateEvents) + ", " +
 		e.v("empty", &types.AttributeValueMemberL{Value: []types.AttributeValue{}}) + "), " +
 		e.v("late", &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: entry}}}) + ")" +
 		" ADD " + e.n(attrLateEventIDs) + " " + e.v("event_ids", &types.AttributeValueMemberSS{Value: []string{late.EventID}})
 	cond := "attribute_exists(" + e.n(tableschema.PK) + ") AND NOT contains(" + e.n(attrLateEventIDs) + ", " +
-		e.v("event_id", str(late.EventID)) + ")"
+		e.v("event_id", str(late.EventID)) + ") AND (attribute_not_exists(" + e.n(attrLateEvents) + ") OR size(" +
+		e.n(attrLateEvents) + ") < " + e.v("max", num(MaxLateEvents)) + ")"
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: keyOf(runPK(key.Run), attemptSK(key.Task, late.Attempt)),
+		TableName: aws.String(s.table), Key: keyOf(pk, sk),
 		UpdateExpression: aws.String(upd), ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -613,21 +630,28 @@ func (s *Store) AppendLate(ctx context.Context, key InstanceKey, late statemodel
 		ReturnValues:                        types.ReturnValueNone,
 	})
 	if err != nil {
-		if old, ok := conditionItem(err); ok {
-			if len(old) == 0 {
-				// Either no item, or an endpoint without ALL_OLD images:
-				// tell them apart with a read.
-				exists, rerr := s.exists(ctx, runPK(key.Run), attemptSK(key.Task, late.Attempt))
-				if rerr != nil {
-					return op(rerr)
-				}
-				if !exists {
-					return op(ErrNotFound)
-				}
-			}
-			return nil // recorded before
+		old, ok := conditionItem(err)
+		if !ok {
+			return op(translate(err))
 		}
-		return op(translate(err))
+		if len(old) == 0 {
+			// Either no item, or an endpoint without ALL_OLD images:
+			// tell them apart with a read.
+			got, rerr := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+				TableName: aws.String(s.table), Key: keyOf(pk, sk), ConsistentRead: aws.Bool(true),
+			})
+			if rerr != nil {
+				return op(translate(rerr))
+			}
+			if got.Item == nil {
+				return op(ErrNotFound)
+			}
+			old = got.Item
+		}
+		if recorded(old, late.EventID) {
+			return nil
+		}
+		return s.countDroppedLate(ctx, pk, sk, op)
 	}
 	var cc []types.ConsumedCapacity
 	if out.ConsumedCapacity != nil {
@@ -637,15 +661,34 @@ func (s *Store) AppendLate(ctx context.Context, key InstanceKey, late statemodel
 	return nil
 }
 
-func (s *Store) exists(ctx context.Context, pk, sk string) (bool, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: keyOf(pk, sk), ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("#pk"), ExpressionAttributeNames: map[string]string{"#pk": tableschema.PK},
+// recorded reports whether the attempt item holds the late event's id.
+func recorded(it map[string]types.AttributeValue, eventID string) bool {
+	ids, ok := it[attrLateEventIDs].(*types.AttributeValueMemberSS)
+	return ok && slices.Contains(ids.Value, eventID)
+}
+
+// countDroppedLate counts one late event past MaxLateEvents.
+func (s *Store) countDroppedLate(ctx context.Context, pk, sk string, op func(error) error) error {
+	e := newExpr()
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(pk, sk),
+		UpdateExpression:         aws.String("ADD " + e.n(attrLateDropped) + " " + e.v("one", num(1))),
+		ConditionExpression:      aws.String("attribute_exists(" + e.n(tableschema.PK) + ")"),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnConsumedCapacity: s.returnCapacity(),
 	})
 	if err != nil {
-		return false, translate(err)
+		if _, ok := conditionItem(err); ok {
+			return op(ErrNotFound)
+		}
+		return op(translate(err))
 	}
-	return out.Item != nil, nil
+	var cc []types.ConsumedCapacity
+	if out.ConsumedCapacity != nil {
+		cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
+	}
+	s.report("count_dropped_late", false, []int{0}, nil, cc)
+	return nil
 }
 
 // HeartbeatResult is what a heartbeat answers the worker.

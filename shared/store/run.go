@@ -480,7 +480,7 @@ func (s *Store) ReadRun(ctx context.Context, id string) (RunView, error) {
 }
 
 func decodeAttempt(r *reader) Attempt {
-	a := Attempt{AttemptRecord: readAttemptRecord(r)}
+	a := Attempt{AttemptRecord: readAttemptRecord(r), LateDropped: int(r.int(attrLateDropped))}
 	for _, m := range r.maps(attrLateEvents) {
 		sub := &reader{it: m}
 		a.Late = append(a.Late, readLateEvent(sub))
