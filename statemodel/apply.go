@@ -2,6 +2,7 @@ package statemodel
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -268,6 +269,16 @@ func decide(s Snapshot, e Event, now time.Time, p Policy) (Transition, error) {
 			N: e.Attempt, TokenHash: e.TokenHash, ExecutorID: e.ExecutorID,
 			SpendsBudget: spends, QueuedAt: now,
 		}
+
+	case EvDispatchFailed:
+		// SCHEDULED's deadline is when it became due for dispatch.
+		if now.Before(s.Deadline.Add(p.Timeouts.Queue)) {
+			return guard(ErrNotDue, "queue timeout since scheduled not reached")
+		}
+		tr.To = StateFailed
+		tr.Evidence = make(map[string]string, len(e.Evidence)+1)
+		maps.Copy(tr.Evidence, e.Evidence)
+		tr.Evidence["error_category"] = CategoryDispatchFailed
 
 	case EvStarted:
 		if cur.Claimed() {

@@ -20,6 +20,12 @@ const (
 	// EvDispatched: the executor (the pool's queue) accepted attempt n. The
 	// event names the attempt it creates: the current attempt plus one.
 	EvDispatched EventType = "dispatch.accepted"
+	// EvDispatchFailed: the scheduler could not hand attempt n+1 to its
+	// executor for the whole queue timeout since the instance became
+	// SCHEDULED (the queue refuses the message, the pool has no queue).
+	// The instance fails without a retry: category dispatch_failed, the
+	// error in the transition's reason.
+	EvDispatchFailed EventType = "dispatch.failed"
 
 	EvStarted   EventType = "attempt.started"
 	EvHeartbeat EventType = "attempt.heartbeat"
@@ -48,7 +54,7 @@ const (
 // AllEventTypes lists every event type in the order of the life cycle.
 func AllEventTypes() []EventType {
 	return []EventType{
-		EvCreated, EvDepsMet, EvDepsSkipped, EvDepsUpstreamFailed, EvDispatched,
+		EvCreated, EvDepsMet, EvDepsSkipped, EvDepsUpstreamFailed, EvDispatched, EvDispatchFailed,
 		EvStarted, EvHeartbeat, EvSucceeded, EvFailed, EvCancelled,
 		EvLeaseExpired, EvQueueTimeout, EvCancelTimeout,
 		EvEvidenceOK, EvEvidenceFailed, EvNeverStarted, EvWindowExpired,
@@ -106,4 +112,8 @@ const (
 	CategoryTimeout      = "timeout"
 	CategoryCancelled    = "cancelled"
 	CategoryNeverStarted = "never_started"
+	// CategoryDispatchFailed: no attempt could be dispatched; it is
+	// recorded in the transition's evidence (error_category), as no
+	// attempt exists to carry it.
+	CategoryDispatchFailed = "dispatch_failed"
 )

@@ -15,7 +15,8 @@ import (
 // attempts 1 to 3 so that a third attempt is always tried; two workers racing
 // for attempt 1; for each attempt a claim, a heartbeat, a success, a failure,
 // a cancel acknowledgement, lease expiry and cancel timeout; queue timeout,
-// the four evidence verdicts on attempts 1 and 2; retry timers; and the
+// the four evidence verdicts on attempts 1 and 2; retry timers; a dispatch
+// that fails for good (in every SCHEDULED, the resubmit's included); and the
 // operator's cancel, a pause/resume pair, an override and a manual
 // retry. Every event may be delivered at any moment and any number of times
 // (duplicates), in any order (reordering, late events from older attempts
@@ -83,6 +84,8 @@ func alphabet() []Event {
 		)
 	}
 	evs = append(evs, r("never-started-2", EvNeverStarted, 2))
+	// Appended last: the fuzz corpus indexes the alphabet.
+	evs = append(evs, sc("dispatch-failed", EvDispatchFailed))
 	return evs
 }
 

@@ -35,6 +35,7 @@ var table = []Row{
 	{StateCreated, EvDepsUpstreamFailed, ActorScheduler, to(StateUpstreamFailed), false, ""},
 
 	{StateScheduled, EvDispatched, ActorExecutor, to(StateQueued), false, "attempt = current + 1"},
+	{StateScheduled, EvDispatchFailed, ActorScheduler, to(StateFailed), false, "queue timeout since scheduled passed; no retry"},
 
 	{StateQueued, EvStarted, ActorWorker, to(StateRunning), false, "current attempt only"},
 

@@ -29,28 +29,32 @@ func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 // envelope may exist, but its token matches no attempt record, so the
 // fenced claim refuses it; exactly one worker runs the attempt. A claim that
 // arrives before the write lands waits for it (Claim).
+//
+// A dispatch that fails before the queue took the envelope is retried by
+// the instance's timer until the queue timeout since it became SCHEDULED;
+// then the instance fails (undispatchable).
 func (s *Service) dispatch(ctx context.Context, inst store.Instance, run store.Run) error {
 	key := inst.Key
 	snap := inst.Snapshot
 	if snap.State != statemodel.StateScheduled {
 		return nil
 	}
+	n := snap.Attempt + 1
 	url, ok := s.cfg.Pools[inst.Pool]
 	if !ok {
-		return fmt.Errorf("dispatch %s: pool %q has no queue", key, inst.Pool)
+		return s.undispatchable(ctx, inst, n, fmt.Errorf("pool %q has no queue", inst.Pool))
 	}
-	n := snap.Attempt + 1
 	token, hash, err := newToken()
 	if err != nil {
 		return err
 	}
 	body, attrs, err := envelopeMessage(inst, run, n, token, s.now())
 	if err != nil {
-		return fmt.Errorf("dispatch %s#%d: %w", key, n, err)
+		return s.undispatchable(ctx, inst, n, err)
 	}
 	msgID, err := s.queue.Send(ctx, url, body, attrs)
 	if err != nil {
-		return fmt.Errorf("dispatch %s#%d: send: %w", key, n, err)
+		return s.undispatchable(ctx, inst, n, fmt.Errorf("send: %w", err))
 	}
 	ev := statemodel.Event{
 		ID: fmt.Sprintf("dispatch:%d", n), Type: statemodel.EvDispatched, Actor: statemodel.ActorExecutor,
@@ -66,6 +70,36 @@ func (s *Service) dispatch(ctx context.Context, inst store.Instance, run store.R
 		// matches nothing and its claim will be refused.
 		s.log.InfoContext(ctx, "duplicate dispatch", "run_id", key.Run, "task", key.Task, "attempt", n, "outcome", string(res.Outcome))
 	}
+	return nil
+}
+
+// undispatchable answers a dispatch of attempt n that failed before the
+// queue took its envelope. Within the queue timeout since the instance
+// became SCHEDULED it is an error, and the instance's timer tries again on
+// a later pass. Past it, the instance goes SCHEDULED -> FAILED with
+// category dispatch_failed and the error as the transition's reason, with
+// no retry: a message the queue refuses for that long (too large, a
+// character SQS refuses, a pool without a queue) would be refused again.
+func (s *Service) undispatchable(ctx context.Context, inst store.Instance, n int, cause error) error {
+	key, snap := inst.Key, inst.Snapshot
+	timeout := inst.Policy.Timeouts.Queue
+	if s.now().Before(snap.Deadline.Add(timeout)) {
+		return fmt.Errorf("dispatch %s#%d: %w", key, n, cause)
+	}
+	ev := statemodel.Event{
+		ID: fmt.Sprintf("dispatch-failed:%d", n), Type: statemodel.EvDispatchFailed, Actor: statemodel.ActorScheduler,
+		Reason: worker.ClipReason(fmt.Sprintf("attempt %d could not be dispatched to pool %s within the queue timeout (%s): %v",
+			n, inst.Pool, timeout, cause)),
+		Evidence: map[string]string{"attempt": strconv.Itoa(n), "pool": inst.Pool},
+	}
+	res, err := s.store.Transition(ctx, key, ev, s.now(), s.policy())
+	if err != nil {
+		return fmt.Errorf("dispatch %s#%d: record dispatch failure (%v): %w", key, n, cause, err)
+	}
+	if res.Outcome == statemodel.Applied {
+		s.log.ErrorContext(ctx, "dispatch failed for good", "run_id", key.Run, "task", key.Task, "attempt", n, "error", cause.Error())
+	}
+	s.follow(ctx, key, res)
 	return nil
 }
 

@@ -151,3 +151,59 @@ func TestTriggerChecksTheEnvelope(t *testing.T) {
 		t.Errorf("envelope %v: run %s, payload %.40s, params %.40s", err, env.Run, env.Payload, env.Params)
 	}
 }
+
+// A SCHEDULED instance whose envelope the queue never takes is retried by
+// each pass until the queue timeout since it became SCHEDULED, then fails
+// with dispatch_failed (no retry) and the error in the transition's reason.
+func TestUndispatchableFailsAfterTheQueueTimeout(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	// The pool's queue is gone: every send fails.
+	svc := scheduler.New(f.st, f.q, scheduler.Config{
+		Pools: map[string]string{"default": f.pool + "-deleted"}, Now: f.clock.Now,
+	})
+	j, err := jobspec.Parse([]byte(`{"name":"j","timeouts":{"queue":"5m"},"retry":{"max_attempts":3}}`), svc.ParseOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := store.InstanceKey{Run: v.Run.ID, Task: "main"}
+	state := func() statemodel.InstanceState { return f.instance(t, v.Run.ID).Snapshot.State }
+	for _, d := range []time.Duration{time.Minute, 3 * time.Minute} {
+		f.clock.Advance(d)
+		// Within the timeout the failed send is an error of the pass.
+		if _, err := svc.Tick(ctx); err == nil {
+			t.Fatal("a pass whose dispatch failed reported no error")
+		}
+		if s := state(); s != statemodel.StateScheduled {
+			t.Fatalf("within the queue timeout the instance is %s, want SCHEDULED", s)
+		}
+	}
+	f.clock.Advance(time.Minute + time.Second)
+	if _, err := svc.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	inst := f.instance(t, v.Run.ID)
+	if inst.Snapshot.State != statemodel.StateFailed || inst.Snapshot.Attempt != 0 {
+		t.Fatalf("after the queue timeout the instance is %s with attempt %d, want FAILED with none", inst.Snapshot.State, inst.Snapshot.Attempt)
+	}
+	h, err := f.st.FullHistory(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := h[len(h)-1]
+	if last.Event != statemodel.EvDispatchFailed || last.Evidence["error_category"] != statemodel.CategoryDispatchFailed ||
+		!strings.Contains(last.Reason, "send") {
+		t.Fatalf("last transition %s, evidence %v, reason %q", last.Event, last.Evidence, last.Reason)
+	}
+	run, err := f.st.GetRun(ctx, v.Run.ID)
+	if err != nil || run.ExecutionState != statemodel.RunFailed {
+		t.Fatalf("run is %s (%v), want FAILED", run.ExecutionState, err)
+	}
+}
