@@ -6,6 +6,8 @@
 //
 // The same processing runs in two modes: Run, a long-running process that
 // polls the queue itself, and HandleSQS, a Lambda SQS handler.
+// docs/workers.md explains how to write a worker with it, and the
+// package's examples show one of each.
 //
 // Timeouts, each bounding one thing (after the Temporal SDK's shape):
 //   - the envelope's run_timeout bounds one attempt from claim to
