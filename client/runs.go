@@ -85,7 +85,10 @@ type Attempt struct {
 	OutputRef       string      `json:"output_ref,omitempty"`
 	SpendsBudget    bool        `json:"spends_budget"`
 	LateEvents      []LateEvent `json:"late_events"`
-	Metrics         Metrics     `json:"metrics"`
+	// LateEventsDropped counts the late events past the first 16, which
+	// are not kept.
+	LateEventsDropped int     `json:"late_events_dropped"`
+	Metrics           Metrics `json:"metrics"`
 }
 
 // LateEvent is an event from an attempt that was no longer current: it is
