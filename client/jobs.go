@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -30,6 +31,27 @@ func (c *Client) CreateJob(ctx context.Context, definition any) (Job, error) {
 	var out jobAnswer
 	_, err := c.do(ctx, call{op: "create job", method: http.MethodPost, path: "/v1/jobs", body: definition}, &out)
 	return out.Job, err
+}
+
+// ValidateJob checks a definition as CreateJob would (POST /v1/jobs with
+// dry_run=true: the deployment's pools and clock included) and answers it
+// as it would be stored, every default explicit; it writes nothing and
+// does not care whether the name is taken. A refused definition is the
+// same error CreateJob would answer.
+func (c *Client) ValidateJob(ctx context.Context, definition any) (jobspec.Job, error) {
+	var out struct {
+		Job json.RawMessage `json:"job"`
+	}
+	_, err := c.do(ctx, call{op: "validate job", method: http.MethodPost, path: "/v1/jobs",
+		query: url.Values{"dry_run": {"true"}}, body: definition}, &out)
+	if err != nil {
+		return jobspec.Job{}, err
+	}
+	j, err := jobspec.Load(out.Job)
+	if err != nil {
+		return jobspec.Job{}, fmt.Errorf("validate job: decode the answer: %w", err)
+	}
+	return j, nil
 }
 
 // JobPage is one page of ListJobs. NextToken is empty on the last page.

@@ -233,6 +233,25 @@ schedule: {cron: "0 3 * * *", timezone: Europe/Paris}
 	r = c.must(t, 1, "apply", "-f", dir)
 	mustContain(t, "stderr", r.stderr, "e.yaml", "schedule.cron", "invalid_cron", "nothing was written")
 	s.call("GET", "/v1/jobs/cli-d", nil).must(t, http.StatusNotFound)
+
+	// What only the deployment knows (its pools) is checked by the API's
+	// dry run, still before anything is written.
+	if err := os.Remove(filepath.Join(dir, "e.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "f.yaml"), "name: cli-f\npool: nope\n")
+	r = c.must(t, 1, "apply", "-f", dir)
+	mustContain(t, "stderr", r.stderr, "f.yaml: invalid_field:", "pool", "nothing was written")
+	s.call("GET", "/v1/jobs/cli-d", nil).must(t, http.StatusNotFound)
+
+	// The dry run answers the definition as it would be stored and writes
+	// nothing.
+	v := s.call("POST", "/v1/jobs?dry_run=true", map[string]any{"name": "cli-g", "pool": "demo"}).must(t, http.StatusOK)
+	if job, _ := v.Body["job"].(map[string]any); job["name"] != "cli-g" || job["overlap"] != "allow" {
+		t.Errorf("dry run answered %s", v.Raw)
+	}
+	s.call("GET", "/v1/jobs/cli-g", nil).must(t, http.StatusNotFound)
+	s.call("POST", "/v1/jobs?dry_run=maybe", map[string]any{"name": "cli-g", "pool": "demo"}).must(t, http.StatusUnprocessableEntity)
 }
 
 func TestCLITriggerWaitAndShow(t *testing.T) {

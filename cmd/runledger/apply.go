@@ -39,8 +39,10 @@ it creates the jobs that do not exist, updates those that differ (with
 If-Match, so a concurrent change is refused, not overwritten), leaves the
 others, and with --prune deletes the jobs no file defines.
 
-Every file is checked first; an invalid one is reported with its name, the
-field and the API's error code, and nothing is written. The plan is printed
+Every file is checked first, by the API's own rules and then by the API
+itself without writing (POST /v1/jobs?dry_run=true: its pools, its clock);
+an invalid one is reported with its name, the field and the API's error
+code, and nothing is written. The plan is printed
 as a diff (create / update / unchanged / delete); --dry-run stops there.`,
 		Example: `  runledger apply -f jobs/
   runledger apply -f etl.yaml -f report.json --dry-run
@@ -92,6 +94,14 @@ func runApply(cmd *cobra.Command, f applyFlags) error {
 	c, err := f.api.client(cmd)
 	if err != nil {
 		return err
+	}
+	if problems, err := validateOnServer(cmd, c, defs); err != nil {
+		return err
+	} else if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(cmd.ErrOrStderr(), p)
+		}
+		return fmt.Errorf("%d job file(s) refused by the API; nothing was written", len(problems))
 	}
 	current, err := allJobs(cmd, c)
 	if err != nil {
@@ -159,6 +169,26 @@ func readJobFiles(paths []string) ([]jobFile, []string) {
 		problems = append(problems, fmt.Sprintf("no .yaml, .yml or .json file in %s", strings.Join(paths, ", ")))
 	}
 	return defs, problems
+}
+
+// validateOnServer asks the API to check each definition without writing
+// it (what only the deployment knows: its pools, its clock). A refusal is
+// a problem of that file; any other error stops the apply.
+func validateOnServer(cmd *cobra.Command, c *client.Client, defs []jobFile) ([]string, error) {
+	var problems []string
+	for _, d := range defs {
+		_, err := c.ValidateJob(cmd.Context(), d.body)
+		var apiErr *client.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &apiErr) && apiErr.Status >= 400 && apiErr.Status < 500 && apiErr.Code != "" &&
+			apiErr.Code != client.CodeUnauthorized:
+			problems = append(problems, fmt.Sprintf("%s: %s: %s", d.source, apiErr.Code, apiErr.Message))
+		default:
+			return nil, err
+		}
+	}
+	return problems, nil
 }
 
 // fileProblem is a refused definition as "file: field: code: sentence".

@@ -55,9 +55,20 @@ func (h *Handler) createJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	dryRun, err := queryDryRun(r)
+	if err != nil {
+		return err
+	}
 	j, err := jobspec.Parse(body, h.svc.ParseOptions())
 	if err != nil {
 		return err
+	}
+	if dryRun {
+		// The definition as it would be stored, every default explicit;
+		// nothing is written and the name may be taken (apply validates
+		// updates this way too).
+		writeJSON(w, http.StatusOK, map[string]any{"job": j})
+		return nil
 	}
 	sj, err := h.svc.CreateJob(r.Context(), j)
 	if errors.Is(err, store.ErrAlreadyExists) {
@@ -67,6 +78,17 @@ func (h *Handler) createJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return h.writeJob(w, http.StatusCreated, sj)
+}
+
+// queryDryRun reads ?dry_run=true|false (default false).
+func queryDryRun(r *http.Request) (bool, error) {
+	switch r.URL.Query().Get("dry_run") {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, errf(http.StatusUnprocessableEntity, "invalid_field", "dry_run must be true or false.")
 }
 
 func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
