@@ -212,6 +212,10 @@ func TestStderrTailIsBounded(t *testing.T) {
 func TestStopKillsTheGroup(t *testing.T) {
 	t.Parallel()
 	for _, trap := range []bool{false, true} {
+		cause := errors.New("operator cancel")
+		if trap {
+			cause = worker.ErrLeaseLost // the SDK's self-fencing ends ctx the same way
+		}
 		t.Run(fmt.Sprintf("ignores_sigterm=%v", trap), func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -227,15 +231,15 @@ func TestStopKillsTheGroup(t *testing.T) {
 				done <- h.Handle(ctx, task(fmt.Sprintf(`{"command": ["sh", "-c", %q], "env": {"PIDS": %q}}`, script, pidFile)))
 			}()
 			pids := waitPIDs(t, pidFile)
-			cancel(errors.New("operator cancel"))
+			cancel(cause)
 			var err error
 			select {
 			case err = <-done:
 			case <-time.After(10 * time.Second):
 				t.Fatal("handler did not return after its ctx ended")
 			}
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("err = %v, want one wrapping context.Canceled", err)
+			if !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
+				t.Errorf("err = %v, want one wrapping context.Canceled and %v", err, cause)
 			}
 			for _, pid := range pids {
 				waitGone(t, pid)
