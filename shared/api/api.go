@@ -16,6 +16,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/runledger/runledger/shared/dashboard"
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
@@ -42,10 +43,11 @@ type Config struct {
 
 // Handler serves the API.
 type Handler struct {
-	svc *scheduler.Service
-	cfg Config
-	log *slog.Logger
-	mux *http.ServeMux
+	svc  *scheduler.Service
+	cfg  Config
+	log  *slog.Logger
+	mux  *http.ServeMux
+	dash *dashboard.Handler
 }
 
 // MaxBodyBytes bounds every request body (413 beyond).
@@ -62,7 +64,7 @@ func New(svc *scheduler.Service, cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
-	h := &Handler{svc: svc, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	h := &Handler{svc: svc, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), dash: dashboard.New()}
 	for _, r := range h.routes() {
 		h.mux.HandleFunc(r.Method+" "+r.Pattern, h.wrap(r))
 	}
@@ -78,7 +80,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 type authKind int
 
 const (
-	authNone    authKind = iota // healthz, openapi
+	authNone    authKind = iota // healthz, openapi, the dashboard's page and assets
 	authClient                  // API key or gateway
 	authAttempt                 // bearer attempt token, checked by the service
 )

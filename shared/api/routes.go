@@ -1,8 +1,12 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
@@ -15,6 +19,7 @@ func (h *Handler) routes() []route {
 	return []route{
 		{"GET", "/healthz", "Liveness.", authNone, h.healthz},
 		{"GET", "/v1/openapi.json", "This API's OpenAPI 3 document.", authNone, h.openapi},
+		{"GET", "/ui/", "The web dashboard: its page and static assets (no auth; the page's calls to /v1 carry the API key or a JWT).", authNone, h.dashboard},
 
 		{"POST", "/v1/jobs", "Create a job.", authClient, h.createJob},
 		{"GET", "/v1/jobs", "List jobs.", authClient, h.listJobs},
@@ -47,21 +52,60 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (h *Handler) renderRunView(w http.ResponseWriter, status int, v store.RunView) {
+func (h *Handler) dashboard(w http.ResponseWriter, r *http.Request) error {
+	h.dash.ServeHTTP(w, r)
+	return nil
+}
+
+func runBody(v store.RunView) map[string]any {
 	tasks := make([]taskView, len(v.Tasks))
 	for i, t := range v.Tasks {
 		tasks[i] = renderTask(t)
 	}
-	writeJSON(w, status, map[string]any{"run": renderRun(v.Run), "tasks": tasks})
+	return map[string]any{"run": renderRun(v.Run), "tasks": tasks}
 }
 
+func (h *Handler) renderRunView(w http.ResponseWriter, status int, v store.RunView) {
+	writeJSON(w, status, runBody(v))
+}
+
+// getRun answers the run with an ETag (a hash of the answer), and 304 Not
+// Modified with no body when a GET's If-None-Match carries it: a page that
+// polls an unfinished run downloads it again only when it changed. The run
+// is still read; what is saved is the transfer and the client's work.
 func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
 	v, err := h.svc.Store().ReadRun(r.Context(), r.PathValue("run"))
 	if err != nil {
 		return err
 	}
-	h.renderRunView(w, http.StatusOK, v)
+	b, err := json.Marshal(runBody(v))
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Cache-Control", "no-cache")
+	if r.Method == http.MethodGet && etagMatches(r.Header.Get("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(b, '\n'))
 	return nil
+}
+
+// etagMatches reads an If-None-Match list (weak tags compare equal, as RFC
+// 9110 says for If-None-Match).
+func etagMatches(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == etag || t == "*" {
+			return true
+		}
+	}
+	return false
 }
 
 func queryLimit(r *http.Request, def, most int) (int, error) {
