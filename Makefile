@@ -34,7 +34,13 @@ node_modules/.installed: package.json package-lock.json
 vet:
 	$(GO) vet ./...
 
+# The dashboard's browser test (tests/dashboard_test.go) skips without
+# Chromium; say so here, since go test shows a passing package's skips only
+# with -v. .ci/run installs Debian's chromium first.
 test-go: deps
+	@b=$${RUNLEDGER_CHROMIUM:-$$(command -v chromium || command -v chromium-browser)}; \
+	if [ -n "$$b" ]; then echo "dashboard browser test: runs with $$($$b --version 2>/dev/null)"; \
+	else echo "dashboard browser test: SKIPPED, no chromium on PATH (apt-get install chromium, or set RUNLEDGER_CHROMIUM)"; fi
 	$(GO) test -count=1 -timeout 20m ./...
 
 # The CDK app (infra/, its own module) and its tests. The pinned Node 22 goes

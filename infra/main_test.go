@@ -601,6 +601,8 @@ func TestRoutes(t *testing.T) {
 	public := []string{
 		"GET /healthz",
 		"GET /v1/openapi.json",
+		"GET /ui",
+		"GET /ui/{proxy+}",
 		"POST /v1/attempts/claim",
 		"POST /v1/attempts/heartbeat",
 		"POST /v1/attempts/complete",

@@ -35,6 +35,9 @@ func (s *stack) get(path string, headers ...string) (*http.Response, string) {
 // Gateway adapter as the API; /v1 still does.
 func TestDashboardServedWithoutAuth(t *testing.T) {
 	s := startStack(t, devstack.Options{})
+	if got := s.DashboardURL(); got != s.url+"/ui/" {
+		t.Fatalf("DashboardURL %q, want %q", got, s.url+"/ui/")
+	}
 	resp, body := s.get("/ui/")
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
 		!strings.Contains(body, `<script type="module" src="app.js">`) || resp.Header.Get("Content-Security-Policy") == "" {
@@ -48,8 +51,11 @@ func TestDashboardServedWithoutAuth(t *testing.T) {
 	if resp, _ := s.get("/ui/app.js", "If-None-Match", etag); etag == "" || resp.StatusCode != http.StatusNotModified {
 		t.Fatalf("/ui/app.js with If-None-Match %q: %d", etag, resp.StatusCode)
 	}
-	if resp, _ := s.get("/ui"); resp.StatusCode/100 != 3 || resp.Header.Get("Location") != "/ui/" {
-		t.Fatalf("/ui: %d to %q, want a redirect to /ui/", resp.StatusCode, resp.Header.Get("Location"))
+	if resp, _ := s.get("/ui"); resp.StatusCode/100 != 3 || resp.Header.Get("Location") != "/ui/index.html" {
+		t.Fatalf("/ui: %d to %q, want a redirect to /ui/index.html", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, body := s.get("/ui/index.html"); resp.StatusCode != http.StatusOK || !strings.Contains(body, "app.js") {
+		t.Fatalf("/ui/index.html: %d", resp.StatusCode)
 	}
 	if resp, body := s.get("/ui/nothing.js"); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("/ui/nothing.js: %d %s", resp.StatusCode, body)

@@ -110,12 +110,13 @@ func runLocal(ctx context.Context, out io.Writer, f localFlags) error {
 	i := st.Info
 	fmt.Fprintf(out, `
 runledger local stack is up.
-  API:      %s
-  API key:  %s
-  DynamoDB: %s (table %s)
-  SQS:      %s
-  details:  %s
-`, i.APIURL, i.APIKey, i.DynamoDBEndpoint, i.Table, i.SQSEndpoint, f.info)
+  API:       %s
+  API key:   %s
+  Dashboard: %s (sign in with the API key)
+  DynamoDB:  %s (table %s)
+  SQS:       %s
+  details:   %s
+`, i.APIURL, i.APIKey, st.DashboardURL(), i.DynamoDBEndpoint, i.Table, i.SQSEndpoint, f.info)
 	if f.execPool != "" {
 		fmt.Fprintf(out, "  exec worker: pool %q\n", f.execPool)
 	}

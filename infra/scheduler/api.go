@@ -28,6 +28,11 @@ func Routes() []Route {
 	return []Route{
 		{awsapigatewayv2.HttpMethod_GET, "/healthz", true},
 		{awsapigatewayv2.HttpMethod_GET, "/v1/openapi.json", true},
+		// The dashboard's page and static assets; its calls to /v1 carry a
+		// JWT, so it needs the JWT authorizer option (a browser cannot sign
+		// SigV4).
+		{awsapigatewayv2.HttpMethod_GET, "/ui", true},
+		{awsapigatewayv2.HttpMethod_GET, "/ui/{proxy+}", true},
 		{awsapigatewayv2.HttpMethod_POST, "/v1/attempts/claim", true},
 		{awsapigatewayv2.HttpMethod_POST, "/v1/attempts/heartbeat", true},
 		{awsapigatewayv2.HttpMethod_POST, "/v1/attempts/complete", true},

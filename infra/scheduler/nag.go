@@ -20,6 +20,8 @@ import (
 var publicRouteReasons = map[string]string{
 	"/healthz":               "A liveness probe for load balancers and monitors: it answers a constant and reads no data.",
 	"/v1/openapi.json":       "The API's OpenAPI document: the same for every caller, published so that clients can be generated.",
+	"/ui":                    dashboardRouteReason,
+	"/ui/{proxy+}":           dashboardRouteReason,
 	"/v1/attempts/claim":     workerRouteReason,
 	"/v1/attempts/heartbeat": workerRouteReason,
 	"/v1/attempts/complete":  workerRouteReason,
@@ -27,6 +29,9 @@ var publicRouteReasons = map[string]string{
 
 const workerRouteReason = "A worker route: the handler authorizes it with the attempt token (Authorization: Bearer) " +
 	"that only the dispatched envelope carries; SigV4 would need that same header for its signature."
+
+const dashboardRouteReason = "The web dashboard's page and static assets, the same for every caller and holding no data; " +
+	"the page's own calls to the operator routes carry a JWT (a browser cannot sign SigV4)."
 
 // suppress records that rule does not apply to c and its children, and why.
 func suppress(c constructs.IConstruct, rule, reason string) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/runledger/runledger/shared/dashboard"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
@@ -19,6 +20,7 @@ func (h *Handler) routes() []route {
 	return []route{
 		{"GET", "/healthz", "Liveness.", authNone, h.healthz},
 		{"GET", "/v1/openapi.json", "This API's OpenAPI 3 document.", authNone, h.openapi},
+		{"GET", "/ui", "Redirects to the dashboard's page, /ui/index.html.", authNone, h.dashboardEntry},
 		{"GET", "/ui/", "The web dashboard: its page and static assets (no auth; the page's calls to /v1 carry the API key or a JWT).", authNone, h.dashboard},
 
 		{"POST", "/v1/jobs", "Create a job.", authClient, h.createJob},
@@ -49,6 +51,14 @@ func (h *Handler) routes() []route {
 
 func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	return nil
+}
+
+// dashboardEntry sends /ui to the page by its file name: behind API
+// Gateway the public route /ui/{proxy+} matches /ui/index.html, and a bare
+// /ui/ may not match it.
+func (h *Handler) dashboardEntry(w http.ResponseWriter, r *http.Request) error {
+	http.Redirect(w, r, dashboard.Prefix+"index.html", http.StatusFound)
 	return nil
 }
 

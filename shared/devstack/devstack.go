@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runledger/runledger/shared/api"
+	"github.com/runledger/runledger/shared/dashboard"
 	"github.com/runledger/runledger/shared/emulator"
 	"github.com/runledger/runledger/shared/local"
 	"github.com/runledger/runledger/shared/localinfo"
@@ -282,6 +283,12 @@ func (st *Stack) Stop(ctx context.Context) error {
 		errs = append(errs, st.Env.Stop())
 	}
 	return errors.Join(errs...)
+}
+
+// DashboardURL is where the web dashboard answers (it asks for the API key
+// once per browser tab).
+func (st *Stack) DashboardURL() string {
+	return strings.TrimSuffix(st.Info.APIURL, "/") + dashboard.Prefix
 }
 
 // WriteInfo writes the stack's endpoints to path (.runledger/local.json).

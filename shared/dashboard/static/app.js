@@ -57,7 +57,7 @@ async function api(method, path, body, headers = {}) {
   try { data = text ? JSON.parse(text) : {}; } catch { /* not JSON */ }
   if (!resp.ok) {
     const err = new ApiError(resp.status, data.code || "http_" + resp.status, data.message || `The API answered ${resp.status}.`);
-    if (resp.status === 401 && data.code === "unauthorized") {
+    if (resp.status === 401) { // the key or JWT was refused (handler or gateway)
       sessionStorage.removeItem(TOKEN);
       showKeyForm(err.message);
     }
@@ -336,12 +336,14 @@ async function runPage(id, selectedTask) {
 
   const render = () => {
     const active = document.activeElement;
+    const focusId = active?.id;
     const focusKey = active?.closest?.("[data-task]") ? [active.getAttribute("class")?.split(" ")[0], active.dataset.task, active.dataset.n] : null;
     head.replaceChildren(...runHeader(view, apply));
     drawGraph(graph, view.ordered, view.selected, select);
     drawGantt(gantt, view.run, view.ordered, view.histories, nowFor(view), view.selected, tip, select);
     detail.replaceChildren(...taskPanel(view, apply));
-    if (focusKey) {
+    if (focusId && focusId !== "main") document.getElementById(focusId)?.focus({ preventScroll: true });
+    else if (focusKey) {
       const [cls, task, n] = focusKey;
       const sel = `.${cls}[data-task="${CSS.escape(task)}"]` + (n ? `[data-n="${n}"]` : "");
       document.querySelector(sel)?.focus({ preventScroll: true });
@@ -387,7 +389,9 @@ async function runPage(id, selectedTask) {
     await Promise.all(Array.from({ length: Math.min(6, names.length) }, worker));
   };
 
-  await apply(await api("GET", `/v1/runs/${id}`));
+  const first = await api("GET", `/v1/runs/${id}`);
+  performance.mark("rl-run-fetched");
+  await apply(first);
   const refresh = async () => {
     if (!view.run || FINISHED.has(view.run.execution_state)) {
       // A finished run changes only by an operator; keep the page still.
