@@ -214,9 +214,9 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Api":          1,
 			"AWS::ApiGatewayV2::Stage":        1,
 			"AWS::ApiGatewayV2::Integration":  1,
-			"AWS::ApiGatewayV2::Route":        10,
+			"AWS::ApiGatewayV2::Route":        12,
 			// One invoke permission per route, one per schedule.
-			"AWS::Lambda::Permission": 12,
+			"AWS::Lambda::Permission": 14,
 			// 4 DLQs + InstanceLost + QueueWaitP99 + errors and throttles of 5 functions.
 			"AWS::CloudWatch::Alarm":     16,
 			"AWS::CloudWatch::Dashboard": 1,
@@ -238,8 +238,8 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Stage":        1,
 			"AWS::ApiGatewayV2::Integration":  1,
 			"AWS::ApiGatewayV2::Authorizer":   1,
-			"AWS::ApiGatewayV2::Route":        10,
-			"AWS::Lambda::Permission":         12,
+			"AWS::ApiGatewayV2::Route":        12,
+			"AWS::Lambda::Permission":         14,
 			"AWS::CloudWatch::Alarm":          13,
 			"AWS::CloudWatch::Dashboard":      1,
 		}},
