@@ -522,7 +522,7 @@ function attemptsTable(t) {
       h("td", { class: "time" }, time(a.queued_at, true)), h("td", { class: "time" }, time(a.started_at, true)), h("td", { class: "time" }, time(a.ended_at, true)),
       h("td", { class: "num" }, duration(a.metrics?.queue_wait_ms)), h("td", { class: "num" }, duration(a.metrics?.run_ms)),
       h("td", { class: "num" }, a.exit_code ?? "—"), h("td", {}, a.error_category || "—"),
-      h("td", { class: "num" }, String(a.late_events?.length || 0)))))));
+      h("td", { class: "num" }, String((a.late_events?.length || 0) + (a.late_events_dropped || 0))))))));
 }
 
 // timeline lists the history records, and each attempt's late events (never
