@@ -69,10 +69,13 @@ type Result struct {
 }
 
 // DuplicateEventError: the event id's guard item exists, so the event was
-// applied before; First is the outcome that stands.
+// applied before; First is the outcome that stands. Now is the instance as
+// the failed write found it, when the instance's own condition failed too
+// and DynamoDB returned the item (nil otherwise).
 type DuplicateEventError struct {
 	Key   InstanceKey
 	First statemodel.SeenEvent
+	Now   *Instance
 }
 
 func (e *DuplicateEventError) Error() string {
@@ -266,7 +269,18 @@ func (s *Store) Transition(ctx context.Context, key InstanceKey, e statemodel.Ev
 		}
 		var dup *DuplicateEventError
 		if errors.As(err, &dup) {
-			return Result{Outcome: statemodel.Duplicate, Snapshot: inst.Snapshot, First: dup.First, Rounds: round}, nil
+			// Another delivery of the event won the race since inst was
+			// read: answer with the instance as it stands now, not as
+			// it stood before the race.
+			now := dup.Now
+			if now == nil {
+				got, err := s.GetInstance(ctx, key)
+				if err != nil {
+					return Result{Rounds: round}, op(err)
+				}
+				now = &got
+			}
+			return Result{Outcome: statemodel.Duplicate, Snapshot: now.Snapshot, First: dup.First, Rounds: round}, nil
 		}
 		var moved *movedError
 		if !errors.As(err, &moved) {
@@ -448,7 +462,13 @@ func (s *Store) writeTransition(ctx context.Context, inst Instance, d statemodel
 		if err != nil {
 			return op(err)
 		}
-		return op(&DuplicateEventError{Key: key, First: first})
+		dup := &DuplicateEventError{Key: key, First: first}
+		if old := reasons[0].Item; conditionFailed(reasons, 0) && len(old) > 0 {
+			if found, derr := decodeInstance(old); derr == nil {
+				dup.Now = &found
+			}
+		}
+		return op(dup)
 	case conditionFailed(reasons, 0):
 		// Decide again from the item as DynamoDB found it; without an
 		// ALL_OLD image (an endpoint that sends none), re-read it.

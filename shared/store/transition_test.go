@@ -149,6 +149,11 @@ func TestSameEventConcurrently(t *testing.T) {
 		if o.res.Outcome == statemodel.Duplicate && o.res.First != first {
 			t.Errorf("delivery %d: first outcome %+v, want %+v", i, o.res.First, first)
 		}
+		// A duplicate answers with the state that stands after the race,
+		// not with the snapshot it read before the winner wrote.
+		if o.res.Outcome == statemodel.Duplicate && o.res.Snapshot.State != statemodel.StateSucceeded {
+			t.Errorf("delivery %d: duplicate answers state %s, want %s", i, o.res.Snapshot.State, statemodel.StateSucceeded)
+		}
 	}
 	hist, err := ts.FullHistory(ctx, key)
 	if err != nil {
@@ -162,6 +167,38 @@ func TestSameEventConcurrently(t *testing.T) {
 	}
 	if n != 1 || len(hist) != before+1 {
 		t.Fatalf("%d records of the event, %d records in all (was %d); want 1 and %d", n, len(hist), before, before+1)
+	}
+}
+
+// TestDuplicateWriteFindsStandingInstance: a decision made from a snapshot
+// read before another delivery of the same event won is refused as a
+// duplicate, and the refusal carries the instance as the write found it.
+func TestDuplicateWriteFindsStandingInstance(t *testing.T) {
+	t.Parallel()
+	ts := newStore(t)
+	ctx := context.Background()
+	v := ts.mustCreate(t, newRun("dupwrite", "main"))
+	key := v.Tasks[0].Instance.Key
+	now := ts.toQueued(t, key)
+	ts.step(t, key, started(1, "w"), now)
+	before, err := ts.GetInstance(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := statemodel.Apply(before.Snapshot, ev(statemodel.EvSucceeded, 1), now.Add(time.Second), policy())
+	if d.Outcome != statemodel.Applied {
+		t.Fatalf("decision %s, want applied", d.Outcome)
+	}
+	if err := ts.ApplyDecision(ctx, before, d); err != nil {
+		t.Fatalf("the winner's write: %v", err)
+	}
+	err = ts.ApplyDecision(ctx, before, d)
+	var dup *store.DuplicateEventError
+	if !errors.As(err, &dup) {
+		t.Fatalf("the same decision again: err = %v, want a DuplicateEventError", err)
+	}
+	if dup.Now == nil || dup.Now.Snapshot.State != statemodel.StateSucceeded || dup.Now.Snapshot.Version != d.Snapshot.Version {
+		t.Fatalf("duplicate found %+v, want the instance as the winner left it (SUCCEEDED, version %d)", dup.Now, d.Snapshot.Version)
 	}
 }
 
