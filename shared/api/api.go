@@ -22,6 +22,7 @@ import (
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/wire"
+	"github.com/runledger/runledger/shared/worker"
 )
 
 // Auth says who checks the caller of the non-worker routes.
@@ -136,9 +137,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var je *jobspec.Error
 	var mbe *http.MaxBytesError
 	var env *scheduler.EnvelopeError
+	var fe *worker.FieldError
 	switch {
 	case errors.As(err, &ae):
 		writeError(w, ae.status, ae.code, ae.message)
+	case errors.As(err, &fe):
+		// A worker field the service refused (the routes check first).
+		h.fail(w, r, fieldError(fe))
 	case errors.As(err, &je):
 		writeError(w, je.HTTPStatus(), string(je.Code), je.Message)
 	case errors.As(err, &env) && env.TooLarge:

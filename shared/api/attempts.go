@@ -10,8 +10,9 @@ import (
 )
 
 // attemptToken checks the order docs/api.md fixes: the bearer first (401
-// unauthorized), then the token against the attempt (401 invalid_token, in
-// the service), then the state.
+// unauthorized), then the body's shape and limits (400, 422, 413; the
+// event id included), then the token against the attempt (401
+// invalid_token, in the service), then the state (409).
 func attemptToken(r *http.Request) (string, error) {
 	tok, ok := bearer(r)
 	if !ok {
@@ -61,6 +62,9 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) error {
 	if b.WorkerID == "" {
 		return errf(http.StatusUnprocessableEntity, "invalid_field", "worker_id is required.")
 	}
+	if err := worker.CheckEventID(b.EventID); err != nil {
+		return fieldError(err)
+	}
 	res, err := h.svc.Claim(r.Context(), b.AttemptRef, tok, b.WorkerID, b.EventID)
 	if err != nil {
 		return err
@@ -85,6 +89,9 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := checkRef(b.AttemptRef); err != nil {
 		return err
+	}
+	if err := worker.CheckEventID(b.EventID); err != nil {
+		return fieldError(err)
 	}
 	res, err := h.svc.Heartbeat(r.Context(), b.AttemptRef, tok, b.EventID)
 	if err != nil {
@@ -121,8 +128,8 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request) error {
 	if err := checkRef(b.AttemptRef); err != nil {
 		return err
 	}
-	if b.EventID == "" {
-		return errf(http.StatusUnprocessableEntity, "invalid_field", "event_id is required.")
+	if err := worker.CheckEventID(b.EventID); err != nil {
+		return fieldError(err)
 	}
 	switch b.Outcome {
 	case "succeeded", "failed", "cancelled":

@@ -95,7 +95,10 @@ func (s *Service) evaluate(ctx context.Context, view store.RunView) (bool, error
 		default:
 			continue
 		}
-		ev := statemodel.Event{ID: "deps", Type: typ, Actor: statemodel.ActorScheduler}
+		// One dependency verdict per stay in CREATED: evaluators that read
+		// the same snapshot send the same id (the second is a duplicate),
+		// and a task cleared back to CREATED later gets a fresh one.
+		ev := statemodel.Event{ID: fmt.Sprintf("deps:%d", inst.Snapshot.Seq), Type: typ, Actor: statemodel.ActorScheduler}
 		res, err := s.store.Transition(ctx, inst.Key, ev, s.now(), s.policy())
 		if err != nil {
 			if transient(err) {

@@ -35,6 +35,24 @@ type AttemptRef struct {
 
 func (a AttemptRef) key() store.InstanceKey { return store.InstanceKey{Run: a.Run, Task: a.Task} }
 
+// Worker routes, as they scope a client's event ids.
+const (
+	routeClaim     = "claim"
+	routeHeartbeat = "heartbeat"
+	routeComplete  = "complete"
+)
+
+// eventID is the id under which a worker's event is recorded and
+// recognised again: the client's id scoped by route and attempt
+// ("<route>:<attempt>:<client id>"). A client's id is unique only per
+// (attempt, route, event_id) (docs/api.md); the state machine detects duplicates
+// per instance, so the scope is part of the id. Client ids hold no colon,
+// so a scoped id never equals one of the scheduler's own ids, none of
+// which starts with a route's name.
+func (a AttemptRef) eventID(route, clientID string) string {
+	return fmt.Sprintf("%s:%d:%s", route, a.Attempt, clientID)
+}
+
 // ClaimResult answers a claim.
 type ClaimResult struct {
 	LeaseExpiresAt time.Time
@@ -79,43 +97,58 @@ func (s *Service) authorize(ctx context.Context, ref AttemptRef, token string, w
 }
 
 // Claim moves attempt n from QUEUED to RUNNING for one worker. Exactly one
-// claim of an attempt ever succeeds; the winner retrying with the same
-// event id is answered again.
+// claim of an attempt ever succeeds; the winner (the same worker id)
+// retrying with the same event id is answered again, any other claim gets
+// ErrAlreadyClaimed.
 func (s *Service) Claim(ctx context.Context, ref AttemptRef, token, workerID, eventID string) (ClaimResult, error) {
+	if err := worker.CheckEventID(eventID); err != nil {
+		return ClaimResult{}, err
+	}
 	inst, err := s.authorize(ctx, ref, token, true)
 	if err != nil {
 		return ClaimResult{}, err
 	}
-	if eventID == "" {
-		eventID = "claim:" + workerID
-	}
+	id := ref.eventID(routeClaim, eventID)
 	// Refuse a claim of an older attempt here: the store would record it as
 	// a late event, and an error answer writes nothing (docs/api.md). The
 	// winner's own retry goes on to the store, which answers it.
-	if a, _ := inst.Snapshot.AttemptN(ref.Attempt); ref.Attempt < inst.Snapshot.Attempt && a.ClaimEventID != eventID {
+	if a, _ := inst.Snapshot.AttemptN(ref.Attempt); ref.Attempt < inst.Snapshot.Attempt && !wonBy(a, id, workerID) {
 		return ClaimResult{}, ErrStaleAttempt
 	}
-	ev := statemodel.Event{ID: eventID, Type: statemodel.EvStarted, Actor: statemodel.ActorWorker, Attempt: ref.Attempt, WorkerID: workerID}
+	ev := statemodel.Event{ID: id, Type: statemodel.EvStarted, Actor: statemodel.ActorWorker, Attempt: ref.Attempt, WorkerID: workerID}
 	res, err := s.store.Transition(ctx, ref.key(), ev, s.now(), s.policy())
 	switch {
 	case err == nil && res.Outcome == statemodel.Applied:
 		s.follow(ctx, ref.key(), res)
 		return ClaimResult{LeaseExpiresAt: res.Snapshot.Lease.ExpiresAt}, nil
 	case err == nil && res.Outcome == statemodel.Duplicate:
-		cur, _ := res.Snapshot.AttemptN(ref.Attempt)
-		if cur.ClaimEventID == eventID {
+		// res.Snapshot is the instance as it stands after any race.
+		if cur, _ := res.Snapshot.AttemptN(ref.Attempt); wonBy(cur, id, workerID) {
 			return ClaimResult{LeaseExpiresAt: res.Snapshot.Lease.ExpiresAt}, nil
 		}
 		return ClaimResult{}, ErrAlreadyClaimed
 	case err == nil && res.Outcome == statemodel.Stale:
 		return ClaimResult{}, ErrStaleAttempt
 	}
-	return ClaimResult{}, s.classifyRefusal(ctx, ref, inst, err)
+	return ClaimResult{}, s.classifyRefusal(ctx, routeClaim, ref, inst, err)
 }
 
-// classifyRefusal turns a rejected worker event into the protocol's answer.
-func (s *Service) classifyRefusal(ctx context.Context, ref AttemptRef, before store.Instance, err error) error {
-	if transient(err) {
+// wonBy reports whether attempt a was claimed by this claim: its event id
+// and its worker. The same id from another worker is not the winner's
+// retry.
+func wonBy(a statemodel.AttemptRecord, id, workerID string) bool {
+	return a.Claimed() && a.ClaimEventID == id && a.WorkerID == workerID
+}
+
+// classifyRefusal turns a rejected worker event into the protocol's
+// answer, by what the refusal and the instance as it stands say: a store
+// error keeps its own meaning (an item over DynamoDB's limit is
+// payload_too_large); an older attempt is stale; a claim of an attempt
+// another worker holds is already_claimed; anything else the state does
+// not allow is illegal_transition.
+func (s *Service) classifyRefusal(ctx context.Context, route string, ref AttemptRef, before store.Instance, err error) error {
+	if transient(err) || errors.Is(err, store.ErrItemTooLarge) || errors.Is(err, store.ErrInvalidKey) ||
+		errors.Is(err, store.ErrInvalidInput) {
 		return err
 	}
 	inst, rerr := s.store.GetInstance(ctx, ref.key())
@@ -127,12 +160,12 @@ func (s *Service) classifyRefusal(ctx context.Context, ref AttemptRef, before st
 	case ref.Attempt < snap.Attempt:
 		return ErrStaleAttempt
 	case snap.State.Terminal() || snap.State == statemodel.StateCancelling || snap.CancelRequested:
-		return fmt.Errorf("%w: instance is %s", ErrIllegalTransition, snap.State)
+		return fmt.Errorf("%w: instance is %s: %v", ErrIllegalTransition, snap.State, err)
 	}
-	if a, ok := snap.AttemptN(ref.Attempt); ok && a.Claimed() {
+	if a, ok := snap.AttemptN(ref.Attempt); ok && a.Claimed() && route == routeClaim {
 		return ErrAlreadyClaimed
 	}
-	return fmt.Errorf("%w: %v", ErrIllegalTransition, err)
+	return fmt.Errorf("%w: instance is %s: %v", ErrIllegalTransition, snap.State, err)
 }
 
 // HeartbeatResult answers a heartbeat.
@@ -146,6 +179,9 @@ type HeartbeatResult struct {
 // history. From the current attempt while LOST it is a real transition back
 // to RUNNING (or CANCELLING when a cancel waits).
 func (s *Service) Heartbeat(ctx context.Context, ref AttemptRef, token, eventID string) (HeartbeatResult, error) {
+	if err := worker.CheckEventID(eventID); err != nil {
+		return HeartbeatResult{}, err
+	}
 	inst, err := s.authorize(ctx, ref, token, false)
 	if err != nil {
 		return HeartbeatResult{}, err
@@ -158,19 +194,17 @@ func (s *Service) Heartbeat(ctx context.Context, ref AttemptRef, token, eventID 
 	case errors.Is(err, store.ErrStaleAttempt):
 		return HeartbeatResult{}, ErrStaleAttempt
 	case errors.Is(err, store.ErrLostNeedsTransition):
-		if eventID == "" {
-			eventID = fmt.Sprintf("alive:%d:%d", ref.Attempt, now.UnixNano())
-		}
-		ev := statemodel.Event{ID: eventID, Type: statemodel.EvHeartbeat, Actor: statemodel.ActorWorker, Attempt: ref.Attempt}
+		// The one heartbeat whose id matters: it moves LOST -> RUNNING.
+		ev := statemodel.Event{ID: ref.eventID(routeHeartbeat, eventID), Type: statemodel.EvHeartbeat, Actor: statemodel.ActorWorker, Attempt: ref.Attempt}
 		res, terr := s.store.Transition(ctx, ref.key(), ev, now, s.policy())
 		if terr != nil {
-			return HeartbeatResult{}, s.classifyRefusal(ctx, ref, inst, terr)
+			return HeartbeatResult{}, s.classifyRefusal(ctx, routeHeartbeat, ref, inst, terr)
 		}
 		s.follow(ctx, ref.key(), res)
 		snap := res.Snapshot
 		return HeartbeatResult{CancelRequested: snap.CancelRequested, LeaseExpiresAt: snap.Lease.ExpiresAt, State: snap.State}, nil
 	}
-	return HeartbeatResult{}, s.classifyRefusal(ctx, ref, inst, err)
+	return HeartbeatResult{}, s.classifyRefusal(ctx, routeHeartbeat, ref, inst, err)
 }
 
 // Completion is a worker's report of how attempt n ended (docs/api.md, "Workers").
@@ -217,8 +251,8 @@ func (s *Service) Complete(ctx context.Context, c Completion, token string) (Com
 	default:
 		return CompleteResult{}, fmt.Errorf("%w: outcome %q is not succeeded, failed or cancelled", ErrInvalidCompletion, c.Outcome)
 	}
-	if c.EventID == "" {
-		return CompleteResult{}, fmt.Errorf("%w: event_id is required", ErrInvalidCompletion)
+	if err := worker.CheckEventID(c.EventID); err != nil {
+		return CompleteResult{}, fmt.Errorf("%w: %w", ErrInvalidCompletion, err)
 	}
 	if err := c.CheckFields(); err != nil {
 		return CompleteResult{}, fmt.Errorf("%w: %w", ErrInvalidCompletion, err)
@@ -228,13 +262,13 @@ func (s *Service) Complete(ctx context.Context, c Completion, token string) (Com
 		return CompleteResult{}, err
 	}
 	ev := statemodel.Event{
-		ID: c.EventID, Type: typ, Actor: statemodel.ActorWorker, Attempt: c.Attempt,
+		ID: c.eventID(routeComplete, c.EventID), Type: typ, Actor: statemodel.ActorWorker, Attempt: c.Attempt,
 		EventTime: c.EventTime, ExitCode: c.ExitCode, ErrorCategory: c.ErrorCategory,
 		Retryable: c.Retryable, OutputRef: c.OutputRef, Reason: c.Reason,
 	}
 	res, err := s.store.Transition(ctx, c.key(), ev, s.now(), s.policy())
 	if err != nil {
-		return CompleteResult{}, s.classifyRefusal(ctx, c.AttemptRef, inst, err)
+		return CompleteResult{}, s.classifyRefusal(ctx, routeComplete, c.AttemptRef, inst, err)
 	}
 	s.follow(ctx, c.key(), res)
 	state := res.Snapshot.State

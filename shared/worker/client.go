@@ -131,7 +131,7 @@ type HeartbeatRequest struct {
 	Run     string `json:"run"`
 	Task    string `json:"task"`
 	Attempt int    `json:"attempt"`
-	EventID string `json:"event_id,omitempty"`
+	EventID string `json:"event_id"`
 }
 
 // HeartbeatResponse is the 200 answer of a heartbeat.
@@ -155,10 +155,15 @@ type CompleteResponse struct {
 }
 
 // Claim asks for the attempt. Exactly one claim of an attempt succeeds; the
-// winner repeating its claim with the same EventID succeeds again.
+// winner repeating its claim with the same EventID succeeds again. Every
+// call of the client needs an EventID that CheckEventID accepts; one that
+// does not is refused here, before anything is sent.
 func (c *Client) Claim(ctx context.Context, token string, req ClaimRequest) (ClaimResponse, error) {
 	var out ClaimResponse
 	ref := AttemptRef{Run: req.Run, Task: req.Task, Attempt: req.Attempt}
+	if err := CheckEventID(req.EventID); err != nil {
+		return ClaimResponse{}, fmt.Errorf("claim %s: %w", ref, err)
+	}
 	if err := c.call(ctx, "claim", "/v1/attempts/claim", ref, token, req, &out); err != nil {
 		return ClaimResponse{}, err
 	}
@@ -172,6 +177,9 @@ func (c *Client) Claim(ctx context.Context, token string, req ClaimRequest) (Cla
 func (c *Client) Heartbeat(ctx context.Context, token string, req HeartbeatRequest) (HeartbeatResponse, error) {
 	var out HeartbeatResponse
 	ref := AttemptRef{Run: req.Run, Task: req.Task, Attempt: req.Attempt}
+	if err := CheckEventID(req.EventID); err != nil {
+		return HeartbeatResponse{}, fmt.Errorf("heartbeat %s: %w", ref, err)
+	}
 	if err := c.call(ctx, "heartbeat", "/v1/attempts/heartbeat", ref, token, req, &out); err != nil {
 		return HeartbeatResponse{}, err
 	}
@@ -183,6 +191,9 @@ func (c *Client) Heartbeat(ctx context.Context, token string, req HeartbeatReque
 func (c *Client) Complete(ctx context.Context, token string, comp Completion) (CompleteResponse, error) {
 	comp.Token = ""
 	var out CompleteResponse
+	if err := CheckEventID(comp.EventID); err != nil {
+		return CompleteResponse{}, fmt.Errorf("complete %s: %w", comp.Ref(), err)
+	}
 	if err := c.call(ctx, "complete", "/v1/attempts/complete", comp.Ref(), token, comp, &out); err != nil {
 		return CompleteResponse{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,14 +74,14 @@ func TestClientNetworkAndContextErrors(t *testing.T) {
 	srv.Close() // nothing listens any more
 
 	c := worker.NewClient(url, &http.Client{Timeout: 5 * time.Second})
-	_, err := c.Heartbeat(t.Context(), "tok", worker.HeartbeatRequest{Run: "r", Task: "t", Attempt: 1})
+	_, err := c.Heartbeat(t.Context(), "tok", worker.HeartbeatRequest{Run: "r", Task: "t", Attempt: 1, EventID: "h1"})
 	if !worker.IsTransient(err) {
 		t.Errorf("connection refused: %v, want transient", err)
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err = c.Heartbeat(ctx, "tok", worker.HeartbeatRequest{Run: "r", Task: "t", Attempt: 1})
+	_, err = c.Heartbeat(ctx, "tok", worker.HeartbeatRequest{Run: "r", Task: "t", Attempt: 1, EventID: "h1"})
 	if !errors.Is(err, context.Canceled) || worker.IsTransient(err) {
 		t.Errorf("cancelled call: %v, want context.Canceled, not transient", err)
 	}
@@ -109,7 +110,7 @@ func TestClientAgainstPeer(t *testing.T) {
 	if _, err := c.Claim(t.Context(), "secret", worker.ClaimRequest{Run: ref.Run, Task: ref.Task, Attempt: 1, WorkerID: "b@2", EventID: "e2"}); !errors.Is(err, worker.ErrAlreadyClaimed) {
 		t.Errorf("a second claim: %v, want already_claimed", err)
 	}
-	hb, err := c.Heartbeat(t.Context(), "secret", worker.HeartbeatRequest{Run: ref.Run, Task: ref.Task, Attempt: 1})
+	hb, err := c.Heartbeat(t.Context(), "secret", worker.HeartbeatRequest{Run: ref.Run, Task: ref.Task, Attempt: 1, EventID: "h1"})
 	if err != nil || hb.CancelRequested {
 		t.Errorf("heartbeat = %+v, %v", hb, err)
 	}
@@ -175,5 +176,29 @@ func TestClientSendsJSON(t *testing.T) {
 	}
 	if req.contentType != "application/json" {
 		t.Errorf("Content-Type = %q", req.contentType)
+	}
+}
+
+// The client refuses an event id the API would refuse, before sending.
+func TestClientRefusesInvalidEventID(t *testing.T) {
+	t.Parallel()
+	p, srv := newPeer(t)
+	c := worker.NewClient(srv.URL, nil)
+	ref := worker.AttemptRef{Run: "r", Task: "t", Attempt: 1}
+	for _, id := range []string{"", "dispatch:2", "deps", strings.Repeat("a", worker.MaxEventIDLen+1), "sp ace"} {
+		var fe *worker.FieldError
+		if _, err := c.Heartbeat(t.Context(), "tok", worker.HeartbeatRequest{Run: ref.Run, Task: ref.Task, Attempt: 1, EventID: id}); !errors.As(err, &fe) || worker.IsTransient(err) {
+			t.Errorf("heartbeat with event id %q: %v, want a permanent *FieldError", id, err)
+		}
+		if _, err := c.Claim(t.Context(), "tok", worker.ClaimRequest{Run: ref.Run, Task: ref.Task, Attempt: 1, WorkerID: "w@b", EventID: id}); !errors.As(err, &fe) {
+			t.Errorf("claim with event id %q: %v, want a *FieldError", id, err)
+		}
+		comp := worker.Completion{Run: ref.Run, Task: ref.Task, Attempt: 1, EventID: id, Outcome: worker.OutcomeSucceeded}
+		if _, err := c.Complete(t.Context(), "tok", comp); !errors.As(err, &fe) {
+			t.Errorf("complete with event id %q: %v, want a *FieldError", id, err)
+		}
+	}
+	if n := len(p.callsOf("claim", ref)) + len(p.callsOf("heartbeat", ref)) + len(p.callsOf("complete", ref)); n != 0 {
+		t.Errorf("%d calls reached the API, want none", n)
 	}
 }

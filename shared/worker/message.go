@@ -61,6 +61,32 @@ const (
 	MaxReasonBytes = 4096
 )
 
+// MaxEventIDLen bounds a client's event id (docs/api.md, "Workers").
+const MaxEventIDLen = 128
+
+// eventIDChars is the alphabet of a client's event id. The scheduler's own
+// ids all contain a colon (and the bare word "deps" was one), so no client
+// id can take the place of a scheduler event.
+var eventIDChars = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// CheckEventID checks an event id a worker sends on a worker route
+// (claim, heartbeat, complete): 1 to MaxEventIDLen characters of
+// [A-Za-z0-9._-], not the scheduler's reserved "deps". It returns a
+// *FieldError (malformed: 422 invalid_field) or nil. The scheduler applies
+// it to every worker event; the SDK's ids always pass it.
+func CheckEventID(id string) error {
+	switch {
+	case id == "":
+		return &FieldError{Field: "event_id", Message: "event_id is required on every worker route."}
+	case len(id) > MaxEventIDLen || !eventIDChars.MatchString(id):
+		return &FieldError{Field: "event_id", Message: fmt.Sprintf(
+			"event_id must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-' (ids with a colon are the scheduler's).", MaxEventIDLen)}
+	case id == "deps":
+		return &FieldError{Field: "event_id", Message: "event_id \"deps\" is reserved for the scheduler."}
+	}
+	return nil
+}
+
 // FieldError is a completion field the contract refuses: over its limit
 // (TooLarge: the API answers 413 payload_too_large) or malformed (422
 // invalid_field). Message is one sentence for the client.
@@ -337,9 +363,10 @@ func (c Completion) Validate() error {
 	if err := c.Ref().validate(); err != nil {
 		return fmt.Errorf("completion: %w", err)
 	}
+	if err := CheckEventID(c.EventID); err != nil {
+		return fmt.Errorf("completion %s: %w", c.Ref(), err)
+	}
 	switch {
-	case c.EventID == "":
-		return fmt.Errorf("completion %s: event_id is empty", c.Ref())
 	case c.Outcome != OutcomeSucceeded && c.Outcome != OutcomeFailed && c.Outcome != OutcomeCancelled:
 		return fmt.Errorf("completion %s: outcome %q, want succeeded, failed or cancelled", c.Ref(), c.Outcome)
 	}

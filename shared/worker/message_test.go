@@ -142,6 +142,7 @@ func TestCompletionValidate(t *testing.T) {
 	}
 	for name, mutate := range map[string]func(*worker.Completion){
 		"no event id":  func(c *worker.Completion) { c.EventID = "" },
+		"scheduler id": func(c *worker.Completion) { c.EventID = "dispatch:2" },
 		"bad outcome":  func(c *worker.Completion) { c.Outcome = "done" },
 		"attempt 0":    func(c *worker.Completion) { c.Attempt = 0 },
 		"bad category": func(c *worker.Completion) { c.ErrorCategory = "Bad-Category" },
@@ -157,6 +158,25 @@ func TestCompletionValidate(t *testing.T) {
 		mutate(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: Validate(%+v) = nil", name, c)
+		}
+	}
+}
+
+// Client event ids (docs/api.md, "Workers"): 1 to 128 characters of
+// [A-Za-z0-9._-]; ids with a colon and the bare word "deps" are the
+// scheduler's.
+func TestCheckEventID(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"a", "01JD7Z3K4Q8V6W2X9Y0ZABCDEF", "claim-1.retry_2", strings.Repeat("x", worker.MaxEventIDLen), "deps2", "Deps"} {
+		if err := worker.CheckEventID(id); err != nil {
+			t.Errorf("CheckEventID(%q) = %v, want nil", id, err)
+		}
+	}
+	for _, id := range []string{"", "dispatch:2", "claim:w1", "deps", strings.Repeat("x", worker.MaxEventIDLen+1),
+		"with space", "slash/id", "é", "tab\t", "a:b"} {
+		var fe *worker.FieldError
+		if err := worker.CheckEventID(id); !errors.As(err, &fe) || fe.Field != "event_id" || fe.TooLarge {
+			t.Errorf("CheckEventID(%q) = %v, want a malformed event_id *FieldError (422)", id, err)
 		}
 	}
 }

@@ -13,7 +13,8 @@ import (
 
 // peer is the protocol peer of these tests: an in-memory implementation of
 // the worker routes of docs/api.md (claim, heartbeat, complete), in the order
-// the contract fixes: bearer present, token matches the attempt, then state.
+// the contract fixes: bearer present, body (a valid event id included),
+// token matches the attempt, then state.
 // The real service is tested end to end elsewhere; this one lets the tests
 // arrange any answer.
 type peer struct {
@@ -144,6 +145,10 @@ func (p *peer) begin(w http.ResponseWriter, r *http.Request, route string) (*pee
 	token, ok := strings.CutPrefix(auth, "Bearer ")
 	if !ok || token == "" {
 		p.answerLocked(w, call, http.StatusUnauthorized, "unauthorized", nil)
+		return nil, nil, b
+	}
+	if worker.CheckEventID(b.EventID) != nil {
+		p.answerLocked(w, call, http.StatusUnprocessableEntity, "invalid_field", nil)
 		return nil, nil, b
 	}
 	if b.Token != "" {

@@ -533,3 +533,43 @@ func TestLeaseLostEndsHandlerBeforeLeaseEnds(t *testing.T) {
 		t.Error("no heartbeat got through before the partition")
 	}
 }
+
+// The SDK sends a valid event id with every claim, heartbeat and report
+// (the peer refuses an invalid one with 422, as the API does), and each
+// heartbeat is a fact of its own with an id of its own.
+func TestEveryCallCarriesAValidEventID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var ref worker.AttemptRef
+	beats := func() int { return len(f.peer.callsOf("heartbeat", ref)) }
+	w := f.newWorker(f.config("ids"), func(ctx context.Context, task worker.Task) error {
+		for beats() < 3 {
+			if !sleepCtx(ctx, 10*time.Millisecond) {
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	env := f.dispatch(nil)
+	ref = env.Ref()
+	f.start(w)
+
+	c := f.completion(ref)
+	if err := worker.CheckEventID(c.EventID); err != nil {
+		t.Errorf("completion event id %q: %v", c.EventID, err)
+	}
+	calls := append(f.peer.callsOf("claim", ref), f.peer.callsOf("heartbeat", ref)...)
+	seen := map[string]bool{}
+	for _, call := range calls {
+		if err := worker.CheckEventID(call.EventID); err != nil || call.Status != http.StatusOK {
+			t.Errorf("%s with event id %q answered %d %s (%v), want 200 and a valid id", call.Route, call.EventID, call.Status, call.Code, err)
+		}
+		if call.Route == "heartbeat" && seen[call.EventID] {
+			t.Errorf("heartbeat event id %q sent twice, want one per beat", call.EventID)
+		}
+		seen[call.EventID] = true
+	}
+	if len(calls) < 4 {
+		t.Errorf("%d calls, want a claim and at least three heartbeats", len(calls))
+	}
+}

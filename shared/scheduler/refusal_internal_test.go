@@ -1,0 +1,27 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/runledger/runledger/shared/store"
+)
+
+// A store refusal keeps its own meaning whatever the attempt's state: an
+// item over DynamoDB's limit is payload_too_large (413), never
+// already_claimed. These answers need no read of the instance.
+func TestClassifyRefusalKeepsStoreErrors(t *testing.T) {
+	t.Parallel()
+	s := &Service{} // no store: these errors are answered before any read
+	ref := AttemptRef{Run: "r", Task: "t", Attempt: 1}
+	for _, want := range []error{store.ErrItemTooLarge, store.ErrInvalidKey, store.ErrInvalidInput} {
+		for _, route := range []string{routeClaim, routeHeartbeat, routeComplete} {
+			err := s.classifyRefusal(context.Background(), route, ref, store.Instance{}, fmt.Errorf("transition r/t: %w", want))
+			if !errors.Is(err, want) || errors.Is(err, ErrAlreadyClaimed) || errors.Is(err, ErrIllegalTransition) {
+				t.Errorf("%s refused with %v: answered %v, want the store's error", route, want, err)
+			}
+		}
+	}
+}

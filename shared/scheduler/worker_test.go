@@ -1,0 +1,237 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/worker"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// queued creates a one-task job (retried, 1 s apart), triggers it and
+// returns the envelope of attempt 1, not yet claimed.
+func (f *fixture) queued(t *testing.T) worker.Envelope {
+	t.Helper()
+	ctx := context.Background()
+	j, err := jobspec.Parse([]byte(`{"name":"j","timeouts":{"heartbeat":"10s"},"retry":{"max_attempts":3,"initial_interval":"1s","jitter":"none"}}`), f.svc.ParseOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"}); err != nil {
+		t.Fatal(err)
+	}
+	return f.nextEnvelope(t)
+}
+
+// nextEnvelope receives the next envelope from the pool queue.
+func (f *fixture) nextEnvelope(t *testing.T) worker.Envelope {
+	t.Helper()
+	msgs, err := f.q.Receive(context.Background(), f.pool, queue.ReceiveOptions{MaxMessages: 1, Wait: 5 * time.Second})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("no envelope: %v %d", err, len(msgs))
+	}
+	env, err := worker.ParseEnvelope(msgs[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func refOf(env worker.Envelope) scheduler.AttemptRef {
+	return scheduler.AttemptRef{Run: env.Run, Task: env.Task, Attempt: env.Attempt}
+}
+
+// A client's event id is scoped by attempt and route: the worker that
+// claimed attempt 1 with an id claims attempt 2 with the same id, and a
+// completion may reuse it too.
+func TestEventIDScopedByAttemptAndRoute(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	env1 := f.queued(t)
+	if _, err := f.svc.Claim(ctx, refOf(env1), env1.Token, "w@boot", "same-id"); err != nil {
+		t.Fatalf("claim attempt 1: %v", err)
+	}
+	res, err := f.svc.Complete(ctx, scheduler.Completion{AttemptRef: refOf(env1), EventID: "same-id", Outcome: "failed", ErrorCategory: "boom"}, env1.Token)
+	if err != nil || res.Result != "applied" || res.State != statemodel.StateUpForRetry {
+		t.Fatalf("fail attempt 1 with the claim's id: %+v, %v; want applied, UP_FOR_RETRY", res, err)
+	}
+	f.clock.Advance(2 * time.Second)
+	if err := f.svc.FireTimer(ctx, store.InstanceKey{Run: env1.Run, Task: env1.Task}); err != nil {
+		t.Fatal(err)
+	}
+	env2 := f.nextEnvelope(t)
+	if env2.Attempt != 2 {
+		t.Fatalf("dispatched attempt %d, want 2", env2.Attempt)
+	}
+	if _, err := f.svc.Claim(ctx, refOf(env2), env2.Token, "w@boot", "same-id"); err != nil {
+		t.Fatalf("claim attempt 2 with attempt 1's claim id: %v, want claimed", err)
+	}
+	inst := f.instance(t, env1.Run)
+	if a, _ := inst.Snapshot.AttemptN(2); a.WorkerID != "w@boot" || inst.Snapshot.State != statemodel.StateRunning {
+		t.Fatalf("attempt 2 = %+v in %s, want RUNNING for w@boot", a, inst.Snapshot.State)
+	}
+	// The scheduler's own ids all hold a colon; its dependency verdict too.
+	hist, err := f.st.FullHistory(ctx, store.InstanceKey{Run: env1.Run, Task: env1.Task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range hist {
+		if tr.Actor != statemodel.ActorWorker && !strings.Contains(tr.EventID, ":") {
+			t.Errorf("scheduler event %s has id %q, want one with a colon", tr.Event, tr.EventID)
+		}
+	}
+}
+
+// A duplicate claim id is the winner's retry only from the winner: the same
+// id from another worker is already_claimed.
+func TestDuplicateClaimIDFromAnotherWorker(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	env := f.queued(t)
+	first, err := f.svc.Claim(ctx, refOf(env), env.Token, "a@boot", "claim-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.svc.Claim(ctx, refOf(env), env.Token, "a@boot", "claim-1")
+	if err != nil || !again.LeaseExpiresAt.Equal(first.LeaseExpiresAt) {
+		t.Fatalf("the winner's retry: %+v, %v; want the same lease %s", again, err, first.LeaseExpiresAt)
+	}
+	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "b@boot", "claim-1"); !errors.Is(err, scheduler.ErrAlreadyClaimed) {
+		t.Fatalf("another worker with the winner's id: %v, want ErrAlreadyClaimed", err)
+	}
+	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "b@boot", "claim-2"); !errors.Is(err, scheduler.ErrAlreadyClaimed) {
+		t.Fatalf("another worker with its own id: %v, want ErrAlreadyClaimed", err)
+	}
+}
+
+// Every worker route needs a client event id: present, 1-128 characters of
+// [A-Za-z0-9._-], not one of the scheduler's. Nothing is written.
+func TestWorkerRoutesRequireClientEventID(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	env := f.queued(t)
+	ref := refOf(env)
+	for _, id := range []string{"", "dispatch:2", "deps", "retry:1", strings.Repeat("x", 129)} {
+		var fe *worker.FieldError
+		if _, err := f.svc.Claim(ctx, ref, env.Token, "w@boot", id); !errors.As(err, &fe) {
+			t.Errorf("claim with event id %q: %v, want a *worker.FieldError", id, err)
+		}
+	}
+	before := f.instance(t, env.Run).Snapshot
+	if before.State != statemodel.StateQueued {
+		t.Fatalf("after refused claims: %s, want QUEUED", before.State)
+	}
+	if _, err := f.svc.Claim(ctx, ref, env.Token, "w@boot", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"", "alive:1:5", "deps"} {
+		var fe *worker.FieldError
+		if _, err := f.svc.Heartbeat(ctx, ref, env.Token, id); !errors.As(err, &fe) {
+			t.Errorf("heartbeat with event id %q: %v, want a *worker.FieldError", id, err)
+		}
+		c := scheduler.Completion{AttemptRef: ref, EventID: id, Outcome: "succeeded"}
+		if _, err := f.svc.Complete(ctx, c, env.Token); !errors.As(err, &fe) || !errors.Is(err, scheduler.ErrInvalidCompletion) {
+			t.Errorf("complete with event id %q: %v, want an invalid completion with a *worker.FieldError", id, err)
+		}
+	}
+	if st := f.instance(t, env.Run).Snapshot.State; st != statemodel.StateRunning {
+		t.Fatalf("after refused reports: %s, want RUNNING", st)
+	}
+}
+
+// Concurrent deliveries of one claim (same worker, same id) all answer
+// claimed with one lease, and of one completion all answer the state that
+// stands after the race, whichever delivery won.
+func TestDuplicateAnswersReportTheStateThatStands(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	env := f.queued(t)
+	ref := refOf(env)
+	const n = 8
+	claims := make([]error, n)
+	leases := make([]time.Time, n)
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-gate
+			res, err := f.svc.Claim(ctx, ref, env.Token, "w@boot", "claim-1")
+			claims[i], leases[i] = err, res.LeaseExpiresAt
+		})
+	}
+	close(gate)
+	wg.Wait()
+	for i, err := range claims {
+		if err != nil || !leases[i].Equal(leases[0]) || leases[i].IsZero() {
+			t.Errorf("claim delivery %d: lease %s, %v; want claimed with lease %s", i, leases[i], err, leases[0])
+		}
+	}
+
+	results := make([]scheduler.CompleteResult, n)
+	errs := make([]error, n)
+	gate = make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-gate
+			c := scheduler.Completion{AttemptRef: ref, EventID: "done-1", Outcome: "succeeded"}
+			results[i], errs[i] = f.svc.Complete(ctx, c, env.Token)
+		})
+	}
+	close(gate)
+	wg.Wait()
+	applied := 0
+	for i, r := range results {
+		if errs[i] != nil || r.State != statemodel.StateSucceeded {
+			t.Errorf("completion delivery %d: %+v, %v; want state SUCCEEDED", i, r, errs[i])
+		}
+		if r.Result == "applied" {
+			applied++
+		}
+	}
+	if applied != 1 {
+		t.Errorf("%d deliveries applied, want 1", applied)
+	}
+}
+
+// A refused report names what refused it, not "already claimed" because
+// the attempt happens to be claimed.
+func TestRefusedReportAnswersItsRealCode(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	run, env := f.running(t, "w@boot")
+	ref := refOf(env)
+	// No cancel was requested: a "cancelled" report has no row while RUNNING.
+	_, err := f.svc.Complete(ctx, scheduler.Completion{AttemptRef: ref, EventID: "cancel-1", Outcome: "cancelled"}, env.Token)
+	if !errors.Is(err, scheduler.ErrIllegalTransition) || errors.Is(err, scheduler.ErrAlreadyClaimed) {
+		t.Fatalf("cancelled report while RUNNING: %v, want ErrIllegalTransition", err)
+	}
+	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateRunning {
+		t.Fatalf("after the refused report: %s, want RUNNING", st)
+	}
+	// The claim route alone answers already_claimed for a claimed attempt.
+	if _, err := f.svc.Claim(ctx, ref, env.Token, "other@boot", "claim-x"); !errors.Is(err, scheduler.ErrAlreadyClaimed) {
+		t.Fatalf("a second worker's claim: %v, want ErrAlreadyClaimed", err)
+	}
+	ok, err := f.svc.Complete(ctx, scheduler.Completion{AttemptRef: ref, EventID: "done-1", Outcome: "succeeded"}, env.Token)
+	if err != nil || ok.State != statemodel.StateSucceeded {
+		t.Fatalf("succeeded report: %+v, %v", ok, err)
+	}
+	// Terminal: a heartbeat and another report are illegal transitions.
+	if _, err := f.svc.Heartbeat(ctx, ref, env.Token, "beat-9"); !errors.Is(err, scheduler.ErrIllegalTransition) {
+		t.Errorf("heartbeat after SUCCEEDED: %v, want ErrIllegalTransition", err)
+	}
+	if _, err := f.svc.Complete(ctx, scheduler.Completion{AttemptRef: ref, EventID: "done-2", Outcome: "failed"}, env.Token); !errors.Is(err, scheduler.ErrIllegalTransition) {
+		t.Errorf("a second report after SUCCEEDED: %v, want ErrIllegalTransition", err)
+	}
+}
