@@ -543,14 +543,16 @@ func TestEveryCallCarriesAValidEventID(t *testing.T) {
 	var ref worker.AttemptRef
 	beats := func() int { return len(f.peer.callsOf("heartbeat", ref)) }
 	w := f.newWorker(f.config("ids"), func(ctx context.Context, task worker.Task) error {
-		for beats() < 3 {
+		for beats() < 2 {
 			if !sleepCtx(ctx, 10*time.Millisecond) {
 				return ctx.Err()
 			}
 		}
 		return nil
 	})
-	env := f.dispatch(nil)
+	// A 500 ms beat: a lease long enough that a loaded machine does not
+	// fence the attempt before its beats are counted.
+	env := f.dispatch(func(e *worker.Envelope) { e.HeartbeatInterval = 500 * time.Millisecond })
 	ref = env.Ref()
 	f.start(w)
 
@@ -569,7 +571,7 @@ func TestEveryCallCarriesAValidEventID(t *testing.T) {
 		}
 		seen[call.EventID] = true
 	}
-	if len(calls) < 4 {
-		t.Errorf("%d calls, want a claim and at least three heartbeats", len(calls))
+	if len(calls) < 3 {
+		t.Errorf("%d calls, want a claim and at least two heartbeats", len(calls))
 	}
 }
