@@ -24,7 +24,7 @@ type apiFlags struct {
 // register adds the flags to a command group (persistent, so every
 // subcommand has them) or to a single command.
 func (a *apiFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&a.url, "api-url", "", "the API's base URL (default: RUNLEDGER_API_URL, the --stack's outputs, or .runledger/local.json)")
+	fs.StringVar(&a.url, "api-url", "", "the API's base URL (default: --stack's ApiUrl output, RUNLEDGER_API_URL, RUNLEDGER_STACK's, or .runledger/local.json)")
 	fs.StringVar(&a.key, "api-key", "", "the local stack's API key (default: RUNLEDGER_API_KEY or .runledger/local.json; without one, SigV4)")
 	fs.StringVar(&a.stack, "stack", "", "the CDK stack whose ApiUrl output is the API (default: RUNLEDGER_STACK)")
 	fs.StringVar(&a.region, "region", "", "the SigV4 signing region (default: the stack's or the AWS configuration's)")

@@ -66,9 +66,11 @@ func newRoot() *cobra.Command {
 		Long: `runledger schedules jobs (cron, rate, one-off or manual) whose tasks form a
 DAG, runs them on worker pools, and keeps every state change of every task.
 
-The API commands find the API from --api-url, else RUNLEDGER_API_URL, else
-.runledger/local.json (written by 'runledger local'), else a CDK stack's
-outputs (--stack). Long flags may also be written with one dash (-addr).`,
+The API commands find the API from --api-url or a CDK stack's outputs
+(--stack), else RUNLEDGER_API_URL or RUNLEDGER_STACK, else the
+.runledger/local.json that 'runledger local' writes (here or in a parent
+folder). They send the local stack's API key, else sign with SigV4. Long
+flags may also be written with one dash (-addr).`,
 		Example: `  runledger local
   runledger apply -f jobs/
   runledger jobs trigger nightly-report --wait
