@@ -480,9 +480,7 @@ func (s Snapshot) Fold(tr Transition) Snapshot {
 		n.ScheduledAt = tr.ObservedAt
 	}
 	if a := tr.AttemptRecord; a != nil {
-		n.Attempts = make([]AttemptRecord, max(len(s.Attempts), a.N))
-		copy(n.Attempts, s.Attempts)
-		n.Attempts[a.N-1] = *a
+		n.Attempts = foldAttempt(s.Attempts, *a)
 		n.Attempt = max(s.Attempt, a.N)
 	}
 	n.Lease = tr.Lease
@@ -498,6 +496,31 @@ func (s Snapshot) Fold(tr Transition) Snapshot {
 	copy(n.Recent, s.Recent[len(s.Recent)-keep:])
 	n.Recent[keep] = SeenEvent{ID: tr.EventID, Seq: tr.Seq, To: tr.To}
 	return n
+}
+
+// foldAttempt returns the records with a in its place: replacing its
+// record if held, else appended (a new attempt is the next number), then
+// only the latest MaxInlineAttempts kept. The evicted records live on in
+// the store's attempt items, which every transition that set them wrote.
+func foldAttempt(held []AttemptRecord, a AttemptRecord) []AttemptRecord {
+	if len(held) > 0 && a.N < held[0].N {
+		return held // an evicted attempt: not held, whatever it says
+	}
+	out := make([]AttemptRecord, 0, min(len(held)+1, MaxInlineAttempts+1))
+	replaced := false
+	for _, r := range held {
+		if r.N == a.N {
+			r, replaced = a, true
+		}
+		out = append(out, r)
+	}
+	if !replaced {
+		out = append(out, a)
+	}
+	if drop := len(out) - MaxInlineAttempts; drop > 0 {
+		out = append([]AttemptRecord(nil), out[drop:]...)
+	}
+	return out
 }
 
 // ErrReplay marks a history that does not fold.

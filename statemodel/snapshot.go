@@ -62,6 +62,13 @@ type SeenEvent struct {
 	To  InstanceState
 }
 
+// MaxInlineAttempts bounds the attempt records a snapshot holds: the
+// latest ones. Retries (up to MaxAttempts) and manual retries (unbounded)
+// would otherwise grow the instance without limit, past DynamoDB's 400 KB
+// item. Every decision needs only the current attempt; an event of an
+// older attempt is stale whether its record is held or not.
+const MaxInlineAttempts = 10
+
 // RecentEvents bounds how many applied event ids a snapshot remembers. Older
 // duplicates are still caught by the store's event-id guard.
 const RecentEvents = 32
@@ -76,8 +83,12 @@ type Snapshot struct {
 	// Seq is the sequence number of the last transition record.
 	Seq int64
 	// Attempt is the current attempt's number, 0 before the first dispatch.
-	Attempt  int
-	Attempts []AttemptRecord // Attempts[n-1] is attempt n
+	Attempt int
+	// Attempts are the latest attempts' records, at most MaxInlineAttempts,
+	// in order of their numbers with no gap, the current one last (see
+	// AttemptN). Older records are not part of the snapshot: the store
+	// keeps every attempt in its own item too.
+	Attempts []AttemptRecord
 	// Spent counts budget-spending attempts since creation or the last
 	// manual retry; it never exceeds the policy's MaxAttempts.
 	Spent int
@@ -144,12 +155,26 @@ func (s Snapshot) Current() (AttemptRecord, bool) {
 	return s.AttemptN(s.Attempt)
 }
 
-// AttemptN returns attempt n's record.
+// AttemptN returns attempt n's record, if the snapshot holds it: the
+// latest MaxInlineAttempts attempts only.
 func (s Snapshot) AttemptN(n int) (AttemptRecord, bool) {
-	if n < 1 || n > len(s.Attempts) {
+	i := s.attemptIndex(n)
+	if i < 0 {
 		return AttemptRecord{}, false
 	}
-	return s.Attempts[n-1], true
+	return s.Attempts[i], true
+}
+
+// attemptIndex is attempt n's index in Attempts, or -1.
+func (s Snapshot) attemptIndex(n int) int {
+	if n < 1 || len(s.Attempts) == 0 {
+		return -1
+	}
+	i := n - s.Attempts[0].N
+	if i < 0 || i >= len(s.Attempts) || s.Attempts[i].N != n {
+		return -1
+	}
+	return i
 }
 
 // Seen returns the first outcome of an already applied event id.

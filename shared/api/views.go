@@ -147,7 +147,7 @@ func renderTask(t store.TaskView) taskView {
 	for _, a := range t.Attempts {
 		late[a.N] = a
 	}
-	for _, a := range snap.Attempts {
+	for _, a := range allAttempts(t) {
 		am := a.Metrics()
 		hb := a.LastHeartbeatAt
 		if a.N == snap.Attempt && a.EndedAt.IsZero() {
@@ -170,6 +170,20 @@ func renderTask(t store.TaskView) taskView {
 		v.Attempts = append(v.Attempts, av)
 	}
 	return v
+}
+
+// allAttempts lists every attempt of a task in order: those older than
+// the instance holds (statemodel.MaxInlineAttempts) from their attempt
+// items, then the instance's own records.
+func allAttempts(t store.TaskView) []statemodel.AttemptRecord {
+	held := t.Instance.Snapshot.Attempts
+	out := make([]statemodel.AttemptRecord, 0, max(len(t.Attempts), len(held)))
+	for _, a := range t.Attempts {
+		if len(held) > 0 && a.N < held[0].N {
+			out = append(out, a.AttemptRecord)
+		}
+	}
+	return append(out, held...)
 }
 
 type transitionView struct {

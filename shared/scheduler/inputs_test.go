@@ -207,3 +207,63 @@ func TestUndispatchableFailsAfterTheQueueTimeout(t *testing.T) {
 		t.Fatalf("run is %s (%v), want FAILED", run.ExecutionState, err)
 	}
 }
+
+// A late report from an attempt older than the instance holds is still
+// authorised by its token (read from its attempt item) and answered stale;
+// a wrong token for it is still invalid_token.
+func TestLateReportOfAnEvictedAttempt(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	j, err := jobspec.Parse([]byte(`{"name":"j","retry":{"max_attempts":1}}`), f.svc.ParseOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := store.InstanceKey{Run: v.Run.ID, Task: "main"}
+	var first worker.Envelope
+	const total = statemodel.MaxInlineAttempts + 2
+	for n := 1; n <= total; n++ {
+		msgs, err := f.q.Receive(ctx, f.pool, queue.ReceiveOptions{MaxMessages: 1, Wait: 5 * time.Second})
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("attempt %d: no envelope (%v)", n, err)
+		}
+		env, err := worker.ParseEnvelope(msgs[0].Body)
+		if err != nil || env.Attempt != n {
+			t.Fatalf("attempt %d: envelope of attempt %d (%v)", n, env.Attempt, err)
+		}
+		if n == 1 {
+			first = env
+		}
+		ref := scheduler.AttemptRef{Run: env.Run, Task: env.Task, Attempt: n}
+		if _, err := f.svc.Claim(ctx, ref, env.Token, "w", "claim-"+env.Token); err != nil {
+			t.Fatal(err)
+		}
+		c := scheduler.Completion{AttemptRef: ref, EventID: "fail-" + env.Token, Outcome: "failed", ErrorCategory: "boom"}
+		if _, err := f.svc.Complete(ctx, c, env.Token); err != nil {
+			t.Fatal(err)
+		}
+		if n < total {
+			if err := f.svc.RetryTask(ctx, key, "ana", "again"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, ok := f.instance(t, v.Run.ID).Snapshot.AttemptN(1); ok {
+		t.Fatal("attempt 1 is still held by the instance; the test needs it evicted")
+	}
+	ref := scheduler.AttemptRef{Run: v.Run.ID, Task: "main", Attempt: 1}
+	late := scheduler.Completion{AttemptRef: ref, EventID: "late-ok", Outcome: "succeeded"}
+	res, err := f.svc.Complete(ctx, late, first.Token)
+	if err != nil || res.Result != "stale" || res.State != statemodel.StateFailed {
+		t.Fatalf("attempt 1's late success: %+v, %v; want stale with FAILED", res, err)
+	}
+	if _, err := f.svc.Complete(ctx, late, "0123456789abcdef0123456789abcdef"); !errors.Is(err, scheduler.ErrInvalidToken) {
+		t.Fatalf("a forged token for attempt 1: %v, want ErrInvalidToken", err)
+	}
+}

@@ -81,6 +81,9 @@ func (s *Service) authorize(ctx context.Context, ref AttemptRef, token string, w
 			}
 			return inst, nil
 		}
+		if ref.Attempt >= 1 && ref.Attempt < inst.Snapshot.Attempt {
+			return inst, s.authorizeEvicted(ctx, ref, token)
+		}
 		pending := wait && ref.Attempt == inst.Snapshot.Attempt+1 && inst.Snapshot.State == statemodel.StateScheduled
 		if !pending || !time.Now().Before(deadline) {
 			return store.Instance{}, ErrInvalidToken
@@ -94,6 +97,22 @@ func (s *Service) authorize(ctx context.Context, ref AttemptRef, token string, w
 		}
 		pause = min(pause*2, 200*time.Millisecond)
 	}
+}
+
+// authorizeEvicted checks the token of an attempt older than the
+// instance holds (statemodel.MaxInlineAttempts) against its attempt item,
+// so its late reports are answered stale, not invalid_token.
+func (s *Service) authorizeEvicted(ctx context.Context, ref AttemptRef, token string) error {
+	a, err := s.store.GetAttempt(ctx, ref.key(), ref.Attempt)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ErrInvalidToken
+	case err != nil:
+		return err
+	case !tokenMatches(token, a.TokenHash):
+		return ErrInvalidToken
+	}
+	return nil
 }
 
 // Claim moves attempt n from QUEUED to RUNNING for one worker. Exactly one

@@ -192,6 +192,35 @@ func (s *Store) GetInstance(ctx context.Context, key InstanceKey) (Instance, err
 	return inst, nil
 }
 
+// GetAttempt reads attempt n's item (strongly consistent): its record as
+// the instance's transitions left it, and its late events. An attempt
+// older than the instance holds (statemodel.MaxInlineAttempts) is found
+// only here.
+func (s *Store) GetAttempt(ctx context.Context, key InstanceKey, n int) (Attempt, error) {
+	op := func(err error) error { return fmt.Errorf("get attempt %s#%d: %w", key, n, err) }
+	if err := checkInstanceKey(key); err != nil {
+		return Attempt{}, op(err)
+	}
+	if n < 1 {
+		return Attempt{}, op(fmt.Errorf("%w: attempt %d", ErrInvalidInput, n))
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: keyOf(runPK(key.Run), attemptSK(key.Task, n)), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Attempt{}, op(translate(err))
+	}
+	if out.Item == nil {
+		return Attempt{}, op(ErrNotFound)
+	}
+	r := &reader{it: out.Item}
+	a := decodeAttempt(r)
+	if r.err != nil {
+		return Attempt{}, op(r.err)
+	}
+	return a, nil
+}
+
 // Transition applies event e to the instance at key: read it (strongly
 // consistent), decide with statemodel.Apply at now under policy p (or the
 // stored policy, see StoredPolicy), write the decision (ApplyDecision).
