@@ -282,6 +282,10 @@ type TaskNode struct {
 	// other jobs; see DerivePublication.
 	Publish bool
 	State   InstanceState
+	// Started: an attempt of the task was claimed, or an attempt ended
+	// (a retry follows), at any time before. A retry waiting in SCHEDULED
+	// or QUEUED has started all the same: its run stays RUNNING.
+	Started bool
 }
 
 // EmptyTaskIDError reports a task without an id, by its position.
@@ -523,7 +527,7 @@ type RunState string
 
 const (
 	// RunQueued: no task has started yet; every task is CREATED, SCHEDULED,
-	// QUEUED or PAUSED. It keeps queue wait apart from run time at the run
+	// QUEUED or PAUSED and none ever started. It keeps queue wait apart from run time at the run
 	// level, as attempts do at the task level.
 	RunQueued RunState = "QUEUED"
 	// RunRunning: some task has started and the run is not finished.
@@ -613,8 +617,10 @@ type RunDerivation struct {
 //     ValidateDAG never deadlocks: its earliest unfinished task has only
 //     terminal upstream tasks, and every rule decides on those.
 //   - Otherwise QUEUED while every task is CREATED, SCHEDULED, QUEUED or
-//     PAUSED (nothing has started), else RUNNING. A task that is terminal
-//     already counts as started.
+//     PAUSED and none of them ever started (TaskNode.Started), else RUNNING.
+//     A task that is terminal already counts as started, and so does one
+//     whose retry waits in SCHEDULED or QUEUED: once a task has started,
+//     the run stays RUNNING until it ends.
 //
 // LOST and CANCELLING are unfinished: the outcome of their work is not yet
 // known, so the run cannot be finished.
@@ -640,6 +646,9 @@ func DeriveRunState(nodes []TaskNode) RunDerivation {
 		case StateCreated:
 			created++
 		case StateScheduled, StateQueued, StatePaused:
+			// Waiting to start, unless an earlier attempt started: a
+			// re-queued retry never takes its run back to QUEUED.
+			started = started || n.Started
 		default:
 			started = true
 		}

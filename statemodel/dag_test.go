@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Shorthand for upstream states in the rule tables.
@@ -305,6 +306,7 @@ func node(spec string, state InstanceState) TaskNode {
 
 func withRule(n TaskNode, r TriggerRule) TaskNode { n.Rule = r; return n }
 func publishing(n TaskNode) TaskNode              { n.Publish = true; return n }
+func started(n TaskNode) TaskNode                 { n.Started = true; return n }
 
 func TestValidateDAG(t *testing.T) {
 	t.Parallel()
@@ -561,6 +563,9 @@ func TestDeriveRunState(t *testing.T) {
 		{"all paused", []TaskNode{node("a", StatePaused), node("b<-a", StatePaused)}, RunQueued, false, []string{"b"}, nil},
 		{"one running", []TaskNode{node("a", ru), node("b<-a", cr)}, RunRunning, false, []string{"b"}, nil},
 		{"up for retry has started", []TaskNode{node("a", rt), node("b<-a", cr)}, RunRunning, false, []string{"b"}, nil},
+		{"a re-queued retry keeps the run running", []TaskNode{started(node("a", StateQueued)), node("b<-a", cr)}, RunRunning, false, []string{"b"}, nil},
+		{"a rescheduled retry keeps the run running", []TaskNode{started(node("a", sc)), node("b", StateQueued)}, RunRunning, false, []string{"a", "b"}, nil},
+		{"a paused retry keeps the run running", []TaskNode{started(node("a", StatePaused))}, RunRunning, false, []string{"a"}, nil},
 		{"a finished task counts as started", []TaskNode{node("a", ok), node("b<-a", sc)}, RunRunning, false, []string{"b"}, nil},
 		{"lost is unfinished", []TaskNode{node("a", ok), node("b<-a", StateLost)}, RunRunning, false, []string{"b"}, nil},
 		{"cancelling is unfinished", []TaskNode{node("a", ok), node("b<-a", StateCancelling)}, RunRunning, false, []string{"b"}, nil},
@@ -919,6 +924,27 @@ func BenchmarkValidateDAG200(b *testing.B) {
 	for b.Loop() {
 		if err := ValidateDAG(nodes); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestSnapshotStarted(t *testing.T) {
+	t.Parallel()
+	claimed := AttemptRecord{N: 1, StartedAt: time.Unix(1, 0)}
+	cases := []struct {
+		name string
+		s    Snapshot
+		want bool
+	}{
+		{"never dispatched", Snapshot{State: StateCreated}, false},
+		{"first attempt queued", Snapshot{State: StateQueued, Attempt: 1, Attempts: []AttemptRecord{{N: 1}}}, false},
+		{"first attempt claimed", Snapshot{State: StateRunning, Attempt: 1, Attempts: []AttemptRecord{claimed}}, true},
+		{"retry queued after a claimed attempt", Snapshot{State: StateQueued, Attempt: 2, Attempts: []AttemptRecord{claimed, {N: 2}}}, true},
+		{"second attempt after a queue timeout", Snapshot{State: StateQueued, Attempt: 2, Attempts: []AttemptRecord{{N: 1}, {N: 2}}}, true},
+	}
+	for _, c := range cases {
+		if got := c.s.Started(); got != c.want {
+			t.Errorf("%s: Started() = %t, want %t", c.name, got, c.want)
 		}
 	}
 }

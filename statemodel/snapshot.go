@@ -114,6 +114,16 @@ type Snapshot struct {
 	ScheduledAt time.Time
 }
 
+// Started reports whether any attempt of the instance ever began: one was
+// claimed, or a later attempt exists (the earlier one ended, so a retry
+// followed). It only ever turns true (TaskNode.Started).
+func (s Snapshot) Started() bool {
+	if s.Attempt > 1 {
+		return true
+	}
+	return slices.ContainsFunc(s.Attempts, AttemptRecord.Claimed)
+}
+
 // TimerKind says what a timer is for.
 type TimerKind string
 

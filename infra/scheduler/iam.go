@@ -49,13 +49,16 @@ type tableAccess struct {
 //   - events: applies completions, dispatches downstream tasks at once.
 //   - ticker, reconciler: the timers index finds due work; both dispatch and
 //     arm short delayed timers.
+//   - every function that moves runs on (all but the worker): the live
+//     index finds a job's unfinished runs (overlap policies, DELETE of a
+//     job, waking the runs that wait on a finished run).
 //   - worker: talks to the API over HTTP and reports completions to the
 //     events queue; it never touches the table.
 var accessByFunction = map[string]tableAccess{
-	FunctionAPI:        {items: true, indexes: []string{tableschema.ListIndex}, sendTo: []string{"pools", "delay", "events"}},
-	FunctionEvents:     {items: true, sendTo: []string{"pools", "delay"}},
-	FunctionTicker:     {items: true, indexes: []string{tableschema.TimerIndex}, sendTo: []string{"pools", "delay"}},
-	FunctionReconciler: {items: true, indexes: []string{tableschema.TimerIndex}, sendTo: []string{"pools", "delay"}},
+	FunctionAPI:        {items: true, indexes: []string{tableschema.ListIndex, tableschema.LiveIndex}, sendTo: []string{"pools", "delay", "events"}},
+	FunctionEvents:     {items: true, indexes: []string{tableschema.LiveIndex}, sendTo: []string{"pools", "delay"}},
+	FunctionTicker:     {items: true, indexes: []string{tableschema.TimerIndex, tableschema.LiveIndex}, sendTo: []string{"pools", "delay"}},
+	FunctionReconciler: {items: true, indexes: []string{tableschema.TimerIndex, tableschema.LiveIndex}, sendTo: []string{"pools", "delay"}},
 	FunctionWorker:     {sendTo: []string{"events"}},
 }
 

@@ -38,6 +38,10 @@ const (
 	// one DynamoDB transaction (store.MaxTasksPerRun): a job with more tasks
 	// could be defined but never run.
 	MaxTasks = 48
+	// MaxJobDependencies bounds depends_on_jobs. The store keeps one edge
+	// item per upstream job and moves them in the job's own transaction
+	// (store.MaxUpstreamJobs).
+	MaxJobDependencies = 32
 	// MaxAttempts bounds retry.max_attempts.
 	MaxAttempts = 100
 	// MinRate is the shortest rate: the ticker's pass and cron's resolution

@@ -446,7 +446,12 @@ func readJobDeps(d *decoder, top map[string]json.RawMessage, j *Job, _ parseMode
 	if raw == nil {
 		return
 	}
-	for i, r := range d.array(raw, "depends_on_jobs") {
+	deps := d.array(raw, "depends_on_jobs")
+	if len(deps) > MaxJobDependencies {
+		d.fail(fieldError("depends_on_jobs", "names %d jobs, over the limit of %d", len(deps), MaxJobDependencies))
+		return
+	}
+	for i, r := range deps {
 		field := at("depends_on_jobs", i)
 		m := d.object(r, field, jobDepFields...)
 		var dep JobDependency

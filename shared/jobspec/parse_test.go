@@ -179,6 +179,10 @@ func TestParseErrors(t *testing.T) {
 	for i := range tooManyTasks {
 		tooManyTasks[i] = fmt.Sprintf(`{"id": "t%d"}`, i)
 	}
+	tooManyDeps := make([]string, jobspec.MaxJobDependencies+1)
+	for i := range tooManyDeps {
+		tooManyDeps[i] = fmt.Sprintf(`{"job": "up%d"}`, i)
+	}
 	bigTasks := make([]string, 5)
 	for i := range bigTasks {
 		bigTasks[i] = fmt.Sprintf(`{"id": "t%d", "payload": %s}`, i, bigPayload(60*1024))
@@ -291,6 +295,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad dependency job", `{"name": "a", "depends_on_jobs": [{"job": "Up"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[0].job", ""},
 		{"job depends on itself", `{"name": "a", "depends_on_jobs": [{"job": "a"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[0].job", "itself"},
 		{"job dependency twice", `{"name": "a", "depends_on_jobs": [{"job": "up"}, {"job": "up", "require": "succeeded"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[1].job", "second time"},
+		{"too many job dependencies", `{"name": "a", "depends_on_jobs": [` + strings.Join(tooManyDeps, ",") + `]}`, jobspec.CodeInvalidField, "depends_on_jobs", "over the limit of 32"},
 		{"job dependencies not an array", `{"name": "a", "depends_on_jobs": {"job": "up"}}`, jobspec.CodeInvalidField, "depends_on_jobs", "array"},
 		{"unknown dependency field", `{"name": "a", "depends_on_jobs": [{"job": "up", "when": "daily"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[0].when", ""},
 	}

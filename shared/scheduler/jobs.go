@@ -35,7 +35,7 @@ func (s *Service) CreateJob(ctx context.Context, j jobspec.Job) (store.Job, erro
 	}
 	now := s.now()
 	next, _ := j.NextFire(now)
-	return s.store.CreateJob(ctx, store.Job{Name: j.Name, Version: 1, Spec: spec, NextFireAt: next, CreatedAt: now, UpdatedAt: now})
+	return s.store.CreateJob(ctx, store.Job{Name: j.Name, Version: 1, Spec: spec, NextFireAt: next, CreatedAt: now, UpdatedAt: now, Upstream: upstreamOf(j)})
 }
 
 // UpdateJob replaces a job's definition if its version is still expected.
@@ -50,8 +50,18 @@ func (s *Service) UpdateJob(ctx context.Context, j jobspec.Job, expected int64) 
 	}
 	now := s.now()
 	next, _ := j.NextFire(now)
-	cur.Spec, cur.NextFireAt, cur.UpdatedAt = spec, next, now
+	cur.Spec, cur.NextFireAt, cur.UpdatedAt, cur.Upstream = spec, next, now, upstreamOf(j)
 	return s.store.UpdateJob(ctx, cur, expected)
+}
+
+// upstreamOf names the jobs j's runs wait on: the store keeps an edge per
+// upstream job, so a finished run finds its dependents in one Query.
+func upstreamOf(j jobspec.Job) []string {
+	var out []string
+	for _, d := range j.DependsOnJobs {
+		out = append(out, d.Job)
+	}
+	return out
 }
 
 // LoadJob reads a job and its definition.
@@ -176,26 +186,21 @@ func (s *Service) fireJob(ctx context.Context, name string, at time.Time) error 
 
 // cancelUnfinished cancels the job's unfinished runs of slots before at. A
 // run of the slot at itself is left alone: a ticker racing this one may
-// have created it already.
+// have created it already. It reads the live index, so its cost follows
+// the job's unfinished runs, not the runs it finished before.
 func (s *Service) cancelUnfinished(ctx context.Context, job string, at time.Time) error {
-	token := ""
-	for {
-		runs, next, err := s.store.ListRuns(ctx, store.RunFilter{Job: job, Token: token})
-		if err != nil {
-			return err
-		}
-		for _, r := range runs {
-			if !r.ExecutionState.Terminal() && r.LogicalTime.Before(at) {
-				if err := s.CancelRun(ctx, r.ID, "overlap: cancel_previous"); err != nil && !errors.Is(err, ErrIllegalTransition) {
-					return err
-				}
+	runs, err := s.store.ListUnfinishedRuns(ctx, job)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if r.LogicalTime.Before(at) {
+			if err := s.CancelRun(ctx, r.ID, "overlap: cancel_previous"); err != nil && !errors.Is(err, ErrIllegalTransition) {
+				return err
 			}
 		}
-		if next == "" {
-			return nil
-		}
-		token = next
 	}
+	return nil
 }
 
 // maxDependencyScan bounds how many of an upstream job's newest runs are
@@ -255,34 +260,28 @@ func (s *Service) runAt(ctx context.Context, job string, logical time.Time) (sto
 
 // wakeDependents advances, at once, the runs of other jobs that wait on
 // this run (same logical time), instead of leaving them to their
-// re-evaluation timer.
+// re-evaluation timer. It reads the finished run's dependency edges and
+// each dependent job's unfinished runs: its cost follows the dependents
+// and their live runs, not how many jobs are defined.
 func (s *Service) wakeDependents(ctx context.Context, run store.Run) {
-	token := ""
-	for {
-		jobs, next, err := s.store.ListJobs(ctx, 100, token)
+	jobs, err := s.store.ListDependents(ctx, run.Job)
+	if err != nil {
+		s.log.WarnContext(ctx, "wake dependents", "run_id", run.ID, "error", err.Error())
+		return
+	}
+	for _, job := range jobs {
+		live, err := s.store.ListUnfinishedRuns(ctx, job)
 		if err != nil {
-			s.log.WarnContext(ctx, "wake dependents", "run_id", run.ID, "error", err.Error())
-			return
+			s.log.WarnContext(ctx, "wake dependents", "run_id", run.ID, "job", job, "error", err.Error())
+			continue
 		}
-		for _, sj := range jobs {
-			j, err := jobspec.Load(sj.Spec)
-			if err != nil {
+		for _, down := range live {
+			if !down.LogicalTime.Equal(run.LogicalTime) {
 				continue
 			}
-			for _, dep := range j.DependsOnJobs {
-				if dep.Job != run.Job {
-					continue
-				}
-				if down, found, err := s.runAt(ctx, j.Name, run.LogicalTime); err == nil && found && !down.ExecutionState.Terminal() {
-					if err := s.AdvanceRun(ctx, down.ID); err != nil {
-						s.log.WarnContext(ctx, "wake dependent", "run_id", down.ID, "error", err.Error())
-					}
-				}
+			if err := s.AdvanceRun(ctx, down.ID); err != nil {
+				s.log.WarnContext(ctx, "wake dependent", "run_id", down.ID, "error", err.Error())
 			}
 		}
-		if next == "" {
-			return
-		}
-		token = next
 	}
 }

@@ -18,11 +18,13 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -68,6 +70,10 @@ type Service struct {
 
 	entropyMu sync.Mutex
 	entropy   io.Reader
+
+	// tickShard and reconcileShard count the passes of each kind; a pass
+	// starts at shard count mod tableschema.TimerShards.
+	tickShard, reconcileShard atomic.Uint32
 }
 
 // New builds a Service.
@@ -90,7 +96,12 @@ func New(st *store.Store, q Queue, cfg Config) *Service {
 	if cfg.Margin == 0 {
 		cfg.Margin = 2 * time.Second
 	}
-	return &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0)}
+	svc := &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0)}
+	// Instances started together (Lambda cold starts) need not all begin
+	// at the same shard.
+	svc.tickShard.Store(uint32(cfg.Random() * tableschema.TimerShards))
+	svc.reconcileShard.Store(uint32(cfg.Random() * tableschema.TimerShards))
+	return svc
 }
 
 // Store returns the store the service writes through.

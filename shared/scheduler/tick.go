@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/runledger/runledger/shared/store"
@@ -34,7 +35,7 @@ func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 	// A run is re-evaluated once per pass, however many of its waiting
 	// tasks' re-check timers are due.
 	advanced := map[string]bool{}
-	return s.pass(ctx, "tick", func(ctx context.Context, d store.DueTimer) (bool, error) {
+	return s.pass(ctx, "tick", &s.tickShard, func(ctx context.Context, d store.DueTimer) (bool, error) {
 		if d.Item == store.TimerOfRun || statemodel.TimerKind(d.Kind) == statemodel.TimerDepsRecheck {
 			if advanced[d.Run] {
 				return false, nil
@@ -60,7 +61,7 @@ func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 // resolved on evidence or, once the evidence window ends empty, by policy.
 // It stops before the context's deadline.
 func (s *Service) Reconcile(ctx context.Context) (PassStats, error) {
-	return s.pass(ctx, "reconcile", func(ctx context.Context, d store.DueTimer) (bool, error) {
+	return s.pass(ctx, "reconcile", &s.reconcileShard, func(ctx context.Context, d store.DueTimer) (bool, error) {
 		if d.Item != store.TimerOfInstance {
 			return false, nil
 		}
@@ -72,12 +73,18 @@ func (s *Service) Reconcile(ctx context.Context) (PassStats, error) {
 	})
 }
 
-func (s *Service) pass(ctx context.Context, name string, handle func(context.Context, store.DueTimer) (bool, error)) (PassStats, error) {
+// pass lists and handles the due timers of every shard. Each pass starts one
+// shard further than the previous pass of its kind (first counts the
+// passes), so a pass that stops at its deadline in a slow shard leaves the
+// other shards to the next passes rather than starving them.
+func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, handle func(context.Context, store.DueTimer) (bool, error)) (PassStats, error) {
 	start := time.Now()
 	now := s.now()
 	var st PassStats
 	var errs []error
-	for shard := range tableschema.TimerShards {
+	from := int(first.Add(1)-1) % tableschema.TimerShards
+	for i := range tableschema.TimerShards {
+		shard := (from + i) % tableschema.TimerShards
 		token := ""
 		for {
 			if s.deadlineReached(ctx) {

@@ -87,6 +87,7 @@ const (
 	attrLease          = "lease"
 	attrLeaseHeartbeat = "heartbeat_at"
 	attrLeaseExpiry    = "expires_at"
+	attrUpstream       = "upstream"
 )
 
 // Item kinds, stored in attrKind and returned by ListDueTimers.
@@ -100,6 +101,7 @@ const (
 	kindAttempt    = "attempt"
 	kindTransition = "transition"
 	kindGuard      = "event_guard"
+	kindDependency = "dependency"
 )
 
 // snapshotItem holds every statemodel.Snapshot field of an instance item.

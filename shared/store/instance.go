@@ -38,7 +38,7 @@ type Instance struct {
 func (i Instance) Node() statemodel.TaskNode {
 	return statemodel.TaskNode{
 		ID: i.Key.Task, DependsOn: slices.Clone(i.DependsOn), Rule: i.TriggerRule,
-		Publish: i.Publish, State: i.Snapshot.State,
+		Publish: i.Publish, State: i.Snapshot.State, Started: i.Snapshot.Started(),
 	}
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,7 +26,17 @@ type Job struct {
 	NextFireAt time.Time // zero: manual only, or no fire left
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// Upstream names the jobs this job's runs wait on (depends_on_jobs), at
+	// most MaxUpstreamJobs. The store keeps one dependency edge item per
+	// upstream job, keyed by it, written and removed with the job, so the
+	// dependents of a job are one Query (ListDependents).
+	Upstream []string
 }
+
+// MaxUpstreamJobs bounds a job's depends_on_jobs: an update that replaces
+// every edge (remove the old ones, put the new ones, write the job) stays
+// in one transaction of 1 + 2*32 actions.
+const MaxUpstreamJobs = 32
 
 func jobItem(j Job) item {
 	it := item{
@@ -34,6 +45,7 @@ func jobItem(j Job) item {
 		attrPaused: boolean(j.Paused), attrSpec: bin(j.Spec), attrNextFireAt: tm(j.NextFireAt),
 		attrCreatedAt: tm(j.CreatedAt), attrUpdatedAt: tm(j.UpdatedAt),
 		tableschema.ListPK: str(listJobs), tableschema.ListSK: str(j.Name),
+		attrUpstream: strList(j.Upstream),
 	}
 	for k, v := range jobTimer(j) {
 		it[k] = v
@@ -60,17 +72,123 @@ func decodeJob(m map[string]types.AttributeValue) (Job, error) {
 		Name: r.str(attrJob), Version: r.int(attrVersion), Paused: r.bool(attrPaused),
 		Spec: r.bytes(attrSpec), NextFireAt: r.time(attrNextFireAt),
 		CreatedAt: r.time(attrCreatedAt), UpdatedAt: r.time(attrUpdatedAt),
+		Upstream: r.strList(attrUpstream),
 	}
 	return j, r.err
 }
 
-// CreateJob stores a new job at version 1, stamped with the store's clock.
+// checkUpstream validates and normalises a job's upstream list: sorted,
+// each a valid job name whose edge key fits, none twice, not the job
+// itself, at most MaxUpstreamJobs.
+func checkUpstream(j *Job) error {
+	if len(j.Upstream) > MaxUpstreamJobs {
+		return fmt.Errorf("%w: %d upstream jobs, at most %d", ErrInvalidInput, len(j.Upstream), MaxUpstreamJobs)
+	}
+	up := slices.Clone(j.Upstream)
+	slices.Sort(up)
+	if len(up) > 0 {
+		if err := checkTail("dependent job", j.Name, dependentSK(j.Name), MaxSortKeyBytes); err != nil {
+			return err
+		}
+	}
+	for i, u := range up {
+		if err := checkName("upstream job", u, maxJobBytes); err != nil {
+			return err
+		}
+		switch {
+		case u == j.Name:
+			return fmt.Errorf("%w: job %s depends on itself", ErrInvalidInput, j.Name)
+		case i > 0 && up[i-1] == u:
+			return fmt.Errorf("%w: upstream job %s named twice", ErrInvalidInput, u)
+		}
+	}
+	if len(up) == 0 {
+		up = nil
+	}
+	j.Upstream = up
+	return nil
+}
+
+// edgeItem is the dependency edge of job down on job up.
+func edgeItem(up, down string) item {
+	return item{
+		tableschema.PK: str(jobPK(up)), tableschema.SK: str(dependentSK(down)),
+		attrKind: str(kindDependency), attrJob: str(down), attrUpstream: str(up),
+	}
+}
+
+// edgeActions are the writes that move job's edges from the upstream list
+// before to after: a Put of each edge in after (idempotent, and it repairs
+// a missing edge) and a Delete of each edge only in before.
+func (s *Store) edgeActions(job string, before, after []string) ([]types.TransactWriteItem, []int) {
+	var actions []types.TransactWriteItem
+	var sizes []int
+	for _, up := range after {
+		it := edgeItem(up, job).present()
+		actions = append(actions, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it}})
+		sizes = append(sizes, itemSize(it))
+	}
+	for _, up := range before {
+		if !slices.Contains(after, up) {
+			actions = append(actions, types.TransactWriteItem{Delete: &types.Delete{
+				TableName: aws.String(s.table), Key: keyOf(jobPK(up), dependentSK(job)),
+			}})
+			sizes = append(sizes, 0)
+		}
+	}
+	return actions, sizes
+}
+
+// ListDependents lists the jobs that depend on job (their depends_on_jobs
+// name it), by name: one strongly consistent Query of job's dependency
+// edges, however many jobs are defined.
 //
-//	Put JOB#<name>/JOB  condition attribute_not_exists(#pk)
-//	fails: a job of that name exists (ErrAlreadyExists).
+//	pk = JOB#<job> AND begins_with(sk, "DEP#")
+func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error) {
+	op := func(err error) error { return fmt.Errorf("list dependents of job %s: %w", job, err) }
+	if err := checkJob(job); err != nil {
+		return nil, op(err)
+	}
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(jobPK(job))) +
+			" AND begins_with(" + e.n(tableschema.SK) + ", " + e.v("prefix", str(prefixDependent)) + ")"),
+		ProjectionExpression: aws.String(e.n(attrJob)),
+	}
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
+	var out []string
+	for {
+		page, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, op(translate(err))
+		}
+		for _, it := range page.Items {
+			r := &reader{it: it}
+			out = append(out, r.str(attrJob))
+			if r.err != nil {
+				return nil, op(r.err)
+			}
+		}
+		if page.LastEvaluatedKey == nil {
+			return out, nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+}
+
+// CreateJob stores a new job at version 1, stamped with the store's clock,
+// with its dependency edges (one transaction when it has upstream jobs).
+//
+//	Put JOB#<name>/JOB      condition attribute_not_exists(#pk)
+//	                        fails: a job of that name exists (ErrAlreadyExists).
+//	Put JOB#<up>/DEP#<name> per upstream job, unconditional
 func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
 	op := func(err error) error { return fmt.Errorf("create job %s: %w", j.Name, err) }
 	if err := checkJob(j.Name); err != nil {
+		return Job{}, op(err)
+	}
+	if err := checkUpstream(&j); err != nil {
 		return Job{}, op(err)
 	}
 	now := s.clock()
@@ -80,11 +198,25 @@ func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
 	if err != nil {
 		return Job{}, op(err)
 	}
+	cond, names := aws.String("attribute_not_exists(#pk)"), map[string]string{"#pk": tableschema.PK}
+	if len(j.Upstream) > 0 {
+		edges, edgeSizes := s.edgeActions(j.Name, nil, j.Upstream)
+		actions := append([]types.TransactWriteItem{{Put: &types.Put{
+			TableName: aws.String(s.table), Item: it, ConditionExpression: cond, ExpressionAttributeNames: names,
+		}}}, edges...)
+		err := s.transact(ctx, "create_job", actions, append([]int{size}, edgeSizes...), nil)
+		if conditionFailed(cancellation(err), 0) {
+			return Job{}, op(ErrAlreadyExists)
+		}
+		if err != nil {
+			return Job{}, op(cancelError(err, cancellation(err)))
+		}
+		return j, nil
+	}
 	out, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table), Item: it,
-		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": tableschema.PK},
-		ReturnConsumedCapacity:   s.returnCapacity(),
+		ConditionExpression: cond, ExpressionAttributeNames: names,
+		ReturnConsumedCapacity: s.returnCapacity(),
 	})
 	if err != nil {
 		if _, ok := conditionItem(err); ok {
@@ -159,17 +291,23 @@ func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]Job, s
 	return jobs, encodeToken(out.LastEvaluatedKey), nil
 }
 
-// UpdateJob replaces a job's spec and next fire with a compare-and-set on
-// its version; the result has version expected+1. Paused and CreatedAt are
-// kept as stored (pause has its own operation).
+// UpdateJob replaces a job's spec, next fire and upstream jobs with a
+// compare-and-set on its version; the result has version expected+1.
+// Paused and CreatedAt are kept as stored (pause has its own operation).
 //
-//	Update JOB#<name>/JOB  SET spec, next_fire_at, updated_at, version = :expected + 1, timer
+//	Update JOB#<name>/JOB  SET spec, next_fire_at, updated_at, upstream, version = :expected + 1, timer
 //	condition  #version = :expected_version
 //	fails: the job changed since it was read (ErrVersionConflict) or does
 //	not exist (ErrNotFound), told apart by the ALL_OLD image.
+//
+// When the upstream jobs change, the same transaction puts the new edges
+// and deletes the old ones.
 func (s *Store) UpdateJob(ctx context.Context, j Job, expected int64) (Job, error) {
 	op := func(err error) error { return fmt.Errorf("update job %s from version %d: %w", j.Name, expected, err) }
 	if err := checkJob(j.Name); err != nil {
+		return Job{}, op(err)
+	}
+	if err := checkUpstream(&j); err != nil {
 		return Job{}, op(err)
 	}
 	// The stored paused flag decides the timer, so the update must know
@@ -182,7 +320,7 @@ func (s *Store) UpdateJob(ctx context.Context, j Job, expected int64) (Job, erro
 		return Job{}, op(fmt.Errorf("%w: stored version is %d", ErrVersionConflict, cur.Version))
 	}
 	next := cur
-	next.Spec, next.NextFireAt = j.Spec, j.NextFireAt
+	next.Spec, next.NextFireAt, next.Upstream = j.Spec, j.NextFireAt, j.Upstream
 	next.Version, next.UpdatedAt = expected+1, s.clock()
 	return s.writeJob(ctx, cur, next, "update_job", op)
 }
@@ -254,7 +392,9 @@ func (s *Store) SetNextFire(ctx context.Context, name string, prev, next time.Ti
 	return upd, nil
 }
 
-// writeJob writes next over cur with a version compare-and-set.
+// writeJob writes next over cur with a version compare-and-set, and moves
+// the dependency edges in the same transaction when the upstream jobs
+// changed.
 func (s *Store) writeJob(ctx context.Context, cur, next Job, opName string, op func(error) error) (Job, error) {
 	full := jobItem(next)
 	size, err := checkSize("job "+next.Name, full.present())
@@ -268,7 +408,23 @@ func (s *Store) writeJob(ctx context.Context, cur, next Job, opName string, op f
 	set[attrPaused] = boolean(next.Paused)
 	set[attrUpdatedAt] = tm(next.UpdatedAt)
 	set[attrVersion] = num(next.Version)
+	set[attrUpstream] = strList(next.Upstream)
 	cond := e.n(attrVersion) + " = " + e.v("expected_version", num(cur.Version))
+	if !slices.Equal(cur.Upstream, next.Upstream) {
+		edges, edgeSizes := s.edgeActions(next.Name, cur.Upstream, next.Upstream)
+		actions := append([]types.TransactWriteItem{{Update: &types.Update{
+			TableName: aws.String(s.table), Key: keyOf(jobPK(next.Name), skJob),
+			UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		}}}, edges...)
+		err := s.transact(ctx, opName, actions, append([]int{size}, edgeSizes...), nil)
+		if reasons := cancellation(err); conditionFailed(reasons, 0) || (reasons != nil && transientCancel(reasons)) {
+			return Job{}, op(ErrVersionConflict)
+		} else if err != nil {
+			return Job{}, op(cancelError(err, reasons))
+		}
+		return next, nil
+	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(jobPK(next.Name), skJob),
 		UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
@@ -293,26 +449,64 @@ func (s *Store) writeJob(ctx context.Context, cur, next Job, opName string, op f
 	return next, nil
 }
 
-// DeleteJob deletes a job definition. Its runs, pointers, slot claims and
-// idempotency keys stay (past runs stay readable); whether it may be
-// deleted (no unfinished runs: HasUnfinishedRuns) is the API's decision.
+// DeleteJob deletes a job definition and its dependency edges. Its runs,
+// pointers, slot claims and idempotency keys stay (past runs stay
+// readable); whether it may be deleted (no unfinished runs:
+// HasUnfinishedRuns) is the API's decision.
 //
-//	Delete JOB#<name>/JOB  condition attribute_exists(#pk)
-//	fails: no such job (ErrNotFound).
+//	Delete JOB#<name>/JOB       condition #version = :read_version
+//	                            fails: it changed or went since it was read:
+//	                            read again (ErrNotFound once gone).
+//	Delete JOB#<up>/DEP#<name>  per upstream job, in the same transaction
 func (s *Store) DeleteJob(ctx context.Context, name string) error {
+	op := func(err error) error { return fmt.Errorf("delete job %s: %w", name, err) }
 	if err := checkJob(name); err != nil {
-		return fmt.Errorf("delete job %s: %w", name, err)
+		return op(err)
 	}
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(s.table), Key: keyOf(jobPK(name), skJob),
-		ConditionExpression:      aws.String("attribute_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": tableschema.PK},
-	})
-	if err != nil {
-		if _, ok := conditionItem(err); ok {
-			return fmt.Errorf("delete job %s: %w", name, ErrNotFound)
+	for try := 0; ; try++ {
+		cur, err := s.GetJob(ctx, name)
+		if err != nil {
+			return op(err)
 		}
-		return fmt.Errorf("delete job %s: %w", name, translate(err))
+		retry, err := s.deleteJob(ctx, cur)
+		switch {
+		case err != nil:
+			return op(err)
+		case !retry:
+			return nil
+		case try >= conflictRetries:
+			return op(ErrVersionConflict)
+		}
 	}
-	return nil
+}
+
+// deleteJob deletes the job as read (cur) with its edges; retry reports a
+// failed condition: the job changed or went since it was read.
+func (s *Store) deleteJob(ctx context.Context, cur Job) (retry bool, err error) {
+	e := newExpr()
+	cond := e.n(attrVersion) + " = " + e.v("read_version", num(cur.Version))
+	if len(cur.Upstream) == 0 {
+		_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: aws.String(s.table), Key: keyOf(jobPK(cur.Name), skJob), ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		})
+		if _, ok := conditionItem(err); ok {
+			return true, nil
+		}
+		return false, translate(err)
+	}
+	edges, _ := s.edgeActions(cur.Name, cur.Upstream, nil)
+	actions := append([]types.TransactWriteItem{{Delete: &types.Delete{
+		TableName: aws.String(s.table), Key: keyOf(jobPK(cur.Name), skJob), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+	}}}, edges...)
+	err = s.transact(ctx, "delete_job", actions, nil, nil)
+	reasons := cancellation(err)
+	switch {
+	case err == nil:
+		return false, nil
+	case conditionFailed(reasons, 0):
+		return true, nil
+	}
+	return false, cancelError(err, reasons)
 }

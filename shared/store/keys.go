@@ -37,6 +37,7 @@ const (
 	prefixIdem       = "IDEM#"
 	prefixTransition = "TR#"
 	prefixEventGuard = "EV#"
+	prefixDependent  = "DEP#"
 	attemptInfix     = "#ATT#"
 	skJob            = "JOB"
 	skRun            = "RUN"
@@ -74,6 +75,7 @@ func guardSK(task, eventID string) string { return prefixEventGuard + task + key
 func slotSK(logical time.Time) string     { return prefixSlot + formatTime(logical) }
 func idemSK(key string) string            { return prefixIdem + key }
 func pointerSK(run string) string         { return prefixRun + run }
+func dependentSK(job string) string       { return prefixDependent + job }
 func keyOf(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{tableschema.PK: str(pk), tableschema.SK: str(sk)}
 }

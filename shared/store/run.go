@@ -357,13 +357,31 @@ func runStateItem(r Run) item {
 }
 
 func pointerItem(r Run) item {
-	return item{
+	it := item{
 		tableschema.PK: str(jobPK(r.Job)), tableschema.SK: str(pointerSK(r.ID)),
 		attrKind: str(kindPointer), attrRunID: str(r.ID), attrCreatedAt: tm(r.CreatedAt),
 		attrLogicalTime: tm(r.LogicalTime),
-		attrExec:        str(string(r.ExecutionState)), attrPub: str(string(r.PublicationState)),
-		attrStatus: str(string(r.Status)), attrEndedAt: tm(r.EndedAt),
 	}
+	for k, v := range pointerStateItem(r) {
+		it[k] = v
+	}
+	return it
+}
+
+// pointerStateItem holds the pointer fields UpdateRunState changes. An
+// unfinished run's pointer is in the live index (live_pk = its job, live_sk
+// = its id); a finished one leaves it.
+func pointerStateItem(r Run) item {
+	it := item{
+		attrExec: str(string(r.ExecutionState)), attrPub: str(string(r.PublicationState)),
+		attrStatus: str(string(r.Status)), attrEndedAt: tm(r.EndedAt),
+		tableschema.LivePK: nil, tableschema.LiveSK: nil,
+	}
+	if !r.ExecutionState.Terminal() {
+		it[tableschema.LivePK] = str(jobPK(r.Job))
+		it[tableschema.LiveSK] = str(r.ID)
+	}
+	return it
 }
 
 func decodeRun(m map[string]types.AttributeValue) (Run, error) {
@@ -611,10 +629,92 @@ func (s *Store) getRuns(ctx context.Context, ids []string) ([]Run, error) {
 	return runs, nil
 }
 
+// UnfinishedRun is a job's run that has not ended, as the live index lists
+// it.
+type UnfinishedRun struct {
+	ID          string
+	LogicalTime time.Time
+}
+
+// ListUnfinishedRuns lists a job's unfinished runs, oldest first, from the
+// sparse live index: only unfinished runs' pointers are in it, so the cost
+// follows the job's live runs, never the runs it finished before.
+//
+//	live_pk = JOB#<job>
+//
+// The index is eventually consistent: a run that just ended may still be
+// listed, and one created a moment ago may be missing. Callers act on a
+// listed run through operations that read it again (CancelRun,
+// AdvanceRun), and HasUnfinishedRuns covers the newest runs itself.
+func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]UnfinishedRun, error) {
+	op := func(err error) error { return fmt.Errorf("list unfinished runs of job %s: %w", job, err) }
+	if err := checkJob(job); err != nil {
+		return nil, op(err)
+	}
+	var out []UnfinishedRun
+	err := s.queryLive(ctx, job, 0, func(r *reader) bool {
+		out = append(out, UnfinishedRun{ID: r.str(attrRunID), LogicalTime: r.time(attrLogicalTime)})
+		return true
+	})
+	if err != nil {
+		return nil, op(err)
+	}
+	return out, nil
+}
+
+// queryLive pages through a job's entries of the live index, limit per
+// page (0: DefaultListLimit), until each returns false or the entries end.
+func (s *Store) queryLive(ctx context.Context, job string, limit int, each func(*reader) bool) error {
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table), IndexName: aws.String(tableschema.LiveIndex),
+		KeyConditionExpression: aws.String(e.n(tableschema.LivePK) + " = " + e.v("live_pk", str(jobPK(job)))),
+		ProjectionExpression:   aws.String(e.n(attrRunID) + ", " + e.n(attrLogicalTime) + ", " + e.n(attrExec)),
+		Limit:                  aws.Int32(int32(limit)),
+	}
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return translate(err)
+		}
+		for _, it := range out.Items {
+			r := &reader{it: it}
+			if statemodel.RunState(r.str(attrExec)).Terminal() {
+				continue
+			}
+			more := each(r)
+			if r.err != nil {
+				return r.err
+			}
+			if !more {
+				return nil
+			}
+		}
+		if out.LastEvaluatedKey == nil {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// newestPointers is how many of a job's newest run pointers
+// HasUnfinishedRuns reads strongly consistent, for runs created too
+// recently to be in the live index yet.
+const newestPointers = 10
+
 // HasUnfinishedRuns reports whether job has a run whose execution state is
-// not terminal. It reads only the job's run pointers (small items, strongly
-// consistent, filtered on the state UpdateRunState keeps on them) and stops
-// at the first unfinished one. The API refuses DELETE of such a job.
+// not terminal (skip policy; the API refuses DELETE of such a job). Its
+// cost follows the job's live runs, not its history:
+//
+//  1. the job's newest run pointers (a strongly consistent Query, newest
+//     first, newestPointers at most): a run created a moment ago, which
+//     the live index may not list yet, is among them;
+//  2. the live index, each entry confirmed by a strongly consistent read
+//     of its pointer (the index may still list a run that just ended).
 func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error) {
 	op := func(err error) error { return fmt.Errorf("unfinished runs of job %s: %w", job, err) }
 	if err := checkJob(job); err != nil {
@@ -622,27 +722,96 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
 	}
 	e := newExpr()
 	in := &dynamodb.QueryInput{
-		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true), ScanIndexForward: aws.Bool(false),
 		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(jobPK(job))) +
 			" AND begins_with(" + e.n(tableschema.SK) + ", " + e.v("prefix", str(prefixRun)) + ")"),
-		FilterExpression: aws.String(e.n(attrExec) + " IN (" + e.v("queued", str(string(statemodel.RunQueued))) +
-			", " + e.v("running", str(string(statemodel.RunRunning))) + ")"),
-		ProjectionExpression: aws.String(e.n(tableschema.SK)),
+		ProjectionExpression: aws.String(e.n(attrExec)),
+		Limit:                aws.Int32(newestPointers),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
-	for {
-		out, err := s.db.Query(ctx, in)
-		if err != nil {
-			return false, op(translate(err))
-		}
-		if len(out.Items) > 0 {
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return false, op(translate(err))
+	}
+	for _, it := range out.Items {
+		r := &reader{it: it}
+		if !statemodel.RunState(r.str(attrExec)).Terminal() {
 			return true, nil
 		}
-		if out.LastEvaluatedKey == nil {
-			return false, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	found := false
+	var cerr error
+	err = s.queryLive(ctx, job, newestPointers, func(r *reader) bool {
+		got, gerr := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(s.table), Key: keyOf(jobPK(job), pointerSK(r.str(attrRunID))),
+			ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("#exec"),
+			ExpressionAttributeNames: map[string]string{"#exec": attrExec},
+		})
+		if gerr != nil {
+			cerr = translate(gerr)
+			return false
+		}
+		if got.Item != nil && !statemodel.RunState((&reader{it: got.Item}).str(attrExec)).Terminal() {
+			found = true
+			return false
+		}
+		return true
+	})
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, op(err)
+	}
+	return found, nil
+}
+
+// RearmRunBackstop moves a live run's backstop timer to the store's clock
+// + its run backstop, when the run's derived state has not changed (a
+// change goes through UpdateRunState, which sets the timer itself). The
+// states and the version stay as they are.
+//
+//	Update RUN#<run>/RUN  SET timer_shard, timer_at, timer_kind
+//	condition  #version = :expected_version AND #exec = :exec
+//	fails: the run was stored since it was read (ErrVersionConflict; that
+//	write armed its own timer), or it does not exist (ErrNotFound).
+func (s *Store) RearmRunBackstop(ctx context.Context, run Run) (Run, error) {
+	op := func(err error) error { return fmt.Errorf("re-arm backstop of run %s: %w", run.ID, err) }
+	if err := checkRun(run.ID); err != nil {
+		return Run{}, op(err)
+	}
+	if run.ExecutionState.Terminal() {
+		return Run{}, op(fmt.Errorf("%w: a %s run has no backstop", ErrInvalidInput, run.ExecutionState))
+	}
+	next := run
+	next.TimerAt = s.clock().Add(s.backstop)
+	e := newExpr()
+	set := runStateItem(next)
+	upd := item{
+		tableschema.TimerShard: set[tableschema.TimerShard], tableschema.TimerAt: set[tableschema.TimerAt],
+		attrTimerKind: set[attrTimerKind],
+	}
+	cond := e.n(attrVersion) + " = " + e.v("expected_version", num(run.Version)) +
+		" AND " + e.n(attrExec) + " = " + e.v("exec", str(string(run.ExecutionState)))
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(runPK(run.ID), skRun),
+		UpdateExpression: aws.String(e.update(upd)), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.returnCapacity(),
+	})
+	if err != nil {
+		if old, ok := conditionItem(err); ok {
+			if len(old) == 0 {
+				return Run{}, op(ErrNotFound)
+			}
+			return Run{}, op(ErrVersionConflict)
+		}
+		return Run{}, op(translate(err))
+	}
+	size := itemSize(runItem(next).present())
+	s.report("rearm_run_backstop", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity))
+	return next, nil
 }
 
 // RunUpdate is a run's newly derived state.
@@ -665,8 +834,9 @@ type RunUpdate struct {
 //	         condition  #version = :expected_version
 //	         fails: another finisher stored first (ErrVersionConflict), or
 //	         the run does not exist (ErrNotFound). Re-read, re-derive.
-//	pointer  Update  SET the states, status, ended_at (HasUnfinishedRuns,
-//	                 per-job listing)
+//	pointer  Update  SET the states, status, ended_at (per-job listing), and
+//	                 the live index keys while unfinished (REMOVEd when
+//	                 terminal: ListUnfinishedRuns, HasUnfinishedRuns)
 //	         condition  attribute_exists(#pk)
 //	         fails: the pointer is missing (ErrNotFound).
 //
@@ -709,10 +879,7 @@ func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, 
 	runCond := re.n(attrVersion) + " = " + re.v("expected_version", num(run.Version))
 	runUpd := re.update(runStateItem(next))
 	pe := newExpr()
-	ptr := item{
-		attrExec: str(string(next.ExecutionState)), attrPub: str(string(next.PublicationState)),
-		attrStatus: str(string(next.Status)), attrEndedAt: tm(next.EndedAt),
-	}
+	ptr := pointerStateItem(next)
 	ptrCond := "attribute_exists(" + pe.n(tableschema.PK) + ")"
 	ptrUpd := pe.update(ptr)
 	actions := []types.TransactWriteItem{

@@ -8,7 +8,8 @@
 //	job              JOB#<name>  JOB                      version CAS, spec, next fire, listing JOBS/<name>, timer
 //	slot claim       JOB#<name>  SLOT#<logical time>       run id; one slot never yields two runs
 //	idempotency key  JOB#<name>  IDEM#<key>                run id, body hash, TTL +24 h
-//	run pointer      JOB#<name>  RUN#<run>                 newest first per job; carries the run's states
+//	run pointer      JOB#<name>  RUN#<run>                 newest first per job; carries the run's states; live index while unfinished
+//	dependency edge  JOB#<up>    DEP#<down>                job <down> depends on job <up>; written with <down>
 //	run              RUN#<run>   RUN                       derived states, version CAS, listing RUNS/<run>, backstop timer
 //	instance         RUN#<run>   TASK#<task>               the statemodel.Snapshot, dispatch data, timer
 //	attempt          RUN#<run>   TASK#<task>#ATT#nnn       the attempt record + late events

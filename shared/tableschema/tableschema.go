@@ -59,6 +59,16 @@ const (
 	ListPK    = "list_pk"
 	ListSK    = "list_sk"
 
+	// The live index is sparse too: a job's run pointer carries LivePK (the
+	// job) and LiveSK (the run id) only while the run is unfinished, so
+	// "the unfinished runs of a job" (overlap policies, DELETE of a job)
+	// costs what is live, never what the job ran before. The pointer is
+	// written with the run anyway: the index takes no action from the run's
+	// creating transaction.
+	LiveIndex = "live"
+	LivePK    = "live_pk"
+	LiveSK    = "live_sk"
+
 	TTL = "expires_at"
 )
 
@@ -77,6 +87,7 @@ func Table() Schema {
 		Indexes: []Index{
 			{Name: TimerIndex, PartitionKey: Attribute{Name: TimerShard, Type: String}, SortKey: Attribute{Name: TimerAt, Type: String}},
 			{Name: ListIndex, PartitionKey: Attribute{Name: ListPK, Type: String}, SortKey: Attribute{Name: ListSK, Type: String}},
+			{Name: LiveIndex, PartitionKey: Attribute{Name: LivePK, Type: String}, SortKey: Attribute{Name: LiveSK, Type: String}},
 		},
 		TTLAttribute: TTL,
 	}

@@ -21,8 +21,8 @@ func TestAttributesAreUniqueAndCoverEveryKey(t *testing.T) {
 			t.Errorf("key %q: defined as %q, want %q", k.Name, byName[k.Name], k.Type)
 		}
 	}
-	if len(attrs) != 6 {
-		t.Errorf("got %d attribute definitions, want 6", len(attrs))
+	if len(attrs) != 8 {
+		t.Errorf("got %d attribute definitions, want 8", len(attrs))
 	}
 }
 
