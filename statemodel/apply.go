@@ -253,7 +253,7 @@ func decide(s Snapshot, e Event, now time.Time, p Policy) (Transition, error) {
 		tr.Deadline = now
 	case EvDepsSkipped:
 		tr.To = StateSkipped
-	case EvDepsUpstreamFailed:
+	case EvDepsUpstreamFailed, EvDepsTimeout:
 		tr.To = StateUpstreamFailed
 
 	case EvDispatched:

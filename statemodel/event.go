@@ -16,6 +16,9 @@ const (
 	EvDepsMet            EventType = "deps.met"
 	EvDepsSkipped        EventType = "deps.skipped"
 	EvDepsUpstreamFailed EventType = "deps.upstream_failed"
+	// EvDepsTimeout: the run's depends_on_jobs were not met within its
+	// dependency timeout (reason dependency_timeout).
+	EvDepsTimeout EventType = "deps.timeout"
 
 	// EvDispatched: the executor (the pool's queue) accepted attempt n. The
 	// event names the attempt it creates: the current attempt plus one.
@@ -54,7 +57,7 @@ const (
 // AllEventTypes lists every event type in the order of the life cycle.
 func AllEventTypes() []EventType {
 	return []EventType{
-		EvCreated, EvDepsMet, EvDepsSkipped, EvDepsUpstreamFailed, EvDispatched, EvDispatchFailed,
+		EvCreated, EvDepsMet, EvDepsSkipped, EvDepsUpstreamFailed, EvDepsTimeout, EvDispatched, EvDispatchFailed,
 		EvStarted, EvHeartbeat, EvSucceeded, EvFailed, EvCancelled,
 		EvLeaseExpired, EvQueueTimeout, EvCancelTimeout,
 		EvEvidenceOK, EvEvidenceFailed, EvNeverStarted, EvWindowExpired,

@@ -33,6 +33,7 @@ var table = []Row{
 	{StateCreated, EvDepsMet, ActorScheduler, to(StateScheduled), false, ""},
 	{StateCreated, EvDepsSkipped, ActorScheduler, to(StateSkipped), false, ""},
 	{StateCreated, EvDepsUpstreamFailed, ActorScheduler, to(StateUpstreamFailed), false, ""},
+	{StateCreated, EvDepsTimeout, ActorScheduler, to(StateUpstreamFailed), false, "depends_on_jobs unmet at the dependency timeout"},
 
 	{StateScheduled, EvDispatched, ActorExecutor, to(StateQueued), false, "attempt = current + 1"},
 	{StateScheduled, EvDispatchFailed, ActorScheduler, to(StateFailed), false, "queue timeout since scheduled passed; no retry"},

@@ -53,13 +53,17 @@ func (b *bench) scaling(ctx context.Context, n int, guards bool) error {
 		return err
 	}
 	defer empty.Stop(context.Background())
-	stop, err := startWorker(stackWorker(full, "scaling", 16, b.log), failFirst)
+	stopWorker, err := startWorker(stackWorker(full, "scaling", 16, b.log), failFirst)
 	if err != nil {
 		return err
 	}
+	var stopOnce sync.Once
+	stop := func() { stopOnce.Do(stopWorker) }
 	defer stop()
 	api := newAPIClient(full.Info.APIURL, full.Info.APIKey)
-	job := map[string]any{"name": "scale", "pool": pool}
+	// cancel_previous: the fire measured below cancels the previous fire's
+	// run. The rate's first fire is an hour away: only the bench fires it.
+	job := map[string]any{"name": "scale", "pool": pool, "overlap": "cancel_previous", "schedule": map[string]any{"rate": "1h"}}
 	if err := api.createJob(ctx, job); err != nil {
 		return err
 	}
@@ -80,6 +84,9 @@ func (b *bench) scaling(ctx context.Context, n int, guards bool) error {
 			return fmt.Errorf("scaling template run %s ended %s", id, r.ExecutionState)
 		}
 	}
+	// From here on runs stay QUEUED until cancelled: the fires and finishes
+	// measured below find an unfinished run to cancel.
+	stop()
 	db := b.env.DynamoDBClient()
 	table := full.Info.Table
 	templates, err := readTemplates(ctx, db, table, "scale", ids, guards)
@@ -119,6 +126,9 @@ func (b *bench) scaling(ctx context.Context, n int, guards bool) error {
 	b.rep.figure("scaling_reconcile_empty_ms", median(emptyRec), "ms")
 	b.rep.figure("scaling_reconcile_full_ms", median(fullRec), "ms")
 	b.rep.figure("scaling_reconcile_ratio", recRatio, "ratio")
+	if err := b.growth(ctx, full, empty, n); err != nil {
+		return err
+	}
 	what := "run, pointer, instance, attempt, transitions"
 	if guards {
 		what += ", event-id guards"
@@ -196,6 +206,9 @@ func readTemplates(ctx context.Context, db *dynamodb.Client, table, job string, 
 			}
 			if _, ok := it[tableschema.TimerAt]; ok {
 				return nil, fmt.Errorf("finished run %s: item %v still has %s", id, it[tableschema.SK], tableschema.TimerAt)
+			}
+			if _, ok := it[tableschema.LivePK]; ok {
+				return nil, fmt.Errorf("finished run %s: item %v still has %s", id, it[tableschema.SK], tableschema.LivePK)
 			}
 		}
 		out = append(out, ri)

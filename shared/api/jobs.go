@@ -234,6 +234,5 @@ func (h *Handler) triggerRun(w http.ResponseWriter, r *http.Request) error {
 	if !created {
 		status = http.StatusOK
 	}
-	h.renderRunView(w, status, v)
-	return nil
+	return h.renderRunView(w, r, status, v)
 }

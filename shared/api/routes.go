@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -67,16 +68,33 @@ func (h *Handler) dashboard(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func runBody(v store.RunView) map[string]any {
+// runBody is a whole run's answer. A run whose root tasks wait on other
+// jobs' runs carries waiting_for.
+func (h *Handler) runBody(ctx context.Context, v store.RunView) (map[string]any, error) {
+	waiting, err := h.svc.WaitingFor(ctx, v)
+	if err != nil {
+		return nil, err
+	}
 	tasks := make([]taskView, len(v.Tasks))
 	for i, t := range v.Tasks {
 		tasks[i] = renderTask(t)
 	}
-	return map[string]any{"run": renderRun(v.Run), "tasks": tasks}
+	run := renderRun(v.Run)
+	for _, wf := range waiting {
+		run.WaitingFor = append(run.WaitingFor, waitingView{
+			Job: wf.Job, LogicalTime: scheduler.FormatTime(wf.LogicalTime), Require: string(wf.Require), Run: strPtr(wf.Run),
+		})
+	}
+	return map[string]any{"run": run, "tasks": tasks}, nil
 }
 
-func (h *Handler) renderRunView(w http.ResponseWriter, status int, v store.RunView) {
-	writeJSON(w, status, runBody(v))
+func (h *Handler) renderRunView(w http.ResponseWriter, r *http.Request, status int, v store.RunView) error {
+	body, err := h.runBody(r.Context(), v)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, body)
+	return nil
 }
 
 // getRun answers the run with an ETag (a hash of the answer), and 304 Not
@@ -88,7 +106,11 @@ func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(runBody(v))
+	body, err := h.runBody(r.Context(), v)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}

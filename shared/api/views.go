@@ -88,6 +88,18 @@ type runView struct {
 	Status           string          `json:"status"`
 	CreatedAt        *string         `json:"created_at"`
 	EndedAt          *string         `json:"ended_at"`
+	// WaitingFor is present while the run's root tasks wait on other
+	// jobs' runs (depends_on_jobs), absent otherwise.
+	WaitingFor []waitingView `json:"waiting_for,omitempty"`
+}
+
+// waitingView is one upstream job's run a run waits for; run is null while
+// the upstream job has no run of that logical time.
+type waitingView struct {
+	Job         string  `json:"job"`
+	LogicalTime string  `json:"logical_time"`
+	Require     string  `json:"require"`
+	Run         *string `json:"run"`
 }
 
 func strPtr(s string) *string {

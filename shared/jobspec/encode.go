@@ -79,10 +79,11 @@ type (
 		Jitter             string   `json:"jitter,omitempty"`
 	}
 	timeoutsJSON struct {
-		Queue     string `json:"queue,omitempty"`
-		Run       string `json:"run,omitempty"`
-		Heartbeat string `json:"heartbeat,omitempty"`
-		Cancel    string `json:"cancel,omitempty"`
+		Queue      string `json:"queue,omitempty"`
+		Run        string `json:"run,omitempty"`
+		Heartbeat  string `json:"heartbeat,omitempty"`
+		Cancel     string `json:"cancel,omitempty"`
+		Dependency string `json:"dependency,omitempty"`
 	}
 	taskJSON struct {
 		ID          string          `json:"id"`
@@ -173,6 +174,7 @@ func (t Timeouts) wire() *timeoutsJSON {
 	return &timeoutsJSON{
 		Queue: durationText(t.Queue), Run: durationText(t.Run),
 		Heartbeat: durationText(t.Heartbeat), Cancel: durationText(t.Cancel),
+		Dependency: durationText(t.Dependency),
 	}
 }
 

@@ -137,6 +137,22 @@ type Timeouts struct {
 	Run       *time.Duration
 	Heartbeat *time.Duration
 	Cancel    *time.Duration
+	// Dependency is the run's, not a task's (job level only): how long
+	// after its creation a run may wait for its depends_on_jobs before its
+	// waiting tasks end UPSTREAM_FAILED (reason dependency_timeout).
+	Dependency *time.Duration
+}
+
+// DefaultDependencyTimeout is timeouts.dependency when a job sets none.
+const DefaultDependencyTimeout = 24 * time.Hour
+
+// DependencyTimeout is how long a run of j may wait for its
+// depends_on_jobs, counted from its creation.
+func (j Job) DependencyTimeout() time.Duration {
+	if j.Timeouts.Dependency != nil {
+		return *j.Timeouts.Dependency
+	}
+	return DefaultDependencyTimeout
 }
 
 // JobDependency is one entry of depends_on_jobs: a run of this job waits

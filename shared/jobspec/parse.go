@@ -198,7 +198,7 @@ func readPayload(d *decoder, top map[string]json.RawMessage, j *Job, _ parseMode
 
 var (
 	retryFields    = []string{"max_attempts", "initial_interval", "backoff_coefficient", "max_interval", "jitter"}
-	timeoutsFields = []string{"queue", "run", "heartbeat", "cancel"}
+	timeoutsFields = []string{"queue", "run", "heartbeat", "cancel", "dependency"}
 )
 
 // readPolicy reads the job's retry, timeouts and evidence_window, fills
@@ -208,6 +208,9 @@ func readPolicy(d *decoder, top map[string]json.RawMessage, j *Job, _ parseMode)
 	def := statemodel.DefaultPolicy()
 	j.Retry = d.retry(get(top, "retry"), "retry").over(retryOf(def.Retry))
 	j.Timeouts = d.timeouts(get(top, "timeouts"), "timeouts").over(timeoutsOf(def.Timeouts))
+	if j.Timeouts.Dependency == nil {
+		j.Timeouts.Dependency = ptr(DefaultDependencyTimeout)
+	}
 	j.EvidenceWindow = def.EvidenceWindow
 	if raw := get(top, "evidence_window"); raw != nil {
 		j.EvidenceWindow = d.duration(raw, "evidence_window")
@@ -272,7 +275,7 @@ func (d *decoder) timeouts(raw json.RawMessage, field string) Timeouts {
 	for _, p := range []struct {
 		key string
 		dst **time.Duration
-	}{{"queue", &t.Queue}, {"run", &t.Run}, {"heartbeat", &t.Heartbeat}, {"cancel", &t.Cancel}} {
+	}{{"queue", &t.Queue}, {"run", &t.Run}, {"heartbeat", &t.Heartbeat}, {"cancel", &t.Cancel}, {"dependency", &t.Dependency}} {
 		if v := get(m, p.key); v != nil {
 			x := d.positive(v, join(field, p.key))
 			*p.dst = &x
@@ -393,6 +396,9 @@ func (d *decoder) task(raw json.RawMessage, field string, mode parseMode) TaskDe
 	t.Payload = d.payload(get(m, "payload"), field+".payload")
 	t.Retry = d.retry(get(m, "retry"), field+".retry")
 	t.Timeouts = d.timeouts(get(m, "timeouts"), field+".timeouts")
+	if d.err == nil && t.Timeouts.Dependency != nil {
+		d.fail(fieldError(field+".timeouts.dependency", "applies to the whole run: set it in the job's timeouts"))
+	}
 	return t
 }
 

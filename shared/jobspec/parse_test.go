@@ -148,7 +148,7 @@ func TestDefaults(t *testing.T) {
 	}
 	const canonical = `{"name":"tiny","pool":"default","retry":{"max_attempts":3,"initial_interval":"10s",` +
 		`"backoff_coefficient":2,"max_interval":"10m","jitter":"full"},"timeouts":{"queue":"10m","run":"1h",` +
-		`"heartbeat":"1m","cancel":"2m"},"evidence_window":"5m","overlap":"allow",` +
+		`"heartbeat":"1m","cancel":"2m","dependency":"24h"},"evidence_window":"5m","overlap":"allow",` +
 		`"tasks":[{"id":"main","depends_on":[],"trigger_rule":"all_success","publish":false}],"depends_on_jobs":[]}`
 	if got := string(marshal(t, j)); got != canonical {
 		t.Errorf("canonical JSON\n got %s\nwant %s", got, canonical)
@@ -295,6 +295,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad dependency job", `{"name": "a", "depends_on_jobs": [{"job": "Up"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[0].job", ""},
 		{"job depends on itself", `{"name": "a", "depends_on_jobs": [{"job": "a"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[0].job", "itself"},
 		{"job dependency twice", `{"name": "a", "depends_on_jobs": [{"job": "up"}, {"job": "up", "require": "succeeded"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[1].job", "second time"},
+		{"dependency timeout on a task", `{"name": "a", "tasks": [{"id": "t", "timeouts": {"dependency": "1h"}}]}`, jobspec.CodeInvalidField, "tasks[0].timeouts.dependency", "whole run"},
 		{"too many job dependencies", `{"name": "a", "depends_on_jobs": [` + strings.Join(tooManyDeps, ",") + `]}`, jobspec.CodeInvalidField, "depends_on_jobs", "over the limit of 32"},
 		{"job dependencies not an array", `{"name": "a", "depends_on_jobs": {"job": "up"}}`, jobspec.CodeInvalidField, "depends_on_jobs", "array"},
 		{"unknown dependency field", `{"name": "a", "depends_on_jobs": [{"job": "up", "when": "daily"}]}`, jobspec.CodeInvalidField, "depends_on_jobs[0].when", ""},

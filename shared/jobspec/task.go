@@ -122,6 +122,7 @@ func (t Timeouts) over(base Timeouts) Timeouts {
 	return Timeouts{
 		Queue: or(t.Queue, base.Queue), Run: or(t.Run, base.Run),
 		Heartbeat: or(t.Heartbeat, base.Heartbeat), Cancel: or(t.Cancel, base.Cancel),
+		Dependency: or(t.Dependency, base.Dependency),
 	}
 }
 

@@ -114,29 +114,32 @@ func (s *Service) evaluate(ctx context.Context, view store.RunView) (bool, error
 		for _, r := range statemodel.Evaluate(nodes) {
 			i := byID[r.ID]
 			inst := view.Tasks[i].Instance
-			verdict := r.Verdict
+			verdict, timedOut := r.Verdict, false
 			if verdict == statemodel.DepsMet && len(inst.DependsOn) == 0 {
-				v, err := cross.verdict(ctx, s, view.Run)
+				c, err := cross.verdict(ctx, s, view.Run)
 				if err != nil {
 					return moved, err
 				}
-				verdict = v
+				verdict, timedOut = c.Verdict, c.TimedOut
 			}
 			var typ statemodel.EventType
-			switch verdict {
-			case statemodel.DepsMet:
+			reason := ""
+			switch {
+			case verdict == statemodel.DepsMet:
 				typ = statemodel.EvDepsMet
-			case statemodel.DepsSkip:
+			case verdict == statemodel.DepsSkip:
 				typ = statemodel.EvDepsSkipped
-			case statemodel.DepsUpstreamFailed:
+			case verdict == statemodel.DepsUpstreamFailed:
 				typ = statemodel.EvDepsUpstreamFailed
+			case timedOut:
+				typ, reason = statemodel.EvDepsTimeout, "dependency_timeout"
 			default:
 				continue
 			}
 			// One dependency verdict per stay in CREATED: evaluators that read
 			// the same snapshot send the same id (the second is a duplicate),
 			// and a task cleared back to CREATED later gets a fresh one.
-			ev := statemodel.Event{ID: fmt.Sprintf("deps:%d", inst.Snapshot.Seq), Type: typ, Actor: statemodel.ActorScheduler}
+			ev := statemodel.Event{ID: fmt.Sprintf("deps:%d", inst.Snapshot.Seq), Type: typ, Actor: statemodel.ActorScheduler, Reason: reason}
 			res, err := s.store.Transition(ctx, inst.Key, ev, s.now(), s.policy())
 			if err != nil {
 				if transient(err) {
@@ -166,10 +169,10 @@ func (s *Service) evaluate(ctx context.Context, view store.RunView) (bool, error
 // root tasks the run has and however many passes the evaluation makes.
 type crossJobCache struct {
 	done bool
-	v    statemodel.DepVerdict
+	v    crossJob
 }
 
-func (c *crossJobCache) verdict(ctx context.Context, s *Service, run store.Run) (statemodel.DepVerdict, error) {
+func (c *crossJobCache) verdict(ctx context.Context, s *Service, run store.Run) (crossJob, error) {
 	if c.done {
 		return c.v, nil
 	}

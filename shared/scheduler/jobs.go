@@ -98,6 +98,12 @@ func (s *Service) TriggerRun(ctx context.Context, req TriggerRequest) (store.Run
 	if err != nil {
 		return store.RunView{}, false, err
 	}
+	if len(j.DependsOnJobs) > 0 && req.LogicalTime.IsZero() {
+		// The run waits for the upstream jobs' runs of its logical time;
+		// the trigger's own time would match none of them.
+		return store.RunView{}, false, &jobspec.Error{Code: jobspec.CodeInvalidField, Field: "logical_time",
+			Message: fmt.Sprintf("logical_time is required: job %s depends on other jobs and its run waits for their runs of the same logical time.", j.Name)}
+	}
 	return s.startRun(ctx, j, req)
 }
 
@@ -207,33 +213,92 @@ func (s *Service) cancelUnfinished(ctx context.Context, job string, at time.Time
 // searched for the run with the same logical time.
 const maxDependencyScan = 500
 
+// WaitingFor is one upstream job's run a run waits for (API: the run
+// answer's waiting_for). Run is "" while the upstream job has no run of
+// that logical time.
+type WaitingFor struct {
+	Job         string
+	LogicalTime time.Time
+	Require     statemodel.Requirement
+	Run         string
+}
+
+// crossJob is what a run's depends_on_jobs say now.
+type crossJob struct {
+	Verdict statemodel.DepVerdict
+	// TimedOut: the verdict is DepsWait and the run's dependency timeout,
+	// counted from its creation, has passed.
+	TimedOut bool
+	Waiting  []WaitingFor
+}
+
 // crossJobVerdict decides a run's root tasks against its job's
 // depends_on_jobs: each upstream job's run with the same logical time must
 // be PUBLISHED (or SUCCEEDED, as required). No such run yet: wait; one that
-// finished without meeting the requirement: upstream failed.
-func (s *Service) crossJobVerdict(ctx context.Context, run store.Run) (statemodel.DepVerdict, error) {
+// finished without meeting the requirement: upstream failed. It fails
+// closed: a spec that cannot be read counts as not met, so the run waits
+// until its dependency timeout (the default one) ends it.
+func (s *Service) crossJobVerdict(ctx context.Context, run store.Run) (crossJob, error) {
 	j, err := jobspec.Load(run.Spec)
-	if err != nil || len(j.DependsOnJobs) == 0 {
-		return statemodel.DepsMet, nil
+	if err != nil {
+		s.log.WarnContext(ctx, "run spec unreadable: its job dependencies count as not met", "run_id", run.ID, "error", err.Error())
+		return s.waitOrTimeOut(run, jobspec.DefaultDependencyTimeout, nil), nil
 	}
+	if len(j.DependsOnJobs) == 0 {
+		return crossJob{Verdict: statemodel.DepsMet}, nil
+	}
+	var waiting []WaitingFor
 	for _, dep := range j.DependsOnJobs {
 		up, found, err := s.runAt(ctx, dep.Job, run.LogicalTime)
 		if err != nil {
-			return statemodel.DepsWait, err
+			return crossJob{Verdict: statemodel.DepsWait}, err
 		}
+		w := WaitingFor{Job: dep.Job, LogicalTime: run.LogicalTime, Require: dep.Require}
 		if !found {
-			return statemodel.DepsWait, nil
+			waiting = append(waiting, w)
+			continue
 		}
 		if statemodel.DependencySatisfied(dep.Require, up.ExecutionState, up.PublicationState) {
 			continue
 		}
 		pubOpen := up.PublicationState == statemodel.PublicationPending
 		if up.ExecutionState.Terminal() && !pubOpen {
-			return statemodel.DepsUpstreamFailed, nil
+			return crossJob{Verdict: statemodel.DepsUpstreamFailed}, nil
 		}
-		return statemodel.DepsWait, nil
+		w.Run = up.ID
+		waiting = append(waiting, w)
 	}
-	return statemodel.DepsMet, nil
+	if len(waiting) == 0 {
+		return crossJob{Verdict: statemodel.DepsMet}, nil
+	}
+	return s.waitOrTimeOut(run, j.DependencyTimeout(), waiting), nil
+}
+
+func (s *Service) waitOrTimeOut(run store.Run, timeout time.Duration, waiting []WaitingFor) crossJob {
+	return crossJob{Verdict: statemodel.DepsWait, Waiting: waiting, TimedOut: !s.now().Before(run.CreatedAt.Add(timeout))}
+}
+
+// WaitingFor lists what a run waits for among its job dependencies: nil
+// unless the run is unfinished and a root task is still CREATED.
+func (s *Service) WaitingFor(ctx context.Context, view store.RunView) ([]WaitingFor, error) {
+	if view.Run.ExecutionState.Terminal() {
+		return nil, nil
+	}
+	held := false
+	for _, t := range view.Tasks {
+		if len(t.Instance.DependsOn) == 0 && t.Instance.Snapshot.State == statemodel.StateCreated {
+			held = true
+			break
+		}
+	}
+	if !held {
+		return nil, nil
+	}
+	c, err := s.crossJobVerdict(ctx, view.Run)
+	if err != nil || c.Verdict != statemodel.DepsWait {
+		return nil, err
+	}
+	return c.Waiting, nil
 }
 
 // runAt finds a job's run with the given logical time among its newest runs.
