@@ -30,6 +30,18 @@ type Run struct {
 	Status    statemodel.Status `json:"status"`
 	CreatedAt time.Time         `json:"created_at,omitzero"`
 	EndedAt   time.Time         `json:"ended_at,omitzero"`
+	// WaitingFor lists the upstream jobs' runs this run waits for while its
+	// root tasks wait on depends_on_jobs; empty otherwise.
+	WaitingFor []WaitingFor `json:"waiting_for,omitempty"`
+}
+
+// WaitingFor is one upstream job's run a run waits for. Run is "" while
+// the upstream job has no run of that logical time (null on the wire).
+type WaitingFor struct {
+	Job         string                 `json:"job"`
+	LogicalTime time.Time              `json:"logical_time"`
+	Require     statemodel.Requirement `json:"require"`
+	Run         string                 `json:"run"`
 }
 
 // Ended reports whether the run finished (SUCCEEDED, FAILED or CANCELLED).
