@@ -109,9 +109,13 @@ func (s *Service) evaluate(ctx context.Context, view store.RunView) (bool, error
 		byID[t.Instance.Key.Task] = i
 	}
 	cross := crossJobCache{}
+	refused := map[string]bool{} // moved by someone else: the next read tells
 	for {
 		progressed := false
 		for _, r := range statemodel.Evaluate(nodes) {
+			if refused[r.ID] {
+				continue
+			}
 			i := byID[r.ID]
 			inst := view.Tasks[i].Instance
 			verdict, timedOut := r.Verdict, false
@@ -145,9 +149,11 @@ func (s *Service) evaluate(ctx context.Context, view store.RunView) (bool, error
 				if transient(err) {
 					return moved, err
 				}
-				continue // another evaluator moved it first
+				refused[r.ID] = true // another evaluator moved it first
+				continue
 			}
 			if res.Outcome != statemodel.Applied {
+				refused[r.ID] = true
 				continue
 			}
 			moved, progressed = true, true
