@@ -40,7 +40,8 @@ func (a AttemptRecord) Metrics() AttemptMetrics {
 }
 
 // Metrics returns the instance's phases from the transition times that the
-// snapshot holds.
+// snapshot holds: the attempts it holds are the latest MaxInlineAttempts,
+// the latest of all included (MetricsOf reads every attempt from history).
 func (s Snapshot) Metrics() Metrics {
 	m := Metrics{DependencyWait: span(s.CreatedAt, s.ScheduledAt)}
 	for _, a := range s.Attempts {
