@@ -108,7 +108,7 @@ func (b *browserTab) waitJS(what, expr string) {
 		var ok bool
 		b.eval("Boolean("+expr+")", &ok)
 		var text string
-		b.eval(`document.querySelector("main")?.innerText.slice(0, 400) || ""`, &text)
+		b.eval(`location.hash + " " + (document.querySelector("main")?.innerText.slice(0, 400) || "")`, &text)
 		return ok, text
 	})
 }
@@ -294,6 +294,16 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("runs list row %q, want job ui-dag, execution RUNNING, publication PENDING", rowText)
 	}
 	b.screenshot("runs")
+	// The filters: a status the run does not have hides it; its job shows it.
+	choose := func(sel, v string) {
+		b.eval(fmt.Sprintf(`(() => { const s = document.querySelector(%q); s.value = %q; s.dispatchEvent(new Event("change")); return true; })()`, sel, v), nil)
+	}
+	choose("#filter-status", "SUCCEEDED")
+	b.waitJS("no SUCCEEDED run listed", `document.querySelector('[data-filter="job=&status=SUCCEEDED"]') && document.querySelector("main").innerText.includes("No runs match.")`)
+	choose("#filter-status", "")
+	b.waitJS("the run listed again", `document.querySelector('[data-filter="job=&status="]') && `+row)
+	choose("#filter-job", "ui-dag")
+	b.waitJS("the run listed under its job", `document.querySelector('[data-filter="job=ui-dag&status="]') && `+row)
 
 	// The run: graph nodes by state, in colour and in words.
 	b.click(fmt.Sprintf(`#runs tr[data-run="%s"] a`, id))

@@ -185,7 +185,13 @@ function parseHash() {
   return { parts: path.split("/").filter(Boolean).map(decodeURIComponent), q: new URLSearchParams(query) };
 }
 
+// routeGen counts navigations: a page whose navigation was superseded
+// while it awaited the API must not draw over the newer page.
+let routeGen = 0;
+const current = (gen) => gen === routeGen;
+
 async function route() {
+  const gen = ++routeGen;
   stopPolling();
   tip.hide();
   if (!sessionStorage.getItem(TOKEN)) return showKeyForm();
@@ -196,20 +202,21 @@ async function route() {
     else a.removeAttribute("aria-current");
   }
   try {
-    if (parts[0] === "jobs") await jobsPage();
-    else if (parts[0] === "runs" && parts[1]) await runPage(parts[1], q.get("task"));
-    else await runsPage(q);
+    if (parts[0] === "jobs") await jobsPage(gen);
+    else if (parts[0] === "runs" && parts[1]) await runPage(gen, parts[1], q.get("task"));
+    else await runsPage(gen, q);
   } catch (e) {
-    if (e.status !== 401) main.replaceChildren(h("h1", {}, "Something went wrong"), h("p", { class: "error", role: "alert" }, e.message));
+    if (e.status !== 401 && current(gen)) main.replaceChildren(h("h1", {}, "Something went wrong"), h("p", { class: "error", role: "alert" }, e.message));
   }
 }
 
 // ---- jobs ----------------------------------------------------------------
 
-async function jobsPage() {
+async function jobsPage(gen) {
   document.title = "Jobs · runledger";
   const { jobs } = await api("GET", "/v1/jobs?limit=500");
   const recent = await Promise.all(jobs.map((j) => api("GET", `/v1/runs?job=${encodeURIComponent(j.id)}&limit=20`).then((r) => r.runs, () => [])));
+  if (!current(gen)) return;
   const rows = jobs.map((j, i) => {
     const [words, zone] = scheduleWords(j.schedule);
     const runs = [...recent[i]].reverse(); // oldest left, newest right
@@ -227,7 +234,7 @@ async function jobsPage() {
           await api("POST", `/v1/jobs/${encodeURIComponent(j.id)}/${verb}`);
           banner(`Job ${j.id} ${verb}d.`, true);
         }
-        await jobsPage();
+        await jobsPage(gen);
       },
     });
     return h("tr", { "data-job": j.id },
@@ -254,10 +261,11 @@ async function jobsPage() {
 
 let pageTokens = [];
 
-async function runsPage(q) {
+async function runsPage(gen, q) {
   document.title = "Runs · runledger";
   const job = q.get("job") || "", status = q.get("status") || "", token = q.get("page") || "";
   const { jobs } = await api("GET", "/v1/jobs?limit=500");
+  if (!current(gen)) return;
   const go = (over) => {
     const p = new URLSearchParams({ job, status, ...over });
     for (const [k, v] of [...p]) if (!v) p.delete(k);
@@ -281,10 +289,11 @@ async function runsPage(q) {
     if (token) p.set("next_token", token);
     const r = await api("GET", "/v1/runs?" + p);
     table.replaceChildren(runsTable(r.runs));
+    table.dataset.filter = `job=${job}&status=${status}`; // what the table shows, for tests and styles
     pager.replaceChildren(
       h("button", { type: "button", disabled: !token, onclick: () => go({ page: pageTokens.pop() || "" }) }, "← Newer"),
       h("button", { type: "button", disabled: !r.next_token, onclick: () => { pageTokens.push(token); go({ page: r.next_token }); } }, "Older →"),
-      h("span", { class: "muted" }, `${r.runs.length} runs on this page`));
+      h("span", { class: "muted" }, `${r.runs.length} run${r.runs.length === 1 ? "" : "s"} on this page`));
   };
   await load();
   if (!token) poll(load, POLL_LIST_MS);
@@ -316,7 +325,7 @@ function runsTable(runs) {
 
 // ---- one run ---------------------------------------------------------------
 
-async function runPage(id, selectedTask) {
+async function runPage(gen, id, selectedTask) {
   document.title = `Run ${id} · runledger`;
   const view = { id, etag: null, run: null, tasks: [], ordered: [], selected: selectedTask, histories: new Map(), taskSig: new Map(), first: true };
   const head = h("div"), graph = h("div", { class: "graph", id: "graph" }), gantt = h("div", { class: "gantt", id: "gantt" }), detail = h("section", { id: "task", "aria-live": "off" });
@@ -390,6 +399,7 @@ async function runPage(id, selectedTask) {
   };
 
   const first = await api("GET", `/v1/runs/${id}`);
+  if (!current(gen)) return;
   performance.mark("rl-run-fetched");
   await apply(first);
   const refresh = async () => {
