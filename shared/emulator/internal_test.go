@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -253,5 +254,45 @@ func TestStartRetriesTakenPort(t *testing.T) {
 	}
 	if _, err := env.SQSClient().ListQueues(t.Context(), nil); err != nil {
 		t.Errorf("sqs after retry: %v", err)
+	}
+}
+
+// The DynamoDB Local launcher is compiled once per source: concurrent first
+// uses (test packages starting at once) agree on one folder holding the
+// class, and a later use compiles nothing.
+func TestDynamoLauncherCompiledOnce(t *testing.T) {
+	t.Parallel()
+	java, err := javaBinary()
+	if err != nil {
+		t.Skip(err)
+	}
+	l := layout{launcherDir: t.TempDir()}
+	dirs := make([]string, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range dirs {
+		wg.Go(func() { dirs[i], errs[i] = l.dynamoLauncher(t.Context(), java) })
+	}
+	wg.Wait()
+	for i := range dirs {
+		if errs[i] != nil || dirs[i] != dirs[0] {
+			t.Fatalf("use %d: %q, %v; want %q", i, dirs[i], errs[i], dirs[0])
+		}
+	}
+	class := filepath.Join(dirs[0], dynamoLauncherClass+".class")
+	before, err := os.Stat(class)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := l.dynamoLauncher(t.Context(), java)
+	if err != nil || again != dirs[0] {
+		t.Fatalf("a later use: %q, %v", again, err)
+	}
+	if after, err := os.Stat(class); err != nil || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("the class was written again (%v)", err)
+	}
+	left, err := os.ReadDir(l.launcherDir)
+	if err != nil || len(left) != 1 {
+		t.Errorf("launcher folder holds %v (%v), want only the compiled one", left, err)
 	}
 }

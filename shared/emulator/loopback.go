@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // dynamoLauncherSource starts DynamoDB Local on 127.0.0.1 only: its own
@@ -26,7 +27,10 @@ const dynamoLauncherClass = "DynamoDBLocalLoopback"
 // running the source file directly (java Launcher.java) saves the compile
 // on every start of DynamoDB Local.
 func (l layout) dynamoLauncher(ctx context.Context, java string) (string, error) {
-	sum := sha256.Sum256(dynamoLauncherSource)
+	// --release 17: the class runs on any runtime DynamoDB Local supports,
+	// whichever JDK compiled it first.
+	flags := []string{"--release", "17", "-implicit:none", "-nowarn"}
+	sum := sha256.Sum256(append(append([]byte{}, dynamoLauncherSource...), strings.Join(flags, " ")...))
 	dir := filepath.Join(l.launcherDir, "dynamodb-loopback-"+hex.EncodeToString(sum[:8]))
 	class := filepath.Join(dir, dynamoLauncherClass+".class")
 	if _, err := os.Stat(class); err == nil {
@@ -46,8 +50,8 @@ func (l layout) dynamoLauncher(ctx context.Context, java string) (string, error)
 	}
 	// The compiler module of the same runtime, so no separate javac is
 	// needed on PATH (running a source file needs that module as well).
-	cmd := exec.CommandContext(ctx, java, "-m", "jdk.compiler/com.sun.tools.javac.Main",
-		"-d", tmp, "-implicit:none", "-nowarn", src)
+	args := append([]string{"-m", "jdk.compiler/com.sun.tools.javac.Main", "-d", tmp}, flags...)
+	cmd := exec.CommandContext(ctx, java, append(args, src)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("compile the DynamoDB Local launcher with %s (a JDK 17 or newer is needed): %w\n%s",
 			java, err, lastLines(string(out), 20))
