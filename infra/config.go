@@ -34,6 +34,7 @@ const (
 	keyTickerRate         = "runledger:tickerRate"         // Go duration, whole minutes
 	keyReconcilerRate     = "runledger:reconcilerRate"     // Go duration, whole minutes
 	keyHistoryRetention   = "runledger:historyRetention"   // Go duration
+	keyMaxClockSkew       = "runledger:maxClockSkew"       // Go duration
 	keyQueueWaitThreshold = "runledger:queueWaitP99"       // Go duration
 	keyRemovalPolicy      = "runledger:removalPolicy"      // retain (default) or destroy
 	keyDeletionProtection = "runledger:deletionProtection" // true (default) or false
@@ -156,6 +157,7 @@ func readConfig(get func(key string) any) (config, error) {
 	p.TickerRate = duration(keyTickerRate)
 	p.ReconcilerRate = duration(keyReconcilerRate)
 	p.HistoryRetention = duration(keyHistoryRetention)
+	p.MaxClockSkew = duration(keyMaxClockSkew)
 	p.QueueWaitP99Threshold = duration(keyQueueWaitThreshold)
 	switch rp := strings.ToLower(str(keyRemovalPolicy, "retain")); rp {
 	case "retain":

@@ -363,12 +363,20 @@ func decide(s Snapshot, e Event, now time.Time, p Policy) (Transition, error) {
 		endAttempt(OutcomeSucceeded, "")
 
 	case EvEvidenceFailed:
+		// Category lost: the process is gone but how the attempt ended is
+		// unknown (its worker restarted), so the attempt ends lost and its
+		// own late success still wins until a newer attempt is dispatched.
+		// Any other category is a confirmed failure.
+		outcome := OutcomeFailed
+		if e.ErrorCategory == CategoryLost {
+			outcome = OutcomeLost
+		}
 		if s.CancelRequested { // it stopped: that is what the operator asked for
 			tr.To = StateCancelled
 			endAttempt(OutcomeCancelled, CategoryCancelled)
 		} else {
 			retryOrFail(e.retryable())
-			endAttempt(OutcomeFailed, e.ErrorCategory)
+			endAttempt(outcome, e.ErrorCategory)
 		}
 		tr.CancelRequested = false
 

@@ -194,6 +194,29 @@ func TestLostLifecycle(t *testing.T) {
 			t.Fatalf("late success after lost verdict: %s", ok.Snapshot.State)
 		}
 	})
+	t.Run("process gone, outcome unknown: ends lost, its success still wins", func(t *testing.T) {
+		gone := ev("gone", EvEvidenceFailed, 1)
+		gone.ErrorCategory = CategoryLost
+		d := step(t, s, gone, t0.Add(92*time.Second), p, Applied)
+		a, _ := d.Snapshot.AttemptN(1)
+		if d.Snapshot.State != StateUpForRetry || a.Outcome != OutcomeLost || a.ErrorCategory != CategoryLost {
+			t.Fatalf("got %s %+v", d.Snapshot.State, a)
+		}
+		ok := step(t, d.Snapshot, ev("ok", EvSucceeded, 1), t0.Add(93*time.Second), p, Applied)
+		if ok.Snapshot.State != StateSucceeded {
+			t.Fatalf("success of an attempt whose process is gone: %s", ok.Snapshot.State)
+		}
+	})
+	t.Run("confirmed failure decides the attempt", func(t *testing.T) {
+		failed := ev("failed", EvEvidenceFailed, 1)
+		failed.ErrorCategory = "exit_status"
+		d := step(t, s, failed, t0.Add(92*time.Second), p, Applied)
+		a, _ := d.Snapshot.AttemptN(1)
+		if d.Snapshot.State != StateUpForRetry || a.Outcome != OutcomeFailed || a.ErrorCategory != "exit_status" {
+			t.Fatalf("got %s %+v", d.Snapshot.State, a)
+		}
+		step(t, d.Snapshot, ev("ok", EvSucceeded, 1), t0.Add(93*time.Second), p, Rejected)
+	})
 	t.Run("never started resubmits without budget", func(t *testing.T) {
 		d := step(t, s, ev("ns", EvNeverStarted, 1), t0.Add(92*time.Second), p, Applied)
 		n := step(t, d.Snapshot, Event{ID: "q2", Type: EvDispatched, Actor: ActorExecutor, Attempt: 2}, t0.Add(93*time.Second), p, Applied).Snapshot

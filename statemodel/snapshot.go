@@ -13,7 +13,7 @@ const (
 	OutcomeSucceeded    AttemptOutcome = "succeeded"     // reported by the worker or confirmed by evidence
 	OutcomeFailed       AttemptOutcome = "failed"        // reported by the worker or confirmed by evidence
 	OutcomeCancelled    AttemptOutcome = "cancelled"     // the worker acknowledged a cancel, or cancel won over unknown
-	OutcomeLost         AttemptOutcome = "lost"          // the evidence window ended with nothing
+	OutcomeLost         AttemptOutcome = "lost"          // gone without a word: the evidence window ended empty, or its process is gone
 	OutcomeTimeout      AttemptOutcome = "timeout"       // never claimed within the queue timeout
 	OutcomeNeverStarted AttemptOutcome = "never_started" // evidence: the work never began
 	OutcomeAbandoned    AttemptOutcome = "abandoned"     // an operator decided the instance while it was unresolved

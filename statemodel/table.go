@@ -63,7 +63,7 @@ var table = []Row{
 	{StateCancelling, EvCancelTimeout, ActorReconciler, to(StateLost), false, "cancel deadline passed"},
 
 	{StateLost, EvEvidenceOK, ActorReconciler, to(StateSucceeded), false, "confirmed success"},
-	{StateLost, EvEvidenceFailed, ActorReconciler, to(StateUpForRetry, StateFailed, StateCancelled), false, "confirmed failure"},
+	{StateLost, EvEvidenceFailed, ActorReconciler, to(StateUpForRetry, StateFailed, StateCancelled), false, "confirmed failure, or process gone (ends lost)"},
 	{StateLost, EvNeverStarted, ActorReconciler, to(StateScheduled, StateFailed, StateCancelled), false, "resubmits bounded"},
 	{StateLost, EvWindowExpired, ActorReconciler, to(StateUpForRetry, StateFailed, StateCancelled), false, "evidence deadline passed"},
 

@@ -65,6 +65,11 @@ func startStack(t *testing.T, opts devstack.Options) *stack {
 	if opts.APIKey == "" {
 		opts.APIKey = "e2e-key"
 	}
+	if opts.MaxClockSkew == 0 {
+		// Short, so that lost attempts are retried promptly; the fencing
+		// test sets its own.
+		opts.MaxClockSkew = 200 * time.Millisecond
+	}
 	if len(opts.Pools) == 0 {
 		opts.Pools = []string{"default", "demo"}
 	}

@@ -37,6 +37,7 @@ const (
 	DefaultHistoryRetention      = 2160 * time.Hour // 90 days, as in docs/wiring.md
 	DefaultQueueWaitP99Threshold = 5 * time.Minute
 	DefaultMaxReceiveCount       = 5
+	DefaultMaxClockSkew          = 30 * time.Second
 	DefaultLogRetention          = awslogs.RetentionDays_ONE_MONTH
 )
 
@@ -72,6 +73,11 @@ type Props struct {
 	// HistoryRetention is how long transition records live before the
 	// table's TTL removes them (RUNLEDGER_HISTORY_RETENTION). Default 90 days.
 	HistoryRetention time.Duration
+	// MaxClockSkew bounds how far a worker's clock may be from the
+	// scheduler's (RUNLEDGER_MAX_CLOCK_SKEW). A silent attempt is retried
+	// no earlier than its lease's end plus this, unless evidence proves its
+	// process gone. Default 30 s.
+	MaxClockSkew time.Duration
 	// LogRetention applies to every function's log group. Default one month.
 	LogRetention awslogs.RetentionDays
 
@@ -114,6 +120,9 @@ func (p Props) withDefaults() Props {
 	}
 	if p.HistoryRetention == 0 {
 		p.HistoryRetention = DefaultHistoryRetention
+	}
+	if p.MaxClockSkew == 0 {
+		p.MaxClockSkew = DefaultMaxClockSkew
 	}
 	if p.LogRetention == "" {
 		p.LogRetention = DefaultLogRetention
@@ -183,6 +192,9 @@ func (p Props) validate() error {
 	}
 	if p.HistoryRetention < time.Hour {
 		errs = append(errs, fmt.Errorf("HistoryRetention %s: want at least 1h", p.HistoryRetention))
+	}
+	if p.MaxClockSkew < time.Millisecond {
+		errs = append(errs, fmt.Errorf("MaxClockSkew %s: want at least 1ms", p.MaxClockSkew))
 	}
 	if p.QueueWaitP99Threshold < time.Millisecond {
 		errs = append(errs, fmt.Errorf("QueueWaitP99Threshold %s: want at least 1ms", p.QueueWaitP99Threshold))

@@ -37,7 +37,8 @@ func TestDefaults(t *testing.T) {
 	p := Props{}.withDefaults()
 	if len(p.Pools) != 1 || p.Pools[0] != DefaultPool || p.TickerRate != time.Minute || p.ReconcilerRate != time.Minute ||
 		p.HistoryRetention != 2160*time.Hour || p.DeletionProtection == nil || !*p.DeletionProtection ||
-		p.MaxReceiveCount != 5 || p.QueueWaitP99Threshold != 5*time.Minute || p.RemovalPolicy != "RETAIN" {
+		p.MaxReceiveCount != 5 || p.QueueWaitP99Threshold != 5*time.Minute || p.RemovalPolicy != "RETAIN" ||
+		p.MaxClockSkew != 30*time.Second {
 		t.Errorf("defaults: %+v", p)
 	}
 	off := false
@@ -64,6 +65,7 @@ func TestValidate(t *testing.T) {
 		{"rates", Props{CodeDir: noWorker, TickerRate: 30 * time.Second, ReconcilerRate: 90 * time.Second}, []string{"TickerRate 30s", "ReconcilerRate 1m30s"}},
 		{"retention", Props{CodeDir: noWorker, HistoryRetention: time.Minute}, []string{"HistoryRetention 1m0s"}},
 		{"receive count", Props{CodeDir: noWorker, MaxReceiveCount: 1001}, []string{"MaxReceiveCount 1001"}},
+		{"clock skew", Props{CodeDir: noWorker, MaxClockSkew: -time.Second}, []string{"MaxClockSkew -1s"}},
 		{"reserved", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"apx": 1, "api": -1}}, []string{`unknown function "apx"`, "ReservedConcurrency[api] -1"}},
 		{"jwt", Props{CodeDir: noWorker, JWT: &JWTAuthorizer{}}, []string{"JWT.Issuer", "JWT.Audiences"}},
 	} {

@@ -110,6 +110,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 
 	poolJSON := s.PoolQueuesJSON()
 	retention := p.HistoryRetention.String()
+	skew := p.MaxClockSkew.String()
 	table := s.Table.TableName()
 	events := s.EventsQueue.Queue.QueueUrl()
 	delay := s.DelayQueue.Queue.QueueUrl()
@@ -121,6 +122,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 		"RUNLEDGER_DELAY_QUEUE_URL":   delay,
 		"RUNLEDGER_POOL_QUEUES":       poolJSON,
 		"RUNLEDGER_HISTORY_RETENTION": &retention,
+		"RUNLEDGER_MAX_CLOCK_SKEW":    &skew,
 		// API Gateway authorizes operator routes (IAM or JWT); the handler
 		// still checks attempt tokens on the worker routes.
 		"RUNLEDGER_AUTH": jsii.String("gateway"),
@@ -131,6 +133,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 		"RUNLEDGER_DELAY_QUEUE_URL":   delay,
 		"RUNLEDGER_POOL_QUEUES":       poolJSON,
 		"RUNLEDGER_HISTORY_RETENTION": &retention,
+		"RUNLEDGER_MAX_CLOCK_SKEW":    &skew,
 	})
 	for _, name := range []string{FunctionTicker, FunctionReconciler} {
 		s.newFunction(p, name, map[string]*string{
@@ -138,6 +141,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 			"RUNLEDGER_DELAY_QUEUE_URL":   delay,
 			"RUNLEDGER_POOL_QUEUES":       poolJSON,
 			"RUNLEDGER_HISTORY_RETENTION": &retention,
+			"RUNLEDGER_MAX_CLOCK_SKEW":    &skew,
 		})
 	}
 

@@ -65,6 +65,9 @@ type Options struct {
 	Now func() time.Time
 	// Evidence adds evidence providers after the worker-lease provider.
 	Evidence []scheduler.EvidenceProvider
+	// MaxClockSkew is the scheduler's allowance for worker clocks
+	// (default RUNLEDGER_MAX_CLOCK_SKEW, else 30 s).
+	MaxClockSkew time.Duration
 	// Pollers' long-polling wait (default 1 s, so Stop is prompt).
 	Wait   time.Duration
 	Logger *slog.Logger
@@ -160,6 +163,13 @@ func (o *Options) defaults() {
 // handlers. It returns once the API answers.
 func Start(ctx context.Context, o Options) (*Stack, error) {
 	o.defaults()
+	if o.MaxClockSkew == 0 {
+		skew, err := scheduler.MaxClockSkewFromEnv()
+		if err != nil {
+			return nil, fmt.Errorf("devstack: %w", err)
+		}
+		o.MaxClockSkew = skew
+	}
 	st := &Stack{Counters: o.Counters}
 	if o.Env == nil {
 		env, err := emulator.Start(ctx, emulator.Options{Logger: o.Logger, DataDir: o.DataDir})
@@ -202,7 +212,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	evidence := append([]scheduler.EvidenceProvider{scheduler.WorkerLeaseEvidence{Store: st.Store, Now: o.Now}}, o.Evidence...)
 	st.Service = scheduler.New(st.Store, st.Queue, scheduler.Config{
 		Pools: poolURLs, EventsQueueURL: queues["events"], DelayQueueURL: queues["delay"],
-		Now: o.Now, Evidence: evidence, Logger: o.Logger,
+		Now: o.Now, Evidence: evidence, MaxClockSkew: o.MaxClockSkew, Logger: o.Logger,
 	})
 	h, err := api.New(st.Service, api.Config{Auth: api.AuthAPIKey, APIKey: o.APIKey, Logger: o.Logger})
 	if err != nil {

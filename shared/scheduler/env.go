@@ -20,7 +20,8 @@ import (
 // FromEnv builds the Service a Lambda function runs, from the environment
 // that docs/wiring.md names (RUNLEDGER_TABLE, RUNLEDGER_POOL_QUEUES,
 // RUNLEDGER_EVENTS_QUEUE_URL, RUNLEDGER_DELAY_QUEUE_URL,
-// RUNLEDGER_HISTORY_RETENTION) and the SDK configuration. Endpoints come from
+// RUNLEDGER_HISTORY_RETENTION, RUNLEDGER_MAX_CLOCK_SKEW) and the SDK
+// configuration. Endpoints come from
 // the SDK's own settings (AWS_ENDPOINT_URL and its per-service forms).
 func FromEnv(ctx context.Context, awsCfg aws.Config, logger *slog.Logger) (*Service, error) {
 	table := os.Getenv("RUNLEDGER_TABLE")
@@ -41,15 +42,34 @@ func FromEnv(ctx context.Context, awsCfg aws.Config, logger *slog.Logger) (*Serv
 		}
 		opts = append(opts, store.WithHistoryRetention(d))
 	}
+	skew, err := MaxClockSkewFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	st := store.New(dynamodb.NewFromConfig(awsCfg), table, opts...)
 	return New(st, queue.New(sqs.NewFromConfig(awsCfg)), Config{
 		Pools:          pools,
 		EventsQueueURL: os.Getenv("RUNLEDGER_EVENTS_QUEUE_URL"),
 		DelayQueueURL:  os.Getenv("RUNLEDGER_DELAY_QUEUE_URL"),
 		Evidence:       []EvidenceProvider{WorkerLeaseEvidence{Store: st, Now: time.Now}},
+		MaxClockSkew:   skew,
 		Metrics:        os.Stdout,
 		Logger:         logger,
 	}), nil
+}
+
+// MaxClockSkewFromEnv reads RUNLEDGER_MAX_CLOCK_SKEW (a Go duration,
+// at least 1ms); unset, it is DefaultMaxClockSkew.
+func MaxClockSkewFromEnv() (time.Duration, error) {
+	v := os.Getenv("RUNLEDGER_MAX_CLOCK_SKEW")
+	if v == "" {
+		return DefaultMaxClockSkew, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Millisecond {
+		return 0, fmt.Errorf("environment: RUNLEDGER_MAX_CLOCK_SKEW %q is not a duration of at least 1ms", v)
+	}
+	return d, nil
 }
 
 // Boot is what every scheduler Lambda entry does once per execution

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/worker"
 )
 
 // eventMessage is any message of the events or delay queue: a worker's
@@ -25,6 +26,7 @@ type eventMessage struct {
 	ExpiresAt string       `json:"expires_at"`
 	Running   []AttemptRef `json:"running"`
 	Seq       int64        `json:"seq"`
+	SentAt    string       `json:"sent_at"`
 	At        string       `json:"at"`
 }
 
@@ -73,13 +75,9 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 		}
 		return s.FireTimer(ctx, store.InstanceKey{Run: m.Run, Task: m.Task})
 	case "worker_lease":
-		exp, err := time.Parse(time.RFC3339Nano, m.ExpiresAt)
-		if err != nil || m.Worker == "" || m.BootID == "" {
-			return fmt.Errorf("%w: worker lease needs worker, boot_id and expires_at", ErrBadMessage)
-		}
-		lease := store.WorkerLease{Name: m.Worker, BootID: m.BootID, ExpiresAt: exp, UpdatedAt: s.now(), Seq: m.Seq}
-		for _, r := range m.Running {
-			lease.Running = append(lease.Running, store.AttemptKey{Run: r.Run, Task: r.Task, Attempt: r.Attempt})
+		lease, err := s.workerLease(m)
+		if err != nil {
+			return err
 		}
 		return s.store.PutWorkerLease(ctx, lease)
 	case "":
@@ -101,4 +99,32 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 		return err
 	}
 	return fmt.Errorf("%w: unknown kind %q", ErrBadMessage, m.Kind)
+}
+
+// workerLease reads a lease message. Its end by the scheduler's clock is
+// when it arrived plus the lifetime the worker gave it (expires_at less
+// sent_at, both by the worker's clock), so the worker's clock never decides
+// when its lease ends here; a lease without sent_at lives until its
+// expires_at.
+func (s *Service) workerLease(m eventMessage) (store.WorkerLease, error) {
+	exp, err := time.Parse(time.RFC3339Nano, m.ExpiresAt)
+	if err != nil || m.Worker == "" || m.BootID == "" {
+		return store.WorkerLease{}, fmt.Errorf("%w: worker lease needs worker, boot_id and expires_at", ErrBadMessage)
+	}
+	received := s.now()
+	lifetime := exp.Sub(received)
+	if m.SentAt != "" {
+		sent, err := time.Parse(time.RFC3339Nano, m.SentAt)
+		if err != nil {
+			return store.WorkerLease{}, fmt.Errorf("%w: worker lease sent_at: %v", ErrBadMessage, err)
+		}
+		lifetime = exp.Sub(sent)
+	}
+	started, _ := worker.BootStart(m.BootID)
+	lease := store.WorkerLease{Name: m.Worker, BootID: m.BootID, BootStartedAt: started, ExpiresAt: exp,
+		EndsAt: received.Add(max(lifetime, 0)), UpdatedAt: received, Seq: m.Seq}
+	for _, r := range m.Running {
+		lease.Running = append(lease.Running, store.AttemptKey{Run: r.Run, Task: r.Task, Attempt: r.Attempt})
+	}
+	return lease, nil
 }

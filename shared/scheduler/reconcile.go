@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -19,9 +20,23 @@ const (
 	// VerdictSucceeded: confirmed success (an output-commit marker, an
 	// executor that saw the process exit 0).
 	VerdictSucceeded Verdict = "succeeded"
-	// VerdictFailed: confirmed failure: the process is gone without a
-	// success (the worker restarted or its lease ended).
+	// VerdictFailed: confirmed failure: the attempt's executor saw its
+	// process end without a success. The process is gone, so the retry
+	// policy decides at once; the attempt ends failed with the evidence's
+	// ErrorCategory.
 	VerdictFailed Verdict = "failed"
+	// VerdictGone: the attempt's process is proven gone (its worker
+	// restarted under a new boot id), but how the attempt ended is not
+	// known. The retry policy decides at once; the attempt ends lost, so
+	// its own success, still in a queue, wins until a newer attempt is
+	// dispatched.
+	VerdictGone Verdict = "gone"
+	// VerdictSilent: nothing has been heard of the attempt's process since
+	// its process lease ended (LeaseEndedAt, by the scheduler's clock).
+	// Not proof: the process may be cut off and still running. It resolves
+	// the attempt (lost) only once both that lease and the attempt's own
+	// lease have ended plus the max clock skew.
+	VerdictSilent Verdict = "silent"
 	// VerdictNeverStarted: the work never began; resubmit without spending
 	// retry budget.
 	VerdictNeverStarted Verdict = "never_started"
@@ -35,6 +50,12 @@ type Evidence struct {
 	Verdict Verdict
 	// Detail is recorded on the transition as its evidence.
 	Detail map[string]string
+	// ErrorCategory (VerdictFailed) is the category the failure is
+	// recorded with; default "error".
+	ErrorCategory string
+	// LeaseEndedAt (VerdictSilent) is when the process's lease ended by
+	// the scheduler's clock.
+	LeaseEndedAt time.Time
 }
 
 // EvidenceProvider inspects one source of truth about a LOST attempt.
@@ -94,6 +115,13 @@ func (s *Service) reconcileInstance(ctx context.Context, key store.InstanceKey) 
 // resolveLost asks the evidence providers about a LOST instance's current
 // attempt. The first decisive verdict resolves it; with none, the evidence
 // window's end lets the retry policy decide with error category lost.
+//
+// Fencing by time: unless a verdict proves the attempt's process gone (or
+// decides it), the attempt is resolved only after its lease's end plus the
+// max clock skew. Its worker stops the handler before the lease ends (by
+// its own clock, which is within the skew of ours), so the retry this may
+// lead to never runs beside it. Every retry of a silent attempt comes out of
+// this function, so its retry_at is never earlier than that.
 func (s *Service) resolveLost(ctx context.Context, inst store.Instance) error {
 	snap := inst.Snapshot
 	cur, ok := snap.Current()
@@ -101,6 +129,8 @@ func (s *Service) resolveLost(ctx context.Context, inst store.Instance) error {
 		return nil
 	}
 	now := s.now()
+	fenceEnd := snap.Lease.ExpiresAt.Add(s.cfg.MaxClockSkew)
+	var recheck time.Time // when a verdict held back by the fence may count
 	var ev statemodel.Event
 	for _, p := range s.cfg.Evidence {
 		found, err := p.Check(ctx, inst, cur)
@@ -108,11 +138,22 @@ func (s *Service) resolveLost(ctx context.Context, inst store.Instance) error {
 			s.log.WarnContext(ctx, "evidence provider", "provider", p.Name(), "run_id", inst.Key.Run, "task", inst.Key.Task, "error", err.Error())
 			continue
 		}
-		var typ statemodel.EventType
+		typ, category := statemodel.EventType(""), statemodel.CategoryLost
 		switch found.Verdict {
 		case VerdictSucceeded:
 			typ = statemodel.EvEvidenceOK
 		case VerdictFailed:
+			typ, category = statemodel.EvEvidenceFailed, found.ErrorCategory
+			if category == "" {
+				category = "error"
+			}
+		case VerdictGone:
+			typ = statemodel.EvEvidenceFailed
+		case VerdictSilent:
+			if counts := latest(fenceEnd, found.LeaseEndedAt.Add(s.cfg.MaxClockSkew)); now.Before(counts) {
+				recheck = earliest(recheck, counts)
+				continue
+			}
 			typ = statemodel.EvEvidenceFailed
 		case VerdictNeverStarted:
 			typ = statemodel.EvNeverStarted
@@ -129,11 +170,18 @@ func (s *Service) resolveLost(ctx context.Context, inst store.Instance) error {
 			detail[k] = v
 		}
 		ev = statemodel.Event{ID: fmt.Sprintf("evidence:%d:%s:%d", cur.N, found.Verdict, snap.Deadline.UnixNano()), Type: typ, Evidence: detail,
-			ErrorCategory: statemodel.CategoryLost, Reason: "evidence from " + p.Name()}
+			ErrorCategory: category, Reason: "evidence from " + p.Name()}
 		break
 	}
 	if ev.Type == "" {
 		if now.Before(snap.Deadline) {
+			s.recheckLost(ctx, inst.Key, recheck)
+			return nil
+		}
+		if now.Before(fenceEnd) {
+			// The window ended before the attempt's lease plus the skew:
+			// its worker may still be finishing by its own clock.
+			s.recheckLost(ctx, inst.Key, fenceEnd)
 			return nil
 		}
 		ev = statemodel.Event{ID: fmt.Sprintf("window:%d:%d", cur.N, snap.Deadline.UnixNano()), Type: statemodel.EvWindowExpired,
@@ -152,11 +200,49 @@ func (s *Service) resolveLost(ctx context.Context, inst store.Instance) error {
 	return nil
 }
 
-// WorkerLeaseEvidence reads the worker's per-process lease: a worker whose
-// process restarted (another boot id) or whose lease ended is gone, and so
-// is its attempt: confirmed failure, retried by policy without waiting out
-// the evidence window. A live lease that lists the attempt means it still
-// runs.
+// recheckLost arms a precise timer to look at a LOST instance again at
+// at (zero: nothing to wait for), rounded up to whole seconds so that it
+// never fires before at. The evidence timer in the index is the backstop.
+func (s *Service) recheckLost(ctx context.Context, key store.InstanceKey, at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	now := s.now()
+	wait := at.Sub(now)
+	if rest := wait % time.Second; rest > 0 {
+		wait += time.Second - rest
+	}
+	s.armTimer(ctx, key, now.Add(wait))
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// WorkerLeaseEvidence reads the worker's per-process lease (the newest
+// boot's, see store.PutWorkerLease):
+//   - a newer boot of the attempt's worker: the process that ran the
+//     attempt is gone (VerdictGone), retried by policy at once; how the
+//     attempt ended is unknown, so its own success may still win;
+//   - a live lease of the attempt's boot that lists the attempt: it still
+//     runs (VerdictRunning);
+//   - a lease of the attempt's boot that has ended by the scheduler's clock
+//     (when it was received plus its lifetime): VerdictSilent, which counts
+//     only after the max clock skew (resolveLost).
+//
+// Boot ids are the worker SDK's ULIDs, whose time part is the boot's start
+// (worker.BootStart): a boot id of another form cannot be ordered, and then
+// only the lease's end can tell.
 type WorkerLeaseEvidence struct {
 	Store *store.Store
 	Now   func() time.Time
@@ -180,16 +266,22 @@ func (w WorkerLeaseEvidence) Check(ctx context.Context, inst store.Instance, a s
 		return Evidence{Verdict: VerdictUnknown}, err
 	}
 	detail := map[string]string{"worker": name, "attempt_boot_id": boot, "lease_boot_id": lease.BootID,
-		"lease_expires_at": FormatTime(lease.ExpiresAt)}
+		"lease_ends_at": FormatTime(lease.EndsAt)}
 	switch {
 	case lease.BootID == "":
 		return Evidence{Verdict: VerdictUnknown}, nil
 	case lease.BootID != boot:
+		started, ok := worker.BootStart(boot)
+		if !ok || !lease.BootStartedAt.After(started) {
+			// An older boot, or one we cannot order: the attempt's own
+			// boot's leases have not arrived yet.
+			return Evidence{Verdict: VerdictUnknown}, nil
+		}
 		detail["finding"] = "worker restarted"
-		return Evidence{Verdict: VerdictFailed, Detail: detail}, nil
-	case !lease.ExpiresAt.After(w.Now()):
+		return Evidence{Verdict: VerdictGone, Detail: detail}, nil
+	case !w.Now().Before(lease.EndsAt):
 		detail["finding"] = "worker process lease ended"
-		return Evidence{Verdict: VerdictFailed, Detail: detail}, nil
+		return Evidence{Verdict: VerdictSilent, Detail: detail, LeaseEndedAt: lease.EndsAt}, nil
 	}
 	for _, r := range lease.Running {
 		if r.Run == inst.Key.Run && r.Task == inst.Key.Task && r.Attempt == a.N {

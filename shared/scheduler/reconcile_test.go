@@ -90,8 +90,14 @@ func newFixture(t *testing.T, providers ...scheduler.EvidenceProvider) *fixture 
 // worker id, returning the run id and the envelope.
 func (f *fixture) running(t *testing.T, workerID string) (string, worker.Envelope) {
 	t.Helper()
+	return f.runningJob(t, `{"name":"j","timeouts":{"heartbeat":"10s"},"evidence_window":"1m","retry":{"max_attempts":3,"initial_interval":"1s","jitter":"none"}}`, workerID)
+}
+
+// runningJob is running with the job definition spec (named "j").
+func (f *fixture) runningJob(t *testing.T, spec, workerID string) (string, worker.Envelope) {
+	t.Helper()
 	ctx := context.Background()
-	j, err := jobspec.Parse([]byte(`{"name":"j","timeouts":{"heartbeat":"10s"},"evidence_window":"1m","retry":{"max_attempts":3,"initial_interval":"1s","jitter":"none"}}`), f.svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(spec), f.svc.ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,25 +190,6 @@ func TestEvidenceRunningHoldsOnlyUntilTheWindowEnds(t *testing.T) {
 	a1, _ := snap.AttemptN(1)
 	if snap.State != statemodel.StateUpForRetry || a1.ErrorCategory != statemodel.CategoryLost {
 		t.Fatalf("after the window: %s category %q", snap.State, a1.ErrorCategory)
-	}
-}
-
-func TestWorkerLeaseEvidenceRestartedWorker(t *testing.T) {
-	f := newFixture(t)
-	f.svc = scheduler.New(f.st, f.q, scheduler.Config{
-		Pools: map[string]string{"default": f.pool}, Now: f.clock.Now,
-		Evidence: []scheduler.EvidenceProvider{scheduler.WorkerLeaseEvidence{Store: f.st, Now: f.clock.Now}},
-	})
-	run, _ := f.running(t, "w1@boot-a")
-	// The process restarted: its lease now carries another boot id.
-	if err := f.st.PutWorkerLease(context.Background(), store.WorkerLease{Name: "w1", BootID: "boot-b", ExpiresAt: f.clock.Now().Add(time.Hour), Seq: 1}); err != nil {
-		t.Fatal(err)
-	}
-	f.lose(t)
-	snap := f.instance(t, run).Snapshot
-	a1, _ := snap.AttemptN(1)
-	if snap.State != statemodel.StateUpForRetry || a1.Outcome != statemodel.OutcomeFailed || a1.ErrorCategory != statemodel.CategoryLost {
-		t.Fatalf("restarted worker: %s %+v, want UP_FOR_RETRY without waiting out the window", snap.State, a1)
 	}
 }
 

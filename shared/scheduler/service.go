@@ -52,6 +52,12 @@ type Config struct {
 	ClaimWait time.Duration
 	// Evidence providers consulted for LOST instances, in order.
 	Evidence []EvidenceProvider
+	// MaxClockSkew bounds how far a worker's clock may be from the
+	// scheduler's (default DefaultMaxClockSkew): a silent attempt is
+	// retried only after its lease's end plus this, unless evidence proves
+	// its process gone, and a worker's process lease counts as ended only
+	// this long after its end by the scheduler's clock.
+	MaxClockSkew time.Duration
 	// Metrics receives CloudWatch embedded-metric-format lines (default:
 	// discarded). Lambda functions pass os.Stdout.
 	Metrics io.Writer
@@ -60,6 +66,9 @@ type Config struct {
 	// starting new work (default 2 s).
 	Margin time.Duration
 }
+
+// DefaultMaxClockSkew is Config.MaxClockSkew's default.
+const DefaultMaxClockSkew = 30 * time.Second
 
 // Service is the scheduler.
 type Service struct {
@@ -95,6 +104,9 @@ func New(st *store.Store, q Queue, cfg Config) *Service {
 	}
 	if cfg.Margin == 0 {
 		cfg.Margin = 2 * time.Second
+	}
+	if cfg.MaxClockSkew == 0 {
+		cfg.MaxClockSkew = DefaultMaxClockSkew
 	}
 	svc := &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0)}
 	// Instances started together (Lambda cold starts) need not all begin

@@ -25,9 +25,18 @@ type AttemptKey struct {
 // instances. A worker that restarted has another BootID; one that died stops
 // renewing and its lease ends.
 type WorkerLease struct {
-	Name      string
-	BootID    string
+	Name   string
+	BootID string
+	// BootStartedAt is when the process started (by its own clock; zero
+	// when unknown): of two boots of one name, the later start is the live
+	// one.
+	BootStartedAt time.Time
+	// ExpiresAt is the lease's end by the worker's clock, as it sent it.
 	ExpiresAt time.Time
+	// EndsAt is the lease's end by the scheduler's clock: when the lease
+	// was received plus the lifetime the worker gave it. Evidence reads
+	// this one, never the worker's clock.
+	EndsAt    time.Time
 	UpdatedAt time.Time
 	Running   []AttemptKey
 	// Seq increases with every lease one boot sends; SQS does not keep
@@ -39,12 +48,22 @@ type WorkerLease struct {
 
 const workerPK = "WORKER#"
 
-// PutWorkerLease stores a worker's lease:
+// PutWorkerLease stores a worker's lease if it is newer than the stored
+// one, ordered by (boot start time, seq):
 //
 //	worker  Put  WORKER#<name>/LEASE
-//	        condition  attribute_not_exists(#pk) OR #boot <> :boot OR #exp <= :exp
-//	        fails when a newer renewal of the same boot is stored already
-//	        (out-of-order delivery): the older one is dropped, no error.
+//	        condition  attribute_not_exists(#pk) OR attribute_not_exists(#started)
+//	                   OR #started < :started
+//	                   OR (#started = :started AND #boot <> :boot)
+//	                   OR (#boot = :boot AND #seq < :seq)
+//
+// A lease of a boot that started later replaces any lease of an earlier
+// boot; within one boot a higher seq replaces a lower one. Two boots whose
+// starts cannot be told apart (equal, or both unknown) replace each other.
+// A failed condition means the stored lease is newer (a late delivery, or
+// an old boot's final lease after the new boot's first): this one is
+// dropped, no error. An item from before boot start times were stored is
+// replaced.
 //
 // The item expires (TTL) a day after the lease ends.
 func (s *Store) PutWorkerLease(ctx context.Context, l WorkerLease) error {
@@ -56,10 +75,14 @@ func (s *Store) PutWorkerLease(ctx context.Context, l WorkerLease) error {
 	if err != nil {
 		return op(err)
 	}
+	// The zero start is stored too, as the earliest of all, so that every
+	// item carries the attribute the condition orders by.
+	started := str(formatTime(l.BootStartedAt))
 	it := item{
 		"pk": str(workerPK + l.Name), "sk": str("LEASE"),
-		"boot_id": str(l.BootID), "lease_expires_at": tm(l.ExpiresAt), "updated_at": tm(l.UpdatedAt),
-		"running": str(string(running)), "expires_at": num(l.ExpiresAt.Add(24 * time.Hour).Unix()),
+		"boot_id": str(l.BootID), "boot_started_at": started,
+		"lease_expires_at": tm(l.ExpiresAt), "lease_ends_at": tm(l.EndsAt), "updated_at": tm(l.UpdatedAt),
+		"running": str(string(running)), "expires_at": num(later(l.ExpiresAt, l.EndsAt).Add(24 * time.Hour).Unix()),
 		"seq": num(l.Seq),
 	}
 	for k, v := range it {
@@ -68,13 +91,14 @@ func (s *Store) PutWorkerLease(ctx context.Context, l WorkerLease) error {
 		}
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           aws.String(s.table),
-		Item:                it,
-		ConditionExpression: aws.String("attribute_not_exists(#pk) OR #boot <> :boot OR #seq < :seq"),
+		TableName: aws.String(s.table),
+		Item:      it,
+		ConditionExpression: aws.String("attribute_not_exists(#pk) OR attribute_not_exists(#started) OR #started < :started" +
+			" OR (#started = :started AND #boot <> :boot) OR (#boot = :boot AND #seq < :seq)"),
 		ExpressionAttributeNames: map[string]string{
-			"#pk": "pk", "#boot": "boot_id", "#seq": "seq",
+			"#pk": "pk", "#boot": "boot_id", "#started": "boot_started_at", "#seq": "seq",
 		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":boot": str(l.BootID), ":seq": num(l.Seq)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":boot": str(l.BootID), ":started": started, ":seq": num(l.Seq)},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -84,6 +108,13 @@ func (s *Store) PutWorkerLease(ctx context.Context, l WorkerLease) error {
 		return op(translate(err))
 	}
 	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // GetWorkerLease reads a worker's lease; a worker never seen has the zero
@@ -99,7 +130,8 @@ func (s *Store) GetWorkerLease(ctx context.Context, name string) (WorkerLease, e
 		return WorkerLease{Name: name}, nil
 	}
 	r := &reader{it: out.Item}
-	l := WorkerLease{Name: name, BootID: r.str("boot_id"), ExpiresAt: r.time("lease_expires_at"), UpdatedAt: r.time("updated_at"), Seq: r.int("seq")}
+	l := WorkerLease{Name: name, BootID: r.str("boot_id"), BootStartedAt: r.time("boot_started_at"),
+		ExpiresAt: r.time("lease_expires_at"), EndsAt: r.time("lease_ends_at"), UpdatedAt: r.time("updated_at"), Seq: r.int("seq")}
 	if raw := r.str("running"); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &l.Running); err != nil {
 			return l, fmt.Errorf("get worker lease %s: %w: %v", name, ErrCorruptItem, err)

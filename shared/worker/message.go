@@ -10,6 +10,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/runledger/runledger/shared/wire"
 )
 
@@ -386,7 +388,8 @@ type Lease struct {
 	// Worker is the configured name; the claims' worker id is
 	// Worker + "@" + BootID.
 	Worker string
-	// BootID is random per process start.
+	// BootID is random per process start: a ULID whose time is the start
+	// (BootStart), so the scheduler can tell the newer of two boots.
 	BootID string
 	// ExpiresAt: without a newer lease of the same boot by then, the
 	// process is dead.
@@ -399,6 +402,18 @@ type Lease struct {
 	Seq int64
 	// SentAt is the worker clock when the lease was made (an extension).
 	SentAt time.Time
+}
+
+// BootStart is the start time a boot id carries. The SDK's boot ids are
+// ULIDs made when the process starts, so their time part is that start by
+// the worker's clock (to the millisecond); ok is false for an id of
+// another form.
+func BootStart(bootID string) (time.Time, bool) {
+	id, err := ulid.ParseStrict(bootID)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return ulid.Time(id.Time()).UTC(), true
 }
 
 // WorkerID is the id the process's claims carry.

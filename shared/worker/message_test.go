@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -265,4 +266,25 @@ func mustRead(t *testing.T, file string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A worker's boot id carries its start by the worker's clock, which is how
+// the scheduler tells the newer of two boots of one name.
+func TestBootStart(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2030, 1, 2, 3, 4, 5, 678_900_000, time.UTC)
+	w, err := worker.New(worker.Config{APIURL: "http://127.0.0.1:1", EventsQueueURL: "http://q/events", Queue: sqsClient,
+		Clock: func() time.Time { return start }}, func(context.Context, worker.Task) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := worker.BootStart(w.BootID())
+	if want := start.Truncate(time.Millisecond); !ok || !got.Equal(want) {
+		t.Errorf("BootStart(%s) = %s, %v; want %s", w.BootID(), got, ok, want)
+	}
+	for _, id := range []string{"boot1", "", "01JH2Y0000000000000000BOOT"} {
+		if _, ok := worker.BootStart(id); ok {
+			t.Errorf("BootStart(%q) read a start from an id that is not a ULID", id)
+		}
+	}
 }

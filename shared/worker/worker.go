@@ -215,7 +215,7 @@ func New(cfg Config, h Handler) (*Worker, error) {
 		q:       cfg.Queue,
 		now:     cfg.Clock,
 		after:   realAfter,
-		bootID:  ulid.Make().String(),
+		bootID:  ulid.MustNew(ulid.Timestamp(cfg.Clock()), ulid.DefaultEntropy()).String(),
 		running: runningSet{m: map[AttemptRef]struct{}{}},
 	}
 	w.id = cfg.Name + "@" + w.bootID
@@ -226,7 +226,8 @@ func New(cfg Config, h Handler) (*Worker, error) {
 // ID is the worker id the claims carry: "<name>@<boot id>".
 func (w *Worker) ID() string { return w.id }
 
-// BootID is random per Worker, so per process start.
+// BootID is random per Worker, so per process start: a ULID whose time is
+// the Worker's creation by Config.Clock (BootStart reads it).
 func (w *Worker) BootID() string { return w.bootID }
 
 // Running lists the attempts this worker runs or is still reporting.

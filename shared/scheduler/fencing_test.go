@@ -1,0 +1,197 @@
+package scheduler_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/worker"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// leaseFixture is the fixture with the worker-lease evidence as the only
+// provider and a max clock skew of skew.
+func leaseFixture(t *testing.T, skew time.Duration) *fixture {
+	f := newFixture(t)
+	f.svc = scheduler.New(f.st, f.q, scheduler.Config{
+		Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, MaxClockSkew: skew,
+		Evidence: []scheduler.EvidenceProvider{scheduler.WorkerLeaseEvidence{Store: f.st, Now: f.clock.Now}},
+	})
+	return f
+}
+
+// bootAt is a boot id as the worker SDK makes it, started at t.
+func bootAt(t time.Time) string {
+	return ulid.MustNew(ulid.Timestamp(t), ulid.DefaultEntropy()).String()
+}
+
+// deliver hands messages to the events function as the events queue would.
+func (f *fixture) deliver(t *testing.T, bodies ...any) {
+	t.Helper()
+	var ev events.SQSEvent
+	for i, b := range bodies {
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: string(rune('a' + i)), Body: string(raw)})
+	}
+	resp, err := f.svc.HandleEvents(context.Background(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("events: %v %+v", err, resp)
+	}
+}
+
+// recheck does what the delay queue's recheck message does.
+func (f *fixture) recheck(t *testing.T, run string) {
+	t.Helper()
+	if err := f.svc.FireTimer(context.Background(), store.InstanceKey{Run: run, Task: "main"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) reconcile(t *testing.T) {
+	t.Helper()
+	if _, err := f.svc.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A worker that fell silent (no heartbeat, no process lease) is retried
+// only once its attempt's lease and its process lease have both ended, by
+// the scheduler's clock, plus the max clock skew; and the retry's retry_at
+// is no earlier.
+func TestSilentWorkerRetriedOnlyAfterLeaseEndPlusSkew(t *testing.T) {
+	const skew = 5 * time.Second
+	f := leaseFixture(t, skew)
+	t0 := f.clock.Now()
+	boot := bootAt(t0.Add(-time.Minute))
+	// Its last process lease: sent now, valid 3 s.
+	f.deliver(t, worker.Lease{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(3 * time.Second), Seq: 1})
+	run, _ := f.running(t, "w1@"+boot) // the attempt's lease ends at t0+10s
+	leaseEnd := f.instance(t, run).Snapshot.Lease.ExpiresAt
+
+	f.lose(t) // t0+11s: LOST; the process lease ended 8 s ago, the attempt's 1 s ago
+	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
+		t.Fatalf("state %s at the attempt's lease end + 1 s, want LOST until its lease end + skew", st)
+	}
+	f.clock.Advance(leaseEnd.Add(skew).Sub(f.clock.Now()) - time.Millisecond)
+	f.recheck(t, run)
+	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
+		t.Fatalf("state %s 1 ms before the lease end + skew, want LOST", st)
+	}
+	f.clock.Advance(time.Millisecond)
+	f.recheck(t, run)
+	snap := f.instance(t, run).Snapshot
+	a1, _ := snap.AttemptN(1)
+	if snap.State != statemodel.StateUpForRetry || a1.Outcome != statemodel.OutcomeLost || a1.ErrorCategory != statemodel.CategoryLost {
+		t.Fatalf("at the lease end + skew: %s %+v, want UP_FOR_RETRY with attempt 1 lost", snap.State, a1)
+	}
+	if snap.RetryAt.Before(leaseEnd.Add(skew)) {
+		t.Fatalf("retry_at %s before the lease end + skew %s", snap.RetryAt, leaseEnd.Add(skew))
+	}
+}
+
+// A worker's process lease ends by the scheduler's clock: the time it
+// received the lease plus the lifetime the worker gave it. A worker whose
+// clock is an hour behind is not taken for dead.
+func TestProcessLeaseEndsByTheSchedulersClock(t *testing.T) {
+	f := leaseFixture(t, time.Second)
+	t0 := f.clock.Now()
+	boot := bootAt(t0.Add(-time.Hour))
+	run, env := f.running(t, "w1@"+boot)
+	behind := t0.Add(-time.Hour)
+	// Sent by a clock an hour behind, valid 60 s, listing the attempt.
+	f.deliver(t, worker.Lease{Worker: "w1", BootID: boot, SentAt: behind, ExpiresAt: behind.Add(time.Minute), Seq: 1,
+		Running: []worker.AttemptRef{env.Ref()}})
+	f.lose(t) // t0+11s
+	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
+		t.Fatalf("state %s while the process lease (received at t0, 60 s) runs, want LOST", st)
+	}
+	lease, err := f.st.GetWorkerLease(context.Background(), "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lease.EndsAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("process lease ends at %s, want its receipt + 60 s = %s", lease.EndsAt, t0.Add(time.Minute))
+	}
+	f.clock.Advance(t0.Add(time.Minute + time.Second).Sub(f.clock.Now())) // its end + skew
+	f.recheck(t, run)
+	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateUpForRetry {
+		t.Fatalf("state %s once the process lease ended + skew, want UP_FOR_RETRY", st)
+	}
+}
+
+// The evidence window may end before the attempt's lease plus the skew:
+// the retry still waits for the latter.
+func TestShortEvidenceWindowWaitsForTheSkew(t *testing.T) {
+	const skew = 30 * time.Second
+	f := leaseFixture(t, skew)
+	run, _ := f.runningJob(t, `{"name":"j","timeouts":{"heartbeat":"10s"},"evidence_window":"1s","retry":{"max_attempts":3,"initial_interval":"1s","jitter":"none"}}`, "ghost@boot1")
+	leaseEnd := f.instance(t, run).Snapshot.Lease.ExpiresAt
+	f.lose(t)
+	f.clock.Advance(5 * time.Second) // the window ended 4 s ago
+	f.reconcile(t)
+	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
+		t.Fatalf("state %s after the window, before the lease end + skew: want LOST", st)
+	}
+	f.clock.Advance(leaseEnd.Add(skew).Sub(f.clock.Now()))
+	f.reconcile(t)
+	snap := f.instance(t, run).Snapshot
+	if snap.State != statemodel.StateUpForRetry || snap.RetryAt.Before(leaseEnd.Add(skew)) {
+		t.Fatalf("state %s retry_at %s, want UP_FOR_RETRY no earlier than %s", snap.State, snap.RetryAt, leaseEnd.Add(skew))
+	}
+}
+
+// A worker that restarted (a newer boot of its name) proves the attempt's
+// process gone: the retry need not wait for the skew. Its old attempt's
+// success, still in the events queue, is accepted as long as no newer
+// attempt was dispatched.
+func TestRestartedWorkersOldSuccessIsAccepted(t *testing.T) {
+	f := leaseFixture(t, time.Hour) // the skew is not what lets it go
+	t0 := f.clock.Now()
+	oldBoot, newBoot := bootAt(t0.Add(-time.Minute)), bootAt(t0.Add(5*time.Second))
+	run, env := f.running(t, "w1@"+oldBoot)
+	f.deliver(t, worker.Lease{Worker: "w1", BootID: newBoot, SentAt: t0.Add(5 * time.Second), ExpiresAt: t0.Add(35 * time.Second), Seq: 1})
+	f.lose(t)
+	snap := f.instance(t, run).Snapshot
+	a1, _ := snap.AttemptN(1)
+	if snap.State != statemodel.StateUpForRetry || a1.Outcome != statemodel.OutcomeLost || a1.ErrorCategory != statemodel.CategoryLost {
+		t.Fatalf("restarted worker: %s %+v, want UP_FOR_RETRY at once, attempt 1 lost", snap.State, a1)
+	}
+	h, err := f.st.FullHistory(context.Background(), store.InstanceKey{Run: run, Task: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := h[len(h)-1]; last.Event != statemodel.EvEvidenceFailed || last.Evidence["finding"] != "worker restarted" {
+		t.Fatalf("resolved by %s with %v, want the worker-restarted evidence", last.Event, last.Evidence)
+	}
+	// The old boot's success arrives now, after the verdict.
+	f.deliver(t, worker.Completion{Run: env.Run, Task: env.Task, Attempt: 1, EventID: "done-1", Outcome: worker.OutcomeSucceeded,
+		EventTime: t0.Add(2 * time.Second), Token: env.Token})
+	snap = f.instance(t, run).Snapshot
+	a1, _ = snap.AttemptN(1)
+	if snap.State != statemodel.StateSucceeded || a1.Outcome != statemodel.OutcomeSucceeded || snap.Attempt != 1 {
+		t.Fatalf("after the old boot's success: %s attempt %d %+v, want SUCCEEDED by attempt 1", snap.State, snap.Attempt, a1)
+	}
+}
+
+// Leases of an older boot of the same name (its leases arrive late, or the
+// attempt's boot has not been heard of yet) prove nothing.
+func TestOlderBootIsNoEvidence(t *testing.T) {
+	f := leaseFixture(t, time.Hour)
+	t0 := f.clock.Now()
+	oldBoot, attemptBoot := bootAt(t0.Add(-time.Hour)), bootAt(t0.Add(-time.Minute))
+	run, _ := f.running(t, "w1@"+attemptBoot)
+	f.deliver(t, worker.Lease{Worker: "w1", BootID: oldBoot, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: 7})
+	f.lose(t)
+	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
+		t.Fatalf("state %s on an older boot's lease, want LOST", st)
+	}
+}
