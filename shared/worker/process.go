@@ -142,8 +142,11 @@ func (w *Worker) process(d delivery, m mode) disposition {
 	if returned {
 		res = classify(ctx, herr, causeOf(hctx), log)
 	} else {
-		log.ErrorContext(ctx, "handler did not return after its context ended; reporting without it",
-			"reason", abandonedBy.reason, "stop_wait", m.stopWait.String())
+		msg := "handler did not return after its context ended; reporting without it"
+		if abandonedBy.silent {
+			msg = "handler did not return after its context ended; going on without it"
+		}
+		log.ErrorContext(ctx, msg, "reason", abandonedBy.reason, "stop_wait", m.stopWait.String())
 		res = result{outcome: abandonedBy.outcome, category: abandonedBy.category, retryable: true, report: !abandonedBy.silent}
 	}
 	if !res.report {
