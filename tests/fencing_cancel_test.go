@@ -158,9 +158,12 @@ func TestCancelRunningTaskAcknowledged(t *testing.T) {
 		close(stopped)
 		return ctx.Err()
 	})
-	// The cancel timeout is long: only the acknowledgement may end CANCELLING.
+	// The cancel timeout is long: only the acknowledgement may end
+	// CANCELLING. The heartbeat timeout is roomy: on a loaded machine a short
+	// lease can lapse, and then the worker stops the handler itself
+	// (ErrLeaseLost) and acknowledges nothing.
 	s.createJob(quickJob("cancel-running", map[string]any{
-		"timeouts": map[string]any{"heartbeat": "2s", "queue": "30s", "cancel": "30s", "run": "1m"},
+		"timeouts": map[string]any{"heartbeat": "15s", "queue": "30s", "cancel": "30s", "run": "1m"},
 	}))
 	id := s.trigger("cancel-running", nil)
 	select {
