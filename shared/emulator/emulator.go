@@ -9,9 +9,11 @@
 // emulator is not started and clients use the configured endpoint, so the
 // same code runs against LocalStack or a real account.
 //
-// Every started server runs in its own process group and is killed by the
-// kernel if this process dies, so nothing outlives a test binary that
-// panics or is killed; Stop kills the groups and waits for them.
+// Every started server runs in its own process group and dies with this
+// process (on Linux by the kernel's parent-death signal; everywhere because
+// its launcher exits when its stdin from this process closes), so nothing
+// outlives a test binary that panics or is killed; Stop kills the groups
+// and waits for them.
 package emulator
 
 import (
@@ -234,6 +236,7 @@ func configuredEndpoint(ctx context.Context, cfg aws.Config, sdkID string) (stri
 
 func (e *Env) startServers(ctx context.Context, l layout, timeout time.Duration) error {
 	var specs []serverSpec
+	marker := sessionMarker()
 	if e.wantDynamo && e.dynamo.URL == "" {
 		java, err := javaBinary()
 		if err != nil {
@@ -249,14 +252,18 @@ func (e *Env) startServers(ctx context.Context, l layout, timeout time.Duration)
 			bin:     java,
 			args: func(port int) []string {
 				// Absolute paths (the cwd is the emulator folder anyway) so the
-				// command line names this checkout; `make test` greps for it.
+				// command line names this checkout.
 				storage := []string{"-inMemory"}
 				if e.dataDir != "" {
 					storage = []string{"-dbPath", e.dataDir}
 				}
 				// The launcher binds 127.0.0.1 only; DynamoDB Local's own
 				// main (java -jar) would listen on every interface.
-				args := []string{"-Djava.library.path=" + l.dynamoLib, "-cp", launcher, dynamoLauncherClass, l.dynamoJar}
+				var args []string
+				if marker != "" {
+					args = append(args, "-D"+marker)
+				}
+				args = append(args, "-Djava.library.path="+l.dynamoLib, "-cp", launcher, dynamoLauncherClass, l.dynamoJar)
 				args = append(args, storage...)
 				return append(args, "-sharedDb", "-disableTelemetry", "-port", fmt.Sprint(port))
 			},
@@ -266,19 +273,29 @@ func (e *Env) startServers(ctx context.Context, l layout, timeout time.Duration)
 				return strings.Contains(out, "BindException") || strings.Contains(out, "Failed to bind") ||
 					strings.Contains(out, "Address already in use")
 			},
-			health: e.dynamoHealth,
+			readyLine: func(port int) string { return fmt.Sprintf("DynamoDBLocalLoopback listening on 127.0.0.1:%d", port) },
+			health:    e.dynamoHealth,
 		})
 	}
 	if e.wantSQS && e.sqs.URL == "" {
+		node, err := l.nodeBinary(ctx)
+		if err != nil {
+			return err
+		}
 		specs = append(specs, serverSpec{
 			service: ServiceSQS,
 			dir:     l.root,
-			bin:     l.node,
+			bin:     node,
 			args: func(port int) []string {
 				// fauxqs opens node:sqlite, which Node 22 flags as experimental.
-				return []string{"--disable-warning=ExperimentalWarning", l.fauxqs, fmt.Sprint(port)}
+				args := []string{"--disable-warning=ExperimentalWarning", l.fauxqs, fmt.Sprint(port)}
+				if marker != "" {
+					args = append(args, marker)
+				}
+				return args
 			},
 			portTaken: func(out string) bool { return strings.Contains(out, "EADDRINUSE") },
+			readyLine: func(port int) string { return fmt.Sprintf("fauxqs listening on 127.0.0.1:%d", port) },
 			health:    e.sqsHealth,
 		})
 	}
@@ -339,6 +356,8 @@ type serverSpec struct {
 	dir, bin  string
 	args      func(port int) []string
 	portTaken func(output string) bool
+	// readyLine is the line the launcher prints once it listens on port.
+	readyLine func(port int) string
 	health    func(ctx context.Context, url string) error
 }
 
@@ -356,7 +375,7 @@ func (e *Env) startServer(ctx context.Context, s serverSpec, timeout time.Durati
 			return nil, Endpoint{}, fmt.Errorf("start %s: %w", s.service, err)
 		}
 		began := time.Now()
-		p, err := spawn(s.service, s.dir, s.bin, s.args(port), os.Environ())
+		p, err := spawn(s.service, s.dir, s.bin, s.args(port), append(os.Environ(), watchStdinEnv+"=1"))
 		if err != nil {
 			return nil, Endpoint{}, err
 		}
@@ -387,7 +406,7 @@ func waitReady(ctx context.Context, p *process, port int, url string, s serverSp
 			return fmt.Errorf("start %s (pid %d, port %d): exited before it was ready: %v\n--- output ---\n%s",
 				s.service, p.pid(), port, p.waitErr, lastLines(p.out.String(), 40))
 		}
-		if listening(p.pid(), port) {
+		if ownsPort(p, port, s.readyLine(port)) {
 			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			lastErr = s.health(hctx, url)
 			cancel()

