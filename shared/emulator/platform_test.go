@@ -1,6 +1,8 @@
 package emulator
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,13 +165,14 @@ func TestSystemNodeWhereNoBuildIsPinned(t *testing.T) {
 }
 
 // The Makefile's install (InstallTools) is done once node_modules/.installed
-// is newer than package.json and package-lock.json.
+// holds the stamp of today's package.json and package-lock.json, whatever
+// their times say.
 func TestMarkerFresh(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	l := newLayout(root)
-	write(t, filepath.Join(root, "package.json"), "{}")
-	write(t, filepath.Join(root, "package-lock.json"), "{}")
+	write(t, filepath.Join(root, "package.json"), `{"name": "x"}`)
+	write(t, filepath.Join(root, "package-lock.json"), `{"lockfileVersion": 3}`)
 	if err := l.markerFresh(); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("markerFresh without a marker = %v, want not exist", err)
 	}
@@ -177,16 +180,20 @@ func TestMarkerFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, l.marker(), "")
-	past, now := time.Now().Add(-time.Hour), time.Now()
-	setMtime(t, filepath.Join(root, "package.json"), past)
-	setMtime(t, filepath.Join(root, "package-lock.json"), past)
-	setMtime(t, l.marker(), now)
-	if err := l.markerFresh(); err != nil {
-		t.Fatalf("markerFresh after an install = %v, want nil", err)
+	if err := l.markerFresh(); err == nil {
+		t.Fatal("markerFresh with an empty marker = nil, want stale")
 	}
-	setMtime(t, filepath.Join(root, "package-lock.json"), now.Add(time.Second))
-	if err := l.markerFresh(); err == nil || !strings.Contains(err.Error(), "package-lock.json") {
-		t.Fatalf("markerFresh after a lock change = %v, want package-lock.json named", err)
+	// What `cat package.json package-lock.json | sha256sum` prints.
+	sum := sha256.Sum256([]byte(`{"name": "x"}{"lockfileVersion": 3}`))
+	write(t, l.marker(), hex.EncodeToString(sum[:])+"\n")
+	later := time.Now().Add(time.Hour)
+	setMtime(t, filepath.Join(root, "package-lock.json"), later) // a checkout touched it
+	if err := l.markerFresh(); err != nil {
+		t.Fatalf("markerFresh with the stamp of today's files = %v, want nil", err)
+	}
+	write(t, filepath.Join(root, "package-lock.json"), `{"lockfileVersion": 3, "packages": {}}`)
+	if err := l.markerFresh(); err == nil || !strings.Contains(err.Error(), "changed since the last npm ci") {
+		t.Fatalf("markerFresh after a lock change = %v, want stale", err)
 	}
 }
 

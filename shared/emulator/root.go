@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -184,36 +186,56 @@ func (l layout) ensureInstalled(ctx context.Context, log *slog.Logger) error {
 }
 
 // InstallTools is the Makefile's deps target (cmd/rldeps): it runs `npm ci`
-// in the checkout at root unless node_modules/.installed is newer than
-// package.json and package-lock.json and the emulators' packages are
-// installed, under the lock the Go tests take.
+// in the checkout at root unless node_modules/.installed records the
+// package.json and package-lock.json of today and the emulators' packages
+// are installed, under the lock the Go tests take. It then touches the
+// marker, which make compares by time: a checkout or rebase that changed
+// the files' times but not their content costs no reinstall.
 func InstallTools(ctx context.Context, root string, log *slog.Logger) error {
 	l := newLayout(root)
-	return l.install(ctx, log, func() error {
+	err := l.install(ctx, log, func() error {
 		if err := l.markerFresh(); err != nil {
 			return err
 		}
 		return l.checkInstalled()
 	})
-}
-
-// markerFresh reports why node_modules/.installed does not prove that
-// `npm ci` ran since package.json and package-lock.json last changed.
-func (l layout) markerFresh() error {
-	marker, err := os.Stat(l.marker())
 	if err != nil {
 		return err
 	}
-	for _, f := range []string{"package.json", "package-lock.json"} {
-		fi, err := os.Stat(filepath.Join(l.root, f))
-		if err != nil {
-			return err
-		}
-		if !marker.ModTime().After(fi.ModTime()) {
-			return fmt.Errorf("%s changed since the last npm ci", f)
-		}
+	now := time.Now()
+	return os.Chtimes(l.marker(), now, now)
+}
+
+// markerFresh reports why node_modules/.installed does not prove that
+// `npm ci` installed today's package.json and package-lock.json.
+func (l layout) markerFresh() error {
+	got, err := os.ReadFile(l.marker())
+	if err != nil {
+		return err
+	}
+	want, err := l.stamp()
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(string(got)) != want {
+		return errors.New("package.json or package-lock.json changed since the last npm ci")
 	}
 	return nil
+}
+
+// stamp is what the marker holds after an install: the SHA-256 of
+// package.json followed by package-lock.json, in hex (as
+// `cat package.json package-lock.json | sha256sum` prints it).
+func (l layout) stamp() (string, error) {
+	h := sha256.New()
+	for _, f := range []string{"package.json", "package-lock.json"} {
+		data, err := os.ReadFile(filepath.Join(l.root, f))
+		if err != nil {
+			return "", err
+		}
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // marker is the file that says "npm ci completed" (the Makefile's target).
@@ -258,7 +280,11 @@ func (l layout) install(ctx context.Context, log *slog.Logger, needed func() err
 	if err := l.checkInstalled(); err != nil {
 		return fmt.Errorf("install npm packages: still incomplete after npm ci: %w", err)
 	}
-	if err := os.WriteFile(l.marker(), nil, 0o644); err != nil {
+	stamp, err := l.stamp()
+	if err != nil {
+		return fmt.Errorf("install npm packages: %w", err)
+	}
+	if err := os.WriteFile(l.marker(), []byte(stamp+"\n"), 0o644); err != nil {
 		return fmt.Errorf("install npm packages: %w", err)
 	}
 	log.InfoContext(ctx, "installed npm packages", "duration_ms", time.Since(started).Milliseconds())
