@@ -7,32 +7,38 @@ FUNCTIONS := api events ticker reconciler worker
 .PHONY: test test-go test-infra deps run bench functions synth generate vet clean
 
 # The Go tests start the emulators themselves (shared/emulator) and must stop
-# them. RUNLEDGER_TEST_SESSION marks this run: the emulators inherit it, so
-# the check after the tests ignores emulators of other runs in this checkout.
+# them. RUNLEDGER_TEST_SESSION marks this run: every emulator started under it
+# carries runledger.session=<that id> on its command line, so the check after
+# the tests finds one this run left running with ps (Linux and macOS alike)
+# and ignores emulators of other runs. awk reads the id from its environment,
+# so no process but an emulator shows it on its command line.
 test: export RUNLEDGER_TEST_SESSION := $(shell date +%s%N)-$(shell echo $$PPID)
 test: deps vet test-go test-infra synth
-	@left=; \
-	for pid in $$(pgrep -f '$(CURDIR)/node_modules/.*(DynamoDBLoca[l]\.jar|fauxq[s])'); do \
-	  if tr '\0' '\n' < /proc/$$pid/environ 2>/dev/null | grep -qxF "RUNLEDGER_TEST_SESSION=$$RUNLEDGER_TEST_SESSION"; then \
-	    left="$$left $$pid"; \
-	  fi; \
-	done; \
+	@left=$$(ps -A -ww -o pid= -o args= | \
+	  awk 'index($$0 " ", "runledger.session=" ENVIRON["RUNLEDGER_TEST_SESSION"] " ")'); \
 	if [ -n "$$left" ]; then \
-	  echo "emulators left running after the tests:"; ps -o pid,args -p "$${left# }"; exit 1; \
+	  echo "emulators left running after the tests:"; echo "$$left"; exit 1; \
 	fi; \
 	echo "no emulator left running"
 
-# Pinned npm packages: DynamoDB Local, fauxqs, Node 22, the CDK CLI. Go tests
-# run without make install the same way (shared/emulator) under the same
-# lock, so concurrent installs wait and skip what another just did.
+# Pinned npm packages: DynamoDB Local, fauxqs, the host platform's Node 22
+# build (where npm serves one), the CDK CLI. cmd/rldeps runs `npm ci` under
+# the lock the Go tests take when they install the same way without make
+# (shared/emulator), so concurrent installs wait and skip what another just
+# did.
 deps: node_modules/.installed
 node_modules/.installed: package.json package-lock.json
-	@mkdir -p .runledger
-	flock .runledger/npm-ci.lock bash -c '[[ $@ -nt package.json && $@ -nt package-lock.json ]] || \
-	  { npm ci --no-audit --no-fund --loglevel=error && touch $@; }'
+	$(GO) run ./cmd/rldeps
 
+# Vetted for the other platforms `make run` supports as well, so code that
+# builds on one platform only fails here, not on a colleague's Mac.
+VET_PLATFORMS := darwin/arm64 linux/arm64
 vet:
 	$(GO) vet ./...
+	@for p in $(VET_PLATFORMS); do \
+	  echo "GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./..."; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./... || exit 1; \
+	done
 
 # The dashboard's browser test (tests/dashboard_test.go) skips without
 # Chromium; say so here, since go test shows a passing package's skips only
@@ -43,8 +49,10 @@ test-go: deps
 	else echo "dashboard browser test: SKIPPED, no chromium on PATH (apt-get install chromium, or set RUNLEDGER_CHROMIUM)"; fi
 	$(GO) test -count=1 -timeout 20m ./...
 
-# The CDK app (infra/, its own module) and its tests. The pinned Node 22 goes
-# first on PATH for the jsii runtime behind the Go CDK; the pinned CLI runs
+# The CDK app (infra/, its own module) and its tests. The pinned Node 22
+# (node_modules/.bin/node: npm links the host platform's build; where npm
+# serves none, the system's Node 22 on PATH) goes first on PATH for the jsii
+# runtime behind the Go CDK; the pinned CLI runs
 # offline: no telemetry, no version check, no notices, no lookups, and no
 # AWS credentials needed. The tests synthesize from placeholder executables,
 # so they need no `make functions`.
