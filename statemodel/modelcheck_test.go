@@ -85,7 +85,7 @@ func alphabet() []Event {
 	}
 	evs = append(evs, r("never-started-2", EvNeverStarted, 2))
 	// Appended last: the fuzz corpus indexes the alphabet.
-	evs = append(evs, sc("dispatch-failed", EvDispatchFailed))
+	evs = append(evs, sc("dispatch-failed", EvDispatchFailed), sc("deps-timeout", EvDepsTimeout))
 	return evs
 }
 
