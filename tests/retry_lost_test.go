@@ -200,8 +200,8 @@ func TestLateSuccessWhileLostIsAccepted(t *testing.T) {
 		t.Fatalf("LOST by %s from %s", r.Event, r.Actor)
 	}
 	// A worker's event id is recorded scoped by route and attempt.
-	if r := h[5]; r.Event != "attempt.succeeded" || r.Actor != "worker" || r.Attempt != 1 || r.EventID != "complete:1:"+eventID {
-		t.Fatalf("SUCCEEDED by %s from %s for attempt %d (event %s), want the worker's attempt.succeeded complete:1:%s",
+	if r := h[5]; r.Event != "attempt.succeeded" || r.Actor != "worker" || r.Attempt != 1 || r.EventID != eventID {
+		t.Fatalf("SUCCEEDED by %s from %s for attempt %d (event %s), want the worker's attempt.succeeded %s",
 			r.Event, r.Actor, r.Attempt, r.EventID, eventID)
 	}
 }
@@ -241,7 +241,7 @@ func TestStaleSuccessFromOlderAttemptIsIgnored(t *testing.T) {
 	if a1.State != "LOST" || str(a1.ErrorCategory) != "lost" {
 		t.Fatalf("attempt 1 %+v (category %s), want LOST with category lost", a1, str(a1.ErrorCategory))
 	}
-	i := slices.IndexFunc(a1.LateEvents, func(l lateEvent) bool { return l.EventID == "complete:1:"+eventID })
+	i := slices.IndexFunc(a1.LateEvents, func(l lateEvent) bool { return l.EventID == eventID })
 	if i < 0 || len(a1.LateEvents) != 1 {
 		t.Fatalf("attempt 1's late events %+v, want exactly %s", a1.LateEvents, eventID)
 	}
@@ -286,7 +286,7 @@ func TestStaleSuccessFromOlderAttemptIsIgnored(t *testing.T) {
 	if a2.State != "FAILED" || str(a2.ErrorCategory) != "bad_input" || a2.ExitCode == nil || *a2.ExitCode != 7 {
 		t.Fatalf("attempt 2 %+v (category %s)", a2, str(a2.ErrorCategory))
 	}
-	if a1.State != "LOST" || str(a1.ErrorCategory) != "lost" || !slices.ContainsFunc(a1.LateEvents, func(l lateEvent) bool { return l.EventID == "complete:1:"+eventID }) {
+	if a1.State != "LOST" || str(a1.ErrorCategory) != "lost" || !slices.ContainsFunc(a1.LateEvents, func(l lateEvent) bool { return l.EventID == eventID }) {
 		t.Fatalf("attempt 1 changed after the task ended: %+v", a1)
 	}
 	expectStates(t, s.records(id, "main"), "CREATED", "SCHEDULED", "QUEUED", "RUNNING",

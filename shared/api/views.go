@@ -175,7 +175,7 @@ func renderTask(t store.TaskView) taskView {
 		av.LateDropped = late[a.N].LateDropped
 		for _, l := range late[a.N].Late {
 			av.LateEvents = append(av.LateEvents, lateView{
-				EventID: l.EventID, Event: string(l.Type), Actor: string(l.Actor), Outcome: string(l.Outcome),
+				EventID: scheduler.ClientEventID(l.EventID), Event: string(l.Type), Actor: string(l.Actor), Outcome: string(l.Outcome),
 				EventTime: optTime(l.EventTime), ObservedAt: optTime(l.ObservedAt), Detail: l.Detail,
 			})
 		}
@@ -221,7 +221,7 @@ func renderTransition(tr statemodel.Transition) transitionView {
 		ev = map[string]string{}
 	}
 	return transitionView{
-		Seq: tr.Seq, From: string(tr.From), To: string(tr.To), Event: string(tr.Event), EventID: tr.EventID,
+		Seq: tr.Seq, From: string(tr.From), To: string(tr.To), Event: string(tr.Event), EventID: scheduler.ClientEventID(tr.EventID),
 		Actor: string(tr.Actor), Attempt: tr.Attempt, EventTime: optTime(tr.EventTime), ObservedAt: optTime(tr.ObservedAt),
 		Evidence: ev, Reason: tr.Reason, Operator: tr.Operator, Scope: tr.Scope, Override: tr.Override(),
 	}

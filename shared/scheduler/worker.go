@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/runledger/runledger/shared/store"
@@ -51,6 +52,21 @@ const (
 // which starts with a route's name.
 func (a AttemptRef) eventID(route, clientID string) string {
 	return fmt.Sprintf("%s:%d:%s", route, a.Attempt, clientID)
+}
+
+// ClientEventID is the id the worker sent for an event recorded as
+// recorded: the inverse of eventID, so history and late events show a
+// worker the id it chose. The scheduler's own ids come back unchanged.
+func ClientEventID(recorded string) string {
+	route, rest, ok := strings.Cut(recorded, ":")
+	if !ok || (route != routeClaim && route != routeHeartbeat && route != routeComplete) {
+		return recorded
+	}
+	n, id, ok := strings.Cut(rest, ":")
+	if !ok || n == "" || strings.Trim(n, "0123456789") != "" {
+		return recorded
+	}
+	return id
 }
 
 // ClaimResult answers a claim.
