@@ -5,49 +5,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/middleware"
 
+	"github.com/runledger/runledger/shared/emulator/emulatortest"
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
-// readCounter counts the items DynamoDB examined for one client's reads
-// (Query's ScannedCount, one per GetItem, BatchGetItem's items).
-type readCounter struct{ items atomic.Int64 }
-
-func (c *readCounter) client() *dynamodb.Client {
-	return env.DynamoDBClient(func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
-			return s.Initialize.Add(middleware.InitializeMiddlewareFunc("countReads",
-				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-					out, md, err := next.HandleInitialize(ctx, in)
-					switch r := out.Result.(type) {
-					case *dynamodb.QueryOutput:
-						c.items.Add(int64(r.ScannedCount))
-					case *dynamodb.GetItemOutput:
-						c.items.Add(1)
-					case *dynamodb.BatchGetItemOutput:
-						for _, items := range r.Responses {
-							c.items.Add(int64(len(items)))
-						}
-					}
-					return out, md, err
-				}), middleware.After)
-		})
-	})
-}
-
 // counted is the fixture's service again, on a client whose reads c counts.
-func (f *fixture) counted(c *readCounter) *scheduler.Service {
-	st := store.New(c.client(), f.st.Table(), store.WithClock(f.clock.Now))
+func (f *fixture) counted(c *emulatortest.ReadCounter) *scheduler.Service {
+	st := store.New(env.DynamoDBClient(c.Option), f.st.Table(), store.WithClock(f.clock.Now))
 	return scheduler.New(st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now})
 }
 
@@ -140,7 +113,7 @@ func TestCancelPreviousFireFollowsLiveRuns(t *testing.T) {
 	}
 	f.seedFinishedRuns(t, "every", 400)
 
-	var c readCounter
+	var c emulatortest.ReadCounter
 	svc := f.counted(&c)
 	f.clock.Advance(time.Minute) // the 03:06 slot
 	f.tick(t, svc)
@@ -151,7 +124,7 @@ func TestCancelPreviousFireFollowsLiveRuns(t *testing.T) {
 	if err != nil || len(live) != 1 || live[0].ID == first[0].ID {
 		t.Fatalf("after the second fire: %+v %v, want one new unfinished run", live, err)
 	}
-	if n := c.items.Load(); n > 150 {
+	if n := c.Items(); n > 150 {
 		t.Fatalf("the fire examined %d items with 400 finished runs of the job, want at most 150", n)
 	}
 }
@@ -173,7 +146,7 @@ func TestRunFinishReadsOnlyDependents(t *testing.T) {
 	}
 	up := f.trigger(t, "up", logical)
 
-	var c readCounter
+	var c emulatortest.ReadCounter
 	svc := f.counted(&c)
 	// The upstream run ends CANCELLED: a dependent that needs SUCCEEDED
 	// can never run, and the finish tells it at once.
@@ -183,7 +156,7 @@ func TestRunFinishReadsOnlyDependents(t *testing.T) {
 	if st := f.readRun(t, down.Run.ID).Tasks[0].Instance.Snapshot.State; st != statemodel.StateUpstreamFailed {
 		t.Fatalf("the dependent's task is %s after its upstream run was cancelled, want UPSTREAM_FAILED at once", st)
 	}
-	if n := c.items.Load(); n > 100 {
+	if n := c.Items(); n > 100 {
 		t.Fatalf("the finish examined %d items with 302 jobs defined, want at most 100", n)
 	}
 }

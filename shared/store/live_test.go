@@ -6,44 +6,16 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/middleware"
 
+	"github.com/runledger/runledger/shared/emulator/emulatortest"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
-
-// readCounter counts the items DynamoDB examined for the reads of one
-// client: Query's ScannedCount, one per GetItem, the items BatchGetItem
-// returned. It measures what a read costs as the table grows.
-type readCounter struct{ items atomic.Int64 }
-
-func (c *readCounter) client() *dynamodb.Client {
-	return env.DynamoDBClient(func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
-			return s.Initialize.Add(middleware.InitializeMiddlewareFunc("countReads",
-				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-					out, md, err := next.HandleInitialize(ctx, in)
-					switch r := out.Result.(type) {
-					case *dynamodb.QueryOutput:
-						c.items.Add(int64(r.ScannedCount))
-					case *dynamodb.GetItemOutput:
-						c.items.Add(1)
-					case *dynamodb.BatchGetItemOutput:
-						for _, items := range r.Responses {
-							c.items.Add(int64(len(items)))
-						}
-					}
-					return out, md, err
-				}), middleware.After)
-		})
-	})
-}
 
 // seedFinishedPointers writes n run pointers of job that look like the
 // pointer of a finished run (a real one, cloned under new run ids) with
@@ -144,16 +116,16 @@ func TestUnfinishedRunsCostFollowsLiveWork(t *testing.T) {
 	ctx := context.Background()
 	const finished = 600
 	seedFinishedPointers(t, ts, "wf", finished)
-	var c readCounter
-	counted := store.New(c.client(), ts.table, store.WithClock(ts.clock.Now))
+	var c emulatortest.ReadCounter
+	counted := store.New(env.DynamoDBClient(c.Option), ts.table, store.WithClock(ts.clock.Now))
 
 	if busy, err := counted.HasUnfinishedRuns(ctx, "wf"); err != nil || busy {
 		t.Fatalf("HasUnfinishedRuns with only finished runs: %t %v", busy, err)
 	}
-	if n := c.items.Load(); n > 20 {
+	if n := c.Items(); n > 20 {
 		t.Fatalf("HasUnfinishedRuns examined %d items with %d finished runs and none unfinished, want at most 20", n, finished)
 	}
-	c.items.Store(0)
+	c.Reset()
 	if got := unfinishedIDs(t, counted, "wf"); len(got) != 0 {
 		t.Fatalf("unfinished runs: %v", got)
 	}
@@ -161,14 +133,14 @@ func TestUnfinishedRunsCostFollowsLiveWork(t *testing.T) {
 	// Old runs, newer than the live one: the newest pointers do not find
 	// it, the live index does.
 	seedFinishedPointers(t, ts, "wf", 30)
-	c.items.Store(0)
+	c.Reset()
 	if busy, err := counted.HasUnfinishedRuns(ctx, "wf"); err != nil || !busy {
 		t.Fatalf("HasUnfinishedRuns with %s unfinished: %t %v", live.Run.ID, busy, err)
 	}
 	if got := unfinishedIDs(t, counted, "wf"); !slices.Equal(got, []string{live.Run.ID}) {
 		t.Fatalf("unfinished runs: %v, want %s", got, live.Run.ID)
 	}
-	if n := c.items.Load(); n > 20 {
+	if n := c.Items(); n > 20 {
 		t.Fatalf("finding 1 unfinished run among %d examined %d items, want at most 20", finished+31, n)
 	}
 }
