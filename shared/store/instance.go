@@ -858,7 +858,7 @@ func heartbeatTarget(cur statemodel.Snapshot, attempt int) (statemodel.InstanceS
 // History returns an instance's transition records in seq order, at most
 // limit (0: DynamoDB's page) per call, and the token of the next page ("" at
 // the end). One strongly consistent Query per call:
-// pk = RUN#<run> AND begins_with(sk, "TR#<task>#").
+// pk = RUN#<run> AND sk BETWEEN "TR#<task>#" AND "TR#<task>$".
 func (s *Store) History(ctx context.Context, key InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
 	op := func(err error) error { return fmt.Errorf("history %s: %w", key, err) }
 	if err := checkInstanceKey(key); err != nil {
@@ -873,9 +873,8 @@ func (s *Store) History(ctx context.Context, key InstanceKey, limit int, token s
 	}
 	e := newExpr()
 	in := &dynamodb.QueryInput{
-		TableName: aws.String(s.table),
-		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(runPK(key.Run))) +
-			" AND begins_with(" + e.n(tableschema.SK) + ", " + e.v("prefix", str(transitionPrefix(key.Task))) + ")"),
+		TableName:                aws.String(s.table),
+		KeyConditionExpression:   aws.String(e.prefixKey(runPK(key.Run), transitionPrefix(key.Task))),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 		ConsistentRead: aws.Bool(true), ExclusiveStartKey: start,
 	}

@@ -143,7 +143,7 @@ func (s *Store) edgeActions(job string, before, after []string) ([]types.Transac
 // name it), by name: one strongly consistent Query of job's dependency
 // edges, however many jobs are defined.
 //
-//	pk = JOB#<job> AND begins_with(sk, "DEP#")
+//	pk = JOB#<job> AND sk BETWEEN "DEP#" AND "DEP$"
 func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error) {
 	op := func(err error) error { return fmt.Errorf("list dependents of job %s: %w", job, err) }
 	if err := checkJob(job); err != nil {
@@ -152,9 +152,8 @@ func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error
 	e := newExpr()
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
-		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(jobPK(job))) +
-			" AND begins_with(" + e.n(tableschema.SK) + ", " + e.v("prefix", str(prefixDependent)) + ")"),
-		ProjectionExpression: aws.String(e.n(attrJob)),
+		KeyConditionExpression: aws.String(e.prefixKey(jobPK(job), prefixDependent)),
+		ProjectionExpression:   aws.String(e.n(attrJob)),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
 	var out []string

@@ -546,8 +546,7 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error
 			return nil, "", op(err)
 		}
 		in.ConsistentRead = aws.Bool(true)
-		in.KeyConditionExpression = aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(jobPK(f.Job))) +
-			" AND begins_with(" + e.n(tableschema.SK) + ", " + e.v("prefix", str(prefixRun)) + ")")
+		in.KeyConditionExpression = aws.String(e.prefixKey(jobPK(f.Job), prefixRun))
 		want = map[string]string{tableschema.PK: jobPK(f.Job), tableschema.SK: ""}
 	}
 	if f.Status != "" {
@@ -723,10 +722,9 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
 	e := newExpr()
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true), ScanIndexForward: aws.Bool(false),
-		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(jobPK(job))) +
-			" AND begins_with(" + e.n(tableschema.SK) + ", " + e.v("prefix", str(prefixRun)) + ")"),
-		ProjectionExpression: aws.String(e.n(attrExec)),
-		Limit:                aws.Int32(newestPointers),
+		KeyConditionExpression: aws.String(e.prefixKey(jobPK(job), prefixRun)),
+		ProjectionExpression:   aws.String(e.n(attrExec)),
+		Limit:                  aws.Int32(newestPointers),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
 	out, err := s.db.Query(ctx, in)
