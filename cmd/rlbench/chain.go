@@ -23,7 +23,7 @@ func (b *bench) chain(ctx context.Context, chainRuns int) error {
 		return err
 	}
 	defer st.Stop(context.Background())
-	stop, err := startWorker(stackWorker(st, "chain", 4, b.log), failFirst)
+	stop, err := benchWorker(st, "chain", 4, failFirst)
 	if err != nil {
 		return err
 	}

@@ -2,102 +2,48 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runledger/runledger/shared/api"
+	"github.com/runledger/runledger/shared/app"
 	"github.com/runledger/runledger/shared/devstack"
 	"github.com/runledger/runledger/shared/local"
-	"github.com/runledger/runledger/shared/queue"
-	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
-// costStack is the local stack assembled as devstack.Start assembles it
-// (same table, queues, service configuration, API server, pollers and
-// tickers), with two additions devstack has no option for: the store
-// reports the capacity of its writes (store.WithCapacityReports), and the
-// DynamoDB and SQS clients carry the bench's meter (capacity on every call,
-// empty receives). Its ticker and reconciler fire once at start and then
-// hourly: their passes are a fixed cost per deployment (EventBridge calls
-// them every minute whatever runs), not a cost of a run, and a run's timers
-// reach the scheduler through the delay queue.
+// costStack is the scenario's local stack (devstack) with the bench's
+// meter on it: the store reports the capacity of its writes
+// (store.WithCapacityReports), and the DynamoDB and SQS clients carry the
+// meter (capacity on every call, empty receives). Its ticker and
+// reconciler fire once at start and then hourly: their passes are a fixed
+// cost per deployment (EventBridge calls them every minute whatever runs),
+// not a cost of a run, and a run's timers reach the scheduler through the
+// delay queue.
 type costStack struct {
-	store    *store.Store
-	reader   *store.Store // uncounted: the bench's own polling costs nothing
-	queue    *queue.Client
-	server   *local.Server
-	counters *local.Counters
-	meter    *meter
-	queues   map[string]string
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	*devstack.Stack
+	reader *store.Store // uncounted: the bench's own polling costs nothing
+	meter  *meter
 }
 
 func (b *bench) startCostStack(ctx context.Context) (*costStack, error) {
-	o := b.stackOptions(devstack.Options{})
-	cs := &costStack{counters: local.NewCounters(), meter: &meter{}, queues: map[string]string{}}
-	db := b.env.DynamoDBClient(func(opt *dynamodb.Options) { cs.counters.CountDynamoDB(opt) }, cs.meter.dynamoOption)
-	sq := b.env.SQSClient(func(opt *sqs.Options) { cs.counters.CountSQS(opt) }, cs.meter.sqsOption)
-	if err := store.CreateTable(ctx, db, o.Name); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
-		return nil, fmt.Errorf("cost stack: table %s: %w", o.Name, err)
-	}
-	cs.queue = queue.New(sq)
-	for _, name := range []string{pool, "events", "delay"} {
-		qn := o.Name + "-" + name
-		if name == pool {
-			qn = o.Name + "-pool-" + name
-		}
-		c, err := cs.queue.CreateQueue(ctx, queue.Spec{Name: qn, VisibilityTimeout: 30 * time.Second, MaxReceiveCount: 5, Encrypt: true})
-		if err != nil {
-			return nil, fmt.Errorf("cost stack: queue %s: %w", qn, err)
-		}
-		cs.queues[name] = c.URL
-	}
-	cs.store = store.New(db, o.Name, store.WithClock(time.Now), store.WithLogger(b.log), store.WithCapacityReports(cs.meter.storeReport))
-	cs.reader = store.New(b.env.DynamoDBClient(), o.Name, store.WithLogger(b.log))
-	svc := scheduler.New(cs.store, cs.queue, scheduler.Config{
-		Pools: map[string]string{pool: cs.queues[pool]}, EventsQueueURL: cs.queues["events"], DelayQueueURL: cs.queues["delay"],
-		Evidence: []scheduler.EvidenceProvider{scheduler.WorkerLeaseEvidence{Store: cs.store, Now: time.Now}}, Logger: b.log,
+	m := &meter{}
+	st, err := b.startStack(ctx, devstack.Options{
+		TickInterval:    time.Hour,
+		DynamoDBOptions: []func(*dynamodb.Options){m.dynamoOption},
+		SQSOptions:      []func(*sqs.Options){m.sqsOption},
+		CapacityReports: m.storeReport,
 	})
-	h, err := api.New(svc, api.Config{Auth: api.AuthAPIKey, APIKey: o.APIKey, Logger: b.log})
 	if err != nil {
 		return nil, err
 	}
-	cs.server = &local.Server{Name: "api", Handler: h, ListenAddr: o.ListenAddr, Counters: cs.counters, Logger: b.log, Region: b.env.Region()}
-	if err := cs.server.Start(); err != nil {
-		return nil, fmt.Errorf("cost stack: api: %w", err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	cs.cancel = cancel
-	for _, name := range []string{"events", "delay"} {
-		p := &local.Poller{Name: "events", Queue: cs.queue, QueueURL: cs.queues[name], BatchSize: 10, Wait: time.Second,
-			Handler: svc.HandleEvents, Concurrency: 2, Counters: cs.counters, Logger: b.log, Region: b.env.Region()}
-		cs.wg.Go(func() { _ = p.Run(runCtx) })
-	}
-	tick := &local.Ticker{Name: "ticker", Interval: time.Hour, Counters: cs.counters, Logger: b.log,
-		Handler: func(ctx context.Context, _ events.EventBridgeEvent) error { _, err := svc.Tick(ctx); return err }}
-	rec := &local.Ticker{Name: "reconciler", Interval: time.Hour, Counters: cs.counters, Logger: b.log,
-		Handler: func(ctx context.Context, _ events.EventBridgeEvent) error { _, err := svc.Reconcile(ctx); return err }}
-	cs.wg.Go(func() { _ = tick.Run(runCtx) })
-	cs.wg.Go(func() { _ = rec.Run(runCtx) })
-	return cs, nil
-}
-
-func (cs *costStack) stop() {
-	_ = cs.server.Shutdown(context.Background())
-	cs.cancel()
-	cs.wg.Wait()
+	return &costStack{Stack: st, meter: m, reader: store.New(b.env.DynamoDBClient(), st.Info.Table, store.WithLogger(b.log))}, nil
 }
 
 // usage is everything the cost scenario counts, at one moment.
@@ -106,7 +52,7 @@ type usage struct {
 	m meterCounts
 }
 
-func (cs *costStack) usage() usage { return usage{c: cs.counters.Snapshot(), m: cs.meter.snapshot()} }
+func (cs *costStack) usage() usage { return usage{c: cs.Counters.Snapshot(), m: cs.meter.snapshot()} }
 
 // activity is a fingerprint of the counts that work (not idle polling)
 // moves: every request but ReceiveMessage, the receives that got messages,
@@ -171,19 +117,18 @@ func (b *bench) cost(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer cs.stop()
-	stop, err := startWorker(workerSpec{
-		APIURL: cs.server.URL(), PoolQueueURL: cs.queues[pool], EventsQueueURL: cs.queues["events"], Queue: cs.queue,
-		Name: "cost", Concurrency: 4, Logger: b.log,
+	defer cs.Stop(context.Background())
+	stop, err := cs.StartWorker(app.Worker{
+		Pool: pool, Name: "cost", Concurrency: 4, Handler: failFirst,
 		// One lease at start, none while measuring: leases are a cost per
 		// worker process and minute, not per run.
 		LeaseInterval: time.Hour,
-	}, failFirst)
+	})
 	if err != nil {
 		return err
 	}
 	defer stop()
-	api := newAPIClient(cs.server.URL(), "rlbench")
+	api := newAPIClient(cs.Info.APIURL, cs.Info.APIKey)
 	for _, def := range []map[string]any{
 		{"name": "cost-ok", "pool": pool},
 		{"name": "cost-retry", "pool": pool, "retry": map[string]any{"max_attempts": 2, "initial_interval": "1s", "jitter": "none"}},

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runledger/runledger/shared/app"
 	"github.com/runledger/runledger/shared/devstack"
 	"github.com/runledger/runledger/shared/emulator"
-	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/worker"
 )
@@ -155,44 +155,10 @@ func (c *apiClient) triggerMany(ctx context.Context, job string, n, inFlight int
 	return ids, errors.Join(errs...)
 }
 
-// workerSpec is an SDK worker run in this process, as a user's worker
-// process would run: it polls the pool queue and calls the API.
-type workerSpec struct {
-	APIURL, PoolQueueURL, EventsQueueURL string
-	Queue                                *queue.Client
-	Name                                 string
-	Concurrency                          int
-	LeaseInterval                        time.Duration
-	Logger                               *slog.Logger
-}
-
-// startWorker runs a worker with handler h until stop is called.
-func startWorker(spec workerSpec, h worker.Handler) (stop func(), err error) {
-	w, err := worker.New(worker.Config{
-		APIURL: spec.APIURL, PoolQueueURL: spec.PoolQueueURL, EventsQueueURL: spec.EventsQueueURL,
-		Name: spec.Name, Concurrency: spec.Concurrency, Queue: spec.Queue, Logger: spec.Logger,
-		LeaseInterval: spec.LeaseInterval,
-	}, h)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.Run(ctx); err != nil {
-			spec.Logger.Error("worker stopped", "worker", spec.Name, "error", err.Error())
-		}
-	}()
-	return func() { cancel(); <-done }, nil
-}
-
-// stackWorker is a worker on a devstack's pool queue.
-func stackWorker(st *devstack.Stack, name string, concurrency int, log *slog.Logger) workerSpec {
-	return workerSpec{
-		APIURL: st.Info.APIURL, PoolQueueURL: st.Info.Queues[pool], EventsQueueURL: st.Info.Queues["events"],
-		Queue: st.Queue, Name: name, Concurrency: concurrency, Logger: log,
-	}
+// benchWorker is an SDK worker on the scenario stack's pool, run in this
+// process as a user's worker process would run; stop it before the stack.
+func benchWorker(st *devstack.Stack, name string, concurrency int, h worker.Handler) (stop func(), err error) {
+	return st.StartWorker(app.Worker{Pool: pool, Name: name, Concurrency: concurrency, Handler: h})
 }
 
 // failFirst is a no-op handler that fails the first attempt of a run whose

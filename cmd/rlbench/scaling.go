@@ -53,7 +53,7 @@ func (b *bench) scaling(ctx context.Context, n int, guards bool) error {
 		return err
 	}
 	defer empty.Stop(context.Background())
-	stopWorker, err := startWorker(stackWorker(full, "scaling", 16, b.log), failFirst)
+	stopWorker, err := benchWorker(full, "scaling", 16, failFirst)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func (b *bench) throughput(ctx context.Context, n int) error {
 	defer st.Stop(context.Background())
 	var succeeded atomic.Int64
 	allDone := make(chan struct{})
-	stop, err := startWorker(stackWorker(st, "throughput", 64, b.log), func(ctx context.Context, t worker.Task) error {
+	stop, err := benchWorker(st, "throughput", 64, func(ctx context.Context, t worker.Task) error {
 		err := failFirst(ctx, t)
 		if err == nil && succeeded.Add(1) == int64(n) {
 			close(allDone)

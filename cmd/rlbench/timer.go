@@ -28,7 +28,7 @@ func (b *bench) timerPrecision(ctx context.Context, n int) error {
 		return err
 	}
 	defer st.Stop(context.Background())
-	stop, err := startWorker(stackWorker(st, "timer", 16, b.log), failFirst)
+	stop, err := benchWorker(st, "timer", 16, failFirst)
 	if err != nil {
 		return err
 	}

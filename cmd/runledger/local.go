@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/runledger/runledger/shared/app"
 	"github.com/runledger/runledger/shared/devstack"
 	"github.com/runledger/runledger/shared/execworker"
 )
@@ -75,9 +76,8 @@ func (f localFlags) options(logger *slog.Logger) (devstack.Options, error) {
 	if err != nil {
 		return opts, err
 	}
-	opts.Workers = append(opts.Workers, devstack.Worker{
-		Pool: f.execPool, Name: "exec-" + f.execPool, Concurrency: f.exec.concurrency, Handler: h.Handle,
-	})
+	exec := app.Worker{Pool: f.execPool, Name: "exec-" + f.execPool, Concurrency: f.exec.concurrency, Handler: h.Handle}
+	opts.Parts = append(opts.Parts, exec.Part())
 	return opts, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,8 +121,9 @@ func TestLocalExecPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(opts.Workers) != 1 || opts.Workers[0].Pool != "shell" || opts.Workers[0].Concurrency != 3 || opts.Workers[0].Handler == nil || !opts.DemoWorker {
-		t.Errorf("options = %+v", opts)
+	if len(opts.Parts) != 1 || opts.Parts[0].Name != "worker exec-shell" || !slices.Equal(opts.Parts[0].Pools, []string{"shell"}) ||
+		opts.Parts[0].Start == nil || got.exec.concurrency != 3 || !opts.DemoWorker {
+		t.Errorf("options = %+v, exec concurrency %d", opts, got.exec.concurrency)
 	}
 
 	cmd = localCmd(func(_ context.Context, _ io.Writer, f localFlags) error { got = f; return nil })
@@ -129,8 +131,8 @@ func TestLocalExecPool(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if opts, err := got.options(nil); err != nil || len(opts.Workers) != 0 {
-		t.Errorf("without --exec-pool: %+v, %v", opts.Workers, err)
+	if opts, err := got.options(nil); err != nil || len(opts.Parts) != 0 {
+		t.Errorf("without --exec-pool: %+v, %v", opts.Parts, err)
 	}
 }
 

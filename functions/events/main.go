@@ -1,6 +1,7 @@
 // Command events is the SQS consumer of the events and delay queues: worker
 // completions, process leases and precise timers, with partial batch
-// failures for transient errors only. Wiring only.
+// failures for transient errors only. Wiring only: the graph comes from the
+// composition root (shared/app).
 package main
 
 import (
@@ -9,14 +10,14 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/app"
 )
 
 func main() {
-	svc, log, err := scheduler.Boot(context.Background())
+	a, log, err := app.Boot(context.Background())
 	if err != nil {
 		log.Error("configure", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(svc.HandleEvents)
+	lambda.Start(a.HandleEvents)
 }

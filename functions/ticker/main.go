@@ -1,26 +1,22 @@
 // Command ticker is the EventBridge-scheduled Lambda of the ticker: cron and one-off slots, due dispatches and retries, run backstops.
-// One pass per invocation; it stops before the Lambda deadline. Wiring only.
+// One pass per invocation; it stops before the Lambda deadline. Wiring only:
+// the graph comes from the composition root (shared/app).
 package main
 
 import (
 	"context"
 	"os"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/app"
 )
 
 func main() {
-	svc, log, err := scheduler.Boot(context.Background())
+	a, log, err := app.Boot(context.Background())
 	if err != nil {
 		log.Error("configure", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(func(ctx context.Context, _ events.EventBridgeEvent) error {
-		st, err := svc.Tick(ctx)
-		log.InfoContext(ctx, "pass", "function", "ticker", "due", st.Due, "handled", st.Handled, "errors", st.Errors, "stopped", st.Stopped, "duration_ms", st.Duration.Milliseconds())
-		return err
-	})
+	lambda.Start(a.Tick)
 }

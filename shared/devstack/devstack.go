@@ -21,11 +21,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runledger/runledger/shared/api"
+	"github.com/runledger/runledger/shared/app"
 	"github.com/runledger/runledger/shared/dashboard"
 	"github.com/runledger/runledger/shared/emulator"
 	"github.com/runledger/runledger/shared/local"
@@ -57,14 +56,13 @@ type Options struct {
 	// DemoWorker runs a demo worker pool for DemoPool (default pool "demo").
 	DemoWorker bool
 	DemoPool   string
-	// Workers run in the stack beside the demo worker, each on its pool
-	// (added to Pools when missing), for example the command-running
-	// worker of `runledger local --exec-pool`.
-	Workers []Worker
+	// Parts are the stack's additions (app.Part): in-process workers
+	// such as the command-running worker of `runledger local --exec-pool`
+	// (app.Worker.Part), evidence providers, routes beside the API. Their
+	// pools are created and served like Pools.
+	Parts []app.Part
 	// Now is the scheduler's clock (default time.Now).
 	Now func() time.Time
-	// Evidence adds evidence providers after the worker-lease provider.
-	Evidence []scheduler.EvidenceProvider
 	// MaxClockSkew is the scheduler's allowance for worker clocks
 	// (default RUNLEDGER_MAX_CLOCK_SKEW, else 30 s).
 	MaxClockSkew time.Duration
@@ -73,31 +71,32 @@ type Options struct {
 	Logger *slog.Logger
 	// Counters count invocations and requests (default: a new set).
 	Counters *local.Counters
+	// DynamoDBOptions and SQSOptions run on the stack's clients after its
+	// counters (the bench's capacity meter).
+	DynamoDBOptions []func(*dynamodb.Options)
+	SQSOptions      []func(*sqs.Options)
+	// CapacityReports receives the capacity of the store's writes.
+	CapacityReports func(store.CapacityReport)
 	// WrapAPI, if set, wraps the API's handler inside the local API
 	// Gateway (the end-to-end tests check every answer against the
 	// OpenAPI document there).
 	WrapAPI func(http.Handler) http.Handler
 }
 
-// Worker is a worker pool the stack runs in-process.
-type Worker struct {
-	Pool        string
-	Name        string // default: the pool's name
-	Concurrency int    // default: the SDK's
-	Handler     worker.Handler
-}
-
 // Stack is a running local stack.
 type Stack struct {
-	Env      *emulator.Env
-	Store    *store.Store
-	Queue    *queue.Client
-	Service  *scheduler.Service
-	Handler  *api.Handler
+	Env     *emulator.Env
+	Store   *store.Store
+	Queue   *queue.Client
+	Service *scheduler.Service
+	// App is the graph the composition root built: the same one a
+	// Lambda entry builds.
+	App      *app.App
 	Server   *local.Server
 	Counters *local.Counters
 	Info     Info
 
+	loc    app.Local
 	ownEnv bool
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -121,11 +120,6 @@ func (o *Options) defaults() {
 					o.Pools = append(o.Pools, p)
 				}
 			}
-		}
-	}
-	for _, w := range o.Workers {
-		if !slices.Contains(o.Pools, w.Pool) {
-			o.Pools = append(o.Pools, w.Pool)
 		}
 	}
 	if o.ListenAddr == "" {
@@ -160,11 +154,11 @@ func (o *Options) defaults() {
 }
 
 // Start creates the table and queues if they do not exist yet, then runs the
-// handlers. It returns once the API answers.
+// handlers and the parts' processes. It returns once the API answers.
 func Start(ctx context.Context, o Options) (*Stack, error) {
 	o.defaults()
 	if o.MaxClockSkew == 0 {
-		skew, err := scheduler.MaxClockSkewFromEnv()
+		skew, err := app.MaxClockSkewFromEnv(os.Getenv)
 		if err != nil {
 			return nil, fmt.Errorf("devstack: %w", err)
 		}
@@ -185,82 +179,108 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			_ = st.Stop(context.Background())
 		}
 	}()
-	db := o.Env.DynamoDBClient(func(opt *dynamodb.Options) { o.Counters.CountDynamoDB(opt) })
-	sq := o.Env.SQSClient(func(opt *sqs.Options) { o.Counters.CountSQS(opt) })
-	table := o.Name
-	if err := store.CreateTable(ctx, db, table); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
-		return nil, fmt.Errorf("devstack: table %s: %w", table, err)
-	}
-	st.Queue = queue.New(sq)
-	queues := map[string]string{}
-	poolURLs := map[string]string{}
-	for _, name := range append(append([]string{}, o.Pools...), "events", "delay") {
-		qn := o.Name + "-" + name
-		if name != "events" && name != "delay" {
-			qn = o.Name + "-pool-" + name
-		}
-		c, err := st.Queue.CreateQueue(ctx, queue.Spec{Name: qn, VisibilityTimeout: 30 * time.Second, MaxReceiveCount: 5, Encrypt: true})
-		if err != nil {
-			return nil, fmt.Errorf("devstack: queue %s: %w", qn, err)
-		}
-		queues[name] = c.URL
-		if name != "events" && name != "delay" {
-			poolURLs[name] = c.URL
-		}
-	}
-	st.Store = store.New(db, table, store.WithClock(o.Now), store.WithLogger(o.Logger))
-	evidence := append([]scheduler.EvidenceProvider{scheduler.WorkerLeaseEvidence{Store: st.Store, Now: o.Now}}, o.Evidence...)
-	st.Service = scheduler.New(st.Store, st.Queue, scheduler.Config{
-		Pools: poolURLs, EventsQueueURL: queues["events"], DelayQueueURL: queues["delay"],
-		Now: o.Now, Evidence: evidence, MaxClockSkew: o.MaxClockSkew, Logger: o.Logger,
-	})
-	h, err := api.New(st.Service, api.Config{Auth: api.AuthAPIKey, APIKey: o.APIKey, Logger: o.Logger})
+	a, err := app.New(ctx, o.appConfig())
 	if err != nil {
+		return nil, fmt.Errorf("devstack: %w", err)
+	}
+	st.App, st.Store, st.Queue, st.Service = a, a.Store, a.Queue, a.Service
+	if err := st.serve(a, o); err != nil {
 		return nil, err
-	}
-	st.Handler = h
-	var handler http.Handler = h
-	if o.WrapAPI != nil {
-		handler = o.WrapAPI(h)
-	}
-	st.Server = &local.Server{Name: "api", Handler: handler, ListenAddr: o.ListenAddr, Counters: o.Counters, Logger: o.Logger, Region: o.Env.Region()}
-	if err := st.Server.Start(); err != nil {
-		return nil, fmt.Errorf("devstack: api: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	st.cancel = cancel
-	for _, name := range []string{"events", "delay"} {
-		p := &local.Poller{Name: "events", Queue: st.Queue, QueueURL: queues[name], BatchSize: 10, Wait: o.Wait,
-			Handler: st.Service.HandleEvents, Concurrency: 2, Counters: o.Counters, Logger: o.Logger, Region: o.Env.Region()}
-		st.run(func() error { return p.Run(runCtx) })
-	}
-	tick := &local.Ticker{Name: "ticker", Interval: o.TickInterval, Now: o.Now, Counters: o.Counters, Logger: o.Logger,
-		Handler: func(ctx context.Context, _ events.EventBridgeEvent) error { _, err := st.Service.Tick(ctx); return err }}
-	rec := &local.Ticker{Name: "reconciler", Interval: o.TickInterval, Now: o.Now, Counters: o.Counters, Logger: o.Logger,
-		Handler: func(ctx context.Context, _ events.EventBridgeEvent) error {
-			_, err := st.Service.Reconcile(ctx)
-			return err
-		}}
-	st.run(func() error { return tick.Run(runCtx) })
-	st.run(func() error { return rec.Run(runCtx) })
-	if o.DemoWorker {
-		if _, ok := poolURLs[o.DemoPool]; ok {
-			if err := st.startWorker(runCtx, o, queues, Worker{Pool: o.DemoPool, Name: "demo", Concurrency: 8, Handler: worker.DemoHandler}); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, w := range o.Workers {
-		if err := st.startWorker(runCtx, o, queues, w); err != nil {
-			return nil, err
-		}
-	}
+	st.runHandlers(runCtx, a, o)
 	st.Info = Info{
 		APIURL: st.Server.URL(), APIKey: o.APIKey, DynamoDBEndpoint: o.Env.DynamoDB().URL, SQSEndpoint: o.Env.SQS().URL,
-		Region: o.Env.Region(), Table: table, Queues: queues,
+		Region: o.Env.Region(), Table: a.Config.Table, Queues: a.Queues(),
+	}
+	st.loc = app.Local{APIURL: st.Server.URL(), Queues: st.Info.Queues, Queue: st.Queue, Logger: o.Logger, PollWait: o.Wait}
+	for _, p := range a.Config.Parts {
+		if p.Start == nil {
+			continue
+		}
+		run, err := p.Start(st.loc)
+		if err != nil {
+			return nil, fmt.Errorf("devstack: %s: %w", p.Name, err)
+		}
+		st.run(func() error { return run(runCtx) })
 	}
 	ok = true
 	return st, nil
+}
+
+// appConfig is the composition root's configuration of this stack: the
+// emulators' clients counted, the table and queues named after o.Name,
+// and the parts (the demo worker first).
+func (o *Options) appConfig() app.Config {
+	parts := o.Parts
+	if o.DemoWorker && slices.Contains(o.Pools, o.DemoPool) {
+		demo := app.Worker{Pool: o.DemoPool, Name: "demo", Concurrency: 8, Handler: worker.DemoHandler}
+		parts = append([]app.Part{demo.Part()}, parts...)
+	}
+	return app.Config{
+		Clients:         o.Env,
+		DynamoDBOptions: append([]func(*dynamodb.Options){o.Counters.CountDynamoDB}, o.DynamoDBOptions...),
+		SQSOptions:      append([]func(*sqs.Options){o.Counters.CountSQS}, o.SQSOptions...),
+		Provision:       &app.Provision{Name: o.Name, Pools: o.Pools},
+		CapacityReports: o.CapacityReports,
+		Now:             o.Now, MaxClockSkew: o.MaxClockSkew, Logger: o.Logger,
+		APIKey: o.APIKey,
+		Parts:  parts,
+	}
+}
+
+// serve starts the API (with the parts' routes) behind the local API
+// Gateway.
+func (st *Stack) serve(a *app.App, o Options) error {
+	handler, err := a.HTTP()
+	if err != nil {
+		return fmt.Errorf("devstack: %w", err)
+	}
+	if o.WrapAPI != nil {
+		handler = o.WrapAPI(handler)
+	}
+	st.Server = &local.Server{Name: "api", Handler: handler, ListenAddr: o.ListenAddr, Counters: o.Counters, Logger: o.Logger, Region: o.Env.Region()}
+	if err := st.Server.Start(); err != nil {
+		return fmt.Errorf("devstack: api: %w", err)
+	}
+	return nil
+}
+
+// runHandlers runs the events function on the events and delay queues and
+// the ticker and reconciler functions on their schedules.
+func (st *Stack) runHandlers(ctx context.Context, a *app.App, o Options) {
+	for _, url := range []string{a.Config.EventsQueueURL, a.Config.DelayQueueURL} {
+		p := &local.Poller{Name: "events", Queue: a.Queue, QueueURL: url, BatchSize: 10, Wait: o.Wait,
+			Handler: a.HandleEvents, Concurrency: 2, Counters: o.Counters, Logger: o.Logger, Region: o.Env.Region()}
+		st.run(func() error { return p.Run(ctx) })
+	}
+	for _, t := range []*local.Ticker{
+		{Name: "ticker", Handler: a.Tick},
+		{Name: "reconciler", Handler: a.Reconcile},
+	} {
+		t.Interval, t.Now, t.Counters, t.Logger = o.TickInterval, o.Now, o.Counters, o.Logger
+		st.run(func() error { return t.Run(ctx) })
+	}
+}
+
+// StartWorker runs a worker on the running stack until the returned stop
+// is called (before Stop): a worker that a scenario starts and stops by
+// itself, as a user's worker process would run.
+func (st *Stack) StartWorker(w app.Worker) (stop func(), err error) {
+	wk, err := w.New(st.loc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := wk.Run(ctx); err != nil {
+			st.loc.Logger.Error("worker stopped", "worker", w.Name, "error", err.Error())
+		}
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 func (st *Stack) run(f func() error) {
@@ -303,21 +323,3 @@ func (st *Stack) DashboardURL() string {
 
 // WriteInfo writes the stack's endpoints to path (.runledger/local.json).
 func (st *Stack) WriteInfo(path string) error { return localinfo.Write(path, st.Info) }
-
-// startWorker runs a worker pool in this process, the demo pool's (the
-// worker SDK's DemoHandler) among them: the same code a worker Lambda runs.
-func (st *Stack) startWorker(ctx context.Context, o Options, queues map[string]string, spec Worker) error {
-	name := spec.Name
-	if name == "" {
-		name = spec.Pool
-	}
-	w, err := worker.New(worker.Config{
-		APIURL: st.Server.URL(), PoolQueueURL: queues[spec.Pool], EventsQueueURL: queues["events"],
-		Name: name, Concurrency: spec.Concurrency, Queue: st.Queue, Logger: o.Logger, PollWait: o.Wait,
-	}, spec.Handler)
-	if err != nil {
-		return fmt.Errorf("devstack: %s worker: %w", name, err)
-	}
-	st.run(func() error { return w.Run(ctx) })
-	return nil
-}

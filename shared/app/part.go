@@ -1,0 +1,126 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/worker"
+)
+
+// Part is one addition to the stack. Each field is a plug-in point; a nil
+// field adds nothing there. The local stack's additions (exec pools and the
+// demo worker, executors with their evidence providers, metrics, pages
+// beside the dashboard) are each one Part, listed once in Config.Parts, so
+// the local stack, the bench and the Lambda entries pick them up alike
+// (a Lambda entry has no local process, so it never calls Start).
+type Part struct {
+	// Name tells the parts apart in errors; unique within a Config.
+	Name string
+	// Pools the part serves: under Config.Provision each gets a dispatch
+	// queue and joins the scheduler's pools.
+	Pools []string
+	// Evidence returns the part's evidence providers (an executor's view
+	// of its processes), consulted after the worker leases'.
+	Evidence func(*store.Store) []scheduler.EvidenceProvider
+	// Routes are served beside the HTTP API, by ServeMux pattern
+	// ("GET /metrics"). They take precedence over the API's own routes and
+	// do their own authentication.
+	Routes map[string]http.Handler
+	// Start prepares the part's process in the local stack (an in-process
+	// worker, a local executor) and returns what runs until its context
+	// ends. An error from Start fails the stack's start.
+	Start func(Local) (run func(context.Context) error, err error)
+}
+
+// Local is what a Part's process gets from the running local stack.
+type Local struct {
+	// APIURL is the base URL of the local API.
+	APIURL string
+	// Queues maps "events", "delay" and each pool to its queue URL.
+	Queues map[string]string
+	Queue  *queue.Client
+	Logger *slog.Logger
+	// PollWait is the long-polling wait the stack's own pollers use (short,
+	// so that the stack stops promptly).
+	PollWait time.Duration
+}
+
+// Worker is a worker pool that runs in the stack's process: the demo
+// worker, `runledger local --exec-pool`'s command runner, the bench's
+// workers. Its Part serves the pool's queue through the worker SDK, as a
+// user's worker process would.
+type Worker struct {
+	Pool        string
+	Name        string // default: the pool's name
+	Concurrency int    // default: the SDK's
+	// LeaseInterval is the period of the worker's process leases
+	// (default: the SDK's).
+	LeaseInterval time.Duration
+	Handler       worker.Handler
+}
+
+// Part returns the worker as a Part named "worker <name>".
+func (w Worker) Part() Part {
+	name := w.name()
+	return Part{
+		Name:  "worker " + name,
+		Pools: []string{w.Pool},
+		Start: func(l Local) (func(context.Context) error, error) {
+			wk, err := w.New(l)
+			if err != nil {
+				return nil, err
+			}
+			return wk.Run, nil
+		},
+	}
+}
+
+// New builds the worker on a running local stack.
+func (w Worker) New(l Local) (*worker.Worker, error) {
+	wk, err := worker.New(worker.Config{
+		APIURL: l.APIURL, PoolQueueURL: l.Queues[w.Pool], EventsQueueURL: l.Queues[QueueEvents],
+		Name: w.name(), Concurrency: w.Concurrency, LeaseInterval: w.LeaseInterval,
+		Queue: l.Queue, Logger: l.Logger, PollWait: l.PollWait,
+	}, w.Handler)
+	if err != nil {
+		return nil, fmt.Errorf("%s worker: %w", w.name(), err)
+	}
+	return wk, nil
+}
+
+func (w Worker) name() string {
+	if w.Name == "" {
+		return w.Pool
+	}
+	return w.Name
+}
+
+// mount serves the Parts' routes beside the API handler h.
+func (a *App) mount(h http.Handler) (handler http.Handler, err error) {
+	mux := http.NewServeMux()
+	n := 0
+	defer func() {
+		// ServeMux panics on a malformed or conflicting pattern: that is a
+		// Part's configuration mistake, reported as one.
+		if r := recover(); r != nil {
+			handler, err = nil, configErrorf("part routes: %v", r)
+		}
+	}()
+	for _, p := range a.Config.Parts {
+		for pattern, ph := range p.Routes {
+			mux.Handle(pattern, ph)
+			n++
+		}
+	}
+	if n == 0 {
+		return h, nil
+	}
+	mux.Handle("/", h)
+	return mux, nil
+}

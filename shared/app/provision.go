@@ -1,0 +1,82 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/store"
+)
+
+// The queues besides the pools', as Queues names them.
+const (
+	QueueEvents = "events"
+	QueueDelay  = "delay"
+)
+
+// provisionedQueue is the local stack's setting of every queue: SQS's
+// default visibility, a dead-letter queue after 5 receives, encrypted.
+var provisionedQueue = queue.Spec{VisibilityTimeout: 30 * time.Second, MaxReceiveCount: 5, Encrypt: true}
+
+// provision creates the table and queues that cfg.Provision names, when
+// missing, and fills cfg's table and queue settings from them.
+func (a *App) provision(ctx context.Context, cfg *Config) error {
+	p := cfg.Provision
+	if err := store.CreateTable(ctx, a.DynamoDB, p.Name); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
+		return fmt.Errorf("app: table %s: %w", p.Name, err)
+	}
+	cfg.Table = p.Name
+	create := func(name string) (string, error) {
+		spec := provisionedQueue
+		spec.Name = name
+		c, err := a.Queue.CreateQueue(ctx, spec)
+		if err != nil {
+			return "", fmt.Errorf("app: queue %s: %w", name, err)
+		}
+		return c.URL, nil
+	}
+	cfg.Pools = map[string]string{}
+	for _, pool := range provisionedPools(p.Pools, cfg.Parts) {
+		url, err := create(p.Name + "-pool-" + pool)
+		if err != nil {
+			return err
+		}
+		cfg.Pools[pool] = url
+	}
+	var err error
+	if cfg.EventsQueueURL, err = create(p.Name + "-" + QueueEvents); err != nil {
+		return err
+	}
+	cfg.DelayQueueURL, err = create(p.Name + "-" + QueueDelay)
+	return err
+}
+
+// provisionedPools lists pools then the parts' pools, each once, in order.
+func provisionedPools(pools []string, parts []Part) []string {
+	var out []string
+	add := func(ps []string) {
+		for _, p := range ps {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	add(pools)
+	for _, p := range parts {
+		add(p.Pools)
+	}
+	return out
+}
+
+// Queues maps "events", "delay" and each pool to its queue URL: what a
+// Part's process and .runledger/local.json need.
+func (a *App) Queues() map[string]string {
+	q := map[string]string{QueueEvents: a.Config.EventsQueueURL, QueueDelay: a.Config.DelayQueueURL}
+	for pool, url := range a.Config.Pools {
+		q[pool] = url
+	}
+	return q
+}
