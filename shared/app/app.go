@@ -165,7 +165,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.Service = scheduler.New(a.Store, a.Queue, scheduler.Config{
 		Pools: cfg.Pools, EventsQueueURL: cfg.EventsQueueURL, DelayQueueURL: cfg.DelayQueueURL,
-		Now: cfg.Now, Evidence: a.Evidence, MaxClockSkew: cfg.MaxClockSkew, Metrics: cfg.Metrics, Logger: cfg.Logger,
+		Now: cfg.Now, Evidence: a.Evidence, MaxClockSkew: cfg.MaxClockSkew, Metrics: cfg.metrics(), Logger: cfg.Logger,
 	})
 	a.Config = cfg
 	return a, nil

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -116,16 +115,14 @@ func BootWorker(ctx context.Context, h worker.Handler) (*worker.Worker, *slog.Lo
 		return nil, log, fmt.Errorf("load AWS SDK config: %w", err)
 	}
 	pool := env["RUNLEDGER_POOL"]
-	w, err := worker.New(worker.Config{
-		APIURL:         env["RUNLEDGER_API_URL"],
-		EventsQueueURL: env["RUNLEDGER_EVENTS_QUEUE_URL"],
-		Name:           lambdaWorkerName(pool, os.Getenv),
-		Concurrency:    lambdaBatchConcurrency,
-		Queue:          queue.New(SDK{Config: awsCfg}.SQSClient()),
-		HTTPClient:     &http.Client{Timeout: 30 * time.Second},
-		Logger:         log.With("pool", pool),
-	}, h)
-	return w, log, err
+	// The Lambda's event source receives the pool's messages: the worker
+	// needs no pool queue URL, and polls nothing.
+	w := Worker{Pool: pool, Name: lambdaWorkerName(pool, os.Getenv), Concurrency: lambdaBatchConcurrency, Handler: h}
+	wk, err := w.New(Local{
+		APIURL: env["RUNLEDGER_API_URL"], Queues: map[string]string{QueueEvents: env["RUNLEDGER_EVENTS_QUEUE_URL"]},
+		Queue: queue.New(SDK{Config: awsCfg}.SQSClient()), Logger: log.With("pool", pool),
+	})
+	return wk, log, err
 }
 
 // lambdaWorkerName must be unique among live processes: the reconciler

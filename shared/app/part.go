@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -18,7 +19,9 @@ import (
 // demo worker, executors with their evidence providers, metrics, pages
 // beside the dashboard) are each one Part, listed once in Config.Parts, so
 // the local stack, the bench and the Lambda entries pick them up alike
-// (a Lambda entry has no local process, so it never calls Start).
+// (a Lambda entry has no local process, so it never calls Start). A new
+// kind of addition (an executor's dispatcher, once the scheduler takes
+// one) becomes a new field here, wired once in New.
 type Part struct {
 	// Name tells the parts apart in errors; unique within a Config.
 	Name string
@@ -28,6 +31,10 @@ type Part struct {
 	// Evidence returns the part's evidence providers (an executor's view
 	// of its processes), consulted after the worker leases'.
 	Evidence func(*store.Store) []scheduler.EvidenceProvider
+	// Metrics receives the scheduler's metric lines (CloudWatch embedded
+	// metric format, one JSON object a line) beside Config.Metrics: a
+	// local metrics page counts from them.
+	Metrics io.Writer
 	// Routes are served beside the HTTP API, by ServeMux pattern
 	// ("GET /metrics"). They take precedence over the API's own routes and
 	// do their own authentication.
@@ -99,6 +106,21 @@ func (w Worker) name() string {
 		return w.Pool
 	}
 	return w.Name
+}
+
+// metrics is where the scheduler writes its metric lines: Config.Metrics
+// and every Part's.
+func (c *Config) metrics() io.Writer {
+	ws := []io.Writer{c.Metrics}
+	for _, p := range c.Parts {
+		if p.Metrics != nil {
+			ws = append(ws, p.Metrics)
+		}
+	}
+	if len(ws) == 1 {
+		return c.Metrics
+	}
+	return io.MultiWriter(ws...)
 }
 
 // mount serves the Parts' routes beside the API handler h.

@@ -1,0 +1,56 @@
+package app
+
+import (
+	"bytes"
+	"io"
+	"reflect"
+	"testing"
+)
+
+// Every Part's Metrics writer gets the scheduler's lines beside
+// Config.Metrics; without one, the scheduler writes to Config.Metrics alone.
+func TestMetricsReachEveryPart(t *testing.T) {
+	t.Parallel()
+	var main, a, b bytes.Buffer
+	cfg := Config{Metrics: &main, Parts: []Part{{Name: "a", Metrics: &a}, {Name: "quiet"}, {Name: "b", Metrics: &b}}}
+	if _, err := io.WriteString(cfg.metrics(), "{\"InstanceLost\":1}\n"); err != nil {
+		t.Fatal(err)
+	}
+	for name, buf := range map[string]*bytes.Buffer{"config": &main, "a": &a, "b": &b} {
+		if buf.String() != "{\"InstanceLost\":1}\n" {
+			t.Errorf("%s got %q", name, buf)
+		}
+	}
+	alone := Config{Metrics: &main, Parts: []Part{{Name: "quiet"}}}
+	if alone.metrics() != io.Writer(&main) {
+		t.Errorf("without part writers, metrics = %T, want Config.Metrics itself", alone.metrics())
+	}
+}
+
+// The local stack creates the configured pools' queues, then the parts'
+// pools not yet among them, each once and in order.
+func TestProvisionedPools(t *testing.T) {
+	t.Parallel()
+	got := provisionedPools([]string{"default", "demo"}, []Part{
+		{Name: "demo worker", Pools: []string{"demo"}}, {Name: "exec", Pools: []string{"shell", "default", "shell"}},
+	})
+	if want := []string{"default", "demo", "shell"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("pools = %v, want %v", got, want)
+	}
+}
+
+func TestLambdaWorkerName(t *testing.T) {
+	t.Parallel()
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "rl-worker", "AWS_LAMBDA_LOG_STREAM_NAME": "2026/01/02/[$LATEST]0123abcd"}, "rl-worker/0123abcd"},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_NAME": "rl-worker"}, "rl-worker"},
+	} {
+		if got := lambdaWorkerName("gpu", env(tc.env)); got != tc.want {
+			t.Errorf("%v: name %q, want %q", tc.env, got, tc.want)
+		}
+	}
+}
