@@ -266,3 +266,31 @@ func TestWorkerPart(t *testing.T) {
 		t.Errorf("Start without an API URL = %v, want an error naming the worker", err)
 	}
 }
+
+// Boot is what the scheduler Lambda entries run at start: the graph from
+// the environment, or the setting that is missing.
+func TestBootReadsTheEnvironment(t *testing.T) {
+	t.Setenv("AWS_REGION", "eu-west-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "k")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
+	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+	t.Setenv("RUNLEDGER_TABLE", "")
+	if _, log, err := app.Boot(t.Context()); err == nil || log == nil || !strings.Contains(err.Error(), "RUNLEDGER_TABLE is empty") {
+		t.Errorf("Boot without a table = %v (logger %v), want the missing setting named", err, log != nil)
+	}
+	t.Setenv("RUNLEDGER_TABLE", "rl-prod")
+	t.Setenv("RUNLEDGER_POOL_QUEUES", `{"default":"https://sqs/q1"}`)
+	t.Setenv("RUNLEDGER_API_KEY", "k")
+	a, _, err := app.Boot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Store.Table() != "rl-prod" || a.Service.Pools()["default"] != "https://sqs/q1" || a.Config.Metrics == io.Discard {
+		t.Errorf("table %q, pools %v, metrics discarded %v; want rl-prod, the env's pools, metrics on stdout",
+			a.Store.Table(), a.Service.Pools(), a.Config.Metrics == io.Discard)
+	}
+	if _, err := a.HTTP(); err != nil {
+		t.Errorf("HTTP = %v", err)
+	}
+}
