@@ -282,9 +282,14 @@ func TestBootReadsTheEnvironment(t *testing.T) {
 	t.Setenv("RUNLEDGER_TABLE", "rl-prod")
 	t.Setenv("RUNLEDGER_POOL_QUEUES", `{"default":"https://sqs/q1"}`)
 	t.Setenv("RUNLEDGER_API_KEY", "k")
-	a, _, err := app.Boot(t.Context())
+	a, _, err := app.Boot(t.Context(), app.Part{Name: "executor", Evidence: func(*store.Store) []scheduler.EvidenceProvider {
+		return []scheduler.EvidenceProvider{partEvidence{}}
+	}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(a.Evidence) != 2 {
+		t.Errorf("evidence = %#v, want the worker leases' and the part's", a.Evidence)
 	}
 	if a.Store.Table() != "rl-prod" || a.Service.Pools()["default"] != "https://sqs/q1" || a.Config.Metrics == io.Discard {
 		t.Errorf("table %q, pools %v, metrics discarded %v; want rl-prod, the env's pools, metrics on stdout",

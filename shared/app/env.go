@@ -71,10 +71,10 @@ func lambdaLogger() *slog.Logger { return slog.New(slog.NewJSONHandler(os.Stdout
 
 // Boot is what every scheduler Lambda entry (api, events, ticker,
 // reconciler) does once per execution environment: a JSON logger on
-// stdout, the SDK configuration, and the graph from the environment, with
-// the scheduler's metrics on stdout. An error is a deployment mistake: the
-// entry exits, and Lambda reports the failed init.
-func Boot(ctx context.Context) (*App, *slog.Logger, error) {
+// stdout, the SDK configuration, and the graph from the environment and
+// parts, with the scheduler's metrics on stdout. An error is a deployment
+// mistake: the entry exits, and Lambda reports the failed init.
+func Boot(ctx context.Context, parts ...Part) (*App, *slog.Logger, error) {
 	log := lambdaLogger()
 	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -84,7 +84,7 @@ func Boot(ctx context.Context) (*App, *slog.Logger, error) {
 	if err != nil {
 		return nil, log, err
 	}
-	cfg.Clients, cfg.Logger, cfg.Metrics = SDK{Config: awsCfg}, log, os.Stdout
+	cfg.Clients, cfg.Logger, cfg.Metrics, cfg.Parts = SDK{Config: awsCfg}, log, os.Stdout, parts
 	a, err := New(ctx, cfg)
 	return a, log, err
 }

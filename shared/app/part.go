@@ -17,11 +17,11 @@ import (
 // Part is one addition to the stack. Each field is a plug-in point; a nil
 // field adds nothing there. The local stack's additions (exec pools and the
 // demo worker, executors with their evidence providers, metrics, pages
-// beside the dashboard) are each one Part, listed once in Config.Parts, so
-// the local stack, the bench and the Lambda entries pick them up alike
-// (a Lambda entry has no local process, so it never calls Start). A new
-// kind of addition (an executor's dispatcher, once the scheduler takes
-// one) becomes a new field here, wired once in New.
+// beside the dashboard) are each one Part in Config.Parts (devstack's
+// Options.Parts); a Lambda entry passes its parts to Boot and never calls
+// Start (it has no local process). A new kind of addition (an executor's
+// dispatcher, once the scheduler takes one) becomes a new field here,
+// wired once in New.
 type Part struct {
 	// Name tells the parts apart in errors; unique within a Config.
 	Name string
