@@ -244,7 +244,7 @@ func latest(a, b time.Time) time.Time {
 // (worker.BootStart): a boot id of another form cannot be ordered, and then
 // only the lease's end can tell.
 type WorkerLeaseEvidence struct {
-	Store *store.Store
+	Store WorkerLeases
 	Now   func() time.Time
 }
 

@@ -72,7 +72,7 @@ const DefaultMaxClockSkew = 30 * time.Second
 
 // Service is the scheduler.
 type Service struct {
-	store *store.Store
+	store Store
 	queue Queue
 	cfg   Config
 	log   *slog.Logger
@@ -86,7 +86,7 @@ type Service struct {
 }
 
 // New builds a Service.
-func New(st *store.Store, q Queue, cfg Config) *Service {
+func New(st Store, q Queue, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -117,7 +117,7 @@ func New(st *store.Store, q Queue, cfg Config) *Service {
 }
 
 // Store returns the store the service writes through.
-func (s *Service) Store() *store.Store { return s.store }
+func (s *Service) Store() Store { return s.store }
 
 // Pools returns the configured pool names' queue URLs.
 func (s *Service) Pools() map[string]string { return s.cfg.Pools }

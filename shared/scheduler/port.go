@@ -1,0 +1,102 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// Store is the scheduler's port to its storage: everything the service
+// (and the API through Service.Store) reads and writes, and nothing else.
+// The record types are the store package's; the DynamoDB store
+// (*store.Store) and the in-memory one (memstore) implement it, and one
+// contract suite (storetest) holds both to the same behaviour.
+//
+// Errors are the store package's sentinels (store.ErrNotFound,
+// store.ErrVersionConflict, ...) and statemodel's for a rejected event,
+// whatever the implementation.
+type Store interface {
+	Runs
+	Instances
+	Timers
+	Jobs
+	WorkerLeases
+}
+
+// Runs creates runs, reads them whole, stores their derived state, and
+// answers from the live-work indexes: the unfinished runs of a job and the
+// jobs that depend on one.
+type Runs interface {
+	// CreateRun writes a run, its instances in CREATED and their creation
+	// records atomically; a taken slot or idempotency key is an
+	// *store.ExistingRunError.
+	CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (store.RunView, error)
+	// ReadRun reads a run with its instances and attempts, tasks by id.
+	ReadRun(ctx context.Context, id string) (store.RunView, error)
+	GetRun(ctx context.Context, id string) (store.Run, error)
+	// ListRuns lists runs newest first; callers page until the token is "".
+	ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, string, error)
+	// UpdateRunState stores a derived state with a compare-and-set on
+	// run.Version (store.ErrVersionConflict when another write won).
+	UpdateRunState(ctx context.Context, run store.Run, u store.RunUpdate) (store.Run, error)
+	// RearmRunBackstop moves a live run's backstop timer ahead when its
+	// state and version are still run's.
+	RearmRunBackstop(ctx context.Context, run store.Run) (store.Run, error)
+	// ListUnfinishedRuns lists a job's unfinished runs, oldest first.
+	ListUnfinishedRuns(ctx context.Context, job string) ([]store.UnfinishedRun, error)
+	HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
+	// ListDependents lists the jobs whose depends_on_jobs name job.
+	ListDependents(ctx context.Context, job string) ([]string, error)
+}
+
+// Instances moves task instances through the state machine: every change
+// of state is a Transition decided by statemodel from the stored snapshot
+// and written conditionally, so a race costs a re-decision, never a wrong
+// write.
+type Instances interface {
+	GetInstance(ctx context.Context, key store.InstanceKey) (store.Instance, error)
+	// GetAttempt reads attempt n, also one the instance no longer holds.
+	GetAttempt(ctx context.Context, key store.InstanceKey, n int) (store.Attempt, error)
+	// Transition applies e at now under policy p (store.StoredPolicy: the
+	// instance's own) and answers what it did (store.Result).
+	Transition(ctx context.Context, key store.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error)
+	// Heartbeat renews attempt's lease without a history record.
+	Heartbeat(ctx context.Context, key store.InstanceKey, attempt int, now time.Time, lease time.Duration) (store.HeartbeatResult, error)
+	// History pages an instance's transition records in order.
+	History(ctx context.Context, key store.InstanceKey, limit int, token string) ([]statemodel.Transition, string, error)
+}
+
+// Timers lists what is due: job fires, run backstops and instance timers.
+type Timers interface {
+	// ListDueTimers lists shard's timers due at now (shard in
+	// 0..tableschema.TimerShards-1), oldest first, paged.
+	ListDueTimers(ctx context.Context, shard int, now time.Time, limit int, token string) ([]store.DueTimer, string, error)
+}
+
+// Jobs keeps job definitions and their schedule state.
+type Jobs interface {
+	CreateJob(ctx context.Context, j store.Job) (store.Job, error)
+	GetJob(ctx context.Context, name string) (store.Job, error)
+	ListJobs(ctx context.Context, limit int, token string) ([]store.Job, string, error)
+	// UpdateJob replaces a job's definition with a compare-and-set on its
+	// version.
+	UpdateJob(ctx context.Context, j store.Job, expected int64) (store.Job, error)
+	SetJobPaused(ctx context.Context, name string, paused bool) (store.Job, error)
+	// SetNextFire moves a job's next fire from prev to next
+	// (store.ErrConflict when prev is not stored).
+	SetNextFire(ctx context.Context, name string, prev, next time.Time) (store.Job, error)
+	DeleteJob(ctx context.Context, name string) error
+}
+
+// WorkerLeases keeps each worker process's lease, the evidence for
+// resolving LOST instances.
+type WorkerLeases interface {
+	// PutWorkerLease stores l unless the stored lease is newer.
+	PutWorkerLease(ctx context.Context, l store.WorkerLease) error
+	GetWorkerLease(ctx context.Context, name string) (store.WorkerLease, error)
+}
+
+// The DynamoDB store is the production implementation of the port.
+var _ Store = (*store.Store)(nil)
