@@ -1,0 +1,235 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// GetInstance reads one instance.
+func (s *Store) GetInstance(ctx context.Context, key store.InstanceKey) (store.Instance, error) {
+	op := opError("get instance %s", key)
+	if err := store.CheckInstanceKey(key); err != nil {
+		return store.Instance{}, op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.Instance{}, op(err)
+	}
+	defer s.mu.Unlock()
+	in, ok := s.instances[key]
+	if !ok {
+		return store.Instance{}, op(store.ErrNotFound)
+	}
+	return cloneInstance(in.inst), nil
+}
+
+// GetAttempt reads attempt n: its record as the transitions left it, and
+// its late events.
+func (s *Store) GetAttempt(ctx context.Context, key store.InstanceKey, n int) (store.Attempt, error) {
+	op := opError("get attempt %s#%d", key, n)
+	if err := store.CheckInstanceKey(key); err != nil {
+		return store.Attempt{}, op(err)
+	}
+	if n < 1 {
+		return store.Attempt{}, op(fmt.Errorf("%w: attempt %d", store.ErrInvalidInput, n))
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.Attempt{}, op(err)
+	}
+	defer s.mu.Unlock()
+	in, ok := s.instances[key]
+	if !ok || in.attempts[n] == nil {
+		return store.Attempt{}, op(store.ErrNotFound)
+	}
+	return cloneAttempt(*in.attempts[n]), nil
+}
+
+// Transition applies event e to the instance at key: statemodel.Apply
+// decides from the stored snapshot at now under policy p (or the stored
+// policy, store.StoredPolicy), and the decision is written under the same
+// lock, so it settles in one round.
+//
+// As in the DynamoDB store: an event applied before answers Duplicate with
+// its first outcome, also when the snapshot no longer remembers it; a
+// Stale event is recorded as late on its attempt; a Rejected one returns
+// the Result and an error wrapping the *statemodel.TransitionError.
+func (s *Store) Transition(ctx context.Context, key store.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+	op := opError("transition %s %s", key, e)
+	if err := store.CheckInstanceKey(key); err != nil {
+		return store.Result{}, op(err)
+	}
+	if e.ID != "" {
+		if err := store.CheckEventID(key, e.ID); err != nil {
+			return store.Result{}, op(err)
+		}
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.Result{}, op(err)
+	}
+	defer s.mu.Unlock()
+	in, ok := s.instances[key]
+	if !ok {
+		return store.Result{Rounds: 1}, op(store.ErrNotFound)
+	}
+	d := statemodel.Apply(in.inst.Snapshot.Clone(), e, now, store.DecisionPolicy(p, in.inst.Policy))
+	res := store.Result{
+		Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition,
+		First: d.First, Late: d.Late, Effects: d.Effects, Rounds: 1,
+	}
+	// An event the snapshot has forgotten is still known by its guard.
+	duplicate := func() (store.Result, bool) {
+		first, seen := in.guards[e.ID]
+		if e.ID == "" || !seen {
+			return store.Result{}, false
+		}
+		return store.Result{Outcome: statemodel.Duplicate, Snapshot: in.inst.Snapshot.Clone(), First: first, Rounds: 1}, true
+	}
+	switch d.Outcome {
+	case statemodel.Duplicate:
+		return res, nil
+	case statemodel.Rejected, statemodel.Stale:
+		if !errors.Is(d.Err, statemodel.ErrInvalidEvent) {
+			if dup, ok := duplicate(); ok {
+				return dup, nil
+			}
+		}
+		if d.Outcome == statemodel.Rejected {
+			return res, op(d.Err)
+		}
+		if err := in.appendLate(*d.Late); err != nil {
+			return res, op(err)
+		}
+		return res, nil
+	case statemodel.Refreshed:
+		in.setSnapshot(d.Snapshot)
+		return res, nil
+	}
+	if dup, ok := duplicate(); ok {
+		return dup, nil
+	}
+	if err := in.checkSize(d); err != nil {
+		return res, op(err)
+	}
+	tr := *d.Transition
+	in.setSnapshot(d.Snapshot)
+	in.history = append(in.history, cloneTransition(tr))
+	in.guards[tr.EventID] = statemodel.SeenEvent{ID: tr.EventID, Seq: tr.Seq, To: tr.To}
+	if rec := tr.AttemptRecord; rec != nil {
+		a := in.attempts[rec.N]
+		if a == nil {
+			a = &store.Attempt{}
+			in.attempts[rec.N] = a
+		}
+		a.AttemptRecord = *rec // the late events stay
+	}
+	return res, nil
+}
+
+func (in *instance) setSnapshot(n statemodel.Snapshot) {
+	in.inst.Snapshot = n.Clone()
+	in.inst.TimerAt, in.inst.TimerKind = timerOf(n)
+}
+
+// checkSize refuses a transition whose caller-supplied bytes cannot fit in
+// the instance or in its history record.
+func (in *instance) checkSize(d statemodel.Decision) error {
+	held := len(in.inst.Payload)
+	for _, a := range d.Snapshot.Attempts {
+		held += len(a.OutputRef) + len(a.ErrorCategory)
+	}
+	if err := tooLarge("instance "+in.inst.Key.String(), held, store.MaxItemSize); err != nil {
+		return err
+	}
+	tr := d.Transition
+	record := len(tr.Reason) + len(tr.Operator)
+	for k, v := range tr.Evidence {
+		record += len(k) + len(v)
+	}
+	if tr.AttemptRecord != nil {
+		record += len(tr.AttemptRecord.OutputRef) + len(tr.AttemptRecord.ErrorCategory)
+	}
+	return tooLarge(fmt.Sprintf("transition %s#%d", in.inst.Key, tr.Seq), record, store.MaxItemSize)
+}
+
+// appendLate records a late event on its attempt: the first
+// store.MaxLateEvents once each, later ones only counted.
+func (in *instance) appendLate(late statemodel.LateEvent) error {
+	a := in.attempts[late.Attempt]
+	if a == nil {
+		return store.ErrNotFound
+	}
+	for _, l := range a.Late {
+		if l.EventID == late.EventID {
+			return nil
+		}
+	}
+	if len(a.Late) >= store.MaxLateEvents {
+		a.LateDropped++
+		return nil
+	}
+	a.Late = append(a.Late, late)
+	return nil
+}
+
+// Heartbeat renews attempt's lease (and, in RUNNING, the timer, which is
+// the lease): no history record, no version bump. store.HeartbeatTarget
+// says which form fits or why none does.
+func (s *Store) Heartbeat(ctx context.Context, key store.InstanceKey, attempt int, now time.Time, lease time.Duration) (store.HeartbeatResult, error) {
+	op := opError("heartbeat %s#%d", key, attempt)
+	if err := store.CheckInstanceKey(key); err != nil {
+		return store.HeartbeatResult{}, op(err)
+	}
+	if lease <= 0 || attempt < 1 {
+		return store.HeartbeatResult{}, op(fmt.Errorf("%w: lease %s, attempt %d", store.ErrInvalidInput, lease, attempt))
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.HeartbeatResult{}, op(err)
+	}
+	defer s.mu.Unlock()
+	in, ok := s.instances[key]
+	if !ok {
+		return store.HeartbeatResult{}, op(store.ErrNotFound)
+	}
+	state, err := store.HeartbeatTarget(in.inst.Snapshot, attempt)
+	if err != nil {
+		return store.HeartbeatResult{}, op(err)
+	}
+	n := in.inst.Snapshot
+	n.Lease = statemodel.Lease{LastHeartbeatAt: now, ExpiresAt: now.Add(lease)}
+	in.setSnapshot(n)
+	return store.HeartbeatResult{State: state, CancelRequested: state == statemodel.StateCancelling, LeaseExpiresAt: n.Lease.ExpiresAt}, nil
+}
+
+// History returns an instance's transition records in seq order, at most
+// limit (0: all) per call, and the token of the next page ("" at the end).
+// An instance that does not exist has no records.
+func (s *Store) History(ctx context.Context, key store.InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
+	op := opError("history %s", key)
+	if err := store.CheckInstanceKey(key); err != nil {
+		return nil, "", op(err)
+	}
+	listing := "history of " + key.String()
+	after, err := decodeToken(token, listing)
+	if err != nil {
+		return nil, "", op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return nil, "", op(err)
+	}
+	defer s.mu.Unlock()
+	in, ok := s.instances[key]
+	if !ok {
+		return []statemodel.Transition{}, "", nil
+	}
+	seqKey := func(tr statemodel.Transition) string { return fmt.Sprintf("%020d", tr.Seq) }
+	got, next := page(in.history, seqKey, ascending, listing, after, limit)
+	out := make([]statemodel.Transition, len(got))
+	for i, tr := range got {
+		out[i] = cloneTransition(tr)
+	}
+	return out, next, nil
+}

@@ -1,0 +1,48 @@
+package memstore
+
+import (
+	"context"
+	"slices"
+
+	"github.com/runledger/runledger/shared/store"
+)
+
+// PutWorkerLease stores a worker's lease if it is newer than the stored
+// one, by the DynamoDB store's order: a boot that started later replaces
+// an earlier boot's lease, two boots whose starts are equal replace each
+// other, and within one boot a higher seq replaces a lower one. An older
+// lease is dropped without an error.
+func (s *Store) PutWorkerLease(ctx context.Context, l store.WorkerLease) error {
+	op := opError("put worker lease %s", l.Name)
+	if err := store.CheckWorkerName(l.Name); err != nil {
+		return op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return op(err)
+	}
+	defer s.mu.Unlock()
+	cur, ok := s.leases[l.Name]
+	newer := !ok || cur.BootStartedAt.Before(l.BootStartedAt) ||
+		(cur.BootStartedAt.Equal(l.BootStartedAt) && cur.BootID != l.BootID) ||
+		(cur.BootID == l.BootID && cur.Seq < l.Seq)
+	if newer {
+		l.Running = slices.Clone(l.Running)
+		s.leases[l.Name] = l
+	}
+	return nil
+}
+
+// GetWorkerLease reads a worker's lease; a worker never seen has the zero
+// lease (empty BootID).
+func (s *Store) GetWorkerLease(ctx context.Context, name string) (store.WorkerLease, error) {
+	if err := s.begin(ctx); err != nil {
+		return store.WorkerLease{}, opError("get worker lease %s", name)(err)
+	}
+	defer s.mu.Unlock()
+	l, ok := s.leases[name]
+	if !ok {
+		return store.WorkerLease{Name: name}, nil
+	}
+	l.Running = slices.Clone(l.Running)
+	return l, nil
+}

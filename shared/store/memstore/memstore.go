@@ -1,0 +1,228 @@
+// Package memstore is an in-memory implementation of the scheduler's store
+// port (scheduler.Store): the same answers and the same errors as the
+// DynamoDB store (shared/store) for every operation of the port, held to
+// it by the contract suite (shared/store/storetest), with no emulator.
+// The scheduler's own tests use it to check decisions in milliseconds.
+//
+// Every operation takes one mutex, so each is atomic: where the DynamoDB
+// store writes conditionally and re-decides on a failed condition,
+// memstore decides once from the state under the lock, which is the
+// answer the DynamoDB store settles on. Decisions are statemodel's and the
+// store package's exported rules; nothing is re-derived here.
+//
+// What memstore does not model: DynamoDB's item layout and its byte-exact
+// size rules (it refuses a write whose caller-supplied bytes alone exceed
+// store.MaxItemSize or store.MaxTransactionSize, a lower bound of the real
+// items, so whatever it refuses the DynamoDB store refuses too), TTL
+// expiry of history records, and the eventual consistency of DynamoDB's
+// indexes (its listings are always current).
+package memstore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// Store is an in-memory store. It is safe for concurrent use.
+type Store struct {
+	clock    func() time.Time
+	backstop time.Duration
+
+	mu        sync.Mutex
+	jobs      map[string]store.Job
+	edges     map[string]map[string]bool // upstream job -> dependent jobs
+	runs      map[string]store.Run
+	runsOfJob map[string][]string // job -> run ids
+	tasks     map[string][]string // run -> task ids, sorted
+	instances map[store.InstanceKey]*instance
+	slots     map[claimKey]string // job, logical time -> run id
+	idem      map[claimKey]idemClaim
+	leases    map[string]store.WorkerLease
+}
+
+// instance is an instance with everything kept beside it: its history, the
+// first outcome of every event applied to it, and its attempts.
+type instance struct {
+	inst     store.Instance
+	history  []statemodel.Transition
+	guards   map[string]statemodel.SeenEvent
+	attempts map[int]*store.Attempt
+}
+
+type claimKey struct{ job, key string }
+
+type idemClaim struct {
+	run, bodyHash string
+	expires       time.Time
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock sets the clock the store stamps times with (idempotency key
+// expiry, job creation and update times, backstop timers), as
+// store.WithClock does.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
+
+// WithRunBackstop sets how far ahead a live run's backstop timer is set
+// (default store.DefaultRunBackstop).
+func WithRunBackstop(d time.Duration) Option { return func(s *Store) { s.backstop = d } }
+
+// New returns an empty store.
+func New(opts ...Option) *Store {
+	s := &Store{
+		clock: time.Now, backstop: store.DefaultRunBackstop,
+		jobs: map[string]store.Job{}, edges: map[string]map[string]bool{},
+		runs: map[string]store.Run{}, runsOfJob: map[string][]string{}, tasks: map[string][]string{},
+		instances: map[store.InstanceKey]*instance{},
+		slots:     map[claimKey]string{}, idem: map[claimKey]idemClaim{},
+		leases: map[string]store.WorkerLease{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// begin checks the context, as every SDK call does first, and takes the
+// lock; the caller defers s.mu.Unlock.
+func (s *Store) begin(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	return nil
+}
+
+// tooLarge refuses n caller-supplied bytes that cannot fit in one item (or
+// one transaction, with store.MaxTransactionSize as limit).
+func tooLarge(what string, n, limit int) error {
+	if n <= limit {
+		return nil
+	}
+	return &store.ItemTooLargeError{Item: what, Size: n, Limit: limit}
+}
+
+// Paging tokens: base64url of the listing they were issued for and the
+// key of the last entry returned. A token is refused (store.ErrInvalidToken)
+// by every other listing, as the DynamoDB store's are.
+type cursor struct {
+	Listing string `json:"l"`
+	After   string `json:"a"`
+}
+
+func encodeToken(listing, after string) string {
+	b, _ := json.Marshal(cursor{Listing: listing, After: after})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeToken returns the key to continue after ("" without a token).
+func decodeToken(token, listing string) (after string, err error) {
+	if token == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return "", store.ErrInvalidToken
+	}
+	var c cursor
+	if err := json.Unmarshal(b, &c); err != nil || c.Listing != listing || c.After == "" {
+		return "", store.ErrInvalidToken
+	}
+	return c.After, nil
+}
+
+// page returns at most limit entries of the sorted entries that come after
+// the key after (in the listing's order: before reports whether key a
+// comes before key b), and the token of the next page ("" at the end).
+func page[T any](entries []T, key func(T) string, before func(a, b string) bool, listing, after string, limit int) ([]T, string) {
+	start := 0
+	if after != "" {
+		start = len(entries)
+		for i, e := range entries {
+			if before(after, key(e)) {
+				start = i
+				break
+			}
+		}
+	}
+	end := len(entries)
+	if limit > 0 {
+		end = min(end, start+limit)
+	}
+	out := entries[start:end]
+	if end == len(entries) || len(out) == 0 {
+		return out, ""
+	}
+	return out, encodeToken(listing, key(out[len(out)-1]))
+}
+
+func ascending(a, b string) bool  { return a < b }
+func descending(a, b string) bool { return a > b }
+
+// listLimit is the DynamoDB store's page size rule.
+func listLimit(limit int) int {
+	if limit <= 0 {
+		limit = store.DefaultListLimit
+	}
+	return min(limit, store.MaxListLimit)
+}
+
+// The clones: nothing a caller holds aliases what the store keeps.
+
+func cloneInstance(i store.Instance) store.Instance {
+	i.Payload = slices.Clone(i.Payload)
+	i.DependsOn = slices.Clone(i.DependsOn)
+	i.Policy.Random = nil
+	i.Snapshot = i.Snapshot.Clone()
+	return i
+}
+
+func cloneAttempt(a store.Attempt) store.Attempt {
+	a.Late = slices.Clone(a.Late)
+	return a
+}
+
+func cloneTransition(tr statemodel.Transition) statemodel.Transition {
+	tr.Evidence = maps.Clone(tr.Evidence)
+	if tr.AttemptRecord != nil {
+		rec := *tr.AttemptRecord
+		tr.AttemptRecord = &rec
+	}
+	return tr
+}
+
+func cloneRun(r store.Run) store.Run {
+	r.Params = slices.Clone(r.Params)
+	r.Spec = slices.Clone(r.Spec)
+	return r
+}
+
+func cloneJob(j store.Job) store.Job {
+	j.Spec = slices.Clone(j.Spec)
+	j.Upstream = slices.Clone(j.Upstream)
+	return j
+}
+
+// timerOf is an instance's stored timer: zero when it waits on no time.
+func timerOf(s statemodel.Snapshot) (time.Time, statemodel.TimerKind) {
+	at, kind := s.Timer()
+	if kind == statemodel.TimerNone || at.IsZero() {
+		return time.Time{}, statemodel.TimerNone
+	}
+	return at, kind
+}
+
+func opError(format string, args ...any) func(error) error {
+	prefix := fmt.Sprintf(format, args...)
+	return func(err error) error { return fmt.Errorf("%s: %w", prefix, err) }
+}

@@ -1,0 +1,369 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// CreateRun creates a run, its instances in CREATED and their creation
+// records, all or nothing, refusing what the DynamoDB store refuses before
+// any write. A taken idempotency key is answered before a taken slot, and
+// both before a run id that exists, as the DynamoDB store answers.
+func (s *Store) CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (store.RunView, error) {
+	op := opError("create run %s of job %s", nr.ID, nr.Job)
+	nodes, err := checkNewRun(nr)
+	if err != nil {
+		return store.RunView{}, op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.RunView{}, op(err)
+	}
+	defer s.mu.Unlock()
+	stamp := s.clock()
+	if err := s.claimable(nr, stamp); err != nil {
+		return store.RunView{}, op(err)
+	}
+	run := store.Run{
+		ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime,
+		Params: slices.Clone(nr.Params), Spec: slices.Clone(nr.Spec),
+		ExecutionState:   statemodel.DeriveRunState(nodes).State,
+		PublicationState: statemodel.DerivePublication(nodes),
+		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt,
+	}
+	run.Status = run.ExecutionState.Status()
+	if run.TimerAt.IsZero() {
+		run.TimerAt = stamp.Add(s.backstop)
+	}
+	created := make([]*instance, len(nr.Tasks))
+	for i, t := range nr.Tasks {
+		in, err := newInstance(nr, t, now)
+		if err != nil {
+			return store.RunView{}, op(err)
+		}
+		created[i] = in
+	}
+
+	// Nothing was refused: write it all.
+	view := store.RunView{Run: cloneRun(run)}
+	s.runs[run.ID] = run
+	s.runsOfJob[run.Job] = append(s.runsOfJob[run.Job], run.ID)
+	var ids []string
+	for _, in := range created {
+		s.instances[in.inst.Key] = in
+		ids = append(ids, in.inst.Key.Task)
+		view.Tasks = append(view.Tasks, store.TaskView{Instance: cloneInstance(in.inst)})
+	}
+	slices.Sort(ids)
+	s.tasks[run.ID] = ids
+	slices.SortFunc(view.Tasks, func(a, b store.TaskView) int { return strings.Compare(a.Instance.Key.Task, b.Instance.Key.Task) })
+	if nr.ClaimSlot {
+		s.slots[claimKey{nr.Job, nr.LogicalTime.UTC().Format(time.RFC3339Nano)}] = nr.ID
+	}
+	if ik := nr.Idempotency; ik != nil {
+		s.idem[claimKey{nr.Job, ik.Key}] = idemClaim{run: nr.ID, bodyHash: ik.BodyHash, expires: stamp.Add(store.IdempotencyTTL)}
+	}
+	return view, nil
+}
+
+// checkNewRun refuses a run the DynamoDB store refuses before any I/O and
+// returns its tasks as the DAG rules see them.
+func checkNewRun(nr store.NewRun) ([]statemodel.TaskNode, error) {
+	if err := store.CheckJobName(nr.Job); err != nil {
+		return nil, err
+	}
+	if err := store.CheckRunID(nr.ID); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(nr.Tasks) == 0:
+		return nil, fmt.Errorf("%w: a run needs at least one task", store.ErrInvalidInput)
+	case len(nr.Tasks) > store.MaxTasksPerRun:
+		return nil, fmt.Errorf("%w: %d tasks, at most %d", store.ErrTooManyTasks, len(nr.Tasks), store.MaxTasksPerRun)
+	case nr.ClaimSlot && nr.LogicalTime.IsZero():
+		return nil, fmt.Errorf("%w: a slot claim needs a logical time", store.ErrInvalidInput)
+	}
+	if nr.Idempotency != nil {
+		if err := store.CheckIdempotencyKey(nr.Idempotency.Key); err != nil {
+			return nil, err
+		}
+	}
+	nodes := make([]statemodel.TaskNode, len(nr.Tasks))
+	for i, t := range nr.Tasks {
+		if err := store.CheckTaskID(t.ID); err != nil {
+			return nil, err
+		}
+		if err := t.Policy.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: task %s: %w", store.ErrInvalidInput, t.ID, err)
+		}
+		nodes[i] = statemodel.TaskNode{ID: t.ID, DependsOn: t.DependsOn, Rule: t.TriggerRule, Publish: t.Publish, State: statemodel.StateCreated}
+	}
+	if err := statemodel.ValidateDAG(nodes); err != nil {
+		return nil, fmt.Errorf("%w: %w", store.ErrInvalidInput, err)
+	}
+	total := len(nr.Params) + len(nr.Spec)
+	if err := tooLarge("run "+nr.ID, total, store.MaxItemSize); err != nil {
+		return nil, err
+	}
+	for _, t := range nr.Tasks {
+		if err := tooLarge("instance "+nr.ID+"/"+t.ID, len(t.Payload), store.MaxItemSize); err != nil {
+			return nil, err
+		}
+		total += len(t.Payload)
+	}
+	if err := tooLarge("transaction", total, store.MaxTransactionSize); err != nil {
+		return nil, err
+	}
+	return nodes, nil
+}
+
+// claimable refuses a run whose idempotency key, slot or id is taken.
+func (s *Store) claimable(nr store.NewRun, stamp time.Time) error {
+	if ik := nr.Idempotency; ik != nil {
+		// An expired key is free again (the DynamoDB store compares epoch
+		// seconds, as TTL does).
+		if c, ok := s.idem[claimKey{nr.Job, ik.Key}]; ok && c.expires.Unix() >= stamp.Unix() {
+			ex := &store.ExistingRunError{Job: nr.Job, RunID: c.run, BodyHash: c.bodyHash, Err: store.ErrIdempotentReplay}
+			if c.bodyHash != ik.BodyHash {
+				ex.Err = store.ErrIdempotencyMismatch
+			}
+			return ex
+		}
+	}
+	if nr.ClaimSlot {
+		if run, ok := s.slots[claimKey{nr.Job, nr.LogicalTime.UTC().Format(time.RFC3339Nano)}]; ok {
+			return &store.ExistingRunError{Job: nr.Job, RunID: run, Err: store.ErrSlotTaken}
+		}
+	}
+	if _, ok := s.runs[nr.ID]; ok {
+		return fmt.Errorf("%w: run %s", store.ErrAlreadyExists, nr.ID)
+	}
+	return nil
+}
+
+// newInstance is task t of run nr in CREATED, with its creation record,
+// decided by statemodel.Apply at now.
+func newInstance(nr store.NewRun, t store.NewTask, now time.Time) (*instance, error) {
+	key := store.InstanceKey{Run: nr.ID, Task: t.ID}
+	ev := statemodel.Event{
+		ID: store.CreationEventID(nr.ID, t.ID), Type: statemodel.EvCreated, Actor: statemodel.ActorScheduler,
+		EventTime: now, ObservedAt: now,
+	}
+	d := statemodel.Apply(statemodel.Snapshot{}, ev, now, t.Policy)
+	if d.Outcome != statemodel.Applied {
+		return nil, fmt.Errorf("%w: creating %s: %v", store.ErrInvalidInput, key, d.Err)
+	}
+	inst := store.Instance{
+		Key: key, Job: nr.Job, Pool: t.Pool, Payload: slices.Clone(t.Payload), Policy: t.Policy,
+		DependsOn: slices.Clone(t.DependsOn), TriggerRule: t.TriggerRule, Publish: t.Publish,
+		Snapshot: d.Snapshot,
+	}
+	inst.Policy.Random = nil
+	inst.TimerAt, inst.TimerKind = timerOf(d.Snapshot)
+	return &instance{
+		inst: inst, history: []statemodel.Transition{cloneTransition(*d.Transition)},
+		guards: map[string]statemodel.SeenEvent{}, attempts: map[int]*store.Attempt{},
+	}, nil
+}
+
+// GetRun reads a run.
+func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
+	op := opError("get run %s", id)
+	if err := store.CheckRunID(id); err != nil {
+		return store.Run{}, op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.Run{}, op(err)
+	}
+	defer s.mu.Unlock()
+	run, ok := s.runs[id]
+	if !ok {
+		return store.Run{}, op(store.ErrNotFound)
+	}
+	return cloneRun(run), nil
+}
+
+// ReadRun reads a whole run: the run, its instances by task id, and each
+// instance's attempts by number.
+func (s *Store) ReadRun(ctx context.Context, id string) (store.RunView, error) {
+	op := opError("read run %s", id)
+	if err := store.CheckRunID(id); err != nil {
+		return store.RunView{}, op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.RunView{}, op(err)
+	}
+	defer s.mu.Unlock()
+	run, ok := s.runs[id]
+	if !ok {
+		return store.RunView{}, op(store.ErrNotFound)
+	}
+	view := store.RunView{Run: cloneRun(run)}
+	for _, task := range s.tasks[id] {
+		in := s.instances[store.InstanceKey{Run: id, Task: task}]
+		tv := store.TaskView{Instance: cloneInstance(in.inst)}
+		for _, n := range slices.Sorted(maps.Keys(in.attempts)) {
+			tv.Attempts = append(tv.Attempts, cloneAttempt(*in.attempts[n]))
+		}
+		view.Tasks = append(view.Tasks, tv)
+	}
+	return view, nil
+}
+
+// ListRuns lists runs newest first (run ids are ULIDs), of one job or of
+// all, filtered by status.
+func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, string, error) {
+	op := opError("list runs (job %q, status %q)", f.Job, f.Status)
+	listing := "runs"
+	if f.Job != "" {
+		if err := store.CheckJobName(f.Job); err != nil {
+			return nil, "", op(err)
+		}
+		listing = "runs of job " + f.Job
+	}
+	after, err := decodeToken(f.Token, listing)
+	if err != nil {
+		return nil, "", op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return nil, "", op(err)
+	}
+	defer s.mu.Unlock()
+	var runs []store.Run
+	for id, run := range s.runs {
+		if (f.Job == "" || run.Job == f.Job) && (f.Status == "" || run.Status == f.Status) {
+			runs = append(runs, s.runs[id])
+		}
+	}
+	slices.SortFunc(runs, func(a, b store.Run) int { return strings.Compare(b.ID, a.ID) })
+	got, next := page(runs, func(r store.Run) string { return r.ID }, descending, listing, after, listLimit(f.Limit))
+	out := make([]store.Run, len(got))
+	for i, r := range got {
+		out[i] = cloneRun(r)
+	}
+	return out, next, nil
+}
+
+// UpdateRunState stores a run's derived state with a compare-and-set on
+// run.Version.
+func (s *Store) UpdateRunState(ctx context.Context, run store.Run, u store.RunUpdate) (store.Run, error) {
+	op := opError("update run %s from version %d", run.ID, run.Version)
+	if err := store.CheckRunID(run.ID); err != nil {
+		return store.Run{}, op(err)
+	}
+	if err := store.CheckJobName(run.Job); err != nil {
+		return store.Run{}, op(err)
+	}
+	if !u.ExecutionState.Valid() {
+		return store.Run{}, op(fmt.Errorf("%w: execution state %q", store.ErrInvalidInput, u.ExecutionState))
+	}
+	if !slices.Contains(statemodel.AllPublicationStates(), u.PublicationState) {
+		return store.Run{}, op(fmt.Errorf("%w: publication state %q", store.ErrInvalidInput, u.PublicationState))
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.Run{}, op(err)
+	}
+	defer s.mu.Unlock()
+	cur, ok := s.runs[run.ID]
+	switch {
+	case !ok:
+		return store.Run{}, op(store.ErrNotFound)
+	case cur.Version != run.Version:
+		return store.Run{}, op(fmt.Errorf("%w: stored version is %d", store.ErrVersionConflict, cur.Version))
+	case cur.Job != run.Job:
+		return store.Run{}, op(fmt.Errorf("%w: run pointer under job %s", store.ErrNotFound, run.Job))
+	}
+	stamp := s.clock()
+	next := run
+	next.ExecutionState, next.PublicationState = u.ExecutionState, u.PublicationState
+	next.Status = u.ExecutionState.Status()
+	next.Version = run.Version + 1
+	next.EndedAt, next.TimerAt = time.Time{}, time.Time{}
+	if u.ExecutionState.Terminal() {
+		next.EndedAt = u.EndedAt
+		if next.EndedAt.IsZero() {
+			next.EndedAt = stamp
+		}
+	} else {
+		next.TimerAt = u.TimerAt
+		if next.TimerAt.IsZero() {
+			next.TimerAt = stamp.Add(s.backstop)
+		}
+	}
+	// Only the derived fields change; the rest stays as stored.
+	cur.ExecutionState, cur.PublicationState, cur.Status = next.ExecutionState, next.PublicationState, next.Status
+	cur.Version, cur.EndedAt, cur.TimerAt = next.Version, next.EndedAt, next.TimerAt
+	s.runs[run.ID] = cur
+	return cloneRun(next), nil
+}
+
+// RearmRunBackstop moves a live run's backstop to the clock + the run
+// backstop when the stored version and execution state are still run's.
+func (s *Store) RearmRunBackstop(ctx context.Context, run store.Run) (store.Run, error) {
+	op := opError("re-arm backstop of run %s", run.ID)
+	if err := store.CheckRunID(run.ID); err != nil {
+		return store.Run{}, op(err)
+	}
+	if run.ExecutionState.Terminal() {
+		return store.Run{}, op(fmt.Errorf("%w: a %s run has no backstop", store.ErrInvalidInput, run.ExecutionState))
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.Run{}, op(err)
+	}
+	defer s.mu.Unlock()
+	cur, ok := s.runs[run.ID]
+	switch {
+	case !ok:
+		return store.Run{}, op(store.ErrNotFound)
+	case cur.Version != run.Version || cur.ExecutionState != run.ExecutionState:
+		return store.Run{}, op(store.ErrVersionConflict)
+	}
+	next := run
+	next.TimerAt = s.clock().Add(s.backstop)
+	cur.TimerAt = next.TimerAt
+	s.runs[run.ID] = cur
+	return cloneRun(next), nil
+}
+
+// ListUnfinishedRuns lists a job's unfinished runs, oldest first.
+func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]store.UnfinishedRun, error) {
+	op := opError("list unfinished runs of job %s", job)
+	if err := store.CheckJobName(job); err != nil {
+		return nil, op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return nil, op(err)
+	}
+	defer s.mu.Unlock()
+	var out []store.UnfinishedRun
+	for _, id := range slices.Sorted(slices.Values(s.runsOfJob[job])) {
+		if run := s.runs[id]; !run.ExecutionState.Terminal() {
+			out = append(out, store.UnfinishedRun{ID: id, LogicalTime: run.LogicalTime})
+		}
+	}
+	return out, nil
+}
+
+// HasUnfinishedRuns reports whether job has a run that has not ended.
+func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error) {
+	op := opError("unfinished runs of job %s", job)
+	if err := store.CheckJobName(job); err != nil {
+		return false, op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return false, op(err)
+	}
+	defer s.mu.Unlock()
+	for _, id := range s.runsOfJob[job] {
+		if !s.runs[id].ExecutionState.Terminal() {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,57 @@
+package store
+
+import "github.com/runledger/runledger/statemodel"
+
+// The store's rules that do not depend on DynamoDB, exported so that every
+// implementation of the scheduler's store port (the in-memory one in
+// memstore) refuses and decides exactly as this one does.
+
+// CheckInstanceKey validates an instance key (InvalidKeyError).
+func CheckInstanceKey(k InstanceKey) error { return checkInstanceKey(k) }
+
+// CheckJobName validates a job name (InvalidKeyError).
+func CheckJobName(job string) error { return checkJob(job) }
+
+// CheckRunID validates a run id (InvalidKeyError).
+func CheckRunID(run string) error { return checkRun(run) }
+
+// CheckTaskID validates a task id (InvalidKeyError).
+func CheckTaskID(task string) error { return checkTask(task) }
+
+// CheckEventID validates an event id of the instance at k (InvalidKeyError).
+func CheckEventID(k InstanceKey, id string) error { return checkEventID(k, id) }
+
+// CheckIdempotencyKey validates an idempotency key (InvalidKeyError).
+func CheckIdempotencyKey(key string) error {
+	return checkTail("idempotency key", key, idemSK(key), MaxSortKeyBytes)
+}
+
+// CheckWorkerName validates a worker's name (InvalidKeyError).
+func CheckWorkerName(name string) error { return checkName("worker", name, maxJobBytes) }
+
+// CheckUpstream validates and normalises j.Upstream (sorted, none twice,
+// not j itself, at most MaxUpstreamJobs) as CreateJob and UpdateJob do.
+func CheckUpstream(j *Job) error { return checkUpstream(j) }
+
+// DecisionPolicy is the policy a transition decides with: p, or the
+// instance's stored policy with p's jitter source when p is StoredPolicy's.
+func DecisionPolicy(p, stored statemodel.Policy) statemodel.Policy {
+	if !usesStoredPolicy(p) {
+		return p
+	}
+	stored.Random = p.Random
+	return stored
+}
+
+// HeartbeatTarget says which form of a heartbeat of attempt fits the
+// instance in snapshot cur (RUNNING or CANCELLING), or why none does:
+// ErrStaleAttempt, ErrLostNeedsTransition or a *statemodel.TransitionError.
+func HeartbeatTarget(cur statemodel.Snapshot, attempt int) (statemodel.InstanceState, error) {
+	return heartbeatTarget(cur, attempt)
+}
+
+// Timer kinds of the items that are not instances (DueTimer.Kind).
+const (
+	TimerKindJobFire     = timerKindJobFire
+	TimerKindRunBackstop = timerKindRunBackstop
+)
