@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -59,7 +60,7 @@ func BenchmarkTransitions(b *testing.B) {
 		}
 		runs = append(runs, newRun("bench", tasks...))
 	}
-	parallel(b, 4, len(runs), func(i int) error {
+	storetest.Parallel(b, 4, len(runs), func(i int) error {
 		_, err := ts.CreateRun(ctx, runs[i], ts.clock.Now())
 		return err
 	})

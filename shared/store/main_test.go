@@ -75,12 +75,23 @@ var unsafeTableChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 
 func newStore(t testing.TB, opts ...store.Option) *testStore {
 	t.Helper()
-	ctx := context.Background()
+	clk := &fakeClock{t: t0}
+	ts := &testStore{table: newTable(t), clock: clk}
+	ts.Store = store.New(db, ts.table, append([]store.Option{store.WithClock(clk.Now)}, opts...)...)
+	// Registered after the deletion, so it runs before it.
+	t.Cleanup(func() { ts.checkReplay(t) })
+	return ts
+}
+
+// newTable creates a fresh table for the test and deletes it when the
+// test ends.
+func newTable(t testing.TB) string {
+	t.Helper()
 	name := fmt.Sprintf("rl-%d-%s", tableSeq.Add(1), unsafeTableChars.ReplaceAllString(t.Name(), "_"))
 	if len(name) > 200 {
 		name = name[:200]
 	}
-	if err := store.CreateTable(ctx, db, name); err != nil {
+	if err := store.CreateTable(context.Background(), db, name); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
 	t.Cleanup(func() {
@@ -88,12 +99,7 @@ func newStore(t testing.TB, opts ...store.Option) *testStore {
 			t.Errorf("delete table %s: %v", name, err)
 		}
 	})
-	clk := &fakeClock{t: t0}
-	ts := &testStore{table: name, clock: clk}
-	ts.Store = store.New(db, name, append([]store.Option{store.WithClock(clk.Now)}, opts...)...)
-	// Registered after the deletion, so it runs before it.
-	t.Cleanup(func() { ts.checkReplay(t) })
-	return ts
+	return name
 }
 
 // CreateRun records every run it created in the registry.
@@ -259,34 +265,6 @@ func started(n int, worker string) statemodel.Event {
 	e := ev(statemodel.EvStarted, n)
 	e.WorkerID = worker
 	return e
-}
-
-// countHistory counts an instance's transition records.
-func (ts *testStore) countHistory(t testing.TB, key store.InstanceKey) int {
-	t.Helper()
-	h, err := ts.FullHistory(context.Background(), key)
-	if err != nil {
-		t.Fatalf("history %s: %v", key, err)
-	}
-	return len(h)
-}
-
-// countItems counts every item of the table.
-func countItems(t testing.TB, table string) int {
-	t.Helper()
-	n := 0
-	in := &dynamodb.ScanInput{TableName: aws.String(table), Select: types.SelectCount, ConsistentRead: aws.Bool(true)}
-	for {
-		page, err := db.Scan(context.Background(), in)
-		if err != nil {
-			t.Fatalf("count items of %s: %v", table, err)
-		}
-		n += int(page.Count)
-		if page.LastEvaluatedKey == nil {
-			return n
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
-	}
 }
 
 // getItem reads one raw item.

@@ -1,0 +1,111 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+var inputCases = []Case{
+	{"BadInputWritesNothing", badInput},
+}
+
+// badInput: oversized items, invalid keys and invalid runs give the store's
+// typed errors and write nothing: no run, no job, no change of the
+// instance they name.
+func badInput(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	v := h.MustCreate(t, NewRun("good", "main"))
+	key := v.Tasks[0].Instance.Key
+	now := h.ToQueued(t, key)
+	h.Step(t, key, Started(1, "w"), now)
+	stored := h.MustInstance(t, key)
+	history := len(h.FullHistory(t, key))
+
+	big := []byte(strings.Repeat("x", 410*1024))
+	withTasks := func(n int, payload []byte) store.NewRun {
+		tasks := make([]string, n)
+		for i := range tasks {
+			tasks[i] = fmt.Sprintf("t%02d", i)
+		}
+		nr := NewRun("bad", tasks...)
+		for i := range nr.Tasks {
+			nr.Tasks[i].Payload = payload
+		}
+		return nr
+	}
+	create := func(mut func(*store.NewRun)) error {
+		nr := NewRun("bad", "main")
+		mut(&nr)
+		_, err := h.CreateRun(ctx, nr, now)
+		return err
+	}
+	huge := Ev(statemodel.EvSucceeded, 1)
+	huge.OutputRef = string(big)
+	evidence := Ev(statemodel.EvCancelRequested, 0)
+	evidence.Operator, evidence.Reason = "ops", string(big)
+	longID := Ev(statemodel.EvSucceeded, 1)
+	longID.ID = strings.Repeat("e", 1100)
+
+	cases := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"payload over 400 KB", func() error { _, err := h.CreateRun(ctx, withTasks(1, big), now); return err }, store.ErrItemTooLarge},
+		{"run over 4 MB", func() error {
+			_, err := h.CreateRun(ctx, withTasks(store.MaxTasksPerRun, []byte(strings.Repeat("y", 90*1024))), now)
+			return err
+		}, store.ErrItemTooLarge},
+		{"no task", func() error { return create(func(nr *store.NewRun) { nr.Tasks = nil }) }, store.ErrInvalidInput},
+		{"49 tasks", func() error { _, err := h.CreateRun(ctx, withTasks(store.MaxTasksPerRun+1, nil), now); return err }, store.ErrTooManyTasks},
+		{"empty job", func() error { return create(func(nr *store.NewRun) { nr.Job = "" }) }, store.ErrInvalidKey},
+		{"job with separator", func() error { return create(func(nr *store.NewRun) { nr.Job = "a#b" }) }, store.ErrInvalidKey},
+		{"job over 1024 bytes", func() error { return create(func(nr *store.NewRun) { nr.Job = strings.Repeat("j", 1025) }) }, store.ErrInvalidKey},
+		{"empty run id", func() error { return create(func(nr *store.NewRun) { nr.ID = "" }) }, store.ErrInvalidKey},
+		{"task over 1000 bytes", func() error { return create(func(nr *store.NewRun) { nr.Tasks[0].ID = strings.Repeat("t", 1001) }) }, store.ErrInvalidKey},
+		{"empty task", func() error { return create(func(nr *store.NewRun) { nr.Tasks[0].ID = "" }) }, store.ErrInvalidKey},
+		{"idempotency key over 1024 bytes", func() error {
+			return create(func(nr *store.NewRun) { nr.Idempotency = &store.Idempotency{Key: strings.Repeat("k", 1100)} })
+		}, store.ErrInvalidKey},
+		{"invalid policy", func() error { return create(func(nr *store.NewRun) { nr.Tasks[0].Policy.Retry.MaxAttempts = 0 }) }, store.ErrInvalidInput},
+		{"dependency cycle", func() error {
+			return create(func(nr *store.NewRun) {
+				nr.Tasks = append(nr.Tasks, store.NewTask{ID: "second", Policy: Policy(), DependsOn: []string{"main"}})
+				nr.Tasks[0].DependsOn = []string{"second"}
+			})
+		}, store.ErrInvalidInput},
+		{"job spec over 400 KB", func() error { _, err := h.Store.CreateJob(ctx, store.Job{Name: "big", Spec: big}); return err }, store.ErrItemTooLarge},
+		{"job name empty", func() error { _, err := h.Store.CreateJob(ctx, store.Job{Name: ""}); return err }, store.ErrInvalidKey},
+		{"output ref over 400 KB", func() error { _, err := h.Store.Transition(ctx, key, huge, now, Policy()); return err }, store.ErrItemTooLarge},
+		{"reason over 400 KB", func() error { _, err := h.Store.Transition(ctx, key, evidence, now, Policy()); return err }, store.ErrItemTooLarge},
+		{"event id over the key limit", func() error { _, err := h.Store.Transition(ctx, key, longID, now, Policy()); return err }, store.ErrInvalidKey},
+	}
+	for _, c := range cases {
+		if err := c.call(); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	var tooLarge *store.ItemTooLargeError
+	if _, err := h.CreateRun(ctx, withTasks(1, big), now); !errors.As(err, &tooLarge) || tooLarge.Size <= store.MaxItemSize {
+		t.Errorf("oversized run: %v does not say the size", err)
+	}
+	if runs, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "bad"}); err != nil || len(runs) != 0 {
+		t.Errorf("bad input created runs %v (%v)", ids(runs), err)
+	}
+	if busy, err := h.Store.HasUnfinishedRuns(ctx, "bad"); err != nil || busy {
+		t.Errorf("bad input left an unfinished run of job bad: %t %v", busy, err)
+	}
+	if _, err := h.Store.GetJob(ctx, "big"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an oversized job was stored: %v", err)
+	}
+	inst := h.MustInstance(t, key)
+	if !inst.Snapshot.EqualState(stored.Snapshot) || len(h.FullHistory(t, key)) != history {
+		t.Fatalf("bad input changed the instance: %+v", inst.Snapshot)
+	}
+}

@@ -1,0 +1,218 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/store"
+)
+
+var jobCases = []Case{
+	{"Jobs", jobs},
+	{"DependencyEdges", dependencyEdges},
+}
+
+// jobs: create, read, list, compare-and-set update, pause, next fire,
+// delete; a job is due at its next fire unless paused.
+func jobs(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	fire := T0.Add(time.Hour)
+	j, err := h.Store.CreateJob(ctx, store.Job{Name: "nightly", Spec: []byte(`{"cron":"0 2 * * *"}`), NextFireAt: fire})
+	if err != nil || j.Version != 1 || !j.CreatedAt.Equal(T0) || !j.UpdatedAt.Equal(T0) {
+		t.Fatalf("create: %+v %v", j, err)
+	}
+	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "nightly"}); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Fatalf("create twice: %v", err)
+	}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		if _, err := h.Store.CreateJob(ctx, store.Job{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var names []string
+	token := ""
+	for {
+		page, next, err := h.Store.ListJobs(ctx, 2, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 2 {
+			t.Fatalf("a page of %d jobs with limit 2", len(page))
+		}
+		for _, j := range page {
+			names = append(names, j.Name)
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if !slices.Equal(names, []string{"a", "b", "c", "d", "nightly"}) {
+		t.Fatalf("listed %v", names)
+	}
+	if _, _, err := h.Store.ListJobs(ctx, 2, "not-a-token"); !errors.Is(err, store.ErrInvalidToken) {
+		t.Fatalf("a made-up token: %v, want invalid token", err)
+	}
+
+	// Due at its next fire, not before; a paused job never.
+	jobDue := func(at time.Time) []time.Time {
+		t.Helper()
+		timers, _ := allDue(t, h, at, 0)
+		var out []time.Time
+		for _, d := range timers {
+			if d.Item == store.TimerOfJob {
+				if d.Job != "nightly" || d.Kind != store.TimerKindJobFire {
+					t.Errorf("job timer %+v", d)
+				}
+				out = append(out, d.At)
+			}
+		}
+		return out
+	}
+	far := fire.Add(1000 * time.Hour)
+	if got := jobDue(fire.Add(-time.Second)); len(got) != 0 {
+		t.Fatalf("the job is due before its fire: %v", got)
+	}
+	if got := jobDue(fire); len(got) != 1 || !got[0].Equal(fire) {
+		t.Fatalf("job timers at its fire: %v, want %s", got, fire)
+	}
+
+	upd, err := h.Store.UpdateJob(ctx, store.Job{Name: "nightly", Spec: []byte(`{"cron":"0 3 * * *"}`), NextFireAt: fire.Add(time.Hour)}, 1)
+	if err != nil || upd.Version != 2 || string(upd.Spec) != `{"cron":"0 3 * * *"}` || !upd.CreatedAt.Equal(T0) {
+		t.Fatalf("update: %+v %v", upd, err)
+	}
+	if _, err := h.Store.UpdateJob(ctx, store.Job{Name: "nightly"}, 1); !errors.Is(err, store.ErrVersionConflict) {
+		t.Fatalf("update from version 1 again: %v", err)
+	}
+	if _, err := h.Store.UpdateJob(ctx, store.Job{Name: "nope"}, 1); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("update of a missing job: %v", err)
+	}
+	paused, err := h.Store.SetJobPaused(ctx, "nightly", true)
+	if err != nil || !paused.Paused || paused.Version != 3 {
+		t.Fatalf("pause: %+v %v", paused, err)
+	}
+	if again, err := h.Store.SetJobPaused(ctx, "nightly", true); err != nil || again.Version != 3 {
+		t.Fatalf("pausing a paused job: %+v %v, want version 3 unchanged", again, err)
+	}
+	if got := jobDue(far); len(got) != 0 {
+		t.Fatalf("a paused job is due: %v", got)
+	}
+	// The ticker's view of the fire time: it advances only from the
+	// stored one, and a paused job stays out of the due timers.
+	if _, err := h.Store.SetNextFire(ctx, "nightly", fire, fire.Add(24*time.Hour)); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("advance from a fire time that is not stored: %v", err)
+	}
+	moved, err := h.Store.SetNextFire(ctx, "nightly", fire.Add(time.Hour), fire.Add(25*time.Hour))
+	if err != nil || !moved.NextFireAt.Equal(fire.Add(25*time.Hour)) || moved.Version != 3 {
+		t.Fatalf("advance: %+v %v", moved, err)
+	}
+	if got := jobDue(far); len(got) != 0 {
+		t.Fatalf("advancing a paused job's fire made it due: %v", got)
+	}
+	resumed, err := h.Store.SetJobPaused(ctx, "nightly", false)
+	if err != nil || resumed.Paused || !resumed.NextFireAt.Equal(fire.Add(25*time.Hour)) {
+		t.Fatalf("resume: %+v %v", resumed, err)
+	}
+	if got := jobDue(far); len(got) != 1 || !got[0].Equal(fire.Add(25*time.Hour)) {
+		t.Fatalf("resumed job's timers %v, want its next fire", got)
+	}
+	if _, err := h.Store.SetNextFire(ctx, "nightly", fire.Add(25*time.Hour), time.Time{}); err != nil {
+		t.Fatalf("no next fire: %v", err)
+	}
+	if got := jobDue(far); len(got) != 0 {
+		t.Fatalf("a job without a next fire is due: %v", got)
+	}
+	if _, err := h.Store.SetNextFire(ctx, "nightly", time.Time{}, fire); err != nil {
+		t.Fatalf("a next fire again: %v", err)
+	}
+	if err := h.Store.DeleteJob(ctx, "nightly"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Store.GetJob(ctx, "nightly"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+	if err := h.Store.DeleteJob(ctx, "nightly"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("delete twice: %v", err)
+	}
+	if got := jobDue(far); len(got) != 0 {
+		t.Fatalf("a deleted job is due: %v", got)
+	}
+}
+
+// dependencyEdges: a job's dependents follow its upstream jobs through
+// create, update (refused updates move nothing) and delete.
+func dependencyEdges(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	dependents := func(job string) []string {
+		t.Helper()
+		got, err := h.Store.ListDependents(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "down", Upstream: []string{"up2", "up1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "side", Upstream: []string{"up1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "down", Upstream: []string{"up3"}}); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Fatalf("second create: %v, want already exists", err)
+	}
+	if got := dependents("up1"); !slices.Equal(got, []string{"down", "side"}) {
+		t.Fatalf("dependents of up1: %v", got)
+	}
+	if got := dependents("up3"); len(got) != 0 {
+		t.Fatalf("a refused create left edges: dependents of up3 %v", got)
+	}
+	j, err := h.Store.GetJob(ctx, "down")
+	if err != nil || !slices.Equal(j.Upstream, []string{"up1", "up2"}) {
+		t.Fatalf("stored upstream %v %v", j.Upstream, err)
+	}
+	if _, err := h.Store.UpdateJob(ctx, store.Job{Name: "down", Upstream: []string{"up2", "up3"}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := dependents("up1"); !slices.Equal(got, []string{"side"}) {
+		t.Fatalf("dependents of up1 after the update: %v", got)
+	}
+	if got := dependents("up3"); !slices.Equal(got, []string{"down"}) {
+		t.Fatalf("dependents of up3 after the update: %v", got)
+	}
+	if _, err := h.Store.UpdateJob(ctx, store.Job{Name: "down", Upstream: []string{"up1"}}, 1); !errors.Is(err, store.ErrVersionConflict) {
+		t.Fatalf("stale update: %v, want version conflict", err)
+	}
+	if got := dependents("up1"); !slices.Equal(got, []string{"side"}) {
+		t.Fatalf("a refused update moved edges: dependents of up1 %v", got)
+	}
+	if _, err := h.Store.SetJobPaused(ctx, "down", true); err != nil {
+		t.Fatal(err)
+	}
+	if got := dependents("up3"); !slices.Equal(got, []string{"down"}) {
+		t.Fatalf("pausing moved edges: dependents of up3 %v", got)
+	}
+	if err := h.Store.DeleteJob(ctx, "down"); err != nil {
+		t.Fatal(err)
+	}
+	for _, up := range []string{"up2", "up3"} {
+		if got := dependents(up); len(got) != 0 {
+			t.Fatalf("dependents of %s after delete: %v", up, got)
+		}
+	}
+	many := make([]string, store.MaxUpstreamJobs+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("u%d", i)
+	}
+	for name, up := range map[string][]string{"too many": many, "itself": {"loop"}, "twice": {"a", "a"}} {
+		if _, err := h.Store.CreateJob(ctx, store.Job{Name: "loop", Upstream: up}); !errors.Is(err, store.ErrInvalidInput) {
+			t.Errorf("%s: %v, want invalid input", name, err)
+		}
+	}
+	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "loop", Upstream: []string{"a#b"}}); !errors.Is(err, store.ErrInvalidKey) {
+		t.Errorf("an upstream job with the key separator: %v, want invalid key", err)
+	}
+}

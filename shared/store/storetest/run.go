@@ -1,0 +1,326 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+var runCases = []Case{
+	{"SlotClaimRace", slotClaimRace},
+	{"IdempotencyKey", idempotencyKey},
+	{"Runs", runs},
+	{"LiveIndexFollowsUnfinishedRuns", liveIndex},
+	{"RearmRunBackstop", rearmRunBackstop},
+}
+
+// slotClaimRace: concurrent CreateRun calls for the same slot yield exactly
+// one run; the others learn which run holds the slot and write nothing.
+func slotClaimRace(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	for round := range 5 {
+		slot := T0.Add(time.Duration(round) * time.Hour)
+		type attempt struct {
+			run string
+			err error
+		}
+		got := Race(8, func(int) attempt {
+			nr := NewRun("cron", "extract", "load")
+			nr.LogicalTime, nr.ClaimSlot = slot, true
+			_, err := h.CreateRun(ctx, nr, h.Clock.Now())
+			return attempt{nr.ID, err}
+		})
+		var winner string
+		created := 0
+		for _, a := range got {
+			if a.err == nil {
+				created++
+				winner = a.run
+			}
+		}
+		if created != 1 {
+			t.Fatalf("round %d: %d runs for one slot", round, created)
+		}
+		for i, a := range got {
+			if a.err == nil {
+				continue
+			}
+			var ex *store.ExistingRunError
+			if !errors.Is(a.err, store.ErrSlotTaken) || !errors.As(a.err, &ex) || ex.RunID != winner {
+				t.Fatalf("round %d caller %d: %v; want ErrSlotTaken naming %s", round, i, a.err, winner)
+			}
+			if _, err := h.Store.GetRun(ctx, a.run); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("round %d: losing run %s exists (%v)", round, a.run, err)
+			}
+		}
+	}
+	runs, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "cron"})
+	if err != nil || len(runs) != 5 {
+		t.Fatalf("job has %d runs (%v), want 5", len(runs), err)
+	}
+	nr := NewRun("cron", "x")
+	nr.ClaimSlot = true
+	nr.LogicalTime = time.Time{}
+	if _, err := h.CreateRun(ctx, nr, h.Clock.Now()); !errors.Is(err, store.ErrInvalidInput) {
+		t.Fatalf("a slot claim without a logical time: %v, want invalid input", err)
+	}
+}
+
+// idempotencyKey: the same key answers with the same run, another body is
+// a mismatch, and an expired key is free again.
+func idempotencyKey(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	first := NewRun("idem", "main")
+	first.Idempotency = &store.Idempotency{Key: "k-1", BodyHash: "h1"}
+	h.MustCreate(t, first)
+
+	again := NewRun("idem", "main")
+	again.Idempotency = &store.Idempotency{Key: "k-1", BodyHash: "h1"}
+	_, err := h.CreateRun(ctx, again, h.Clock.Now())
+	var ex *store.ExistingRunError
+	if !errors.Is(err, store.ErrIdempotentReplay) || !errors.As(err, &ex) || ex.RunID != first.ID || ex.BodyHash != "h1" {
+		t.Fatalf("same key, same body: %v; want replay of %s", err, first.ID)
+	}
+	other := NewRun("idem", "main")
+	other.Idempotency = &store.Idempotency{Key: "k-1", BodyHash: "h2"}
+	if _, err := h.CreateRun(ctx, other, h.Clock.Now()); !errors.Is(err, store.ErrIdempotencyMismatch) || !errors.As(err, &ex) || ex.RunID != first.ID {
+		t.Fatalf("same key, other body: %v; want mismatch naming %s", err, first.ID)
+	}
+	// The same key of another job is another key.
+	elsewhere := NewRun("idem-2", "main")
+	elsewhere.Idempotency = &store.Idempotency{Key: "k-1", BodyHash: "h2"}
+	h.MustCreate(t, elsewhere)
+	h.Clock.Advance(store.IdempotencyTTL + time.Second)
+	later := NewRun("idem", "main")
+	later.Idempotency = &store.Idempotency{Key: "k-1", BodyHash: "h2"}
+	if _, err := h.CreateRun(ctx, later, h.Clock.Now()); err != nil {
+		t.Fatalf("expired key: %v", err)
+	}
+}
+
+// runs: reading, listing and deriving runs.
+func runs(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	nr := NewRun("wf", "extract", "load", "publish")
+	nr.Tasks[1].DependsOn = []string{"extract"}
+	nr.Tasks[2].DependsOn = []string{"load"}
+	nr.Tasks[2].Publish = true
+	v := h.MustCreate(t, nr)
+	if v.Run.ExecutionState != statemodel.RunQueued || v.Run.PublicationState != statemodel.PublicationPending || v.Run.Version != 1 ||
+		!v.Run.TimerAt.Equal(T0.Add(store.DefaultRunBackstop)) {
+		t.Fatalf("new run %+v", v.Run)
+	}
+	if _, err := h.CreateRun(ctx, nr, T0); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Fatalf("same run id again: %v", err)
+	}
+	other := h.MustCreate(t, NewRun("other", "main"))
+
+	read, err := h.Store.ReadRun(ctx, v.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(read.Tasks) != 3 || read.Run.ID != v.Run.ID || string(read.Run.Params) != `{"p":1}` || !read.Run.LogicalTime.Equal(T0) {
+		t.Fatalf("read run %+v with %d tasks", read.Run, len(read.Tasks))
+	}
+	for i, task := range read.Tasks {
+		in := task.Instance
+		if in.Snapshot.State != statemodel.StateCreated || in.Pool != "default" || string(in.Payload) != `{"x":1}` || in.Job != "wf" ||
+			in.Policy.Timeouts != Policy().Timeouts || in.Policy.Retry != Policy().Retry || in.TimerKind != statemodel.TimerDepsRecheck ||
+			!in.Snapshot.EqualState(v.Tasks[i].Instance.Snapshot) {
+			t.Fatalf("instance %+v", in)
+		}
+	}
+	if read.Tasks[1].Instance.Key.Task != "load" || !slices.Equal(read.Tasks[1].Instance.DependsOn, []string{"extract"}) || !read.Tasks[2].Instance.Publish {
+		t.Fatalf("dag fields lost: %+v", read.Tasks)
+	}
+	if _, err := h.Store.ReadRun(ctx, "absent"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("read of a missing run: %v", err)
+	}
+	if _, err := h.Store.GetRun(ctx, "absent"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get of a missing run: %v", err)
+	}
+
+	// Listings: global newest first, per job, by status.
+	all, _, err := h.Store.ListRuns(ctx, store.RunFilter{})
+	if err != nil || len(all) != 2 || all[0].ID != other.Run.ID || all[1].ID != v.Run.ID {
+		t.Fatalf("global listing %v (%v), want newest first", ids(all), err)
+	}
+	page, next, err := h.Store.ListRuns(ctx, store.RunFilter{Limit: 1})
+	if err != nil || len(page) != 1 || next == "" {
+		t.Fatalf("first page %v next %q (%v)", ids(page), next, err)
+	}
+	page, _, err = h.Store.ListRuns(ctx, store.RunFilter{Limit: 1, Token: next})
+	if err != nil || len(page) != 1 || page[0].ID != v.Run.ID {
+		t.Fatalf("second page %v (%v)", ids(page), err)
+	}
+	if _, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "wf", Token: next}); !errors.Is(err, store.ErrInvalidToken) {
+		t.Fatalf("a global token on a job listing: %v, want invalid token", err)
+	}
+	byJob, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "wf"})
+	if err != nil || len(byJob) != 1 || byJob[0].ID != v.Run.ID || byJob[0].ExecutionState != statemodel.RunQueued {
+		t.Fatalf("job listing %v (%v)", ids(byJob), err)
+	}
+
+	// Derived state with a version compare-and-set.
+	running, err := h.Store.UpdateRunState(ctx, read.Run, store.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationPending})
+	if err != nil || running.Version != 2 || running.Status != statemodel.StatusRunning {
+		t.Fatalf("to RUNNING: %+v %v", running, err)
+	}
+	// A second finisher that read version 1 cannot regress it.
+	if _, err := h.Store.UpdateRunState(ctx, read.Run, store.RunUpdate{ExecutionState: statemodel.RunQueued, PublicationState: statemodel.PublicationPending}); !errors.Is(err, store.ErrVersionConflict) {
+		t.Fatalf("stale run update: %v, want version conflict", err)
+	}
+	end := h.Clock.Advance(time.Minute)
+	done, err := h.Store.UpdateRunState(ctx, running, store.RunUpdate{ExecutionState: statemodel.RunFailed, PublicationState: statemodel.PublicationFailed})
+	if err != nil || !done.EndedAt.Equal(end) || !done.TimerAt.IsZero() {
+		t.Fatalf("to FAILED: %+v %v", done, err)
+	}
+	stored, err := h.Store.GetRun(ctx, v.Run.ID)
+	if err != nil || stored.Version != 3 || stored.ExecutionState != statemodel.RunFailed || stored.Status != statemodel.StatusFailed ||
+		!stored.TimerAt.IsZero() || !stored.EndedAt.Equal(end) || string(stored.Spec) != `{"tasks":[]}` {
+		t.Fatalf("stored run %+v %v", stored, err)
+	}
+	failed, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "wf", Status: statemodel.StatusFailed})
+	if err != nil || len(failed) != 1 {
+		t.Fatalf("failed runs of wf: %v %v", ids(failed), err)
+	}
+	failed, _, err = h.Store.ListRuns(ctx, store.RunFilter{Status: statemodel.StatusFailed})
+	if err != nil || len(failed) != 1 || failed[0].ID != v.Run.ID {
+		t.Fatalf("failed runs: %v %v", ids(failed), err)
+	}
+	missing := read.Run
+	missing.ID = "gone"
+	if _, err := h.Store.UpdateRunState(ctx, missing, store.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationPending}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("update of a missing run: %v", err)
+	}
+	if _, err := h.Store.UpdateRunState(ctx, stored, store.RunUpdate{ExecutionState: "BOGUS", PublicationState: statemodel.PublicationPending}); !errors.Is(err, store.ErrInvalidInput) {
+		t.Fatalf("update to an unknown state: %v", err)
+	}
+}
+
+// liveIndex: the unfinished runs of a job are listed oldest first from
+// creation until a terminal state is stored, and HasUnfinishedRuns agrees.
+func liveIndex(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	unfinished := func(job string) []string {
+		t.Helper()
+		runs, err := h.Store.ListUnfinishedRuns(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range runs {
+			if !r.LogicalTime.Equal(T0) {
+				t.Errorf("unfinished run %s has logical time %s, want %s", r.ID, r.LogicalTime, T0)
+			}
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	busy := func(job string) bool {
+		t.Helper()
+		b, err := h.Store.HasUnfinishedRuns(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if busy("wf") || len(unfinished("wf")) != 0 {
+		t.Fatal("a job without runs has unfinished runs")
+	}
+	a := h.MustCreate(t, NewRun("wf", "x"))
+	b := h.MustCreate(t, NewRun("wf", "x"))
+	h.MustCreate(t, NewRun("other", "x"))
+	if got := unfinished("wf"); !slices.Equal(got, []string{a.Run.ID, b.Run.ID}) {
+		t.Fatalf("unfinished runs of wf: %v, want %s and %s", got, a.Run.ID, b.Run.ID)
+	}
+	running, err := h.Store.UpdateRunState(ctx, a.Run, store.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationNotRequired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := unfinished("wf"); len(got) != 2 {
+		t.Fatalf("a RUNNING run left the unfinished runs: %v", got)
+	}
+	if _, err := h.Store.UpdateRunState(ctx, running, store.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired}); err != nil {
+		t.Fatal(err)
+	}
+	if got := unfinished("wf"); !slices.Equal(got, []string{b.Run.ID}) || !busy("wf") {
+		t.Fatalf("after %s ended: %v (busy %t), want only %s", a.Run.ID, got, busy("wf"), b.Run.ID)
+	}
+	if _, err := h.Store.UpdateRunState(ctx, b.Run, store.RunUpdate{ExecutionState: statemodel.RunCancelled, PublicationState: statemodel.PublicationNotRequired}); err != nil {
+		t.Fatal(err)
+	}
+	if got := unfinished("wf"); len(got) != 0 || busy("wf") {
+		t.Fatalf("unfinished runs of wf after both ended: %v (busy %t)", got, busy("wf"))
+	}
+	if !busy("other") {
+		t.Fatal("job other has an unfinished run")
+	}
+	if _, err := h.Store.ListUnfinishedRuns(ctx, "a#b"); !errors.Is(err, store.ErrInvalidKey) {
+		t.Fatalf("unfinished runs of an invalid job name: %v", err)
+	}
+}
+
+// rearmRunBackstop: a live run whose derived state did not change gets its
+// backstop moved ahead, so it is no longer due; version and states stay.
+func rearmRunBackstop(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	v := h.MustCreate(t, NewRun("wf", "x"))
+	now := h.Clock.Advance(store.DefaultRunBackstop + time.Minute)
+	due := func() int {
+		timers, _ := allDue(t, h, now, 0)
+		n := 0
+		for _, d := range timers {
+			if d.Item == store.TimerOfRun && d.Run == v.Run.ID {
+				if d.Job != "wf" || d.Kind != store.TimerKindRunBackstop {
+					t.Errorf("run backstop listed as %+v", d)
+				}
+				n++
+			}
+		}
+		return n
+	}
+	if due() != 1 {
+		t.Fatal("the run's backstop is not due after its backstop interval")
+	}
+	run, err := h.Store.GetRun(ctx, v.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.Store.RearmRunBackstop(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := h.Store.GetRun(ctx, v.Run.ID)
+	if err != nil || !stored.TimerAt.Equal(now.Add(store.DefaultRunBackstop)) || !got.TimerAt.Equal(stored.TimerAt) ||
+		stored.Version != run.Version || stored.ExecutionState != run.ExecutionState {
+		t.Fatalf("re-armed run %+v (%v), want timer %s at version %d", stored, err, now.Add(store.DefaultRunBackstop), run.Version)
+	}
+	if due() != 0 {
+		t.Fatal("the re-armed backstop is still listed as due")
+	}
+	moved, err := h.Store.UpdateRunState(ctx, stored, store.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationNotRequired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Store.RearmRunBackstop(ctx, run); !errors.Is(err, store.ErrVersionConflict) {
+		t.Fatalf("re-arm from a stale read: %v, want version conflict", err)
+	}
+	done, err := h.Store.UpdateRunState(ctx, moved, store.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Store.RearmRunBackstop(ctx, done); !errors.Is(err, store.ErrInvalidInput) {
+		t.Fatalf("re-arm of a finished run: %v, want invalid input", err)
+	}
+	gone := moved
+	gone.ID = "gone"
+	if _, err := h.Store.RearmRunBackstop(ctx, gone); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("re-arm of a missing run: %v, want not found", err)
+	}
+}
