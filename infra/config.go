@@ -38,6 +38,7 @@ const (
 	keyQueueWaitThreshold = "runledger:queueWaitP99"       // Go duration
 	keyRemovalPolicy      = "runledger:removalPolicy"      // retain (default) or destroy
 	keyDeletionProtection = "runledger:deletionProtection" // true (default) or false
+	keyKeepRetiredIndexes = "runledger:keepRetiredIndexes" // false (default) or true: deploy 1 of an index migration
 	keyAlarmEmail         = "runledger:alarmEmail"         // creates a topic with this subscriber
 	keyAlarmTopicArn      = "runledger:alarmTopicArn"      // an existing topic
 	keyJWTIssuer          = "runledger:jwtIssuer"
@@ -168,6 +169,9 @@ func readConfig(get func(key string) any) (config, error) {
 		fail(keyRemovalPolicy, fmt.Errorf("%q: want retain or destroy", rp))
 	}
 	p.DeletionProtection = boolean(keyDeletionProtection)
+	if keep := boolean(keyKeepRetiredIndexes); keep != nil {
+		p.KeepRetiredIndexes = *keep
+	}
 	if issuer := str(keyJWTIssuer, ""); issuer != "" {
 		p.JWT = &scheduler.JWTAuthorizer{Issuer: issuer, Audiences: list(keyJWTAudiences)}
 	}

@@ -58,6 +58,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyJWTAudiences:       "cli,ui",
 			keyReserved:           "api=10, worker=0",
 			keyMaxReceiveCount:    "3",
+			keyKeepRetiredIndexes: "true",
 		}, func(c *config) {
 			c.StackName = "Sched"
 			c.AlarmEmail = "ops@example.com"
@@ -75,6 +76,7 @@ func TestReadConfigValues(t *testing.T) {
 				JWT:                   &scheduler.JWTAuthorizer{Issuer: "https://issuer.example.com", Audiences: []string{"cli", "ui"}},
 				ReservedConcurrency:   map[string]int{"api": 10, "worker": 0},
 				MaxReceiveCount:       3,
+				KeepRetiredIndexes:    true,
 			}
 		}},
 		{"JSON, as cdk.json gives them", map[string]any{
@@ -84,6 +86,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyReserved:           map[string]any{"events": float64(4)},
 			keyMaxReceiveCount:    float64(7),
 			keyAlarmTopicArn:      "arn:aws:sns:eu-west-1:123456789012:ops",
+			keyKeepRetiredIndexes: false,
 		}, func(c *config) {
 			c.AlarmTopicArn = "arn:aws:sns:eu-west-1:123456789012:ops"
 			c.Props.Pools = []string{"default", "batch"}

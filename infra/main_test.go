@@ -98,10 +98,12 @@ func runTests(m *testing.M) int {
 			ExampleWorkerPool: "default",
 		},
 	})
+	// The Jwt stack also stands for the first deploy of an index migration.
 	jwtStack := build(app, config{
 		StackName: "Jwt",
 		Props: scheduler.Props{
-			CodeDir: codeDir,
+			CodeDir:            codeDir,
+			KeepRetiredIndexes: true,
 			JWT: &scheduler.JWTAuthorizer{
 				Issuer:    "https://issuer.example.com",
 				Audiences: []string{"runledger-cli", "runledger-ui"},
@@ -298,16 +300,25 @@ func TestTableMatchesSchema(t *testing.T) {
 	for _, ix := range props["GlobalSecondaryIndexes"].([]any) {
 		ix := ix.(map[string]any)
 		pk, sk := keys(ix["KeySchema"])
-		got.Indexes = append(got.Indexes, tableschema.Index{Name: ix["IndexName"].(string), PartitionKey: pk, SortKey: sk})
-		if p := ix["Projection"].(map[string]any)["ProjectionType"]; p != "ALL" {
-			t.Errorf("index %s projects %v, want ALL", ix["IndexName"], p)
+		p := ix["Projection"].(map[string]any)
+		idx := tableschema.Index{Name: ix["IndexName"].(string), PartitionKey: pk, SortKey: sk,
+			Projection: tableschema.Projection(p["ProjectionType"].(string))}
+		for _, a := range asList(p["NonKeyAttributes"]) {
+			idx.NonKeyAttributes = append(idx.NonKeyAttributes, a.(string))
 		}
+		got.Indexes = append(got.Indexes, idx)
 	}
 	ttl := props["TimeToLiveSpecification"].(map[string]any)
 	if ttl["Enabled"] == true {
 		got.TTLAttribute, _ = ttl["AttributeName"].(string)
 	}
+	// A stack deployed fresh or after the migration has no retired index;
+	// Replaces is documentation the template does not carry.
 	want := tableschema.Table()
+	want.Retired = nil
+	for i := range want.Indexes {
+		want.Indexes[i].Replaces = ""
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("table differs from tableschema.Table():\n got %+v\nwant %+v", got, want)
 	}
@@ -328,6 +339,68 @@ func TestTableMatchesSchema(t *testing.T) {
 			"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
 		})
 	})
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+// TestRetiredIndexesKeptForTheMigration: with KeepRetiredIndexes (the Jwt
+// stack) the table keeps the retired timers index beside its replacement
+// and the functions that read the replacement may still query the retired
+// one (the code running before the deploy does); without it (the Full
+// stack) neither appears. The readers of the timers index name the table
+// in their environment, so CloudFormation updates them only after the
+// table's update, which ends once the new index is ACTIVE.
+func TestRetiredIndexesKeptForTheMigration(t *testing.T) {
+	t.Parallel()
+	retired := "/index/" + tableschema.RetiredTimerIndex + "]"
+	for _, tc := range []struct {
+		s    *synthesized
+		keep bool
+	}{{full, false}, {jwt, true}} {
+		name := tc.s.cfg.StackName
+		var tableID string
+		var projections []string
+		for id, r := range tc.s.ofType("AWS::DynamoDB::Table") {
+			tableID = id
+			for _, ix := range asList(r.Properties["GlobalSecondaryIndexes"]) {
+				ix := ix.(map[string]any)
+				projections = append(projections, fmt.Sprint(ix["IndexName"], " ", ix["Projection"].(map[string]any)["ProjectionType"]))
+			}
+		}
+		sort.Strings(projections)
+		want := []string{"listing ALL", "live ALL", tableschema.TimerIndex + " INCLUDE"}
+		if tc.keep {
+			want = append(want, tableschema.RetiredTimerIndex+" ALL")
+			sort.Strings(want)
+		}
+		if !reflect.DeepEqual(projections, want) {
+			t.Errorf("%s: indexes %v, want %v", name, projections, want)
+		}
+
+		var statements []map[string]any
+		for id, r := range tc.s.resources {
+			collectStatements(id, r.Properties, &statements)
+		}
+		grants := 0
+		for _, st := range statements {
+			if strings.Contains(fmt.Sprint(st["Resource"]), retired) {
+				grants++
+			}
+		}
+		if tc.keep && grants != 2 || !tc.keep && grants != 0 {
+			t.Errorf("%s: %d statements grant the retired index, want %d", name, grants, map[bool]int{true: 2}[tc.keep])
+		}
+
+		for _, fn := range []string{scheduler.FunctionTicker, scheduler.FunctionReconciler} {
+			vars := tc.s.resources[tc.s.functions[fn]].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+			if got := ref(vars["RUNLEDGER_TABLE"]); got != tableID {
+				t.Errorf("%s: %s's RUNLEDGER_TABLE refers to %q, want the table %s", name, fn, got, tableID)
+			}
+		}
+	}
 }
 
 func TestEventSources(t *testing.T) {

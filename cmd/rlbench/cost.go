@@ -247,9 +247,11 @@ func fmtLatency(l map[string]opTime) string {
 
 // unreportedIndexWCU estimates the index entry writes that the store's
 // capacity reports leave out: it fills IndexWriteSizes for transitions and
-// lease refreshes only. Both indexes project every attribute, so an entry
-// costs what its item costs (1 WCU per started KB; index writes are never
-// transactional). By the item layout (shared/store/store.go):
+// lease refreshes only. The listing index projects every attribute, so its
+// entry costs what its item costs (1 WCU per started KB; index writes are
+// never transactional); the timers index projects the keys and two short
+// attributes, so its entry costs 1 WCU. By the item layout
+// (shared/store/store.go):
 //   - create_run of a manual run writes [run, pointer, (instance, creation
 //     record) per task]: the run enters the listing and timers indexes (its
 //     backstop), each CREATED instance the timers index;
@@ -258,6 +260,7 @@ func fmtLatency(l map[string]opTime) string {
 //     terminal update, removes it.
 func unreportedIndexWCU(ws []store.CapacityReport) float64 {
 	kb := func(n int) float64 { return float64(max(1, (n+1023)/1024)) }
+	const timerEntry = 1
 	last := -1
 	for i, w := range ws {
 		if w.Operation == "update_run_state" {
@@ -271,19 +274,17 @@ func unreportedIndexWCU(ws []store.CapacityReport) float64 {
 			if len(w.ItemSizes) < 4 || len(w.ItemSizes)%2 != 0 {
 				continue // a slot or idempotency item: not a layout rlbench writes
 			}
-			units += 2 * kb(w.ItemSizes[0])
-			for j := 2; j < len(w.ItemSizes); j += 2 {
-				units += kb(w.ItemSizes[j])
-			}
+			units += kb(w.ItemSizes[0]) + timerEntry
+			units += float64(len(w.ItemSizes)/2-1) * timerEntry
 		case "update_run_state":
 			if len(w.ItemSizes) == 0 {
 				continue
 			}
 			units += kb(w.ItemSizes[0])
 			if i == last {
-				units += kb(w.ItemSizes[0])
+				units += timerEntry
 			} else {
-				units += 2 * kb(w.ItemSizes[0])
+				units += 2 * timerEntry
 			}
 		}
 	}

@@ -62,7 +62,24 @@ var accessByFunction = map[string]tableAccess{
 	FunctionWorker:     {sendTo: []string{"events"}},
 }
 
-func (s *Scheduler) grantAccess() {
+// queriedIndexes are the indexes a function may query: the ones it reads
+// and, with the retired indexes kept, each retired index one of them
+// replaced, so that the code still running from before the deploy keeps
+// its reads until CloudFormation replaces it.
+func queriedIndexes(reads []string, keepRetired bool) []string {
+	out := append([]string{}, reads...)
+	if !keepRetired {
+		return out
+	}
+	for _, ix := range tableschema.Table().Indexes {
+		if ix.Replaces != "" && slices.Contains(reads, ix.Name) {
+			out = append(out, ix.Replaces)
+		}
+	}
+	return out
+}
+
+func (s *Scheduler) grantAccess(p Props) {
 	for _, name := range FunctionNames() {
 		fn, ok := s.Functions[name]
 		if !ok {
@@ -75,7 +92,7 @@ func (s *Scheduler) grantAccess() {
 		}
 		if len(a.indexes) > 0 {
 			var arns []*string
-			for _, ix := range a.indexes {
+			for _, ix := range queriedIndexes(a.indexes, p.KeepRetiredIndexes) {
 				arns = append(arns, awscdk.Fn_Join(jsii.String(""), &[]*string{s.Table.TableArn(), jsii.String("/index/" + ix)}))
 			}
 			role.AddToPrincipalPolicy(allow(dynamoIndexQuery, arns...))

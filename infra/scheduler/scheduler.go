@@ -162,7 +162,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 	s.schedule(FunctionTicker, p.TickerRate)
 	s.schedule(FunctionReconciler, p.ReconcilerRate)
 
-	s.grantAccess()
+	s.grantAccess(p)
 	s.addAlarms(p)
 	s.addDashboard()
 	return s
@@ -181,13 +181,26 @@ func (s *Scheduler) newTable(p Props) awsdynamodb.Table {
 		DeletionProtection:  p.DeletionProtection,
 		RemovalPolicy:       p.RemovalPolicy,
 	})
-	for _, ix := range schema.Indexes {
-		table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-			IndexName:      jsii.String(ix.Name),
-			PartitionKey:   keyAttribute(ix.PartitionKey),
-			SortKey:        keyAttribute(ix.SortKey),
-			ProjectionType: awsdynamodb.ProjectionType_ALL,
-		})
+	indexes := schema.Indexes
+	if p.KeepRetiredIndexes {
+		indexes = append(append([]tableschema.Index{}, indexes...), schema.Retired...)
+	}
+	for _, ix := range indexes {
+		gsi := &awsdynamodb.GlobalSecondaryIndexProps{
+			IndexName:    jsii.String(ix.Name),
+			PartitionKey: keyAttribute(ix.PartitionKey),
+			SortKey:      keyAttribute(ix.SortKey),
+		}
+		switch ix.Projection {
+		case tableschema.ProjectAll:
+			gsi.ProjectionType = awsdynamodb.ProjectionType_ALL
+		case tableschema.ProjectInclude:
+			gsi.ProjectionType = awsdynamodb.ProjectionType_INCLUDE
+			gsi.NonKeyAttributes = jsii.Strings(ix.NonKeyAttributes...)
+		default:
+			panic(fmt.Errorf("table schema index %s: unknown projection %q", ix.Name, ix.Projection))
+		}
+		table.AddGlobalSecondaryIndex(gsi)
 	}
 	return table
 }

@@ -2,9 +2,9 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/runledger/runledger/shared/queue"
@@ -25,7 +25,13 @@ var provisionedQueue = queue.Spec{VisibilityTimeout: 30 * time.Second, MaxReceiv
 // missing, and fills cfg's table and queue settings from them.
 func (a *App) provision(ctx context.Context, cfg *Config) error {
 	p := cfg.Provision
-	if err := store.CreateTable(ctx, a.DynamoDB, p.Name); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
+	// A table persisted by an earlier version may have an older index
+	// layout: EnsureTable migrates it, and the log says what changed.
+	changes, err := store.EnsureTable(ctx, a.DynamoDB, p.Name)
+	if len(changes) > 0 {
+		cfg.Logger.WarnContext(ctx, "migrated the table to this version's index layout: "+strings.Join(changes, "; "), "table", p.Name)
+	}
+	if err != nil {
 		return fmt.Errorf("app: table %s: %w", p.Name, err)
 	}
 	cfg.Table = p.Name
@@ -46,7 +52,6 @@ func (a *App) provision(ctx context.Context, cfg *Config) error {
 		}
 		cfg.Pools[pool] = url
 	}
-	var err error
 	if cfg.EventsQueueURL, err = create(p.Name + "-" + QueueEvents); err != nil {
 		return err
 	}

@@ -180,6 +180,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 	}()
 	a, err := app.New(ctx, o.appConfig())
+	if errors.Is(err, store.ErrTableLayout) && o.DataDir != "" {
+		return nil, fmt.Errorf("devstack: %w (delete %s to start with a new table)", err, o.DataDir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("devstack: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -13,7 +14,7 @@ import (
 // come from tableschema.
 const (
 	attrKind    = "kind"
-	attrJob     = "job"
+	attrJob     = tableschema.JobName
 	attrRun     = "run"
 	attrTask    = "task"
 	attrRunID   = "run_id"
@@ -38,7 +39,7 @@ const (
 	attrRecent         = "recent"
 	attrCreatedAt      = "created_at"
 	attrScheduledAt    = "scheduled_at"
-	attrTimerKind      = "timer_kind"
+	attrTimerKind      = tableschema.TimerKind
 	attrLateEvents     = "late_events"
 	attrLateEventIDs   = "late_event_ids"
 	attrLateDropped    = "late_events_dropped"

@@ -59,6 +59,10 @@ var (
 	ErrThrottled = errors.New("throttled")
 	// ErrCorruptItem: a stored item does not decode. Never expected.
 	ErrCorruptItem = errors.New("corrupt item")
+	// ErrTableLayout: an existing table has an index of this version's name
+	// but another key schema or projection, which DynamoDB cannot change in
+	// place (EnsureTable).
+	ErrTableLayout = errors.New("table layout differs from this version's")
 )
 
 // ExistingRunError names the run that already holds a slot or an idempotency

@@ -479,8 +479,7 @@ func (s *Store) writeTransition(ctx context.Context, inst Instance, d statemodel
 		return op(err)
 	}
 
-	oldSize := itemSize(instanceItem(inst).present())
-	err = s.transact(ctx, "transition", actions, sizes, timerIndexWrites(inst.Snapshot, d.Snapshot, oldSize, fullSize))
+	err = s.transact(ctx, "transition", actions, sizes, timerIndexWrites(instanceItem(inst), full))
 	if err == nil {
 		return nil
 	}
@@ -516,29 +515,6 @@ func (s *Store) writeTransition(ctx context.Context, inst Instance, d statemodel
 		return op(&movedError{key: key})
 	}
 	return op(cancelError(err, reasons))
-}
-
-// timerIndexWrites lists the timers index writes of an instance going from
-// snapshot from to snapshot to, by DynamoDB's rules for an index that
-// projects every attribute: an entry whose key (timer_at) changes is a
-// delete and a put; an entry that stays costs one write; one that appears
-// or disappears costs one.
-func timerIndexWrites(from, to statemodel.Snapshot, oldSize, newSize int) []int {
-	oldAt, oldKind := from.Timer()
-	newAt, newKind := to.Timer()
-	oldIn := oldKind != statemodel.TimerNone && !oldAt.IsZero()
-	newIn := newKind != statemodel.TimerNone && !newAt.IsZero()
-	switch {
-	case oldIn && newIn && formatTime(oldAt) == formatTime(newAt):
-		return []int{newSize}
-	case oldIn && newIn:
-		return []int{oldSize, newSize}
-	case oldIn:
-		return []int{oldSize}
-	case newIn:
-		return []int{newSize}
-	}
-	return nil
 }
 
 // firstOutcome reads the first outcome from a guard item (the ALL_OLD image
@@ -620,7 +596,7 @@ func (s *Store) refreshLease(ctx context.Context, inst Instance, n statemodel.Sn
 	if out.ConsumedCapacity != nil {
 		cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
 	}
-	s.report("refresh_lease", false, []int{size}, timerIndexWrites(inst.Snapshot, n, itemSize(instanceItem(inst).present()), size), cc)
+	s.report("refresh_lease", false, []int{size}, timerIndexWrites(instanceItem(inst), instanceItem(next)), cc)
 	return nil
 }
 

@@ -34,12 +34,7 @@ func CreateTable(ctx context.Context, db *dynamodb.Client, name string) error {
 	var gsis []types.GlobalSecondaryIndex
 	for _, ix := range sc.Indexes {
 		gsis = append(gsis, types.GlobalSecondaryIndex{
-			IndexName: aws.String(ix.Name),
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(ix.PartitionKey.Name), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(ix.SortKey.Name), KeyType: types.KeyTypeRange},
-			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			IndexName: aws.String(ix.Name), KeySchema: indexKeys(ix), Projection: indexProjection(ix),
 		})
 	}
 	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
@@ -74,6 +69,21 @@ func CreateTable(ctx context.Context, db *dynamodb.Client, name string) error {
 	return nil
 }
 
+func indexKeys(ix tableschema.Index) []types.KeySchemaElement {
+	return []types.KeySchemaElement{
+		{AttributeName: aws.String(ix.PartitionKey.Name), KeyType: types.KeyTypeHash},
+		{AttributeName: aws.String(ix.SortKey.Name), KeyType: types.KeyTypeRange},
+	}
+}
+
+func indexProjection(ix tableschema.Index) *types.Projection {
+	p := &types.Projection{ProjectionType: types.ProjectionType(ix.Projection)}
+	if ix.Projection == tableschema.ProjectInclude {
+		p.NonKeyAttributes = ix.NonKeyAttributes
+	}
+	return p
+}
+
 // unsupported reports an endpoint that does not implement an operation.
 func unsupported(err error) bool {
 	var api smithy.APIError
@@ -88,6 +98,14 @@ func unsupported(err error) bool {
 
 // waitActive polls DescribeTable until the table and every index are ACTIVE.
 func waitActive(ctx context.Context, db *dynamodb.Client, name string) error {
+	if err := waitTable(ctx, db, name, active); err != nil {
+		return fmt.Errorf("wait for ACTIVE: %w", err)
+	}
+	return nil
+}
+
+// waitTable polls DescribeTable until done holds, at most tableWait.
+func waitTable(ctx context.Context, db *dynamodb.Client, name string, done func(*types.TableDescription) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, tableWait)
 	defer cancel()
 	for try := 0; ; try++ {
@@ -95,13 +113,13 @@ func waitActive(ctx context.Context, db *dynamodb.Client, name string) error {
 		if err != nil {
 			var rnf *types.ResourceNotFoundException
 			if !errors.As(err, &rnf) { // a new table may not be visible yet
-				return fmt.Errorf("wait for ACTIVE: %w", translate(err))
+				return translate(err)
 			}
-		} else if active(out.Table) {
+		} else if done(out.Table) {
 			return nil
 		}
 		if err := backoff(ctx, min(try, 6)); err != nil {
-			return fmt.Errorf("wait for ACTIVE: %w", err)
+			return err
 		}
 	}
 }

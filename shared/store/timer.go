@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -40,6 +41,64 @@ type DueTimer struct {
 // Instance returns the instance key of an instance timer.
 func (d DueTimer) Instance() InstanceKey { return InstanceKey{Run: d.Run, Task: d.Task} }
 
+// timerIndex is the timers index's definition.
+func timerIndex() tableschema.Index {
+	for _, ix := range tableschema.Table().Indexes {
+		if ix.Name == tableschema.TimerIndex {
+			return ix
+		}
+	}
+	panic("tableschema defines no " + tableschema.TimerIndex + " index")
+}
+
+// timerEntryAttributes are the attributes an entry of the timers index
+// holds: the table's keys, the index's keys and the projected attributes.
+// ListDueTimers reads these and nothing else.
+func timerEntryAttributes() []string {
+	ix := timerIndex()
+	return append([]string{tableschema.PK, tableschema.SK, ix.PartitionKey.Name, ix.SortKey.Name}, ix.NonKeyAttributes...)
+}
+
+// timerEntry is the timers index entry of an item (nil: absent attributes
+// count as absent), or nil when the item is not in the index.
+func timerEntry(it item) item {
+	if it[tableschema.TimerShard] == nil || it[tableschema.TimerAt] == nil {
+		return nil
+	}
+	e := item{}
+	for _, a := range timerEntryAttributes() {
+		if v := it[a]; v != nil {
+			e[a] = v
+		}
+	}
+	return e
+}
+
+// timerIndexWrites lists the sizes of the timers index entry writes that
+// writing item next over item old causes, by DynamoDB's rules: an entry
+// that appears or disappears is one write, one whose key (shard or time)
+// changes a delete and a put, one whose projected attributes change one
+// write, and one that stays as it was none. The index projects only the
+// keys and a few short attributes, so each write is 1 WCU however large
+// the item is.
+func timerIndexWrites(old, next item) []int {
+	o, n := timerEntry(old), timerEntry(next)
+	switch {
+	case o == nil && n == nil:
+		return nil
+	case o == nil:
+		return []int{itemSize(n)}
+	case n == nil:
+		return []int{itemSize(o)}
+	case !reflect.DeepEqual(o[tableschema.TimerShard], n[tableschema.TimerShard]) ||
+		!reflect.DeepEqual(o[tableschema.TimerAt], n[tableschema.TimerAt]):
+		return []int{itemSize(o), itemSize(n)}
+	case reflect.DeepEqual(o, n):
+		return nil
+	}
+	return []int{itemSize(n)}
+}
+
 // ListDueTimers lists the timers of shard (0..tableschema.TimerShards-1)
 // due at now, oldest first, at most limit (0: DefaultListLimit) per page,
 // with an opaque token for the next page ("" at the end). One Query of the
@@ -47,6 +106,7 @@ func (d DueTimer) Instance() InstanceKey { return InstanceKey{Run: d.Run, Task: 
 //
 //	timer_shard = T#<shard> AND timer_at <= <now>
 //
+// The index projects only the attributes decoded here (timerEntryAttributes).
 // The index is eventually consistent: a timer just moved may still be
 // listed at its old time, so callers re-read the item (Transition does)
 // and let statemodel decide (ErrNotDue).
@@ -68,14 +128,15 @@ func (s *Store) ListDueTimers(ctx context.Context, shard int, now time.Time, lim
 		return nil, "", op(err)
 	}
 	e := newExpr()
+	var projection []string
+	for _, a := range timerEntryAttributes() {
+		projection = append(projection, e.n(a))
+	}
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName: aws.String(s.table), IndexName: aws.String(tableschema.TimerIndex),
 		KeyConditionExpression: aws.String(e.n(tableschema.TimerShard) + " = " + e.v("shard", str(name)) +
 			" AND " + e.n(tableschema.TimerAt) + " <= " + e.v("now", str(formatTime(now)))),
-		ProjectionExpression: aws.String(strings.Join([]string{
-			e.n(tableschema.PK), e.n(tableschema.SK), e.n(tableschema.TimerShard), e.n(tableschema.TimerAt),
-			e.n(attrTimerKind), e.n(attrJob), e.n(attrRun), e.n(attrTask),
-		}, ", ")),
+		ProjectionExpression:     aws.String(strings.Join(projection, ", ")),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 		Limit: aws.Int32(int32(min(limit, MaxListLimit))), ExclusiveStartKey: start,
 	})

@@ -21,12 +21,30 @@ type Attribute struct {
 	Type AttributeType
 }
 
-// Index is a global secondary index. Every index here projects all
-// attributes: the readers of an index need the whole item.
+// Projection is what a global secondary index copies of an item besides
+// the table's and the index's keys.
+type Projection string
+
+const (
+	// ProjectAll copies the whole item: an entry costs what the item costs.
+	ProjectAll Projection = "ALL"
+	// ProjectInclude copies the index's NonKeyAttributes only: an entry
+	// costs what its keys and those attributes cost, whatever else the item
+	// holds.
+	ProjectInclude Projection = "INCLUDE"
+)
+
+// Index is a global secondary index.
 type Index struct {
 	Name         string
 	PartitionKey Attribute
 	SortKey      Attribute
+	Projection   Projection
+	// NonKeyAttributes are the attributes an INCLUDE projection copies.
+	NonKeyAttributes []string
+	// Replaces names the retired index this one took over from (see
+	// Schema.Retired), "" for none.
+	Replaces string
 }
 
 // Schema is the whole table definition.
@@ -34,6 +52,13 @@ type Schema struct {
 	PartitionKey Attribute
 	SortKey      Attribute
 	Indexes      []Index
+	// Retired are indexes of earlier layouts, which nothing reads any more.
+	// A GSI's key schema and projection cannot change in place, so a new
+	// layout is a new index under a new name (Index.Replaces). The CDK
+	// stack keeps a retired index only for the first deploy of the
+	// two-deploy migration (docs/deploy.md); the local stack deletes one
+	// it finds on a persisted table.
+	Retired []Index
 	// TTLAttribute holds an epoch-seconds expiry; DynamoDB deletes expired
 	// items (history past retention, idempotency keys past 24 h).
 	TTLAttribute string
@@ -49,9 +74,18 @@ const (
 	// while it waits on a time (a non-terminal instance, a cron job's next
 	// fire). Finished work drops both attributes and so leaves the index:
 	// a scheduler pass costs what live work costs, never what history costs.
-	TimerIndex = "timers"
+	// It projects only what ListDueTimers reads besides the keys (TimerKind
+	// and JobName), so an entry stays under 1 KB, one WCU per write,
+	// however large the item grows. "timers_v2" replaced "timers", which
+	// projected whole items.
+	TimerIndex = "timers_v2"
 	TimerShard = "timer_shard" // "T#00".."T#15"
 	TimerAt    = "timer_at"    // RFC 3339 UTC, fixed width, so it sorts as text
+	TimerKind  = "timer_kind"  // what the timer is for
+	JobName    = "job"         // the job an item belongs to
+
+	// RetiredTimerIndex is the timers index before the INCLUDE projection.
+	RetiredTimerIndex = "timers"
 
 	// The listing index serves the newest-first and by-name listings that a
 	// Query on the main key cannot (all jobs, all runs).
@@ -79,15 +113,28 @@ const TimerShards = 16
 // ShardName returns the timer shard partition value for shard n.
 func ShardName(n int) string { return fmt.Sprintf("T#%02d", n) }
 
+var (
+	timerShard = Attribute{Name: TimerShard, Type: String}
+	timerAt    = Attribute{Name: TimerAt, Type: String}
+)
+
 // Table returns the table definition.
 func Table() Schema {
 	return Schema{
 		PartitionKey: Attribute{Name: PK, Type: String},
 		SortKey:      Attribute{Name: SK, Type: String},
 		Indexes: []Index{
-			{Name: TimerIndex, PartitionKey: Attribute{Name: TimerShard, Type: String}, SortKey: Attribute{Name: TimerAt, Type: String}},
-			{Name: ListIndex, PartitionKey: Attribute{Name: ListPK, Type: String}, SortKey: Attribute{Name: ListSK, Type: String}},
-			{Name: LiveIndex, PartitionKey: Attribute{Name: LivePK, Type: String}, SortKey: Attribute{Name: LiveSK, Type: String}},
+			{
+				Name: TimerIndex, PartitionKey: timerShard, SortKey: timerAt,
+				Projection: ProjectInclude, NonKeyAttributes: []string{TimerKind, JobName},
+				Replaces: RetiredTimerIndex,
+			},
+			// The listing's and the live index's readers decode whole items.
+			{Name: ListIndex, PartitionKey: Attribute{Name: ListPK, Type: String}, SortKey: Attribute{Name: ListSK, Type: String}, Projection: ProjectAll},
+			{Name: LiveIndex, PartitionKey: Attribute{Name: LivePK, Type: String}, SortKey: Attribute{Name: LiveSK, Type: String}, Projection: ProjectAll},
+		},
+		Retired: []Index{
+			{Name: RetiredTimerIndex, PartitionKey: timerShard, SortKey: timerAt, Projection: ProjectAll},
 		},
 		TTLAttribute: TTL,
 	}

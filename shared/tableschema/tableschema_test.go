@@ -31,3 +31,38 @@ func TestShardName(t *testing.T) {
 		t.Fatalf("ShardName(3) = %q", got)
 	}
 }
+
+// TestIndexLayouts: index names are unique across live and retired
+// indexes, an INCLUDE projection names what it copies, and every retired
+// index is replaced by a live one.
+func TestIndexLayouts(t *testing.T) {
+	s := Table()
+	names := map[string]bool{}
+	replaced := map[string]bool{}
+	for _, ix := range append(append([]Index{}, s.Indexes...), s.Retired...) {
+		if names[ix.Name] {
+			t.Errorf("index %q defined twice", ix.Name)
+		}
+		names[ix.Name] = true
+		switch ix.Projection {
+		case ProjectAll:
+			if len(ix.NonKeyAttributes) > 0 {
+				t.Errorf("index %q projects all attributes and lists %v", ix.Name, ix.NonKeyAttributes)
+			}
+		case ProjectInclude:
+			if len(ix.NonKeyAttributes) == 0 {
+				t.Errorf("index %q includes no attribute", ix.Name)
+			}
+		default:
+			t.Errorf("index %q: projection %q", ix.Name, ix.Projection)
+		}
+		if ix.Replaces != "" {
+			replaced[ix.Replaces] = true
+		}
+	}
+	for _, ix := range s.Retired {
+		if !replaced[ix.Name] {
+			t.Errorf("retired index %q is replaced by no index", ix.Name)
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/tableschema"
+)
+
+// TestTimerIndexEntriesStaySmall: the timers index projects only what
+// ListDueTimers reads, so the entry of an instance with a 6 KB payload
+// holds the keys, timer_kind and job, and every index write the store
+// accounts for costs 1 WCU.
+func TestTimerIndexEntriesStaySmall(t *testing.T) {
+	t.Parallel()
+	var (
+		mu      sync.Mutex
+		reports []store.CapacityReport
+	)
+	ts := newStore(t, store.WithCapacityReports(func(r store.CapacityReport) {
+		mu.Lock()
+		defer mu.Unlock()
+		reports = append(reports, r)
+	}))
+	ctx := context.Background()
+	nr := newRun("big", "main")
+	nr.Tasks[0].Payload = []byte(`{"blob":"` + strings.Repeat("x", 6000) + `"}`)
+	v := ts.mustCreate(t, nr)
+	key := v.Tasks[0].Instance.Key
+	now := ts.toQueued(t, key)
+	ts.step(t, key, started(1, "w"), now)
+
+	want := []string{tableschema.PK, tableschema.SK, tableschema.TimerShard, tableschema.TimerAt, tableschema.TimerKind, tableschema.JobName}
+	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(ts.table), IndexName: aws.String(tableschema.TimerIndex)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, it := range out.Items {
+		for name := range it {
+			if !slices.Contains(want, name) {
+				t.Errorf("index entry %v carries %s, which the index does not project", it[tableschema.SK], name)
+			}
+		}
+		if n := store.ItemSize(it); n > 1024 {
+			t.Errorf("index entry %v is %d bytes, more than 1 KB", it[tableschema.SK], n)
+		}
+		if sk, _ := it[tableschema.SK].(*types.AttributeValueMemberS); sk != nil && strings.HasSuffix(sk.Value, "#main") {
+			found = true
+			if job, _ := it[tableschema.JobName].(*types.AttributeValueMemberS); job == nil || job.Value != "big" {
+				t.Errorf("instance entry %v: job %v, want big", it, it[tableschema.JobName])
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no timers index entry of the instance among %d", len(out.Items))
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	indexWrites := 0
+	for _, r := range reports {
+		if r.Operation != "transition" {
+			continue
+		}
+		if r.ItemSizes[0] < 6000 {
+			t.Errorf("transition wrote an instance of %d bytes, want the 6 KB payload in it", r.ItemSizes[0])
+		}
+		indexWrites += len(r.IndexWriteSizes)
+		if r.IndexWCU() != float64(len(r.IndexWriteSizes)) {
+			t.Errorf("transition's index writes %v cost %.0f WCU, want 1 each", r.IndexWriteSizes, r.IndexWCU())
+		}
+	}
+	if indexWrites == 0 {
+		t.Fatalf("no transition accounted for a timers index write: %+v", reports)
+	}
+}
+
+// oldLayoutTable creates a table as versions before the INCLUDE projection
+// did: the retired timers index, projecting whole items, where the schema
+// now has its replacement. With variant set, the replacement is there
+// under its own name but with the retired index's projection.
+func oldLayoutTable(t *testing.T, variant bool) string {
+	t.Helper()
+	name := fmt.Sprintf("rl-%d-%s", tableSeq.Add(1), unsafeTableChars.ReplaceAllString(t.Name(), "_"))
+	sc := tableschema.Table()
+	var defs []types.AttributeDefinition
+	for _, a := range sc.Attributes() {
+		defs = append(defs, types.AttributeDefinition{AttributeName: aws.String(a.Name), AttributeType: types.ScalarAttributeType(a.Type)})
+	}
+	keys := func(ix tableschema.Index) []types.KeySchemaElement {
+		return []types.KeySchemaElement{
+			{AttributeName: aws.String(ix.PartitionKey.Name), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(ix.SortKey.Name), KeyType: types.KeyTypeRange},
+		}
+	}
+	var gsis []types.GlobalSecondaryIndex
+	for _, ix := range sc.Indexes {
+		if ix.Name == tableschema.TimerIndex {
+			ix = sc.Retired[0]
+			if variant {
+				ix.Name = tableschema.TimerIndex
+			}
+		}
+		gsis = append(gsis, types.GlobalSecondaryIndex{
+			IndexName: aws.String(ix.Name), KeySchema: keys(ix),
+			Projection: &types.Projection{ProjectionType: types.ProjectionType(ix.Projection)},
+		})
+	}
+	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+		TableName: aws.String(name), AttributeDefinitions: defs, GlobalSecondaryIndexes: gsis,
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(tableschema.PK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(tableschema.SK), KeyType: types.KeyTypeRange},
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatalf("create table in the old layout: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := store.DeleteTable(context.Background(), db, name); err != nil {
+			t.Errorf("delete table %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// TestEnsureTableMigratesTheRetiredTimersIndex: a persisted table of the
+// old layout gets the new timers index, filled from the items already
+// there, and loses the retired one; a second start changes nothing.
+func TestEnsureTableMigratesTheRetiredTimersIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	name := oldLayoutTable(t, false)
+	clk := &fakeClock{t: t0}
+	st := store.New(db, name, store.WithClock(clk.Now))
+	fire := t0.Add(time.Hour)
+	if _, err := st.CreateJob(ctx, store.Job{Name: "nightly", Spec: []byte(`{"cron":"0 2 * * *"}`), NextFireAt: fire}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateRun(ctx, newRun("nightly", "a", "b"), t0); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	changes, err := store.EnsureTable(ctx, db, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("migrated in %v: %v", time.Since(start).Round(time.Millisecond), changes)
+	if len(changes) != 2 || !strings.HasPrefix(changes[0], "added index "+tableschema.TimerIndex) ||
+		!strings.HasPrefix(changes[1], "deleted retired index "+tableschema.RetiredTimerIndex) {
+		t.Fatalf("changes %q, want the new timers index added and the retired one deleted", changes)
+	}
+	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ix := range out.Table.GlobalSecondaryIndexes {
+		p := ix.Projection
+		got = append(got, fmt.Sprintf("%s %s %s %v", aws.ToString(ix.IndexName), ix.IndexStatus, p.ProjectionType, p.NonKeyAttributes))
+	}
+	slices.Sort(got)
+	wantIx := []string{
+		"listing ACTIVE ALL []", "live ACTIVE ALL []",
+		tableschema.TimerIndex + " ACTIVE INCLUDE [" + tableschema.TimerKind + " " + tableschema.JobName + "]",
+	}
+	if !slices.Equal(got, wantIx) {
+		t.Fatalf("indexes after the migration:\n%q\nwant\n%q", got, wantIx)
+	}
+
+	// The items written before the migration are in the new index.
+	var due []store.DueTimer
+	for shard := range tableschema.TimerShards {
+		page, _, err := st.ListDueTimers(ctx, shard, t0.Add(365*24*time.Hour), 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		due = append(due, page...)
+	}
+	kinds := map[store.ItemKind]int{}
+	for _, d := range due {
+		kinds[d.Item]++
+		if d.Job != "nightly" {
+			t.Errorf("due timer %+v: job %q, want nightly", d, d.Job)
+		}
+	}
+	if kinds[store.TimerOfJob] != 1 || kinds[store.TimerOfRun] != 1 || kinds[store.TimerOfInstance] != 2 {
+		t.Fatalf("due timers after the migration: %+v, want the job's, the run's and two instances'", due)
+	}
+
+	again, err := store.EnsureTable(ctx, db, name)
+	if err != nil || len(again) != 0 {
+		t.Fatalf("second EnsureTable: %q %v, want no change", again, err)
+	}
+}
+
+// TestEnsureTableRefusesAnIndexItCannotConvert: an index of this version's
+// name with another projection cannot change in place: EnsureTable says so
+// and changes nothing.
+func TestEnsureTableRefusesAnIndexItCannotConvert(t *testing.T) {
+	t.Parallel()
+	name := oldLayoutTable(t, true)
+	changes, err := store.EnsureTable(context.Background(), db, name)
+	if !errors.Is(err, store.ErrTableLayout) || len(changes) != 0 {
+		t.Fatalf("EnsureTable: %q %v, want ErrTableLayout and no change", changes, err)
+	}
+	if !strings.Contains(err.Error(), tableschema.TimerIndex) || !strings.Contains(err.Error(), "recreate") {
+		t.Fatalf("error %q does not name the index and the remedy", err)
+	}
+}
+
+// TestEnsureTableCreatesANewTable: no table yet is a plain create, with
+// nothing to report.
+func TestEnsureTableCreatesANewTable(t *testing.T) {
+	t.Parallel()
+	name := fmt.Sprintf("rl-%d-%s", tableSeq.Add(1), t.Name())
+	changes, err := store.EnsureTable(context.Background(), db, name)
+	t.Cleanup(func() { _ = store.DeleteTable(context.Background(), db, name) })
+	if err != nil || len(changes) != 0 {
+		t.Fatalf("EnsureTable: %q %v", changes, err)
+	}
+	ts := store.New(db, name)
+	if _, _, err := ts.ListDueTimers(context.Background(), 0, t0, 0, ""); err != nil {
+		t.Fatalf("the new table's timers index: %v", err)
+	}
+}
