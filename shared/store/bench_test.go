@@ -58,10 +58,10 @@ func BenchmarkTransitions(b *testing.B) {
 		for i := range tasks {
 			tasks[i] = fmt.Sprintf("t%02d", i)
 		}
-		runs = append(runs, newRun("bench", tasks...))
+		runs = append(runs, storetest.NewRun("bench", tasks...))
 	}
 	storetest.Parallel(b, 4, len(runs), func(i int) error {
-		_, err := ts.CreateRun(ctx, runs[i], ts.clock.Now())
+		_, err := ts.CreateRun(ctx, runs[i], ts.Clock.Now())
 		return err
 	})
 	for _, nr := range runs {
@@ -75,7 +75,7 @@ func BenchmarkTransitions(b *testing.B) {
 
 	var ops, nextKey atomic.Int64
 	var failed atomic.Value
-	now := ts.clock.Now()
+	now := ts.Clock.Now()
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -92,14 +92,14 @@ func BenchmarkTransitions(b *testing.B) {
 					if ops.Add(1) > int64(b.N) {
 						return
 					}
-					e := ev(typ, 0)
+					e := storetest.Ev(typ, 0)
 					if step > 0 {
 						e.Attempt = 1
 					}
 					if typ == statemodel.EvStarted {
 						e.WorkerID = "bench"
 					}
-					res, err := ts.Transition(ctx, keys[k], e, now, policy())
+					res, err := ts.Transition(ctx, keys[k], e, now, storetest.Policy())
 					if err != nil || res.Outcome != statemodel.Applied {
 						failed.Store(fmt.Errorf("%s on %s: %s %v", e, keys[k], res.Outcome, err))
 						return

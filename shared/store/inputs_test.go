@@ -8,15 +8,9 @@ import (
 	"testing"
 
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
-
-// dispatch is the executor's acceptance of attempt n.
-func dispatch(n int) statemodel.Event {
-	d := ev(statemodel.EvDispatched, n)
-	d.TokenHash, d.ExecutorID = fmt.Sprintf("hash-%d", n), fmt.Sprintf("msg-%d", n)
-	return d
-}
 
 // TestAttemptsBoundedInTheInstanceItem: manual retries add attempts without
 // limit, but the instance item holds only the latest
@@ -27,11 +21,11 @@ func TestAttemptsBoundedInTheInstanceItem(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
 	ctx := context.Background()
-	p := policy()
-	v := ts.mustCreate(t, newRun("many-attempts", "main"))
+	p := storetest.Policy()
+	v := ts.MustCreate(t, storetest.NewRun("many-attempts", "main"))
 	key := v.Tasks[0].Instance.Key
-	now := ts.clock.Now()
-	ts.step(t, key, ev(statemodel.EvDepsMet, 0), now)
+	now := ts.Clock.Now()
+	ts.Step(t, key, storetest.Ev(statemodel.EvDepsMet, 0), now)
 	ref := strings.Repeat("r", 2048) // the largest output_ref a worker may report
 	size := func() int {
 		return store.ItemSize(getItem(t, ts.table, "RUN#"+key.Run, "TASK#"+key.Task))
@@ -39,18 +33,18 @@ func TestAttemptsBoundedInTheInstanceItem(t *testing.T) {
 	const total = 4 * statemodel.MaxInlineAttempts
 	var sizeAtLimit int
 	for n := 1; n <= total; n++ {
-		ts.step(t, key, dispatch(n), now)
-		ts.step(t, key, started(n, "w"), now)
-		failed := ev(statemodel.EvFailed, n)
+		ts.Step(t, key, storetest.Dispatch(n), now)
+		ts.Step(t, key, storetest.Started(n, "w"), now)
+		failed := storetest.Ev(statemodel.EvFailed, n)
 		failed.OutputRef, failed.ErrorCategory, failed.Retryable = ref, "boom", new(bool)
-		ts.step(t, key, failed, now)
+		ts.Step(t, key, failed, now)
 		if n == statemodel.MaxInlineAttempts {
 			sizeAtLimit = size()
 		}
 		if n < total {
-			retry := ev(statemodel.EvManualRetry, 0)
+			retry := storetest.Ev(statemodel.EvManualRetry, 0)
 			retry.Operator, retry.Reason = "ana", "again"
-			ts.step(t, key, retry, now)
+			ts.Step(t, key, retry, now)
 		}
 	}
 	inst, err := ts.GetInstance(ctx, key)
@@ -80,7 +74,7 @@ func TestAttemptsBoundedInTheInstanceItem(t *testing.T) {
 			t.Fatalf("attempt item %d: n %d, outcome %s, output_ref %d bytes, token hash %q", i+1, a.N, a.Outcome, len(a.OutputRef), a.TokenHash)
 		}
 	}
-	late := ev(statemodel.EvSucceeded, 1)
+	late := storetest.Ev(statemodel.EvSucceeded, 1)
 	if res, err := ts.Transition(ctx, key, late, now, p); err != nil || res.Outcome != statemodel.Stale {
 		t.Fatalf("attempt 1's late success: %s, %v", res.Outcome, err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/runledger/runledger/shared/emulator/emulatortest"
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -21,7 +22,7 @@ import (
 func seedFinishedPointers(t *testing.T, ts *testStore, job string, n int) {
 	t.Helper()
 	ctx := context.Background()
-	v := ts.mustCreate(t, newRun(job, "a"))
+	v := ts.MustCreate(t, storetest.NewRun(job, "a"))
 	if _, err := ts.UpdateRunState(ctx, v.Run, store.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestUnfinishedRunsCostFollowsLiveWork(t *testing.T) {
 	const finished = 600
 	seedFinishedPointers(t, ts, "wf", finished)
 	var c emulatortest.ReadCounter
-	counted := store.New(env.DynamoDBClient(c.Option), ts.table, store.WithClock(ts.clock.Now))
+	counted := store.New(env.DynamoDBClient(c.Option), ts.table, store.WithClock(ts.Clock.Now))
 
 	if busy, err := counted.HasUnfinishedRuns(ctx, "wf"); err != nil || busy {
 		t.Fatalf("HasUnfinishedRuns with only finished runs: %t %v", busy, err)
@@ -87,7 +88,7 @@ func TestUnfinishedRunsCostFollowsLiveWork(t *testing.T) {
 	if got := unfinishedIDs(t, counted, "wf"); len(got) != 0 {
 		t.Fatalf("unfinished runs: %v", got)
 	}
-	live := ts.mustCreate(t, newRun("wf", "x"))
+	live := ts.MustCreate(t, storetest.NewRun("wf", "x"))
 	// Old runs, newer than the live one: the newest pointers do not find
 	// it, the live index does.
 	seedFinishedPointers(t, ts, "wf", 30)

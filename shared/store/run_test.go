@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -16,9 +17,9 @@ func TestFinishedItemsLeaveTheTimersIndex(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
 	ctx := context.Background()
-	v := ts.mustCreate(t, newRun("done", "a", "b", "c"))
+	v := ts.MustCreate(t, storetest.NewRun("done", "a", "b", "c"))
 	for _, task := range v.Tasks {
-		ts.step(t, task.Instance.Key, ev(statemodel.EvDepsSkipped, 0), ts.clock.Now())
+		ts.Step(t, task.Instance.Key, storetest.Ev(statemodel.EvDepsSkipped, 0), ts.Clock.Now())
 	}
 	fresh, err := ts.ReadRun(ctx, v.Run.ID)
 	if err != nil {

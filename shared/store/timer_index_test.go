@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/shared/tableschema"
 )
 
@@ -34,12 +35,12 @@ func TestTimerIndexEntriesStaySmall(t *testing.T) {
 		reports = append(reports, r)
 	}))
 	ctx := context.Background()
-	nr := newRun("big", "main")
+	nr := storetest.NewRun("big", "main")
 	nr.Tasks[0].Payload = []byte(`{"blob":"` + strings.Repeat("x", 6000) + `"}`)
-	v := ts.mustCreate(t, nr)
+	v := ts.MustCreate(t, nr)
 	key := v.Tasks[0].Instance.Key
-	now := ts.toQueued(t, key)
-	ts.step(t, key, started(1, "w"), now)
+	now := ts.ToQueued(t, key)
+	ts.Step(t, key, storetest.Started(1, "w"), now)
 
 	want := []string{tableschema.PK, tableschema.SK, tableschema.TimerShard, tableschema.TimerAt, tableschema.TimerKind, tableschema.JobName}
 	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(ts.table), IndexName: aws.String(tableschema.TimerIndex)})
@@ -144,13 +145,12 @@ func TestEnsureTableMigratesTheRetiredTimersIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	name := oldLayoutTable(t, false)
-	clk := &fakeClock{t: t0}
-	st := store.New(db, name, store.WithClock(clk.Now))
-	fire := t0.Add(time.Hour)
+	st := store.New(db, name, store.WithClock(func() time.Time { return storetest.T0 }))
+	fire := storetest.T0.Add(time.Hour)
 	if _, err := st.CreateJob(ctx, store.Job{Name: "nightly", Spec: []byte(`{"cron":"0 2 * * *"}`), NextFireAt: fire}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CreateRun(ctx, newRun("nightly", "a", "b"), t0); err != nil {
+	if _, err := st.CreateRun(ctx, storetest.NewRun("nightly", "a", "b"), storetest.T0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -185,7 +185,7 @@ func TestEnsureTableMigratesTheRetiredTimersIndex(t *testing.T) {
 	// The items written before the migration are in the new index.
 	var due []store.DueTimer
 	for shard := range tableschema.TimerShards {
-		page, _, err := st.ListDueTimers(ctx, shard, t0.Add(365*24*time.Hour), 0, "")
+		page, _, err := st.ListDueTimers(ctx, shard, storetest.T0.Add(365*24*time.Hour), 0, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +234,7 @@ func TestEnsureTableCreatesANewTable(t *testing.T) {
 		t.Fatalf("EnsureTable: %q %v", changes, err)
 	}
 	ts := store.New(db, name)
-	if _, _, err := ts.ListDueTimers(context.Background(), 0, t0, 0, ""); err != nil {
+	if _, _, err := ts.ListDueTimers(context.Background(), 0, storetest.T0, 0, ""); err != nil {
 		t.Fatalf("the new table's timers index: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -17,15 +18,15 @@ func TestDuplicateWriteFindsStandingInstance(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
 	ctx := context.Background()
-	v := ts.mustCreate(t, newRun("dupwrite", "main"))
+	v := ts.MustCreate(t, storetest.NewRun("dupwrite", "main"))
 	key := v.Tasks[0].Instance.Key
-	now := ts.toQueued(t, key)
-	ts.step(t, key, started(1, "w"), now)
+	now := ts.ToQueued(t, key)
+	ts.Step(t, key, storetest.Started(1, "w"), now)
 	before, err := ts.GetInstance(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := statemodel.Apply(before.Snapshot, ev(statemodel.EvSucceeded, 1), now.Add(time.Second), policy())
+	d := statemodel.Apply(before.Snapshot, storetest.Ev(statemodel.EvSucceeded, 1), now.Add(time.Second), storetest.Policy())
 	if d.Outcome != statemodel.Applied {
 		t.Fatalf("decision %s, want applied", d.Outcome)
 	}
@@ -50,17 +51,17 @@ func TestLeaseExpiryLosesToHeartbeat(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
 	ctx := context.Background()
-	p := policy()
-	v := ts.mustCreate(t, newRun("lease", "main"))
+	p := storetest.Policy()
+	v := ts.MustCreate(t, storetest.NewRun("lease", "main"))
 	key := v.Tasks[0].Instance.Key
-	now := ts.toQueued(t, key)
-	ts.step(t, key, started(1, "w"), now)
+	now := ts.ToQueued(t, key)
+	ts.Step(t, key, storetest.Started(1, "w"), now)
 	seen, err := ts.GetInstance(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	late := ts.clock.Advance(p.Timeouts.Heartbeat + time.Second)
-	expired := ev(statemodel.EvLeaseExpired, 1)
+	late := ts.Clock.Advance(p.Timeouts.Heartbeat + time.Second)
+	expired := storetest.Ev(statemodel.EvLeaseExpired, 1)
 	d := statemodel.Apply(seen.Snapshot, expired, late, p)
 	if d.Outcome != statemodel.Applied {
 		t.Fatalf("the model should expire the lease: %s %v", d.Outcome, d.Err)

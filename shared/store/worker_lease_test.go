@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/store/storetest"
 )
 
 // An item stored before boot start times were kept is replaced by any
@@ -24,7 +25,7 @@ func TestWorkerLeaseReplacesLegacyItem(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutWorkerLease(ctx, store.WorkerLease{Name: "w2", BootID: "a", Seq: 1, ExpiresAt: t0}); err != nil {
+	if err := s.PutWorkerLease(ctx, store.WorkerLease{Name: "w2", BootID: "a", Seq: 1, ExpiresAt: storetest.T0}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.GetWorkerLease(ctx, "w2"); err != nil || got.BootID != "a" {

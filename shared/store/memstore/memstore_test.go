@@ -14,7 +14,7 @@ var _ scheduler.Store = (*memstore.Store)(nil)
 
 // TestContract holds memstore to the port's contract suite.
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, now func() time.Time) scheduler.Store {
+	storetest.Run(t, func(t testing.TB, now func() time.Time) scheduler.Store {
 		return memstore.New(memstore.WithClock(now))
 	})
 }

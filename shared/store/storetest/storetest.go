@@ -23,7 +23,7 @@ import (
 // Opener returns a fresh, empty store whose clock (the times it stamps:
 // creation, idempotency expiry, backstops) is now and whose run backstop
 // is store.DefaultRunBackstop. It cleans up after itself with t.Cleanup.
-type Opener func(t *testing.T, now func() time.Time) scheduler.Store
+type Opener func(t testing.TB, now func() time.Time) scheduler.Store
 
 // Case is one behaviour of the port.
 type Case struct {
@@ -89,7 +89,7 @@ type Harness struct {
 }
 
 // NewHarness opens a store with a fresh clock at T0.
-func NewHarness(t *testing.T, open Opener) *Harness {
+func NewHarness(t testing.TB, open Opener) *Harness {
 	t.Helper()
 	h := &Harness{Clock: &Clock{t: T0}}
 	h.Store = open(t, h.Clock.Now)
@@ -116,6 +116,13 @@ func (h *Harness) MustCreate(t testing.TB, nr store.NewRun) store.RunView {
 		t.Fatalf("create run: %v", err)
 	}
 	return v
+}
+
+// Runs lists the ids of the runs the harness created.
+func (h *Harness) Runs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.runs)
 }
 
 // FullHistory pages History to the end.
@@ -175,10 +182,7 @@ func (h *Harness) MustInstance(t testing.TB, key store.InstanceKey) store.Instan
 func (h *Harness) checkReplay(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
-	h.mu.Lock()
-	runs := slices.Clone(h.runs)
-	h.mu.Unlock()
-	for _, id := range runs {
+	for _, id := range h.Runs() {
 		v, err := h.Store.ReadRun(ctx, id)
 		if err != nil {
 			t.Errorf("replay: read run %s: %v", id, err)
