@@ -20,7 +20,7 @@ import (
 
 // counted is the fixture's service again, on a client whose reads c counts.
 func (f *fixture) counted(c *emulatortest.ReadCounter) *scheduler.Service {
-	st := store.New(env.DynamoDBClient(c.Option), f.st.Table(), store.WithClock(f.clock.Now))
+	st := store.New(env.DynamoDBClient(c.Option), f.table, store.WithClock(f.clock.Now))
 	return scheduler.New(st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now})
 }
 
@@ -73,7 +73,7 @@ func (f *fixture) seedFinishedRuns(t *testing.T, job string, n int) {
 		t.Fatal(err)
 	}
 	db := env.DynamoDBClient()
-	got, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &[]string{f.st.Table()}[0], ConsistentRead: &[]bool{true}[0],
+	got, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &[]string{f.table}[0], ConsistentRead: &[]bool{true}[0],
 		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "JOB#" + job}, "sk": &types.AttributeValueMemberS{Value: "RUN#" + v.Run.ID}}})
 	if err != nil || got.Item == nil {
 		t.Fatalf("pointer of %s: %v", v.Run.ID, err)
@@ -90,7 +90,7 @@ func (f *fixture) seedFinishedRuns(t *testing.T, job string, n int) {
 		}
 		batch = append(batch, types.WriteRequest{PutRequest: &types.PutRequest{Item: it}})
 		if len(batch) == 25 || i == n-1 {
-			if _, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{f.st.Table(): batch}}); err != nil {
+			if _, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{f.table: batch}}); err != nil {
 				t.Fatal(err)
 			}
 			batch = nil
@@ -103,7 +103,7 @@ func (f *fixture) seedFinishedRuns(t *testing.T, job string, n int) {
 // job, the fire examines a bounded number of items (it paged through all
 // of the job's runs before).
 func TestCancelPreviousFireFollowsLiveRuns(t *testing.T) {
-	f := newFixture(t)
+	f := newEmulatorFixture(t)
 	f.createJob(t, `{"name":"every","schedule":{"cron":"* * * * *","timezone":"UTC"},"overlap":"cancel_previous","timeouts":{"queue":"1h"}}`)
 	f.clock.Advance(time.Minute) // 03:05:05: the 03:05 slot is due
 	f.tick(t, f.svc)
@@ -133,7 +133,7 @@ func TestCancelPreviousFireFollowsLiveRuns(t *testing.T) {
 // dependents: with 300 other jobs defined, the finish examines a bounded
 // number of items (it listed and parsed every job before).
 func TestRunFinishReadsOnlyDependents(t *testing.T) {
-	f := newFixture(t)
+	f := newEmulatorFixture(t)
 	for i := range 300 {
 		f.createJob(t, fmt.Sprintf(`{"name":"other-%03d"}`, i))
 	}

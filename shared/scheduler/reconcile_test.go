@@ -14,6 +14,8 @@ import (
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/store/memstore"
+	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -53,14 +55,38 @@ var seq atomic.Int32
 
 type fixture struct {
 	svc   *scheduler.Service
-	st    *store.Store
-	q     *queue.Client
+	st    scheduler.Store
+	q     testQueue
 	pool  string
 	clock *clock
 	ev    *evidenceDouble
+	table string // the DynamoDB table of an emulator fixture; "" in memory
 }
 
+// testQueue is what the tests need of a queue besides the scheduler's
+// Queue: *queue.Client and memQueue.
+type testQueue interface {
+	scheduler.Queue
+	Receive(ctx context.Context, queueURL string, opts queue.ReceiveOptions) ([]queue.Message, error)
+	Delete(ctx context.Context, queueURL, receiptHandle string) error
+}
+
+// newFixture is the service on memstore and an in-memory queue: for the
+// tests of the service's decisions, which need neither DynamoDB's nor
+// SQS's own behaviour (the store's is held to the same contract by
+// storetest).
 func newFixture(t *testing.T, providers ...scheduler.EvidenceProvider) *fixture {
+	t.Helper()
+	c := newClock()
+	q := newMemQueue()
+	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
+	return assemble(memstore.New(memstore.WithClock(c.Now)), q, pool, c, "", providers)
+}
+
+// newEmulatorFixture is the service on DynamoDB Local and the SQS
+// emulator, a fresh table and queue per test: for the tests that read
+// the table itself or count its reads.
+func newEmulatorFixture(t *testing.T, providers ...scheduler.EvidenceProvider) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("sched%d", seq.Add(1))
@@ -75,15 +101,20 @@ func newFixture(t *testing.T, providers ...scheduler.EvidenceProvider) *fixture 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = q.DeleteQueue(context.Background(), pool.URL) })
-	c := &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-	st := store.New(db, name, store.WithClock(c.Now))
+	c := newClock()
+	return assemble(store.New(db, name, store.WithClock(c.Now)), q, pool.URL, c, name, providers)
+}
+
+func newClock() *clock { return &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func assemble(st scheduler.Store, q testQueue, pool string, c *clock, table string, providers []scheduler.EvidenceProvider) *fixture {
 	ev := &evidenceDouble{}
 	ev.verdict.Store(scheduler.VerdictUnknown)
 	svc := scheduler.New(st, q, scheduler.Config{
-		Pools: map[string]string{"default": pool.URL}, Now: c.Now,
+		Pools: map[string]string{"default": pool}, Now: c.Now,
 		Evidence: append(providers, ev),
 	})
-	return &fixture{svc: svc, st: st, q: q, pool: pool.URL, clock: c, ev: ev}
+	return &fixture{svc: svc, st: st, q: q, pool: pool, clock: c, ev: ev, table: table}
 }
 
 // running creates a one-task job, triggers it and claims attempt 1 as
@@ -150,7 +181,7 @@ func TestEvidenceConfirmsSuccess(t *testing.T) {
 	if inst.Snapshot.State != statemodel.StateSucceeded {
 		t.Fatalf("state %s, want SUCCEEDED on confirmed success", inst.Snapshot.State)
 	}
-	h, err := f.st.FullHistory(context.Background(), inst.Key)
+	h, err := storetest.FullHistory(context.Background(), f.st, inst.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
