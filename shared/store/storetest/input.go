@@ -13,6 +13,43 @@ import (
 
 var inputCases = []Case{
 	{"BadInputWritesNothing", badInput},
+	{"CancelledContextWritesNothing", cancelledContext},
+}
+
+// cancelledContext: a call whose context is already cancelled fails with
+// the context's error (which the scheduler counts as transient) and
+// writes nothing.
+func cancelledContext(t *testing.T, h *Harness) {
+	v := h.MustCreate(t, NewRun("cancelled", "main"))
+	key := v.Tasks[0].Instance.Key
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	now := h.Clock.Now()
+	nr := NewRun("cancelled", "main")
+	calls := map[string]func() error{
+		"create run": func() error { _, err := h.CreateRun(ctx, nr, now); return err },
+		"transition": func() error {
+			_, err := h.Store.Transition(ctx, key, Ev(statemodel.EvDepsMet, 0), now, Policy())
+			return err
+		},
+		"create job": func() error { _, err := h.Store.CreateJob(ctx, store.Job{Name: "cancelled"}); return err },
+		"read run":   func() error { _, err := h.Store.ReadRun(ctx, v.Run.ID); return err },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with a cancelled context: %v, want context.Canceled", name, err)
+		}
+	}
+	bg := context.Background()
+	if _, err := h.Store.GetRun(bg, nr.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a cancelled create run wrote the run: %v", err)
+	}
+	if _, err := h.Store.GetJob(bg, "cancelled"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a cancelled create job wrote the job: %v", err)
+	}
+	if got := h.MustInstance(t, key); got.Snapshot.State != statemodel.StateCreated {
+		t.Errorf("a cancelled transition moved the instance to %s", got.Snapshot.State)
+	}
 }
 
 // badInput: oversized items, invalid keys and invalid runs give the store's
