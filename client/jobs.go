@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 )
 
 // Job is a job as the API answers with it: the canonical definition (every
@@ -156,7 +157,7 @@ func (c *Client) TriggerRun(ctx context.Context, job string, t Trigger) (run Run
 		}
 	}
 	if !t.LogicalTime.IsZero() {
-		s := jobspec.FormatTime(t.LogicalTime)
+		s := protocol.FormatTime(t.LogicalTime)
 		body.LogicalTime = &s
 	}
 	cl := call{op: "trigger job " + job, method: http.MethodPost, path: "/v1/jobs/" + seg(job) + "/runs", body: body}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/devstack"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 )
 
@@ -117,7 +118,7 @@ func runAtSlot(runs []runDoc, slot time.Time) (runDoc, int) {
 	var found runDoc
 	n := 0
 	for _, r := range runs {
-		if r.Run.LogicalTime == scheduler.FormatTime(slot) {
+		if r.Run.LogicalTime == protocol.FormatTime(slot) {
 			found = r
 			n++
 		}
@@ -142,7 +143,7 @@ func TestCronOneRunPerSlotTwoTickers(t *testing.T) {
 	p := startCronPair(t)
 	s := p.a
 	s.createJob(cronJob("every-minute", "allow"))
-	if got, want := s.nextFire("every-minute"), scheduler.FormatTime(p.slot(1)); got != want {
+	if got, want := s.nextFire("every-minute"), protocol.FormatTime(p.slot(1)); got != want {
 		t.Fatalf("next_fire_time %s, want %s", got, want)
 	}
 	for k := 1; k <= 3; k++ {
@@ -156,7 +157,7 @@ func TestCronOneRunPerSlotTwoTickers(t *testing.T) {
 				t.Fatalf("after slot %d: %d runs for slot %d, want 1", k, n, j)
 			}
 		}
-		if got, want := s.nextFire("every-minute"), scheduler.FormatTime(p.slot(k+1)); got != want {
+		if got, want := s.nextFire("every-minute"), protocol.FormatTime(p.slot(k+1)); got != want {
 			t.Fatalf("after slot %d: next_fire_time %s, want %s", k, got, want)
 		}
 	}
@@ -186,7 +187,7 @@ func TestCronOverlapSkip(t *testing.T) {
 	if len(runs) != 1 {
 		t.Fatalf("slot 2 with slot 1 unfinished: %d runs, want 1 (skipped)", len(runs))
 	}
-	if got, want := s.nextFire("skipper"), scheduler.FormatTime(p.slot(3)); got != want {
+	if got, want := s.nextFire("skipper"), protocol.FormatTime(p.slot(3)); got != want {
 		t.Fatalf("next_fire_time %s, want %s", got, want)
 	}
 	if d := s.run(first.Run.ID); d.Run.ExecutionState != "QUEUED" || d.task("main").State != "QUEUED" {
@@ -208,7 +209,7 @@ func TestCronOverlapSkip(t *testing.T) {
 	if d := s.run(third.Run.ID); d.Run.ExecutionState != "QUEUED" || d.task("main").State != "QUEUED" {
 		t.Fatalf("slot 3 run %s, main %s; want QUEUED", d.Run.ExecutionState, d.task("main").State)
 	}
-	if got, want := s.nextFire("skipper"), scheduler.FormatTime(p.slot(4)); got != want {
+	if got, want := s.nextFire("skipper"), protocol.FormatTime(p.slot(4)); got != want {
 		t.Fatalf("next_fire_time %s, want %s", got, want)
 	}
 }
@@ -251,7 +252,7 @@ func TestCronOverlapCancelPrevious(t *testing.T) {
 				}
 			}
 		}
-		if got, want := s.nextFire("canceller"), scheduler.FormatTime(p.slot(k+1)); got != want {
+		if got, want := s.nextFire("canceller"), protocol.FormatTime(p.slot(k+1)); got != want {
 			t.Fatalf("after slot %d: next_fire_time %s, want %s", k, got, want)
 		}
 	}

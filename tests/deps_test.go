@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/devstack"
-	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/protocol"
 )
 
 // Dependencies between jobs through the API: a manual run of a dependent
@@ -36,7 +36,7 @@ func TestJobDependencyWaitAndTimeout(t *testing.T) {
 		t.Fatalf("a refused trigger created %d runs", len(runs))
 	}
 
-	logical := scheduler.FormatTime(time.Date(2031, 5, 6, 7, 0, 0, 0, time.UTC))
+	logical := protocol.FormatTime(time.Date(2031, 5, 6, 7, 0, 0, 0, time.UTC))
 	down := s.trigger("down", map[string]any{"logical_time": logical})
 	waiting := func() []map[string]any {
 		t.Helper()

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/devstack"
-	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/worker"
 )
 
@@ -61,7 +61,7 @@ func TestPublicationGatesDependentJob(t *testing.T) {
 	})
 
 	t.Run("waits for PUBLISHED", func(t *testing.T) {
-		logical := scheduler.FormatTime(time.Date(2031, 1, 2, 3, 0, 0, 0, time.UTC))
+		logical := protocol.FormatTime(time.Date(2031, 1, 2, 3, 0, 0, 0, time.UTC))
 		down := s.trigger("downstream", map[string]any{"logical_time": logical})
 		d := s.run(down)
 		if d.Run.LogicalTime != logical || d.task("main").State != "CREATED" || d.Run.ExecutionState != "QUEUED" {
@@ -121,7 +121,7 @@ func TestPublicationGatesDependentJob(t *testing.T) {
 	})
 
 	t.Run("publish fails", func(t *testing.T) {
-		logical := scheduler.FormatTime(time.Date(2031, 1, 2, 4, 0, 0, 0, time.UTC))
+		logical := protocol.FormatTime(time.Date(2031, 1, 2, 4, 0, 0, 0, time.UTC))
 		down := s.trigger("downstream", map[string]any{"logical_time": logical})
 		stillWaiting(t, s, down)
 		up := s.trigger("upstream", map[string]any{"logical_time": logical, "params": map[string]any{"fail": "publish"}})

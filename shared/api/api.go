@@ -18,11 +18,11 @@ import (
 
 	"github.com/runledger/runledger/shared/dashboard"
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/wire"
-	"github.com/runledger/runledger/shared/worker"
 )
 
 // Auth says who checks the caller of the non-worker routes.
@@ -137,7 +137,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var je *jobspec.Error
 	var mbe *http.MaxBytesError
 	var env *scheduler.EnvelopeError
-	var fe *worker.FieldError
+	var fe *protocol.FieldError
 	switch {
 	case errors.As(err, &ae):
 		writeError(w, ae.status, ae.code, ae.message)
@@ -219,6 +219,12 @@ func decode(r *http.Request, v any, optional bool) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var ute *json.UnmarshalTypeError
+		var fe *protocol.FieldError
+		if errors.As(err, &fe) {
+			// A field of a protocol message that its decoder refuses
+			// (a time that is not RFC 3339, say).
+			return fieldError(fe)
+		}
 		if errors.As(err, &ute) {
 			return errf(http.StatusUnprocessableEntity, "invalid_field", "Field %q has the wrong type.", ute.Field)
 		}

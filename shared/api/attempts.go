@@ -3,10 +3,8 @@ package api
 import (
 	"errors"
 	"net/http"
-	"time"
 
-	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/worker"
+	"github.com/runledger/runledger/shared/protocol"
 )
 
 // attemptToken checks the order docs/api.md fixes: the bearer first (401
@@ -21,17 +19,10 @@ func attemptToken(r *http.Request) (string, error) {
 	return tok, nil
 }
 
-func checkRef(ref scheduler.AttemptRef) error {
-	if ref.Run == "" || ref.Task == "" || ref.Attempt < 1 {
-		return errf(http.StatusUnprocessableEntity, "invalid_field", "run, task and attempt (1 or more) are required.")
-	}
-	return nil
-}
-
-// fieldError answers a *worker.FieldError: 413 payload_too_large for a
+// fieldError answers a *protocol.FieldError: 413 payload_too_large for a
 // field over its limit, 422 invalid_field for a malformed one.
 func fieldError(err error) error {
-	var fe *worker.FieldError
+	var fe *protocol.FieldError
 	if !errors.As(err, &fe) {
 		return err
 	}
@@ -41,41 +32,28 @@ func fieldError(err error) error {
 	return errf(http.StatusUnprocessableEntity, "invalid_field", "%s", fe.Message)
 }
 
-type claimBody struct {
-	scheduler.AttemptRef
-	WorkerID string `json:"worker_id"`
-	EventID  string `json:"event_id"`
-}
+// The worker routes read their bodies with package protocol's types and
+// check them with its Validate methods, the checks the SDK makes before
+// sending and the events queue's reader makes too.
 
 func (h *Handler) claim(w http.ResponseWriter, r *http.Request) error {
 	tok, err := attemptToken(r)
 	if err != nil {
 		return err
 	}
-	var b claimBody
+	var b protocol.ClaimRequest
 	if err := decode(r, &b, false); err != nil {
 		return err
 	}
-	if err := checkRef(b.AttemptRef); err != nil {
-		return err
-	}
-	if b.WorkerID == "" {
-		return errf(http.StatusUnprocessableEntity, "invalid_field", "worker_id is required.")
-	}
-	if err := worker.CheckEventID(b.EventID); err != nil {
+	if err := b.Validate(); err != nil {
 		return fieldError(err)
 	}
-	res, err := h.svc.Claim(r.Context(), b.AttemptRef, tok, b.WorkerID, b.EventID)
+	res, err := h.svc.Claim(r.Context(), b.Ref(), tok, b.WorkerID, b.EventID)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"claimed": true, "lease_expires_at": scheduler.FormatTime(res.LeaseExpiresAt)})
+	writeJSON(w, http.StatusOK, protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: res.LeaseExpiresAt})
 	return nil
-}
-
-type heartbeatBody struct {
-	scheduler.AttemptRef
-	EventID string `json:"event_id"`
 }
 
 func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) error {
@@ -83,75 +61,39 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var b heartbeatBody
+	var b protocol.HeartbeatRequest
 	if err := decode(r, &b, false); err != nil {
 		return err
 	}
-	if err := checkRef(b.AttemptRef); err != nil {
-		return err
-	}
-	if err := worker.CheckEventID(b.EventID); err != nil {
+	if err := b.Validate(); err != nil {
 		return fieldError(err)
 	}
-	res, err := h.svc.Heartbeat(r.Context(), b.AttemptRef, tok, b.EventID)
+	res, err := h.svc.Heartbeat(r.Context(), b.Ref(), tok, b.EventID)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"cancel_requested": res.CancelRequested, "lease_expires_at": scheduler.FormatTime(res.LeaseExpiresAt), "state": res.State,
-	})
+	writeJSON(w, http.StatusOK, protocol.HeartbeatAnswer{CancelRequested: res.CancelRequested, LeaseExpiresAt: res.LeaseExpiresAt, State: res.State})
 	return nil
 }
 
-type completeBody struct {
-	scheduler.AttemptRef
-	EventID       string  `json:"event_id"`
-	Outcome       string  `json:"outcome"`
-	ExitCode      *int    `json:"exit_code"`
-	ErrorCategory string  `json:"error_category"`
-	Retryable     *bool   `json:"retryable"`
-	OutputRef     string  `json:"output_ref"`
-	Reason        string  `json:"reason"`
-	EventTime     *string `json:"event_time"`
-	Token         string  `json:"token"` // the events-queue form carries it; ignored here
-}
-
+// complete reads the completion; the body's token (the events-queue form
+// carries one) is ignored: the bearer is the token here.
 func (h *Handler) complete(w http.ResponseWriter, r *http.Request) error {
 	tok, err := attemptToken(r)
 	if err != nil {
 		return err
 	}
-	var b completeBody
-	if err := decode(r, &b, false); err != nil {
+	var c protocol.Completion
+	if err := decode(r, &c, false); err != nil {
 		return err
 	}
-	if err := checkRef(b.AttemptRef); err != nil {
-		return err
-	}
-	if err := worker.CheckEventID(b.EventID); err != nil {
+	if err := c.Validate(); err != nil {
 		return fieldError(err)
-	}
-	switch b.Outcome {
-	case "succeeded", "failed", "cancelled":
-	default:
-		return errf(http.StatusUnprocessableEntity, "invalid_field", "outcome must be succeeded, failed or cancelled.")
-	}
-	c := scheduler.Completion{AttemptRef: b.AttemptRef, EventID: b.EventID, Outcome: b.Outcome, ExitCode: b.ExitCode,
-		ErrorCategory: b.ErrorCategory, Retryable: b.Retryable, OutputRef: b.OutputRef, Reason: b.Reason}
-	if err := c.CheckFields(); err != nil {
-		return fieldError(err)
-	}
-	if b.EventTime != nil {
-		t, err := time.Parse(time.RFC3339Nano, *b.EventTime)
-		if err != nil {
-			return errf(http.StatusUnprocessableEntity, "invalid_field", "event_time must be an RFC 3339 time.")
-		}
-		c.EventTime = t
 	}
 	res, err := h.svc.Complete(r.Context(), c, tok)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"result": res.Result, "state": res.State})
+	writeJSON(w, http.StatusOK, protocol.CompleteAnswer{Result: res.Result, State: res.State})
 	return nil
 }

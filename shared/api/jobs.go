@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 )
@@ -27,13 +28,13 @@ func renderJob(sj store.Job) (map[string]any, error) {
 	out["id"] = sj.Name
 	out["version"] = sj.Version
 	out["paused"] = sj.Paused
-	out["created_at"] = optTime(sj.CreatedAt)
-	out["updated_at"] = optTime(sj.UpdatedAt)
+	out["created_at"] = protocol.NullTime(sj.CreatedAt)
+	out["updated_at"] = protocol.NullTime(sj.UpdatedAt)
 	next := sj.NextFireAt
 	if sj.Paused {
 		next = time.Time{}
 	}
-	out["next_fire_time"] = optTime(next)
+	out["next_fire_time"] = protocol.NullTime(next)
 	return out, nil
 }
 

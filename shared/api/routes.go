@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/runledger/runledger/shared/dashboard"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
@@ -70,22 +71,18 @@ func (h *Handler) dashboard(w http.ResponseWriter, r *http.Request) error {
 
 // runBody is a whole run's answer. A run whose root tasks wait on other
 // jobs' runs carries waiting_for.
-func (h *Handler) runBody(ctx context.Context, v store.RunView) (map[string]any, error) {
+func (h *Handler) runBody(ctx context.Context, v store.RunView) (protocol.RunDetail, error) {
 	waiting, err := h.svc.WaitingFor(ctx, v)
 	if err != nil {
-		return nil, err
+		return protocol.RunDetail{}, err
 	}
-	tasks := make([]taskView, len(v.Tasks))
+	tasks := make([]protocol.Task, len(v.Tasks))
 	for i, t := range v.Tasks {
 		tasks[i] = renderTask(t)
 	}
 	run := renderRun(v.Run)
-	for _, wf := range waiting {
-		run.WaitingFor = append(run.WaitingFor, waitingView{
-			Job: wf.Job, LogicalTime: scheduler.FormatTime(wf.LogicalTime), Require: string(wf.Require), Run: strPtr(wf.Run),
-		})
-	}
-	return map[string]any{"run": run, "tasks": tasks}, nil
+	run.WaitingFor = waiting
+	return protocol.RunDetail{Run: run, Tasks: tasks}, nil
 }
 
 func (h *Handler) renderRunView(w http.ResponseWriter, r *http.Request, status int, v store.RunView) error {
@@ -172,11 +169,11 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]runView, len(runs))
+	page := protocol.RunPage{Runs: make([]protocol.Run, len(runs)), NextToken: next}
 	for i, run := range runs {
-		out[i] = renderRun(run)
+		page.Runs[i] = renderRun(run)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"runs": out, "next_token": strPtr(next)})
+	writeJSON(w, http.StatusOK, page)
 	return nil
 }
 
@@ -193,11 +190,11 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]transitionView, len(trs))
+	page := protocol.HistoryPage{Transitions: make([]protocol.Transition, len(trs)), NextToken: next}
 	for i, tr := range trs {
-		out[i] = renderTransition(tr)
+		page.Transitions[i] = renderTransition(tr)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"transitions": out, "next_token": strPtr(next)})
+	writeJSON(w, http.StatusOK, page)
 	return nil
 }
 

@@ -5,19 +5,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
-// optTime renders a time, or null for the zero time.
-func optTime(t time.Time) *string {
-	if t.IsZero() {
-		return nil
-	}
-	s := scheduler.FormatTime(t)
-	return &s
-}
+// The answers about runs are package protocol's views, which the client
+// package reads; this file fills them from the store's records.
 
 func ms(d *time.Duration) *int64 {
 	if d == nil {
@@ -27,81 +22,6 @@ func ms(d *time.Duration) *int64 {
 	return &v
 }
 
-type metricsView struct {
-	DependencyWaitMS *int64 `json:"dependency_wait_ms,omitempty"`
-	QueueWaitMS      *int64 `json:"queue_wait_ms"`
-	RunMS            *int64 `json:"run_ms"`
-}
-
-type lateView struct {
-	EventID    string  `json:"event_id"`
-	Event      string  `json:"event"`
-	Actor      string  `json:"actor"`
-	Outcome    string  `json:"outcome,omitempty"`
-	EventTime  *string `json:"event_time"`
-	ObservedAt *string `json:"observed_at"`
-	Detail     string  `json:"detail,omitempty"`
-}
-
-type attemptView struct {
-	N               int        `json:"n"`
-	State           string     `json:"state"`
-	WorkerID        *string    `json:"worker_id"`
-	ExecutorID      *string    `json:"executor_id"`
-	QueuedAt        *string    `json:"queued_at"`
-	StartedAt       *string    `json:"started_at"`
-	EndedAt         *string    `json:"ended_at"`
-	LastHeartbeatAt *string    `json:"last_heartbeat_at"`
-	ExitCode        *int       `json:"exit_code"`
-	ErrorCategory   *string    `json:"error_category"`
-	OutputRef       *string    `json:"output_ref,omitempty"`
-	SpendsBudget    bool       `json:"spends_budget"`
-	LateEvents      []lateView `json:"late_events"`
-	// LateDropped counts late events past the first store.MaxLateEvents.
-	LateDropped int         `json:"late_events_dropped"`
-	Metrics     metricsView `json:"metrics"`
-}
-
-type taskView struct {
-	Task            string        `json:"task"`
-	State           string        `json:"state"`
-	Status          string        `json:"status"`
-	Attempt         int           `json:"attempt"`
-	Pool            string        `json:"pool"`
-	DependsOn       []string      `json:"depends_on"`
-	TriggerRule     string        `json:"trigger_rule"`
-	Publish         bool          `json:"publish"`
-	RetryAt         *string       `json:"retry_at"`
-	TimerAt         *string       `json:"timer_at"`
-	CancelRequested bool          `json:"cancel_requested"`
-	Metrics         metricsView   `json:"metrics"`
-	Attempts        []attemptView `json:"attempts"`
-}
-
-type runView struct {
-	ID               string          `json:"id"`
-	Job              string          `json:"job"`
-	LogicalTime      *string         `json:"logical_time"`
-	Params           json.RawMessage `json:"params"`
-	ExecutionState   string          `json:"execution_state"`
-	PublicationState string          `json:"publication_state"`
-	Status           string          `json:"status"`
-	CreatedAt        *string         `json:"created_at"`
-	EndedAt          *string         `json:"ended_at"`
-	// WaitingFor is present while the run's root tasks wait on other
-	// jobs' runs (depends_on_jobs), absent otherwise.
-	WaitingFor []waitingView `json:"waiting_for,omitempty"`
-}
-
-// waitingView is one upstream job's run a run waits for; run is null while
-// the upstream job has no run of that logical time.
-type waitingView struct {
-	Job         string  `json:"job"`
-	LogicalTime string  `json:"logical_time"`
-	Require     string  `json:"require"`
-	Run         *string `json:"run"`
-}
-
 func strPtr(s string) *string {
 	if s == "" {
 		return nil
@@ -109,16 +29,16 @@ func strPtr(s string) *string {
 	return &s
 }
 
-func renderRun(r store.Run) runView {
+func renderRun(r store.Run) protocol.Run {
 	params := json.RawMessage(r.Params)
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
 	}
 	exec := r.ExecutionState
-	return runView{
-		ID: r.ID, Job: r.Job, LogicalTime: optTime(r.LogicalTime), Params: params,
-		ExecutionState: string(exec), PublicationState: string(r.PublicationState),
-		Status: string(exec.Status()), CreatedAt: optTime(r.CreatedAt), EndedAt: optTime(r.EndedAt),
+	return protocol.Run{
+		ID: r.ID, Job: r.Job, LogicalTime: r.LogicalTime, Params: params,
+		ExecutionState: exec, PublicationState: r.PublicationState,
+		Status: exec.Status(), CreatedAt: r.CreatedAt, EndedAt: r.EndedAt,
 	}
 }
 
@@ -136,24 +56,24 @@ func attemptState(snap statemodel.Snapshot, a statemodel.AttemptRecord) string {
 	return string(statemodel.StateQueued)
 }
 
-func renderTask(t store.TaskView) taskView {
+func renderTask(t store.TaskView) protocol.Task {
 	inst := t.Instance
 	snap := inst.Snapshot
 	m := snap.Metrics()
 	latest := m.Latest()
-	v := taskView{
-		Task: inst.Key.Task, State: string(snap.State), Status: string(snap.State.Status()),
-		Attempt: snap.Attempt, Pool: inst.Pool, DependsOn: inst.DependsOn, TriggerRule: string(inst.TriggerRule),
-		Publish: inst.Publish, RetryAt: optTime(snap.RetryAt), TimerAt: optTime(inst.TimerAt),
+	v := protocol.Task{
+		Task: inst.Key.Task, State: snap.State, Status: snap.State.Status(),
+		Attempt: snap.Attempt, Pool: inst.Pool, DependsOn: inst.DependsOn, TriggerRule: inst.TriggerRule,
+		Publish: inst.Publish, RetryAt: snap.RetryAt, TimerAt: inst.TimerAt,
 		CancelRequested: snap.CancelRequested,
-		Metrics:         metricsView{DependencyWaitMS: ms(m.DependencyWait), QueueWaitMS: ms(latest.QueueWait), RunMS: ms(latest.RunTime)},
-		Attempts:        []attemptView{},
+		Metrics:         protocol.Metrics{DependencyWaitMS: ms(m.DependencyWait), QueueWaitMS: ms(latest.QueueWait), RunMS: ms(latest.RunTime)},
+		Attempts:        []protocol.Attempt{},
 	}
 	if v.DependsOn == nil {
 		v.DependsOn = []string{}
 	}
 	if snap.State != statemodel.StateUpForRetry && snap.State != statemodel.StatePaused {
-		v.RetryAt = nil
+		v.RetryAt = time.Time{}
 	}
 	late := map[int]store.Attempt{}
 	for _, a := range t.Attempts {
@@ -165,18 +85,18 @@ func renderTask(t store.TaskView) taskView {
 		if a.N == snap.Attempt && a.EndedAt.IsZero() {
 			hb = snap.Lease.LastHeartbeatAt
 		}
-		av := attemptView{
-			N: a.N, State: attemptState(snap, a), WorkerID: strPtr(a.WorkerID), ExecutorID: strPtr(a.ExecutorID),
-			QueuedAt: optTime(a.QueuedAt), StartedAt: optTime(a.StartedAt), EndedAt: optTime(a.EndedAt),
-			LastHeartbeatAt: optTime(hb), ExitCode: a.ExitCode, ErrorCategory: strPtr(a.ErrorCategory),
-			OutputRef: strPtr(a.OutputRef), SpendsBudget: a.SpendsBudget, LateEvents: []lateView{},
-			Metrics: metricsView{QueueWaitMS: ms(am.QueueWait), RunMS: ms(am.RunTime)},
+		av := protocol.Attempt{
+			N: a.N, State: attemptState(snap, a), WorkerID: a.WorkerID, ExecutorID: a.ExecutorID,
+			QueuedAt: a.QueuedAt, StartedAt: a.StartedAt, EndedAt: a.EndedAt,
+			LastHeartbeatAt: hb, ExitCode: a.ExitCode, ErrorCategory: a.ErrorCategory,
+			OutputRef: a.OutputRef, SpendsBudget: a.SpendsBudget, LateEvents: []protocol.LateEvent{},
+			LateEventsDropped: late[a.N].LateDropped,
+			Metrics:           protocol.Metrics{QueueWaitMS: ms(am.QueueWait), RunMS: ms(am.RunTime)},
 		}
-		av.LateDropped = late[a.N].LateDropped
 		for _, l := range late[a.N].Late {
-			av.LateEvents = append(av.LateEvents, lateView{
+			av.LateEvents = append(av.LateEvents, protocol.LateEvent{
 				EventID: scheduler.ClientEventID(l.EventID), Event: string(l.Type), Actor: string(l.Actor), Outcome: string(l.Outcome),
-				EventTime: optTime(l.EventTime), ObservedAt: optTime(l.ObservedAt), Detail: l.Detail,
+				EventTime: l.EventTime, ObservedAt: l.ObservedAt, Detail: l.Detail,
 			})
 		}
 		v.Attempts = append(v.Attempts, av)
@@ -198,31 +118,14 @@ func allAttempts(t store.TaskView) []statemodel.AttemptRecord {
 	return append(out, held...)
 }
 
-type transitionView struct {
-	Seq        int64             `json:"seq"`
-	From       string            `json:"from"`
-	To         string            `json:"to"`
-	Event      string            `json:"event"`
-	EventID    string            `json:"event_id"`
-	Actor      string            `json:"actor"`
-	Attempt    int               `json:"attempt"`
-	EventTime  *string           `json:"event_time"`
-	ObservedAt *string           `json:"observed_at"`
-	Evidence   map[string]string `json:"evidence"`
-	Reason     string            `json:"reason"`
-	Operator   string            `json:"operator,omitempty"`
-	Scope      string            `json:"scope,omitempty"`
-	Override   bool              `json:"override,omitempty"`
-}
-
-func renderTransition(tr statemodel.Transition) transitionView {
+func renderTransition(tr statemodel.Transition) protocol.Transition {
 	ev := tr.Evidence
 	if ev == nil {
 		ev = map[string]string{}
 	}
-	return transitionView{
-		Seq: tr.Seq, From: string(tr.From), To: string(tr.To), Event: string(tr.Event), EventID: scheduler.ClientEventID(tr.EventID),
-		Actor: string(tr.Actor), Attempt: tr.Attempt, EventTime: optTime(tr.EventTime), ObservedAt: optTime(tr.ObservedAt),
+	return protocol.Transition{
+		Seq: tr.Seq, From: tr.From, To: tr.To, Event: tr.Event, EventID: scheduler.ClientEventID(tr.EventID),
+		Actor: tr.Actor, Attempt: tr.Attempt, EventTime: tr.EventTime, ObservedAt: tr.ObservedAt,
 		Evidence: ev, Reason: tr.Reason, Operator: tr.Operator, Scope: tr.Scope, Override: tr.Override(),
 	}
 }

@@ -40,7 +40,7 @@ func TestRenderTaskListsEvictedAttempts(t *testing.T) {
 			t.Fatalf("attempt %d rendered as n %d, %s", i+1, a.N, a.State)
 		}
 	}
-	if a := v.Attempts[0]; len(a.LateEvents) != 1 || a.LateDropped != 3 {
-		t.Fatalf("attempt 1: %d late events, %d dropped; want 1 and 3", len(a.LateEvents), a.LateDropped)
+	if a := v.Attempts[0]; len(a.LateEvents) != 1 || a.LateEventsDropped != 3 {
+		t.Fatalf("attempt 1: %d late events, %d dropped; want 1 and 3", len(a.LateEvents), a.LateEventsDropped)
 	}
 }

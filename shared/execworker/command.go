@@ -27,6 +27,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/worker"
 )
 
@@ -73,14 +74,11 @@ type Vars struct {
 	Params map[string]any
 }
 
-// timeLayout is the API's time format: RFC 3339 UTC with milliseconds.
-const timeLayout = "2006-01-02T15:04:05.000Z"
-
 // VarsOf builds the template variables of an attempt.
 func VarsOf(t worker.Task) (Vars, error) {
 	v := Vars{Job: t.Job, Run: t.Run, Task: t.Task, Attempt: t.Attempt, Params: map[string]any{}}
 	if !t.LogicalTime.IsZero() {
-		v.LogicalTime = t.LogicalTime.UTC().Format(timeLayout)
+		v.LogicalTime = protocol.FormatTime(t.LogicalTime)
 		v.LogicalDate = t.LogicalTime.UTC().Format(time.DateOnly)
 	}
 	if len(t.Params) > 0 && string(t.Params) != "null" {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/worker"
 )
 
@@ -109,7 +110,7 @@ func (h *Handler) prepare(t worker.Task) (Command, error) {
 func (h *Handler) environ(t worker.Task, c Command) []string {
 	logical := ""
 	if !t.LogicalTime.IsZero() {
-		logical = t.LogicalTime.UTC().Format(timeLayout)
+		logical = protocol.FormatTime(t.LogicalTime)
 	}
 	env := slices.Clone(h.cfg.Environ)
 	env = append(env, c.Env...)

@@ -6,36 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/wire"
 )
-
-// TimeLayout is the API's time format: RFC 3339 in UTC with milliseconds.
-const TimeLayout = "2006-01-02T15:04:05.000Z"
-
-// FormatTime formats t as the API writes times: RFC 3339, UTC, milliseconds
-// ("2026-01-02T03:04:05.000Z"). Digits past the millisecond are dropped.
-func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
-
-// NullTime is FormatTime for a time that may be unset: nil (JSON null) for
-// the zero time.
-func NullTime(t time.Time) *string {
-	if t.IsZero() {
-		return nil
-	}
-	s := FormatTime(t)
-	return &s
-}
-
-// ParseTime reads an RFC 3339 time with any offset and any fraction, and
-// returns it in UTC truncated to the millisecond, the API's precision, so a
-// time read and written back is unchanged.
-func ParseTime(s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("parse time %q: %w", s, err)
-	}
-	return t.UTC().Truncate(time.Millisecond), nil
-}
 
 // FormatDuration writes d as a Go duration string without zero trailing
 // units: "10m" rather than time.Duration's "10m0s", "1h" rather than
@@ -141,7 +114,7 @@ func (s Schedule) wire() *scheduleJSON {
 	case ScheduleRate:
 		return &scheduleJSON{Rate: FormatDuration(s.Rate)}
 	case ScheduleAt:
-		return &scheduleJSON{At: FormatTime(s.At)}
+		return &scheduleJSON{At: protocol.FormatTime(s.At)}
 	}
 	return nil
 }
@@ -206,8 +179,8 @@ type jobViewJSON struct {
 func (v JobView) MarshalJSON() ([]byte, error) {
 	return wire.Marshal(jobViewJSON{
 		ID: v.Job.Name, jobJSON: v.Job.wire(), Version: v.Version, Paused: v.Paused,
-		CreatedAt: FormatTime(v.CreatedAt), UpdatedAt: FormatTime(v.UpdatedAt),
-		NextFireTime: NullTime(v.NextFireTime),
+		CreatedAt: protocol.FormatTime(v.CreatedAt), UpdatedAt: protocol.FormatTime(v.UpdatedAt),
+		NextFireTime: protocol.NullTime(v.NextFireTime),
 	})
 }
 
@@ -248,7 +221,7 @@ func (v *JobView) UnmarshalJSON(b []byte) error {
 		if t.text == nil || *t.text == "" {
 			continue
 		}
-		if *t.dst, err = ParseTime(*t.text); err != nil {
+		if *t.dst, err = protocol.ParseTime(*t.text); err != nil {
 			return fmt.Errorf("decode job view %s: %w", meta.ID, err)
 		}
 	}

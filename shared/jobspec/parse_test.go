@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -174,7 +175,7 @@ func TestDefaults(t *testing.T) {
 func bigPayload(n int) string { return `"` + strings.Repeat("x", n-2) + `"` }
 
 func TestParseErrors(t *testing.T) {
-	past := jobspec.FormatTime(now.Add(-time.Second))
+	past := protocol.FormatTime(now.Add(-time.Second))
 	tooManyTasks := make([]string, jobspec.MaxTasks+1)
 	for i := range tooManyTasks {
 		tooManyTasks[i] = fmt.Sprintf(`{"id": "t%d"}`, i)
@@ -338,7 +339,7 @@ func TestParseAccepts(t *testing.T) {
 		"payload of exactly 64 KiB":      `{"name": "a", "payload": ` + bigPayload(jobspec.MaxPayloadBytes) + `}`,
 		"payload under 64 KiB compact":   `{"name": "a", "payload": [` + strings.Repeat(" ", jobspec.MaxPayloadBytes) + `1]}`,
 		"60 KB of < & > in the payload":  `{"name": "a", "payload": "` + strings.Repeat("<&>", 20_000) + `"}`,
-		"at exactly now":                 `{"name": "a", "schedule": {"at": "` + jobspec.FormatTime(now) + `"}}`,
+		"at exactly now":                 `{"name": "a", "schedule": {"at": "` + protocol.FormatTime(now) + `"}}`,
 		"at with an offset":              `{"name": "a", "schedule": {"at": "2026-03-02T08:00:00+08:00"}}`,
 		"rate of one minute":             `{"name": "a", "schedule": {"rate": "1m"}}`,
 		"zero evidence window":           `{"name": "a", "evidence_window": "0s"}`,

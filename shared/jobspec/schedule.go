@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/runledger/runledger/shared/protocol"
 )
 
 // ScheduleKind names what starts a job's runs.
@@ -153,12 +155,12 @@ func readSchedule(d *decoder, top map[string]json.RawMessage, j *Job, mode parse
 		if d.err != nil {
 			return
 		}
-		t, err := ParseTime(text)
+		t, err := protocol.ParseTime(text)
 		switch {
 		case err != nil:
 			d.fail(fieldError("schedule.at", "%q is not an RFC 3339 time such as \"2026-01-02T03:04:05.000Z\"", text))
 		case mode.world != nil && t.Before(mode.world.Now):
-			d.fail(fieldError("schedule.at", "%s is in the past (now is %s)", FormatTime(t), FormatTime(mode.world.Now)))
+			d.fail(fieldError("schedule.at", "%s is in the past (now is %s)", protocol.FormatTime(t), protocol.FormatTime(mode.world.Now)))
 		}
 		s.At = t
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/storetest"
@@ -43,7 +44,7 @@ func TestDependencyTimeoutEndsTheWait(t *testing.T) {
 	logical := time.Date(2029, 12, 31, 0, 0, 0, 0, time.UTC)
 	v := f.trigger(t, "down", logical)
 	waiting, err := f.svc.WaitingFor(ctx, v)
-	if err != nil || len(waiting) != 1 || waiting[0] != (scheduler.WaitingFor{Job: "up", LogicalTime: logical, Require: statemodel.RequirePublished}) {
+	if err != nil || len(waiting) != 1 || waiting[0] != (protocol.WaitingFor{Job: "up", LogicalTime: logical, Require: statemodel.RequirePublished}) {
 		t.Fatalf("waiting for %+v (%v), want up at %s, no run yet", waiting, err, logical)
 	}
 	up := f.trigger(t, "up", logical) // QUEUED: no worker serves the pool

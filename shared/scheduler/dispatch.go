@@ -9,18 +9,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/wire"
-	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
-
-// TimeLayout is the API's time format: RFC 3339 UTC with milliseconds.
-const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
-
-// FormatTime renders t in the API's format.
-func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
 // dispatch sends attempt n+1 of a SCHEDULED instance to its pool's queue,
 // then records the executor's acceptance (SCHEDULED -> QUEUED).
@@ -88,7 +82,7 @@ func (s *Service) undispatchable(ctx context.Context, inst store.Instance, n int
 	}
 	ev := statemodel.Event{
 		ID: fmt.Sprintf("dispatch-failed:%d", n), Type: statemodel.EvDispatchFailed, Actor: statemodel.ActorScheduler,
-		Reason: worker.ClipReason(fmt.Sprintf("attempt %d could not be dispatched to pool %s within the queue timeout (%s): %v",
+		Reason: protocol.ClipReason(fmt.Sprintf("attempt %d could not be dispatched to pool %s within the queue timeout (%s): %v",
 			n, inst.Pool, timeout, cause)),
 		Evidence: map[string]string{"attempt": strconv.Itoa(n), "pool": inst.Pool},
 	}
@@ -104,12 +98,12 @@ func (s *Service) undispatchable(ctx context.Context, inst store.Instance, n int
 }
 
 // envelopeMessage is the dispatch message of attempt n: the envelope's JSON
-// (the worker SDK owns its wire format, docs/api.md, "Workers") and the message
+// (package protocol owns its wire format, docs/api.md, "Workers") and the message
 // attributes. CheckEnvelopes builds the same message when a run is
 // triggered, so a run whose envelope SQS would refuse is never created.
 func envelopeMessage(inst store.Instance, run store.Run, n int, token string, now time.Time) (string, map[string]string, error) {
 	key, p := inst.Key, inst.Policy
-	env := worker.Envelope{
+	env := protocol.Envelope{
 		Job: inst.Job, Run: key.Run, Task: key.Task, Attempt: n, Token: token, Pool: inst.Pool,
 		LogicalTime: run.LogicalTime,
 		Payload:     rawOrNil(inst.Payload), Params: rawOrNil(run.Params),
@@ -173,14 +167,6 @@ func rawOrNil(b []byte) json.RawMessage {
 	return json.RawMessage(b)
 }
 
-// timerMessage is a delay-queue message: check this instance (or run) at At.
-type timerMessage struct {
-	Kind string `json:"kind"` // "timer"
-	Run  string `json:"run"`
-	Task string `json:"task,omitempty"`
-	At   string `json:"at"`
-}
-
 // maxDelay is SQS's longest message delay.
 const maxDelay = 15 * time.Minute
 
@@ -196,7 +182,7 @@ func (s *Service) armTimer(ctx context.Context, key store.InstanceKey, at time.T
 		return
 	}
 	delay = max(delay, 0)
-	body, _ := wire.Marshal(timerMessage{Kind: "timer", Run: key.Run, Task: key.Task, At: FormatTime(at)})
+	body, _ := wire.Marshal(protocol.Timer{Run: key.Run, Task: key.Task, At: at})
 	if _, err := s.queue.SendDelayed(ctx, s.cfg.DelayQueueURL, string(body), nil, delay.Round(time.Second)); err != nil {
 		s.log.WarnContext(ctx, "arm timer", "run_id", key.Run, "task", key.Task, "error", err.Error())
 	}

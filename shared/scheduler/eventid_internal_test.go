@@ -1,16 +1,20 @@
 package scheduler
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/runledger/runledger/shared/protocol"
+)
 
 // A worker sees the event id it sent, whatever scope the scheduler recorded
 // it under; the scheduler's own ids are shown as recorded.
 func TestClientEventIDUndoesTheScope(t *testing.T) {
 	t.Parallel()
-	ref := AttemptRef{Run: "r", Task: "t", Attempt: 12}
+	ref := protocol.AttemptRef{Run: "r", Task: "t", Attempt: 12}
 	for _, route := range []string{routeClaim, routeHeartbeat, routeComplete} {
 		for _, id := range []string{"done-1", "01JD8Z", "a.b_c-d"} {
-			if got := ClientEventID(ref.eventID(route, id)); got != id {
-				t.Errorf("ClientEventID(%q) = %q, want %q", ref.eventID(route, id), got, id)
+			if got := ClientEventID(scopedEventID(ref, route, id)); got != id {
+				t.Errorf("ClientEventID(%q) = %q, want %q", scopedEventID(ref, route, id), got, id)
 			}
 		}
 	}

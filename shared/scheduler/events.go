@@ -2,33 +2,15 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/worker"
 )
-
-// eventMessage is any message of the events or delay queue: a worker's
-// completion (no kind), a worker process lease, or a timer.
-type eventMessage struct {
-	Kind string `json:"kind"`
-	Completion
-	Token     string       `json:"token"`
-	EventTime string       `json:"event_time"`
-	Worker    string       `json:"worker"`
-	BootID    string       `json:"boot_id"`
-	ExpiresAt string       `json:"expires_at"`
-	Running   []AttemptRef `json:"running"`
-	Seq       int64        `json:"seq"`
-	SentAt    string       `json:"sent_at"`
-	At        string       `json:"at"`
-}
 
 // HandleEvents is the events function: it applies a batch of worker
 // completions, process leases and delayed timers. Only transient failures
@@ -61,70 +43,45 @@ func (s *Service) HandleEvents(ctx context.Context, ev events.SQSEvent) (events.
 }
 
 func (s *Service) handleEvent(ctx context.Context, body string) error {
-	var m eventMessage
-	if err := json.Unmarshal([]byte(body), &m); err != nil {
+	m, err := protocol.DecodeEvent(body)
+	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadMessage, err)
 	}
-	switch m.Kind {
-	case "timer":
-		if m.Run == "" {
-			return fmt.Errorf("%w: timer without run", ErrBadMessage)
+	switch {
+	case m.Timer != nil:
+		if m.Timer.Task == "" {
+			return s.AdvanceRun(ctx, m.Timer.Run)
 		}
-		if m.Task == "" {
-			return s.AdvanceRun(ctx, m.Run)
-		}
-		return s.FireTimer(ctx, store.InstanceKey{Run: m.Run, Task: m.Task})
-	case "worker_lease":
-		lease, err := s.workerLease(m)
-		if err != nil {
-			return err
-		}
-		return s.store.PutWorkerLease(ctx, lease)
-	case "":
-		c := m.Completion
-		if m.EventTime != "" {
-			t, err := time.Parse(time.RFC3339Nano, m.EventTime)
-			if err != nil {
-				return fmt.Errorf("%w: event_time: %v", ErrBadMessage, err)
-			}
-			c.EventTime = t
-		}
-		_, err := s.Complete(ctx, c, m.Token)
-		if errors.Is(err, ErrInvalidCompletion) {
-			return fmt.Errorf("%w: %v", ErrBadMessage, err)
-		}
-		if errors.Is(err, ErrStaleAttempt) || errors.Is(err, ErrAlreadyClaimed) || errors.Is(err, ErrIllegalTransition) || errors.Is(err, ErrInvalidToken) {
-			return fmt.Errorf("%w: %v", ErrBadMessage, err)
-		}
-		return err
+		return s.FireTimer(ctx, store.InstanceKey{Run: m.Timer.Run, Task: m.Timer.Task})
+	case m.Lease != nil:
+		return s.store.PutWorkerLease(ctx, s.workerLease(*m.Lease))
 	}
-	return fmt.Errorf("%w: unknown kind %q", ErrBadMessage, m.Kind)
+	_, err = s.Complete(ctx, *m.Completion, m.Completion.Token)
+	if errors.Is(err, ErrInvalidCompletion) {
+		return fmt.Errorf("%w: %v", ErrBadMessage, err)
+	}
+	if errors.Is(err, ErrStaleAttempt) || errors.Is(err, ErrAlreadyClaimed) || errors.Is(err, ErrIllegalTransition) || errors.Is(err, ErrInvalidToken) {
+		return fmt.Errorf("%w: %v", ErrBadMessage, err)
+	}
+	return err
 }
 
-// workerLease reads a lease message. Its end by the scheduler's clock is
-// when it arrived plus the lifetime the worker gave it (expires_at less
-// sent_at, both by the worker's clock), so the worker's clock never decides
-// when its lease ends here; a lease without sent_at lives until its
-// expires_at.
-func (s *Service) workerLease(m eventMessage) (store.WorkerLease, error) {
-	exp, err := time.Parse(time.RFC3339Nano, m.ExpiresAt)
-	if err != nil || m.Worker == "" || m.BootID == "" {
-		return store.WorkerLease{}, fmt.Errorf("%w: worker lease needs worker, boot_id and expires_at", ErrBadMessage)
-	}
+// workerLease is the stored form of a lease message. Its end by the
+// scheduler's clock is when it arrived plus the lifetime the worker gave
+// it (expires_at less sent_at, both by the worker's clock), so the
+// worker's clock never decides when its lease ends here; a lease without
+// sent_at lives until its expires_at.
+func (s *Service) workerLease(l protocol.Lease) store.WorkerLease {
 	received := s.now()
-	lifetime := exp.Sub(received)
-	if m.SentAt != "" {
-		sent, err := time.Parse(time.RFC3339Nano, m.SentAt)
-		if err != nil {
-			return store.WorkerLease{}, fmt.Errorf("%w: worker lease sent_at: %v", ErrBadMessage, err)
-		}
-		lifetime = exp.Sub(sent)
+	lifetime := l.ExpiresAt.Sub(received)
+	if !l.SentAt.IsZero() {
+		lifetime = l.ExpiresAt.Sub(l.SentAt)
 	}
-	started, _ := worker.BootStart(m.BootID)
-	lease := store.WorkerLease{Name: m.Worker, BootID: m.BootID, BootStartedAt: started, ExpiresAt: exp,
-		EndsAt: received.Add(max(lifetime, 0)), UpdatedAt: received, Seq: m.Seq}
-	for _, r := range m.Running {
+	started, _ := protocol.BootStart(l.BootID)
+	lease := store.WorkerLease{Name: l.Worker, BootID: l.BootID, BootStartedAt: started, ExpiresAt: l.ExpiresAt,
+		EndsAt: received.Add(max(lifetime, 0)), UpdatedAt: received, Seq: l.Seq}
+	for _, r := range l.Running {
 		lease.Running = append(lease.Running, store.AttemptKey{Run: r.Run, Task: r.Task, Attempt: r.Attempt})
 	}
-	return lease, nil
+	return lease
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runledger/runledger/shared/emulator/emulatortest"
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
@@ -218,9 +219,9 @@ func TestRequeuedRetryKeepsTheRunRunning(t *testing.T) {
 		t.Fatalf("run %s after the claim, want RUNNING", got)
 	}
 	retryable := true
-	if _, err := f.svc.Complete(ctx, scheduler.Completion{
-		AttemptRef: scheduler.AttemptRef{Run: envl.Run, Task: envl.Task, Attempt: envl.Attempt},
-		EventID:    "fail-1", Outcome: "failed", Retryable: &retryable, ErrorCategory: "boom",
+	if _, err := f.svc.Complete(ctx, protocol.Completion{
+		Run: envl.Run, Task: envl.Task, Attempt: envl.Attempt,
+		EventID: "fail-1", Outcome: "failed", Retryable: &retryable, ErrorCategory: "boom",
 	}, envl.Token); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
@@ -246,11 +247,11 @@ func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 		if n == 1 {
 			first = env
 		}
-		ref := scheduler.AttemptRef{Run: env.Run, Task: env.Task, Attempt: n}
+		ref := protocol.AttemptRef{Run: env.Run, Task: env.Task, Attempt: n}
 		if _, err := f.svc.Claim(ctx, ref, env.Token, "w", "claim-"+env.Token); err != nil {
 			t.Fatal(err)
 		}
-		c := scheduler.Completion{AttemptRef: ref, EventID: "fail-" + env.Token, Outcome: "failed", ErrorCategory: "boom"}
+		c := protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "fail-" + env.Token, Outcome: "failed", ErrorCategory: "boom"}
 		if _, err := f.svc.Complete(ctx, c, env.Token); err != nil {
 			t.Fatal(err)
 		}
@@ -263,8 +264,8 @@ func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 	if _, ok := f.instance(t, v.Run.ID).Snapshot.AttemptN(1); ok {
 		t.Fatal("attempt 1 is still held by the instance; the test needs it evicted")
 	}
-	ref := scheduler.AttemptRef{Run: v.Run.ID, Task: "main", Attempt: 1}
-	late := scheduler.Completion{AttemptRef: ref, EventID: "late-ok", Outcome: "succeeded"}
+	ref := protocol.AttemptRef{Run: v.Run.ID, Task: "main", Attempt: 1}
+	late := protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "late-ok", Outcome: "succeeded"}
 	res, err := f.svc.Complete(ctx, late, first.Token)
 	if err != nil || res.Result != "stale" || res.State != statemodel.StateFailed {
 		t.Fatalf("attempt 1's late success: %+v, %v; want stale with FAILED", res, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
@@ -171,7 +172,7 @@ func (s *Service) fireJob(ctx context.Context, name string, at time.Time) error 
 		}
 		if busy {
 			start = false
-			s.log.InfoContext(ctx, "slot skipped: previous run unfinished", "job", name, "slot", FormatTime(at))
+			s.log.InfoContext(ctx, "slot skipped: previous run unfinished", "job", name, "slot", protocol.FormatTime(at))
 		}
 	case jobspec.OverlapCancelPrevious:
 		if err := s.cancelUnfinished(ctx, name, at); err != nil {
@@ -180,7 +181,7 @@ func (s *Service) fireJob(ctx context.Context, name string, at time.Time) error 
 	}
 	if start {
 		if _, _, err := s.startRun(ctx, j, TriggerRequest{Job: name, LogicalTime: at, Slot: true}); err != nil {
-			return fmt.Errorf("fire job %s at %s: %w", name, FormatTime(at), err)
+			return fmt.Errorf("fire job %s at %s: %w", name, protocol.FormatTime(at), err)
 		}
 	}
 	next, _ := j.NextFire(at)
@@ -213,23 +214,13 @@ func (s *Service) cancelUnfinished(ctx context.Context, job string, at time.Time
 // searched for the run with the same logical time.
 const maxDependencyScan = 500
 
-// WaitingFor is one upstream job's run a run waits for (API: the run
-// answer's waiting_for). Run is "" while the upstream job has no run of
-// that logical time.
-type WaitingFor struct {
-	Job         string
-	LogicalTime time.Time
-	Require     statemodel.Requirement
-	Run         string
-}
-
 // crossJob is what a run's depends_on_jobs say now.
 type crossJob struct {
 	Verdict statemodel.DepVerdict
 	// TimedOut: the verdict is DepsWait and the run's dependency timeout,
 	// counted from its creation, has passed.
 	TimedOut bool
-	Waiting  []WaitingFor
+	Waiting  []protocol.WaitingFor
 }
 
 // crossJobVerdict decides a run's root tasks against its job's
@@ -247,13 +238,13 @@ func (s *Service) crossJobVerdict(ctx context.Context, run store.Run) (crossJob,
 	if len(j.DependsOnJobs) == 0 {
 		return crossJob{Verdict: statemodel.DepsMet}, nil
 	}
-	var waiting []WaitingFor
+	var waiting []protocol.WaitingFor
 	for _, dep := range j.DependsOnJobs {
 		up, found, err := s.runAt(ctx, dep.Job, run.LogicalTime)
 		if err != nil {
 			return crossJob{Verdict: statemodel.DepsWait}, err
 		}
-		w := WaitingFor{Job: dep.Job, LogicalTime: run.LogicalTime, Require: dep.Require}
+		w := protocol.WaitingFor{Job: dep.Job, LogicalTime: run.LogicalTime, Require: dep.Require}
 		if !found {
 			waiting = append(waiting, w)
 			continue
@@ -274,13 +265,13 @@ func (s *Service) crossJobVerdict(ctx context.Context, run store.Run) (crossJob,
 	return s.waitOrTimeOut(run, j.DependencyTimeout(), waiting), nil
 }
 
-func (s *Service) waitOrTimeOut(run store.Run, timeout time.Duration, waiting []WaitingFor) crossJob {
+func (s *Service) waitOrTimeOut(run store.Run, timeout time.Duration, waiting []protocol.WaitingFor) crossJob {
 	return crossJob{Verdict: statemodel.DepsWait, Waiting: waiting, TimedOut: !s.now().Before(run.CreatedAt.Add(timeout))}
 }
 
 // WaitingFor lists what a run waits for among its job dependencies: nil
 // unless the run is unfinished and a root task is still CREATED.
-func (s *Service) WaitingFor(ctx context.Context, view store.RunView) ([]WaitingFor, error) {
+func (s *Service) WaitingFor(ctx context.Context, view store.RunView) ([]protocol.WaitingFor, error) {
 	if view.Run.ExecutionState.Terminal() {
 		return nil, nil
 	}

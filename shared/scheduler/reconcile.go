@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -241,7 +241,7 @@ func latest(a, b time.Time) time.Time {
 //     only after the max clock skew (resolveLost).
 //
 // Boot ids are the worker SDK's ULIDs, whose time part is the boot's start
-// (worker.BootStart): a boot id of another form cannot be ordered, and then
+// (protocol.BootStart): a boot id of another form cannot be ordered, and then
 // only the lease's end can tell.
 type WorkerLeaseEvidence struct {
 	Store WorkerLeases
@@ -266,12 +266,12 @@ func (w WorkerLeaseEvidence) Check(ctx context.Context, inst store.Instance, a s
 		return Evidence{Verdict: VerdictUnknown}, err
 	}
 	detail := map[string]string{"worker": name, "attempt_boot_id": boot, "lease_boot_id": lease.BootID,
-		"lease_ends_at": FormatTime(lease.EndsAt)}
+		"lease_ends_at": protocol.FormatTime(lease.EndsAt)}
 	switch {
 	case lease.BootID == "":
 		return Evidence{Verdict: VerdictUnknown}, nil
 	case lease.BootID != boot:
-		started, ok := worker.BootStart(boot)
+		started, ok := protocol.BootStart(boot)
 		if !ok || !lease.BootStartedAt.After(started) {
 			// An older boot, or one we cannot order: the attempt's own
 			// boot's leases have not arrived yet.

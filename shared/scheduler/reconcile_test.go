@@ -11,6 +11,7 @@ import (
 	"github.com/runledger/runledger/shared/emulator"
 	"github.com/runledger/runledger/shared/emulator/emulatortest"
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
@@ -147,7 +148,7 @@ func (f *fixture) runningJob(t *testing.T, spec, workerID string) (string, worke
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := scheduler.AttemptRef{Run: envl.Run, Task: envl.Task, Attempt: envl.Attempt}
+	ref := protocol.AttemptRef{Run: envl.Run, Task: envl.Task, Attempt: envl.Attempt}
 	if _, err := f.svc.Claim(ctx, ref, envl.Token, workerID, "claim-1"); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/store"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestClassifyRefusalKeepsStoreErrors(t *testing.T) {
 	t.Parallel()
 	s := &Service{} // no store: these errors are answered before any read
-	ref := AttemptRef{Run: "r", Task: "t", Attempt: 1}
+	ref := protocol.AttemptRef{Run: "r", Task: "t", Attempt: 1}
 	for _, want := range []error{store.ErrItemTooLarge, store.ErrInvalidKey, store.ErrInvalidInput} {
 		for _, route := range []string{routeClaim, routeHeartbeat, routeComplete} {
 			err := s.classifyRefusal(context.Background(), route, ref, store.Instance{}, fmt.Errorf("transition r/t: %w", want))

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -27,14 +27,10 @@ var (
 	ErrBadMessage = errors.New("bad message")
 )
 
-// AttemptRef names one attempt.
-type AttemptRef struct {
-	Run     string `json:"run"`
-	Task    string `json:"task"`
-	Attempt int    `json:"attempt"`
+// instanceKey is the task instance an attempt belongs to.
+func instanceKey(a protocol.AttemptRef) store.InstanceKey {
+	return store.InstanceKey{Run: a.Run, Task: a.Task}
 }
-
-func (a AttemptRef) key() store.InstanceKey { return store.InstanceKey{Run: a.Run, Task: a.Task} }
 
 // Worker routes, as they scope a client's event ids.
 const (
@@ -43,19 +39,19 @@ const (
 	routeComplete  = "complete"
 )
 
-// eventID is the id under which a worker's event is recorded and
+// scopedEventID is the id under which a worker's event is recorded and
 // recognised again: the client's id scoped by route and attempt
 // ("<route>:<attempt>:<client id>"). A client's id is unique only per
 // (attempt, route, event_id) (docs/api.md); the state machine detects duplicates
 // per instance, so the scope is part of the id. Client ids hold no colon,
 // so a scoped id never equals one of the scheduler's own ids, none of
 // which starts with a route's name.
-func (a AttemptRef) eventID(route, clientID string) string {
+func scopedEventID(a protocol.AttemptRef, route, clientID string) string {
 	return fmt.Sprintf("%s:%d:%s", route, a.Attempt, clientID)
 }
 
 // ClientEventID is the id the worker sent for an event recorded as
-// recorded: the inverse of eventID, so history and late events show a
+// recorded: the inverse of scopedEventID, so history and late events show a
 // worker the id it chose. The scheduler's own ids come back unchanged.
 func ClientEventID(recorded string) string {
 	route, rest, ok := strings.Cut(recorded, ":")
@@ -78,13 +74,13 @@ type ClaimResult struct {
 // stored hash. A claim may come before the dispatch write that follows its
 // envelope's send; wait, bounded, for that write when the attempt is the
 // next one.
-func (s *Service) authorize(ctx context.Context, ref AttemptRef, token string, wait bool) (store.Instance, error) {
+func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token string, wait bool) (store.Instance, error) {
 	// An operational bound on real time, not domain time: an injected clock
 	// that stands still must not make a claim wait forever.
 	deadline := time.Now().Add(s.cfg.ClaimWait)
 	pause := 5 * time.Millisecond
 	for {
-		inst, err := s.store.GetInstance(ctx, ref.key())
+		inst, err := s.store.GetInstance(ctx, instanceKey(ref))
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
 			return store.Instance{}, ErrInvalidToken
 		}
@@ -118,8 +114,8 @@ func (s *Service) authorize(ctx context.Context, ref AttemptRef, token string, w
 // authorizeEvicted checks the token of an attempt older than the
 // instance holds (statemodel.MaxInlineAttempts) against its attempt item,
 // so its late reports are answered stale, not invalid_token.
-func (s *Service) authorizeEvicted(ctx context.Context, ref AttemptRef, token string) error {
-	a, err := s.store.GetAttempt(ctx, ref.key(), ref.Attempt)
+func (s *Service) authorizeEvicted(ctx context.Context, ref protocol.AttemptRef, token string) error {
+	a, err := s.store.GetAttempt(ctx, instanceKey(ref), ref.Attempt)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return ErrInvalidToken
@@ -135,15 +131,15 @@ func (s *Service) authorizeEvicted(ctx context.Context, ref AttemptRef, token st
 // claim of an attempt ever succeeds; the winner (the same worker id)
 // retrying with the same event id is answered again, any other claim gets
 // ErrAlreadyClaimed.
-func (s *Service) Claim(ctx context.Context, ref AttemptRef, token, workerID, eventID string) (ClaimResult, error) {
-	if err := worker.CheckEventID(eventID); err != nil {
+func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, workerID, eventID string) (ClaimResult, error) {
+	if err := protocol.CheckEventID(eventID); err != nil {
 		return ClaimResult{}, err
 	}
 	inst, err := s.authorize(ctx, ref, token, true)
 	if err != nil {
 		return ClaimResult{}, err
 	}
-	id := ref.eventID(routeClaim, eventID)
+	id := scopedEventID(ref, routeClaim, eventID)
 	// Refuse a claim of an older attempt here: the store would record it as
 	// a late event, and an error answer writes nothing (docs/api.md). The
 	// winner's own retry goes on to the store, which answers it.
@@ -151,10 +147,10 @@ func (s *Service) Claim(ctx context.Context, ref AttemptRef, token, workerID, ev
 		return ClaimResult{}, ErrStaleAttempt
 	}
 	ev := statemodel.Event{ID: id, Type: statemodel.EvStarted, Actor: statemodel.ActorWorker, Attempt: ref.Attempt, WorkerID: workerID}
-	res, err := s.store.Transition(ctx, ref.key(), ev, s.now(), s.policy())
+	res, err := s.store.Transition(ctx, instanceKey(ref), ev, s.now(), s.policy())
 	switch {
 	case err == nil && res.Outcome == statemodel.Applied:
-		s.follow(ctx, ref.key(), res)
+		s.follow(ctx, instanceKey(ref), res)
 		return ClaimResult{LeaseExpiresAt: res.Snapshot.Lease.ExpiresAt}, nil
 	case err == nil && res.Outcome == statemodel.Duplicate:
 		// res.Snapshot is the instance as it stands after any race.
@@ -181,12 +177,12 @@ func wonBy(a statemodel.AttemptRecord, id, workerID string) bool {
 // payload_too_large); an older attempt is stale; a claim of an attempt
 // another worker holds is already_claimed; anything else the state does
 // not allow is illegal_transition.
-func (s *Service) classifyRefusal(ctx context.Context, route string, ref AttemptRef, before store.Instance, err error) error {
+func (s *Service) classifyRefusal(ctx context.Context, route string, ref protocol.AttemptRef, before store.Instance, err error) error {
 	if transient(err) || errors.Is(err, store.ErrItemTooLarge) || errors.Is(err, store.ErrInvalidKey) ||
 		errors.Is(err, store.ErrInvalidInput) {
 		return err
 	}
-	inst, rerr := s.store.GetInstance(ctx, ref.key())
+	inst, rerr := s.store.GetInstance(ctx, instanceKey(ref))
 	if rerr != nil {
 		inst = before
 	}
@@ -213,8 +209,8 @@ type HeartbeatResult struct {
 // Heartbeat renews attempt n's lease: one cheap conditional update, no
 // history. From the current attempt while LOST it is a real transition back
 // to RUNNING (or CANCELLING when a cancel waits).
-func (s *Service) Heartbeat(ctx context.Context, ref AttemptRef, token, eventID string) (HeartbeatResult, error) {
-	if err := worker.CheckEventID(eventID); err != nil {
+func (s *Service) Heartbeat(ctx context.Context, ref protocol.AttemptRef, token, eventID string) (HeartbeatResult, error) {
+	if err := protocol.CheckEventID(eventID); err != nil {
 		return HeartbeatResult{}, err
 	}
 	inst, err := s.authorize(ctx, ref, token, false)
@@ -222,7 +218,7 @@ func (s *Service) Heartbeat(ctx context.Context, ref AttemptRef, token, eventID 
 		return HeartbeatResult{}, err
 	}
 	now := s.now()
-	hb, err := s.store.Heartbeat(ctx, ref.key(), ref.Attempt, now, inst.Policy.Timeouts.Heartbeat)
+	hb, err := s.store.Heartbeat(ctx, instanceKey(ref), ref.Attempt, now, inst.Policy.Timeouts.Heartbeat)
 	switch {
 	case err == nil:
 		return HeartbeatResult{CancelRequested: hb.CancelRequested, LeaseExpiresAt: hb.LeaseExpiresAt, State: hb.State}, nil
@@ -230,37 +226,16 @@ func (s *Service) Heartbeat(ctx context.Context, ref AttemptRef, token, eventID 
 		return HeartbeatResult{}, ErrStaleAttempt
 	case errors.Is(err, store.ErrLostNeedsTransition):
 		// The one heartbeat whose id matters: it moves LOST -> RUNNING.
-		ev := statemodel.Event{ID: ref.eventID(routeHeartbeat, eventID), Type: statemodel.EvHeartbeat, Actor: statemodel.ActorWorker, Attempt: ref.Attempt}
-		res, terr := s.store.Transition(ctx, ref.key(), ev, now, s.policy())
+		ev := statemodel.Event{ID: scopedEventID(ref, routeHeartbeat, eventID), Type: statemodel.EvHeartbeat, Actor: statemodel.ActorWorker, Attempt: ref.Attempt}
+		res, terr := s.store.Transition(ctx, instanceKey(ref), ev, now, s.policy())
 		if terr != nil {
 			return HeartbeatResult{}, s.classifyRefusal(ctx, routeHeartbeat, ref, inst, terr)
 		}
-		s.follow(ctx, ref.key(), res)
+		s.follow(ctx, instanceKey(ref), res)
 		snap := res.Snapshot
 		return HeartbeatResult{CancelRequested: snap.CancelRequested, LeaseExpiresAt: snap.Lease.ExpiresAt, State: snap.State}, nil
 	}
 	return HeartbeatResult{}, s.classifyRefusal(ctx, routeHeartbeat, ref, inst, err)
-}
-
-// Completion is a worker's report of how attempt n ended (docs/api.md, "Workers").
-type Completion struct {
-	AttemptRef
-	EventID       string    `json:"event_id"`
-	Outcome       string    `json:"outcome"` // succeeded | failed | cancelled
-	ExitCode      *int      `json:"exit_code,omitempty"`
-	ErrorCategory string    `json:"error_category,omitempty"`
-	Retryable     *bool     `json:"retryable,omitempty"`
-	OutputRef     string    `json:"output_ref,omitempty"`
-	Reason        string    `json:"reason,omitempty"` // recorded as the transition's reason
-	EventTime     time.Time `json:"-"`
-}
-
-// CheckFields checks the completion's free-form fields against the
-// contract's limits (worker.CheckReportFields): a *worker.FieldError, or
-// nil. The API answers it before the token check; Complete refuses it too,
-// so a completion from the events queue meets the same limits.
-func (c Completion) CheckFields() error {
-	return worker.CheckReportFields(c.OutputRef, c.ErrorCategory, c.Reason)
 }
 
 // CompleteResult answers a completion: applied, duplicate or stale, and the
@@ -273,39 +248,35 @@ type CompleteResult struct {
 // ErrInvalidCompletion: the report itself is malformed.
 var ErrInvalidCompletion = errors.New("invalid completion")
 
-// Complete applies a worker's completion report.
-func (s *Service) Complete(ctx context.Context, c Completion, token string) (CompleteResult, error) {
-	var typ statemodel.EventType
+// Complete applies a worker's completion report. The report is validated
+// here as the API and the events queue validate it (protocol.Completion's
+// Validate), so a caller that skipped it still meets the contract's limits.
+func (s *Service) Complete(ctx context.Context, c protocol.Completion, token string) (CompleteResult, error) {
+	if err := c.Validate(); err != nil {
+		return CompleteResult{}, fmt.Errorf("%w: %w", ErrInvalidCompletion, err)
+	}
+	typ := statemodel.EvSucceeded
 	switch c.Outcome {
-	case "succeeded":
-		typ = statemodel.EvSucceeded
-	case "failed":
+	case protocol.OutcomeFailed:
 		typ = statemodel.EvFailed
-	case "cancelled":
+	case protocol.OutcomeCancelled:
 		typ = statemodel.EvCancelled
-	default:
-		return CompleteResult{}, fmt.Errorf("%w: outcome %q is not succeeded, failed or cancelled", ErrInvalidCompletion, c.Outcome)
 	}
-	if err := worker.CheckEventID(c.EventID); err != nil {
-		return CompleteResult{}, fmt.Errorf("%w: %w", ErrInvalidCompletion, err)
-	}
-	if err := c.CheckFields(); err != nil {
-		return CompleteResult{}, fmt.Errorf("%w: %w", ErrInvalidCompletion, err)
-	}
-	inst, err := s.authorize(ctx, c.AttemptRef, token, false)
+	ref := c.Ref()
+	inst, err := s.authorize(ctx, ref, token, false)
 	if err != nil {
 		return CompleteResult{}, err
 	}
 	ev := statemodel.Event{
-		ID: c.eventID(routeComplete, c.EventID), Type: typ, Actor: statemodel.ActorWorker, Attempt: c.Attempt,
+		ID: scopedEventID(ref, routeComplete, c.EventID), Type: typ, Actor: statemodel.ActorWorker, Attempt: c.Attempt,
 		EventTime: c.EventTime, ExitCode: c.ExitCode, ErrorCategory: c.ErrorCategory,
 		Retryable: c.Retryable, OutputRef: c.OutputRef, Reason: c.Reason,
 	}
-	res, err := s.store.Transition(ctx, c.key(), ev, s.now(), s.policy())
+	res, err := s.store.Transition(ctx, instanceKey(ref), ev, s.now(), s.policy())
 	if err != nil {
-		return CompleteResult{}, s.classifyRefusal(ctx, routeComplete, c.AttemptRef, inst, err)
+		return CompleteResult{}, s.classifyRefusal(ctx, routeComplete, ref, inst, err)
 	}
-	s.follow(ctx, c.key(), res)
+	s.follow(ctx, instanceKey(ref), res)
 	state := res.Snapshot.State
 	return CompleteResult{Result: string(res.Outcome), State: state}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
@@ -49,8 +50,8 @@ func (f *fixture) nextEnvelope(t *testing.T) worker.Envelope {
 	return env
 }
 
-func refOf(env worker.Envelope) scheduler.AttemptRef {
-	return scheduler.AttemptRef{Run: env.Run, Task: env.Task, Attempt: env.Attempt}
+func refOf(env worker.Envelope) protocol.AttemptRef {
+	return protocol.AttemptRef{Run: env.Run, Task: env.Task, Attempt: env.Attempt}
 }
 
 // A client's event id is scoped by attempt and route: the worker that
@@ -63,7 +64,7 @@ func TestEventIDScopedByAttemptAndRoute(t *testing.T) {
 	if _, err := f.svc.Claim(ctx, refOf(env1), env1.Token, "w@boot", "same-id"); err != nil {
 		t.Fatalf("claim attempt 1: %v", err)
 	}
-	res, err := f.svc.Complete(ctx, scheduler.Completion{AttemptRef: refOf(env1), EventID: "same-id", Outcome: "failed", ErrorCategory: "boom"}, env1.Token)
+	res, err := f.svc.Complete(ctx, protocol.Completion{Run: env1.Run, Task: env1.Task, Attempt: env1.Attempt, EventID: "same-id", Outcome: "failed", ErrorCategory: "boom"}, env1.Token)
 	if err != nil || res.Result != "applied" || res.State != statemodel.StateUpForRetry {
 		t.Fatalf("fail attempt 1 with the claim's id: %+v, %v; want applied, UP_FOR_RETRY", res, err)
 	}
@@ -141,7 +142,7 @@ func TestWorkerRoutesRequireClientEventID(t *testing.T) {
 		if _, err := f.svc.Heartbeat(ctx, ref, env.Token, id); !errors.As(err, &fe) {
 			t.Errorf("heartbeat with event id %q: %v, want a *worker.FieldError", id, err)
 		}
-		c := scheduler.Completion{AttemptRef: ref, EventID: id, Outcome: "succeeded"}
+		c := protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: id, Outcome: "succeeded"}
 		if _, err := f.svc.Complete(ctx, c, env.Token); !errors.As(err, &fe) || !errors.Is(err, scheduler.ErrInvalidCompletion) {
 			t.Errorf("complete with event id %q: %v, want an invalid completion with a *worker.FieldError", id, err)
 		}
@@ -185,7 +186,7 @@ func TestDuplicateAnswersReportTheStateThatStands(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-gate
-			c := scheduler.Completion{AttemptRef: ref, EventID: "done-1", Outcome: "succeeded"}
+			c := protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "done-1", Outcome: "succeeded"}
 			results[i], errs[i] = f.svc.Complete(ctx, c, env.Token)
 		})
 	}
@@ -213,7 +214,7 @@ func TestRefusedReportAnswersItsRealCode(t *testing.T) {
 	run, env := f.running(t, "w@boot")
 	ref := refOf(env)
 	// No cancel was requested: a "cancelled" report has no row while RUNNING.
-	_, err := f.svc.Complete(ctx, scheduler.Completion{AttemptRef: ref, EventID: "cancel-1", Outcome: "cancelled"}, env.Token)
+	_, err := f.svc.Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "cancel-1", Outcome: "cancelled"}, env.Token)
 	if !errors.Is(err, scheduler.ErrIllegalTransition) || errors.Is(err, scheduler.ErrAlreadyClaimed) {
 		t.Fatalf("cancelled report while RUNNING: %v, want ErrIllegalTransition", err)
 	}
@@ -224,7 +225,7 @@ func TestRefusedReportAnswersItsRealCode(t *testing.T) {
 	if _, err := f.svc.Claim(ctx, ref, env.Token, "other@boot", "claim-x"); !errors.Is(err, scheduler.ErrAlreadyClaimed) {
 		t.Fatalf("a second worker's claim: %v, want ErrAlreadyClaimed", err)
 	}
-	ok, err := f.svc.Complete(ctx, scheduler.Completion{AttemptRef: ref, EventID: "done-1", Outcome: "succeeded"}, env.Token)
+	ok, err := f.svc.Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "done-1", Outcome: "succeeded"}, env.Token)
 	if err != nil || ok.State != statemodel.StateSucceeded {
 		t.Fatalf("succeeded report: %+v, %v", ok, err)
 	}
@@ -232,7 +233,7 @@ func TestRefusedReportAnswersItsRealCode(t *testing.T) {
 	if _, err := f.svc.Heartbeat(ctx, ref, env.Token, "beat-9"); !errors.Is(err, scheduler.ErrIllegalTransition) {
 		t.Errorf("heartbeat after SUCCEEDED: %v, want ErrIllegalTransition", err)
 	}
-	if _, err := f.svc.Complete(ctx, scheduler.Completion{AttemptRef: ref, EventID: "done-2", Outcome: "failed"}, env.Token); !errors.Is(err, scheduler.ErrIllegalTransition) {
+	if _, err := f.svc.Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "done-2", Outcome: "failed"}, env.Token); !errors.Is(err, scheduler.ErrIllegalTransition) {
 		t.Errorf("a second report after SUCCEEDED: %v, want ErrIllegalTransition", err)
 	}
 }

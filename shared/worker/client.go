@@ -111,49 +111,6 @@ func NewClient(baseURL string, hc *http.Client) *Client {
 	return &Client{base: strings.TrimRight(baseURL, "/"), http: hc}
 }
 
-// ClaimRequest is the body of POST /v1/attempts/claim.
-type ClaimRequest struct {
-	Run      string `json:"run"`
-	Task     string `json:"task"`
-	Attempt  int    `json:"attempt"`
-	WorkerID string `json:"worker_id"`
-	EventID  string `json:"event_id"`
-}
-
-// ClaimResponse is the 200 answer of a claim.
-type ClaimResponse struct {
-	Claimed        bool      `json:"claimed"`
-	LeaseExpiresAt time.Time `json:"lease_expires_at"`
-}
-
-// HeartbeatRequest is the body of POST /v1/attempts/heartbeat.
-type HeartbeatRequest struct {
-	Run     string `json:"run"`
-	Task    string `json:"task"`
-	Attempt int    `json:"attempt"`
-	EventID string `json:"event_id"`
-}
-
-// HeartbeatResponse is the 200 answer of a heartbeat.
-type HeartbeatResponse struct {
-	CancelRequested bool      `json:"cancel_requested"`
-	LeaseExpiresAt  time.Time `json:"lease_expires_at"`
-}
-
-// Complete results.
-const (
-	ResultApplied   = "applied"
-	ResultDuplicate = "duplicate"
-	ResultStale     = "stale"
-)
-
-// CompleteResponse is the 200 answer of a completion.
-type CompleteResponse struct {
-	Result string `json:"result"`
-	// State is the instance's state after the call.
-	State string `json:"state,omitempty"`
-}
-
 // Claim asks for the attempt. Exactly one claim of an attempt succeeds; the
 // winner repeating its claim with the same EventID succeeds again. Every
 // call of the client needs an EventID that CheckEventID accepts; one that

@@ -17,6 +17,7 @@ import (
 
 	"github.com/runledger/runledger/shared/emulator"
 	"github.com/runledger/runledger/shared/emulator/emulatortest"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/worker"
 )
@@ -108,7 +109,7 @@ func (s *spyQueue) completionSends(queueURL string) []spyOp {
 	var out []spyOp
 	for _, o := range s.opsSnapshot() {
 		if o.Op == "send" && o.Queue == queueURL {
-			if kind, err := worker.EventKind(o.Body); err == nil && kind == "" {
+			if ev, err := protocol.DecodeEvent(o.Body); err == nil && ev.Completion != nil {
 				out = append(out, o)
 			}
 		}
@@ -289,26 +290,18 @@ func (f *fixture) collect() {
 		f.t.Fatal(err)
 	}
 	for _, m := range msgs {
-		kind, err := worker.EventKind(m.Body)
+		ev, err := protocol.DecodeEvent(m.Body)
 		if err != nil {
 			f.t.Fatalf("events queue message %q: %v", m.Body, err)
 		}
 		f.mu.Lock()
-		switch kind {
-		case "":
-			var c worker.Completion
-			if err := json.Unmarshal([]byte(m.Body), &c); err != nil {
-				f.t.Fatalf("completion %q: %v", m.Body, err)
-			}
-			f.completions = append(f.completions, c)
-		case worker.LeaseKind:
-			var l worker.Lease
-			if err := json.Unmarshal([]byte(m.Body), &l); err != nil {
-				f.t.Fatalf("lease %q: %v", m.Body, err)
-			}
-			f.leases = append(f.leases, l)
+		switch {
+		case ev.Completion != nil:
+			f.completions = append(f.completions, *ev.Completion)
+		case ev.Lease != nil:
+			f.leases = append(f.leases, *ev.Lease)
 		default:
-			f.t.Fatalf("unknown kind %q on the events queue", kind)
+			f.t.Fatalf("events queue message %q is neither a completion nor a lease", m.Body)
 		}
 		f.mu.Unlock()
 		if err := sqsClient.Delete(f.t.Context(), f.events, m.ReceiptHandle); err != nil {

@@ -292,10 +292,10 @@ func classify(ctx context.Context, err error, cause *stopCause, log *slog.Logger
 		}
 	}
 	if category != "" {
-		if snakeCase.MatchString(category) {
+		if CheckReportFields("", category, "") == nil {
 			r.category = category
 		} else {
-			log.WarnContext(ctx, "handler error category is not snake_case; reporting \"error\"", "category", category)
+			log.WarnContext(ctx, "handler error category is not snake_case of at most 64 characters; reporting \"error\"", "category", category)
 		}
 	}
 	return r

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/worker"
 )
@@ -122,7 +123,7 @@ func TestSuccessReportsThenDeletes(t *testing.T) {
 	// The first two sends of the completion fail before reaching SQS.
 	var failed int
 	f.q.failSend = func(queueURL, body string) error {
-		if kind, _ := worker.EventKind(body); queueURL == f.events && kind == "" && failed < 2 {
+		if ev, _ := protocol.DecodeEvent(body); queueURL == f.events && ev.Completion != nil && failed < 2 {
 			failed++
 			return errors.New("injected send failure")
 		}
@@ -165,7 +166,7 @@ func TestSuccessReportsThenDeletes(t *testing.T) {
 	for i, o := range ops {
 		switch {
 		case o.Op == "send" && o.Queue == f.events:
-			if kind, _ := worker.EventKind(o.Body); kind != "" {
+			if ev, _ := protocol.DecodeEvent(o.Body); ev.Lease != nil {
 				continue
 			}
 			var tried worker.Completion

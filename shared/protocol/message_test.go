@@ -1,8 +1,7 @@
-package worker_test
+package protocol_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/runledger/runledger/shared/worker"
+	"github.com/runledger/runledger/shared/protocol"
 )
 
 // roundTrip decodes a fixture into v, encodes v again, and checks that the
@@ -44,9 +43,9 @@ func roundTrip(t *testing.T, file string, v any) {
 
 func TestEnvelopeFixture(t *testing.T) {
 	t.Parallel()
-	var env worker.Envelope
+	var env protocol.Envelope
 	roundTrip(t, "envelope.json", &env)
-	want := worker.Envelope{
+	want := protocol.Envelope{
 		Job: "nightly-report", Run: "01JH2Z3ZKX8Q6S1M4T7V9W0ABC", Task: "extract", Attempt: 2, Token: "tk_3f9a0c1e", Pool: "default",
 		LogicalTime:       time.Date(2026, 1, 2, 2, 0, 0, 0, time.UTC),
 		HeartbeatInterval: 20 * time.Second, RunTimeout: time.Hour,
@@ -63,9 +62,9 @@ func TestEnvelopeFixture(t *testing.T) {
 
 func TestCompletionFixture(t *testing.T) {
 	t.Parallel()
-	var c worker.Completion
+	var c protocol.Completion
 	roundTrip(t, "completion.json", &c)
-	if c.Outcome != worker.OutcomeFailed || c.ExitCode == nil || *c.ExitCode != 3 || c.IsRetryable() || c.ErrorCategory != "quota_exceeded" ||
+	if c.Outcome != protocol.OutcomeFailed || c.ExitCode == nil || *c.ExitCode != 3 || c.IsRetryable() || c.ErrorCategory != "quota_exceeded" ||
 		!c.EventTime.Equal(time.Date(2026, 1, 2, 3, 20, 0, 500_000_000, time.UTC)) || c.Token != "tk_3f9a0c1e" ||
 		c.Reason != "quota <exceeded> & retried" {
 		t.Errorf("completion = %+v", c)
@@ -73,10 +72,11 @@ func TestCompletionFixture(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Error(err)
 	}
-	if kind, err := worker.EventKind(mustRead(t, "completion.json")); err != nil || kind != "" {
-		t.Errorf("EventKind(completion) = %q, %v", kind, err)
+	if ev, err := protocol.DecodeEvent(mustRead(t, "completion.json")); err != nil || ev.Completion == nil || ev.Lease != nil || ev.Timer != nil ||
+		ev.Completion.Reason != c.Reason {
+		t.Errorf("DecodeEvent(completion) = %+v, %v", ev, err)
 	}
-	var l worker.Lease
+	var l protocol.Lease
 	if err := json.Unmarshal([]byte(mustRead(t, "completion.json")), &l); err == nil {
 		t.Error("a completion decoded as a lease")
 	}
@@ -84,25 +84,26 @@ func TestCompletionFixture(t *testing.T) {
 
 func TestLeaseFixture(t *testing.T) {
 	t.Parallel()
-	var l worker.Lease
+	var l protocol.Lease
 	roundTrip(t, "lease.json", &l)
 	if l.Worker != "host-a" || l.BootID != "01JH2Y0000000000000000BOOT" || l.Seq != 7 || len(l.Running) != 1 ||
-		l.Running[0] != (worker.AttemptRef{Run: "01JH2Z3ZKX8Q6S1M4T7V9W0ABC", Task: "extract", Attempt: 2}) ||
+		l.Running[0] != (protocol.AttemptRef{Run: "01JH2Z3ZKX8Q6S1M4T7V9W0ABC", Task: "extract", Attempt: 2}) ||
 		!l.ExpiresAt.Equal(time.Date(2026, 1, 2, 3, 20, 30, 0, time.UTC)) {
 		t.Errorf("lease = %+v", l)
 	}
 	if l.WorkerID() != "host-a@01JH2Y0000000000000000BOOT" {
 		t.Errorf("worker id = %q", l.WorkerID())
 	}
-	if kind, err := worker.EventKind(mustRead(t, "lease.json")); err != nil || kind != worker.LeaseKind {
-		t.Errorf("EventKind(lease) = %q, %v", kind, err)
+	if ev, err := protocol.DecodeEvent(mustRead(t, "lease.json")); err != nil || ev.Lease == nil || ev.Completion != nil ||
+		ev.Lease.WorkerID() != l.WorkerID() || !ev.Lease.SentAt.Equal(l.SentAt) {
+		t.Errorf("DecodeEvent(lease) = %+v, %v", ev, err)
 	}
-	var c worker.Completion
+	var c protocol.Completion
 	if err := json.Unmarshal([]byte(mustRead(t, "lease.json")), &c); err == nil {
 		t.Error("a lease decoded as a completion")
 	}
 	// An idle process lists nothing, as an empty array.
-	b, err := json.Marshal(worker.Lease{Worker: "w", BootID: "b", ExpiresAt: time.Unix(0, 0)})
+	b, err := json.Marshal(protocol.Lease{Worker: "w", BootID: "b", ExpiresAt: time.Unix(0, 0)})
 	if err != nil || !strings.Contains(string(b), `"running":[]`) {
 		t.Errorf("idle lease = %s, %v", b, err)
 	}
@@ -124,12 +125,12 @@ func TestParseEnvelopeRejects(t *testing.T) {
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if env, err := worker.ParseEnvelope(body); err == nil {
+			if env, err := protocol.ParseEnvelope(body); err == nil {
 				t.Errorf("ParseEnvelope(%s) = %+v, want an error", body, env)
 			}
 		})
 	}
-	env, err := worker.ParseEnvelope(`{"run":"r","task":"t","attempt":1,"token":"k","payload":null,"run_timeout":"0s"}`)
+	env, err := protocol.ParseEnvelope(`{"run":"r","task":"t","attempt":1,"token":"k","payload":null,"run_timeout":"0s"}`)
 	if err != nil || env.Payload != nil || env.RunTimeout != 0 || env.HeartbeatInterval != 0 {
 		t.Errorf("minimal envelope = %+v, %v", env, err)
 	}
@@ -137,23 +138,23 @@ func TestParseEnvelopeRejects(t *testing.T) {
 
 func TestCompletionValidate(t *testing.T) {
 	t.Parallel()
-	ok := worker.Completion{Run: "r", Task: "t", Attempt: 1, EventID: "e", Outcome: worker.OutcomeSucceeded}
+	ok := protocol.Completion{Run: "r", Task: "t", Attempt: 1, EventID: "e", Outcome: protocol.OutcomeSucceeded}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for name, mutate := range map[string]func(*worker.Completion){
-		"no event id":  func(c *worker.Completion) { c.EventID = "" },
-		"scheduler id": func(c *worker.Completion) { c.EventID = "dispatch:2" },
-		"bad outcome":  func(c *worker.Completion) { c.Outcome = "done" },
-		"attempt 0":    func(c *worker.Completion) { c.Attempt = 0 },
-		"bad category": func(c *worker.Completion) { c.ErrorCategory = "Bad-Category" },
-		"trailing _":   func(c *worker.Completion) { c.ErrorCategory = "bad_" },
-		"no run":       func(c *worker.Completion) { c.Run = "" },
-		"big ref":      func(c *worker.Completion) { c.OutputRef = strings.Repeat("r", worker.MaxOutputRefBytes+1) },
-		"long category": func(c *worker.Completion) {
-			c.ErrorCategory = strings.Repeat("a", worker.MaxErrorCategoryLen+1)
+	for name, mutate := range map[string]func(*protocol.Completion){
+		"no event id":  func(c *protocol.Completion) { c.EventID = "" },
+		"scheduler id": func(c *protocol.Completion) { c.EventID = "dispatch:2" },
+		"bad outcome":  func(c *protocol.Completion) { c.Outcome = "done" },
+		"attempt 0":    func(c *protocol.Completion) { c.Attempt = 0 },
+		"bad category": func(c *protocol.Completion) { c.ErrorCategory = "Bad-Category" },
+		"trailing _":   func(c *protocol.Completion) { c.ErrorCategory = "bad_" },
+		"no run":       func(c *protocol.Completion) { c.Run = "" },
+		"big ref":      func(c *protocol.Completion) { c.OutputRef = strings.Repeat("r", protocol.MaxOutputRefBytes+1) },
+		"long category": func(c *protocol.Completion) {
+			c.ErrorCategory = strings.Repeat("a", protocol.MaxErrorCategoryLen+1)
 		},
-		"big reason": func(c *worker.Completion) { c.Reason = strings.Repeat("x", worker.MaxReasonBytes+1) },
+		"big reason": func(c *protocol.Completion) { c.Reason = strings.Repeat("x", protocol.MaxReasonBytes+1) },
 	} {
 		c := ok
 		mutate(&c)
@@ -168,15 +169,15 @@ func TestCompletionValidate(t *testing.T) {
 // scheduler's.
 func TestCheckEventID(t *testing.T) {
 	t.Parallel()
-	for _, id := range []string{"a", "01JD7Z3K4Q8V6W2X9Y0ZABCDEF", "claim-1.retry_2", strings.Repeat("x", worker.MaxEventIDLen), "deps2", "Deps"} {
-		if err := worker.CheckEventID(id); err != nil {
+	for _, id := range []string{"a", "01JD7Z3K4Q8V6W2X9Y0ZABCDEF", "claim-1.retry_2", strings.Repeat("x", protocol.MaxEventIDLen), "deps2", "Deps"} {
+		if err := protocol.CheckEventID(id); err != nil {
 			t.Errorf("CheckEventID(%q) = %v, want nil", id, err)
 		}
 	}
-	for _, id := range []string{"", "dispatch:2", "claim:w1", "deps", strings.Repeat("x", worker.MaxEventIDLen+1),
+	for _, id := range []string{"", "dispatch:2", "claim:w1", "deps", strings.Repeat("x", protocol.MaxEventIDLen+1),
 		"with space", "slash/id", "é", "tab\t", "a:b"} {
-		var fe *worker.FieldError
-		if err := worker.CheckEventID(id); !errors.As(err, &fe) || fe.Field != "event_id" || fe.TooLarge {
+		var fe *protocol.FieldError
+		if err := protocol.CheckEventID(id); !errors.As(err, &fe) || fe.Field != "event_id" || fe.TooLarge {
 			t.Errorf("CheckEventID(%q) = %v, want a malformed event_id *FieldError (422)", id, err)
 		}
 	}
@@ -205,8 +206,8 @@ func TestCheckReportFields(t *testing.T) {
 		{"reason not UTF-8", "", "", "tail \xff", "reason", false},
 	}
 	for _, c := range cases {
-		err := worker.CheckReportFields(c.ref, c.category, c.why)
-		var fe *worker.FieldError
+		err := protocol.CheckReportFields(c.ref, c.category, c.why)
+		var fe *protocol.FieldError
 		switch {
 		case c.field == "" && err != nil:
 			t.Errorf("%s: %v, want accepted", c.name, err)
@@ -220,41 +221,19 @@ func TestCheckReportFields(t *testing.T) {
 	}
 }
 
-// A failure's reason is WithReason's, else the error's text; both clipped.
-func TestReason(t *testing.T) {
-	t.Parallel()
-	boom := errors.New("boom <stderr>")
-	for _, c := range []struct {
-		err  error
-		want string
-	}{
-		{nil, ""},
-		{boom, "boom <stderr>"},
-		{worker.WithCategory(worker.WithReason(boom, "exit status 2: tail"), "exec_failed"), "exit status 2: tail"},
-		{worker.WithReason(worker.WithReason(boom, "inner"), "outer"), "outer"},
-	} {
-		if got := worker.Reason(c.err); got != c.want {
-			t.Errorf("Reason(%v) = %q, want %q", c.err, got, c.want)
-		}
-	}
-	if got := worker.Reason(errors.New(strings.Repeat("x", 3*worker.MaxReasonBytes))); len(got) != worker.MaxReasonBytes {
-		t.Errorf("a long error's reason is %d bytes, want %d", len(got), worker.MaxReasonBytes)
-	}
-}
-
 // ClipReason keeps the tail, whole characters only.
 func TestClipReason(t *testing.T) {
 	t.Parallel()
 	short := "short"
-	if got := worker.ClipReason(short); got != short {
+	if got := protocol.ClipReason(short); got != short {
 		t.Errorf("ClipReason(%q) = %q", short, got)
 	}
-	long := "head" + strings.Repeat("é", worker.MaxReasonBytes) + "TAIL"
-	got := worker.ClipReason(long)
-	if len(got) > worker.MaxReasonBytes || !strings.HasSuffix(got, "TAIL") || !utf8.ValidString(got) {
+	long := "head" + strings.Repeat("é", protocol.MaxReasonBytes) + "TAIL"
+	got := protocol.ClipReason(long)
+	if len(got) > protocol.MaxReasonBytes || !strings.HasSuffix(got, "TAIL") || !utf8.ValidString(got) {
 		t.Errorf("ClipReason: %d bytes, suffix %q, valid %v", len(got), got[max(0, len(got)-4):], utf8.ValidString(got))
 	}
-	if err := worker.CheckReportFields("", "", got); err != nil {
+	if err := protocol.CheckReportFields("", "", got); err != nil {
 		t.Error(err)
 	}
 }
@@ -268,23 +247,3 @@ func mustRead(t *testing.T, file string) string {
 	return string(b)
 }
 
-// A worker's boot id carries its start by the worker's clock, which is how
-// the scheduler tells the newer of two boots of one name.
-func TestBootStart(t *testing.T) {
-	t.Parallel()
-	start := time.Date(2030, 1, 2, 3, 4, 5, 678_900_000, time.UTC)
-	w, err := worker.New(worker.Config{APIURL: "http://127.0.0.1:1", EventsQueueURL: "http://q/events", Queue: sqsClient,
-		Clock: func() time.Time { return start }}, func(context.Context, worker.Task) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, ok := worker.BootStart(w.BootID())
-	if want := start.Truncate(time.Millisecond); !ok || !got.Equal(want) {
-		t.Errorf("BootStart(%s) = %s, %v; want %s", w.BootID(), got, ok, want)
-	}
-	for _, id := range []string{"boot1", "", "01JH2Y0000000000000000BOOT"} {
-		if _, ok := worker.BootStart(id); ok {
-			t.Errorf("BootStart(%q) read a start from an id that is not a ULID", id)
-		}
-	}
-}

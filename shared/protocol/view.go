@@ -1,0 +1,174 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/runledger/runledger/statemodel"
+)
+
+// The answers about runs (docs/api.md, "Runs"): the server builds and
+// writes them, the client package reads them. Times the API sends as null
+// are the zero time.Time here, and strings it sends as null are "";
+// MarshalJSON writes them as null again (marshalView).
+
+// Run is a run without its tasks.
+type Run struct {
+	ID          string          `json:"id"`
+	Job         string          `json:"job"`
+	LogicalTime time.Time       `json:"logical_time"`
+	Params      json.RawMessage `json:"params,omitempty"`
+	// ExecutionState is derived from the tasks: QUEUED, RUNNING, then
+	// SUCCEEDED, FAILED or CANCELLED.
+	ExecutionState   statemodel.RunState         `json:"execution_state"`
+	PublicationState statemodel.PublicationState `json:"publication_state"`
+	// Status is the coarse status: PENDING, RUNNING, SUCCEEDED, FAILED,
+	// CANCELLED.
+	Status    statemodel.Status `json:"status"`
+	CreatedAt time.Time         `json:"created_at"`
+	EndedAt   time.Time         `json:"ended_at"`
+	// WaitingFor lists the upstream jobs' runs this run waits for while its
+	// root tasks wait on depends_on_jobs; empty otherwise (and left out).
+	WaitingFor []WaitingFor `json:"waiting_for,omitempty"`
+}
+
+// MarshalJSON writes the contract's shape.
+func (r Run) MarshalJSON() ([]byte, error) { return marshalView(r) }
+
+// Ended reports whether the run finished (SUCCEEDED, FAILED or CANCELLED).
+func (r Run) Ended() bool { return r.ExecutionState.Terminal() }
+
+// WaitingFor is one upstream job's run a run waits for. Run is "" while
+// the upstream job has no run of that logical time (null on the wire).
+type WaitingFor struct {
+	Job         string                 `json:"job"`
+	LogicalTime time.Time              `json:"logical_time"`
+	Require     statemodel.Requirement `json:"require"`
+	Run         string                 `json:"run" null:"zero"`
+}
+
+// MarshalJSON writes the contract's shape.
+func (w WaitingFor) MarshalJSON() ([]byte, error) { return marshalView(w) }
+
+// RunDetail is a run with its tasks: the answer of GET /v1/runs/{run} and
+// of every action on a run or task.
+type RunDetail struct {
+	Run   Run    `json:"run"`
+	Tasks []Task `json:"tasks"`
+}
+
+// Task is one task instance of a run; its fields describe its latest
+// attempt where they concern an attempt.
+type Task struct {
+	Task            string                   `json:"task"`
+	State           statemodel.InstanceState `json:"state"`
+	Status          statemodel.Status        `json:"status"`
+	Attempt         int                      `json:"attempt"`
+	Pool            string                   `json:"pool"`
+	DependsOn       []string                 `json:"depends_on"`
+	TriggerRule     statemodel.TriggerRule   `json:"trigger_rule"`
+	Publish         bool                     `json:"publish"`
+	RetryAt         time.Time                `json:"retry_at"`
+	TimerAt         time.Time                `json:"timer_at"`
+	CancelRequested bool                     `json:"cancel_requested"`
+	Metrics         Metrics                  `json:"metrics"`
+	Attempts        []Attempt                `json:"attempts"`
+}
+
+// MarshalJSON writes the contract's shape.
+func (t Task) MarshalJSON() ([]byte, error) { return marshalView(t) }
+
+// Metrics are a task's or an attempt's durations in milliseconds; nil when
+// not known yet. An attempt's carry no dependency wait.
+type Metrics struct {
+	DependencyWaitMS *int64 `json:"dependency_wait_ms,omitempty"`
+	QueueWaitMS      *int64 `json:"queue_wait_ms"`
+	RunMS            *int64 `json:"run_ms"`
+}
+
+// Attempt is one attempt of a task.
+type Attempt struct {
+	N int `json:"n"`
+	// State is the instance's state while this is the current unfinished
+	// attempt, else the attempt's outcome (SUCCEEDED, FAILED, ...).
+	State           string    `json:"state"`
+	WorkerID        string    `json:"worker_id" null:"zero"`
+	ExecutorID      string    `json:"executor_id" null:"zero"`
+	QueuedAt        time.Time `json:"queued_at"`
+	StartedAt       time.Time `json:"started_at"`
+	EndedAt         time.Time `json:"ended_at"`
+	LastHeartbeatAt time.Time `json:"last_heartbeat_at"`
+	ExitCode        *int      `json:"exit_code"`
+	ErrorCategory   string    `json:"error_category" null:"zero"`
+	OutputRef       string    `json:"output_ref,omitempty"`
+	SpendsBudget    bool      `json:"spends_budget"`
+	// LateEvents are the first 16 events from this attempt that came after
+	// it was no longer current.
+	LateEvents []LateEvent `json:"late_events"`
+	// LateEventsDropped counts the late events past the first 16, which
+	// are not kept.
+	LateEventsDropped int     `json:"late_events_dropped"`
+	Metrics           Metrics `json:"metrics"`
+}
+
+// MarshalJSON writes the contract's shape.
+func (a Attempt) MarshalJSON() ([]byte, error) { return marshalView(a) }
+
+// LateEvent is an event from an attempt that was no longer current: it is
+// recorded on that attempt and never applied.
+type LateEvent struct {
+	EventID    string    `json:"event_id"`
+	Event      string    `json:"event"`
+	Actor      string    `json:"actor"`
+	Outcome    string    `json:"outcome,omitempty"`
+	EventTime  time.Time `json:"event_time"`
+	ObservedAt time.Time `json:"observed_at"`
+	Detail     string    `json:"detail,omitempty"`
+}
+
+// MarshalJSON writes the contract's shape.
+func (l LateEvent) MarshalJSON() ([]byte, error) { return marshalView(l) }
+
+// Transition is one history record of a task: a state change.
+type Transition struct {
+	Seq        int64                    `json:"seq"`
+	From       statemodel.InstanceState `json:"from"`
+	To         statemodel.InstanceState `json:"to"`
+	Event      statemodel.EventType     `json:"event"`
+	EventID    string                   `json:"event_id"`
+	Actor      statemodel.Actor         `json:"actor"`
+	Attempt    int                      `json:"attempt"`
+	EventTime  time.Time                `json:"event_time"`
+	ObservedAt time.Time                `json:"observed_at"`
+	Evidence   map[string]string        `json:"evidence"`
+	Reason     string                   `json:"reason"`
+	Operator   string                   `json:"operator,omitempty"`
+	Scope      string                   `json:"scope,omitempty"`
+	Override   bool                     `json:"override,omitempty"`
+}
+
+// MarshalJSON writes the contract's shape.
+func (t Transition) MarshalJSON() ([]byte, error) { return marshalView(t) }
+
+// RunPage is one page of GET /v1/runs, newest first. A page filtered by
+// status may hold fewer runs than the limit while NextToken is not empty.
+type RunPage struct {
+	// NextToken continues the listing; "" (null on the wire) on the last
+	// page. It comes first, as the API has always written it.
+	NextToken string `json:"next_token" null:"zero"`
+	Runs      []Run  `json:"runs"`
+}
+
+// MarshalJSON writes the contract's shape.
+func (p RunPage) MarshalJSON() ([]byte, error) { return marshalView(p) }
+
+// HistoryPage is one page of a task's history, oldest first.
+type HistoryPage struct {
+	// NextToken continues the history; "" (null on the wire) on the last
+	// page. It comes first, as the API has always written it.
+	NextToken   string       `json:"next_token" null:"zero"`
+	Transitions []Transition `json:"transitions"`
+}
+
+// MarshalJSON writes the contract's shape.
+func (p HistoryPage) MarshalJSON() ([]byte, error) { return marshalView(p) }
