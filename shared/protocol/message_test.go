@@ -246,4 +246,3 @@ func mustRead(t *testing.T, file string) string {
 	}
 	return string(b)
 }
-
