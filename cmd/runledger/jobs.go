@@ -10,6 +10,7 @@ import (
 
 	"github.com/runledger/runledger/client"
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 )
 
 func newJobsCmd() *cobra.Command {
@@ -246,7 +247,7 @@ func (f triggerFlags) trigger() (client.Trigger, error) {
 		t.Params = m
 	}
 	if f.logicalTime != "" {
-		lt, err := time.Parse(time.RFC3339Nano, f.logicalTime)
+		lt, err := protocol.ParseTime(f.logicalTime)
 		if err != nil {
 			return t, usageErrorf("--logical-time %q: want an RFC 3339 time", f.logicalTime)
 		}

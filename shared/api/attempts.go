@@ -52,7 +52,7 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: res.LeaseExpiresAt})
+	writeJSON(w, http.StatusOK, res)
 	return nil
 }
 
@@ -72,7 +72,7 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, protocol.HeartbeatAnswer{CancelRequested: res.CancelRequested, LeaseExpiresAt: res.LeaseExpiresAt, State: res.State})
+	writeJSON(w, http.StatusOK, res)
 	return nil
 }
 
@@ -94,6 +94,6 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, protocol.CompleteAnswer{Result: res.Result, State: res.State})
+	writeJSON(w, http.StatusOK, res)
 	return nil
 }

@@ -214,11 +214,11 @@ func (h *Handler) triggerRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	req := scheduler.TriggerRequest{Job: r.PathValue("job"), Params: b.Params}
 	if b.LogicalTime != nil {
-		t, err := time.Parse(time.RFC3339Nano, *b.LogicalTime)
+		t, err := protocol.ParseTime(*b.LogicalTime)
 		if err != nil {
 			return errf(http.StatusUnprocessableEntity, "invalid_field", "logical_time must be an RFC 3339 time.")
 		}
-		req.LogicalTime = t.UTC()
+		req.LogicalTime = t
 	}
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		if len(key) > 255 {

@@ -65,11 +65,6 @@ func ClientEventID(recorded string) string {
 	return id
 }
 
-// ClaimResult answers a claim.
-type ClaimResult struct {
-	LeaseExpiresAt time.Time
-}
-
 // authorize reads the instance and checks the token against attempt n's
 // stored hash. A claim may come before the dispatch write that follows its
 // envelope's send; wait, bounded, for that write when the attempt is the
@@ -131,37 +126,37 @@ func (s *Service) authorizeEvicted(ctx context.Context, ref protocol.AttemptRef,
 // claim of an attempt ever succeeds; the winner (the same worker id)
 // retrying with the same event id is answered again, any other claim gets
 // ErrAlreadyClaimed.
-func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, workerID, eventID string) (ClaimResult, error) {
+func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, workerID, eventID string) (protocol.ClaimAnswer, error) {
 	if err := protocol.CheckEventID(eventID); err != nil {
-		return ClaimResult{}, err
+		return protocol.ClaimAnswer{}, err
 	}
 	inst, err := s.authorize(ctx, ref, token, true)
 	if err != nil {
-		return ClaimResult{}, err
+		return protocol.ClaimAnswer{}, err
 	}
 	id := scopedEventID(ref, routeClaim, eventID)
 	// Refuse a claim of an older attempt here: the store would record it as
 	// a late event, and an error answer writes nothing (docs/api.md). The
 	// winner's own retry goes on to the store, which answers it.
 	if a, _ := inst.Snapshot.AttemptN(ref.Attempt); ref.Attempt < inst.Snapshot.Attempt && !wonBy(a, id, workerID) {
-		return ClaimResult{}, ErrStaleAttempt
+		return protocol.ClaimAnswer{}, ErrStaleAttempt
 	}
 	ev := statemodel.Event{ID: id, Type: statemodel.EvStarted, Actor: statemodel.ActorWorker, Attempt: ref.Attempt, WorkerID: workerID}
 	res, err := s.store.Transition(ctx, instanceKey(ref), ev, s.now(), s.policy())
 	switch {
 	case err == nil && res.Outcome == statemodel.Applied:
 		s.follow(ctx, instanceKey(ref), res)
-		return ClaimResult{LeaseExpiresAt: res.Snapshot.Lease.ExpiresAt}, nil
+		return protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: res.Snapshot.Lease.ExpiresAt}, nil
 	case err == nil && res.Outcome == statemodel.Duplicate:
 		// res.Snapshot is the instance as it stands after any race.
 		if cur, _ := res.Snapshot.AttemptN(ref.Attempt); wonBy(cur, id, workerID) {
-			return ClaimResult{LeaseExpiresAt: res.Snapshot.Lease.ExpiresAt}, nil
+			return protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: res.Snapshot.Lease.ExpiresAt}, nil
 		}
-		return ClaimResult{}, ErrAlreadyClaimed
+		return protocol.ClaimAnswer{}, ErrAlreadyClaimed
 	case err == nil && res.Outcome == statemodel.Stale:
-		return ClaimResult{}, ErrStaleAttempt
+		return protocol.ClaimAnswer{}, ErrStaleAttempt
 	}
-	return ClaimResult{}, s.classifyRefusal(ctx, routeClaim, ref, inst, err)
+	return protocol.ClaimAnswer{}, s.classifyRefusal(ctx, routeClaim, ref, inst, err)
 }
 
 // wonBy reports whether attempt a was claimed by this claim: its event id
@@ -199,50 +194,36 @@ func (s *Service) classifyRefusal(ctx context.Context, route string, ref protoco
 	return fmt.Errorf("%w: instance is %s: %v", ErrIllegalTransition, snap.State, err)
 }
 
-// HeartbeatResult answers a heartbeat.
-type HeartbeatResult struct {
-	CancelRequested bool
-	LeaseExpiresAt  time.Time
-	State           statemodel.InstanceState
-}
-
 // Heartbeat renews attempt n's lease: one cheap conditional update, no
 // history. From the current attempt while LOST it is a real transition back
 // to RUNNING (or CANCELLING when a cancel waits).
-func (s *Service) Heartbeat(ctx context.Context, ref protocol.AttemptRef, token, eventID string) (HeartbeatResult, error) {
+func (s *Service) Heartbeat(ctx context.Context, ref protocol.AttemptRef, token, eventID string) (protocol.HeartbeatAnswer, error) {
 	if err := protocol.CheckEventID(eventID); err != nil {
-		return HeartbeatResult{}, err
+		return protocol.HeartbeatAnswer{}, err
 	}
 	inst, err := s.authorize(ctx, ref, token, false)
 	if err != nil {
-		return HeartbeatResult{}, err
+		return protocol.HeartbeatAnswer{}, err
 	}
 	now := s.now()
 	hb, err := s.store.Heartbeat(ctx, instanceKey(ref), ref.Attempt, now, inst.Policy.Timeouts.Heartbeat)
 	switch {
 	case err == nil:
-		return HeartbeatResult{CancelRequested: hb.CancelRequested, LeaseExpiresAt: hb.LeaseExpiresAt, State: hb.State}, nil
+		return protocol.HeartbeatAnswer{CancelRequested: hb.CancelRequested, LeaseExpiresAt: hb.LeaseExpiresAt, State: hb.State}, nil
 	case errors.Is(err, store.ErrStaleAttempt):
-		return HeartbeatResult{}, ErrStaleAttempt
+		return protocol.HeartbeatAnswer{}, ErrStaleAttempt
 	case errors.Is(err, store.ErrLostNeedsTransition):
 		// The one heartbeat whose id matters: it moves LOST -> RUNNING.
 		ev := statemodel.Event{ID: scopedEventID(ref, routeHeartbeat, eventID), Type: statemodel.EvHeartbeat, Actor: statemodel.ActorWorker, Attempt: ref.Attempt}
 		res, terr := s.store.Transition(ctx, instanceKey(ref), ev, now, s.policy())
 		if terr != nil {
-			return HeartbeatResult{}, s.classifyRefusal(ctx, routeHeartbeat, ref, inst, terr)
+			return protocol.HeartbeatAnswer{}, s.classifyRefusal(ctx, routeHeartbeat, ref, inst, terr)
 		}
 		s.follow(ctx, instanceKey(ref), res)
 		snap := res.Snapshot
-		return HeartbeatResult{CancelRequested: snap.CancelRequested, LeaseExpiresAt: snap.Lease.ExpiresAt, State: snap.State}, nil
+		return protocol.HeartbeatAnswer{CancelRequested: snap.CancelRequested, LeaseExpiresAt: snap.Lease.ExpiresAt, State: snap.State}, nil
 	}
-	return HeartbeatResult{}, s.classifyRefusal(ctx, routeHeartbeat, ref, inst, err)
-}
-
-// CompleteResult answers a completion: applied, duplicate or stale, and the
-// state that stands after the call.
-type CompleteResult struct {
-	Result string
-	State  statemodel.InstanceState
+	return protocol.HeartbeatAnswer{}, s.classifyRefusal(ctx, routeHeartbeat, ref, inst, err)
 }
 
 // ErrInvalidCompletion: the report itself is malformed.
@@ -251,9 +232,9 @@ var ErrInvalidCompletion = errors.New("invalid completion")
 // Complete applies a worker's completion report. The report is validated
 // here as the API and the events queue validate it (protocol.Completion's
 // Validate), so a caller that skipped it still meets the contract's limits.
-func (s *Service) Complete(ctx context.Context, c protocol.Completion, token string) (CompleteResult, error) {
+func (s *Service) Complete(ctx context.Context, c protocol.Completion, token string) (protocol.CompleteAnswer, error) {
 	if err := c.Validate(); err != nil {
-		return CompleteResult{}, fmt.Errorf("%w: %w", ErrInvalidCompletion, err)
+		return protocol.CompleteAnswer{}, fmt.Errorf("%w: %w", ErrInvalidCompletion, err)
 	}
 	typ := statemodel.EvSucceeded
 	switch c.Outcome {
@@ -265,7 +246,7 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 	ref := c.Ref()
 	inst, err := s.authorize(ctx, ref, token, false)
 	if err != nil {
-		return CompleteResult{}, err
+		return protocol.CompleteAnswer{}, err
 	}
 	ev := statemodel.Event{
 		ID: scopedEventID(ref, routeComplete, c.EventID), Type: typ, Actor: statemodel.ActorWorker, Attempt: c.Attempt,
@@ -274,9 +255,9 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 	}
 	res, err := s.store.Transition(ctx, instanceKey(ref), ev, s.now(), s.policy())
 	if err != nil {
-		return CompleteResult{}, s.classifyRefusal(ctx, routeComplete, ref, inst, err)
+		return protocol.CompleteAnswer{}, s.classifyRefusal(ctx, routeComplete, ref, inst, err)
 	}
 	s.follow(ctx, instanceKey(ref), res)
 	state := res.Snapshot.State
-	return CompleteResult{Result: string(res.Outcome), State: state}, nil
+	return protocol.CompleteAnswer{Result: string(res.Outcome), State: state}, nil
 }

@@ -180,7 +180,7 @@ func TestDuplicateAnswersReportTheStateThatStands(t *testing.T) {
 		}
 	}
 
-	results := make([]scheduler.CompleteResult, n)
+	results := make([]protocol.CompleteAnswer, n)
 	errs := make([]error, n)
 	gate = make(chan struct{})
 	for i := range n {

@@ -113,12 +113,14 @@ func NewClient(baseURL string, hc *http.Client) *Client {
 
 // Claim asks for the attempt. Exactly one claim of an attempt succeeds; the
 // winner repeating its claim with the same EventID succeeds again. Every
-// call of the client needs an EventID that CheckEventID accepts; one that
-// does not is refused here, before anything is sent.
+// call of the client checks its body as the API does (the request's
+// Validate: the attempt, an EventID that CheckEventID accepts, the
+// completion's limits) and refuses a body the API would refuse with a
+// *FieldError, before anything is sent.
 func (c *Client) Claim(ctx context.Context, token string, req ClaimRequest) (ClaimResponse, error) {
 	var out ClaimResponse
-	ref := AttemptRef{Run: req.Run, Task: req.Task, Attempt: req.Attempt}
-	if err := CheckEventID(req.EventID); err != nil {
+	ref := req.Ref()
+	if err := req.Validate(); err != nil {
 		return ClaimResponse{}, fmt.Errorf("claim %s: %w", ref, err)
 	}
 	if err := c.call(ctx, "claim", "/v1/attempts/claim", ref, token, req, &out); err != nil {
@@ -133,8 +135,8 @@ func (c *Client) Claim(ctx context.Context, token string, req ClaimRequest) (Cla
 // Heartbeat proves the attempt alive and learns whether cancel was requested.
 func (c *Client) Heartbeat(ctx context.Context, token string, req HeartbeatRequest) (HeartbeatResponse, error) {
 	var out HeartbeatResponse
-	ref := AttemptRef{Run: req.Run, Task: req.Task, Attempt: req.Attempt}
-	if err := CheckEventID(req.EventID); err != nil {
+	ref := req.Ref()
+	if err := req.Validate(); err != nil {
 		return HeartbeatResponse{}, fmt.Errorf("heartbeat %s: %w", ref, err)
 	}
 	if err := c.call(ctx, "heartbeat", "/v1/attempts/heartbeat", ref, token, req, &out); err != nil {
@@ -148,8 +150,8 @@ func (c *Client) Heartbeat(ctx context.Context, token string, req HeartbeatReque
 func (c *Client) Complete(ctx context.Context, token string, comp Completion) (CompleteResponse, error) {
 	comp.Token = ""
 	var out CompleteResponse
-	if err := CheckEventID(comp.EventID); err != nil {
-		return CompleteResponse{}, fmt.Errorf("complete %s: %w", comp.Ref(), err)
+	if err := comp.Validate(); err != nil {
+		return CompleteResponse{}, err
 	}
 	if err := c.call(ctx, "complete", "/v1/attempts/complete", comp.Ref(), token, comp, &out); err != nil {
 		return CompleteResponse{}, err

@@ -179,7 +179,8 @@ func TestClientSendsJSON(t *testing.T) {
 	}
 }
 
-// The client refuses an event id the API would refuse, before sending.
+// The client refuses an event id, or any body, the API would refuse,
+// before sending.
 func TestClientRefusesInvalidEventID(t *testing.T) {
 	t.Parallel()
 	p, srv := newPeer(t)
@@ -197,6 +198,16 @@ func TestClientRefusesInvalidEventID(t *testing.T) {
 		if _, err := c.Complete(t.Context(), "tok", comp); !errors.As(err, &fe) {
 			t.Errorf("complete with event id %q: %v, want a *FieldError", id, err)
 		}
+	}
+	// The rest of the body is checked as the API checks it, too.
+	var fe *worker.FieldError
+	if _, err := c.Claim(t.Context(), "tok", worker.ClaimRequest{Run: ref.Run, Task: ref.Task, Attempt: 1, EventID: "c1"}); !errors.As(err, &fe) || fe.Field != "worker_id" {
+		t.Errorf("claim without a worker id: %v, want a worker_id *FieldError", err)
+	}
+	big := worker.Completion{Run: ref.Run, Task: ref.Task, Attempt: 1, EventID: "c2", Outcome: worker.OutcomeFailed,
+		Reason: strings.Repeat("x", worker.MaxReasonBytes+1)}
+	if _, err := c.Complete(t.Context(), "tok", big); !errors.As(err, &fe) || fe.Field != "reason" || !fe.TooLarge {
+		t.Errorf("complete with a reason over its limit: %v, want a too-large reason *FieldError", err)
 	}
 	if n := len(p.callsOf("claim", ref)) + len(p.callsOf("heartbeat", ref)) + len(p.callsOf("complete", ref)); n != 0 {
 		t.Errorf("%d calls reached the API, want none", n)
