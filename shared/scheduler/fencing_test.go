@@ -9,10 +9,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/storetest"
-	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -74,7 +74,7 @@ func TestSilentWorkerRetriedOnlyAfterLeaseEndPlusSkew(t *testing.T) {
 	t0 := f.clock.Now()
 	boot := bootAt(t0.Add(-time.Minute))
 	// Its last process lease: sent now, valid 3 s.
-	f.deliver(t, worker.Lease{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(3 * time.Second), Seq: 1})
+	f.deliver(t, protocol.Lease{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(3 * time.Second), Seq: 1})
 	run, _ := f.running(t, "w1@"+boot) // the attempt's lease ends at t0+10s
 	leaseEnd := f.instance(t, run).Snapshot.Lease.ExpiresAt
 
@@ -109,8 +109,8 @@ func TestProcessLeaseEndsByTheSchedulersClock(t *testing.T) {
 	run, env := f.running(t, "w1@"+boot)
 	behind := t0.Add(-time.Hour)
 	// Sent by a clock an hour behind, valid 60 s, listing the attempt.
-	f.deliver(t, worker.Lease{Worker: "w1", BootID: boot, SentAt: behind, ExpiresAt: behind.Add(time.Minute), Seq: 1,
-		Running: []worker.AttemptRef{env.Ref()}})
+	f.deliver(t, protocol.Lease{Worker: "w1", BootID: boot, SentAt: behind, ExpiresAt: behind.Add(time.Minute), Seq: 1,
+		Running: []protocol.AttemptRef{env.Ref()}})
 	f.lose(t) // t0+11s
 	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
 		t.Fatalf("state %s while the process lease (received at t0, 60 s) runs, want LOST", st)
@@ -159,7 +159,7 @@ func TestRestartedWorkersOldSuccessIsAccepted(t *testing.T) {
 	t0 := f.clock.Now()
 	oldBoot, newBoot := bootAt(t0.Add(-time.Minute)), bootAt(t0.Add(5*time.Second))
 	run, env := f.running(t, "w1@"+oldBoot)
-	f.deliver(t, worker.Lease{Worker: "w1", BootID: newBoot, SentAt: t0.Add(5 * time.Second), ExpiresAt: t0.Add(35 * time.Second), Seq: 1})
+	f.deliver(t, protocol.Lease{Worker: "w1", BootID: newBoot, SentAt: t0.Add(5 * time.Second), ExpiresAt: t0.Add(35 * time.Second), Seq: 1})
 	f.lose(t)
 	snap := f.instance(t, run).Snapshot
 	a1, _ := snap.AttemptN(1)
@@ -174,7 +174,7 @@ func TestRestartedWorkersOldSuccessIsAccepted(t *testing.T) {
 		t.Fatalf("resolved by %s with %v, want the worker-restarted evidence", last.Event, last.Evidence)
 	}
 	// The old boot's success arrives now, after the verdict.
-	f.deliver(t, worker.Completion{Run: env.Run, Task: env.Task, Attempt: 1, EventID: "done-1", Outcome: worker.OutcomeSucceeded,
+	f.deliver(t, protocol.Completion{Run: env.Run, Task: env.Task, Attempt: 1, EventID: "done-1", Outcome: protocol.OutcomeSucceeded,
 		EventTime: t0.Add(2 * time.Second), Token: env.Token})
 	snap = f.instance(t, run).Snapshot
 	a1, _ = snap.AttemptN(1)
@@ -190,7 +190,7 @@ func TestOlderBootIsNoEvidence(t *testing.T) {
 	t0 := f.clock.Now()
 	oldBoot, attemptBoot := bootAt(t0.Add(-time.Hour)), bootAt(t0.Add(-time.Minute))
 	run, _ := f.running(t, "w1@"+attemptBoot)
-	f.deliver(t, worker.Lease{Worker: "w1", BootID: oldBoot, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: 7})
+	f.deliver(t, protocol.Lease{Worker: "w1", BootID: oldBoot, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: 7})
 	f.lose(t)
 	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
 		t.Fatalf("state %s on an older boot's lease, want LOST", st)

@@ -19,7 +19,6 @@ import (
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/storetest"
-	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -55,8 +54,8 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 	})
 	key := store.InstanceKey{Run: run, Task: "main"}
 
-	message := func(id string, mutate func(*worker.Completion)) events.SQSMessage {
-		c := worker.Completion{Run: run, Task: "main", Attempt: 1, EventID: id, Outcome: worker.OutcomeFailed,
+	message := func(id string, mutate func(*protocol.Completion)) events.SQSMessage {
+		c := protocol.Completion{Run: run, Task: "main", Attempt: 1, EventID: id, Outcome: protocol.OutcomeFailed,
 			ErrorCategory: "boom", Token: env.Token}
 		mutate(&c)
 		body, err := json.Marshal(c)
@@ -66,10 +65,10 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 		return events.SQSMessage{MessageId: id, Body: string(body)}
 	}
 	bad := []events.SQSMessage{
-		message("big-ref", func(c *worker.Completion) { c.OutputRef = strings.Repeat("r", 200_000) }),
-		message("long-category", func(c *worker.Completion) { c.ErrorCategory = strings.Repeat("a", 65) }),
-		message("bad-category", func(c *worker.Completion) { c.ErrorCategory = "Not Snake" }),
-		message("big-reason", func(c *worker.Completion) { c.Reason = strings.Repeat("x", worker.MaxReasonBytes+1) }),
+		message("big-ref", func(c *protocol.Completion) { c.OutputRef = strings.Repeat("r", 200_000) }),
+		message("long-category", func(c *protocol.Completion) { c.ErrorCategory = strings.Repeat("a", 65) }),
+		message("bad-category", func(c *protocol.Completion) { c.ErrorCategory = "Not Snake" }),
+		message("big-reason", func(c *protocol.Completion) { c.Reason = strings.Repeat("x", protocol.MaxReasonBytes+1) }),
 	}
 	resp, err := svc.HandleEvents(ctx, events.SQSEvent{Records: bad})
 	if err != nil {
@@ -89,7 +88,7 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 
 	tail := "exit status 2: disk <full> & more"
 	resp, err = svc.HandleEvents(ctx, events.SQSEvent{Records: []events.SQSMessage{
-		message("good", func(c *worker.Completion) { c.Reason = tail }),
+		message("good", func(c *protocol.Completion) { c.Reason = tail }),
 	}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("good completion: %v %v", err, resp.BatchItemFailures)
@@ -148,7 +147,7 @@ func TestTriggerChecksTheEnvelope(t *testing.T) {
 	if n := len(msgs[0].Body); n > 125_000 {
 		t.Errorf("the envelope of 120 KB of payload and params is %d bytes", n)
 	}
-	env, err := worker.ParseEnvelope(msgs[0].Body)
+	env, err := protocol.ParseEnvelope(msgs[0].Body)
 	if err != nil || env.Run != v.Run.ID || !bytes.Contains(env.Payload, []byte("<&><&>")) || !bytes.Contains(env.Params, []byte("<<<")) {
 		t.Errorf("envelope %v: run %s, payload %.40s, params %.40s", err, env.Run, env.Payload, env.Params)
 	}
@@ -228,7 +227,7 @@ func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := store.InstanceKey{Run: v.Run.ID, Task: "main"}
-	var first worker.Envelope
+	var first protocol.Envelope
 	const total = statemodel.MaxInlineAttempts + 2
 	for n := 1; n <= total; n++ {
 		msgs, err := f.q.Receive(ctx, f.pool, queue.ReceiveOptions{MaxMessages: 1, Wait: 5 * time.Second})
@@ -240,7 +239,7 @@ func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 		if err := f.q.Delete(ctx, f.pool, msgs[0].ReceiptHandle); err != nil {
 			t.Fatal(err)
 		}
-		env, err := worker.ParseEnvelope(msgs[0].Body)
+		env, err := protocol.ParseEnvelope(msgs[0].Body)
 		if err != nil || env.Attempt != n {
 			t.Fatalf("attempt %d: envelope of attempt %d (%v)", n, env.Attempt, err)
 		}

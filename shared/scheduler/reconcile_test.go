@@ -17,7 +17,6 @@ import (
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/memstore"
 	"github.com/runledger/runledger/shared/store/storetest"
-	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -120,13 +119,13 @@ func assemble(st scheduler.Store, q testQueue, pool string, c *clock, table stri
 
 // running creates a one-task job, triggers it and claims attempt 1 as
 // worker id, returning the run id and the envelope.
-func (f *fixture) running(t *testing.T, workerID string) (string, worker.Envelope) {
+func (f *fixture) running(t *testing.T, workerID string) (string, protocol.Envelope) {
 	t.Helper()
 	return f.runningJob(t, `{"name":"j","timeouts":{"heartbeat":"10s"},"evidence_window":"1m","retry":{"max_attempts":3,"initial_interval":"1s","jitter":"none"}}`, workerID)
 }
 
 // runningJob is running with the job definition spec (named "j").
-func (f *fixture) runningJob(t *testing.T, spec, workerID string) (string, worker.Envelope) {
+func (f *fixture) runningJob(t *testing.T, spec, workerID string) (string, protocol.Envelope) {
 	t.Helper()
 	ctx := context.Background()
 	j, err := jobspec.Parse([]byte(spec), f.svc.ParseOptions())
@@ -144,7 +143,7 @@ func (f *fixture) runningJob(t *testing.T, spec, workerID string) (string, worke
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("no envelope: %v %d", err, len(msgs))
 	}
-	envl, err := worker.ParseEnvelope(msgs[0].Body)
+	envl, err := protocol.ParseEnvelope(msgs[0].Body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,12 @@ import (
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/storetest"
-	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
 
 // queued creates a one-task job (retried, 1 s apart), triggers it and
 // returns the envelope of attempt 1, not yet claimed.
-func (f *fixture) queued(t *testing.T) worker.Envelope {
+func (f *fixture) queued(t *testing.T) protocol.Envelope {
 	t.Helper()
 	ctx := context.Background()
 	j, err := jobspec.Parse([]byte(`{"name":"j","timeouts":{"heartbeat":"10s"},"retry":{"max_attempts":3,"initial_interval":"1s","jitter":"none"}}`), f.svc.ParseOptions())
@@ -37,20 +36,20 @@ func (f *fixture) queued(t *testing.T) worker.Envelope {
 }
 
 // nextEnvelope receives the next envelope from the pool queue.
-func (f *fixture) nextEnvelope(t *testing.T) worker.Envelope {
+func (f *fixture) nextEnvelope(t *testing.T) protocol.Envelope {
 	t.Helper()
 	msgs, err := f.q.Receive(context.Background(), f.pool, queue.ReceiveOptions{MaxMessages: 1, Wait: 5 * time.Second})
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("no envelope: %v %d", err, len(msgs))
 	}
-	env, err := worker.ParseEnvelope(msgs[0].Body)
+	env, err := protocol.ParseEnvelope(msgs[0].Body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return env
 }
 
-func refOf(env worker.Envelope) protocol.AttemptRef {
+func refOf(env protocol.Envelope) protocol.AttemptRef {
 	return protocol.AttemptRef{Run: env.Run, Task: env.Task, Attempt: env.Attempt}
 }
 
@@ -125,9 +124,9 @@ func TestWorkerRoutesRequireClientEventID(t *testing.T) {
 	env := f.queued(t)
 	ref := refOf(env)
 	for _, id := range []string{"", "dispatch:2", "deps", "retry:1", strings.Repeat("x", 129)} {
-		var fe *worker.FieldError
+		var fe *protocol.FieldError
 		if _, err := f.svc.Claim(ctx, ref, env.Token, "w@boot", id); !errors.As(err, &fe) {
-			t.Errorf("claim with event id %q: %v, want a *worker.FieldError", id, err)
+			t.Errorf("claim with event id %q: %v, want a *protocol.FieldError", id, err)
 		}
 	}
 	before := f.instance(t, env.Run).Snapshot
@@ -138,13 +137,13 @@ func TestWorkerRoutesRequireClientEventID(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"", "alive:1:5", "deps"} {
-		var fe *worker.FieldError
+		var fe *protocol.FieldError
 		if _, err := f.svc.Heartbeat(ctx, ref, env.Token, id); !errors.As(err, &fe) {
-			t.Errorf("heartbeat with event id %q: %v, want a *worker.FieldError", id, err)
+			t.Errorf("heartbeat with event id %q: %v, want a *protocol.FieldError", id, err)
 		}
 		c := protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: id, Outcome: "succeeded"}
 		if _, err := f.svc.Complete(ctx, c, env.Token); !errors.As(err, &fe) || !errors.Is(err, scheduler.ErrInvalidCompletion) {
-			t.Errorf("complete with event id %q: %v, want an invalid completion with a *worker.FieldError", id, err)
+			t.Errorf("complete with event id %q: %v, want an invalid completion with a *protocol.FieldError", id, err)
 		}
 	}
 	if st := f.instance(t, env.Run).Snapshot.State; st != statemodel.StateRunning {
