@@ -32,7 +32,7 @@ func (a AttemptRef) Validate() error {
 }
 
 // Envelope is the body of a dispatch message: one attempt handed to a pool
-// (docs/api.md, "Workers"). The claim answer carries it too.
+// (docs/api.md, "Workers"). ClaimAnswer has room for it as well.
 type Envelope struct {
 	// Job is the job the run belongs to.
 	Job     string
