@@ -23,7 +23,7 @@ import (
 // implements it.
 type Receiver interface {
 	Receive(ctx context.Context, queueURL string, opts queue.ReceiveOptions) ([]queue.Message, error)
-	Delete(ctx context.Context, queueURL, receiptHandle string) error
+	DeleteBatch(ctx context.Context, queueURL string, receiptHandles []string) ([]queue.Result, error)
 }
 
 // SQSHandler is the shape of a Lambda function behind an SQS event source
@@ -56,8 +56,7 @@ const (
 // the dead-letter queue on the next receive. Delivery is at least once.
 //
 // Differences from Lambda, none of which a handler can observe through its
-// contract: successful messages are deleted one request each (Lambda sends
-// one DeleteMessageBatch per batch), the records carry no SenderId and no
+// contract: the records carry no SenderId and no
 // ApproximateFirstReceiveTimestamp (the queue adapter does not read them),
 // a fixed Concurrency replaces Lambda's scaling, and a receive in flight
 // when Run's context ends is abandoned: whatever it had taken returns after
@@ -298,13 +297,22 @@ func (c *pollerConfig) handle(ctx context.Context, batch []queue.Message) {
 		c.log.WarnContext(ctx, "batch failed", "function", c.fn.name, "queue", queue.Name(c.url),
 			"messages", len(batch), "reason", verdict)
 	}
+	if len(done) == 0 {
+		return
+	}
+	// As Lambda does: the batch's done messages in DeleteMessageBatch
+	// requests, each failed entry on its own.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	for _, i := range done {
-		m := batch[i]
-		if err := c.q.Delete(dctx, c.url, m.ReceiptHandle); err != nil {
+	handles := make([]string, len(done))
+	for j, i := range done {
+		handles[j] = batch[i].ReceiptHandle
+	}
+	results, _ := c.q.DeleteBatch(dctx, c.url, handles)
+	for j, r := range results {
+		if r.Err != nil {
 			c.log.ErrorContext(ctx, "delete failed; the message will be delivered again", "function", c.fn.name,
-				"queue", queue.Name(c.url), "message_id", m.ID, "err", err)
+				"queue", queue.Name(c.url), "message_id", batch[done[j]].ID, "err", r.Err)
 		}
 	}
 }

@@ -183,8 +183,8 @@ func TestPollerDeliversLambdaShapedRecords(t *testing.T) {
 	if f := snap.Functions["events"]; f.Invocations != 1 || f.Errors != 0 {
 		t.Errorf("counted %+v for events, want 1 invocation, no error", f)
 	}
-	if snap.SQS["ReceiveMessage"] < 1 || snap.SQS["DeleteMessage"] != 3 || snap.SQS["SendMessage"] != 2 {
-		t.Errorf("SQS requests %v, want receives, 3 deletes and the 2 sends made with the counted client", snap.SQS)
+	if snap.SQS["ReceiveMessage"] < 1 || snap.SQS["DeleteMessageBatch"] != 1 || snap.SQS["DeleteMessage"] != 0 || snap.SQS["SendMessage"] != 2 {
+		t.Errorf("SQS requests %v, want receives, one batch delete of the three and the 2 sends made with the counted client", snap.SQS)
 	}
 }
 

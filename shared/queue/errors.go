@@ -81,28 +81,53 @@ func translate(err error) error {
 	if errors.As(err, &api) {
 		// Endpoints speaking the older query protocol, or emulators, may
 		// answer with codes the typed errors above do not match.
-		code := strings.TrimPrefix(api.ErrorCode(), "AWS.SimpleQueueService.")
-		msg := strings.ToLower(api.ErrorMessage())
-		switch {
-		case code == "NonExistentQueue" || code == "QueueDoesNotExist":
-			return detail(ErrQueueNotFound, api)
-		case code == "ReceiptHandleIsInvalid":
-			return detail(ErrReceiptInvalid, api)
-		case code == "MessageNotInflight":
-			return detail(ErrNotInFlight, api)
-		case code == "QueueNameExists" || code == "QueueAlreadyExists":
-			return detail(ErrQueueExists, api)
-		case code == "InvalidParameterValue" && strings.Contains(msg, "message must be shorter than"):
-			return detail(ErrPayloadTooLarge, api)
-		case code == "InvalidParameterValue" && strings.Contains(msg, "receipt handle"):
-			return detail(ErrReceiptInvalid, api)
+		if sentinel := fromCode(api.ErrorCode(), api.ErrorMessage()); sentinel != nil {
+			return withMessage(sentinel, api.ErrorMessage())
 		}
 	}
 	return fmt.Errorf("%w: %v", ErrRequestFailed, err)
 }
 
+// fromCode maps an SQS error code and its message onto the package's
+// errors, or nil for a code without one of its own. Whole requests
+// (translate) and the entries of a batch (entryError) answer with the same
+// codes.
+func fromCode(code, message string) error {
+	code = strings.TrimPrefix(code, "AWS.SimpleQueueService.")
+	msg := strings.ToLower(message)
+	switch {
+	case code == "NonExistentQueue" || code == "QueueDoesNotExist":
+		return ErrQueueNotFound
+	case code == "ReceiptHandleIsInvalid":
+		return ErrReceiptInvalid
+	case code == "MessageNotInflight":
+		return ErrNotInFlight
+	case code == "QueueNameExists" || code == "QueueAlreadyExists":
+		return ErrQueueExists
+	case code == "InvalidMessageContents":
+		return ErrInvalidMessage
+	case code == "InvalidParameterValue" && strings.Contains(msg, "message must be shorter than"):
+		return ErrPayloadTooLarge
+	case code == "InvalidParameterValue" && strings.Contains(msg, "receipt handle"):
+		return ErrReceiptInvalid
+	}
+	return nil
+}
+
+// entryError is the error of one failed entry of a batch answer.
+func entryError(code, message string) error {
+	if sentinel := fromCode(code, message); sentinel != nil {
+		return withMessage(sentinel, message)
+	}
+	return fmt.Errorf("%w: %s: %s", ErrRequestFailed, code, message)
+}
+
 func detail(sentinel error, api smithy.APIError) error {
-	if msg := api.ErrorMessage(); msg != "" {
+	return withMessage(sentinel, api.ErrorMessage())
+}
+
+func withMessage(sentinel error, msg string) error {
+	if msg != "" {
 		return fmt.Errorf("%w: %s", sentinel, msg)
 	}
 	return sentinel

@@ -96,31 +96,44 @@ func (c *Client) SendDelayed(ctx context.Context, queueURL, body string, attrs m
 
 func (c *Client) send(ctx context.Context, op, queueURL, body string, attrs map[string]string, delay time.Duration) (string, error) {
 	q := Name(queueURL)
-	switch {
-	case delay < 0:
-		return "", fmt.Errorf("%s to %s: delay %s: %w: negative", op, q, delay, ErrInvalidArgument)
-	case delay > MaxDelay:
-		return "", fmt.Errorf("%s to %s: delay %s: %w", op, q, delay, ErrDelayTooLong)
-	}
-	if err := ValidateMessage(body, attrs); err != nil {
+	if err := validateSend(body, attrs, delay); err != nil {
 		return "", fmt.Errorf("%s to %s: %w", op, q, err)
 	}
-	in := &sqs.SendMessageInput{
-		QueueUrl:     aws.String(queueURL),
-		MessageBody:  aws.String(body),
-		DelaySeconds: seconds(delay),
-	}
-	if len(attrs) > 0 {
-		in.MessageAttributes = make(map[string]types.MessageAttributeValue, len(attrs))
-		for k, v := range attrs {
-			in.MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
-		}
-	}
-	out, err := c.api.SendMessage(ctx, in)
+	out, err := c.api.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl:          aws.String(queueURL),
+		MessageBody:       aws.String(body),
+		DelaySeconds:      seconds(delay),
+		MessageAttributes: messageAttributes(attrs),
+	})
 	if err != nil {
 		return "", fmt.Errorf("%s to %s: %w", op, q, translate(err))
 	}
 	return aws.ToString(out.MessageId), nil
+}
+
+// validateSend refuses what SQS would refuse of one message, before any
+// request.
+func validateSend(body string, attrs map[string]string, delay time.Duration) error {
+	switch {
+	case delay < 0:
+		return fmt.Errorf("delay %s: %w: negative", delay, ErrInvalidArgument)
+	case delay > MaxDelay:
+		return fmt.Errorf("delay %s: %w", delay, ErrDelayTooLong)
+	}
+	return ValidateMessage(body, attrs)
+}
+
+// messageAttributes are string message attributes as SQS takes them (nil
+// for none).
+func messageAttributes(attrs map[string]string) map[string]types.MessageAttributeValue {
+	if len(attrs) == 0 {
+		return nil
+	}
+	out := make(map[string]types.MessageAttributeValue, len(attrs))
+	for k, v := range attrs {
+		out[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	return out
 }
 
 // PayloadSize is the size SQS counts against MaxPayloadBytes.

@@ -43,6 +43,31 @@ type spyQueue struct {
 	mu       sync.Mutex
 	ops      []spyOp
 	failSend func(queueURL, body string) error
+	// beforeBatch, when set, runs before each batch request goes on.
+	beforeBatch func(op, queueURL string)
+	// batches counts the batch requests by op and queue.
+	batches map[string]int
+}
+
+// batch counts one batch request and runs beforeBatch.
+func (s *spyQueue) batch(op, queueURL string) {
+	s.mu.Lock()
+	if s.batches == nil {
+		s.batches = map[string]int{}
+	}
+	s.batches[op+" "+queueURL]++
+	hook := s.beforeBatch
+	s.mu.Unlock()
+	if hook != nil {
+		hook(op, queueURL)
+	}
+}
+
+// batchCount is how many batch requests of op went to queueURL.
+func (s *spyQueue) batchCount(op, queueURL string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.batches[op+" "+queueURL]
 }
 
 type spyOp struct {
@@ -57,28 +82,69 @@ func (s *spyQueue) record(op spyOp) {
 }
 
 func (s *spyQueue) Send(ctx context.Context, queueURL, body string, attrs map[string]string) (string, error) {
-	s.mu.Lock()
-	fail := s.failSend
-	s.mu.Unlock()
-	if fail != nil {
-		if err := fail(queueURL, body); err != nil {
-			s.record(spyOp{Op: "send", Queue: queueURL, Body: body, Err: err})
-			return "", err
-		}
+	if err := s.refuse(queueURL, body); err != nil {
+		return "", err
 	}
 	id, err := s.real.Send(ctx, queueURL, body, attrs)
 	s.record(spyOp{Op: "send", Queue: queueURL, Body: body, Err: err})
 	return id, err
 }
 
+// refuse applies failSend, recording a refused send.
+func (s *spyQueue) refuse(queueURL, body string) error {
+	s.mu.Lock()
+	fail := s.failSend
+	s.mu.Unlock()
+	if fail == nil {
+		return nil
+	}
+	err := fail(queueURL, body)
+	if err != nil {
+		s.record(spyOp{Op: "send", Queue: queueURL, Body: body, Err: err})
+	}
+	return err
+}
+
+// SendBatch records each entry as a send; failSend refuses entries one by
+// one, as SQS refuses them, and the rest go to the emulator in one batch.
+func (s *spyQueue) SendBatch(ctx context.Context, queueURL string, entries []queue.Entry) ([]queue.Result, error) {
+	s.batch("send", queueURL)
+	results := make([]queue.Result, len(entries))
+	var pass []queue.Entry
+	var at []int
+	for i, e := range entries {
+		if err := s.refuse(queueURL, e.Body); err != nil {
+			results[i].Err = err
+			continue
+		}
+		pass, at = append(pass, e), append(at, i)
+	}
+	if len(pass) > 0 {
+		sent, _ := s.real.SendBatch(ctx, queueURL, pass)
+		for j, r := range sent {
+			results[at[j]] = r
+			s.record(spyOp{Op: "send", Queue: queueURL, Body: pass[j].Body, Err: r.Err})
+		}
+	}
+	var errs []error
+	for _, r := range results {
+		errs = append(errs, r.Err)
+	}
+	return results, errors.Join(errs...)
+}
+
 func (s *spyQueue) Receive(ctx context.Context, queueURL string, opts queue.ReceiveOptions) ([]queue.Message, error) {
 	return s.real.Receive(ctx, queueURL, opts)
 }
 
-func (s *spyQueue) Delete(ctx context.Context, queueURL, receiptHandle string) error {
-	err := s.real.Delete(ctx, queueURL, receiptHandle)
-	s.record(spyOp{Op: "delete", Queue: queueURL, Err: err})
-	return err
+// DeleteBatch records each entry as a delete.
+func (s *spyQueue) DeleteBatch(ctx context.Context, queueURL string, receiptHandles []string) ([]queue.Result, error) {
+	s.batch("delete", queueURL)
+	results, err := s.real.DeleteBatch(ctx, queueURL, receiptHandles)
+	for _, r := range results {
+		s.record(spyOp{Op: "delete", Queue: queueURL, Err: r.Err})
+	}
+	return results, err
 }
 
 func (s *spyQueue) ChangeVisibility(ctx context.Context, queueURL, receiptHandle string, timeout time.Duration) error {

@@ -381,7 +381,7 @@ func (w *Worker) report(ctx context.Context, c Completion, log *slog.Logger) err
 	}
 	bo := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
 	for try := 1; ; try++ {
-		_, err := w.q.Send(ctx, w.cfg.EventsQueueURL, string(body), nil)
+		_, err := w.events.Send(ctx, string(body), nil)
 		if err == nil {
 			return nil
 		}
@@ -401,7 +401,7 @@ func (w *Worker) deleteMessage(ctx context.Context, d delivery, log *slog.Logger
 	if d.receipt == "" || w.cfg.PoolQueueURL == "" {
 		return
 	}
-	err := w.q.Delete(ctx, w.cfg.PoolQueueURL, d.receipt)
+	err := w.pool.Delete(ctx, d.receipt)
 	switch {
 	case err == nil:
 	case errors.Is(err, queue.ErrReceiptInvalid):

@@ -47,11 +47,14 @@ import (
 )
 
 // Queue is what the worker needs of the SQS adapter; *queue.Client has it.
+// Completions and deletes of finished dispatches go through the batch calls
+// (queue.Batcher): concurrent attempts that finish together share a
+// request, and one finishing alone waits for no one.
 type Queue interface {
 	Send(ctx context.Context, queueURL, body string, attrs map[string]string) (string, error)
 	Receive(ctx context.Context, queueURL string, opts queue.ReceiveOptions) ([]queue.Message, error)
-	Delete(ctx context.Context, queueURL, receiptHandle string) error
 	ChangeVisibility(ctx context.Context, queueURL, receiptHandle string, timeout time.Duration) error
+	queue.BatchAPI
 }
 
 var _ Queue = (*queue.Client)(nil)
@@ -131,10 +134,13 @@ type Worker struct {
 	handler Handler
 	api     *Client
 	q       Queue
-	log     *slog.Logger
-	now     func() time.Time
-	bootID  string
-	id      string
+	// events coalesces the completions sent to the events queue, pool the
+	// deletes from the pool queue.
+	events, pool *queue.Batcher
+	log          *slog.Logger
+	now          func() time.Time
+	bootID       string
+	id           string
 	// after makes the fence's timers (tests drive them with a fake clock).
 	after func(time.Duration) <-chan time.Time
 
@@ -213,6 +219,8 @@ func New(cfg Config, h Handler) (*Worker, error) {
 		handler: h,
 		api:     NewClient(cfg.APIURL, cfg.HTTPClient),
 		q:       cfg.Queue,
+		events:  queue.NewBatcher(cfg.Queue, cfg.EventsQueueURL),
+		pool:    queue.NewBatcher(cfg.Queue, cfg.PoolQueueURL),
 		now:     cfg.Clock,
 		after:   realAfter,
 		bootID:  ulid.MustNew(ulid.Timestamp(cfg.Clock()), ulid.DefaultEntropy()).String(),

@@ -195,6 +195,56 @@ func TestSuccessReportsThenDeletes(t *testing.T) {
 	}
 }
 
+// TestConcurrentCompletionsShareRequests: ten attempts that finish
+// together report and delete in fewer requests than attempts: the first
+// completion goes alone (held here until every handler has returned), the
+// ones finishing meanwhile gather behind it. Every attempt is still
+// reported once and its message deleted.
+func TestConcurrentCompletionsShareRequests(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const n = 10
+	var started, returned atomic.Int32
+	handler := func(ctx context.Context, task worker.Task) error {
+		started.Add(1)
+		for started.Load() < n { // finish together
+			if !sleepCtx(ctx, 5*time.Millisecond) {
+				return ctx.Err()
+			}
+		}
+		returned.Add(1)
+		return nil
+	}
+	var held atomic.Bool
+	f.q.beforeBatch = func(op, queueURL string) {
+		if op == "send" && queueURL == f.events && held.CompareAndSwap(false, true) {
+			waitFor(t, "every handler to return", func() bool { return returned.Load() == n })
+		}
+	}
+	cfg := f.config("together")
+	cfg.Concurrency = n
+	w := f.newWorker(cfg, handler)
+	var envs []worker.Envelope
+	for range n {
+		envs = append(envs, f.dispatch(nil))
+	}
+	f.start(w)
+	for _, env := range envs {
+		if c := f.completion(env.Ref()); c.Outcome != worker.OutcomeSucceeded {
+			t.Errorf("completion of %s = %+v", env.Ref(), c)
+		}
+	}
+	waitFor(t, "every message deleted", func() bool { return f.q.count("delete", f.pool) == n })
+	sends, deletes := f.q.batchCount("send", f.events), f.q.batchCount("delete", f.pool)
+	t.Logf("%d completions in %d SendMessageBatch requests, %d deletes in %d DeleteMessageBatch requests", n, sends, n, deletes)
+	if sends >= n || sends < 2 {
+		t.Errorf("%d completions went in %d requests, want the first alone and the rest gathered", n, sends)
+	}
+	if got := len(f.q.completionSends(f.events)); got != n {
+		t.Errorf("%d completions sent, want %d", got, n)
+	}
+}
+
 func TestCancelRequestReportsCancelled(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
