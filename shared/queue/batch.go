@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -68,19 +69,11 @@ func (c *Client) SendBatch(ctx context.Context, queueURL string, entries []Entry
 			failAll(results, chunk, fmt.Errorf("send batch to %s: %w", q, translate(err)))
 			return
 		}
-		answered := map[int]bool{}
+		sent := map[string]string{}
 		for _, ok := range out.Successful {
-			if i, known := entryIndex(ok.Id, chunk); known {
-				results[i].ID, answered[i] = aws.ToString(ok.MessageId), true
-			}
+			sent[aws.ToString(ok.Id)] = aws.ToString(ok.MessageId)
 		}
-		for _, f := range out.Failed {
-			if i, known := entryIndex(f.Id, chunk); known {
-				results[i].Err = fmt.Errorf("send batch to %s: entry %d: %w", q, i, entryError(aws.ToString(f.Code), aws.ToString(f.Message)))
-				answered[i] = true
-			}
-		}
-		unanswered(results, chunk, answered, "send batch to "+q)
+		settle(results, chunk, "send batch to "+q, sent, out.Failed)
 	})
 	return results, joinFailures(results)
 }
@@ -113,19 +106,11 @@ func (c *Client) DeleteBatch(ctx context.Context, queueURL string, receiptHandle
 			failAll(results, chunk, fmt.Errorf("delete batch from %s: %w", q, translate(err)))
 			return
 		}
-		answered := map[int]bool{}
+		deleted := map[string]string{}
 		for _, ok := range out.Successful {
-			if i, known := entryIndex(ok.Id, chunk); known {
-				answered[i] = true
-			}
+			deleted[aws.ToString(ok.Id)] = ""
 		}
-		for _, f := range out.Failed {
-			if i, known := entryIndex(f.Id, chunk); known {
-				results[i].Err = fmt.Errorf("delete batch from %s: entry %d: %w", q, i, entryError(aws.ToString(f.Code), aws.ToString(f.Message)))
-				answered[i] = true
-			}
-		}
-		unanswered(results, chunk, answered, "delete batch from "+q)
+		settle(results, chunk, "delete batch from "+q, deleted, out.Failed)
 	})
 	return results, joinFailures(results)
 }
@@ -168,17 +153,12 @@ func eachRequest(chunks [][]int, request func([]int)) {
 }
 
 // entryIndex reads an answer's entry id back, if it is one of chunk's.
-func entryIndex(id *string, chunk []int) (int, bool) {
-	i, err := strconv.Atoi(aws.ToString(id))
-	if err != nil {
+func entryIndex(id string, chunk []int) (int, bool) {
+	i, err := strconv.Atoi(id)
+	if err != nil || !slices.Contains(chunk, i) {
 		return 0, false
 	}
-	for _, j := range chunk {
-		if i == j {
-			return i, true
-		}
-	}
-	return 0, false
+	return i, true
 }
 
 func failAll(results []Result, chunk []int, err error) {
@@ -187,9 +167,23 @@ func failAll(results []Result, chunk []int, err error) {
 	}
 }
 
-// unanswered fails the entries an answer named neither successful nor
-// failed: their fate is unknown, as after a failed request.
-func unanswered(results []Result, chunk []int, answered map[int]bool, op string) {
+// settle records one request's answer in results: the successful
+// entries (entry id to message id), the failed ones with SQS's reason, and
+// those the answer names neither way, whose fate is unknown, as after a
+// failed request.
+func settle(results []Result, chunk []int, op string, succeeded map[string]string, failed []types.BatchResultErrorEntry) {
+	answered := map[int]bool{}
+	for id, msgID := range succeeded {
+		if i, known := entryIndex(id, chunk); known {
+			results[i].ID, answered[i] = msgID, true
+		}
+	}
+	for _, f := range failed {
+		if i, known := entryIndex(aws.ToString(f.Id), chunk); known {
+			results[i].Err = fmt.Errorf("%s: entry %d: %w", op, i, entryError(aws.ToString(f.Code), aws.ToString(f.Message)))
+			answered[i] = true
+		}
+	}
 	for _, i := range chunk {
 		if !answered[i] {
 			results[i].Err = fmt.Errorf("%s: entry %d: %w: the answer does not mention it", op, i, ErrRequestFailed)
