@@ -34,7 +34,6 @@ func main() {
 	throughputRuns := flag.Int("throughput-runs", 1000, "runs started in the throughput burst")
 	timerRuns := flag.Int("timer-runs", 50, "runs of the timer precision scenario")
 	scaleRuns := flag.Int("scale-runs", 100000, "finished runs written into the scaling scenario's full table")
-	scaleGuards := flag.Bool("scale-guards", false, "clone the finished runs' event-id guard items too (4 more items per run; the load takes about 40% longer)")
 	verbose := flag.Bool("v", false, "log warnings of the stack and workers to stderr, and add details to the summary")
 	flag.Parse()
 
@@ -48,13 +47,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, want, *cpuProfile, *verbose, scenarioArgs{
-		chainRuns: *chainRuns, throughputRuns: *throughputRuns, timerRuns: *timerRuns, scaleRuns: *scaleRuns, scaleGuards: *scaleGuards,
+		chainRuns: *chainRuns, throughputRuns: *throughputRuns, timerRuns: *timerRuns, scaleRuns: *scaleRuns,
 	}))
 }
 
 type scenarioArgs struct {
 	chainRuns, throughputRuns, timerRuns, scaleRuns int
-	scaleGuards                                     bool
 }
 
 func run(ctx context.Context, want []string, cpuProfile string, verbose bool, args scenarioArgs) int {
@@ -90,7 +88,7 @@ func run(ctx context.Context, want []string, cpuProfile string, verbose bool, ar
 		"throughput": func(ctx context.Context) error { return b.throughput(ctx, args.throughputRuns) },
 		"timer":      func(ctx context.Context) error { return b.timerPrecision(ctx, args.timerRuns) },
 		"cost":       b.cost,
-		"scaling":    func(ctx context.Context) error { return b.scaling(ctx, args.scaleRuns, args.scaleGuards) },
+		"scaling":    func(ctx context.Context) error { return b.scaling(ctx, args.scaleRuns) },
 	}
 	failed := 0
 	for _, name := range scenarioNames {

@@ -37,10 +37,9 @@ const (
 //
 // The finished runs are clones of real runs: scaleTemplates runs go through
 // the stack and the worker, and their items (run, per-job pointer,
-// instance, attempt, transitions; with guards, the event-id guards too)
-// are copied under new run ids with BatchWriteItem. Finished items carry no
+// instance, which holds the history) are copied under new run ids with BatchWriteItem. Finished items carry no
 // timer attributes; rlbench checks that before cloning.
-func (b *bench) scaling(ctx context.Context, n int, guards bool) error {
+func (b *bench) scaling(ctx context.Context, n int) error {
 	// The stacks' own tickers and reconcilers fire at start and then
 	// hourly, so the passes measured here are the only ones running.
 	full, err := b.startStack(ctx, devstack.Options{TickInterval: time.Hour})
@@ -89,7 +88,7 @@ func (b *bench) scaling(ctx context.Context, n int, guards bool) error {
 	stop()
 	db := b.env.DynamoDBClient()
 	table := full.Info.Table
-	templates, err := readTemplates(ctx, db, table, "scale", ids, guards)
+	templates, err := readTemplates(ctx, db, table, "scale", ids)
 	if err != nil {
 		return err
 	}
@@ -129,10 +128,7 @@ func (b *bench) scaling(ctx context.Context, n int, guards bool) error {
 	if err := b.growth(ctx, full, empty, n); err != nil {
 		return err
 	}
-	what := "run, pointer, instance, attempt, transitions"
-	if guards {
-		what += ", event-id guards"
-	}
+	what := "run, pointer, instance with its history"
 	b.rep.note("scaling: %d finished runs cloned from %d real ones (%d items each: %s; %d items written in %.0f s = %.0f items/s; the job lists %d runs):\n"+
 		"  median of %d passes, no finished runs -> %d: tick %.1f -> %.1f ms (x%.2f), reconcile %.1f -> %.1f ms (x%.2f) (target <= 1.2)",
 		n, scaleTemplates, perRun, what, n*perRun, load.Seconds(), float64(n*perRun)/load.Seconds(), listed,
@@ -160,9 +156,9 @@ type runItems struct {
 	items []map[string]types.AttributeValue
 }
 
-// readTemplates reads the items of finished runs (without the event-id
-// guards unless guards) and checks that none waits on a time.
-func readTemplates(ctx context.Context, db *dynamodb.Client, table, job string, ids []string, guards bool) ([]runItems, error) {
+// readTemplates reads the items of finished runs and checks that none
+// waits on a time.
+func readTemplates(ctx context.Context, db *dynamodb.Client, table, job string, ids []string) ([]runItems, error) {
 	var out []runItems
 	for _, id := range ids {
 		ri := runItems{id: id}
@@ -179,9 +175,6 @@ func readTemplates(ctx context.Context, db *dynamodb.Client, table, job string, 
 				return nil, fmt.Errorf("read run %s: %w", id, err)
 			}
 			for _, it := range page.Items {
-				if sk, _ := it[tableschema.SK].(*types.AttributeValueMemberS); !guards && sk != nil && strings.HasPrefix(sk.Value, "EV#") {
-					continue
-				}
 				ri.items = append(ri.items, it)
 			}
 			if page.LastEvaluatedKey == nil {

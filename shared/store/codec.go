@@ -89,6 +89,8 @@ const (
 	attrLeaseHeartbeat = "heartbeat_at"
 	attrLeaseExpiry    = "expires_at"
 	attrUpstream       = "upstream"
+	attrHistory        = "history"
+	attrRecords        = "records"
 )
 
 // Item kinds, stored in attrKind and returned by ListDueTimers.
@@ -100,8 +102,8 @@ const (
 	kindRun        = "run"
 	kindInstance   = "instance"
 	kindAttempt    = "attempt"
-	kindTransition = "transition"
-	kindGuard      = "event_guard"
+	kindTransition = "transition" // a record of the former layout, one per item
+	kindHistory    = "history"    // spilled records, many per item
 	kindDependency = "dependency"
 )
 

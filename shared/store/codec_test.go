@@ -203,11 +203,11 @@ func TestKeyChecks(t *testing.T) {
 	if n := len(attemptSK(k.Task, 999)); n > MaxSortKeyBytes {
 		t.Fatalf("the longest task id makes a %d-byte attempt key", n)
 	}
-	if err := checkEventID(k, strings.Repeat("e", 20)); err != nil {
-		t.Fatalf("a 20-byte event id with the longest task: %v", err)
+	if err := checkEventID(k, strings.Repeat("e", maxEventIDBytes)); err != nil {
+		t.Fatalf("a %d-byte event id with the longest task: %v", maxEventIDBytes, err)
 	}
-	if err := checkEventID(k, strings.Repeat("e", 21)); !errors.Is(err, ErrInvalidKey) {
-		t.Fatalf("an event id past the sort key limit: %v", err)
+	if err := checkEventID(k, strings.Repeat("e", maxEventIDBytes+1)); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("an event id past its limit: %v", err)
 	}
 }
 

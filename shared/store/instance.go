@@ -32,6 +32,9 @@ type Instance struct {
 	// (terminal, PAUSED).
 	TimerAt   time.Time
 	TimerKind statemodel.TimerKind
+	// History holds the newest transition records, oldest first; older
+	// ones were spilled to history items (history.go).
+	History []statemodel.Transition
 }
 
 // Node returns the instance as the DAG rules see it.
@@ -66,28 +69,13 @@ type Result struct {
 	// Rounds is how many read-decide-write rounds it took (1 without
 	// contention).
 	Rounds int
+	// Instance is the instance as written (Applied, Refreshed) or as last
+	// found: a caller that goes on with it needs no read.
+	Instance Instance
 }
-
-// DuplicateEventError: the event id's guard item exists, so the event was
-// applied before; First is the outcome that stands. Now is the instance as
-// the failed write found it, when the instance's own condition failed too
-// and DynamoDB returned the item (nil otherwise).
-type DuplicateEventError struct {
-	Key   InstanceKey
-	First statemodel.SeenEvent
-	Now   *Instance
-}
-
-func (e *DuplicateEventError) Error() string {
-	return fmt.Sprintf("event %s on %s was applied before (seq %d, to %s)", e.First.ID, e.Key, e.First.Seq, e.First.To)
-}
-
-func (e *DuplicateEventError) Unwrap() error { return ErrDuplicateEvent }
 
 // Heartbeat and duplicate errors.
 var (
-	// ErrDuplicateEvent: see DuplicateEventError.
-	ErrDuplicateEvent = errors.New("duplicate event")
 	// ErrStaleAttempt: the call names an attempt older than the current one.
 	ErrStaleAttempt = errors.New("stale attempt")
 	// ErrLostNeedsTransition: a heartbeat met the instance LOST with the
@@ -115,6 +103,7 @@ func instanceItem(inst Instance) item {
 	for k, v := range timerItem(runPK(inst.Key.Run), instanceSK(inst.Key.Task), inst.Snapshot) {
 		it[k] = v
 	}
+	it[attrHistory] = historyList(inst.History)
 	it[tableschema.PK] = str(runPK(inst.Key.Run))
 	it[tableschema.SK] = str(instanceSK(inst.Key.Task))
 	return it
@@ -166,6 +155,7 @@ func decodeInstance(m map[string]types.AttributeValue) (Instance, error) {
 		TimerAt:     r.time(tableschema.TimerAt),
 		TimerKind:   statemodel.TimerKind(r.str(attrTimerKind)),
 	}
+	inst.History = readHistoryList(r, attrHistory)
 	return inst, r.err
 }
 
@@ -192,10 +182,12 @@ func (s *Store) GetInstance(ctx context.Context, key InstanceKey) (Instance, err
 	return inst, nil
 }
 
-// GetAttempt reads attempt n's item (strongly consistent): its record as
-// the instance's transitions left it, and its late events. An attempt
-// older than the instance holds (statemodel.MaxInlineAttempts) is found
-// only here.
+// GetAttempt reads attempt n: its record and its late events. The record
+// of an attempt the instance still holds (statemodel.MaxInlineAttempts) is
+// the instance's; an older one's is its attempt item's, written when the
+// instance let it go. Late events live in the attempt item. One strongly
+// consistent GetItem of the attempt item, and one of the instance when the
+// item holds no record.
 func (s *Store) GetAttempt(ctx context.Context, key InstanceKey, n int) (Attempt, error) {
 	op := func(err error) error { return fmt.Errorf("get attempt %s#%d: %w", key, n, err) }
 	if err := checkInstanceKey(key); err != nil {
@@ -210,38 +202,72 @@ func (s *Store) GetAttempt(ctx context.Context, key InstanceKey, n int) (Attempt
 	if err != nil {
 		return Attempt{}, op(translate(err))
 	}
-	if out.Item == nil {
+	a := Attempt{AttemptRecord: statemodel.AttemptRecord{N: n}}
+	if out.Item != nil {
+		r := &reader{it: out.Item}
+		a = decodeAttempt(r)
+		if r.err != nil {
+			return Attempt{}, op(r.err)
+		}
+	}
+	if a.HasRecord() {
+		return a, nil
+	}
+	inst, err := s.GetInstance(ctx, key)
+	if err != nil {
+		return Attempt{}, op(err)
+	}
+	rec, ok := inst.Snapshot.AttemptN(n)
+	if !ok {
 		return Attempt{}, op(ErrNotFound)
 	}
-	r := &reader{it: out.Item}
-	a := decodeAttempt(r)
-	if r.err != nil {
-		return Attempt{}, op(r.err)
-	}
+	a.AttemptRecord = rec
 	return a, nil
 }
 
+// HasRecord reports whether a holds the attempt's record, not only its
+// late events: every attempt is queued before anything else happens to it.
+func (a Attempt) HasRecord() bool { return !a.QueuedAt.IsZero() }
+
 // Transition applies event e to the instance at key: read it (strongly
-// consistent), decide with statemodel.Apply at now under policy p (or the
-// stored policy, see StoredPolicy), write the decision (ApplyDecision).
+// consistent), then TransitionFrom.
+func (s *Store) Transition(ctx context.Context, key InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+	if err := checkInstanceKey(key); err != nil {
+		return Result{}, fmt.Errorf("transition %s %s: %w", key, e, err)
+	}
+	inst, err := s.GetInstance(ctx, key)
+	if err != nil {
+		return Result{Rounds: 1}, fmt.Errorf("transition %s %s: %w", key, e, err)
+	}
+	return s.TransitionFrom(ctx, inst, e, now, p)
+}
+
+// TransitionFrom applies event e to inst, the instance as the caller last
+// read or wrote it: decide with statemodel.Apply at now under policy p (or
+// the stored policy, see StoredPolicy), write the decision (ApplyDecision).
+// The write is conditioned on the state and version decided from, so a
+// stale copy costs one more round, never a wrong write.
 //
 // A failed condition is never retried blindly. The instance as it stood
-// when the condition failed is classified again by statemodel: the event may
-// now be a Duplicate (another delivery of it won), Stale (a newer attempt
-// started), Rejected (another event moved the instance where this one has no
-// row: a lost claim race ends here), or still Applied on the newer state. At
-// most MaxRounds rounds, then ErrUnsettled.
+// when the condition failed (DynamoDB returns it) is classified again by
+// statemodel: the event may now be a Duplicate (another delivery of it
+// won), Stale (a newer attempt started), Rejected (another event moved the
+// instance where this one has no row: a lost claim race ends here), or
+// still Applied on the newer state. At most MaxRounds rounds, then
+// ErrUnsettled.
 //
-// When the snapshot's recent ids do not know the event and statemodel would
-// reject it or call it stale, the event-id guard item is consulted: an old
-// duplicate (applied more than statemodel.RecentEvents transitions ago) is
-// answered as a Duplicate with its first outcome.
+// Duplicates: the snapshot's recent ids answer most. An event they do not
+// know is looked up in the instance's whole history (seenBefore) when
+// statemodel would reject it or call it stale, and before it is applied to
+// an instance whose oldest ids have left the recent list, so an old
+// duplicate is answered with its first outcome and never applied twice.
 //
 // Errors: a Rejected outcome returns the Result and a non-nil error wrapping
 // the *statemodel.TransitionError (errors.Is with statemodel's sentinels);
 // ErrNotFound when the instance does not exist (creation is CreateRun's);
 // ErrInvalidKey before any I/O for unusable keys or event ids.
-func (s *Store) Transition(ctx context.Context, key InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+func (s *Store) TransitionFrom(ctx context.Context, held Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+	key := held.Key
 	op := func(err error) error { return fmt.Errorf("transition %s %s: %w", key, e, err) }
 	if err := checkInstanceKey(key); err != nil {
 		return Result{}, op(err)
@@ -251,7 +277,7 @@ func (s *Store) Transition(ctx context.Context, key InstanceKey, e statemodel.Ev
 			return Result{}, op(err)
 		}
 	}
-	var inst *Instance
+	inst := &held
 	for round := 1; round <= MaxRounds; round++ {
 		if inst == nil {
 			got, err := s.GetInstance(ctx, key)
@@ -268,48 +294,33 @@ func (s *Store) Transition(ctx context.Context, key InstanceKey, e statemodel.Ev
 		d := statemodel.Apply(inst.Snapshot, e, now, policy)
 		res := Result{
 			Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition,
-			First: d.First, Late: d.Late, Effects: d.Effects, Rounds: round,
+			First: d.First, Late: d.Late, Effects: d.Effects, Rounds: round, Instance: *inst,
+		}
+		if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && s.mayHaveForgotten(*inst, d.Outcome) {
+			first, seen, err := s.seenBefore(ctx, *inst, e.ID)
+			if err != nil {
+				return res, op(err)
+			}
+			if seen {
+				return Result{Outcome: statemodel.Duplicate, Snapshot: inst.Snapshot, First: first, Rounds: round, Instance: *inst}, nil
+			}
 		}
 		switch d.Outcome {
 		case statemodel.Duplicate:
 			return res, nil
-		case statemodel.Rejected, statemodel.Stale:
-			if e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) {
-				first, seen, err := s.guard(ctx, key, e.ID)
-				if err != nil {
-					return res, op(err)
-				}
-				if seen {
-					return Result{Outcome: statemodel.Duplicate, Snapshot: inst.Snapshot, First: first, Rounds: round}, nil
-				}
-			}
-			if d.Outcome == statemodel.Rejected {
-				return res, op(d.Err)
-			}
+		case statemodel.Rejected:
+			return res, op(d.Err)
+		case statemodel.Stale:
 			if err := s.AppendLate(ctx, key, *d.Late); err != nil {
 				return res, op(err)
 			}
 			return res, nil
 		}
 		// Applied or Refreshed: write it.
-		err := s.ApplyDecision(ctx, *inst, d)
+		written, err := s.applyDecision(ctx, *inst, d)
 		if err == nil {
+			res.Instance = written
 			return res, nil
-		}
-		var dup *DuplicateEventError
-		if errors.As(err, &dup) {
-			// Another delivery of the event won the race since inst was
-			// read: answer with the instance as it stands now, not as
-			// it stood before the race.
-			now := dup.Now
-			if now == nil {
-				got, err := s.GetInstance(ctx, key)
-				if err != nil {
-					return Result{Rounds: round}, op(err)
-				}
-				now = &got
-			}
-			return Result{Outcome: statemodel.Duplicate, Snapshot: now.Snapshot, First: dup.First, Rounds: round}, nil
 		}
 		var moved *movedError
 		if !errors.As(err, &moved) {
@@ -320,9 +331,23 @@ func (s *Store) Transition(ctx context.Context, key InstanceKey, e statemodel.Ev
 	return Result{Rounds: MaxRounds}, op(fmt.Errorf("%w after %d rounds", ErrUnsettled, MaxRounds))
 }
 
+// mayHaveForgotten reports whether an event the snapshot's recent ids do
+// not know may still have been applied before: always when statemodel
+// would reject it or call it stale (a replay of an old event usually is),
+// and for an event it would apply only once older ids left the recent list.
+func (s *Store) mayHaveForgotten(inst Instance, o statemodel.Outcome) bool {
+	switch o {
+	case statemodel.Rejected, statemodel.Stale:
+		return true
+	case statemodel.Applied:
+		return inst.Snapshot.Seq > int64(len(inst.Snapshot.Recent))
+	}
+	return false
+}
+
 // movedError: the instance was not as the decision assumed (the state,
-// version or lease condition failed, or the transition record already
-// exists). now is the instance as DynamoDB found it, when it said.
+// version or lease condition failed). now is the instance as DynamoDB
+// found it, when it said.
 type movedError struct {
 	key InstanceKey
 	now *Instance
@@ -335,39 +360,40 @@ func (e *movedError) Error() string {
 func (e *movedError) Unwrap() error { return ErrConflict }
 
 // ApplyDecision writes decision d, made by statemodel.Apply from
-// inst.Snapshot, as ONE conditional write.
+// inst.Snapshot (see applyDecision).
+func (s *Store) ApplyDecision(ctx context.Context, inst Instance, d statemodel.Decision) error {
+	_, err := s.applyDecision(ctx, inst, d)
+	return err
+}
+
+// applyDecision writes decision d and returns the instance as written.
 //
-// Applied: one TransactWriteItems of
+// Applied: ONE conditional UpdateItem of the instance, preceded only when
+// a list is full by the spills of history.go:
 //
-//	instance    Update  SET the new snapshot and timer attributes (REMOVE
-//	                    them when the new state waits on no time)
-//	            condition  #state = :expected_state AND #version = :expected_version
-//	                       [lease.expired: AND #lease_expires_at <= :now]
-//	            fails when another transition (or, for lease.expired, a
-//	            heartbeat) got there first: ErrConflict (*movedError with
-//	            the item as found).
-//	transition  Put     TR#<task>#<seq>
-//	            condition  attribute_not_exists(#pk)
-//	            fails when the seq was written by another transition, which
-//	            also moved the version: ErrConflict.
-//	event guard Put     EV#<task>#<event id>
-//	            condition  attribute_not_exists(#pk)
-//	            fails when the event was applied before:
-//	            *DuplicateEventError with the first outcome.
-//	attempt     Update  SET the attempt record's fields (late events untouched);
-//	                    only when the transition carries an attempt record.
-//	            no condition: the instance condition fences it.
+//	instance  Update  SET the new snapshot, the timer attributes (REMOVE them
+//	                  when the new state waits on no time) and the inline
+//	                  history with the transition record appended
+//	          condition  #state = :expected_state AND #version = :expected_version
+//	                     [lease.expired: AND #lease_expires_at <= :now]
+//	          fails when another transition (or, for lease.expired, a
+//	          heartbeat) got there first: ErrConflict (*movedError with the
+//	          item as found).
+//
+// The state change, its history record and the event's id (in the
+// snapshot's recent ids and in the record) are one atomic write: there is
+// no separate record or guard item that a crash could leave behind.
 //
 // Refreshed (a heartbeat that changes no state): one UpdateItem of the
 // instance's lease and timer, condition #state = :expected_state AND
 // #version = :expected_version; fails as above (ErrConflict).
 //
 // Stale: AppendLate. Duplicate and Rejected write nothing.
-func (s *Store) ApplyDecision(ctx context.Context, inst Instance, d statemodel.Decision) error {
+func (s *Store) applyDecision(ctx context.Context, inst Instance, d statemodel.Decision) (Instance, error) {
 	key := inst.Key
 	op := func(err error) error { return fmt.Errorf("apply %s to %s: %w", d.Outcome, key, err) }
 	if err := checkInstanceKey(key); err != nil {
-		return op(err)
+		return inst, op(err)
 	}
 	switch d.Outcome {
 	case statemodel.Applied:
@@ -376,38 +402,49 @@ func (s *Store) ApplyDecision(ctx context.Context, inst Instance, d statemodel.D
 		return s.refreshLease(ctx, inst, d.Snapshot, op)
 	case statemodel.Stale:
 		if d.Late == nil {
-			return op(fmt.Errorf("%w: stale decision without a late event", ErrInvalidInput))
+			return inst, op(fmt.Errorf("%w: stale decision without a late event", ErrInvalidInput))
 		}
-		return s.AppendLate(ctx, key, *d.Late)
+		return inst, s.AppendLate(ctx, key, *d.Late)
 	}
-	return nil
+	return inst, nil
 }
 
-func (s *Store) writeTransition(ctx context.Context, inst Instance, d statemodel.Decision, op func(error) error) error {
+func (s *Store) writeTransition(ctx context.Context, inst Instance, d statemodel.Decision, op func(error) error) (Instance, error) {
 	key, from, tr := inst.Key, inst.Snapshot, d.Transition
 	if tr == nil {
-		return op(fmt.Errorf("%w: applied decision without a transition", ErrInvalidInput))
+		return inst, op(fmt.Errorf("%w: applied decision without a transition", ErrInvalidInput))
 	}
 	if err := checkEventID(key, tr.EventID); err != nil {
-		return op(err)
+		return inst, op(err)
 	}
 	pk := runPK(key.Run)
 	sk := instanceSK(key.Task)
-	expires := epoch(s.clock().Add(s.retention))
 
-	// The instance: every snapshot field and the timer, as the new item.
+	spill, keep := planHistory(inst.History, *tr)
 	next := inst
 	next.Snapshot = d.Snapshot
+	next.TimerAt, next.TimerKind = d.Snapshot.Timer()
+	next.History = keep
 	full := instanceItem(next)
 	fullSize, err := checkSize("instance "+key.String(), full.present())
 	if err != nil {
-		return op(err)
+		return inst, op(err)
 	}
+	if len(spill) > 0 {
+		if err := s.putHistory(ctx, key, spill); err != nil {
+			return inst, op(err)
+		}
+	}
+	if err := s.putEvictedAttempts(ctx, key, from, d.Snapshot); err != nil {
+		return inst, op(err)
+	}
+
 	ie := newExpr()
 	set := snapshotItem(d.Snapshot)
 	for k, v := range timerItem(pk, sk, d.Snapshot) {
 		set[k] = v
 	}
+	set[attrHistory] = full[attrHistory]
 	cond := ie.n(attrState) + " = " + ie.v("expected_state", str(string(from.State))) +
 		" AND " + ie.n(attrVersion) + " = " + ie.v("expected_version", num(from.Version))
 	if tr.Event == statemodel.EvLeaseExpired {
@@ -415,145 +452,29 @@ func (s *Store) writeTransition(ctx context.Context, inst Instance, d statemodel
 		// version: the expiry must still be past.
 		cond += " AND " + ie.n(attrLeaseExpires) + " <= " + ie.v("now", str(formatTime(tr.ObservedAt)))
 	}
-	upd := ie.update(set)
-
-	trItem := transitionFields(*tr)
-	trItem[tableschema.PK] = str(pk)
-	trItem[tableschema.SK] = str(transitionSK(key.Task, tr.Seq))
-	trItem[attrKind] = str(kindTransition)
-	trItem[attrRun] = str(key.Run)
-	trItem[attrTask] = str(key.Task)
-	trItem[tableschema.TTL] = expires
-	trPut := trItem.present()
-	trSize, err := checkSize(fmt.Sprintf("transition %s#%d", key, tr.Seq), trPut)
-	if err != nil {
-		return op(err)
-	}
-
-	guard := item{
-		tableschema.PK: str(pk), tableschema.SK: str(guardSK(key.Task, tr.EventID)),
-		attrKind: str(kindGuard), attrRun: str(key.Run), attrTask: str(key.Task),
-		attrEventID: str(tr.EventID), attrSeq: num(tr.Seq), attrTo: str(string(tr.To)),
-		tableschema.TTL: expires,
-	}.present()
-	guardSize := itemSize(guard)
-
-	notExists := "attribute_not_exists(#pk)"
-	pkName := map[string]string{"#pk": tableschema.PK}
-	actions := []types.TransactWriteItem{
-		{Update: &types.Update{
-			TableName: aws.String(s.table), Key: keyOf(pk, sk),
-			UpdateExpression: aws.String(upd), ConditionExpression: aws.String(cond),
-			ExpressionAttributeNames: ie.nameMap(), ExpressionAttributeValues: ie.valueMap(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		{Put: &types.Put{
-			TableName: aws.String(s.table), Item: trPut,
-			ConditionExpression: aws.String(notExists), ExpressionAttributeNames: pkName,
-		}},
-		{Put: &types.Put{
-			TableName: aws.String(s.table), Item: guard,
-			ConditionExpression: aws.String(notExists), ExpressionAttributeNames: pkName,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-	}
-	sizes := []int{fullSize, trSize, guardSize}
-	if a := tr.AttemptRecord; a != nil {
-		rec := attemptRecordItem(*a)
-		rec[attrKind] = str(kindAttempt)
-		rec[attrRun] = str(key.Run)
-		rec[attrTask] = str(key.Task)
-		recSize, err := checkSize(fmt.Sprintf("attempt %s#%d", key, a.N), rec.present())
-		if err != nil {
-			return op(err)
-		}
-		ae := newExpr()
-		actions = append(actions, types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(s.table), Key: keyOf(pk, attemptSK(key.Task, a.N)),
-			UpdateExpression:         aws.String(ae.update(rec)),
-			ExpressionAttributeNames: ae.nameMap(), ExpressionAttributeValues: ae.valueMap(),
-		}})
-		sizes = append(sizes, recSize+len(tableschema.PK)+len(pk)+len(tableschema.SK)+len(attemptSK(key.Task, a.N)))
-	}
-	if err := checkTransaction("apply "+key.String(), sizes); err != nil {
-		return op(err)
-	}
-
-	err = s.transact(ctx, "transition", actions, sizes, timerIndexWrites(instanceItem(inst), full))
-	if err == nil {
-		return nil
-	}
-	reasons := cancellation(err)
-	switch {
-	case conditionFailed(reasons, 2):
-		first, err := s.firstOutcome(ctx, key, tr.EventID, reasons[2].Item)
-		if err != nil {
-			return op(err)
-		}
-		dup := &DuplicateEventError{Key: key, First: first}
-		if old := reasons[0].Item; conditionFailed(reasons, 0) && len(old) > 0 {
-			if found, derr := decodeInstance(old); derr == nil {
-				dup.Now = &found
-			}
-		}
-		return op(dup)
-	case conditionFailed(reasons, 0):
-		// Decide again from the item as DynamoDB found it; without an
-		// ALL_OLD image (an endpoint that sends none), re-read it.
-		moved := &movedError{key: key}
-		if old := reasons[0].Item; len(old) > 0 {
-			if found, derr := decodeInstance(old); derr == nil {
-				moved.now = &found
-			}
-		}
-		return op(moved)
-	case conditionFailed(reasons, 1):
-		return op(&movedError{key: key})
-	case reasons != nil && transientCancel(reasons):
-		// Still contended after the resubmissions: re-read and decide
-		// again rather than resubmit forever.
-		return op(&movedError{key: key})
-	}
-	return op(cancelError(err, reasons))
-}
-
-// firstOutcome reads the first outcome from a guard item (the ALL_OLD image
-// of the failed put, or a read when the endpoint sent none).
-func (s *Store) firstOutcome(ctx context.Context, key InstanceKey, eventID string, old map[string]types.AttributeValue) (statemodel.SeenEvent, error) {
-	if len(old) == 0 {
-		first, ok, err := s.guard(ctx, key, eventID)
-		if err != nil {
-			return first, err
-		}
-		if !ok { // expired between the write and this read
-			return statemodel.SeenEvent{ID: eventID}, nil
-		}
-		return first, nil
-	}
-	r := &reader{it: old}
-	first := statemodel.SeenEvent{ID: eventID, Seq: r.int(attrSeq), To: statemodel.InstanceState(r.str(attrTo))}
-	return first, r.err
-}
-
-// guard reads the event-id guard of an event.
-func (s *Store) guard(ctx context.Context, key InstanceKey, eventID string) (statemodel.SeenEvent, bool, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.table),
-		Key:            keyOf(runPK(key.Run), guardSK(key.Task, eventID)),
-		ConsistentRead: aws.Bool(true),
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(pk, sk),
+		UpdateExpression: aws.String(ie.update(set)), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: ie.nameMap(), ExpressionAttributeValues: ie.valueMap(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.returnCapacity(),
 	})
 	if err != nil {
-		return statemodel.SeenEvent{}, false, fmt.Errorf("read event guard %s %s: %w", key, eventID, translate(err))
+		if old, ok := conditionItem(err); ok {
+			// Decide again from the item as DynamoDB found it; without an
+			// ALL_OLD image (an endpoint that sends none), re-read it.
+			moved := &movedError{key: key}
+			if len(old) > 0 {
+				if found, derr := decodeInstance(old); derr == nil {
+					moved.now = &found
+				}
+			}
+			return inst, op(moved)
+		}
+		return inst, op(translate(err))
 	}
-	if out.Item == nil {
-		return statemodel.SeenEvent{}, false, nil
-	}
-	r := &reader{it: out.Item}
-	first := statemodel.SeenEvent{ID: eventID, Seq: r.int(attrSeq), To: statemodel.InstanceState(r.str(attrTo))}
-	if r.err != nil {
-		return first, false, fmt.Errorf("read event guard %s %s: %w", key, eventID, r.err)
-	}
-	return first, true, nil
+	s.report("transition", false, []int{fullSize}, timerIndexWrites(instanceItem(inst), full), consumed(out.ConsumedCapacity))
+	return next, nil
 }
 
 // refreshLease writes a Refreshed decision: the lease and the timer, no
@@ -561,7 +482,7 @@ func (s *Store) guard(ctx context.Context, key InstanceKey, eventID string) (sta
 //
 //	condition  #state = :expected_state AND #version = :expected_version
 //	fails when a transition moved the instance: ErrConflict (*movedError).
-func (s *Store) refreshLease(ctx context.Context, inst Instance, n statemodel.Snapshot, op func(error) error) error {
+func (s *Store) refreshLease(ctx context.Context, inst Instance, n statemodel.Snapshot, op func(error) error) (Instance, error) {
 	pk, sk := runPK(inst.Key.Run), instanceSK(inst.Key.Task)
 	set := item{attrLeaseBeat: tm(n.Lease.LastHeartbeatAt), attrLeaseExpires: tm(n.Lease.ExpiresAt)}
 	for k, v := range timerItem(pk, sk, n) {
@@ -588,16 +509,17 @@ func (s *Store) refreshLease(ctx context.Context, inst Instance, n statemodel.Sn
 					moved.now = &found
 				}
 			}
-			return op(moved)
+			return inst, op(moved)
 		}
-		return op(translate(err))
+		return inst, op(translate(err))
 	}
 	var cc []types.ConsumedCapacity
 	if out.ConsumedCapacity != nil {
 		cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
 	}
 	s.report("refresh_lease", false, []int{size}, timerIndexWrites(instanceItem(inst), instanceItem(next)), cc)
-	return nil
+	next.TimerAt, next.TimerKind = n.Timer()
+	return next, nil
 }
 
 // MaxLateEvents is how many late events an attempt item keeps (API.md):
@@ -607,16 +529,18 @@ func (s *Store) refreshLease(ctx context.Context, inst Instance, n statemodel.Sn
 // counted again: the count is of deliveries past the cap.
 const MaxLateEvents = 16
 
-// AppendLate records a late event on its (older) attempt's item. The
-// instance item is untouched: a stale event never changes an instance.
+// AppendLate records a late event on its (older) attempt's item, creating
+// the item when the attempt has none yet. The instance item is untouched: a
+// stale event never changes an instance. The caller knows the attempt
+// exists (statemodel called the event stale against a newer attempt).
 //
-//	attempt  Update  SET #late_events = list_append(if_not_exists(#late_events, :empty), :late)
+//	attempt  Update  SET #late_events = list_append(if_not_exists(#late_events, :empty), :late),
+//	                     #kind, #run, #task, #n
 //	                 ADD #late_event_ids :event_ids
-//	condition  attribute_exists(#pk) AND NOT contains(#late_event_ids, :event_id)
+//	condition  NOT contains(#late_event_ids, :event_id)
 //	           AND (attribute_not_exists(#late_events) OR size(#late_events) < :max)
 //	fails when the event was recorded before (the append is idempotent:
-//	nil), the attempt item does not exist (ErrNotFound), or the item holds
-//	MaxLateEvents already: then
+//	nil) or the item holds MaxLateEvents already: then
 //
 //	attempt  Update  ADD #late_events_dropped :one
 //	condition  attribute_exists(#pk)
@@ -639,11 +563,15 @@ func (s *Store) AppendLate(ctx context.Context, key InstanceKey, late statemodel
 	}
 	pk, sk := runPK(key.Run), attemptSK(key.Task, late.Attempt)
 	e := newExpr()
+	// The item may not exist yet: an attempt the instance still holds has
+	// no item until its first late event or its eviction.
 	upd := "SET " + e.n(attrLateEvents) + " = list_append(if_not_exists(" + e.n(attrLateEvents) + ", " +
 		e.v("empty", &types.AttributeValueMemberL{Value: []types.AttributeValue{}}) + "), " +
 		e.v("late", &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: entry}}}) + ")" +
+		", " + e.n(attrKind) + " = " + e.v("kind", str(kindAttempt)) + ", " + e.n(attrRun) + " = " + e.v("run", str(key.Run)) +
+		", " + e.n(attrTask) + " = " + e.v("task", str(key.Task)) + ", " + e.n(attrN) + " = " + e.v("n", num(int64(late.Attempt))) +
 		" ADD " + e.n(attrLateEventIDs) + " " + e.v("event_ids", &types.AttributeValueMemberSS{Value: []string{late.EventID}})
-	cond := "attribute_exists(" + e.n(tableschema.PK) + ") AND NOT contains(" + e.n(attrLateEventIDs) + ", " +
+	cond := "NOT contains(" + e.n(attrLateEventIDs) + ", " +
 		e.v("event_id", str(late.EventID)) + ") AND (attribute_not_exists(" + e.n(attrLateEvents) + ") OR size(" +
 		e.n(attrLateEvents) + ") < " + e.v("max", num(MaxLateEvents)) + ")"
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -831,48 +759,6 @@ func heartbeatTarget(cur statemodel.Snapshot, attempt int) (statemodel.InstanceS
 	return "", reject(statemodel.ErrIllegalTransition, "")
 }
 
-// History returns an instance's transition records in seq order, at most
-// limit (0: DynamoDB's page) per call, and the token of the next page ("" at
-// the end). One strongly consistent Query per call:
-// pk = RUN#<run> AND sk BETWEEN "TR#<task>#" AND "TR#<task>$".
-func (s *Store) History(ctx context.Context, key InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
-	op := func(err error) error { return fmt.Errorf("history %s: %w", key, err) }
-	if err := checkInstanceKey(key); err != nil {
-		return nil, "", op(err)
-	}
-	start, err := decodeToken(token, map[string]string{tableschema.PK: runPK(key.Run), tableschema.SK: ""})
-	if err != nil {
-		return nil, "", op(err)
-	}
-	if start != nil && !hasPrefix(start[tableschema.SK], transitionPrefix(key.Task)) {
-		return nil, "", op(ErrInvalidToken)
-	}
-	e := newExpr()
-	in := &dynamodb.QueryInput{
-		TableName:                aws.String(s.table),
-		KeyConditionExpression:   aws.String(e.prefixKey(runPK(key.Run), transitionPrefix(key.Task))),
-		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		ConsistentRead: aws.Bool(true), ExclusiveStartKey: start,
-	}
-	if limit > 0 {
-		in.Limit = aws.Int32(int32(min(limit, 1<<30)))
-	}
-	out, err := s.db.Query(ctx, in)
-	if err != nil {
-		return nil, "", op(translate(err))
-	}
-	trs := make([]statemodel.Transition, 0, len(out.Items))
-	for _, it := range out.Items {
-		r := &reader{it: it}
-		tr := readTransition(r)
-		if r.err != nil {
-			return nil, "", op(r.err)
-		}
-		trs = append(trs, tr)
-	}
-	return trs, encodeToken(out.LastEvaluatedKey), nil
-}
-
 // FullHistory pages History to the end.
 func (s *Store) FullHistory(ctx context.Context, key InstanceKey) ([]statemodel.Transition, error) {
 	var all []statemodel.Transition
@@ -888,9 +774,4 @@ func (s *Store) FullHistory(ctx context.Context, key InstanceKey) ([]statemodel.
 		}
 		token = next
 	}
-}
-
-func hasPrefix(v types.AttributeValue, prefix string) bool {
-	s, ok := v.(*types.AttributeValueMemberS)
-	return ok && len(s.Value) >= len(prefix) && s.Value[:len(prefix)] == prefix
 }

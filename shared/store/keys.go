@@ -36,7 +36,6 @@ const (
 	prefixSlot       = "SLOT#"
 	prefixIdem       = "IDEM#"
 	prefixTransition = "TR#"
-	prefixEventGuard = "EV#"
 	prefixDependent  = "DEP#"
 	attemptInfix     = "#ATT#"
 	skJob            = "JOB"
@@ -71,7 +70,6 @@ func transitionSK(task string, seq int64) string {
 	return fmt.Sprintf("%s%s%s%010d", prefixTransition, task, keySep, seq)
 }
 func transitionPrefix(task string) string { return prefixTransition + task + keySep }
-func guardSK(task, eventID string) string { return prefixEventGuard + task + keySep + eventID }
 func slotSK(logical time.Time) string     { return prefixSlot + formatTime(logical) }
 func idemSK(key string) string            { return prefixIdem + key }
 func pointerSK(run string) string         { return prefixRun + run }
@@ -146,8 +144,12 @@ func checkInstanceKey(k InstanceKey) error {
 	return checkTask(k.Task)
 }
 
-func checkEventID(k InstanceKey, id string) error {
-	return checkTail("event id", id, guardSK(k.Task, id), MaxSortKeyBytes)
+// maxEventIDBytes bounds an event id, which the instance item keeps in its
+// recent ids and history records.
+const maxEventIDBytes = 512
+
+func checkEventID(_ InstanceKey, id string) error {
+	return checkTail("event id", id, id, maxEventIDBytes)
 }
 
 func clip(s string) string {

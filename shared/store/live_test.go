@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -101,5 +102,37 @@ func TestUnfinishedRunsCostFollowsLiveWork(t *testing.T) {
 	}
 	if n := c.Items(); n > 20 {
 		t.Fatalf("finding 1 unfinished run among %d examined %d items, want at most 20", finished+31, n)
+	}
+}
+
+// TestPointerLeftLiveByAStoppedWriterIsRepaired: UpdateRunState writes a
+// finishing run's item, then takes its pointer out of the live index. A
+// writer stopped between the two leaves a live pointer of a finished run;
+// HasUnfinishedRuns confirms against the run item, answers false, and
+// takes the pointer out.
+func TestPointerLeftLiveByAStoppedWriterIsRepaired(t *testing.T) {
+	t.Parallel()
+	ts := newStore(t)
+	ctx := context.Background()
+	c := &crasher{}
+	cs := store.New(env.DynamoDBClient(c.option), ts.table, store.WithClock(ts.Clock.Now))
+	v := ts.MustCreate(t, storetest.NewRun("stopped", "main"))
+	c.arm(2) // the pointer's write
+	_, err := cs.UpdateRunState(ctx, v.Run, store.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired})
+	if !errors.Is(err, errCrash) {
+		t.Fatalf("update stopped before the pointer: %v", err)
+	}
+	c.arm(0)
+	ptr := getItem(t, ts.table, "JOB#stopped", "RUN#"+v.Run.ID)
+	if _, live := ptr["live_pk"]; !live {
+		t.Fatal("the scenario needs the pointer still live")
+	}
+	busy, err := ts.HasUnfinishedRuns(ctx, "stopped")
+	if err != nil || busy {
+		t.Fatalf("HasUnfinishedRuns = %v, %v; want false: the run finished", busy, err)
+	}
+	ptr = getItem(t, ts.table, "JOB#stopped", "RUN#"+v.Run.ID)
+	if _, live := ptr["live_pk"]; live {
+		t.Fatal("the finished run's pointer is still live after the check")
 	}
 }

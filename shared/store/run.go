@@ -17,11 +17,11 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// MaxTasksPerRun is the most tasks one run may have: CreateRun writes the
+// MaxTasksPerRun is the most tasks one run may have. CreateRun writes the
 // run, its per-job pointer, an optional slot claim and an optional
-// idempotency key, and two items per task (the instance and its creation
-// record) in ONE TransactWriteItems, which takes at most 100 actions:
-// 4 + 2*48 = 100.
+// idempotency key, and one item per task (the instance, its creation
+// record inline) in ONE TransactWriteItems of at most 100 actions: 4 + 48
+// = 52 today, so the limit, which the API documents, has room to grow.
 const MaxTasksPerRun = 48
 
 // Listing limits.
@@ -61,6 +61,9 @@ type NewTask struct {
 	DependsOn   []string
 	TriggerRule statemodel.TriggerRule
 	Publish     bool
+	// Scheduled creates the task SCHEDULED (its deps.met applied in the
+	// same write), for a task the caller knows has nothing to wait for.
+	Scheduled bool
 }
 
 // Idempotency is a client's idempotency key and the hash of the body it
@@ -111,7 +114,38 @@ func (v RunView) Nodes() []statemodel.TaskNode {
 // CreationEventID is the event id of a task's instance.created record.
 func CreationEventID(run, task string) string { return "created:" + run + ":" + task }
 
-// CreateRun creates a run atomically in ONE TransactWriteItems:
+// DepsEventID is the event id of the dependency verdict on an instance
+// whose snapshot is at seq: one verdict per stay in CREATED, so evaluators
+// that read the same snapshot send the same id (the second is a
+// duplicate), and a task cleared back to CREATED later gets a fresh one.
+func DepsEventID(seq int64) string { return fmt.Sprintf("deps:%d", seq) }
+
+// createInstance decides a new instance: instance.created, and for a task
+// the caller marked Scheduled its deps.met too, with the records both
+// leave in its history.
+func createInstance(key InstanceKey, t NewTask, now time.Time) (statemodel.Snapshot, []statemodel.Transition, error) {
+	events := []statemodel.Event{{
+		ID: CreationEventID(key.Run, key.Task), Type: statemodel.EvCreated, Actor: statemodel.ActorScheduler,
+		EventTime: now, ObservedAt: now,
+	}}
+	if t.Scheduled {
+		events = append(events, statemodel.Event{ID: DepsEventID(1), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler})
+	}
+	var snap statemodel.Snapshot
+	var hist []statemodel.Transition
+	for _, ev := range events {
+		d := statemodel.Apply(snap, ev, now, t.Policy)
+		if d.Outcome != statemodel.Applied {
+			return snap, nil, fmt.Errorf("%w: creating %s: %v", ErrInvalidInput, key, d.Err)
+		}
+		snap = d.Snapshot
+		hist = append(hist, *d.Transition)
+	}
+	return snap, hist, nil
+}
+
+// CreateRun creates a run atomically in ONE TransactWriteItems (two items
+// per run and one per task: 52 actions for MaxTasksPerRun tasks):
 //
 //	run          Put  RUN#<run>/RUN            attribute_not_exists(#pk)
 //	pointer      Put  JOB#<job>/RUN#<run>      attribute_not_exists(#pk)
@@ -122,9 +156,9 @@ func CreationEventID(run, task string) string { return "created:" + run + ":" + 
 //	             fails: the key holds a run (ErrIdempotentReplay for the same
 //	             body hash, ErrIdempotencyMismatch for another; *ExistingRunError).
 //	per task     Put  RUN#<run>/TASK#<task>    attribute_not_exists(#pk)
-//	             Put  RUN#<run>/TR#<task>#1    attribute_not_exists(#pk)
-//	             the instance in CREATED and its instance.created record
-//	             (decided by statemodel.Apply at now).
+//	             the instance in CREATED with its instance.created record
+//	             inline, or, for a task marked Scheduled, in SCHEDULED with
+//	             its deps.met record too (decided by statemodel.Apply at now).
 //
 // Nothing is written unless everything is. More than MaxTasksPerRun tasks is
 // ErrTooManyTasks; items over 400 KB, invalid keys and invalid policies or
@@ -238,32 +272,18 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 	view := RunView{Run: run}
 	for _, t := range nr.Tasks {
 		key := InstanceKey{Run: nr.ID, Task: t.ID}
-		ev := statemodel.Event{
-			ID: CreationEventID(nr.ID, t.ID), Type: statemodel.EvCreated, Actor: statemodel.ActorScheduler,
-			EventTime: now, ObservedAt: now,
-		}
-		d := statemodel.Apply(statemodel.Snapshot{}, ev, now, t.Policy)
-		if d.Outcome != statemodel.Applied {
-			return RunView{}, op(fmt.Errorf("%w: creating %s: %v", ErrInvalidInput, key, d.Err))
+		snap, hist, err := createInstance(key, t, now)
+		if err != nil {
+			return RunView{}, op(err)
 		}
 		inst := Instance{
 			Key: key, Job: nr.Job, Pool: t.Pool, Payload: t.Payload, Policy: t.Policy,
 			DependsOn: t.DependsOn, TriggerRule: t.TriggerRule, Publish: t.Publish,
-			Snapshot: d.Snapshot,
+			Snapshot: snap, History: hist,
 		}
-		inst.TimerAt, inst.TimerKind = d.Snapshot.Timer()
+		inst.TimerAt, inst.TimerKind = snap.Timer()
 		inst.Policy.Random = nil
 		if err := put("instance "+key.String(), instanceItem(inst), notExists, pkName, nil, false); err != nil {
-			return RunView{}, op(err)
-		}
-		trItem := transitionFields(*d.Transition)
-		trItem[tableschema.PK] = str(runPK(nr.ID))
-		trItem[tableschema.SK] = str(transitionSK(t.ID, d.Transition.Seq))
-		trItem[attrKind] = str(kindTransition)
-		trItem[attrRun] = str(nr.ID)
-		trItem[attrTask] = str(t.ID)
-		trItem[tableschema.TTL] = epoch(stamp.Add(s.retention))
-		if err := put("creation record "+key.String(), trItem, notExists, pkName, nil, false); err != nil {
 			return RunView{}, op(err)
 		}
 		view.Tasks = append(view.Tasks, TaskView{Instance: inst})
@@ -368,15 +388,13 @@ func pointerItem(r Run) item {
 	return it
 }
 
-// pointerStateItem holds the pointer fields UpdateRunState changes. An
+// pointerStateItem holds the one pointer field that follows the run: an
 // unfinished run's pointer is in the live index (live_pk = its job, live_sk
-// = its id); a finished one leaves it.
+// = its id); a finished one leaves it. The run's states live on the run
+// item only, so a change that keeps the run unfinished writes the run
+// item alone (UpdateRunState).
 func pointerStateItem(r Run) item {
-	it := item{
-		attrExec: str(string(r.ExecutionState)), attrPub: str(string(r.PublicationState)),
-		attrStatus: str(string(r.Status)), attrEndedAt: tm(r.EndedAt),
-		tableschema.LivePK: nil, tableschema.LiveSK: nil,
-	}
+	it := item{tableschema.LivePK: nil, tableschema.LiveSK: nil}
 	if !r.ExecutionState.Terminal() {
 		it[tableschema.LivePK] = str(jobPK(r.Job))
 		it[tableschema.LiveSK] = str(r.ID)
@@ -425,8 +443,9 @@ func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
 //
 //	pk = RUN#<run> AND sk BETWEEN "RUN" AND "TASK#\uffff"
 //
-// History records (TR#) and event guards (EV#) sort outside that range, so
-// they are excluded by the key design, not by a filter.
+// History items (TR#) sort outside that range, so they are excluded by the
+// key design, not by a filter. TaskView.Attempts lists every attempt, from
+// the instance's records and the attempt items.
 func (s *Store) ReadRun(ctx context.Context, id string) (RunView, error) {
 	op := func(err error) error { return fmt.Errorf("read run %s: %w", id, err) }
 	if err := checkRun(id); err != nil {
@@ -484,17 +503,41 @@ func (s *Store) ReadRun(ctx context.Context, id string) (RunView, error) {
 	if !found {
 		return RunView{}, op(ErrNotFound)
 	}
-	for task, as := range attempts {
-		i, ok := byTask[task]
-		if !ok {
+	for task := range attempts {
+		if _, ok := byTask[task]; !ok {
 			return RunView{}, op(fmt.Errorf("%w: attempts of unknown task %s", ErrCorruptItem, task))
 		}
-		// nnn is zero-padded to three digits; past 999 text order is not
-		// number order, so sort by number.
-		slices.SortFunc(as, func(a, b Attempt) int { return a.N - b.N })
-		view.Tasks[i].Attempts = as
+	}
+	for i := range view.Tasks {
+		t := &view.Tasks[i]
+		t.Attempts = mergeAttempts(attempts[t.Instance.Key.Task], t.Instance.Snapshot.Attempts)
 	}
 	return view, nil
+}
+
+// mergeAttempts lists every attempt of a task by number: the records the
+// instance holds, the older ones from their attempt items, each with the
+// late events its item keeps.
+func mergeAttempts(items []Attempt, held []statemodel.AttemptRecord) []Attempt {
+	byN := make(map[int]Attempt, len(items)+len(held))
+	for _, a := range items {
+		byN[a.N] = a
+	}
+	for _, r := range held {
+		a := byN[r.N]
+		a.AttemptRecord = r
+		byN[r.N] = a
+	}
+	out := make([]Attempt, 0, len(byN))
+	for _, a := range byN {
+		if a.HasRecord() {
+			out = append(out, a)
+		}
+	}
+	// Attempt item keys are zero-padded to three digits; past 999 text
+	// order is not number order, so sort by number.
+	slices.SortFunc(out, func(a, b Attempt) int { return a.N - b.N })
+	return out
 }
 
 func decodeAttempt(r *reader) Attempt {
@@ -522,8 +565,9 @@ type RunFilter struct {
 // job it reads the job's run pointers (strongly consistent) and then the
 // runs themselves (BatchGetItem).
 //
-// The status filter is applied after paging (a FilterExpression): a page
-// may hold fewer than Limit runs, even none, while a next token remains.
+// The status filter is applied after paging (a FilterExpression on the
+// listing index; on the runs read, for a job): a page may hold fewer than
+// Limit runs, even none, while a next token remains.
 // Callers page on until the token is "".
 func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error) {
 	op := func(err error) error { return fmt.Errorf("list runs (job %q, status %q): %w", f.Job, f.Status, err) }
@@ -549,7 +593,7 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error
 		in.KeyConditionExpression = aws.String(e.prefixKey(jobPK(f.Job), prefixRun))
 		want = map[string]string{tableschema.PK: jobPK(f.Job), tableschema.SK: ""}
 	}
-	if f.Status != "" {
+	if f.Status != "" && f.Job == "" {
 		in.FilterExpression = aws.String(e.n(attrStatus) + " = " + e.v("status", str(string(f.Status))))
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
@@ -582,6 +626,10 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error
 	runs, err := s.getRuns(ctx, ids)
 	if err != nil {
 		return nil, "", op(err)
+	}
+	if f.Status != "" {
+		// Pointers hold no states: the filter applies to the runs read.
+		runs = slices.DeleteFunc(runs, func(r Run) bool { return r.Status != f.Status })
 	}
 	return runs, next, nil
 }
@@ -707,13 +755,17 @@ const newestPointers = 10
 
 // HasUnfinishedRuns reports whether job has a run whose execution state is
 // not terminal (skip policy; the API refuses DELETE of such a job). Its
-// cost follows the job's live runs, not its history:
+// cost follows the job's live runs, not its history. Candidates are
 //
-//  1. the job's newest run pointers (a strongly consistent Query, newest
-//     first, newestPointers at most): a run created a moment ago, which
-//     the live index may not list yet, is among them;
-//  2. the live index, each entry confirmed by a strongly consistent read
-//     of its pointer (the index may still list a run that just ended).
+//  1. the job's newest run pointers that are live (a strongly consistent
+//     Query, newest first, newestPointers at most): a run created a moment
+//     ago, which the live index may not list yet, is among them;
+//  2. the live index's entries.
+//
+// Each candidate is confirmed by a strongly consistent read of its run
+// item, the one place the run's state is kept. A pointer still live for a
+// finished run (the index lags, or UpdateRunState's writer stopped between
+// its two writes) is taken out of the index here.
 func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error) {
 	op := func(err error) error { return fmt.Errorf("unfinished runs of job %s: %w", job, err) }
 	if err := checkJob(job); err != nil {
@@ -723,7 +775,7 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true), ScanIndexForward: aws.Bool(false),
 		KeyConditionExpression: aws.String(e.prefixKey(jobPK(job), prefixRun)),
-		ProjectionExpression:   aws.String(e.n(attrExec)),
+		ProjectionExpression:   aws.String(e.n(attrRunID) + ", " + e.n(tableschema.LivePK)),
 		Limit:                  aws.Int32(newestPointers),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
@@ -731,29 +783,28 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
 	if err != nil {
 		return false, op(translate(err))
 	}
+	checked := map[string]bool{}
 	for _, it := range out.Items {
 		r := &reader{it: it}
-		if !statemodel.RunState(r.str(attrExec)).Terminal() {
-			return true, nil
+		if r.str(tableschema.LivePK) == "" {
+			continue
+		}
+		id := r.str(attrRunID)
+		checked[id] = true
+		live, err := s.confirmLive(ctx, id)
+		if err != nil || live {
+			return live, err
 		}
 	}
 	found := false
 	var cerr error
 	err = s.queryLive(ctx, job, newestPointers, func(r *reader) bool {
-		got, gerr := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-			TableName: aws.String(s.table), Key: keyOf(jobPK(job), pointerSK(r.str(attrRunID))),
-			ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("#exec"),
-			ExpressionAttributeNames: map[string]string{"#exec": attrExec},
-		})
-		if gerr != nil {
-			cerr = translate(gerr)
-			return false
+		id := r.str(attrRunID)
+		if checked[id] {
+			return true
 		}
-		if got.Item != nil && !statemodel.RunState((&reader{it: got.Item}).str(attrExec)).Terminal() {
-			found = true
-			return false
-		}
-		return true
+		found, cerr = s.confirmLive(ctx, id)
+		return cerr == nil && !found
 	})
 	if err == nil {
 		err = cerr
@@ -762,6 +813,48 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
 		return false, op(err)
 	}
 	return found, nil
+}
+
+// confirmLive reads run id and reports whether it is unfinished; a
+// finished run's pointer is taken out of the live index.
+func (s *Store) confirmLive(ctx context.Context, id string) (bool, error) {
+	run, err := s.GetRun(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !run.ExecutionState.Terminal() {
+		return true, nil
+	}
+	return false, s.writePointerState(ctx, run)
+}
+
+// writePointerState puts the run's pointer in the live index or takes it
+// out, as run's execution state says.
+//
+//	Update JOB#<job>/RUN#<run>  SET or REMOVE live_pk, live_sk
+//	condition  attribute_exists(#pk)
+//	fails: the pointer is missing (ErrNotFound).
+func (s *Store) writePointerState(ctx context.Context, run Run) error {
+	e := newExpr()
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(jobPK(run.Job), pointerSK(run.ID)),
+		UpdateExpression:         aws.String(e.update(pointerStateItem(run))),
+		ConditionExpression:      aws.String("attribute_exists(" + e.n(tableschema.PK) + ")"),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnConsumedCapacity: s.returnCapacity(),
+	})
+	if err != nil {
+		if _, ok := conditionItem(err); ok {
+			return fmt.Errorf("%w: run pointer of %s under job %s", ErrNotFound, run.ID, run.Job)
+		}
+		return translate(err)
+	}
+	size := itemSize(pointerItem(run).present())
+	s.report("update_run_pointer", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity))
+	return nil
 }
 
 // RearmRunBackstop moves a live run's backstop timer to the store's clock
@@ -825,18 +918,20 @@ type RunUpdate struct {
 }
 
 // UpdateRunState stores a run's derived state with a compare-and-set on the
-// version read (run.Version), in ONE TransactWriteItems:
+// version read (run.Version): ONE UpdateItem of the run item, and a second
+// of its pointer only when the run leaves or re-enters the live index:
 //
 //	run      Update  SET the states, status, ended_at, version = :expected + 1,
 //	                 the backstop timer (REMOVEd when terminal)
 //	         condition  #version = :expected_version
 //	         fails: another finisher stored first (ErrVersionConflict), or
 //	         the run does not exist (ErrNotFound). Re-read, re-derive.
-//	pointer  Update  SET the states, status, ended_at (per-job listing), and
-//	                 the live index keys while unfinished (REMOVEd when
-//	                 terminal: ListUnfinishedRuns, HasUnfinishedRuns)
-//	         condition  attribute_exists(#pk)
-//	         fails: the pointer is missing (ErrNotFound).
+//	pointer  writePointerState: after the run's write when the run ends,
+//	         before it when a finished run is live again, so an unfinished
+//	         run's pointer is always live. A writer that stops between the
+//	         two leaves a live pointer of a finished run, which the readers
+//	         of the live index confirm against the run item and repair
+//	         (HasUnfinishedRuns).
 //
 // Status is ExecutionState.Status(); it is never passed separately, so the
 // two cannot disagree.
@@ -873,35 +968,26 @@ func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, 
 			next.TimerAt = stamp.Add(s.backstop)
 		}
 	}
-	re := newExpr()
-	runCond := re.n(attrVersion) + " = " + re.v("expected_version", num(run.Version))
-	runUpd := re.update(runStateItem(next))
-	pe := newExpr()
-	ptr := pointerStateItem(next)
-	ptrCond := "attribute_exists(" + pe.n(tableschema.PK) + ")"
-	ptrUpd := pe.update(ptr)
-	actions := []types.TransactWriteItem{
-		{Update: &types.Update{
-			TableName: aws.String(s.table), Key: keyOf(runPK(run.ID), skRun),
-			UpdateExpression: aws.String(runUpd), ConditionExpression: aws.String(runCond),
-			ExpressionAttributeNames: re.nameMap(), ExpressionAttributeValues: re.valueMap(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		{Update: &types.Update{
-			TableName: aws.String(s.table), Key: keyOf(jobPK(run.Job), pointerSK(run.ID)),
-			UpdateExpression: aws.String(ptrUpd), ConditionExpression: aws.String(ptrCond),
-			ExpressionAttributeNames: pe.nameMap(), ExpressionAttributeValues: pe.valueMap(),
-		}},
+	wasLive, live := !run.ExecutionState.Terminal(), !next.ExecutionState.Terminal()
+	if live && !wasLive {
+		if err := s.writePointerState(ctx, next); err != nil {
+			return Run{}, op(err)
+		}
 	}
-	sizes := []int{itemSize(runItem(next).present()), itemSize(pointerItem(next).present())}
-	err := s.transact(ctx, "update_run_state", actions, sizes, nil)
-	if err == nil {
-		return next, nil
-	}
-	reasons := cancellation(err)
-	switch {
-	case conditionFailed(reasons, 0):
-		old := reasons[0].Item
+	e := newExpr()
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(runPK(run.ID), skRun),
+		UpdateExpression:         aws.String(e.update(runStateItem(next))),
+		ConditionExpression:      aws.String(e.n(attrVersion) + " = " + e.v("expected_version", num(run.Version))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.returnCapacity(),
+	})
+	if err != nil {
+		old, ok := conditionItem(err)
+		if !ok {
+			return Run{}, op(translate(err))
+		}
 		if len(old) == 0 {
 			if _, gerr := s.GetRun(ctx, run.ID); errors.Is(gerr, ErrNotFound) {
 				return Run{}, op(ErrNotFound)
@@ -910,10 +996,28 @@ func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, 
 		}
 		r := &reader{it: old}
 		return Run{}, op(fmt.Errorf("%w: stored version is %s", ErrVersionConflict, strconv.FormatInt(r.int(attrVersion), 10)))
-	case conditionFailed(reasons, 1):
-		return Run{}, op(fmt.Errorf("%w: run pointer under job %s", ErrNotFound, run.Job))
-	case reasons != nil && transientCancel(reasons):
-		return Run{}, op(fmt.Errorf("%w: contended", ErrVersionConflict))
 	}
-	return Run{}, op(cancelError(err, reasons))
+	size := itemSize(runItem(next).present())
+	s.report("update_run_state", false, []int{size}, runIndexWrites(run, next, size), consumed(out.ConsumedCapacity))
+	if wasLive && !live {
+		if err := s.writePointerState(ctx, next); err != nil {
+			return Run{}, op(err)
+		}
+	}
+	return next, nil
+}
+
+// runIndexWrites lists the index entry writes of a run item's update: its
+// listing entry (the index projects the whole item) always, and its
+// timers entry when the backstop moves or goes.
+func runIndexWrites(from, to Run, size int) []int {
+	writes := []int{size}
+	switch {
+	case from.TimerAt.IsZero() && to.TimerAt.IsZero():
+	case from.TimerAt.Equal(to.TimerAt), from.TimerAt.IsZero(), to.TimerAt.IsZero():
+		writes = append(writes, size)
+	default:
+		writes = append(writes, size, size)
+	}
+	return writes
 }

@@ -11,13 +11,15 @@
 //	run pointer      JOB#<name>  RUN#<run>                 newest first per job; carries the run's states; live index while unfinished
 //	dependency edge  JOB#<up>    DEP#<down>                job <down> depends on job <up>; written with <down>
 //	run              RUN#<run>   RUN                       derived states, version CAS, listing RUNS/<run>, backstop timer
-//	instance         RUN#<run>   TASK#<task>               the statemodel.Snapshot, dispatch data, timer
-//	attempt          RUN#<run>   TASK#<task>#ATT#nnn       the attempt record + late events
-//	transition       RUN#<run>   TR#<task>#<seq>           the history record, TTL = history retention
-//	event-id guard   RUN#<run>   EV#<task>#<event id>      first outcome of an applied event, TTL = retention
+//	instance         RUN#<run>   TASK#<task>               the statemodel.Snapshot (recent event ids, latest
+//	                                                       attempts), dispatch data, timer, newest history records
+//	attempt          RUN#<run>   TASK#<task>#ATT#nnn       late events; the record once the instance let it go
+//	history          RUN#<run>   TR#<task>#<last seq>      spilled history records, TTL = history retention
 //
-// ReadRun is one Query (RUN .. TASK#\uffff), so history and guards stay out
-// of it by key design. Only items that wait on a time carry timer_shard and
+// A transition is one conditional UpdateItem of the instance item: its
+// history record and its event id travel in the same write (history.go).
+// ReadRun is one Query (RUN .. TASK#\uffff), so history stays out of it by
+// key design. Only items that wait on a time carry timer_shard and
 // timer_at, so the timers index holds live work only.
 //
 // Conditional writes. Each one documents its condition and what a failed
@@ -39,8 +41,8 @@ import (
 
 // Defaults of the options.
 const (
-	// DefaultHistoryRetention is how long transition records and event-id
-	// guards live (RUNLEDGER_HISTORY_RETENTION's default).
+	// DefaultHistoryRetention is how long spilled history items live
+	// (RUNLEDGER_HISTORY_RETENTION's default).
 	DefaultHistoryRetention = 2160 * time.Hour
 	// IdempotencyTTL is how long an idempotency key holds (API: 24 h).
 	IdempotencyTTL = 24 * time.Hour
@@ -73,7 +75,7 @@ type Option func(*Store)
 // creation times, backstop timers). Decisions take their own now.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
 
-// WithHistoryRetention sets how long history records and event guards live.
+// WithHistoryRetention sets how long spilled history items live.
 func WithHistoryRetention(d time.Duration) Option { return func(s *Store) { s.retention = d } }
 
 // WithRunBackstop sets how far ahead a live run's backstop timer is set.

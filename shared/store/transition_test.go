@@ -12,8 +12,9 @@ import (
 )
 
 // TestDuplicateWriteFindsStandingInstance: a decision made from a snapshot
-// read before another delivery of the same event won is refused as a
-// duplicate, and the refusal carries the instance as the write found it.
+// read before another delivery of the same event won is refused by the
+// write's condition, and the next round, decided from the instance as the
+// write found it, answers duplicate with the winner's outcome.
 func TestDuplicateWriteFindsStandingInstance(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
@@ -26,20 +27,23 @@ func TestDuplicateWriteFindsStandingInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := statemodel.Apply(before.Snapshot, storetest.Ev(statemodel.EvSucceeded, 1), now.Add(time.Second), storetest.Policy())
+	succeeded := storetest.Ev(statemodel.EvSucceeded, 1)
+	d := statemodel.Apply(before.Snapshot, succeeded, now.Add(time.Second), storetest.Policy())
 	if d.Outcome != statemodel.Applied {
 		t.Fatalf("decision %s, want applied", d.Outcome)
 	}
 	if err := ts.ApplyDecision(ctx, before, d); err != nil {
 		t.Fatalf("the winner's write: %v", err)
 	}
-	err = ts.ApplyDecision(ctx, before, d)
-	var dup *store.DuplicateEventError
-	if !errors.As(err, &dup) {
-		t.Fatalf("the same decision again: err = %v, want a DuplicateEventError", err)
+	if err := ts.ApplyDecision(ctx, before, d); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("the same decision again: err = %v, want ErrConflict", err)
 	}
-	if dup.Now == nil || dup.Now.Snapshot.State != statemodel.StateSucceeded || dup.Now.Snapshot.Version != d.Snapshot.Version {
-		t.Fatalf("duplicate found %+v, want the instance as the winner left it (SUCCEEDED, version %d)", dup.Now, d.Snapshot.Version)
+	res, err := ts.TransitionFrom(ctx, before, succeeded, now.Add(time.Second), storetest.Policy())
+	if err != nil || res.Outcome != statemodel.Duplicate || res.Rounds != 2 {
+		t.Fatalf("the event again from the old snapshot: %s in %d rounds, err %v; want duplicate in 2", res.Outcome, res.Rounds, err)
+	}
+	if res.Snapshot.State != statemodel.StateSucceeded || res.Snapshot.Version != d.Snapshot.Version {
+		t.Fatalf("duplicate found %+v, want the instance as the winner left it (SUCCEEDED, version %d)", res.Snapshot, d.Snapshot.Version)
 	}
 }
 
