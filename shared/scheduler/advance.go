@@ -9,65 +9,85 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// maxAdvanceRounds bounds AdvanceRun's rounds that end in a conflict (a
-// version conflict on the run, a verdict another evaluator applied first).
-// Rounds in which a task moved are bounded by the run's tasks: each one
-// takes at least one task out of CREATED.
+// maxAdvanceRounds bounds advance's rounds that end in a version conflict
+// on the run (another finisher stored first): each such round re-reads.
 const maxAdvanceRounds = 8
 
-// AdvanceRun moves a run on: every CREATED task whose dependencies are
-// decided gets its verdict (SCHEDULED tasks are dispatched at once), and the
-// run's execution and publication states are derived from its tasks and
-// stored with a compare-and-set, so two finishers racing cannot regress it.
-// It is called when a task finishes (not on the next tick), by the run's
-// backstop timer, and by a CREATED task's re-evaluation timer. A skip or an
-// upstream failure travels the whole graph in one call, however deep.
+// AdvanceRun moves a run on (advance) and performs what that yields. It is
+// called by the run's backstop timer, by a CREATED task's re-evaluation
+// timer, and by the API's operator actions; a task's completion reaches
+// advance through its effects.
 func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
-	budget := maxAdvanceRounds
-	for round := 0; round < budget; round++ {
-		view, err := s.store.ReadRun(ctx, runID)
-		if err != nil {
-			return fmt.Errorf("advance run %s: %w", runID, err)
-		}
-		if round == 0 {
-			budget += len(view.Tasks)
-		}
-		moved, err := s.evaluate(ctx, view)
-		if err != nil {
-			return fmt.Errorf("advance run %s: %w", runID, err)
-		}
-		if moved {
-			continue // derive from what the verdicts left
-		}
-		done, err := s.storeDerived(ctx, view)
-		if err != nil {
-			return fmt.Errorf("advance run %s: %w", runID, err)
-		}
-		if done {
-			return nil
-		}
+	more, err := s.advance(ctx, runID, nil)
+	s.perform(ctx, more...)
+	if err != nil {
+		return fmt.Errorf("advance run %s: %w", runID, err)
 	}
-	return fmt.Errorf("advance run %s: %w after %d rounds", runID, store.ErrUnsettled, budget)
+	return nil
 }
 
-// storeDerived stores the run state derived from view's tasks. It reports
-// false on a version conflict (re-read and derive again). When nothing
-// changed it re-arms a due backstop timer instead, so a live run is re-read
-// once per backstop period, not on every pass.
-func (s *Service) storeDerived(ctx context.Context, view store.RunView) (bool, error) {
-	nodes := view.Nodes()
+// advance decides every CREATED task of a run whose dependencies are
+// decided, derives the run's execution and publication states from its
+// tasks and stores them with a compare-and-set, so two finishers racing
+// cannot regress it. It starts from held when the caller holds the run
+// (nil: one ReadRun) and reads again only after a version conflict. A skip
+// or an upstream failure travels the whole graph in one call, however
+// deep. It returns the effects it yields: the dispatch of every task whose
+// dependencies are met (its verdict rides on the dispatch's write), and
+// the wake of the runs waiting on this one.
+func (s *Service) advance(ctx context.Context, runID string, held *store.RunView) ([]effect, error) {
+	for round := 0; round < maxAdvanceRounds; round++ {
+		var view store.RunView
+		if held != nil && round == 0 {
+			view = *held
+		} else {
+			v, err := s.store.ReadRun(ctx, runID)
+			if err != nil {
+				return nil, err
+			}
+			view = v
+		}
+		nodes, effs, err := s.evaluate(ctx, &view)
+		if err != nil {
+			return effs, err
+		}
+		done, wake, err := s.storeDerived(ctx, view.Run, nodes)
+		if err != nil {
+			return effs, err
+		}
+		if wake != nil {
+			effs = append(effs, effect{kind: effWakeDependents, run: wake, runID: wake.ID})
+		}
+		if done {
+			return effs, nil
+		}
+		if len(effs) > 0 {
+			// The dispatches stand: the next round's read finds their tasks
+			// still CREATED or already QUEUED, and decides them again only
+			// if they are not yet dispatched.
+			s.perform(ctx, effs...)
+		}
+	}
+	return nil, fmt.Errorf("%w after %d rounds", store.ErrUnsettled, maxAdvanceRounds)
+}
+
+// storeDerived stores the run state derived from nodes. It reports false
+// on a version conflict (re-read and derive again), and the run as stored
+// when it finished or published (its dependents are to be woken). When
+// nothing changed it re-arms a due backstop timer instead, so a live run
+// is re-read once per backstop period, not on every pass.
+func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemodel.TaskNode) (bool, *store.Run, error) {
 	d := statemodel.DeriveRunState(nodes)
 	pub := statemodel.DerivePublication(nodes)
-	r := view.Run
 	if r.ExecutionState == d.State && r.PublicationState == pub && (!d.State.Terminal() || r.TimerAt.IsZero()) {
 		if d.State.Terminal() || r.TimerAt.After(s.now()) {
-			return true, nil
+			return true, nil, nil
 		}
 		_, err := s.store.RearmRunBackstop(ctx, r)
 		if errors.Is(err, store.ErrVersionConflict) {
-			return true, nil // another writer stored the run, and armed its timer
+			return true, nil, nil // another writer stored the run, and armed its timer
 		}
-		return err == nil, err
+		return err == nil, nil, err
 	}
 	runID := r.ID
 	if d.Deadlocked {
@@ -77,10 +97,10 @@ func (s *Service) storeDerived(ctx context.Context, view store.RunView) (bool, e
 	wasPublished := r.PublicationState == statemodel.PublicationPublished
 	updated, err := s.store.UpdateRunState(ctx, r, store.RunUpdate{ExecutionState: d.State, PublicationState: pub})
 	if errors.Is(err, store.ErrVersionConflict) {
-		return false, nil
+		return false, nil, nil
 	}
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	finished := updated.ExecutionState.Terminal() && !wasTerminal
 	published := updated.PublicationState == statemodel.PublicationPublished && !wasPublished
@@ -91,23 +111,27 @@ func (s *Service) storeDerived(ctx context.Context, view store.RunView) (bool, e
 	if finished || published {
 		// A dependent may wait for PUBLISHED, which can come before
 		// the run ends.
-		s.wakeDependents(ctx, updated)
+		return true, &updated, nil
 	}
-	return true, nil
+	return true, nil, nil
 }
 
-// evaluate applies the dependency verdict of every CREATED task that has
-// one, and reports whether anything moved. A task it moves to a terminal
-// state (SKIPPED, UPSTREAM_FAILED) decides the tasks below it, so it
-// evaluates again on the states it wrote until nothing moves: the outcome
-// ripples down the whole graph in one call, at most one pass per task.
-func (s *Service) evaluate(ctx context.Context, view store.RunView) (bool, error) {
-	moved := false
+// evaluate decides every CREATED task of view that has a dependency
+// verdict, and returns the tasks as they now stand (for the run's
+// derivation) and the dispatches it yields. A task whose dependencies are
+// met is not written here: its dispatch sends the envelope and writes
+// deps.met and dispatch.accepted as one write; until then it counts as
+// SCHEDULED. A task moved to a terminal state (SKIPPED, UPSTREAM_FAILED)
+// decides the tasks below it, so it evaluates again on what it wrote until
+// nothing moves: at most one pass per task. view's instances are replaced
+// by the ones written.
+func (s *Service) evaluate(ctx context.Context, view *store.RunView) ([]statemodel.TaskNode, []effect, error) {
 	nodes := view.Nodes()
 	byID := make(map[string]int, len(view.Tasks))
 	for i, t := range view.Tasks {
 		byID[t.Instance.Key.Task] = i
 	}
+	var effs []effect
 	cross := crossJobCache{}
 	refused := map[string]bool{} // moved by someone else: the next read tells
 	for {
@@ -122,7 +146,7 @@ func (s *Service) evaluate(ctx context.Context, view store.RunView) (bool, error
 			if verdict == statemodel.DepsMet && len(inst.DependsOn) == 0 {
 				c, err := cross.verdict(ctx, s, view.Run)
 				if err != nil {
-					return moved, err
+					return nodes, effs, err
 				}
 				verdict, timedOut = c.Verdict, c.TimedOut
 			}
@@ -130,7 +154,11 @@ func (s *Service) evaluate(ctx context.Context, view store.RunView) (bool, error
 			reason := ""
 			switch {
 			case verdict == statemodel.DepsMet:
-				typ = statemodel.EvDepsMet
+				run := view.Run
+				effs = append(effs, effect{kind: effDispatch, key: inst.Key, inst: inst, run: &run, depsMet: true, runID: run.ID})
+				nodes[i].State = statemodel.StateScheduled
+				progressed = true
+				continue
 			case verdict == statemodel.DepsSkip:
 				typ = statemodel.EvDepsSkipped
 			case verdict == statemodel.DepsUpstreamFailed:
@@ -140,14 +168,11 @@ func (s *Service) evaluate(ctx context.Context, view store.RunView) (bool, error
 			default:
 				continue
 			}
-			// One dependency verdict per stay in CREATED: evaluators that read
-			// the same snapshot send the same id (the second is a duplicate),
-			// and a task cleared back to CREATED later gets a fresh one.
-			ev := statemodel.Event{ID: fmt.Sprintf("deps:%d", inst.Snapshot.Seq), Type: typ, Actor: statemodel.ActorScheduler, Reason: reason}
-			res, err := s.store.Transition(ctx, inst.Key, ev, s.now(), s.policy())
+			ev := statemodel.Event{ID: store.DepsEventID(inst.Snapshot.Seq), Type: typ, Actor: statemodel.ActorScheduler, Reason: reason}
+			res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
 			if err != nil {
 				if transient(err) {
-					return moved, err
+					return nodes, effs, err
 				}
 				refused[r.ID] = true // another evaluator moved it first
 				continue
@@ -156,17 +181,15 @@ func (s *Service) evaluate(ctx context.Context, view store.RunView) (bool, error
 				refused[r.ID] = true
 				continue
 			}
-			moved, progressed = true, true
-			nodes[i].State = res.Snapshot.State
-			if res.Snapshot.State == statemodel.StateScheduled {
-				inst.Snapshot = res.Snapshot
-				if err := s.dispatch(ctx, inst, view.Run); err != nil {
-					s.log.WarnContext(ctx, "dispatch", "run_id", inst.Key.Run, "task", inst.Key.Task, "error", err.Error())
-				}
+			if tr := res.Transition; tr != nil {
+				s.emitTransitionMetrics(inst.Key, res.Snapshot, tr)
 			}
+			progressed = true
+			view.Tasks[i].Instance = res.Instance
+			nodes[i].State = res.Snapshot.State
 		}
 		if !progressed {
-			return moved, nil
+			return nodes, effs, nil
 		}
 	}
 }

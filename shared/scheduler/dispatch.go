@@ -17,68 +17,117 @@ import (
 )
 
 // dispatch sends attempt n+1 of a SCHEDULED instance to its pool's queue,
-// then records the executor's acceptance (SCHEDULED -> QUEUED).
+// records the executor's acceptance (SCHEDULED -> QUEUED), performs what
+// that yields, and returns the instance as written.
+func (s *Service) dispatch(ctx context.Context, inst store.Instance, run store.Run) (store.Instance, error) {
+	written, more, err := s.dispatchEffect(ctx, effect{kind: effDispatch, key: inst.Key, inst: inst, run: &run, runID: run.ID})
+	s.perform(ctx, more...)
+	return written, err
+}
+
+// dispatchEffect sends the next attempt of e.inst and records it, from the
+// instance and run the effect holds (a run it does not hold is read for
+// its params and logical time).
 //
 // Send first, write second: if the write fails after the send, a duplicate
 // envelope may exist, but its token matches no attempt record, so the
 // fenced claim refuses it; exactly one worker runs the attempt. A claim that
 // arrives before the write lands waits for it (Claim).
 //
+// With e.depsMet the instance is CREATED and its dependency verdict is
+// written in the same write: deps.met and dispatch.accepted, one
+// conditional write after the send. When the send fails, deps.met alone is
+// written, and the SCHEDULED instance's timer tries the dispatch again.
+//
 // A dispatch that fails before the queue took the envelope is retried by
 // the instance's timer until the queue timeout since it became SCHEDULED;
 // then the instance fails (undispatchable).
-func (s *Service) dispatch(ctx context.Context, inst store.Instance, run store.Run) error {
-	key := inst.Key
-	snap := inst.Snapshot
-	if snap.State != statemodel.StateScheduled {
-		return nil
+func (s *Service) dispatchEffect(ctx context.Context, e effect) (store.Instance, []effect, error) {
+	inst := e.inst
+	key, snap := inst.Key, inst.Snapshot
+	want := statemodel.StateScheduled
+	if e.depsMet {
+		want = statemodel.StateCreated
+	}
+	if snap.State != want {
+		return inst, nil, nil
+	}
+	var events []statemodel.Event
+	if e.depsMet {
+		events = append(events, statemodel.Event{ID: store.DepsEventID(snap.Seq), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler})
 	}
 	n := snap.Attempt + 1
 	url, ok := s.cfg.Pools[inst.Pool]
 	if !ok {
-		return s.undispatchable(ctx, inst, n, fmt.Errorf("pool %q has no queue", inst.Pool))
+		return s.undispatchable(ctx, inst, events, n, fmt.Errorf("pool %q has no queue", inst.Pool))
+	}
+	run := store.Run{}
+	if e.run != nil {
+		run = *e.run
+	} else {
+		r, err := s.store.GetRun(ctx, key.Run)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return inst, nil, err
+		}
+		run = r
 	}
 	token, hash, err := newToken()
 	if err != nil {
-		return err
+		return inst, nil, err
 	}
 	body, attrs, err := envelopeMessage(inst, run, n, token, s.now())
 	if err != nil {
-		return s.undispatchable(ctx, inst, n, err)
+		return s.undispatchable(ctx, inst, events, n, err)
 	}
 	msgID, err := s.queue.Send(ctx, url, body, attrs)
 	if err != nil {
-		return s.undispatchable(ctx, inst, n, fmt.Errorf("send: %w", err))
+		return s.undispatchable(ctx, inst, events, n, fmt.Errorf("send: %w", err))
 	}
-	ev := statemodel.Event{
+	events = append(events, statemodel.Event{
 		ID: fmt.Sprintf("dispatch:%d", n), Type: statemodel.EvDispatched, Actor: statemodel.ActorExecutor,
 		Attempt: n, TokenHash: hash, ExecutorID: msgID,
 		Evidence: map[string]string{"message_id": msgID, "queue": url},
-	}
-	res, err := s.store.Transition(ctx, key, ev, s.now(), s.policy())
+	})
+	res, err := s.store.TransitionAll(ctx, inst, events, s.now(), s.policy())
 	if err != nil {
-		return fmt.Errorf("dispatch %s#%d: record: %w", key, n, err)
+		return inst, nil, fmt.Errorf("dispatch %s#%d: record: %w", key, n, err)
 	}
 	if res.Outcome != statemodel.Applied {
-		// Another dispatcher recorded attempt n first; our envelope's token
-		// matches nothing and its claim will be refused.
+		// Another dispatcher recorded attempt n (or the verdict) first; our
+		// envelope's token matches nothing and its claim will be refused.
 		s.log.InfoContext(ctx, "duplicate dispatch", "run_id", key.Run, "task", key.Task, "attempt", n, "outcome", string(res.Outcome))
 	}
-	return nil
+	if tr := res.Transition; tr != nil && res.Outcome == statemodel.Applied {
+		s.emitTransitionMetrics(key, res.Snapshot, tr)
+	}
+	return res.Instance, effectsOf(res), nil
 }
 
 // undispatchable answers a dispatch of attempt n that failed before the
-// queue took its envelope. Within the queue timeout since the instance
-// became SCHEDULED it is an error, and the instance's timer tries again on
-// a later pass. Past it, the instance goes SCHEDULED -> FAILED with
-// category dispatch_failed and the error as the transition's reason, with
-// no retry: a message the queue refuses for that long (too large, a
-// character SQS refuses, a pool without a queue) would be refused again.
-func (s *Service) undispatchable(ctx context.Context, inst store.Instance, n int, cause error) error {
-	key, snap := inst.Key, inst.Snapshot
+// queue took its envelope, after writing the events that precede the
+// dispatch (a dependency verdict), so the instance waits SCHEDULED. Within
+// the queue timeout since the instance became SCHEDULED it is an error,
+// and the instance's timer tries again on a later pass. Past it, the
+// instance goes SCHEDULED -> FAILED with category dispatch_failed and the
+// error as the transition's reason, with no retry: a message the queue
+// refuses for that long (too large, a character SQS refuses, a pool
+// without a queue) would be refused again.
+func (s *Service) undispatchable(ctx context.Context, inst store.Instance, before []statemodel.Event, n int, cause error) (store.Instance, []effect, error) {
+	key := inst.Key
+	if len(before) > 0 {
+		res, err := s.store.TransitionAll(ctx, inst, before, s.now(), s.policy())
+		if err != nil {
+			return inst, nil, fmt.Errorf("dispatch %s#%d: %v; and recording its verdict: %w", key, n, cause, err)
+		}
+		inst = res.Instance
+		if inst.Snapshot.State != statemodel.StateScheduled {
+			return inst, nil, fmt.Errorf("dispatch %s#%d: %w", key, n, cause)
+		}
+	}
+	snap := inst.Snapshot
 	timeout := inst.Policy.Timeouts.Queue
 	if s.now().Before(snap.Deadline.Add(timeout)) {
-		return fmt.Errorf("dispatch %s#%d: %w", key, n, cause)
+		return inst, nil, fmt.Errorf("dispatch %s#%d: %w", key, n, cause)
 	}
 	ev := statemodel.Event{
 		ID: fmt.Sprintf("dispatch-failed:%d", n), Type: statemodel.EvDispatchFailed, Actor: statemodel.ActorScheduler,
@@ -86,15 +135,17 @@ func (s *Service) undispatchable(ctx context.Context, inst store.Instance, n int
 			n, inst.Pool, timeout, cause)),
 		Evidence: map[string]string{"attempt": strconv.Itoa(n), "pool": inst.Pool},
 	}
-	res, err := s.store.Transition(ctx, key, ev, s.now(), s.policy())
+	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
 	if err != nil {
-		return fmt.Errorf("dispatch %s#%d: record dispatch failure (%v): %w", key, n, cause, err)
+		return inst, nil, fmt.Errorf("dispatch %s#%d: record dispatch failure (%v): %w", key, n, cause, err)
 	}
 	if res.Outcome == statemodel.Applied {
 		s.log.ErrorContext(ctx, "dispatch failed for good", "run_id", key.Run, "task", key.Task, "attempt", n, "error", cause.Error())
+		if tr := res.Transition; tr != nil {
+			s.emitTransitionMetrics(key, res.Snapshot, tr)
+		}
 	}
-	s.follow(ctx, key, res)
-	return nil
+	return res.Instance, effectsOf(res), nil
 }
 
 // envelopeMessage is the dispatch message of attempt n: the envelope's JSON
@@ -186,62 +237,4 @@ func (s *Service) armTimer(ctx context.Context, key store.InstanceKey, at time.T
 	if _, err := s.queue.SendDelayed(ctx, s.cfg.DelayQueueURL, string(body), nil, delay.Round(time.Second)); err != nil {
 		s.log.WarnContext(ctx, "arm timer", "run_id", key.Run, "task", key.Task, "error", err.Error())
 	}
-}
-
-// follow performs the effects of a transition result on one instance.
-// Errors are logged: every effect has a timer backstop, so a failure here
-// delays work but never loses it.
-func (s *Service) follow(ctx context.Context, key store.InstanceKey, res store.Result) {
-	if res.Outcome != statemodel.Applied {
-		return
-	}
-	if tr := res.Transition; tr != nil {
-		s.emitTransitionMetrics(key, res.Snapshot, tr)
-	}
-	for _, e := range res.Effects {
-		switch e.Kind {
-		case statemodel.EffectTimer:
-			if _, kind := res.Snapshot.Timer(); kind == statemodel.TimerRetry {
-				s.armTimer(ctx, key, e.At)
-			}
-		case statemodel.EffectDispatch:
-			if err := s.dispatchKey(ctx, key); err != nil {
-				s.log.WarnContext(ctx, "dispatch after transition", "run_id", key.Run, "task", key.Task, "error", err.Error())
-			}
-		case statemodel.EffectNotifyDownstream:
-			if err := s.AdvanceRun(ctx, key.Run); err != nil {
-				s.log.WarnContext(ctx, "advance run", "run_id", key.Run, "error", err.Error())
-			}
-		}
-	}
-	if tr := res.Transition; tr != nil && tr.From == statemodel.StateQueued && !tr.To.Terminal() {
-		s.runStarted(ctx, key.Run)
-	}
-}
-
-// runStarted moves a QUEUED run to RUNNING when one of its tasks leaves
-// QUEUED (a claim, or a queue timeout's retry): docs/api.md's QUEUED means no
-// task started yet. A run already past QUEUED costs one read.
-func (s *Service) runStarted(ctx context.Context, runID string) {
-	run, err := s.store.GetRun(ctx, runID)
-	if err == nil && run.ExecutionState != statemodel.RunQueued {
-		return
-	}
-	if err := s.AdvanceRun(ctx, runID); err != nil {
-		s.log.WarnContext(ctx, "advance run", "run_id", runID, "error", err.Error())
-	}
-}
-
-// dispatchKey reads the instance and its run (params, logical time), then
-// dispatches.
-func (s *Service) dispatchKey(ctx context.Context, key store.InstanceKey) error {
-	inst, err := s.store.GetInstance(ctx, key)
-	if err != nil {
-		return err
-	}
-	run, err := s.store.GetRun(ctx, key.Run)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	return s.dispatch(ctx, inst, run)
 }

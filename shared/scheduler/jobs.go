@@ -126,6 +126,9 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		nr.Tasks = append(nr.Tasks, store.NewTask{
 			ID: t.ID, Pool: t.Pool, Payload: t.Payload, Policy: t.Policy,
 			DependsOn: t.DependsOn, TriggerRule: t.Rule, Publish: t.Publish,
+			// A task with nothing to wait for is created SCHEDULED: its
+			// dependency verdict is part of the run's creating write.
+			Scheduled: len(t.DependsOn) == 0 && len(j.DependsOnJobs) == 0,
 		})
 	}
 	if err := checkEnvelopes(nr, now); err != nil {
@@ -141,11 +144,30 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		return store.RunView{}, false, err
 	}
 	s.log.InfoContext(ctx, "run created", "run_id", view.Run.ID, "job", j.Name, "tasks", len(nr.Tasks))
-	if err := s.AdvanceRun(ctx, view.Run.ID); err != nil {
-		s.log.WarnContext(ctx, "advance new run", "run_id", view.Run.ID, "error", err.Error())
+	if len(j.DependsOnJobs) > 0 {
+		// The root tasks wait on other jobs' runs: advance decides them.
+		if err := s.AdvanceRun(ctx, view.Run.ID); err != nil {
+			s.log.WarnContext(ctx, "advance new run", "run_id", view.Run.ID, "error", err.Error())
+		}
+		v, err := s.store.ReadRun(ctx, view.Run.ID)
+		return v, true, err
 	}
-	v, err := s.store.ReadRun(ctx, view.Run.ID)
-	return v, true, err
+	// Dispatch the tasks created SCHEDULED from the view the creating write
+	// returned; the answer is that view with the instances as written. A
+	// dispatch that fails leaves its task SCHEDULED, and the task's timer
+	// tries again.
+	for i, t := range view.Tasks {
+		if t.Instance.Snapshot.State != statemodel.StateScheduled {
+			continue
+		}
+		written, err := s.dispatch(ctx, t.Instance, view.Run)
+		if err != nil {
+			s.log.WarnContext(ctx, "dispatch", "run_id", view.Run.ID, "task", t.Instance.Key.Task, "error", err.Error())
+		}
+		view.Tasks[i].Instance = written
+		view.Tasks[i].Attempts = store.MergeAttempts(t.Attempts, written.Snapshot.Attempts)
+	}
+	return view, true, nil
 }
 
 // fireJob materialises the slot of a cron, rate or one-off job due at at,
@@ -314,17 +336,17 @@ func (s *Service) runAt(ctx context.Context, job string, logical time.Time) (sto
 	return store.Run{}, false, nil
 }
 
-// wakeDependents advances, at once, the runs of other jobs that wait on
-// this run (same logical time), instead of leaving them to their
+// dependents yields the advance, at once, of the runs of other jobs that
+// wait on run (same logical time), instead of leaving them to their
 // re-evaluation timer. It reads the finished run's dependency edges and
 // each dependent job's unfinished runs: its cost follows the dependents
 // and their live runs, not how many jobs are defined.
-func (s *Service) wakeDependents(ctx context.Context, run store.Run) {
+func (s *Service) dependents(ctx context.Context, run store.Run) ([]effect, error) {
 	jobs, err := s.store.ListDependents(ctx, run.Job)
 	if err != nil {
-		s.log.WarnContext(ctx, "wake dependents", "run_id", run.ID, "error", err.Error())
-		return
+		return nil, fmt.Errorf("wake dependents of run %s: %w", run.ID, err)
 	}
+	var out []effect
 	for _, job := range jobs {
 		live, err := s.store.ListUnfinishedRuns(ctx, job)
 		if err != nil {
@@ -332,12 +354,10 @@ func (s *Service) wakeDependents(ctx context.Context, run store.Run) {
 			continue
 		}
 		for _, down := range live {
-			if !down.LogicalTime.Equal(run.LogicalTime) {
-				continue
-			}
-			if err := s.AdvanceRun(ctx, down.ID); err != nil {
-				s.log.WarnContext(ctx, "wake dependent", "run_id", down.ID, "error", err.Error())
+			if down.LogicalTime.Equal(run.LogicalTime) {
+				out = append(out, effect{kind: effAdvanceRun, runID: down.ID})
 			}
 		}
 	}
+	return out, nil
 }

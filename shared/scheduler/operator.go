@@ -29,7 +29,7 @@ func (s *Service) operate(ctx context.Context, key store.InstanceKey, ev statemo
 		}
 		return res, fmt.Errorf("%w: %v", ErrIllegalTransition, err)
 	}
-	s.follow(ctx, key, res)
+	s.follow(ctx, res)
 	if res.Outcome == statemodel.Applied && !res.Snapshot.State.Terminal() {
 		// Pause, resume, retry and cancel-in-progress change the run's
 		// derived state too.

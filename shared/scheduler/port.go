@@ -29,8 +29,8 @@ type Store interface {
 // answers from the live-work indexes: the unfinished runs of a job and the
 // jobs that depend on one.
 type Runs interface {
-	// CreateRun writes a run, its instances in CREATED and their creation
-	// records atomically; a taken slot or idempotency key is an
+	// CreateRun writes a run, its instances (CREATED, or SCHEDULED when
+	// marked so) and their first records atomically; a taken slot or idempotency key is an
 	// *store.ExistingRunError.
 	CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (store.RunView, error)
 	// ReadRun reads a run with its instances and attempts, tasks by id.
@@ -47,6 +47,9 @@ type Runs interface {
 	// ListUnfinishedRuns lists a job's unfinished runs, oldest first.
 	ListUnfinishedRuns(ctx context.Context, job string) ([]store.UnfinishedRun, error)
 	HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
+	// MarkRunStarted moves a QUEUED run to RUNNING with one conditional
+	// write and no read; false when the run is past QUEUED.
+	MarkRunStarted(ctx context.Context, id string) (bool, error)
 	// ListDependents lists the jobs whose depends_on_jobs name job.
 	ListDependents(ctx context.Context, job string) ([]string, error)
 }
@@ -62,6 +65,13 @@ type Instances interface {
 	// Transition applies e at now under policy p (store.StoredPolicy: the
 	// instance's own) and answers what it did (store.Result).
 	Transition(ctx context.Context, key store.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error)
+	// TransitionFrom is Transition decided from the instance the caller
+	// holds, with no read unless it proves stale; Result.Instance is the
+	// instance as written.
+	TransitionFrom(ctx context.Context, held store.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error)
+	// TransitionAll applies events in order as one write, stopping at the
+	// first that does not apply (deps.met and dispatch.accepted).
+	TransitionAll(ctx context.Context, held store.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error)
 	// Heartbeat renews attempt's lease without a history record.
 	Heartbeat(ctx context.Context, key store.InstanceKey, attempt int, now time.Time, lease time.Duration) (store.HeartbeatResult, error)
 	// History pages an instance's transition records in order.

@@ -97,16 +97,16 @@ func (s *Service) reconcileInstance(ctx context.Context, key store.InstanceKey) 
 	}
 	ev.Actor = statemodel.ActorReconciler
 	ev.Attempt = snap.Attempt
-	res, err := s.store.Transition(ctx, key, ev, now, s.policy())
+	res, err := s.store.TransitionFrom(ctx, inst, ev, now, s.policy())
 	if err != nil {
 		if transient(err) {
 			return fmt.Errorf("reconcile %s: %w", key, err)
 		}
 		return nil // a heartbeat or another reconciler got there first
 	}
-	s.follow(ctx, key, res)
+	s.follow(ctx, res)
 	if res.Outcome == statemodel.Applied && res.Snapshot.State == statemodel.StateLost {
-		inst.Snapshot = res.Snapshot
+		inst = res.Instance
 		return s.resolveLost(ctx, inst) // a restarted worker need not wait out the window
 	}
 	return nil
@@ -189,14 +189,14 @@ func (s *Service) resolveLost(ctx context.Context, inst store.Instance) error {
 	}
 	ev.Actor = statemodel.ActorReconciler
 	ev.Attempt = cur.N
-	res, err := s.store.Transition(ctx, inst.Key, ev, now, s.policy())
+	res, err := s.store.TransitionFrom(ctx, inst, ev, now, s.policy())
 	if err != nil {
 		if transient(err) {
 			return fmt.Errorf("resolve lost %s: %w", inst.Key, err)
 		}
 		return nil
 	}
-	s.follow(ctx, inst.Key, res)
+	s.follow(ctx, res)
 	return nil
 }
 

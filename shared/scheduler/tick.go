@@ -151,14 +151,14 @@ func (s *Service) FireTimer(ctx context.Context, key store.InstanceKey) error {
 			}
 		}
 		ev := statemodel.Event{ID: fmt.Sprintf("retry:%d", snap.Attempt), Type: statemodel.EvRetryDue, Actor: statemodel.ActorScheduler}
-		res, err := s.store.Transition(ctx, key, ev, s.now(), s.policy())
+		res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
 		if err != nil {
 			if transient(err) {
 				return err
 			}
 			return nil
 		}
-		s.follow(ctx, key, res)
+		s.follow(ctx, res)
 	case statemodel.StateScheduled:
 		// Whatever timer brought us here (the index may still list the
 		// retry that just became SCHEDULED), a fresh SCHEDULED instance
@@ -170,7 +170,8 @@ func (s *Service) FireTimer(ctx context.Context, key store.InstanceKey) error {
 		if err != nil {
 			return fmt.Errorf("fire timer %s: %w", key, err)
 		}
-		return s.dispatch(ctx, inst, run)
+		_, err = s.dispatch(ctx, inst, run)
+		return err
 	case statemodel.StateCreated:
 		return s.AdvanceRun(ctx, key.Run)
 	default:

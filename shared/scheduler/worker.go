@@ -82,17 +82,12 @@ func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token 
 		if err != nil {
 			return store.Instance{}, err
 		}
-		if a, ok := inst.Snapshot.AttemptN(ref.Attempt); ok {
-			if !tokenMatches(token, a.TokenHash) {
-				return store.Instance{}, ErrInvalidToken
-			}
-			return inst, nil
+		err = s.checkToken(ctx, ref, token, inst)
+		pending := errors.Is(err, errNotDispatchedYet)
+		if !pending {
+			return inst, err
 		}
-		if ref.Attempt >= 1 && ref.Attempt < inst.Snapshot.Attempt {
-			return inst, s.authorizeEvicted(ctx, ref, token)
-		}
-		pending := wait && ref.Attempt == inst.Snapshot.Attempt+1 && inst.Snapshot.State == statemodel.StateScheduled
-		if !pending || !time.Now().Before(deadline) {
+		if !wait || !time.Now().Before(deadline) {
 			return store.Instance{}, ErrInvalidToken
 		}
 		t := time.NewTimer(pause)
@@ -104,6 +99,31 @@ func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token 
 		}
 		pause = min(pause*2, 200*time.Millisecond)
 	}
+}
+
+// errNotDispatchedYet: the attempt is the instance's next one, and the
+// write that records its dispatch has not landed yet.
+var errNotDispatchedYet = errors.New("attempt not dispatched yet")
+
+// checkToken checks the token against attempt n of inst, the instance as
+// the caller read it: nil, ErrInvalidToken, or errNotDispatchedYet when
+// the attempt is the next one of an instance still waiting for its
+// dispatch write (CREATED or SCHEDULED).
+func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token string, inst store.Instance) error {
+	if a, ok := inst.Snapshot.AttemptN(ref.Attempt); ok {
+		if !tokenMatches(token, a.TokenHash) {
+			return ErrInvalidToken
+		}
+		return nil
+	}
+	if ref.Attempt >= 1 && ref.Attempt < inst.Snapshot.Attempt {
+		return s.authorizeEvicted(ctx, ref, token)
+	}
+	st := inst.Snapshot.State
+	if ref.Attempt == inst.Snapshot.Attempt+1 && (st == statemodel.StateScheduled || st == statemodel.StateCreated) {
+		return errNotDispatchedYet
+	}
+	return ErrInvalidToken
 }
 
 // authorizeEvicted checks the token of an attempt older than the
@@ -142,10 +162,10 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 		return protocol.ClaimAnswer{}, ErrStaleAttempt
 	}
 	ev := statemodel.Event{ID: id, Type: statemodel.EvStarted, Actor: statemodel.ActorWorker, Attempt: ref.Attempt, WorkerID: workerID}
-	res, err := s.store.Transition(ctx, instanceKey(ref), ev, s.now(), s.policy())
+	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
 	switch {
 	case err == nil && res.Outcome == statemodel.Applied:
-		s.follow(ctx, instanceKey(ref), res)
+		s.follow(ctx, res)
 		return protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: res.Snapshot.Lease.ExpiresAt}, nil
 	case err == nil && res.Outcome == statemodel.Duplicate:
 		// res.Snapshot is the instance as it stands after any race.
@@ -215,11 +235,11 @@ func (s *Service) Heartbeat(ctx context.Context, ref protocol.AttemptRef, token,
 	case errors.Is(err, store.ErrLostNeedsTransition):
 		// The one heartbeat whose id matters: it moves LOST -> RUNNING.
 		ev := statemodel.Event{ID: scopedEventID(ref, routeHeartbeat, eventID), Type: statemodel.EvHeartbeat, Actor: statemodel.ActorWorker, Attempt: ref.Attempt}
-		res, terr := s.store.Transition(ctx, instanceKey(ref), ev, now, s.policy())
+		res, terr := s.store.TransitionFrom(ctx, inst, ev, now, s.policy())
 		if terr != nil {
 			return protocol.HeartbeatAnswer{}, s.classifyRefusal(ctx, routeHeartbeat, ref, inst, terr)
 		}
-		s.follow(ctx, instanceKey(ref), res)
+		s.follow(ctx, res)
 		snap := res.Snapshot
 		return protocol.HeartbeatAnswer{CancelRequested: snap.CancelRequested, LeaseExpiresAt: snap.Lease.ExpiresAt, State: snap.State}, nil
 	}
@@ -244,7 +264,7 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 		typ = statemodel.EvCancelled
 	}
 	ref := c.Ref()
-	inst, err := s.authorize(ctx, ref, token, false)
+	view, inst, err := s.authorizeInRun(ctx, ref, token)
 	if err != nil {
 		return protocol.CompleteAnswer{}, err
 	}
@@ -253,11 +273,47 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 		EventTime: c.EventTime, ExitCode: c.ExitCode, ErrorCategory: c.ErrorCategory,
 		Retryable: c.Retryable, OutputRef: c.OutputRef, Reason: c.Reason,
 	}
-	res, err := s.store.Transition(ctx, instanceKey(ref), ev, s.now(), s.policy())
+	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
 	if err != nil {
 		return protocol.CompleteAnswer{}, s.classifyRefusal(ctx, routeComplete, ref, inst, err)
 	}
-	s.follow(ctx, instanceKey(ref), res)
+	if res.Outcome == statemodel.Applied {
+		if tr := res.Transition; tr != nil {
+			s.emitTransitionMetrics(inst.Key, res.Snapshot, tr)
+		}
+		// The run as read, with this task as written: advancing it needs
+		// no read.
+		for i := range view.Tasks {
+			if view.Tasks[i].Instance.Key == inst.Key {
+				view.Tasks[i].Instance = res.Instance
+			}
+		}
+		s.perform(ctx, withHeld(effectsOf(res), view)...)
+	}
 	state := res.Snapshot.State
 	return protocol.CompleteAnswer{Result: string(res.Outcome), State: state}, nil
+}
+
+// authorizeInRun reads the attempt's whole run (one Query: its task is in
+// it) and checks the token. A completion usually ends its task, and then
+// its run is advanced from this read, not from another.
+func (s *Service) authorizeInRun(ctx context.Context, ref protocol.AttemptRef, token string) (store.RunView, store.Instance, error) {
+	view, err := s.store.ReadRun(ctx, ref.Run)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
+		return store.RunView{}, store.Instance{}, ErrInvalidToken
+	}
+	if err != nil {
+		return store.RunView{}, store.Instance{}, err
+	}
+	for _, t := range view.Tasks {
+		if t.Instance.Key.Task != ref.Task {
+			continue
+		}
+		err := s.checkToken(ctx, ref, token, t.Instance)
+		if errors.Is(err, errNotDispatchedYet) {
+			err = ErrInvalidToken
+		}
+		return view, t.Instance, err
+	}
+	return store.RunView{}, store.Instance{}, ErrInvalidToken
 }

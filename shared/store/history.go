@@ -35,11 +35,11 @@ import (
 const (
 	// MaxInlineHistory is the most transition records an instance item
 	// holds before its writer spills the oldest.
-	MaxInlineHistory = 16
+	MaxInlineHistory = 8
 	// keepInlineHistory is how many of the newest records stay inline
 	// after a spill: each spill moves MaxInlineHistory-keepInlineHistory+1
 	// records in one item, so spills are rare and their items few.
-	keepInlineHistory = 4
+	keepInlineHistory = 2
 	// maxInlineHistoryBytes spills early when records are large (reasons
 	// and evidence), so the instance item stays far from DynamoDB's 400 KB.
 	maxInlineHistoryBytes = 32 << 10
@@ -74,10 +74,10 @@ func readHistoryList(r *reader, attr string) []statemodel.Transition {
 	return out
 }
 
-// planHistory appends tr to the inline records and says which of them the
+// planHistory appends trs to the inline records and says which of them the
 // write must spill first (oldest first) and which stay inline.
-func planHistory(inline []statemodel.Transition, tr statemodel.Transition) (spill, keep []statemodel.Transition) {
-	all := append(slices.Clone(inline), tr)
+func planHistory(inline []statemodel.Transition, trs ...statemodel.Transition) (spill, keep []statemodel.Transition) {
+	all := append(slices.Clone(inline), trs...)
 	if len(all) <= MaxInlineHistory && valueSize(historyList(all)) <= maxInlineHistoryBytes {
 		return nil, all
 	}
@@ -147,6 +147,15 @@ func (s *Store) putEvictedAttempts(ctx context.Context, key InstanceKey, from, t
 		s.report("spill_attempt", false, []int{size}, nil, consumed(out.ConsumedCapacity))
 	}
 	return nil
+}
+
+// historyMatches reports whether inst's inline records end where its
+// snapshot is. The write of a transition replaces the inline list with
+// the held one plus the new record, so a copy whose snapshot was moved on
+// without its history must never be written from.
+func historyMatches(inst Instance) bool {
+	n := len(inst.History)
+	return n == 0 || inst.History[n-1].Seq == inst.Snapshot.Seq
 }
 
 // spilled reports whether some of inst's records live outside its item:

@@ -72,6 +72,9 @@ type Result struct {
 	// Instance is the instance as written (Applied, Refreshed) or as last
 	// found: a caller that goes on with it needs no read.
 	Instance Instance
+	// Stopped: TransitionAll wrote some of its events and stopped at one
+	// that did not apply; Outcome, First and Late are that event's.
+	Stopped bool
 }
 
 // Heartbeat and duplicate errors.
@@ -267,17 +270,36 @@ func (s *Store) Transition(ctx context.Context, key InstanceKey, e statemodel.Ev
 // ErrNotFound when the instance does not exist (creation is CreateRun's);
 // ErrInvalidKey before any I/O for unusable keys or event ids.
 func (s *Store) TransitionFrom(ctx context.Context, held Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+	return s.TransitionAll(ctx, held, []statemodel.Event{e}, now, p)
+}
+
+// TransitionAll applies events in order to held in ONE write, each decided
+// on the snapshot the one before it left (deps.met and dispatch.accepted of
+// a task whose envelope was just sent). The sequence stops at the first
+// event that is not Applied: the events applied before it are written
+// together, and the Result is that event's (or the last one's, when every
+// event applied; Effects then hold every event's). An empty or partly
+// refused sequence is answered as TransitionFrom answers its one event.
+func (s *Store) TransitionAll(ctx context.Context, held Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
 	key := held.Key
-	op := func(err error) error { return fmt.Errorf("transition %s %s: %w", key, e, err) }
+	if len(events) == 0 {
+		return Result{}, fmt.Errorf("transition %s: %w: no event", key, ErrInvalidInput)
+	}
+	op := func(err error) error { return fmt.Errorf("transition %s %s: %w", key, events[0], err) }
 	if err := checkInstanceKey(key); err != nil {
 		return Result{}, op(err)
 	}
-	if e.ID != "" {
-		if err := checkEventID(key, e.ID); err != nil {
-			return Result{}, op(err)
+	for _, e := range events {
+		if e.ID != "" {
+			if err := checkEventID(key, e.ID); err != nil {
+				return Result{}, op(err)
+			}
 		}
 	}
 	inst := &held
+	if !historyMatches(held) {
+		inst = nil // a copy whose history is not its snapshot's: read it
+	}
 	for round := 1; round <= MaxRounds; round++ {
 		if inst == nil {
 			got, err := s.GetInstance(ctx, key)
@@ -291,40 +313,79 @@ func (s *Store) TransitionFrom(ctx context.Context, held Instance, e statemodel.
 			policy = inst.Policy
 			policy.Random = p.Random
 		}
-		d := statemodel.Apply(inst.Snapshot, e, now, policy)
-		res := Result{
-			Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition,
-			First: d.First, Late: d.Late, Effects: d.Effects, Rounds: round, Instance: *inst,
-		}
-		if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && s.mayHaveForgotten(*inst, d.Outcome) {
-			first, seen, err := s.seenBefore(ctx, *inst, e.ID)
-			if err != nil {
-				return res, op(err)
+		var applied []statemodel.Decision
+		snap := inst.Snapshot
+		var res Result
+		var stop *statemodel.Decision
+		for _, e := range events {
+			d := statemodel.Apply(snap, e, now, policy)
+			if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && s.mayHaveForgotten(*inst, d.Outcome) {
+				first, seen, err := s.seenBefore(ctx, *inst, e.ID)
+				if err != nil {
+					return Result{Outcome: d.Outcome, Snapshot: snap, Rounds: round, Instance: *inst}, op(err)
+				}
+				if seen {
+					d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
+				}
 			}
-			if seen {
-				return Result{Outcome: statemodel.Duplicate, Snapshot: inst.Snapshot, First: first, Rounds: round, Instance: *inst}, nil
+			if d.Outcome != statemodel.Applied {
+				stop = &d
+				break
 			}
+			applied = append(applied, d)
+			snap = d.Snapshot
 		}
-		switch d.Outcome {
-		case statemodel.Duplicate:
-			return res, nil
-		case statemodel.Rejected:
-			return res, op(d.Err)
-		case statemodel.Stale:
-			if err := s.AppendLate(ctx, key, *d.Late); err != nil {
-				return res, op(err)
+		if len(applied) == 0 || (stop != nil && stop.Outcome == statemodel.Refreshed) {
+			d := *stop
+			res = Result{Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition, First: d.First, Late: d.Late, Effects: d.Effects, Rounds: round, Instance: *inst}
+			switch d.Outcome {
+			case statemodel.Duplicate:
+				return res, nil
+			case statemodel.Rejected:
+				return res, op(d.Err)
+			case statemodel.Stale:
+				if err := s.AppendLate(ctx, key, *d.Late); err != nil {
+					return res, op(err)
+				}
+				return res, nil
 			}
-			return res, nil
+			// Refreshed: a heartbeat that changes no state.
+			written, err := s.refreshLease(ctx, *inst, d.Snapshot, op)
+			if err == nil {
+				res.Instance = written
+				return res, nil
+			}
+			var moved *movedError
+			if !errors.As(err, &moved) {
+				return res, err
+			}
+			inst = moved.now
+			continue
 		}
-		// Applied or Refreshed: write it.
-		written, err := s.applyDecision(ctx, *inst, d)
+		last := applied[len(applied)-1]
+		res = Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Rounds: round, Instance: *inst}
+		for _, d := range applied {
+			res.Effects = append(res.Effects, d.Effects...)
+		}
+		if stop != nil {
+			res.Outcome, res.First, res.Late, res.Stopped = stop.Outcome, stop.First, stop.Late, true
+		}
+		written, err := s.writeTransitions(ctx, *inst, applied, op)
 		if err == nil {
 			res.Instance = written
+			switch {
+			case stop != nil && stop.Outcome == statemodel.Rejected:
+				return res, op(stop.Err)
+			case stop != nil && stop.Outcome == statemodel.Stale:
+				if err := s.AppendLate(ctx, key, *stop.Late); err != nil {
+					return res, op(err)
+				}
+			}
 			return res, nil
 		}
 		var moved *movedError
 		if !errors.As(err, &moved) {
-			return res, op(err)
+			return res, err
 		}
 		inst = moved.now // nil: re-read
 	}
@@ -397,7 +458,7 @@ func (s *Store) applyDecision(ctx context.Context, inst Instance, d statemodel.D
 	}
 	switch d.Outcome {
 	case statemodel.Applied:
-		return s.writeTransition(ctx, inst, d, op)
+		return s.writeTransitions(ctx, inst, []statemodel.Decision{d}, op)
 	case statemodel.Refreshed:
 		return s.refreshLease(ctx, inst, d.Snapshot, op)
 	case statemodel.Stale:
@@ -409,18 +470,28 @@ func (s *Store) applyDecision(ctx context.Context, inst Instance, d statemodel.D
 	return inst, nil
 }
 
-func (s *Store) writeTransition(ctx context.Context, inst Instance, d statemodel.Decision, op func(error) error) (Instance, error) {
-	key, from, tr := inst.Key, inst.Snapshot, d.Transition
-	if tr == nil {
-		return inst, op(fmt.Errorf("%w: applied decision without a transition", ErrInvalidInput))
+// writeTransitions writes applied decisions, made in order from
+// inst.Snapshot, as one conditional UpdateItem (see applyDecision).
+func (s *Store) writeTransitions(ctx context.Context, inst Instance, ds []statemodel.Decision, op func(error) error) (Instance, error) {
+	key, from := inst.Key, inst.Snapshot
+	trs := make([]statemodel.Transition, 0, len(ds))
+	expiry := false
+	for _, d := range ds {
+		if d.Transition == nil {
+			return inst, op(fmt.Errorf("%w: applied decision without a transition", ErrInvalidInput))
+		}
+		if err := checkEventID(key, d.Transition.EventID); err != nil {
+			return inst, op(err)
+		}
+		trs = append(trs, *d.Transition)
+		expiry = expiry || d.Transition.Event == statemodel.EvLeaseExpired
 	}
-	if err := checkEventID(key, tr.EventID); err != nil {
-		return inst, op(err)
-	}
+	d := ds[len(ds)-1]
+	tr := trs[len(trs)-1]
 	pk := runPK(key.Run)
 	sk := instanceSK(key.Task)
 
-	spill, keep := planHistory(inst.History, *tr)
+	spill, keep := planHistory(inst.History, trs...)
 	next := inst
 	next.Snapshot = d.Snapshot
 	next.TimerAt, next.TimerKind = d.Snapshot.Timer()
@@ -447,7 +518,7 @@ func (s *Store) writeTransition(ctx context.Context, inst Instance, d statemodel
 	set[attrHistory] = full[attrHistory]
 	cond := ie.n(attrState) + " = " + ie.v("expected_state", str(string(from.State))) +
 		" AND " + ie.n(attrVersion) + " = " + ie.v("expected_version", num(from.Version))
-	if tr.Event == statemodel.EvLeaseExpired {
+	if expiry {
 		// A heartbeat may have refreshed the lease without bumping the
 		// version: the expiry must still be past.
 		cond += " AND " + ie.n(attrLeaseExpires) + " <= " + ie.v("now", str(formatTime(tr.ObservedAt)))

@@ -120,10 +120,10 @@ func CreationEventID(run, task string) string { return "created:" + run + ":" + 
 // duplicate), and a task cleared back to CREATED later gets a fresh one.
 func DepsEventID(seq int64) string { return fmt.Sprintf("deps:%d", seq) }
 
-// createInstance decides a new instance: instance.created, and for a task
+// DecideNewInstance decides a new instance: instance.created, and for a task
 // the caller marked Scheduled its deps.met too, with the records both
 // leave in its history.
-func createInstance(key InstanceKey, t NewTask, now time.Time) (statemodel.Snapshot, []statemodel.Transition, error) {
+func DecideNewInstance(key InstanceKey, t NewTask, now time.Time) (statemodel.Snapshot, []statemodel.Transition, error) {
 	events := []statemodel.Event{{
 		ID: CreationEventID(key.Run, key.Task), Type: statemodel.EvCreated, Actor: statemodel.ActorScheduler,
 		EventTime: now, ObservedAt: now,
@@ -272,7 +272,7 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 	view := RunView{Run: run}
 	for _, t := range nr.Tasks {
 		key := InstanceKey{Run: nr.ID, Task: t.ID}
-		snap, hist, err := createInstance(key, t, now)
+		snap, hist, err := DecideNewInstance(key, t, now)
 		if err != nil {
 			return RunView{}, op(err)
 		}
@@ -510,15 +510,15 @@ func (s *Store) ReadRun(ctx context.Context, id string) (RunView, error) {
 	}
 	for i := range view.Tasks {
 		t := &view.Tasks[i]
-		t.Attempts = mergeAttempts(attempts[t.Instance.Key.Task], t.Instance.Snapshot.Attempts)
+		t.Attempts = MergeAttempts(attempts[t.Instance.Key.Task], t.Instance.Snapshot.Attempts)
 	}
 	return view, nil
 }
 
-// mergeAttempts lists every attempt of a task by number: the records the
+// MergeAttempts lists every attempt of a task by number: the records the
 // instance holds, the older ones from their attempt items, each with the
 // late events its item keeps.
-func mergeAttempts(items []Attempt, held []statemodel.AttemptRecord) []Attempt {
+func MergeAttempts(items []Attempt, held []statemodel.AttemptRecord) []Attempt {
 	byN := make(map[int]Attempt, len(items)+len(held))
 	for _, a := range items {
 		byN[a.N] = a
@@ -1020,4 +1020,39 @@ func runIndexWrites(from, to Run, size int) []int {
 		writes = append(writes, size, size)
 	}
 	return writes
+}
+
+// MarkRunStarted moves a QUEUED run to RUNNING: a task of it left QUEUED,
+// so the run's derived state is RUNNING whatever its other tasks do. The
+// caller holds no copy of the run and needs none: one conditional write.
+//
+//	Update RUN#<run>/RUN  SET #exec = RUNNING, #status, #version = #version + 1
+//	condition  #exec = :queued
+//	fails: the run is past QUEUED already (started, or finished): false.
+func (s *Store) MarkRunStarted(ctx context.Context, id string) (bool, error) {
+	op := func(err error) error { return fmt.Errorf("mark run %s started: %w", id, err) }
+	if err := checkRun(id); err != nil {
+		return false, op(err)
+	}
+	e := newExpr()
+	upd := "SET " + e.n(attrExec) + " = " + e.v("running", str(string(statemodel.RunRunning))) +
+		", " + e.n(attrStatus) + " = " + e.v("status", str(string(statemodel.RunRunning.Status()))) +
+		", " + e.n(attrVersion) + " = " + e.n(attrVersion) + " + " + e.v("one", num(1))
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(runPK(id), skRun),
+		UpdateExpression:         aws.String(upd),
+		ConditionExpression:      aws.String(e.n(attrExec) + " = " + e.v("queued", str(string(statemodel.RunQueued)))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnValues:           types.ReturnValueAllNew,
+		ReturnConsumedCapacity: s.returnCapacity(),
+	})
+	if err != nil {
+		if _, ok := conditionItem(err); ok {
+			return false, nil
+		}
+		return false, op(translate(err))
+	}
+	size := itemSize(out.Attributes)
+	s.report("mark_run_started", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity))
+	return true, nil
 }

@@ -48,23 +48,47 @@ func (s *Store) GetAttempt(ctx context.Context, key store.InstanceKey, n int) (s
 	return cloneAttempt(*in.attempts[n]), nil
 }
 
-// Transition applies event e to the instance at key: statemodel.Apply
-// decides from the stored snapshot at now under policy p (or the stored
-// policy, store.StoredPolicy), and the decision is written under the same
-// lock, so it settles in one round.
+// Transition applies event e to the instance at key (see TransitionAll).
+func (s *Store) Transition(ctx context.Context, key store.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+	return s.transition(ctx, key, []statemodel.Event{e}, now, p)
+}
+
+// TransitionFrom applies event e to the instance held names. The decision
+// is made from the stored snapshot under the lock, which is what the
+// DynamoDB store settles on when held is stale.
+func (s *Store) TransitionFrom(ctx context.Context, held store.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+	return s.transition(ctx, held.Key, []statemodel.Event{e}, now, p)
+}
+
+// TransitionAll applies events in order to the instance held names, as one
+// write: it stops at the first event that does not apply, keeping those
+// applied before it (store.Store.TransitionAll).
+func (s *Store) TransitionAll(ctx context.Context, held store.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+	if len(events) == 0 {
+		return store.Result{}, fmt.Errorf("transition %s: %w: no event", held.Key, store.ErrInvalidInput)
+	}
+	return s.transition(ctx, held.Key, events, now, p)
+}
+
+// transition decides events in order with statemodel.Apply from the stored
+// snapshot at now under policy p (or the stored policy,
+// store.StoredPolicy), and writes what applied under the same lock, so it
+// settles in one round.
 //
 // As in the DynamoDB store: an event applied before answers Duplicate with
 // its first outcome, also when the snapshot no longer remembers it; a
 // Stale event is recorded as late on its attempt; a Rejected one returns
 // the Result and an error wrapping the *statemodel.TransitionError.
-func (s *Store) Transition(ctx context.Context, key store.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
-	op := opError("transition %s %s", key, e)
+func (s *Store) transition(ctx context.Context, key store.InstanceKey, events []statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+	op := opError("transition %s %s", key, events[0])
 	if err := store.CheckInstanceKey(key); err != nil {
 		return store.Result{}, op(err)
 	}
-	if e.ID != "" {
-		if err := store.CheckEventID(key, e.ID); err != nil {
-			return store.Result{}, op(err)
+	for _, e := range events {
+		if e.ID != "" {
+			if err := store.CheckEventID(key, e.ID); err != nil {
+				return store.Result{}, op(err)
+			}
 		}
 	}
 	if err := s.begin(ctx); err != nil {
@@ -75,56 +99,71 @@ func (s *Store) Transition(ctx context.Context, key store.InstanceKey, e statemo
 	if !ok {
 		return store.Result{Rounds: 1}, op(store.ErrNotFound)
 	}
-	d := statemodel.Apply(in.inst.Snapshot.Clone(), e, now, store.DecisionPolicy(p, in.inst.Policy))
-	res := store.Result{
-		Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition,
-		First: d.First, Late: d.Late, Effects: d.Effects, Rounds: 1,
-	}
-	// An event the snapshot has forgotten is still known by its guard.
-	duplicate := func() (store.Result, bool) {
-		first, seen := in.guards[e.ID]
-		if e.ID == "" || !seen {
-			return store.Result{}, false
+	policy := store.DecisionPolicy(p, in.inst.Policy)
+	snap := in.inst.Snapshot.Clone()
+	var applied []statemodel.Decision
+	var stop *statemodel.Decision
+	for _, e := range events {
+		d := statemodel.Apply(snap, e, now, policy)
+		// An event the snapshot has forgotten is still known by its guard.
+		if first, seen := in.guards[e.ID]; e.ID != "" && seen && d.Outcome != statemodel.Duplicate && !errors.Is(d.Err, statemodel.ErrInvalidEvent) {
+			d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
 		}
-		return store.Result{Outcome: statemodel.Duplicate, Snapshot: in.inst.Snapshot.Clone(), First: first, Rounds: 1}, true
-	}
-	switch d.Outcome {
-	case statemodel.Duplicate:
-		return res, nil
-	case statemodel.Rejected, statemodel.Stale:
-		if !errors.Is(d.Err, statemodel.ErrInvalidEvent) {
-			if dup, ok := duplicate(); ok {
-				return dup, nil
-			}
+		if d.Outcome != statemodel.Applied {
+			stop = &d
+			break
 		}
-		if d.Outcome == statemodel.Rejected {
+		if err := in.checkSize(d); err != nil {
+			return store.Result{Outcome: d.Outcome, Snapshot: snap, Rounds: 1, Instance: cloneInstance(in.inst)}, op(err)
+		}
+		applied = append(applied, d)
+		snap = d.Snapshot
+	}
+	if len(applied) == 0 {
+		d := *stop
+		res := store.Result{
+			Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition,
+			First: d.First, Late: d.Late, Effects: d.Effects, Rounds: 1,
+		}
+		switch d.Outcome {
+		case statemodel.Rejected:
+			res.Instance = cloneInstance(in.inst)
 			return res, op(d.Err)
+		case statemodel.Stale:
+			in.appendLate(*d.Late)
+		case statemodel.Refreshed:
+			in.setSnapshot(d.Snapshot)
 		}
-		if err := in.appendLate(*d.Late); err != nil {
-			return res, op(err)
-		}
+		res.Instance = cloneInstance(in.inst)
 		return res, nil
-	case statemodel.Refreshed:
+	}
+	for _, d := range applied {
+		tr := *d.Transition
 		in.setSnapshot(d.Snapshot)
-		return res, nil
-	}
-	if dup, ok := duplicate(); ok {
-		return dup, nil
-	}
-	if err := in.checkSize(d); err != nil {
-		return res, op(err)
-	}
-	tr := *d.Transition
-	in.setSnapshot(d.Snapshot)
-	in.history = append(in.history, cloneTransition(tr))
-	in.guards[tr.EventID] = statemodel.SeenEvent{ID: tr.EventID, Seq: tr.Seq, To: tr.To}
-	if rec := tr.AttemptRecord; rec != nil {
-		a := in.attempts[rec.N]
-		if a == nil {
-			a = &store.Attempt{}
-			in.attempts[rec.N] = a
+		in.history = append(in.history, cloneTransition(tr))
+		in.guards[tr.EventID] = statemodel.SeenEvent{ID: tr.EventID, Seq: tr.Seq, To: tr.To}
+		if rec := tr.AttemptRecord; rec != nil {
+			a := in.attempts[rec.N]
+			if a == nil {
+				a = &store.Attempt{}
+				in.attempts[rec.N] = a
+			}
+			a.AttemptRecord = *rec // the late events stay
 		}
-		a.AttemptRecord = *rec // the late events stay
+	}
+	last := applied[len(applied)-1]
+	res := store.Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Rounds: 1, Instance: cloneInstance(in.inst)}
+	for _, d := range applied {
+		res.Effects = append(res.Effects, d.Effects...)
+	}
+	if stop != nil {
+		res.Outcome, res.First, res.Late, res.Stopped = stop.Outcome, stop.First, stop.Late, true
+		switch stop.Outcome {
+		case statemodel.Rejected:
+			return res, op(stop.Err)
+		case statemodel.Stale:
+			in.appendLate(*stop.Late)
+		}
 	}
 	return res, nil
 }
@@ -157,22 +196,22 @@ func (in *instance) checkSize(d statemodel.Decision) error {
 
 // appendLate records a late event on its attempt: the first
 // store.MaxLateEvents once each, later ones only counted.
-func (in *instance) appendLate(late statemodel.LateEvent) error {
+func (in *instance) appendLate(late statemodel.LateEvent) {
 	a := in.attempts[late.Attempt]
 	if a == nil {
-		return store.ErrNotFound
+		a = &store.Attempt{AttemptRecord: statemodel.AttemptRecord{N: late.Attempt}}
+		in.attempts[late.Attempt] = a
 	}
 	for _, l := range a.Late {
 		if l.EventID == late.EventID {
-			return nil
+			return
 		}
 	}
 	if len(a.Late) >= store.MaxLateEvents {
 		a.LateDropped++
-		return nil
+		return
 	}
 	a.Late = append(a.Late, late)
-	return nil
 }
 
 // Heartbeat renews attempt's lease (and, in RUNNING, the timer, which is

@@ -147,29 +147,27 @@ func (s *Store) claimable(nr store.NewRun, stamp time.Time) error {
 	return nil
 }
 
-// newInstance is task t of run nr in CREATED, with its creation record,
-// decided by statemodel.Apply at now.
+// newInstance is task t of run nr as store.DecideNewInstance decides it:
+// CREATED with its creation record, or SCHEDULED for a task marked so.
 func newInstance(nr store.NewRun, t store.NewTask, now time.Time) (*instance, error) {
 	key := store.InstanceKey{Run: nr.ID, Task: t.ID}
-	ev := statemodel.Event{
-		ID: store.CreationEventID(nr.ID, t.ID), Type: statemodel.EvCreated, Actor: statemodel.ActorScheduler,
-		EventTime: now, ObservedAt: now,
-	}
-	d := statemodel.Apply(statemodel.Snapshot{}, ev, now, t.Policy)
-	if d.Outcome != statemodel.Applied {
-		return nil, fmt.Errorf("%w: creating %s: %v", store.ErrInvalidInput, key, d.Err)
+	snap, hist, err := store.DecideNewInstance(key, t, now)
+	if err != nil {
+		return nil, err
 	}
 	inst := store.Instance{
 		Key: key, Job: nr.Job, Pool: t.Pool, Payload: slices.Clone(t.Payload), Policy: t.Policy,
 		DependsOn: slices.Clone(t.DependsOn), TriggerRule: t.TriggerRule, Publish: t.Publish,
-		Snapshot: d.Snapshot,
+		Snapshot: snap,
 	}
 	inst.Policy.Random = nil
-	inst.TimerAt, inst.TimerKind = timerOf(d.Snapshot)
-	return &instance{
-		inst: inst, history: []statemodel.Transition{cloneTransition(*d.Transition)},
-		guards: map[string]statemodel.SeenEvent{}, attempts: map[int]*store.Attempt{},
-	}, nil
+	inst.TimerAt, inst.TimerKind = timerOf(snap)
+	in := &instance{inst: inst, guards: map[string]statemodel.SeenEvent{}, attempts: map[int]*store.Attempt{}}
+	for _, tr := range hist {
+		in.history = append(in.history, cloneTransition(tr))
+		in.guards[tr.EventID] = statemodel.SeenEvent{ID: tr.EventID, Seq: tr.Seq, To: tr.To}
+	}
+	return in, nil
 }
 
 // GetRun reads a run.
@@ -366,4 +364,25 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
 		}
 	}
 	return false, nil
+}
+
+// MarkRunStarted moves a QUEUED run to RUNNING, and reports whether it did
+// (false: the run is past QUEUED).
+func (s *Store) MarkRunStarted(ctx context.Context, id string) (bool, error) {
+	op := opError("mark run %s started", id)
+	if err := store.CheckRunID(id); err != nil {
+		return false, op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return false, op(err)
+	}
+	defer s.mu.Unlock()
+	run, ok := s.runs[id]
+	if !ok || run.ExecutionState != statemodel.RunQueued {
+		return false, nil
+	}
+	run.ExecutionState, run.Status = statemodel.RunRunning, statemodel.RunRunning.Status()
+	run.Version++
+	s.runs[id] = run
+	return true, nil
 }

@@ -1,0 +1,163 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// Decisions return their effects as data; one small runner (perform)
+// carries them out, breadth first and within a budget, so nothing calls
+// itself back: a completion yields "advance the run", advancing yields
+// "dispatch these tasks" and "wake the runs that wait on this one", and
+// each of those is one more item on the runner's list. The API handlers,
+// the events function, the ticker and the reconciler all use it.
+
+// effectKind names what an effect asks for.
+type effectKind int
+
+const (
+	// effDispatch sends the next attempt of a task and records it. With
+	// depsMet the task is CREATED and its dependency verdict is written in
+	// the same write as the dispatch.
+	effDispatch effectKind = iota + 1
+	// effArmTimer sends a delay message for a short timer.
+	effArmTimer
+	// effAdvanceRun evaluates a run's CREATED tasks and derives its state.
+	effAdvanceRun
+	// effRunStarted marks a QUEUED run RUNNING: one of its tasks started.
+	effRunStarted
+	// effWakeDependents advances the runs of other jobs that wait on a run
+	// that finished or published.
+	effWakeDependents
+)
+
+// effect is one thing to do after a write, with what the writer held, so
+// the runner need not read it again.
+type effect struct {
+	kind effectKind
+	key  store.InstanceKey
+	// inst is the instance as written (dispatch).
+	inst store.Instance
+	// run is the run as held (dispatch: its params and logical time; wake:
+	// the run that finished). Nil: read it when needed.
+	run *store.Run
+	// view is a whole run the caller holds (advance). Nil: read it.
+	view *store.RunView
+	// depsMet: the dispatch also records the task's dependency verdict.
+	depsMet bool
+	at      time.Time
+	runID   string
+}
+
+// maxEffects bounds one runner's work. What is left when it runs out is
+// left to the timers every effect has behind it (the instance's timer, the
+// run's backstop), never lost.
+const maxEffects = 512
+
+// perform carries out effects and the effects they yield, in order.
+// Errors are logged: every effect has a timer backstop, so a failure here
+// delays work but never loses it.
+func (s *Service) perform(ctx context.Context, effs ...effect) {
+	queue := effs
+	for done := 0; len(queue) > 0; done++ {
+		if done == maxEffects || ctx.Err() != nil {
+			s.log.WarnContext(ctx, "effects left to their timers", "left", len(queue))
+			return
+		}
+		e := queue[0]
+		queue = queue[1:]
+		more, err := s.performOne(ctx, e)
+		if err != nil {
+			s.log.WarnContext(ctx, "effect", "kind", e.kind.String(), "run_id", e.runID, "task", e.key.Task, "error", err.Error())
+		}
+		queue = append(queue, more...)
+	}
+}
+
+func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
+	switch e.kind {
+	case effDispatch:
+		_, more, err := s.dispatchEffect(ctx, e)
+		return more, err
+	case effArmTimer:
+		s.armTimer(ctx, e.key, e.at)
+	case effAdvanceRun:
+		return s.advance(ctx, e.runID, e.view)
+	case effRunStarted:
+		_, err := s.store.MarkRunStarted(ctx, e.runID)
+		return nil, err
+	case effWakeDependents:
+		return s.dependents(ctx, *e.run)
+	}
+	return nil, nil
+}
+
+func (k effectKind) String() string {
+	switch k {
+	case effDispatch:
+		return "dispatch"
+	case effArmTimer:
+		return "arm_timer"
+	case effAdvanceRun:
+		return "advance_run"
+	case effRunStarted:
+		return "run_started"
+	case effWakeDependents:
+		return "wake_dependents"
+	}
+	return "unknown"
+}
+
+// effectsOf lists the effects of a transition result: what statemodel
+// asked for, and the run's start when a task left QUEUED. It reads and
+// writes nothing.
+func effectsOf(res store.Result) []effect {
+	if res.Outcome != statemodel.Applied && !res.Stopped {
+		return nil
+	}
+	key := res.Instance.Key
+	var out []effect
+	for _, e := range res.Effects {
+		switch e.Kind {
+		case statemodel.EffectTimer:
+			if _, kind := res.Snapshot.Timer(); kind == statemodel.TimerRetry {
+				out = append(out, effect{kind: effArmTimer, key: key, at: e.At, runID: key.Run})
+			}
+		case statemodel.EffectDispatch:
+			out = append(out, effect{kind: effDispatch, key: key, inst: res.Instance, runID: key.Run})
+		case statemodel.EffectNotifyDownstream:
+			out = append(out, effect{kind: effAdvanceRun, runID: key.Run})
+		}
+	}
+	if tr := res.Transition; tr != nil && tr.From == statemodel.StateQueued && !tr.To.Terminal() {
+		// docs/api.md's QUEUED run means no task started yet.
+		out = append(out, effect{kind: effRunStarted, runID: key.Run})
+	}
+	return out
+}
+
+// follow records a transition's metrics and performs its effects.
+func (s *Service) follow(ctx context.Context, res store.Result) {
+	if res.Outcome != statemodel.Applied {
+		return
+	}
+	if tr := res.Transition; tr != nil {
+		s.emitTransitionMetrics(res.Instance.Key, res.Snapshot, tr)
+	}
+	s.perform(ctx, effectsOf(res)...)
+}
+
+// withHeld returns the effects with the run view the caller holds attached
+// to the advance of that run, so it starts from it instead of a read.
+func withHeld(effs []effect, view store.RunView) []effect {
+	for i := range effs {
+		if effs[i].kind == effAdvanceRun && effs[i].runID == view.Run.ID && effs[i].view == nil {
+			v := view
+			effs[i].view = &v
+		}
+	}
+	return effs
+}
