@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runledger/runledger/shared/devstack"
 	"github.com/runledger/runledger/shared/store"
@@ -18,11 +23,16 @@ const chainSteps = 40
 // total latency (the run's created_at to ended_at) and that divided by the
 // number of steps.
 func (b *bench) chain(ctx context.Context, chainRuns int) error {
-	st, err := b.startStack(ctx, devstack.Options{})
+	// The meter counts the stack's DynamoDB calls; the bench polls through
+	// a reader of its own, uncounted. The ticker fires at start and then
+	// hourly: a chain needs no scan, and its passes would blur the count.
+	m := &meter{}
+	st, err := b.startStack(ctx, devstack.Options{TickInterval: time.Hour, DynamoDBOptions: []func(*dynamodb.Options){m.dynamoOption}})
 	if err != nil {
 		return err
 	}
 	defer st.Stop(context.Background())
+	reader := store.New(b.env.DynamoDBClient(), st.Info.Table, store.WithLogger(b.log))
 	stop, err := benchWorker(st, "chain", 4, failFirst)
 	if err != nil {
 		return err
@@ -42,12 +52,16 @@ func (b *bench) chain(ctx context.Context, chainRuns int) error {
 	}
 	var totals []float64
 	var ids []string
+	var before meterCounts
 	for i := -1; i < chainRuns; i++ { // run -1 warms up connections and caches
+		if i == 0 {
+			before = m.snapshot()
+		}
 		id, err := api.trigger(ctx, "chain", nil)
 		if err != nil {
 			return err
 		}
-		runs, err := waitRuns(ctx, st.Store, []string{id}, 3*time.Minute)
+		runs, err := waitRuns(ctx, reader, []string{id}, 3*time.Minute)
 		if err != nil {
 			return fmt.Errorf("chain run %d: %w", i, err)
 		}
@@ -60,13 +74,25 @@ func (b *bench) chain(ctx context.Context, chainRuns int) error {
 			ids = append(ids, id)
 		}
 	}
+	calls := m.snapshot().sub(before).Latency
 	total := median(totals)
 	b.rep.figure("chain_total_ms", total, "ms")
 	b.rep.figure("chain_step_ms", total/chainSteps, "ms")
+	// The calls of one step by kind: every call the stack made while the
+	// measured runs ran (they ran one after another, so every call is on a
+	// step's path), over their steps.
+	steps := float64(chainRuns * chainSteps)
+	var perStep []string
+	for _, op := range slices.Sorted(maps.Keys(calls)) {
+		n := float64(calls[op].N) / steps
+		b.rep.figure("chain_step_calls_"+op, n, "calls")
+		perStep = append(perStep, fmt.Sprintf("%s %.2f", op, n))
+	}
+	b.rep.note("  DynamoDB calls per step: %s", strings.Join(perStep, ", "))
 	b.rep.note("chain: %d sequential no-op tasks, %d runs: median %.0f ms per run, %.1f ms per step (target <= 30 ms); runs: %s",
 		chainSteps, chainRuns, total, total/chainSteps, fmtList(totals))
 	// Where a step's time goes, over every step of every measured run.
-	phases, err := chainPhases(ctx, st.Store, ids)
+	phases, err := chainPhases(ctx, reader, ids)
 	if err != nil {
 		return err
 	}

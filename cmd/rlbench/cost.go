@@ -99,7 +99,13 @@ func (cs *costStack) measure(ctx context.Context, api *apiClient, job string, pa
 		// A read the endpoint gives no figure for counts as one strongly
 		// consistent read of at most 4 KB (every item here is smaller).
 		RRU: d.m.ReportedRRU + float64(d.m.UnreportedReads),
-		WRU: d.m.ComputedWCU + unreportedIndexWCU(d.m.Writes),
+		WRU: d.m.ComputedWCU,
+	}
+	for op, t := range d.m.Latency {
+		c.DynamoDBCalls += float64(t.N)
+		if op == "TransactWriteItems" {
+			c.Transactions += float64(t.N)
+		}
 	}
 	c.invocationsByFn = map[string]int64{}
 	for fn, f := range d.c.Functions {
@@ -168,6 +174,8 @@ func (b *bench) cost(ctx context.Context) error {
 		b.rep.figure(p+"lambda_gb_s", c.GBSeconds, "GB-s")
 		b.rep.figure(p+"api_requests", c.APIRequests, "requests")
 		b.rep.figure(p+"usd_per_1m_runs", total*1e6, "USD")
+		b.rep.figure(p+"dynamodb_calls", c.DynamoDBCalls, "calls")
+		b.rep.figure(p+"dynamodb_transactions", c.Transactions, "calls")
 		target := ""
 		if k.name == "single" {
 			target = " (target <= $10)"
@@ -176,12 +184,12 @@ func (b *bench) cost(ctx context.Context) error {
 			"  per run (median of 3): %.1f RRU, %.1f WRU, %.0f SQS requests, %.0f Lambda invocations %s = %.4f GB-s, %.0f API requests\n"+
 			"  last sample: DynamoDB %s; SQS %s, %d empty receives left out\n"+
 			"  capacity: DynamoDB Local reported %.1f RCU for %d reads (%d without a figure) and %.1f WCU for %d writes, the latter not by\n"+
-			"  DynamoDB's pricing for transactions: WRU are the store's computed %.1f WCU plus %.0f WCU of index writes it does not report",
+			"  DynamoDB's pricing for transactions: WRU are the store's computed %.1f WCU (items and index entries)",
 			k.name, total*1e6, target, priceTableDate, fmtParts(parts),
 			c.RRU, c.WRU, c.SQSRequests, c.Invocations, sortedCounts(c.invocationsByFn), c.GBSeconds, c.APIRequests,
 			sortedCounts(last.c.DynamoDB), sortedCounts(last.c.SQS), last.m.EmptyReceives,
 			last.m.ReportedRRU, last.m.ReadRequests, last.m.UnreportedReads, last.m.ReportedWCU, last.m.WriteRequests,
-			last.m.ComputedWCU, unreportedIndexWCU(last.m.Writes))
+			last.m.ComputedWCU)
 		b.rep.detail("  DynamoDB time of the last sample (calls x mean): %s", fmtLatency(last.m.Latency))
 		b.rep.detail("  writes of the last sample (computed: item KB, x2 in a transaction; index entry writes x1):\n%s", fmtWrites(last.m.Writes))
 	}
@@ -203,6 +211,9 @@ func medianCost(cs []runCost) runCost {
 		Invocations: pick(func(c runCost) float64 { return c.Invocations }),
 		GBSeconds:   pick(func(c runCost) float64 { return c.GBSeconds }),
 		APIRequests: pick(func(c runCost) float64 { return c.APIRequests }),
+
+		DynamoDBCalls: pick(func(c runCost) float64 { return c.DynamoDBCalls }),
+		Transactions:  pick(func(c runCost) float64 { return c.Transactions }),
 	}
 	m.invocationsByFn = cs[len(cs)-1].invocationsByFn
 	return m
@@ -243,50 +254,4 @@ func fmtLatency(l map[string]opTime) string {
 		out = append(out, fmt.Sprintf("%s %d x %.1f ms", op, t.N, ms(t.Total)/float64(t.N)))
 	}
 	return fmt.Sprintf("%.0f ms in all: %s", ms(total), strings.Join(out, ", "))
-}
-
-// unreportedIndexWCU estimates the index entry writes that the store's
-// capacity reports leave out: it fills IndexWriteSizes for transitions and
-// lease refreshes only. The listing index projects every attribute, so its
-// entry costs what its item costs (1 WCU per started KB; index writes are
-// never transactional); the timers index projects the keys and two short
-// attributes, so its entry costs 1 WCU. By the item layout
-// (shared/store/store.go):
-//   - create_run of a manual run writes [run, pointer, (instance, creation
-//     record) per task]: the run enters the listing and timers indexes (its
-//     backstop), each CREATED instance the timers index;
-//   - update_run_state rewrites the run's listing entry, and moves its
-//     backstop timer entry (a delete and a put) or, on the run's last,
-//     terminal update, removes it.
-func unreportedIndexWCU(ws []store.CapacityReport) float64 {
-	kb := func(n int) float64 { return float64(max(1, (n+1023)/1024)) }
-	const timerEntry = 1
-	last := -1
-	for i, w := range ws {
-		if w.Operation == "update_run_state" {
-			last = i
-		}
-	}
-	units := 0.0
-	for i, w := range ws {
-		switch w.Operation {
-		case "create_run":
-			if len(w.ItemSizes) < 4 || len(w.ItemSizes)%2 != 0 {
-				continue // a slot or idempotency item: not a layout rlbench writes
-			}
-			units += kb(w.ItemSizes[0]) + timerEntry
-			units += float64(len(w.ItemSizes)/2-1) * timerEntry
-		case "update_run_state":
-			if len(w.ItemSizes) == 0 {
-				continue
-			}
-			units += kb(w.ItemSizes[0])
-			if i == last {
-				units += timerEntry
-			} else {
-				units += 2 * timerEntry
-			}
-		}
-	}
-	return units
 }

@@ -44,12 +44,16 @@ var lambdaMemoryMiB = map[string]int{
 
 // runCost is what one run consumed, in billable units.
 type runCost struct {
-	RRU, WRU        float64
-	SQSRequests     float64
-	Invocations     float64
-	GBSeconds       float64
-	APIRequests     float64
-	invocationsByFn map[string]int64
+	RRU, WRU    float64
+	SQSRequests float64
+	Invocations float64
+	GBSeconds   float64
+	APIRequests float64
+	// DynamoDBCalls counts every DynamoDB call; Transactions the
+	// TransactWriteItems among them. Not priced: they carry over to AWS
+	// whatever the machine.
+	DynamoDBCalls, Transactions float64
+	invocationsByFn             map[string]int64
 }
 
 // usd is the cost of these units at the price table's rates.

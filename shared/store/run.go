@@ -293,7 +293,15 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		return RunView{}, op(err)
 	}
 
-	err := s.transact(ctx, "create_run", actions, sizes, nil)
+	// Index entries: the run's listing entry (the whole item) and its
+	// backstop timer, the pointer's live entry (the whole item), and each
+	// instance's timer.
+	index := append([]int{sizes[0]}, timerIndexWrites(nil, runItem(run))...)
+	index = append(index, sizes[1])
+	for _, t := range view.Tasks {
+		index = append(index, timerIndexWrites(nil, instanceItem(t.Instance))...)
+	}
+	err := s.transact(ctx, "create_run", actions, sizes, index)
 	if err == nil {
 		return view, nil
 	}
@@ -998,28 +1006,13 @@ func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, 
 		return Run{}, op(fmt.Errorf("%w: stored version is %s", ErrVersionConflict, strconv.FormatInt(r.int(attrVersion), 10)))
 	}
 	size := itemSize(runItem(next).present())
-	s.report("update_run_state", false, []int{size}, runIndexWrites(run, next, size), consumed(out.ConsumedCapacity))
+	s.report("update_run_state", false, []int{size}, append([]int{size}, timerIndexWrites(runItem(run), runItem(next))...), consumed(out.ConsumedCapacity))
 	if wasLive && !live {
 		if err := s.writePointerState(ctx, next); err != nil {
 			return Run{}, op(err)
 		}
 	}
 	return next, nil
-}
-
-// runIndexWrites lists the index entry writes of a run item's update: its
-// listing entry (the index projects the whole item) always, and its
-// timers entry when the backstop moves or goes.
-func runIndexWrites(from, to Run, size int) []int {
-	writes := []int{size}
-	switch {
-	case from.TimerAt.IsZero() && to.TimerAt.IsZero():
-	case from.TimerAt.Equal(to.TimerAt), from.TimerAt.IsZero(), to.TimerAt.IsZero():
-		writes = append(writes, size)
-	default:
-		writes = append(writes, size, size)
-	}
-	return writes
 }
 
 // MarkRunStarted moves a QUEUED run to RUNNING: a task of it left QUEUED,

@@ -111,10 +111,12 @@ type CapacityReport struct {
 	// ItemSizes are the sizes of the items written, by DynamoDB's
 	// documented size rules (the full item after the write).
 	ItemSizes []int
-	// IndexWriteSizes are the index entry writes the write causes (the
-	// timers index projects whole items: an entry written, moved or
-	// removed costs the item's size). Filled for transitions and lease
-	// refreshes, the hot path; empty for other operations.
+	// IndexWriteSizes are the sizes of the index entries the write puts,
+	// moves or removes (an entry whose key moves counts twice): the timers
+	// entry (keys and the projected attributes), the listing and live
+	// entries (whole items). Filled for the writes of a run's life
+	// (create_run, transitions, lease refreshes, run state, pointer);
+	// job and lease writes leave it empty.
 	IndexWriteSizes []int
 	// ReportedWCU is the endpoint's own figure (ReturnConsumedCapacity=
 	// TOTAL); Reported is false when it sent none. DynamoDB Local's figure
