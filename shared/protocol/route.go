@@ -39,9 +39,8 @@ func (r ClaimRequest) Validate() error {
 // ClaimAnswer is the 200 answer of a claim. Envelope is the attempt's
 // envelope (docs/api.md, "Wave 2 additions"), so that an executor that
 // starts a process with only run, task, attempt and token can learn its
-// payload and params by claiming. The scheduler does not fill it yet
-// (building it costs a read of the run per claim); it is nil, and left
-// out, until it does.
+// payload and params by claiming. The scheduler reads the run with the
+// instance in one call to build it.
 type ClaimAnswer struct {
 	Claimed        bool      `json:"claimed"`
 	LeaseExpiresAt time.Time `json:"lease_expires_at"`

@@ -153,21 +153,35 @@ func (s *Service) undispatchable(ctx context.Context, inst store.Instance, befor
 // attributes. CheckEnvelopes builds the same message when a run is
 // triggered, so a run whose envelope SQS would refuse is never created.
 func envelopeMessage(inst store.Instance, run store.Run, n int, token string, now time.Time) (string, map[string]string, error) {
-	key, p := inst.Key, inst.Policy
-	env := protocol.Envelope{
-		Job: inst.Job, Run: key.Run, Task: key.Task, Attempt: n, Token: token, Pool: inst.Pool,
-		LogicalTime: run.LogicalTime,
-		Payload:     rawOrNil(inst.Payload), Params: rawOrNil(run.Params),
-		HeartbeatInterval: p.Timeouts.Heartbeat / 3,
-		RunTimeout:        p.Timeouts.Run,
-		ClaimBy:           now.Add(p.Timeouts.Queue),
-	}
-	body, err := wire.Marshal(env)
+	key := inst.Key
+	body, err := wire.Marshal(envelopeOf(inst, run, n, token, now))
 	if err != nil {
 		return "", nil, err
 	}
 	attrs := map[string]string{"run": key.Run, "task": key.Task, "attempt": strconv.Itoa(n)}
 	return string(body), attrs, nil
+}
+
+// envelopeOf is attempt n's envelope, dispatched at queued.
+func envelopeOf(inst store.Instance, run store.Run, n int, token string, queued time.Time) protocol.Envelope {
+	key, p := inst.Key, inst.Policy
+	return protocol.Envelope{
+		Job: inst.Job, Run: key.Run, Task: key.Task, Attempt: n, Token: token, Pool: inst.Pool,
+		LogicalTime: run.LogicalTime,
+		Payload:     rawOrNil(inst.Payload), Params: rawOrNil(run.Params),
+		HeartbeatInterval: p.Timeouts.Heartbeat / 3,
+		RunTimeout:        p.Timeouts.Run,
+		ClaimBy:           queued.Add(p.Timeouts.Queue),
+	}
+}
+
+// claimEnvelope is the envelope a claim of attempt n answers with: the one
+// its dispatch sent, rebuilt from the instance, its run and the token the
+// claim presented (docs/api.md: an executor that starts a process with only
+// run, task, attempt and token fetches its payload and params by claiming).
+func claimEnvelope(inst store.Instance, run store.Run, n int, token string) protocol.Envelope {
+	a, _ := inst.Snapshot.AttemptN(n)
+	return envelopeOf(inst, run, n, token, a.QueuedAt)
 }
 
 // EnvelopeError: a task of a run being triggered would get a dispatch

@@ -60,6 +60,8 @@ type Runs interface {
 // write.
 type Instances interface {
 	GetInstance(ctx context.Context, key store.InstanceKey) (store.Instance, error)
+	// GetInstanceAndRun reads an instance and its run in one call.
+	GetInstanceAndRun(ctx context.Context, key store.InstanceKey) (store.Instance, store.Run, error)
 	// GetAttempt reads attempt n, also one the instance no longer holds.
 	GetAttempt(ctx context.Context, key store.InstanceKey, n int) (store.Attempt, error)
 	// Transition applies e at now under policy p (store.StoredPolicy: the

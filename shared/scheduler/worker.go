@@ -66,35 +66,43 @@ func ClientEventID(recorded string) string {
 }
 
 // authorize reads the instance and checks the token against attempt n's
-// stored hash. A claim may come before the dispatch write that follows its
-// envelope's send; wait, bounded, for that write when the attempt is the
-// next one.
-func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token string, wait bool) (store.Instance, error) {
+// stored hash. A claim reads the run with it (one call), for the envelope
+// its answer carries; and a claim may come before the dispatch write that
+// follows its envelope's send, so it waits, bounded, for that write when
+// the attempt is the next one.
+func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token string, claim bool) (store.Instance, store.Run, error) {
 	// An operational bound on real time, not domain time: an injected clock
 	// that stands still must not make a claim wait forever.
 	deadline := time.Now().Add(s.cfg.ClaimWait)
 	pause := 5 * time.Millisecond
 	for {
-		inst, err := s.store.GetInstance(ctx, instanceKey(ref))
+		var inst store.Instance
+		var run store.Run
+		var err error
+		if claim {
+			inst, run, err = s.store.GetInstanceAndRun(ctx, instanceKey(ref))
+		} else {
+			inst, err = s.store.GetInstance(ctx, instanceKey(ref))
+		}
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
-			return store.Instance{}, ErrInvalidToken
+			return store.Instance{}, store.Run{}, ErrInvalidToken
 		}
 		if err != nil {
-			return store.Instance{}, err
+			return store.Instance{}, store.Run{}, err
 		}
 		err = s.checkToken(ctx, ref, token, inst)
 		pending := errors.Is(err, errNotDispatchedYet)
 		if !pending {
-			return inst, err
+			return inst, run, err
 		}
-		if !wait || !time.Now().Before(deadline) {
-			return store.Instance{}, ErrInvalidToken
+		if !claim || !time.Now().Before(deadline) {
+			return store.Instance{}, store.Run{}, ErrInvalidToken
 		}
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return store.Instance{}, ctx.Err()
+			return store.Instance{}, store.Run{}, ctx.Err()
 		case <-t.C:
 		}
 		pause = min(pause*2, 200*time.Millisecond)
@@ -150,9 +158,13 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 	if err := protocol.CheckEventID(eventID); err != nil {
 		return protocol.ClaimAnswer{}, err
 	}
-	inst, err := s.authorize(ctx, ref, token, true)
+	inst, run, err := s.authorize(ctx, ref, token, true)
 	if err != nil {
 		return protocol.ClaimAnswer{}, err
+	}
+	claimed := func(snap statemodel.Snapshot) protocol.ClaimAnswer {
+		env := claimEnvelope(inst, run, ref.Attempt, token)
+		return protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: snap.Lease.ExpiresAt, Envelope: &env}
 	}
 	id := scopedEventID(ref, routeClaim, eventID)
 	// Refuse a claim of an older attempt here: the store would record it as
@@ -166,11 +178,11 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 	switch {
 	case err == nil && res.Outcome == statemodel.Applied:
 		s.follow(ctx, res)
-		return protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: res.Snapshot.Lease.ExpiresAt}, nil
+		return claimed(res.Snapshot), nil
 	case err == nil && res.Outcome == statemodel.Duplicate:
 		// res.Snapshot is the instance as it stands after any race.
 		if cur, _ := res.Snapshot.AttemptN(ref.Attempt); wonBy(cur, id, workerID) {
-			return protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: res.Snapshot.Lease.ExpiresAt}, nil
+			return claimed(res.Snapshot), nil
 		}
 		return protocol.ClaimAnswer{}, ErrAlreadyClaimed
 	case err == nil && res.Outcome == statemodel.Stale:
@@ -221,7 +233,7 @@ func (s *Service) Heartbeat(ctx context.Context, ref protocol.AttemptRef, token,
 	if err := protocol.CheckEventID(eventID); err != nil {
 		return protocol.HeartbeatAnswer{}, err
 	}
-	inst, err := s.authorize(ctx, ref, token, false)
+	inst, _, err := s.authorize(ctx, ref, token, false)
 	if err != nil {
 		return protocol.HeartbeatAnswer{}, err
 	}

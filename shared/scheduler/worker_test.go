@@ -236,3 +236,36 @@ func TestRefusedReportAnswersItsRealCode(t *testing.T) {
 		t.Errorf("a second report after SUCCEEDED: %v, want ErrIllegalTransition", err)
 	}
 }
+
+// The claim answer carries the envelope its dispatch sent (docs/api.md),
+// so an executor that starts a process with only run, task, attempt and
+// token learns its payload and params by claiming; the winner's retry
+// gets it again.
+func TestClaimAnswersWithTheEnvelope(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	j, err := jobspec.Parse([]byte(`{"name":"env","payload":{"n":7}}`), f.svc.ParseOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "env", Params: []byte(`{"day":"mon"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	sent := f.nextEnvelope(t)
+	for _, try := range []string{"first", "retry"} {
+		ans, err := f.svc.Claim(ctx, refOf(sent), sent.Token, "w@boot", "c1")
+		if err != nil || ans.Envelope == nil {
+			t.Fatalf("%s claim: %+v, %v; want an envelope", try, ans, err)
+		}
+		got := *ans.Envelope
+		if got.Ref() != sent.Ref() || got.Token != sent.Token || got.Job != "env" || got.Pool != sent.Pool ||
+			string(got.Payload) != string(sent.Payload) || string(got.Params) != `{"day":"mon"}` ||
+			!got.LogicalTime.Equal(sent.LogicalTime) || !got.ClaimBy.Equal(sent.ClaimBy) ||
+			got.HeartbeatInterval != sent.HeartbeatInterval || got.RunTimeout != sent.RunTimeout {
+			t.Fatalf("%s claim's envelope\n%+v\nthe dispatched one\n%+v", try, got, sent)
+		}
+	}
+}

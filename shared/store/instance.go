@@ -846,3 +846,53 @@ func (s *Store) FullHistory(ctx context.Context, key InstanceKey) ([]statemodel.
 		token = next
 	}
 }
+
+// GetInstanceAndRun reads an instance and its run in ONE strongly
+// consistent BatchGetItem: a claim answers with the attempt's envelope,
+// which holds the run's params and logical time. ErrNotFound when either
+// is missing.
+func (s *Store) GetInstanceAndRun(ctx context.Context, key InstanceKey) (Instance, Run, error) {
+	op := func(err error) error { return fmt.Errorf("get instance %s with its run: %w", key, err) }
+	if err := checkInstanceKey(key); err != nil {
+		return Instance{}, Run{}, op(err)
+	}
+	keys := []map[string]types.AttributeValue{keyOf(runPK(key.Run), skRun), keyOf(runPK(key.Run), instanceSK(key.Task))}
+	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+	var inst *Instance
+	var run *Run
+	for try := 0; len(req) > 0; try++ {
+		out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+		if err != nil {
+			return Instance{}, Run{}, op(translate(err))
+		}
+		for _, it := range out.Responses[s.table] {
+			switch (&reader{it: it}).str(attrKind) {
+			case kindRun:
+				r, err := decodeRun(it)
+				if err != nil {
+					return Instance{}, Run{}, op(err)
+				}
+				run = &r
+			case kindInstance:
+				i, err := decodeInstance(it)
+				if err != nil {
+					return Instance{}, Run{}, op(err)
+				}
+				inst = &i
+			}
+		}
+		req = out.UnprocessedKeys
+		if len(req) > 0 {
+			if try >= conflictRetries {
+				return Instance{}, Run{}, op(fmt.Errorf("%w: unprocessed keys after %d tries", ErrThrottled, try+1))
+			}
+			if err := backoff(ctx, try); err != nil {
+				return Instance{}, Run{}, op(err)
+			}
+		}
+	}
+	if inst == nil || run == nil {
+		return Instance{}, Run{}, op(ErrNotFound)
+	}
+	return *inst, *run, nil
+}

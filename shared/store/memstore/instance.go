@@ -272,3 +272,21 @@ func (s *Store) History(ctx context.Context, key store.InstanceKey, limit int, t
 	}
 	return out, next, nil
 }
+
+// GetInstanceAndRun reads an instance and its run.
+func (s *Store) GetInstanceAndRun(ctx context.Context, key store.InstanceKey) (store.Instance, store.Run, error) {
+	op := opError("get instance %s with its run", key)
+	if err := store.CheckInstanceKey(key); err != nil {
+		return store.Instance{}, store.Run{}, op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.Instance{}, store.Run{}, op(err)
+	}
+	defer s.mu.Unlock()
+	in, ok := s.instances[key]
+	run, found := s.runs[key.Run]
+	if !ok || !found {
+		return store.Instance{}, store.Run{}, op(store.ErrNotFound)
+	}
+	return cloneInstance(in.inst), cloneRun(run), nil
+}

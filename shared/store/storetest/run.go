@@ -17,6 +17,48 @@ var runCases = []Case{
 	{"Runs", runs},
 	{"LiveIndexFollowsUnfinishedRuns", liveIndex},
 	{"RearmRunBackstop", rearmRunBackstop},
+	{"ScheduledTasksAndRunStart", scheduledTasksAndRunStart},
+}
+
+// scheduledTasksAndRunStart: a task marked Scheduled is created SCHEDULED
+// with its verdict recorded; GetInstanceAndRun reads an instance with its
+// run; MarkRunStarted moves a QUEUED run to RUNNING once, and only from
+// QUEUED.
+func scheduledTasksAndRunStart(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	nr := NewRun("sched", "root", "leaf")
+	nr.Tasks[0].Scheduled = true
+	nr.Tasks[1].DependsOn = []string{"root"}
+	v := h.MustCreate(t, nr)
+	root := store.InstanceKey{Run: v.Run.ID, Task: "root"}
+	inst, run, err := h.Store.GetInstanceAndRun(ctx, root)
+	if err != nil || inst.Snapshot.State != statemodel.StateScheduled || run.ID != v.Run.ID || string(run.Params) != string(nr.Params) {
+		t.Fatalf("GetInstanceAndRun: %s, run %q, %v; want SCHEDULED with its run", inst.Snapshot.State, run.ID, err)
+	}
+	hist := h.FullHistory(t, root)
+	if len(hist) != 2 || hist[1].Event != statemodel.EvDepsMet || hist[1].EventID != store.DepsEventID(1) {
+		t.Fatalf("root's history %+v: want created, deps.met", hist)
+	}
+	if leaf := h.MustInstance(t, store.InstanceKey{Run: v.Run.ID, Task: "leaf"}); leaf.Snapshot.State != statemodel.StateCreated {
+		t.Fatalf("leaf is %s, want CREATED", leaf.Snapshot.State)
+	}
+	if _, _, err := h.Store.GetInstanceAndRun(ctx, store.InstanceKey{Run: v.Run.ID, Task: "absent"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetInstanceAndRun of a missing task: %v", err)
+	}
+	for i, want := range []bool{true, false} {
+		started, err := h.Store.MarkRunStarted(ctx, v.Run.ID)
+		if err != nil || started != want {
+			t.Fatalf("MarkRunStarted #%d: %t, %v; want %t", i+1, started, err, want)
+		}
+	}
+	got, err := h.Store.GetRun(ctx, v.Run.ID)
+	if err != nil || got.ExecutionState != statemodel.RunRunning || got.Status != statemodel.RunRunning.Status() || got.Version != v.Run.Version+1 {
+		t.Fatalf("run after MarkRunStarted: %+v, %v; want RUNNING at version %d", got, err, v.Run.Version+1)
+	}
+	// A version read before the mark no longer stores.
+	if _, err := h.Store.UpdateRunState(ctx, v.Run, store.RunUpdate{ExecutionState: statemodel.RunQueued, PublicationState: v.Run.PublicationState}); !errors.Is(err, store.ErrVersionConflict) {
+		t.Fatalf("UpdateRunState from the version before the mark: %v, want ErrVersionConflict", err)
+	}
 }
 
 // slotClaimRace: concurrent CreateRun calls for the same slot yield exactly
