@@ -50,6 +50,11 @@ func HeartbeatTarget(cur statemodel.Snapshot, attempt int) (statemodel.InstanceS
 	return heartbeatTarget(cur, attempt)
 }
 
+// HeldCopyUsable reports whether a transition may decide from inst, an
+// instance a caller holds, or must read it first: a copy whose inline
+// history does not end at its snapshot's seq was not read or written whole.
+func HeldCopyUsable(inst Instance) bool { return historyMatches(inst) }
+
 // Timer kinds of the items that are not instances (DueTimer.Kind).
 const (
 	TimerKindJobFire     = timerKindJobFire

@@ -48,38 +48,42 @@ func (s *Store) GetAttempt(ctx context.Context, key store.InstanceKey, n int) (s
 	return cloneAttempt(*in.attempts[n]), nil
 }
 
-// Transition applies event e to the instance at key (see TransitionAll).
+// Transition applies event e to the instance at key, decided from the
+// stored instance (see TransitionAll).
 func (s *Store) Transition(ctx context.Context, key store.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
-	return s.transition(ctx, key, []statemodel.Event{e}, now, p)
+	return s.transition(ctx, key, nil, []statemodel.Event{e}, now, p)
 }
 
-// TransitionFrom applies event e to the instance held names. The decision
-// is made from the stored snapshot under the lock, which is what the
-// DynamoDB store settles on when held is stale.
+// TransitionFrom applies event e decided from held, the instance as the
+// caller holds it (see TransitionAll).
 func (s *Store) TransitionFrom(ctx context.Context, held store.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
-	return s.transition(ctx, held.Key, []statemodel.Event{e}, now, p)
+	return s.transition(ctx, held.Key, &held, []statemodel.Event{e}, now, p)
 }
 
-// TransitionAll applies events in order to the instance held names, as one
-// write: it stops at the first event that does not apply, keeping those
-// applied before it (store.Store.TransitionAll).
+// TransitionAll applies events in order to held as one write: it stops at
+// the first event that does not apply, keeping those applied before it.
+//
+// As the DynamoDB store does, it decides from held, not from the stored
+// instance: a decision that writes (Applied, Refreshed) is written only
+// when the stored instance is still in held's state and version (and, for
+// lease.expired, its lease is still past), else it is decided again from
+// the stored instance; a decision that writes nothing (Rejected,
+// Duplicate, Stale) is answered from held, which only a write proves
+// stale. An event applied before answers Duplicate with its first outcome,
+// also when the snapshot no longer remembers it; a Stale event is recorded
+// as late on its attempt; a Rejected one returns the Result and an error
+// wrapping the *statemodel.TransitionError.
 func (s *Store) TransitionAll(ctx context.Context, held store.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
 	if len(events) == 0 {
 		return store.Result{}, fmt.Errorf("transition %s: %w: no event", held.Key, store.ErrInvalidInput)
 	}
-	return s.transition(ctx, held.Key, events, now, p)
+	return s.transition(ctx, held.Key, &held, events, now, p)
 }
 
-// transition decides events in order with statemodel.Apply from the stored
-// snapshot at now under policy p (or the stored policy,
-// store.StoredPolicy), and writes what applied under the same lock, so it
-// settles in one round.
-//
-// As in the DynamoDB store: an event applied before answers Duplicate with
-// its first outcome, also when the snapshot no longer remembers it; a
-// Stale event is recorded as late on its attempt; a Rejected one returns
-// the Result and an error wrapping the *statemodel.TransitionError.
-func (s *Store) transition(ctx context.Context, key store.InstanceKey, events []statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+// transition decides events from held (nil: the stored instance) and
+// writes what applied; when held proved stale, the next round decides
+// from the stored instance, which settles it.
+func (s *Store) transition(ctx context.Context, key store.InstanceKey, held *store.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
 	op := opError("transition %s %s", key, events[0])
 	if err := store.CheckInstanceKey(key); err != nil {
 		return store.Result{}, op(err)
@@ -99,42 +103,85 @@ func (s *Store) transition(ctx context.Context, key store.InstanceKey, events []
 	if !ok {
 		return store.Result{Rounds: 1}, op(store.ErrNotFound)
 	}
-	policy := store.DecisionPolicy(p, in.inst.Policy)
-	snap := in.inst.Snapshot.Clone()
-	var applied []statemodel.Decision
-	var stop *statemodel.Decision
+	from := in.inst
+	if held != nil && store.HeldCopyUsable(*held) {
+		from = cloneInstance(*held)
+	}
+	for round := 1; round <= store.MaxRounds; round++ {
+		applied, stop, err := in.decide(from, events, now, store.DecisionPolicy(p, from.Policy))
+		if err != nil {
+			return store.Result{Outcome: statemodel.Applied, Snapshot: from.Snapshot, Rounds: round, Instance: cloneInstance(from)}, op(err)
+		}
+		writes := len(applied) > 0 || stop.Outcome == statemodel.Refreshed
+		if writes && !in.unchangedSince(from.Snapshot, applied) {
+			from = in.inst // held proved stale: decide again from the stored instance
+			continue
+		}
+		res, err := in.write(from, applied, stop)
+		res.Rounds = round
+		if err != nil {
+			return res, op(err)
+		}
+		return res, nil
+	}
+	return store.Result{Rounds: store.MaxRounds}, op(fmt.Errorf("%w after %d rounds", store.ErrUnsettled, store.MaxRounds))
+}
+
+// decide applies events in order from inst's snapshot, up to the first
+// that does not apply (stop; nil when all did). An event the snapshot has
+// forgotten is still known by its guard.
+func (in *instance) decide(inst store.Instance, events []statemodel.Event, now time.Time, policy statemodel.Policy) (applied []statemodel.Decision, stop *statemodel.Decision, err error) {
+	snap := inst.Snapshot.Clone()
 	for _, e := range events {
 		d := statemodel.Apply(snap, e, now, policy)
-		// An event the snapshot has forgotten is still known by its guard.
 		if first, seen := in.guards[e.ID]; e.ID != "" && seen && d.Outcome != statemodel.Duplicate && !errors.Is(d.Err, statemodel.ErrInvalidEvent) {
 			d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
 		}
 		if d.Outcome != statemodel.Applied {
-			stop = &d
-			break
+			return applied, &d, nil
 		}
 		if err := in.checkSize(d); err != nil {
-			return store.Result{Outcome: d.Outcome, Snapshot: snap, Rounds: 1, Instance: cloneInstance(in.inst)}, op(err)
+			return nil, nil, err
 		}
 		applied = append(applied, d)
 		snap = d.Snapshot
 	}
+	return applied, nil, nil
+}
+
+// unchangedSince is the DynamoDB store's write condition: the stored
+// instance is in the state and version decided from, and a lease.expired
+// meets a lease that is still past.
+func (in *instance) unchangedSince(from statemodel.Snapshot, applied []statemodel.Decision) bool {
+	cur := in.inst.Snapshot
+	if cur.State != from.State || cur.Version != from.Version {
+		return false
+	}
+	for _, d := range applied {
+		if tr := d.Transition; tr.Event == statemodel.EvLeaseExpired && cur.Lease.ExpiresAt.After(tr.ObservedAt) {
+			return false
+		}
+	}
+	return true
+}
+
+// write stores the decisions made from inst and answers the Result.
+func (in *instance) write(from store.Instance, applied []statemodel.Decision, stop *statemodel.Decision) (store.Result, error) {
 	if len(applied) == 0 {
 		d := *stop
 		res := store.Result{
 			Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition,
-			First: d.First, Late: d.Late, Effects: d.Effects, Rounds: 1,
+			First: d.First, Late: d.Late, Effects: d.Effects, Instance: cloneInstance(from),
 		}
 		switch d.Outcome {
 		case statemodel.Rejected:
-			res.Instance = cloneInstance(in.inst)
-			return res, op(d.Err)
+			return res, d.Err
 		case statemodel.Stale:
 			in.appendLate(*d.Late)
 		case statemodel.Refreshed:
 			in.setSnapshot(d.Snapshot)
+			res.Instance = cloneInstance(in.inst)
 		}
-		res.Instance = cloneInstance(in.inst)
 		return res, nil
 	}
 	for _, d := range applied {
@@ -152,7 +199,7 @@ func (s *Store) transition(ctx context.Context, key store.InstanceKey, events []
 		}
 	}
 	last := applied[len(applied)-1]
-	res := store.Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Rounds: 1, Instance: cloneInstance(in.inst)}
+	res := store.Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Instance: cloneInstance(in.inst)}
 	for _, d := range applied {
 		res.Effects = append(res.Effects, d.Effects...)
 	}
@@ -160,7 +207,7 @@ func (s *Store) transition(ctx context.Context, key store.InstanceKey, events []
 		res.Outcome, res.First, res.Late, res.Stopped = stop.Outcome, stop.First, stop.Late, true
 		switch stop.Outcome {
 		case statemodel.Rejected:
-			return res, op(stop.Err)
+			return res, stop.Err
 		case statemodel.Stale:
 			in.appendLate(*stop.Late)
 		}
