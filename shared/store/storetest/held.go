@@ -1,0 +1,183 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+var heldCases = []Case{
+	{"TransitionFromWhatTheCallerHolds", transitionFromHeld},
+	{"TransitionFromAStaleCopy", transitionFromStaleCopy},
+	{"TransitionFromAStaleCopyThatWritesNothing", staleCopyWritesNothing},
+	{"TransitionAllInOneWrite", transitionAll},
+	{"CreateRunScheduled", createRunScheduled},
+	{"MarkRunStarted", markRunStarted},
+}
+
+// transitionFromHeld: Result.Instance is the instance as written, so a
+// caller goes on from it without a read, step after step.
+func transitionFromHeld(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	v := h.MustCreate(t, NewRun("held", "main"))
+	key := v.Tasks[0].Instance.Key
+	now := h.Clock.Now()
+	held := v.Tasks[0].Instance
+	for i, e := range []statemodel.Event{Ev(statemodel.EvDepsMet, 0), Dispatch(1), Started(1, "w"), Succeeded(1)} {
+		res, err := h.Store.TransitionFrom(ctx, held, e, now, Policy())
+		if err != nil || res.Outcome != statemodel.Applied {
+			t.Fatalf("step %d %s from the held instance: %s, %v", i, e.Type, res.Outcome, err)
+		}
+		stored := h.MustInstance(t, key)
+		if !res.Instance.Snapshot.EqualState(stored.Snapshot) || !res.Snapshot.EqualState(stored.Snapshot) ||
+			!res.Instance.TimerAt.Equal(stored.TimerAt) || res.Instance.TimerKind != stored.TimerKind || res.Instance.Key != key {
+			t.Fatalf("step %d: the result's instance %+v is not the stored one %+v", i, res.Instance.Snapshot, stored.Snapshot)
+		}
+		held = res.Instance
+	}
+	if held.Snapshot.State != statemodel.StateSucceeded {
+		t.Fatalf("state %s, want SUCCEEDED", held.Snapshot.State)
+	}
+	// The same event again from the held instance: a duplicate.
+	res, err := h.Store.TransitionFrom(ctx, held, Ev(statemodel.EvDepsMet, 0), now, Policy())
+	if res.Outcome != statemodel.Rejected || !errors.Is(err, statemodel.ErrIllegalTransition) {
+		t.Fatalf("deps.met on a finished instance: %s, %v; want rejected", res.Outcome, err)
+	}
+}
+
+// transitionFromAStaleCopy: a decision made from a copy another writer has
+// moved past is never written: the event is decided again on the stored
+// instance (a lost claim race is rejected; a cancel request meets the
+// running attempt and asks it to stop).
+func transitionFromStaleCopy(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	v := h.MustCreate(t, NewRun("stale-copy", "main"))
+	key := v.Tasks[0].Instance.Key
+	now := h.ToQueued(t, key)
+	queued := h.MustInstance(t, key)
+	won := h.Step(t, key, Started(1, "w"), now)
+
+	res, err := h.Store.TransitionFrom(ctx, queued, Started(1, "late"), now, Policy())
+	if res.Outcome != statemodel.Rejected || err == nil {
+		t.Fatalf("a claim decided from the QUEUED copy after another won: %s, %v; want rejected", res.Outcome, err)
+	}
+	cur, _ := res.Snapshot.Current()
+	if cur.WorkerID != "w" {
+		t.Fatalf("the rejection answers attempt %+v, want the winner's", cur)
+	}
+	cancel := Ev(statemodel.EvCancelRequested, 0)
+	cancel.Operator, cancel.Reason = "ops", "stop"
+	res, err = h.Store.TransitionFrom(ctx, queued, cancel, now, Policy())
+	if err != nil || res.Outcome != statemodel.Applied || res.Snapshot.State != statemodel.StateCancelling {
+		t.Fatalf("a cancel decided from the QUEUED copy: %s %s, %v; want applied to the RUNNING instance (CANCELLING)", res.Outcome, res.Snapshot.State, err)
+	}
+	stored := h.MustInstance(t, key)
+	if stored.Snapshot.State != statemodel.StateCancelling || stored.Snapshot.Version != won.Snapshot.Version+1 {
+		t.Fatalf("stored %s v%d, want CANCELLING v%d", stored.Snapshot.State, stored.Snapshot.Version, won.Snapshot.Version+1)
+	}
+}
+
+// transitionAll: events applied in order in one call, each decided on the
+// snapshot the one before it left; the sequence stops at the first event
+// that does not apply, keeping the ones before it.
+func transitionAll(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	v := h.MustCreate(t, NewRun("all", "main"))
+	key := v.Tasks[0].Instance.Key
+	now := h.Clock.Now()
+	res, err := h.Store.TransitionAll(ctx, v.Tasks[0].Instance, []statemodel.Event{Ev(statemodel.EvDepsMet, 0), Dispatch(1)}, now, Policy())
+	if err != nil || res.Outcome != statemodel.Applied || res.Stopped || res.Snapshot.State != statemodel.StateQueued {
+		t.Fatalf("deps.met and dispatch: %s %s stopped %t, %v; want applied, QUEUED", res.Outcome, res.Snapshot.State, res.Stopped, err)
+	}
+	if hist := h.FullHistory(t, key); len(hist) != 3 || hist[1].To != statemodel.StateScheduled || hist[2].To != statemodel.StateQueued {
+		t.Fatalf("history %+v, want created, SCHEDULED, QUEUED", hist)
+	}
+	res, err = h.Store.TransitionAll(ctx, res.Instance, []statemodel.Event{Started(1, "w"), Started(1, "x")}, now, Policy())
+	if res.Outcome != statemodel.Rejected || !res.Stopped || err == nil {
+		t.Fatalf("two claims in one sequence: %s stopped %t, %v; want the second rejected", res.Outcome, res.Stopped, err)
+	}
+	stored := h.MustInstance(t, key)
+	if cur, _ := stored.Snapshot.Current(); stored.Snapshot.State != statemodel.StateRunning || cur.WorkerID != "w" {
+		t.Fatalf("stored %s claimed by %q, want RUNNING claimed by w", stored.Snapshot.State, cur.WorkerID)
+	}
+	if _, err := h.Store.TransitionAll(ctx, stored, nil, now, Policy()); !errors.Is(err, store.ErrInvalidInput) {
+		t.Fatalf("no event: %v, want invalid input", err)
+	}
+}
+
+// createRunScheduled: a task created SCHEDULED carries its deps.met in the
+// creating write: two records, the dispatch timer.
+func createRunScheduled(t *testing.T, h *Harness) {
+	nr := NewRun("scheduled", "root", "child")
+	nr.Tasks[0].Scheduled = true
+	nr.Tasks[1].DependsOn = []string{"root"}
+	v := h.MustCreate(t, nr)
+	root, child := v.Tasks[1].Instance, v.Tasks[0].Instance // by task id
+	if root.Key.Task != "root" || root.Snapshot.State != statemodel.StateScheduled || root.TimerKind != statemodel.TimerDispatch {
+		t.Fatalf("root %s %s, want SCHEDULED with the dispatch timer", root.Snapshot.State, root.TimerKind)
+	}
+	if child.Snapshot.State != statemodel.StateCreated {
+		t.Fatalf("child %s, want CREATED", child.Snapshot.State)
+	}
+	hist := h.FullHistory(t, root.Key)
+	if len(hist) != 2 || hist[0].Event != statemodel.EvCreated || hist[1].Event != statemodel.EvDepsMet {
+		t.Fatalf("root history %+v, want created then deps.met", hist)
+	}
+	if stored := h.MustInstance(t, root.Key); !stored.Snapshot.EqualState(root.Snapshot) {
+		t.Fatalf("the view's root %+v is not the stored %+v", root.Snapshot, stored.Snapshot)
+	}
+}
+
+// markRunStarted: a QUEUED run becomes RUNNING with one write, once.
+func markRunStarted(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	v := h.MustCreate(t, NewRun("started", "main"))
+	ok, err := h.Store.MarkRunStarted(ctx, v.Run.ID)
+	if err != nil || !ok {
+		t.Fatalf("mark a QUEUED run started: %t, %v", ok, err)
+	}
+	run, err := h.Store.GetRun(ctx, v.Run.ID)
+	if err != nil || run.ExecutionState != statemodel.RunRunning || run.Status != statemodel.StatusRunning || run.Version != v.Run.Version+1 {
+		t.Fatalf("run %+v (%v), want RUNNING at version %d", run, err, v.Run.Version+1)
+	}
+	if ok, err := h.Store.MarkRunStarted(ctx, v.Run.ID); err != nil || ok {
+		t.Fatalf("mark a RUNNING run started: %t, %v; want false", ok, err)
+	}
+	if again, _ := h.Store.GetRun(ctx, v.Run.ID); again.Version != run.Version {
+		t.Fatalf("a refused mark moved the version to %d", again.Version)
+	}
+	if busy, err := h.Store.HasUnfinishedRuns(ctx, "started"); err != nil || !busy {
+		t.Fatalf("a RUNNING run is not unfinished: %t %v", busy, err)
+	}
+	if _, err := h.Store.MarkRunStarted(ctx, "a#b"); !errors.Is(err, store.ErrInvalidKey) {
+		t.Fatalf("an invalid run id: %v, want invalid key", err)
+	}
+}
+
+// staleCopyWritesNothing: a decision from a stale copy that writes nothing
+// (a rejection, a duplicate) is answered from the copy, with no read: only
+// a write proves a copy stale. The caller that doubts such an answer reads
+// the instance and decides again.
+func staleCopyWritesNothing(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	v := h.MustCreate(t, NewRun("stale-nothing", "main"))
+	key := v.Tasks[0].Instance.Key
+	created := v.Tasks[0].Instance
+	h.ToQueued(t, key)
+	queued := h.MustInstance(t, key)
+	claim := Started(1, "w")
+	res, err := h.Store.TransitionFrom(ctx, created, claim, h.Clock.Now(), Policy())
+	if res.Outcome != statemodel.Rejected || !errors.Is(err, statemodel.ErrUnknownAttempt) || res.Snapshot.State != statemodel.StateCreated {
+		t.Fatalf("a claim decided from the CREATED copy: %s %s, %v; want rejected as the copy has no attempt", res.Outcome, res.Snapshot.State, err)
+	}
+	if got := h.MustInstance(t, key); !got.Snapshot.EqualState(queued.Snapshot) {
+		t.Fatalf("a rejected claim moved the instance to %s v%d", got.Snapshot.State, got.Snapshot.Version)
+	}
+	res, err = h.Store.TransitionFrom(ctx, queued, claim, h.Clock.Now(), Policy())
+	if err != nil || res.Outcome != statemodel.Applied || res.Snapshot.State != statemodel.StateRunning {
+		t.Fatalf("the same claim from the current copy: %s %s, %v; want applied", res.Outcome, res.Snapshot.State, err)
+	}
+}
