@@ -319,7 +319,7 @@ func (s *Store) TransitionAll(ctx context.Context, held Instance, events []state
 		var stop *statemodel.Decision
 		for _, e := range events {
 			d := statemodel.Apply(snap, e, now, policy)
-			if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && s.mayHaveForgotten(*inst, d.Outcome) {
+			if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && MayHaveForgotten(*inst, d.Outcome) {
 				first, seen, err := s.seenBefore(ctx, *inst, e.ID)
 				if err != nil {
 					return Result{Outcome: d.Outcome, Snapshot: snap, Rounds: round, Instance: *inst}, op(err)
@@ -390,20 +390,6 @@ func (s *Store) TransitionAll(ctx context.Context, held Instance, events []state
 		inst = moved.now // nil: re-read
 	}
 	return Result{Rounds: MaxRounds}, op(fmt.Errorf("%w after %d rounds", ErrUnsettled, MaxRounds))
-}
-
-// mayHaveForgotten reports whether an event the snapshot's recent ids do
-// not know may still have been applied before: always when statemodel
-// would reject it or call it stale (a replay of an old event usually is),
-// and for an event it would apply only once older ids left the recent list.
-func (s *Store) mayHaveForgotten(inst Instance, o statemodel.Outcome) bool {
-	switch o {
-	case statemodel.Rejected, statemodel.Stale:
-		return true
-	case statemodel.Applied:
-		return inst.Snapshot.Seq > int64(len(inst.Snapshot.Recent))
-	}
-	return false
 }
 
 // movedError: the instance was not as the decision assumed (the state,

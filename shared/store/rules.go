@@ -50,6 +50,20 @@ func HeartbeatTarget(cur statemodel.Snapshot, attempt int) (statemodel.InstanceS
 	return heartbeatTarget(cur, attempt)
 }
 
+// MayHaveForgotten reports whether an event the snapshot's recent ids do
+// not know may still have been applied before: always when statemodel
+// would reject it or call it stale (a replay of an old event usually is),
+// and for an event it would apply only once older ids left the recent list.
+func MayHaveForgotten(inst Instance, o statemodel.Outcome) bool {
+	switch o {
+	case statemodel.Rejected, statemodel.Stale:
+		return true
+	case statemodel.Applied:
+		return inst.Snapshot.Seq > int64(len(inst.Snapshot.Recent))
+	}
+	return false
+}
+
 // HeldCopyUsable reports whether a transition may decide from inst, an
 // instance a caller holds, or must read it first: a copy whose inline
 // history does not end at its snapshot's seq was not read or written whole.

@@ -128,14 +128,17 @@ func (s *Store) transition(ctx context.Context, key store.InstanceKey, held *sto
 }
 
 // decide applies events in order from inst's snapshot, up to the first
-// that does not apply (stop; nil when all did). An event the snapshot has
-// forgotten is still known by its guard.
+// that does not apply (stop; nil when all did). An event the snapshot may
+// have forgotten (store.MayHaveForgotten) is looked up in inst's history,
+// the records up to its seq, as the DynamoDB store looks it up.
 func (in *instance) decide(inst store.Instance, events []statemodel.Event, now time.Time, policy statemodel.Policy) (applied []statemodel.Decision, stop *statemodel.Decision, err error) {
 	snap := inst.Snapshot.Clone()
 	for _, e := range events {
 		d := statemodel.Apply(snap, e, now, policy)
-		if first, seen := in.guards[e.ID]; e.ID != "" && seen && d.Outcome != statemodel.Duplicate && !errors.Is(d.Err, statemodel.ErrInvalidEvent) {
-			d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
+		if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && store.MayHaveForgotten(inst, d.Outcome) {
+			if first, seen := in.guards[e.ID]; seen && first.Seq <= inst.Snapshot.Seq {
+				d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
+			}
 		}
 		if d.Outcome != statemodel.Applied {
 			return applied, &d, nil
