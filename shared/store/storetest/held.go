@@ -13,6 +13,7 @@ var heldCases = []Case{
 	{"TransitionFromWhatTheCallerHolds", transitionFromHeld},
 	{"TransitionFromAStaleCopy", transitionFromStaleCopy},
 	{"TransitionFromAStaleCopyThatWritesNothing", staleCopyWritesNothing},
+	{"DuplicateFromAStaleCopyAnswersTheStateThatStands", duplicateFromStaleCopy},
 	{"TransitionAllInOneWrite", transitionAll},
 	{"CreateRunScheduled", createRunScheduled},
 	{"MarkRunStarted", markRunStarted},
@@ -179,5 +180,26 @@ func staleCopyWritesNothing(t *testing.T, h *Harness) {
 	res, err = h.Store.TransitionFrom(ctx, queued, claim, h.Clock.Now(), Policy())
 	if err != nil || res.Outcome != statemodel.Applied || res.Snapshot.State != statemodel.StateRunning {
 		t.Fatalf("the same claim from the current copy: %s %s, %v; want applied", res.Outcome, res.Snapshot.State, err)
+	}
+}
+
+// duplicateFromStaleCopy: two deliveries of one completion decided from
+// the same RUNNING copy: the first is applied, the second is a duplicate
+// that answers the state that stands (SUCCEEDED), not the copy's.
+func duplicateFromStaleCopy(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	v := h.MustCreate(t, NewRun("dup-copy", "main"))
+	key := v.Tasks[0].Instance.Key
+	now := h.ToQueued(t, key)
+	running := h.Step(t, key, Started(1, "w"), now).Instance
+	done := Succeeded(1)
+	first, err := h.Store.TransitionFrom(ctx, running, done, now, Policy())
+	if err != nil || first.Outcome != statemodel.Applied {
+		t.Fatalf("the first delivery: %s, %v", first.Outcome, err)
+	}
+	again, err := h.Store.TransitionFrom(ctx, running, done, now, Policy())
+	if err != nil || again.Outcome != statemodel.Duplicate || again.Snapshot.State != statemodel.StateSucceeded ||
+		again.First != (statemodel.SeenEvent{ID: done.ID, Seq: first.Transition.Seq, To: statemodel.StateSucceeded}) {
+		t.Fatalf("the second delivery from the RUNNING copy: %s %s first %+v, %v; want a duplicate answering SUCCEEDED", again.Outcome, again.Snapshot.State, again.First, err)
 	}
 }
