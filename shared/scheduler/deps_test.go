@@ -10,7 +10,6 @@ import (
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -69,7 +68,7 @@ func TestDependencyTimeoutEndsTheWait(t *testing.T) {
 	if after.Run.ExecutionState != statemodel.RunFailed {
 		t.Fatalf("run %s after the dependency timeout, want FAILED", after.Run.ExecutionState)
 	}
-	h, err := storetest.FullHistory(ctx, f.st, store.InstanceKey{Run: v.Run.ID, Task: "a"})
+	h, err := store.FullHistory(ctx, f.st, store.InstanceKey{Run: v.Run.ID, Task: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -166,7 +165,7 @@ func TestRestartedWorkersOldSuccessIsAccepted(t *testing.T) {
 	if snap.State != statemodel.StateUpForRetry || a1.Outcome != statemodel.OutcomeLost || a1.ErrorCategory != statemodel.CategoryLost {
 		t.Fatalf("restarted worker: %s %+v, want UP_FOR_RETRY at once, attempt 1 lost", snap.State, a1)
 	}
-	h, err := storetest.FullHistory(context.Background(), f.st, store.InstanceKey{Run: run, Task: "main"})
+	h, err := store.FullHistory(context.Background(), f.st, store.InstanceKey{Run: run, Task: "main"})
 	if err != nil {
 		t.Fatal(err)
 	}

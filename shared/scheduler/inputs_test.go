@@ -18,7 +18,6 @@ import (
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -93,7 +92,7 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("good completion: %v %v", err, resp.BatchItemFailures)
 	}
-	h, err := storetest.FullHistory(ctx, f.st, key)
+	h, err := store.FullHistory(ctx, f.st, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +193,7 @@ func TestUndispatchableFailsAfterTheQueueTimeout(t *testing.T) {
 	if inst.Snapshot.State != statemodel.StateFailed || inst.Snapshot.Attempt != 0 {
 		t.Fatalf("after the queue timeout the instance is %s with attempt %d, want FAILED with none", inst.Snapshot.State, inst.Snapshot.Attempt)
 	}
-	h, err := storetest.FullHistory(ctx, f.st, key)
+	h, err := store.FullHistory(ctx, f.st, key)
 	if err != nil {
 		t.Fatal(err)
 	}

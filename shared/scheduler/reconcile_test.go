@@ -16,7 +16,6 @@ import (
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/memstore"
-	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -181,7 +180,7 @@ func TestEvidenceConfirmsSuccess(t *testing.T) {
 	if inst.Snapshot.State != statemodel.StateSucceeded {
 		t.Fatalf("state %s, want SUCCEEDED on confirmed success", inst.Snapshot.State)
 	}
-	h, err := storetest.FullHistory(context.Background(), f.st, inst.Key)
+	h, err := store.FullHistory(context.Background(), f.st, inst.Key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -83,7 +82,7 @@ func TestEventIDScopedByAttemptAndRoute(t *testing.T) {
 		t.Fatalf("attempt 2 = %+v in %s, want RUNNING for w@boot", a, inst.Snapshot.State)
 	}
 	// The scheduler's own ids all hold a colon; its dependency verdict too.
-	hist, err := storetest.FullHistory(ctx, f.st, store.InstanceKey{Run: env1.Run, Task: env1.Task})
+	hist, err := store.FullHistory(ctx, f.st, store.InstanceKey{Run: env1.Run, Task: env1.Task})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -818,10 +818,21 @@ func heartbeatTarget(cur statemodel.Snapshot, attempt int) (statemodel.InstanceS
 
 // FullHistory pages History to the end.
 func (s *Store) FullHistory(ctx context.Context, key InstanceKey) ([]statemodel.Transition, error) {
+	return FullHistory(ctx, s, key)
+}
+
+// HistoryPager pages an instance's history: this store, or any other
+// implementation of the scheduler's store port.
+type HistoryPager interface {
+	History(ctx context.Context, key InstanceKey, limit int, token string) ([]statemodel.Transition, string, error)
+}
+
+// FullHistory pages h's history of the instance at key to the end.
+func FullHistory(ctx context.Context, h HistoryPager, key InstanceKey) ([]statemodel.Transition, error) {
 	var all []statemodel.Transition
 	token := ""
 	for {
-		page, next, err := s.History(ctx, key, 0, token)
+		page, next, err := h.History(ctx, key, 0, token)
 		if err != nil {
 			return nil, err
 		}

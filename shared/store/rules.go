@@ -1,6 +1,12 @@
 package store
 
-import "github.com/runledger/runledger/statemodel"
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/runledger/runledger/statemodel"
+)
 
 // The store's rules that do not depend on DynamoDB, exported so that every
 // implementation of the scheduler's store port (the in-memory one in
@@ -68,6 +74,43 @@ func MayHaveForgotten(inst Instance, o statemodel.Outcome) bool {
 // instance a caller holds, or must read it first: a copy whose inline
 // history does not end at its snapshot's seq was not read or written whole.
 func HeldCopyUsable(inst Instance) bool { return historyMatches(inst) }
+
+// NextRun is run with its newly derived state u, as UpdateRunState stores
+// it at stamp: the version moves on; a terminal run ends (at u.EndedAt, or
+// stamp) and waits on no backstop; a live one's backstop is u.TimerAt (or
+// stamp + backstop). Unusable keys and states that do not exist are
+// refused.
+func NextRun(run Run, u RunUpdate, stamp time.Time, backstop time.Duration) (Run, error) {
+	if err := checkRun(run.ID); err != nil {
+		return Run{}, err
+	}
+	if err := checkJob(run.Job); err != nil {
+		return Run{}, err
+	}
+	if !u.ExecutionState.Valid() {
+		return Run{}, fmt.Errorf("%w: execution state %q", ErrInvalidInput, u.ExecutionState)
+	}
+	if !slices.Contains(statemodel.AllPublicationStates(), u.PublicationState) {
+		return Run{}, fmt.Errorf("%w: publication state %q", ErrInvalidInput, u.PublicationState)
+	}
+	next := run
+	next.ExecutionState, next.PublicationState = u.ExecutionState, u.PublicationState
+	next.Status = u.ExecutionState.Status()
+	next.Version = run.Version + 1
+	next.EndedAt, next.TimerAt = time.Time{}, time.Time{}
+	if u.ExecutionState.Terminal() {
+		next.EndedAt = u.EndedAt
+		if next.EndedAt.IsZero() {
+			next.EndedAt = stamp
+		}
+	} else {
+		next.TimerAt = u.TimerAt
+		if next.TimerAt.IsZero() {
+			next.TimerAt = stamp.Add(backstop)
+		}
+	}
+	return next, nil
+}
 
 // Timer kinds of the items that are not instances (DueTimer.Kind).
 const (

@@ -947,34 +947,9 @@ func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, 
 	op := func(err error) error {
 		return fmt.Errorf("update run %s from version %d: %w", run.ID, run.Version, err)
 	}
-	if err := checkRun(run.ID); err != nil {
+	next, err := NextRun(run, u, s.clock(), s.backstop)
+	if err != nil {
 		return Run{}, op(err)
-	}
-	if err := checkJob(run.Job); err != nil {
-		return Run{}, op(err)
-	}
-	if !u.ExecutionState.Valid() {
-		return Run{}, op(fmt.Errorf("%w: execution state %q", ErrInvalidInput, u.ExecutionState))
-	}
-	if !slices.Contains(statemodel.AllPublicationStates(), u.PublicationState) {
-		return Run{}, op(fmt.Errorf("%w: publication state %q", ErrInvalidInput, u.PublicationState))
-	}
-	stamp := s.clock()
-	next := run
-	next.ExecutionState, next.PublicationState = u.ExecutionState, u.PublicationState
-	next.Status = u.ExecutionState.Status()
-	next.Version = run.Version + 1
-	next.EndedAt, next.TimerAt = time.Time{}, time.Time{}
-	if u.ExecutionState.Terminal() {
-		next.EndedAt = u.EndedAt
-		if next.EndedAt.IsZero() {
-			next.EndedAt = stamp
-		}
-	} else {
-		next.TimerAt = u.TimerAt
-		if next.TimerAt.IsZero() {
-			next.TimerAt = stamp.Add(s.backstop)
-		}
 	}
 	wasLive, live := !run.ExecutionState.Terminal(), !next.ExecutionState.Terminal()
 	if live && !wasLive {

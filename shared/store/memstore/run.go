@@ -252,17 +252,9 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, s
 // run.Version.
 func (s *Store) UpdateRunState(ctx context.Context, run store.Run, u store.RunUpdate) (store.Run, error) {
 	op := opError("update run %s from version %d", run.ID, run.Version)
-	if err := store.CheckRunID(run.ID); err != nil {
+	next, err := store.NextRun(run, u, s.clock(), s.backstop)
+	if err != nil {
 		return store.Run{}, op(err)
-	}
-	if err := store.CheckJobName(run.Job); err != nil {
-		return store.Run{}, op(err)
-	}
-	if !u.ExecutionState.Valid() {
-		return store.Run{}, op(fmt.Errorf("%w: execution state %q", store.ErrInvalidInput, u.ExecutionState))
-	}
-	if !slices.Contains(statemodel.AllPublicationStates(), u.PublicationState) {
-		return store.Run{}, op(fmt.Errorf("%w: publication state %q", store.ErrInvalidInput, u.PublicationState))
 	}
 	if err := s.begin(ctx); err != nil {
 		return store.Run{}, op(err)
@@ -276,23 +268,6 @@ func (s *Store) UpdateRunState(ctx context.Context, run store.Run, u store.RunUp
 		return store.Run{}, op(fmt.Errorf("%w: stored version is %d", store.ErrVersionConflict, cur.Version))
 	case cur.Job != run.Job:
 		return store.Run{}, op(fmt.Errorf("%w: run pointer under job %s", store.ErrNotFound, run.Job))
-	}
-	stamp := s.clock()
-	next := run
-	next.ExecutionState, next.PublicationState = u.ExecutionState, u.PublicationState
-	next.Status = u.ExecutionState.Status()
-	next.Version = run.Version + 1
-	next.EndedAt, next.TimerAt = time.Time{}, time.Time{}
-	if u.ExecutionState.Terminal() {
-		next.EndedAt = u.EndedAt
-		if next.EndedAt.IsZero() {
-			next.EndedAt = stamp
-		}
-	} else {
-		next.TimerAt = u.TimerAt
-		if next.TimerAt.IsZero() {
-			next.TimerAt = stamp.Add(s.backstop)
-		}
 	}
 	// Only the derived fields change; the rest stays as stored.
 	cur.ExecutionState, cur.PublicationState, cur.Status = next.ExecutionState, next.PublicationState, next.Status

@@ -128,28 +128,11 @@ func (h *Harness) Runs() []string {
 // FullHistory pages History to the end.
 func (h *Harness) FullHistory(t testing.TB, key store.InstanceKey) []statemodel.Transition {
 	t.Helper()
-	all, err := FullHistory(context.Background(), h.Store, key)
+	all, err := store.FullHistory(context.Background(), h.Store, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return all
-}
-
-// FullHistory pages an instance's history to the end.
-func FullHistory(ctx context.Context, st scheduler.Instances, key store.InstanceKey) ([]statemodel.Transition, error) {
-	var all []statemodel.Transition
-	token := ""
-	for {
-		page, next, err := st.History(ctx, key, 0, token)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page...)
-		if next == "" {
-			return all, nil
-		}
-		token = next
-	}
 }
 
 // Step applies an event that must be Applied and returns the result.
