@@ -13,10 +13,7 @@ import (
 // GetInstance reads one instance.
 func (s *Store) GetInstance(ctx context.Context, key store.InstanceKey) (store.Instance, error) {
 	op := opError("get instance %s", key)
-	if err := store.CheckInstanceKey(key); err != nil {
-		return store.Instance{}, op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckInstanceKey(key)); err != nil {
 		return store.Instance{}, op(err)
 	}
 	defer s.mu.Unlock()
@@ -326,10 +323,7 @@ func (s *Store) History(ctx context.Context, key store.InstanceKey, limit int, t
 // GetInstanceAndRun reads an instance and its run.
 func (s *Store) GetInstanceAndRun(ctx context.Context, key store.InstanceKey) (store.Instance, store.Run, error) {
 	op := opError("get instance %s with its run", key)
-	if err := store.CheckInstanceKey(key); err != nil {
-		return store.Instance{}, store.Run{}, op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckInstanceKey(key)); err != nil {
 		return store.Instance{}, store.Run{}, op(err)
 	}
 	defer s.mu.Unlock()

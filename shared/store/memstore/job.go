@@ -60,10 +60,7 @@ func (s *Store) putJob(cur, next store.Job) {
 // GetJob reads a job.
 func (s *Store) GetJob(ctx context.Context, name string) (store.Job, error) {
 	op := opError("get job %s", name)
-	if err := store.CheckJobName(name); err != nil {
-		return store.Job{}, op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckJobName(name)); err != nil {
 		return store.Job{}, op(err)
 	}
 	defer s.mu.Unlock()
@@ -129,10 +126,7 @@ func (s *Store) UpdateJob(ctx context.Context, j store.Job, expected int64) (sto
 // the version moves unless the flag is already as asked.
 func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (store.Job, error) {
 	op := opError("set job %s paused=%t", name, paused)
-	if err := store.CheckJobName(name); err != nil {
-		return store.Job{}, op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckJobName(name)); err != nil {
 		return store.Job{}, op(err)
 	}
 	defer s.mu.Unlock()
@@ -153,10 +147,7 @@ func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (sto
 // store.ErrConflict when prev is not the stored one. The version stays.
 func (s *Store) SetNextFire(ctx context.Context, name string, prev, next time.Time) (store.Job, error) {
 	op := opError("set next fire of job %s from %s to %s", name, prev, next)
-	if err := store.CheckJobName(name); err != nil {
-		return store.Job{}, op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckJobName(name)); err != nil {
 		return store.Job{}, op(err)
 	}
 	defer s.mu.Unlock()
@@ -175,10 +166,7 @@ func (s *Store) SetNextFire(ctx context.Context, name string, prev, next time.Ti
 // DeleteJob deletes a job and its dependency edges; its runs stay.
 func (s *Store) DeleteJob(ctx context.Context, name string) error {
 	op := opError("delete job %s", name)
-	if err := store.CheckJobName(name); err != nil {
-		return op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckJobName(name)); err != nil {
 		return op(err)
 	}
 	defer s.mu.Unlock()
@@ -196,10 +184,7 @@ func (s *Store) DeleteJob(ctx context.Context, name string) error {
 // ListDependents lists the jobs that depend on job, by name.
 func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error) {
 	op := opError("list dependents of job %s", job)
-	if err := store.CheckJobName(job); err != nil {
-		return nil, op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckJobName(job)); err != nil {
 		return nil, op(err)
 	}
 	defer s.mu.Unlock()

@@ -14,10 +14,7 @@ import (
 // lease is dropped without an error.
 func (s *Store) PutWorkerLease(ctx context.Context, l store.WorkerLease) error {
 	op := opError("put worker lease %s", l.Name)
-	if err := store.CheckWorkerName(l.Name); err != nil {
-		return op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckWorkerName(l.Name)); err != nil {
 		return op(err)
 	}
 	defer s.mu.Unlock()

@@ -103,6 +103,15 @@ func (s *Store) begin(ctx context.Context) error {
 	return nil
 }
 
+// enter refuses an invalid key (invalid, a key check's answer) or a done
+// context, else takes the lock; the caller defers s.mu.Unlock.
+func (s *Store) enter(ctx context.Context, invalid error) error {
+	if invalid != nil {
+		return invalid
+	}
+	return s.begin(ctx)
+}
+
 // tooLarge refuses n caller-supplied bytes that cannot fit in one item (or
 // one transaction, with store.MaxTransactionSize as limit).
 func tooLarge(what string, n, limit int) error {

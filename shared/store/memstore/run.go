@@ -173,10 +173,7 @@ func newInstance(nr store.NewRun, t store.NewTask, now time.Time) (*instance, er
 // GetRun reads a run.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 	op := opError("get run %s", id)
-	if err := store.CheckRunID(id); err != nil {
-		return store.Run{}, op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckRunID(id)); err != nil {
 		return store.Run{}, op(err)
 	}
 	defer s.mu.Unlock()
@@ -191,10 +188,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 // instance's attempts by number.
 func (s *Store) ReadRun(ctx context.Context, id string) (store.RunView, error) {
 	op := opError("read run %s", id)
-	if err := store.CheckRunID(id); err != nil {
-		return store.RunView{}, op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckRunID(id)); err != nil {
 		return store.RunView{}, op(err)
 	}
 	defer s.mu.Unlock()
@@ -307,48 +301,40 @@ func (s *Store) RearmRunBackstop(ctx context.Context, run store.Run) (store.Run,
 // ListUnfinishedRuns lists a job's unfinished runs, oldest first.
 func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]store.UnfinishedRun, error) {
 	op := opError("list unfinished runs of job %s", job)
-	if err := store.CheckJobName(job); err != nil {
-		return nil, op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckJobName(job)); err != nil {
 		return nil, op(err)
 	}
 	defer s.mu.Unlock()
+	return s.unfinished(job), nil
+}
+
+// unfinished lists job's unfinished runs, oldest first; the caller holds
+// the lock.
+func (s *Store) unfinished(job string) []store.UnfinishedRun {
 	var out []store.UnfinishedRun
 	for _, id := range slices.Sorted(slices.Values(s.runsOfJob[job])) {
 		if run := s.runs[id]; !run.ExecutionState.Terminal() {
 			out = append(out, store.UnfinishedRun{ID: id, LogicalTime: run.LogicalTime})
 		}
 	}
-	return out, nil
+	return out
 }
 
 // HasUnfinishedRuns reports whether job has a run that has not ended.
 func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error) {
 	op := opError("unfinished runs of job %s", job)
-	if err := store.CheckJobName(job); err != nil {
-		return false, op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckJobName(job)); err != nil {
 		return false, op(err)
 	}
 	defer s.mu.Unlock()
-	for _, id := range s.runsOfJob[job] {
-		if !s.runs[id].ExecutionState.Terminal() {
-			return true, nil
-		}
-	}
-	return false, nil
+	return len(s.unfinished(job)) > 0, nil
 }
 
 // MarkRunStarted moves a QUEUED run to RUNNING, and reports whether it did
 // (false: the run is past QUEUED).
 func (s *Store) MarkRunStarted(ctx context.Context, id string) (bool, error) {
 	op := opError("mark run %s started", id)
-	if err := store.CheckRunID(id); err != nil {
-		return false, op(err)
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.enter(ctx, store.CheckRunID(id)); err != nil {
 		return false, op(err)
 	}
 	defer s.mu.Unlock()
