@@ -36,6 +36,7 @@ func (s *Service) CreateJob(ctx context.Context, j jobspec.Job) (store.Job, erro
 	}
 	now := s.now()
 	next, _ := j.NextFire(now)
+	defer s.forgetDependents()
 	return s.store.CreateJob(ctx, store.Job{Name: j.Name, Version: 1, Spec: spec, NextFireAt: next, CreatedAt: now, UpdatedAt: now, Upstream: upstreamOf(j)})
 }
 
@@ -52,6 +53,7 @@ func (s *Service) UpdateJob(ctx context.Context, j jobspec.Job, expected int64) 
 	now := s.now()
 	next, _ := j.NextFire(now)
 	cur.Spec, cur.NextFireAt, cur.UpdatedAt, cur.Upstream = spec, next, now, upstreamOf(j)
+	defer s.forgetDependents()
 	return s.store.UpdateJob(ctx, cur, expected)
 }
 
@@ -342,7 +344,7 @@ func (s *Service) runAt(ctx context.Context, job string, logical time.Time) (sto
 // each dependent job's unfinished runs: its cost follows the dependents
 // and their live runs, not how many jobs are defined.
 func (s *Service) dependents(ctx context.Context, run store.Run) ([]effect, error) {
-	jobs, err := s.store.ListDependents(ctx, run.Job)
+	jobs, err := s.dependentJobs(ctx, run.Job)
 	if err != nil {
 		return nil, fmt.Errorf("wake dependents of run %s: %w", run.ID, err)
 	}
@@ -360,4 +362,48 @@ func (s *Service) dependents(ctx context.Context, run store.Run) ([]effect, erro
 		}
 	}
 	return out, nil
+}
+
+// dependentsTTL is how long a process trusts the dependency edges it read
+// for a job. Most jobs have no dependents, and a finish would pay a Query
+// to learn so; within the TTL it pays nothing. A job defined meanwhile in
+// another process (another Lambda instance) is missed by that wake only:
+// its waiting run is advanced by its own recheck timer
+// (timeouts.deps_recheck) instead. Job writes through this service forget
+// the cache at once.
+const dependentsTTL = 30 * time.Second
+
+type dependentsEntry struct {
+	jobs []string
+	read time.Time
+}
+
+// dependentJobs lists the jobs that depend on job, from the cache when it
+// was read within dependentsTTL.
+func (s *Service) dependentJobs(ctx context.Context, job string) ([]string, error) {
+	now := time.Now() // an operational bound on real time, not domain time
+	s.depsMu.Lock()
+	e, ok := s.deps[job]
+	s.depsMu.Unlock()
+	if ok && now.Sub(e.read) < dependentsTTL {
+		return e.jobs, nil
+	}
+	jobs, err := s.store.ListDependents(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	s.depsMu.Lock()
+	if s.deps == nil {
+		s.deps = map[string]dependentsEntry{}
+	}
+	s.deps[job] = dependentsEntry{jobs: jobs, read: now}
+	s.depsMu.Unlock()
+	return jobs, nil
+}
+
+// forgetDependents drops the cached dependency edges: a job was written.
+func (s *Service) forgetDependents() {
+	s.depsMu.Lock()
+	s.deps = nil
+	s.depsMu.Unlock()
 }

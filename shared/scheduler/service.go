@@ -83,6 +83,10 @@ type Service struct {
 	// tickShard and reconcileShard count the passes of each kind; a pass
 	// starts at shard count mod tableschema.TimerShards.
 	tickShard, reconcileShard atomic.Uint32
+
+	// deps caches the dependency edges read per job (dependentJobs).
+	depsMu sync.Mutex
+	deps   map[string]dependentsEntry
 }
 
 // New builds a Service.

@@ -2,12 +2,12 @@ package store_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -105,34 +105,49 @@ func TestUnfinishedRunsCostFollowsLiveWork(t *testing.T) {
 	}
 }
 
-// TestPointerLeftLiveByAStoppedWriterIsRepaired: UpdateRunState writes a
-// finishing run's item, then takes its pointer out of the live index. A
-// writer stopped between the two leaves a live pointer of a finished run;
-// HasUnfinishedRuns confirms against the run item, answers false, and
-// takes the pointer out.
-func TestPointerLeftLiveByAStoppedWriterIsRepaired(t *testing.T) {
+// TestFormerLivePointerLeavesTheIndex: before the run item carried the
+// live index's keys, the pointer did. A pointer written so, whose run
+// finished, is taken out of the index by the first reader that meets it;
+// a new run's pointer is never in the index, and its run item leaves it
+// in the write that finishes it.
+func TestFormerLivePointerLeavesTheIndex(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
 	ctx := context.Background()
-	c := &crasher{}
-	cs := store.New(env.DynamoDBClient(c.option), ts.table, store.WithClock(ts.Clock.Now))
-	v := ts.MustCreate(t, storetest.NewRun("stopped", "main"))
-	c.arm(2) // the pointer's write
-	_, err := cs.UpdateRunState(ctx, v.Run, store.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired})
-	if !errors.Is(err, errCrash) {
-		t.Fatalf("update stopped before the pointer: %v", err)
+	old := ts.MustCreate(t, storetest.NewRun("former", "main"))
+	if _, live := getItem(t, ts.table, "JOB#former", "RUN#"+old.Run.ID)["live_pk"]; live {
+		t.Fatal("a new pointer carries live_pk")
 	}
-	c.arm(0)
-	ptr := getItem(t, ts.table, "JOB#stopped", "RUN#"+v.Run.ID)
-	if _, live := ptr["live_pk"]; !live {
-		t.Fatal("the scenario needs the pointer still live")
+	// The former layout: the pointer in the index beside its run.
+	_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(ts.table),
+		Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "JOB#former"}, "sk": &types.AttributeValueMemberS{Value: "RUN#" + old.Run.ID},
+		},
+		UpdateExpression: aws.String("SET live_pk = :pk, live_sk = :sk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: "JOB#former"}, ":sk": &types.AttributeValueMemberS{Value: old.Run.ID},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	busy, err := ts.HasUnfinishedRuns(ctx, "stopped")
-	if err != nil || busy {
-		t.Fatalf("HasUnfinishedRuns = %v, %v; want false: the run finished", busy, err)
+	done, err := ts.UpdateRunState(ctx, old.Run, store.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired})
+	if err != nil {
+		t.Fatal(err)
 	}
-	ptr = getItem(t, ts.table, "JOB#stopped", "RUN#"+v.Run.ID)
-	if _, live := ptr["live_pk"]; live {
-		t.Fatal("the finished run's pointer is still live after the check")
+	if _, live := getItem(t, ts.table, "RUN#"+done.ID, "RUN")["live_pk"]; live {
+		t.Fatal("the finished run item is still in the live index")
+	}
+	live := ts.MustCreate(t, storetest.NewRun("former", "main"))
+	runs, err := ts.ListUnfinishedRuns(ctx, "former")
+	if err != nil || len(runs) != 1 || runs[0].ID != live.Run.ID {
+		t.Fatalf("unfinished runs %+v, %v; want only %s", runs, err, live.Run.ID)
+	}
+	if _, still := getItem(t, ts.table, "JOB#former", "RUN#"+old.Run.ID)["live_pk"]; still {
+		t.Fatal("the finished run's former entry is still in the index after a reader met it")
+	}
+	if busy, err := ts.HasUnfinishedRuns(ctx, "former"); err != nil || !busy {
+		t.Fatalf("HasUnfinishedRuns = %v, %v; want true", busy, err)
 	}
 }

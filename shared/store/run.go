@@ -293,11 +293,9 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		return RunView{}, op(err)
 	}
 
-	// Index entries: the run's listing entry (the whole item) and its
-	// backstop timer, the pointer's live entry (the whole item), and each
-	// instance's timer.
-	index := append([]int{sizes[0]}, timerIndexWrites(nil, runItem(run))...)
-	index = append(index, sizes[1])
+	// Index entries: the run's listing and live entries (the whole item)
+	// and its backstop timer, and each instance's timer.
+	index := append([]int{sizes[0], sizes[0]}, timerIndexWrites(nil, runItem(run))...)
 	for _, t := range view.Tasks {
 		index = append(index, timerIndexWrites(nil, instanceItem(t.Instance))...)
 	}
@@ -381,33 +379,22 @@ func runStateItem(r Run) item {
 		it[tableschema.TimerAt] = str(formatTime(r.TimerAt))
 		it[attrTimerKind] = str(timerKindRunBackstop)
 	}
-	return it
-}
-
-func pointerItem(r Run) item {
-	it := item{
-		tableschema.PK: str(jobPK(r.Job)), tableschema.SK: str(pointerSK(r.ID)),
-		attrKind: str(kindPointer), attrRunID: str(r.ID), attrCreatedAt: tm(r.CreatedAt),
-		attrLogicalTime: tm(r.LogicalTime),
-	}
-	for k, v := range pointerStateItem(r) {
-		it[k] = v
-	}
-	return it
-}
-
-// pointerStateItem holds the one pointer field that follows the run: an
-// unfinished run's pointer is in the live index (live_pk = its job, live_sk
-// = its id); a finished one leaves it. The run's states live on the run
-// item only, so a change that keeps the run unfinished writes the run
-// item alone (UpdateRunState).
-func pointerStateItem(r Run) item {
-	it := item{tableschema.LivePK: nil, tableschema.LiveSK: nil}
+	// An unfinished run is in the live index (live_pk = its job, live_sk =
+	// its id); a finished one leaves it in the write that finishes it.
+	it[tableschema.LivePK], it[tableschema.LiveSK] = nil, nil
 	if !r.ExecutionState.Terminal() {
 		it[tableschema.LivePK] = str(jobPK(r.Job))
 		it[tableschema.LiveSK] = str(r.ID)
 	}
 	return it
+}
+
+func pointerItem(r Run) item {
+	return item{
+		tableschema.PK: str(jobPK(r.Job)), tableschema.SK: str(pointerSK(r.ID)),
+		attrKind: str(kindPointer), attrRunID: str(r.ID), attrCreatedAt: tm(r.CreatedAt),
+		attrLogicalTime: tm(r.LogicalTime),
+	}
 }
 
 func decodeRun(m map[string]types.AttributeValue) (Run, error) {
@@ -727,7 +714,7 @@ func (s *Store) queryLive(ctx context.Context, job string, limit int, each func(
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), IndexName: aws.String(tableschema.LiveIndex),
 		KeyConditionExpression: aws.String(e.n(tableschema.LivePK) + " = " + e.v("live_pk", str(jobPK(job)))),
-		ProjectionExpression:   aws.String(e.n(attrRunID) + ", " + e.n(attrLogicalTime) + ", " + e.n(attrExec)),
+		ProjectionExpression:   aws.String(e.n(tableschema.PK) + ", " + e.n(attrRunID) + ", " + e.n(attrLogicalTime) + ", " + e.n(attrExec)),
 		Limit:                  aws.Int32(int32(limit)),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
@@ -740,6 +727,18 @@ func (s *Store) queryLive(ctx context.Context, job string, limit int, each func(
 			r := &reader{it: it}
 			if statemodel.RunState(r.str(attrExec)).Terminal() {
 				continue
+			}
+			if pk := r.str(tableschema.PK); strings.HasPrefix(pk, prefixJob) {
+				// A pointer: the index's entry before the run item took its
+				// place. Its run decides, and a finished run's pointer
+				// leaves the index.
+				finished, err := s.formerEntryFinished(ctx, strings.TrimPrefix(pk, prefixJob), r.str(attrRunID))
+				if err != nil {
+					return err
+				}
+				if finished {
+					continue
+				}
 			}
 			more := each(r)
 			if r.err != nil {
@@ -763,17 +762,14 @@ const newestPointers = 10
 
 // HasUnfinishedRuns reports whether job has a run whose execution state is
 // not terminal (skip policy; the API refuses DELETE of such a job). Its
-// cost follows the job's live runs, not its history. Candidates are
+// cost follows the job's live runs, not its history:
 //
-//  1. the job's newest run pointers that are live (a strongly consistent
-//     Query, newest first, newestPointers at most): a run created a moment
-//     ago, which the live index may not list yet, is among them;
-//  2. the live index's entries.
-//
-// Each candidate is confirmed by a strongly consistent read of its run
-// item, the one place the run's state is kept. A pointer still live for a
-// finished run (the index lags, or UpdateRunState's writer stopped between
-// its two writes) is taken out of the index here.
+//  1. the job's newest run pointers (a strongly consistent Query, newest
+//     first, newestPointers at most) and their runs (one BatchGetItem): a
+//     run created a moment ago, which the live index may not list yet, is
+//     among them;
+//  2. the live index, each entry confirmed by a strongly consistent read
+//     of its run (the index may still list a run that just ended).
 func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error) {
 	op := func(err error) error { return fmt.Errorf("unfinished runs of job %s: %w", job, err) }
 	if err := checkJob(job); err != nil {
@@ -783,7 +779,7 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true), ScanIndexForward: aws.Bool(false),
 		KeyConditionExpression: aws.String(e.prefixKey(jobPK(job), prefixRun)),
-		ProjectionExpression:   aws.String(e.n(attrRunID) + ", " + e.n(tableschema.LivePK)),
+		ProjectionExpression:   aws.String(e.n(attrRunID)),
 		Limit:                  aws.Int32(newestPointers),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
@@ -791,18 +787,20 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
 	if err != nil {
 		return false, op(translate(err))
 	}
-	checked := map[string]bool{}
+	ids := make([]string, 0, len(out.Items))
 	for _, it := range out.Items {
-		r := &reader{it: it}
-		if r.str(tableschema.LivePK) == "" {
-			continue
+		ids = append(ids, (&reader{it: it}).str(attrRunID))
+	}
+	newest, err := s.getRuns(ctx, ids)
+	if err != nil {
+		return false, op(err)
+	}
+	checked := map[string]bool{}
+	for _, r := range newest {
+		if !r.ExecutionState.Terminal() {
+			return true, nil
 		}
-		id := r.str(attrRunID)
-		checked[id] = true
-		live, err := s.confirmLive(ctx, id)
-		if err != nil || live {
-			return live, err
-		}
+		checked[r.ID] = true
 	}
 	found := false
 	var cerr error
@@ -811,8 +809,16 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
 		if checked[id] {
 			return true
 		}
-		found, cerr = s.confirmLive(ctx, id)
-		return cerr == nil && !found
+		run, gerr := s.GetRun(ctx, id)
+		switch {
+		case errors.Is(gerr, ErrNotFound):
+			return true
+		case gerr != nil:
+			cerr = gerr
+			return false
+		}
+		found = !run.ExecutionState.Terminal()
+		return !found
 	})
 	if err == nil {
 		err = cerr
@@ -823,45 +829,46 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
 	return found, nil
 }
 
-// confirmLive reads run id and reports whether it is unfinished; a
-// finished run's pointer is taken out of the live index.
-func (s *Store) confirmLive(ctx context.Context, id string) (bool, error) {
+// formerEntryFinished reads the run of a pointer listed in the live index
+// and, when it is finished (or gone), takes the pointer out of the index.
+func (s *Store) formerEntryFinished(ctx context.Context, job, id string) (bool, error) {
 	run, err := s.GetRun(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return false, nil
+		return true, s.clearFormerLiveEntry(ctx, job, id)
 	}
 	if err != nil {
 		return false, err
 	}
 	if !run.ExecutionState.Terminal() {
-		return true, nil
+		return false, nil
 	}
-	return false, s.writePointerState(ctx, run)
+	return true, s.clearFormerLiveEntry(ctx, job, id)
 }
 
-// writePointerState puts the run's pointer in the live index or takes it
-// out, as run's execution state says.
+// clearFormerLiveEntry takes a finished run's pointer out of the live
+// index. Pointers were the index's entries before the run item took that
+// place; one written then keeps its entry until a reader finds its run
+// finished (queryLive).
 //
-//	Update JOB#<job>/RUN#<run>  SET or REMOVE live_pk, live_sk
+//	Update JOB#<job>/RUN#<run>  REMOVE live_pk, live_sk
 //	condition  attribute_exists(#pk)
-//	fails: the pointer is missing (ErrNotFound).
-func (s *Store) writePointerState(ctx context.Context, run Run) error {
+func (s *Store) clearFormerLiveEntry(ctx context.Context, job, run string) error {
 	e := newExpr()
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: keyOf(jobPK(run.Job), pointerSK(run.ID)),
-		UpdateExpression:         aws.String(e.update(pointerStateItem(run))),
+		TableName: aws.String(s.table), Key: keyOf(jobPK(job), pointerSK(run)),
+		UpdateExpression:         aws.String("REMOVE " + e.n(tableschema.LivePK) + ", " + e.n(tableschema.LiveSK)),
 		ConditionExpression:      aws.String("attribute_exists(" + e.n(tableschema.PK) + ")"),
-		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		ReturnConsumedCapacity: s.returnCapacity(),
+		ExpressionAttributeNames: e.nameMap(),
+		ReturnConsumedCapacity:   s.returnCapacity(),
 	})
 	if err != nil {
 		if _, ok := conditionItem(err); ok {
-			return fmt.Errorf("%w: run pointer of %s under job %s", ErrNotFound, run.ID, run.Job)
+			return nil // gone: nothing left to clear
 		}
 		return translate(err)
 	}
-	size := itemSize(pointerItem(run).present())
-	s.report("update_run_pointer", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity))
+	size := itemSize(pointerItem(Run{ID: run, Job: job}).present())
+	s.report("clear_former_live_entry", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity))
 	return nil
 }
 
@@ -926,20 +933,14 @@ type RunUpdate struct {
 }
 
 // UpdateRunState stores a run's derived state with a compare-and-set on the
-// version read (run.Version): ONE UpdateItem of the run item, and a second
-// of its pointer only when the run leaves or re-enters the live index:
+// version read (run.Version), in ONE UpdateItem of the run item:
 //
-//	run      Update  SET the states, status, ended_at, version = :expected + 1,
-//	                 the backstop timer (REMOVEd when terminal)
-//	         condition  #version = :expected_version
-//	         fails: another finisher stored first (ErrVersionConflict), or
-//	         the run does not exist (ErrNotFound). Re-read, re-derive.
-//	pointer  writePointerState: after the run's write when the run ends,
-//	         before it when a finished run is live again, so an unfinished
-//	         run's pointer is always live. A writer that stops between the
-//	         two leaves a live pointer of a finished run, which the readers
-//	         of the live index confirm against the run item and repair
-//	         (HasUnfinishedRuns).
+//	run  Update  SET the states, status, ended_at, version = :expected + 1,
+//	             the backstop timer and the live index keys (both REMOVEd
+//	             when terminal)
+//	     condition  #version = :expected_version
+//	     fails: another finisher stored first (ErrVersionConflict), or the
+//	     run does not exist (ErrNotFound). Re-read, re-derive.
 //
 // Status is ExecutionState.Status(); it is never passed separately, so the
 // two cannot disagree.
@@ -950,12 +951,6 @@ func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, 
 	next, err := NextRun(run, u, s.clock(), s.backstop)
 	if err != nil {
 		return Run{}, op(err)
-	}
-	wasLive, live := !run.ExecutionState.Terminal(), !next.ExecutionState.Terminal()
-	if live && !wasLive {
-		if err := s.writePointerState(ctx, next); err != nil {
-			return Run{}, op(err)
-		}
 	}
 	e := newExpr()
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -981,13 +976,21 @@ func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, 
 		return Run{}, op(fmt.Errorf("%w: stored version is %s", ErrVersionConflict, strconv.FormatInt(r.int(attrVersion), 10)))
 	}
 	size := itemSize(runItem(next).present())
-	s.report("update_run_state", false, []int{size}, append([]int{size}, timerIndexWrites(runItem(run), runItem(next))...), consumed(out.ConsumedCapacity))
-	if wasLive && !live {
-		if err := s.writePointerState(ctx, next); err != nil {
-			return Run{}, op(err)
-		}
-	}
+	s.report("update_run_state", false, []int{size}, runIndexWrites(run, next), consumed(out.ConsumedCapacity))
 	return next, nil
+}
+
+// runIndexWrites lists the index entries a run item's write from run to
+// next puts, moves or removes: its listing entry (the whole item), its
+// entry in the live index while unfinished (the whole item), its backstop
+// timer's entry.
+func runIndexWrites(run, next Run) []int {
+	size := itemSize(runItem(next).present())
+	out := []int{size}
+	if !run.ExecutionState.Terminal() || !next.ExecutionState.Terminal() {
+		out = append(out, size)
+	}
+	return append(out, timerIndexWrites(runItem(run), runItem(next))...)
 }
 
 // MarkRunStarted moves a QUEUED run to RUNNING: a task of it left QUEUED,
@@ -1021,6 +1024,6 @@ func (s *Store) MarkRunStarted(ctx context.Context, id string) (bool, error) {
 		return false, op(translate(err))
 	}
 	size := itemSize(out.Attributes)
-	s.report("mark_run_started", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity))
+	s.report("mark_run_started", false, []int{size}, []int{size, size}, consumed(out.ConsumedCapacity)) // listing and live entries
 	return true, nil
 }

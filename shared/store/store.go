@@ -8,9 +8,9 @@
 //	job              JOB#<name>  JOB                      version CAS, spec, next fire, listing JOBS/<name>, timer
 //	slot claim       JOB#<name>  SLOT#<logical time>       run id; one slot never yields two runs
 //	idempotency key  JOB#<name>  IDEM#<key>                run id, body hash, TTL +24 h
-//	run pointer      JOB#<name>  RUN#<run>                 newest first per job; carries the run's states; live index while unfinished
+//	run pointer      JOB#<name>  RUN#<run>                 newest first per job, written once with the run
 //	dependency edge  JOB#<up>    DEP#<down>                job <down> depends on job <up>; written with <down>
-//	run              RUN#<run>   RUN                       derived states, version CAS, listing RUNS/<run>, backstop timer
+//	run              RUN#<run>   RUN                       derived states, version CAS, listing RUNS/<run>, backstop timer, live index while unfinished
 //	instance         RUN#<run>   TASK#<task>               the statemodel.Snapshot (recent event ids, latest
 //	                                                       attempts), dispatch data, timer, newest history records
 //	attempt          RUN#<run>   TASK#<task>#ATT#nnn       late events; the record once the instance let it go
@@ -115,7 +115,7 @@ type CapacityReport struct {
 	// moves or removes (an entry whose key moves counts twice): the timers
 	// entry (keys and the projected attributes), the listing and live
 	// entries (whole items). Filled for the writes of a run's life
-	// (create_run, transitions, lease refreshes, run state, pointer);
+	// (create_run, transitions, lease refreshes, run state);
 	// job and lease writes leave it empty.
 	IndexWriteSizes []int
 	// ReportedWCU is the endpoint's own figure (ReturnConsumedCapacity=

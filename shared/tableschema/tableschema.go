@@ -93,12 +93,11 @@ const (
 	ListPK    = "list_pk"
 	ListSK    = "list_sk"
 
-	// The live index is sparse too: a job's run pointer carries LivePK (the
-	// job) and LiveSK (the run id) only while the run is unfinished, so
-	// "the unfinished runs of a job" (overlap policies, DELETE of a job)
-	// costs what is live, never what the job ran before. The pointer is
-	// written with the run anyway: the index takes no action from the run's
-	// creating transaction.
+	// The live index is sparse too: a run item carries LivePK (its job) and
+	// LiveSK (its id) only while the run is unfinished, so "the unfinished
+	// runs of a job" (overlap policies, DELETE of a job) costs what is live,
+	// never what the job ran before, and the write that finishes a run
+	// takes it out.
 	LiveIndex = "live"
 	LivePK    = "live_pk"
 	LiveSK    = "live_sk"
