@@ -300,13 +300,18 @@ func (s *Store) TransitionAll(ctx context.Context, held Instance, events []state
 	if !historyMatches(held) {
 		inst = nil // a copy whose history is not its snapshot's: read it
 	}
+	// fresh: inst is the instance as this call read it or as a failed
+	// write found it. An answer that writes nothing (rejected, duplicate,
+	// stale) is given only from a fresh copy: from the caller's copy it is
+	// confirmed by one read first, so a stale copy never answers wrongly.
+	fresh := false
 	for round := 1; round <= MaxRounds; round++ {
 		if inst == nil {
 			got, err := s.GetInstance(ctx, key)
 			if err != nil {
 				return Result{Rounds: round}, op(err)
 			}
-			inst = &got
+			inst, fresh = &got, true
 		}
 		policy := p
 		if usesStoredPolicy(p) {
@@ -335,6 +340,10 @@ func (s *Store) TransitionAll(ctx context.Context, held Instance, events []state
 			applied = append(applied, d)
 			snap = d.Snapshot
 		}
+		if len(applied) == 0 && !fresh && stop.Outcome != statemodel.Refreshed {
+			inst = nil // confirm the refusal against the instance as it stands
+			continue
+		}
 		if len(applied) == 0 || (stop != nil && stop.Outcome == statemodel.Refreshed) {
 			d := *stop
 			res = Result{Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition, First: d.First, Late: d.Late, Effects: d.Effects, Rounds: round, Instance: *inst}
@@ -359,7 +368,7 @@ func (s *Store) TransitionAll(ctx context.Context, held Instance, events []state
 			if !errors.As(err, &moved) {
 				return res, err
 			}
-			inst = moved.now
+			inst, fresh = moved.now, moved.now != nil
 			continue
 		}
 		last := applied[len(applied)-1]
@@ -387,7 +396,7 @@ func (s *Store) TransitionAll(ctx context.Context, held Instance, events []state
 		if !errors.As(err, &moved) {
 			return res, err
 		}
-		inst = moved.now // nil: re-read
+		inst, fresh = moved.now, moved.now != nil // nil: re-read
 	}
 	return Result{Rounds: MaxRounds}, op(fmt.Errorf("%w after %d rounds", ErrUnsettled, MaxRounds))
 }

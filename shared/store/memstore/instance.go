@@ -65,8 +65,8 @@ func (s *Store) TransitionFrom(ctx context.Context, held store.Instance, e state
 // when the stored instance is still in held's state and version (and, for
 // lease.expired, its lease is still past), else it is decided again from
 // the stored instance; a decision that writes nothing (Rejected,
-// Duplicate, Stale) is answered from held, which only a write proves
-// stale. An event applied before answers Duplicate with its first outcome,
+// Duplicate, Stale) made from held is confirmed against the stored
+// instance, as the DynamoDB store confirms it with a read. An event applied before answers Duplicate with its first outcome,
 // also when the snapshot no longer remembers it; a Stale event is recorded
 // as late on its attempt; a Rejected one returns the Result and an error
 // wrapping the *statemodel.TransitionError.
@@ -100,9 +100,9 @@ func (s *Store) transition(ctx context.Context, key store.InstanceKey, held *sto
 	if !ok {
 		return store.Result{Rounds: 1}, op(store.ErrNotFound)
 	}
-	from := in.inst
+	from, fresh := in.inst, true
 	if held != nil && store.HeldCopyUsable(*held) {
-		from = cloneInstance(*held)
+		from, fresh = cloneInstance(*held), false
 	}
 	for round := 1; round <= store.MaxRounds; round++ {
 		applied, stop, err := in.decide(from, events, now, store.DecisionPolicy(p, from.Policy))
@@ -110,8 +110,11 @@ func (s *Store) transition(ctx context.Context, key store.InstanceKey, held *sto
 			return store.Result{Outcome: statemodel.Applied, Snapshot: from.Snapshot, Rounds: round, Instance: cloneInstance(from)}, op(err)
 		}
 		writes := len(applied) > 0 || stop.Outcome == statemodel.Refreshed
-		if writes && !in.unchangedSince(from.Snapshot, applied) {
-			from = in.inst // held proved stale: decide again from the stored instance
+		if !in.unchangedSince(from.Snapshot, applied) && (writes || !fresh) {
+			// held proved stale (a write's condition failed, or a refusal
+			// from the caller's copy was confirmed against the stored
+			// instance): decide again from the stored instance.
+			from, fresh = in.inst, true
 			continue
 		}
 		res, err := in.write(from, applied, stop)

@@ -12,7 +12,7 @@ import (
 var heldCases = []Case{
 	{"TransitionFromWhatTheCallerHolds", transitionFromHeld},
 	{"TransitionFromAStaleCopy", transitionFromStaleCopy},
-	{"TransitionFromAStaleCopyThatWritesNothing", staleCopyWritesNothing},
+	{"RefusalFromAStaleCopyIsConfirmed", staleCopyRefusalConfirmed},
 	{"DuplicateFromAStaleCopyAnswersTheStateThatStands", duplicateFromStaleCopy},
 	{"TransitionAllInOneWrite", transitionAll},
 	{"CreateRunScheduled", createRunScheduled},
@@ -158,28 +158,29 @@ func markRunStarted(t *testing.T, h *Harness) {
 	}
 }
 
-// staleCopyWritesNothing: a decision from a stale copy that writes nothing
-// (a rejection, a duplicate) is answered from the copy, with no read: only
-// a write proves a copy stale. The caller that doubts such an answer reads
-// the instance and decides again.
-func staleCopyWritesNothing(t *testing.T, h *Harness) {
+// staleCopyRefusalConfirmed: a decision from the caller's copy that writes
+// nothing (a rejection, a duplicate) is confirmed against the instance as
+// it stands before it is answered, so a stale copy costs a read, never a
+// wrong answer: a claim decided from a CREATED copy of a QUEUED instance
+// wins.
+func staleCopyRefusalConfirmed(t *testing.T, h *Harness) {
 	ctx := context.Background()
 	v := h.MustCreate(t, NewRun("stale-nothing", "main"))
 	key := v.Tasks[0].Instance.Key
 	created := v.Tasks[0].Instance
 	h.ToQueued(t, key)
-	queued := h.MustInstance(t, key)
 	claim := Started(1, "w")
 	res, err := h.Store.TransitionFrom(ctx, created, claim, h.Clock.Now(), Policy())
-	if res.Outcome != statemodel.Rejected || !errors.Is(err, statemodel.ErrUnknownAttempt) || res.Snapshot.State != statemodel.StateCreated {
-		t.Fatalf("a claim decided from the CREATED copy: %s %s, %v; want rejected as the copy has no attempt", res.Outcome, res.Snapshot.State, err)
-	}
-	if got := h.MustInstance(t, key); !got.Snapshot.EqualState(queued.Snapshot) {
-		t.Fatalf("a rejected claim moved the instance to %s v%d", got.Snapshot.State, got.Snapshot.Version)
-	}
-	res, err = h.Store.TransitionFrom(ctx, queued, claim, h.Clock.Now(), Policy())
 	if err != nil || res.Outcome != statemodel.Applied || res.Snapshot.State != statemodel.StateRunning {
-		t.Fatalf("the same claim from the current copy: %s %s, %v; want applied", res.Outcome, res.Snapshot.State, err)
+		t.Fatalf("a claim decided from the CREATED copy of a QUEUED instance: %s %s, %v; want applied: a refusal from a held copy is confirmed against the instance as it stands", res.Outcome, res.Snapshot.State, err)
+	}
+	again, err := h.Store.TransitionFrom(ctx, created, claim, h.Clock.Now(), Policy())
+	if err != nil || again.Outcome != statemodel.Duplicate || again.Snapshot.State != statemodel.StateRunning {
+		t.Fatalf("the same claim again from the CREATED copy: %s %s, %v; want a duplicate answering RUNNING", again.Outcome, again.Snapshot.State, err)
+	}
+	other := Started(1, "w2")
+	if res, err := h.Store.TransitionFrom(ctx, created, other, h.Clock.Now(), Policy()); res.Outcome != statemodel.Rejected || err == nil || res.Snapshot.State != statemodel.StateRunning {
+		t.Fatalf("another worker's claim from the CREATED copy: %s %s, %v; want rejected against the RUNNING instance", res.Outcome, res.Snapshot.State, err)
 	}
 }
 
