@@ -156,6 +156,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("The request body is over %d bytes.", MaxBodyBytes))
 	case errors.Is(err, scheduler.ErrNotFound), errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "The resource does not exist.")
+	case errors.Is(err, scheduler.ErrNotDispatchedYet):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "The attempt's dispatch is not recorded yet; claim again shortly.")
 	case errors.Is(err, scheduler.ErrInvalidToken):
 		writeError(w, http.StatusUnauthorized, "invalid_token", "The attempt token does not match this run, task and attempt.")
 	case errors.Is(err, scheduler.ErrAlreadyClaimed):

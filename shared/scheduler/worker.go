@@ -91,12 +91,19 @@ func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token 
 			return store.Instance{}, store.Run{}, err
 		}
 		err = s.checkToken(ctx, ref, token, inst)
-		pending := errors.Is(err, errNotDispatchedYet)
+		pending := errors.Is(err, ErrNotDispatchedYet)
 		if !pending {
 			return inst, run, err
 		}
-		if !claim || !time.Now().Before(deadline) {
+		if !claim {
 			return store.Instance{}, store.Run{}, ErrInvalidToken
+		}
+		if !time.Now().Before(deadline) {
+			// Not a wrong token yet: the dispatch write that would show
+			// it is still on its way. Refusing would make the worker drop
+			// the envelope, and the attempt would wait out its queue
+			// timeout; asking it to claim again keeps the envelope.
+			return store.Instance{}, store.Run{}, ErrNotDispatchedYet
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -109,12 +116,13 @@ func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token 
 	}
 }
 
-// errNotDispatchedYet: the attempt is the instance's next one, and the
-// write that records its dispatch has not landed yet.
-var errNotDispatchedYet = errors.New("attempt not dispatched yet")
+// ErrNotDispatchedYet: a claim's attempt is the instance's next one, and
+// the write that records its dispatch has not landed within the claim's
+// wait (503: claim again shortly).
+var ErrNotDispatchedYet = errors.New("attempt not dispatched yet")
 
 // checkToken checks the token against attempt n of inst, the instance as
-// the caller read it: nil, ErrInvalidToken, or errNotDispatchedYet when
+// the caller read it: nil, ErrInvalidToken, or ErrNotDispatchedYet when
 // the attempt is the next one of an instance still waiting for its
 // dispatch write (CREATED or SCHEDULED).
 func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token string, inst store.Instance) error {
@@ -129,7 +137,7 @@ func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token
 	}
 	st := inst.Snapshot.State
 	if ref.Attempt == inst.Snapshot.Attempt+1 && (st == statemodel.StateScheduled || st == statemodel.StateCreated) {
-		return errNotDispatchedYet
+		return ErrNotDispatchedYet
 	}
 	return ErrInvalidToken
 }
@@ -322,7 +330,7 @@ func (s *Service) authorizeInRun(ctx context.Context, ref protocol.AttemptRef, t
 			continue
 		}
 		err := s.checkToken(ctx, ref, token, t.Instance)
-		if errors.Is(err, errNotDispatchedYet) {
+		if errors.Is(err, ErrNotDispatchedYet) {
 			err = ErrInvalidToken
 		}
 		return view, t.Instance, err

@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/store/memstore"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -266,5 +268,51 @@ func TestClaimAnswersWithTheEnvelope(t *testing.T) {
 			got.HeartbeatInterval != sent.HeartbeatInterval || got.RunTimeout != sent.RunTimeout {
 			t.Fatalf("%s claim's envelope\n%+v\nthe dispatched one\n%+v", try, got, sent)
 		}
+	}
+}
+
+// downQueue refuses every send: a dispatch never gets its envelope out,
+// so its task stays SCHEDULED.
+type downQueue struct{ testQueue }
+
+func (downQueue) Send(context.Context, string, string, map[string]string) (string, error) {
+	return "", errors.New("queue down")
+}
+
+// A claim of the next attempt of a task whose dispatch write has not
+// landed within the claim's wait is answered "not dispatched yet" (503),
+// not invalid_token: a worker that got an envelope before its write keeps
+// it and claims again, instead of dropping it and leaving the attempt to
+// its queue timeout. A claim of any other attempt is still refused.
+func TestClaimBeforeTheDispatchWriteIsNotARefusal(t *testing.T) {
+	c := newClock()
+	q := newMemQueue()
+	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
+	svc := scheduler.New(memstore.New(memstore.WithClock(c.Now)), downQueue{q}, scheduler.Config{
+		Pools: map[string]string{"default": pool}, Now: c.Now, ClaimWait: 20 * time.Millisecond,
+	})
+	ctx := context.Background()
+	j, err := jobspec.Parse([]byte(`{"name":"early"}`), svc.ParseOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "early"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := v.Tasks[0].Instance.Key
+	if st := v.Tasks[0].Instance.Snapshot.State; st != statemodel.StateScheduled {
+		t.Fatalf("task is %s, want SCHEDULED (its dispatch failed)", st)
+	}
+	next := protocol.AttemptRef{Run: key.Run, Task: key.Task, Attempt: 1}
+	if _, err := svc.Claim(ctx, next, "any-token", "w@boot", "c1"); !errors.Is(err, scheduler.ErrNotDispatchedYet) {
+		t.Fatalf("claim of the next attempt before its dispatch write: %v, want ErrNotDispatchedYet", err)
+	}
+	later := protocol.AttemptRef{Run: key.Run, Task: key.Task, Attempt: 2}
+	if _, err := svc.Claim(ctx, later, "any-token", "w@boot", "c2"); !errors.Is(err, scheduler.ErrInvalidToken) {
+		t.Fatalf("claim of attempt 2: %v, want ErrInvalidToken", err)
 	}
 }
