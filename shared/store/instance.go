@@ -415,6 +415,24 @@ func (e *movedError) Error() string {
 
 func (e *movedError) Unwrap() error { return ErrConflict }
 
+// asMoved turns the failed condition of an instance write into a
+// *movedError with the item as DynamoDB found it, so the caller decides
+// again from it; without an ALL_OLD image (an endpoint that sends none)
+// the next round re-reads. ok is false for any other error.
+func asMoved(key InstanceKey, err error) (*movedError, bool) {
+	old, ok := conditionItem(err)
+	if !ok {
+		return nil, false
+	}
+	moved := &movedError{key: key}
+	if len(old) > 0 {
+		if found, derr := decodeInstance(old); derr == nil {
+			moved.now = &found
+		}
+	}
+	return moved, true
+}
+
 // ApplyDecision writes decision d, made by statemodel.Apply from
 // inst.Snapshot (see applyDecision).
 func (s *Store) ApplyDecision(ctx context.Context, inst Instance, d statemodel.Decision) error {
@@ -526,15 +544,7 @@ func (s *Store) writeTransitions(ctx context.Context, inst Instance, ds []statem
 		ReturnConsumedCapacity:              s.returnCapacity(),
 	})
 	if err != nil {
-		if old, ok := conditionItem(err); ok {
-			// Decide again from the item as DynamoDB found it; without an
-			// ALL_OLD image (an endpoint that sends none), re-read it.
-			moved := &movedError{key: key}
-			if len(old) > 0 {
-				if found, derr := decodeInstance(old); derr == nil {
-					moved.now = &found
-				}
-			}
+		if moved, ok := asMoved(key, err); ok {
 			return inst, op(moved)
 		}
 		return inst, op(translate(err))
@@ -568,13 +578,7 @@ func (s *Store) refreshLease(ctx context.Context, inst Instance, n statemodel.Sn
 		ReturnConsumedCapacity:              s.returnCapacity(),
 	})
 	if err != nil {
-		if old, ok := conditionItem(err); ok {
-			moved := &movedError{key: inst.Key}
-			if len(old) > 0 {
-				if found, derr := decodeInstance(old); derr == nil {
-					moved.now = &found
-				}
-			}
+		if moved, ok := asMoved(inst.Key, err); ok {
 			return inst, op(moved)
 		}
 		return inst, op(translate(err))
