@@ -74,15 +74,18 @@ func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token 
 	// An operational bound on real time, not domain time: an injected clock
 	// that stands still must not make a claim wait forever.
 	deadline := time.Now().Add(s.cfg.ClaimWait)
-	pause := 5 * time.Millisecond
-	for {
+	// The dispatch write usually follows the envelope within a few
+	// milliseconds; a busy table takes longer, and polling it harder only
+	// delays the write awaited.
+	pause := 20 * time.Millisecond
+	var run store.Run
+	for polls := 0; ; polls++ {
 		var inst store.Instance
-		var run store.Run
 		var err error
-		if claim {
+		if claim && polls == 0 {
 			inst, run, err = s.store.GetInstanceAndRun(ctx, instanceKey(ref))
 		} else {
-			inst, err = s.store.GetInstance(ctx, instanceKey(ref))
+			inst, err = s.store.GetInstance(ctx, instanceKey(ref)) // the run's params do not change
 		}
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
 			return store.Instance{}, store.Run{}, ErrInvalidToken
