@@ -25,16 +25,42 @@ func (s *Service) dispatch(ctx context.Context, inst store.Instance, run store.R
 	return written, err
 }
 
-// dispatchEffect sends the next attempt of e.inst and records it, from the
-// instance and run the effect holds (a run it does not hold is read for
-// its params and logical time).
+// dispatchEffect performs one dispatch effect (see dispatchAll).
+func (s *Service) dispatchEffect(ctx context.Context, e effect) (store.Instance, []effect, error) {
+	outs := s.dispatchAll(ctx, []effect{e})
+	return outs[0].inst, outs[0].more, outs[0].err
+}
+
+// dispatched is what became of one dispatch effect.
+type dispatched struct {
+	inst store.Instance
+	more []effect
+	err  error
+}
+
+// pendingDispatch is a dispatch between its phases: its envelope built,
+// not yet sent.
+type pendingDispatch struct {
+	inst   store.Instance
+	events []statemodel.Event // written before dispatch.accepted (a verdict)
+	n      int
+	url    string
+	hash   string
+	entry  queue.Entry
+}
+
+// dispatchAll sends the next attempt of each effect's instance and records
+// it, from the instance and run each effect holds (a run it does not hold
+// is read for its params and logical time). The envelopes of a fan-out go
+// to their queues in batches (SendMessageBatch); each instance is then one
+// conditional write.
 //
 // Send first, write second: if the write fails after the send, a duplicate
 // envelope may exist, but its token matches no attempt record, so the
 // fenced claim refuses it; exactly one worker runs the attempt. A claim that
 // arrives before the write lands waits for it (Claim).
 //
-// With e.depsMet the instance is CREATED and its dependency verdict is
+// With depsMet the instance is CREATED and its dependency verdict is
 // written in the same write: deps.met and dispatch.accepted, one
 // conditional write after the send. When the send fails, deps.met alone is
 // written, and the SCHEDULED instance's timer tries the dispatch again.
@@ -42,7 +68,44 @@ func (s *Service) dispatch(ctx context.Context, inst store.Instance, run store.R
 // A dispatch that fails before the queue took the envelope is retried by
 // the instance's timer until the queue timeout since it became SCHEDULED;
 // then the instance fails (undispatchable).
-func (s *Service) dispatchEffect(ctx context.Context, e effect) (store.Instance, []effect, error) {
+func (s *Service) dispatchAll(ctx context.Context, effs []effect) []dispatched {
+	outs := make([]dispatched, len(effs))
+	pending := make([]*pendingDispatch, len(effs))
+	byURL := map[string][]int{}
+	for i, e := range effs {
+		p, out := s.prepareDispatch(ctx, e)
+		if p == nil {
+			outs[i] = out
+			continue
+		}
+		pending[i] = p
+		byURL[p.url] = append(byURL[p.url], i)
+	}
+	for url, idx := range byURL {
+		entries := make([]queue.Entry, len(idx))
+		for j, i := range idx {
+			entries[j] = pending[i].entry
+		}
+		results, err := s.queue.SendBatch(ctx, url, entries)
+		for j, i := range idx {
+			p := pending[i]
+			switch {
+			case err != nil:
+				outs[i].inst, outs[i].more, outs[i].err = s.undispatchable(ctx, p.inst, p.events, p.n, fmt.Errorf("send: %w", err))
+			case results[j].Err != nil:
+				outs[i].inst, outs[i].more, outs[i].err = s.undispatchable(ctx, p.inst, p.events, p.n, fmt.Errorf("send: %w", results[j].Err))
+			default:
+				outs[i] = s.recordDispatch(ctx, p, results[j].ID)
+			}
+		}
+	}
+	return outs
+}
+
+// prepareDispatch builds the envelope of e's next attempt; nil with the
+// outcome when there is nothing to send (the instance moved on, or the
+// dispatch cannot be built).
+func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispatch, dispatched) {
 	inst := e.inst
 	key, snap := inst.Key, inst.Snapshot
 	want := statemodel.StateScheduled
@@ -50,47 +113,57 @@ func (s *Service) dispatchEffect(ctx context.Context, e effect) (store.Instance,
 		want = statemodel.StateCreated
 	}
 	if snap.State != want {
-		return inst, nil, nil
+		return nil, dispatched{inst: inst}
 	}
-	var events []statemodel.Event
+	p := &pendingDispatch{inst: inst, n: snap.Attempt + 1}
 	if e.depsMet {
-		events = append(events, statemodel.Event{ID: store.DepsEventID(snap.Seq), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler})
+		p.events = append(p.events, statemodel.Event{ID: store.DepsEventID(snap.Seq), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler})
 	}
-	n := snap.Attempt + 1
+	fail := func(cause error) (*pendingDispatch, dispatched) {
+		var out dispatched
+		out.inst, out.more, out.err = s.undispatchable(ctx, inst, p.events, p.n, cause)
+		return nil, out
+	}
 	url, ok := s.cfg.Pools[inst.Pool]
 	if !ok {
-		return s.undispatchable(ctx, inst, events, n, fmt.Errorf("pool %q has no queue", inst.Pool))
+		return fail(fmt.Errorf("pool %q has no queue", inst.Pool))
 	}
+	p.url = url
 	run := store.Run{}
 	if e.run != nil {
 		run = *e.run
 	} else {
 		r, err := s.store.GetRun(ctx, key.Run)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return inst, nil, err
+			return nil, dispatched{inst: inst, err: err}
 		}
 		run = r
 	}
 	token, hash, err := newToken()
 	if err != nil {
-		return inst, nil, err
+		return nil, dispatched{inst: inst, err: err}
 	}
-	body, attrs, err := envelopeMessage(inst, run, n, token, s.now())
+	p.hash = hash
+	body, attrs, err := envelopeMessage(inst, run, p.n, token, s.now())
 	if err != nil {
-		return s.undispatchable(ctx, inst, events, n, err)
+		return fail(err)
 	}
-	msgID, err := s.queue.Send(ctx, url, body, attrs)
-	if err != nil {
-		return s.undispatchable(ctx, inst, events, n, fmt.Errorf("send: %w", err))
-	}
-	events = append(events, statemodel.Event{
+	p.entry = queue.Entry{Body: body, Attrs: attrs}
+	return p, dispatched{}
+}
+
+// recordDispatch writes a sent dispatch: its verdict, if any, and
+// dispatch.accepted, as one conditional write.
+func (s *Service) recordDispatch(ctx context.Context, p *pendingDispatch, msgID string) dispatched {
+	key, n := p.inst.Key, p.n
+	events := append(p.events, statemodel.Event{
 		ID: fmt.Sprintf("dispatch:%d", n), Type: statemodel.EvDispatched, Actor: statemodel.ActorExecutor,
-		Attempt: n, TokenHash: hash, ExecutorID: msgID,
-		Evidence: map[string]string{"message_id": msgID, "queue": url},
+		Attempt: n, TokenHash: p.hash, ExecutorID: msgID,
+		Evidence: map[string]string{"message_id": msgID, "queue": p.url},
 	})
-	res, err := s.store.TransitionAll(ctx, inst, events, s.now(), s.policy())
+	res, err := s.store.TransitionAll(ctx, p.inst, events, s.now(), s.policy())
 	if err != nil {
-		return inst, nil, fmt.Errorf("dispatch %s#%d: record: %w", key, n, err)
+		return dispatched{inst: p.inst, err: fmt.Errorf("dispatch %s#%d: record: %w", key, n, err)}
 	}
 	if res.Outcome != statemodel.Applied {
 		// Another dispatcher recorded attempt n (or the verdict) first; our
@@ -100,7 +173,7 @@ func (s *Service) dispatchEffect(ctx context.Context, e effect) (store.Instance,
 	if tr := res.Transition; tr != nil && res.Outcome == statemodel.Applied {
 		s.emitTransitionMetrics(key, res.Snapshot, tr)
 	}
-	return res.Instance, effectsOf(res), nil
+	return dispatched{inst: res.Instance, more: effectsOf(res)}
 }
 
 // undispatchable answers a dispatch of attempt n that failed before the

@@ -68,6 +68,24 @@ func (s *Service) perform(ctx context.Context, effs ...effect) {
 			return
 		}
 		e := queue[0]
+		if e.kind == effDispatch {
+			// The dispatches side by side (a fan-out) send their envelopes
+			// in batches.
+			k := 1
+			for k < len(queue) && queue[k].kind == effDispatch {
+				k++
+			}
+			batch := queue[:k]
+			queue = queue[k:]
+			done += k - 1
+			for i, out := range s.dispatchAll(ctx, batch) {
+				if out.err != nil {
+					s.log.WarnContext(ctx, "effect", "kind", effDispatch.String(), "run_id", batch[i].runID, "task", batch[i].key.Task, "error", out.err.Error())
+				}
+				queue = append(queue, out.more...)
+			}
+			continue
+		}
 		queue = queue[1:]
 		more, err := s.performOne(ctx, e)
 		if err != nil {

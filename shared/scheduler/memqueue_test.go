@@ -19,6 +19,8 @@ type memQueue struct {
 	queues  map[string][]memMessage
 	seq     int
 	arrived chan struct{} // closed and replaced on every send
+	// batches records the size of every SendBatch call.
+	batches []int
 }
 
 type memMessage struct {
@@ -41,6 +43,24 @@ func (q *memQueue) create(name string) string {
 
 func (q *memQueue) Send(ctx context.Context, queueURL, body string, attrs map[string]string) (string, error) {
 	return q.SendDelayed(ctx, queueURL, body, attrs, 0)
+}
+
+// SendBatch sends each entry as SendDelayed does, and records the call.
+func (q *memQueue) SendBatch(ctx context.Context, queueURL string, entries []queue.Entry) ([]queue.Result, error) {
+	q.mu.Lock()
+	q.batches = append(q.batches, len(entries))
+	q.mu.Unlock()
+	out := make([]queue.Result, len(entries))
+	for i, e := range entries {
+		out[i].ID, out[i].Err = q.SendDelayed(ctx, queueURL, e.Body, e.Attrs, e.Delay)
+	}
+	return out, nil
+}
+
+func (q *memQueue) batchSizes() []int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]int(nil), q.batches...)
 }
 
 func (q *memQueue) SendDelayed(ctx context.Context, queueURL, body string, attrs map[string]string, delay time.Duration) (string, error) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
@@ -32,6 +33,9 @@ import (
 type Queue interface {
 	Send(ctx context.Context, queueURL, body string, attrs map[string]string) (string, error)
 	SendDelayed(ctx context.Context, queueURL, body string, attrs map[string]string, delay time.Duration) (string, error)
+	// SendBatch sends entries in as few requests as the queue allows,
+	// with one result per entry (the dispatches of a fan-out).
+	SendBatch(ctx context.Context, queueURL string, entries []queue.Entry) ([]queue.Result, error)
 }
 
 // Config wires a Service. Zero values take the documented defaults.

@@ -279,6 +279,10 @@ func (downQueue) Send(context.Context, string, string, map[string]string) (strin
 	return "", errors.New("queue down")
 }
 
+func (downQueue) SendBatch(context.Context, string, []queue.Entry) ([]queue.Result, error) {
+	return nil, errors.New("queue down")
+}
+
 // A claim of the next attempt of a task whose dispatch write has not
 // landed within the claim's wait is answered "not dispatched yet" (503),
 // not invalid_token: a worker that got an envelope before its write keeps
@@ -314,5 +318,46 @@ func TestClaimBeforeTheDispatchWriteIsNotARefusal(t *testing.T) {
 	later := protocol.AttemptRef{Run: key.Run, Task: key.Task, Attempt: 2}
 	if _, err := svc.Claim(ctx, later, "any-token", "w@boot", "c2"); !errors.Is(err, scheduler.ErrInvalidToken) {
 		t.Fatalf("claim of attempt 2: %v, want ErrInvalidToken", err)
+	}
+}
+
+// The tasks a finish releases together (a fan-out) are dispatched with
+// their envelopes in one batch, each then one write.
+func TestFanOutDispatchesInOneBatch(t *testing.T) {
+	f := newFixture(t)
+	mq := f.q.(*memQueue)
+	ctx := context.Background()
+	j, err := jobspec.Parse([]byte(`{"name":"fan","tasks":[{"id":"a"},{"id":"b","depends_on":["a"]},{"id":"c","depends_on":["a"]},{"id":"d","depends_on":["a"]}]}`), f.svc.ParseOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "fan"}); err != nil {
+		t.Fatal(err)
+	}
+	a := f.nextEnvelope(t)
+	if _, err := f.svc.Claim(ctx, refOf(a), a.Token, "w@boot", "c"); err != nil {
+		t.Fatal(err)
+	}
+	before := len(mq.batchSizes())
+	if _, err := f.svc.Complete(ctx, protocol.Completion{Run: a.Run, Task: a.Task, Attempt: 1, EventID: "done", Outcome: "succeeded"}, a.Token); err != nil {
+		t.Fatal(err)
+	}
+	if got := mq.batchSizes()[before:]; len(got) != 1 || got[0] != 3 {
+		t.Fatalf("the fan-out's sends: batches of %v, want one of 3", got)
+	}
+	seen := map[string]bool{}
+	for range 3 {
+		env := f.nextEnvelope(t)
+		seen[env.Task] = true
+		inst, err := f.st.GetInstance(ctx, store.InstanceKey{Run: env.Run, Task: env.Task})
+		if err != nil || inst.Snapshot.State != statemodel.StateQueued || inst.Snapshot.Attempt != 1 {
+			t.Fatalf("task %s after the fan-out: %s attempt %d, %v; want QUEUED attempt 1", env.Task, inst.Snapshot.State, inst.Snapshot.Attempt, err)
+		}
+	}
+	if !seen["b"] || !seen["c"] || !seen["d"] {
+		t.Fatalf("envelopes of %v, want b, c and d", seen)
 	}
 }
