@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -188,7 +189,16 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
 	switch {
 	case err == nil && res.Outcome == statemodel.Applied:
-		s.follow(ctx, res)
+		if tr := res.Transition; tr != nil {
+			s.emitTransitionMetrics(res.Instance.Key, res.Snapshot, tr)
+		}
+		effs := effectsOf(res)
+		if run.ExecutionState != statemodel.RunQueued {
+			// The run read with the instance has started already: marking
+			// it would be a write refused by its condition.
+			effs = slices.DeleteFunc(effs, func(e effect) bool { return e.kind == effRunStarted })
+		}
+		s.perform(ctx, effs...)
 		return claimed(res.Snapshot), nil
 	case err == nil && res.Outcome == statemodel.Duplicate:
 		// res.Snapshot is the instance as it stands after any race.
