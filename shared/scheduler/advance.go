@@ -36,6 +36,11 @@ func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
 // dependencies are met (its verdict rides on the dispatch's write), and
 // the wake of the runs waiting on this one.
 func (s *Service) advance(ctx context.Context, runID string, held *store.RunView) ([]effect, error) {
+	// The dispatches decided so far, by task: a round after a version
+	// conflict reads the run again and finds those tasks still CREATED;
+	// they count as SCHEDULED and are not decided twice.
+	var effs []effect
+	pending := map[string]bool{}
 	for round := 0; round < maxAdvanceRounds; round++ {
 		var view store.RunView
 		if held != nil && round == 0 {
@@ -43,11 +48,12 @@ func (s *Service) advance(ctx context.Context, runID string, held *store.RunView
 		} else {
 			v, err := s.store.ReadRun(ctx, runID)
 			if err != nil {
-				return nil, err
+				return effs, err
 			}
 			view = v
 		}
-		nodes, effs, err := s.evaluate(ctx, &view)
+		nodes, more, err := s.evaluate(ctx, &view, pending)
+		effs = append(effs, more...)
 		if err != nil {
 			return effs, err
 		}
@@ -61,14 +67,8 @@ func (s *Service) advance(ctx context.Context, runID string, held *store.RunView
 		if done {
 			return effs, nil
 		}
-		if len(effs) > 0 {
-			// The dispatches stand: the next round's read finds their tasks
-			// still CREATED or already QUEUED, and decides them again only
-			// if they are not yet dispatched.
-			s.perform(ctx, effs...)
-		}
 	}
-	return nil, fmt.Errorf("%w after %d rounds", store.ErrUnsettled, maxAdvanceRounds)
+	return effs, fmt.Errorf("%w after %d rounds", store.ErrUnsettled, maxAdvanceRounds)
 }
 
 // storeDerived stores the run state derived from nodes. It reports false
@@ -125,8 +125,13 @@ func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemo
 // decides the tasks below it, so it evaluates again on what it wrote until
 // nothing moves: at most one pass per task. view's instances are replaced
 // by the ones written.
-func (s *Service) evaluate(ctx context.Context, view *store.RunView) ([]statemodel.TaskNode, []effect, error) {
+func (s *Service) evaluate(ctx context.Context, view *store.RunView, pending map[string]bool) ([]statemodel.TaskNode, []effect, error) {
 	nodes := view.Nodes()
+	for i, t := range view.Tasks {
+		if pending[t.Instance.Key.Task] && nodes[i].State == statemodel.StateCreated {
+			nodes[i].State = statemodel.StateScheduled // its dispatch is decided already
+		}
+	}
 	byID := make(map[string]int, len(view.Tasks))
 	for i, t := range view.Tasks {
 		byID[t.Instance.Key.Task] = i
@@ -156,6 +161,7 @@ func (s *Service) evaluate(ctx context.Context, view *store.RunView) ([]statemod
 			case verdict == statemodel.DepsMet:
 				run := view.Run
 				effs = append(effs, effect{kind: effDispatch, key: inst.Key, inst: inst, run: &run, depsMet: true, runID: run.ID})
+				pending[r.ID] = true
 				nodes[i].State = statemodel.StateScheduled
 				progressed = true
 				continue
