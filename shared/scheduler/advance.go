@@ -187,9 +187,7 @@ func (s *Service) evaluate(ctx context.Context, view *store.RunView, pending map
 				refused[r.ID] = true
 				continue
 			}
-			if tr := res.Transition; tr != nil {
-				s.emitTransitionMetrics(inst.Key, res.Snapshot, tr)
-			}
+			s.recorded(res)
 			progressed = true
 			view.Tasks[i].Instance = res.Instance
 			nodes[i].State = res.Snapshot.State

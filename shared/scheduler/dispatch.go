@@ -170,9 +170,7 @@ func (s *Service) recordDispatch(ctx context.Context, p *pendingDispatch, msgID 
 		// envelope's token matches nothing and its claim will be refused.
 		s.log.InfoContext(ctx, "duplicate dispatch", "run_id", key.Run, "task", key.Task, "attempt", n, "outcome", string(res.Outcome))
 	}
-	if tr := res.Transition; tr != nil && res.Outcome == statemodel.Applied {
-		s.emitTransitionMetrics(key, res.Snapshot, tr)
-	}
+	s.recorded(res)
 	return dispatched{inst: res.Instance, more: effectsOf(res)}
 }
 
@@ -214,9 +212,7 @@ func (s *Service) undispatchable(ctx context.Context, inst store.Instance, befor
 	}
 	if res.Outcome == statemodel.Applied {
 		s.log.ErrorContext(ctx, "dispatch failed for good", "run_id", key.Run, "task", key.Task, "attempt", n, "error", cause.Error())
-		if tr := res.Transition; tr != nil {
-			s.emitTransitionMetrics(key, res.Snapshot, tr)
-		}
+		s.recorded(res)
 	}
 	return res.Instance, effectsOf(res), nil
 }

@@ -162,10 +162,15 @@ func (s *Service) follow(ctx context.Context, res store.Result) {
 	if res.Outcome != statemodel.Applied {
 		return
 	}
-	if tr := res.Transition; tr != nil {
+	s.recorded(res)
+	s.perform(ctx, effectsOf(res)...)
+}
+
+// recorded emits the metrics of an applied transition.
+func (s *Service) recorded(res store.Result) {
+	if tr := res.Transition; tr != nil && res.Outcome == statemodel.Applied {
 		s.emitTransitionMetrics(res.Instance.Key, res.Snapshot, tr)
 	}
-	s.perform(ctx, effectsOf(res)...)
 }
 
 // withHeld returns the effects with the run view the caller holds attached
