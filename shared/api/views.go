@@ -39,6 +39,7 @@ func renderRun(r store.Run) protocol.Run {
 		ID: r.ID, Job: r.Job, LogicalTime: r.LogicalTime, Params: params,
 		ExecutionState: exec, PublicationState: r.PublicationState,
 		Status: exec.Status(), CreatedAt: r.CreatedAt, EndedAt: r.EndedAt,
+		Trigger: r.Trigger, BackfillID: r.BackfillID,
 	}
 }
 

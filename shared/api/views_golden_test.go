@@ -33,7 +33,7 @@ func sampleRunView() store.RunView {
 	late := store.Attempt{AttemptRecord: a1, LateDropped: 2, Late: []statemodel.LateEvent{{Attempt: 1, EventID: "complete:1:late-1",
 		Type: statemodel.EvSucceeded, Actor: statemodel.ActorWorker, EventTime: t0.Add(6 * time.Second), Outcome: statemodel.OutcomeSucceeded, Detail: "a <late> report"}}}
 	return store.RunView{
-		Run: store.Run{ID: "run1", Job: "nightly", LogicalTime: t0.Truncate(time.Hour), Params: []byte(`{"day":"<2030-01-02>"}`),
+		Run: store.Run{ID: "run1", Job: "nightly", LogicalTime: t0.Truncate(time.Hour), Trigger: statemodel.TriggerBackfill, BackfillID: "bf1", Params: []byte(`{"day":"<2030-01-02>"}`),
 			ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationPending, CreatedAt: t0},
 		Tasks: []store.TaskView{{Instance: done, Attempts: []store.Attempt{late}}, {Instance: waiting}},
 	}

@@ -27,6 +27,12 @@ type Run struct {
 	Status    statemodel.Status `json:"status"`
 	CreatedAt time.Time         `json:"created_at"`
 	EndedAt   time.Time         `json:"ended_at"`
+	// Trigger is what created the run: schedule, manual, backfill or
+	// catchup.
+	Trigger statemodel.Trigger `json:"trigger"`
+	// BackfillID names the backfill that released the run (trigger
+	// backfill only; left out otherwise).
+	BackfillID string `json:"backfill_id,omitempty"`
 	// WaitingFor lists the upstream jobs' runs this run waits for while its
 	// root tasks wait on depends_on_jobs; empty otherwise (and left out).
 	WaitingFor []WaitingFor `json:"waiting_for,omitempty"`

@@ -85,7 +85,7 @@ func TestDependencyTimeoutEndsTheWait(t *testing.T) {
 func TestUnreadableSpecCountsAsNotMet(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	nr := store.NewRun{ID: f.svc.NewID(), Job: "broken", LogicalTime: f.clock.Now(), Spec: []byte(`{"name":`),
+	nr := store.NewRun{ID: f.svc.NewID(), Job: "broken", LogicalTime: f.clock.Now(), Trigger: statemodel.TriggerManual, Spec: []byte(`{"name":`),
 		Tasks: []store.NewTask{{ID: "main", Pool: "default", Policy: statemodel.DefaultPolicy()}}}
 	if _, err := f.st.CreateRun(ctx, nr, f.clock.Now()); err != nil {
 		t.Fatal(err)

@@ -91,6 +91,8 @@ type TriggerRequest struct {
 	BodyHash       string
 	// Slot claims the job's slot at LogicalTime: one slot, one run.
 	Slot bool
+	// Trigger is what creates the run (TriggerRun: manual).
+	Trigger statemodel.Trigger
 }
 
 // TriggerRun creates a run of a job and moves its first tasks on at once. It
@@ -107,6 +109,7 @@ func (s *Service) TriggerRun(ctx context.Context, req TriggerRequest) (store.Run
 		return store.RunView{}, false, &jobspec.Error{Code: jobspec.CodeInvalidField, Field: "logical_time",
 			Message: fmt.Sprintf("logical_time is required: job %s depends on other jobs and its run waits for their runs of the same logical time.", j.Name)}
 	}
+	req.Trigger = statemodel.TriggerManual
 	return s.startRun(ctx, j, req)
 }
 
@@ -120,7 +123,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 	if err != nil {
 		return store.RunView{}, false, err
 	}
-	nr := store.NewRun{ID: s.NewID(), Job: j.Name, LogicalTime: logical, Params: req.Params, Spec: spec, ClaimSlot: req.Slot}
+	nr := store.NewRun{ID: s.NewID(), Job: j.Name, LogicalTime: logical, Params: req.Params, Spec: spec, ClaimSlot: req.Slot, Trigger: req.Trigger}
 	if req.IdempotencyKey != "" {
 		nr.Idempotency = &store.Idempotency{Key: req.IdempotencyKey, BodyHash: req.BodyHash}
 	}
@@ -204,7 +207,7 @@ func (s *Service) fireJob(ctx context.Context, name string, at time.Time) error 
 		}
 	}
 	if start {
-		if _, _, err := s.startRun(ctx, j, TriggerRequest{Job: name, LogicalTime: at, Slot: true}); err != nil {
+		if _, _, err := s.startRun(ctx, j, TriggerRequest{Job: name, LogicalTime: at, Slot: true, Trigger: statemodel.TriggerSchedule}); err != nil {
 			return fmt.Errorf("fire job %s at %s: %w", name, protocol.FormatTime(at), err)
 		}
 	}

@@ -91,6 +91,8 @@ const (
 	attrUpstream       = "upstream"
 	attrHistory        = "history"
 	attrRecords        = "records"
+	attrTrigger        = "trigger"
+	attrBackfill       = "backfill_id"
 )
 
 // Item kinds, stored in attrKind and returned by ListDueTimers.

@@ -904,5 +904,8 @@ func (s *Store) GetInstanceAndRun(ctx context.Context, key InstanceKey) (Instanc
 	if inst == nil || run == nil {
 		return Instance{}, Run{}, op(ErrNotFound)
 	}
+	if err := s.legacyTrigger(ctx, run); err != nil {
+		return Instance{}, Run{}, op(err)
+	}
 	return *inst, *run, nil
 }

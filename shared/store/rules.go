@@ -117,3 +117,18 @@ const (
 	TimerKindJobFire     = timerKindJobFire
 	TimerKindRunBackstop = timerKindRunBackstop
 )
+
+// CheckTrigger validates a new run's trigger: one of
+// statemodel.AllTriggers, with a backfill id exactly when the trigger is
+// backfill.
+func CheckTrigger(t statemodel.Trigger, backfillID string) error {
+	switch {
+	case !t.Valid():
+		return fmt.Errorf("%w: run trigger %q is not one of %v", ErrInvalidInput, t, statemodel.AllTriggers())
+	case t == statemodel.TriggerBackfill && backfillID == "":
+		return fmt.Errorf("%w: a backfill run needs its backfill id", ErrInvalidInput)
+	case t != statemodel.TriggerBackfill && backfillID != "":
+		return fmt.Errorf("%w: a %s run names no backfill", ErrInvalidInput, t)
+	}
+	return nil
+}

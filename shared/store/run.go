@@ -50,6 +50,13 @@ type Run struct {
 	EndedAt          time.Time
 	Version          int64
 	TimerAt          time.Time // the backstop timer; zero once terminal
+	// Trigger is what created the run. A run stored before runs kept it
+	// is read as schedule when its job's slot at its logical time names
+	// it, else as manual (legacyTriggers).
+	Trigger statemodel.Trigger
+	// BackfillID names the backfill that released the run (trigger
+	// backfill only).
+	BackfillID string
 }
 
 // NewTask is one task of a new run.
@@ -81,6 +88,8 @@ type NewRun struct {
 	Params      []byte
 	Spec        []byte
 	Tasks       []NewTask // 1..MaxTasksPerRun
+	Trigger     statemodel.Trigger
+	BackfillID  string // trigger backfill only
 	// ClaimSlot claims JOB#<job>/SLOT#<LogicalTime> in the same
 	// transaction (cron and one-off runs): one slot never yields two runs.
 	ClaimSlot   bool
@@ -171,6 +180,9 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 	if err := checkRun(nr.ID); err != nil {
 		return RunView{}, op(err)
 	}
+	if err := CheckTrigger(nr.Trigger, nr.BackfillID); err != nil {
+		return RunView{}, op(err)
+	}
 	switch {
 	case len(nr.Tasks) == 0:
 		return RunView{}, op(fmt.Errorf("%w: a run needs at least one task", ErrInvalidInput))
@@ -204,6 +216,7 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		ExecutionState:   statemodel.DeriveRunState(nodes).State,
 		PublicationState: statemodel.DerivePublication(nodes),
 		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt,
+		Trigger: nr.Trigger, BackfillID: nr.BackfillID,
 	}
 	run.Status = run.ExecutionState.Status()
 	if run.TimerAt.IsZero() {
@@ -360,6 +373,7 @@ func runItem(r Run) item {
 		attrKind: str(kindRun), attrRunID: str(r.ID), attrJob: str(r.Job),
 		attrLogicalTime: tm(r.LogicalTime), attrParams: bin(r.Params), attrSpec: bin(r.Spec),
 		attrCreatedAt: tm(r.CreatedAt), tableschema.ListPK: str(listRuns), tableschema.ListSK: str(r.ID),
+		attrTrigger: optStr(string(r.Trigger)), attrBackfill: optStr(r.BackfillID),
 	}
 	for k, v := range runStateItem(r) {
 		it[k] = v
@@ -407,6 +421,7 @@ func decodeRun(m map[string]types.AttributeValue) (Run, error) {
 		Status:           statemodel.Status(r.str(attrStatus)),
 		CreatedAt:        r.time(attrCreatedAt), EndedAt: r.time(attrEndedAt),
 		Version: r.int(attrVersion), TimerAt: r.time(tableschema.TimerAt),
+		Trigger: statemodel.Trigger(r.str(attrTrigger)), BackfillID: r.str(attrBackfill),
 	}
 	return run, r.err
 }
@@ -426,6 +441,9 @@ func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
 		return Run{}, fmt.Errorf("get run %s: %w", id, ErrNotFound)
 	}
 	run, err := decodeRun(out.Item)
+	if err == nil {
+		err = s.legacyTrigger(ctx, &run)
+	}
 	if err != nil {
 		return Run{}, fmt.Errorf("get run %s: %w", id, err)
 	}
@@ -497,6 +515,9 @@ func (s *Store) ReadRun(ctx context.Context, id string) (RunView, error) {
 	}
 	if !found {
 		return RunView{}, op(ErrNotFound)
+	}
+	if err := s.legacyTrigger(ctx, &view.Run); err != nil {
+		return RunView{}, op(err)
 	}
 	for task := range attempts {
 		if _, ok := byTask[task]; !ok {
@@ -611,6 +632,9 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error
 			}
 			runs = append(runs, run)
 		}
+		if err := s.legacyTriggers(ctx, runs); err != nil {
+			return nil, "", op(err)
+		}
 		return runs, next, nil
 	}
 	ids := make([]string, 0, len(out.Items))
@@ -632,35 +656,24 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error
 // getRuns reads run items by id with BatchGetItem (100 keys per request),
 // in the order of ids; runs that vanished are left out.
 func (s *Store) getRuns(ctx context.Context, ids []string) ([]Run, error) {
+	keys := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		keys[i] = keyOf(runPK(id), skRun)
+	}
 	got := make(map[string]Run, len(ids))
-	for chunk := range slices.Chunk(ids, 100) {
-		keys := make([]map[string]types.AttributeValue, len(chunk))
-		for i, id := range chunk {
-			keys[i] = keyOf(runPK(id), skRun)
+	var derr error
+	err := s.batchGet(ctx, keys, func(it map[string]types.AttributeValue) {
+		run, err := decodeRun(it)
+		if err != nil && derr == nil {
+			derr = err
 		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-		for try := 0; len(req) > 0; try++ {
-			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, translate(err)
-			}
-			for _, it := range out.Responses[s.table] {
-				run, err := decodeRun(it)
-				if err != nil {
-					return nil, err
-				}
-				got[run.ID] = run
-			}
-			req = out.UnprocessedKeys
-			if len(req) > 0 {
-				if try >= conflictRetries {
-					return nil, fmt.Errorf("%w: unprocessed keys after %d tries", ErrThrottled, try+1)
-				}
-				if err := backoff(ctx, try); err != nil {
-					return nil, err
-				}
-			}
-		}
+		got[run.ID] = run
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return nil, err
 	}
 	runs := make([]Run, 0, len(ids))
 	for _, id := range ids {
@@ -668,7 +681,79 @@ func (s *Store) getRuns(ctx context.Context, ids []string) ([]Run, error) {
 			runs = append(runs, r)
 		}
 	}
-	return runs, nil
+	return runs, s.legacyTriggers(ctx, runs)
+}
+
+// batchGet reads items by key with strongly consistent BatchGetItems (100
+// keys per request), retrying unprocessed keys a bounded number of times,
+// and passes each item found to each, in no particular order.
+func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, each func(map[string]types.AttributeValue)) error {
+	for chunk := range slices.Chunk(keys, 100) {
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
+		for try := 0; len(req) > 0; try++ {
+			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return translate(err)
+			}
+			for _, it := range out.Responses[s.table] {
+				each(it)
+			}
+			req = out.UnprocessedKeys
+			if len(req) > 0 {
+				if try >= conflictRetries {
+					return fmt.Errorf("%w: unprocessed keys after %d tries", ErrThrottled, try+1)
+				}
+				if err := backoff(ctx, try); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// legacyTrigger is legacyTriggers of one run.
+func (s *Store) legacyTrigger(ctx context.Context, run *Run) error {
+	if run.Trigger != "" {
+		return nil
+	}
+	runs := []Run{*run}
+	err := s.legacyTriggers(ctx, runs)
+	*run = runs[0]
+	return err
+}
+
+// legacyTriggers fills in the trigger of runs stored before runs kept one:
+// schedule when the job's slot at the run's logical time names the run
+// (only schedule runs claimed slots then), manual otherwise. It reads the
+// slots of those runs only (one BatchGetItem per 100), so runs written
+// since cost nothing.
+func (s *Store) legacyTriggers(ctx context.Context, runs []Run) error {
+	var keys []map[string]types.AttributeValue
+	for i := range runs {
+		if runs[i].Trigger == "" {
+			runs[i].Trigger = statemodel.TriggerManual
+			if !runs[i].LogicalTime.IsZero() {
+				keys = append(keys, keyOf(jobPK(runs[i].Job), slotSK(runs[i].LogicalTime)))
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	claimed := map[string]bool{}
+	err := s.batchGet(ctx, keys, func(it map[string]types.AttributeValue) {
+		claimed[(&reader{it: it}).str(attrRunID)] = true
+	})
+	if err != nil {
+		return fmt.Errorf("read the slots of runs stored without a trigger: %w", err)
+	}
+	for i := range runs {
+		if claimed[runs[i].ID] {
+			runs[i].Trigger = statemodel.TriggerSchedule
+		}
+	}
+	return nil
 }
 
 // UnfinishedRun is a job's run that has not ended, as the live index lists

@@ -3,6 +3,11 @@ package store_test
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/storetest"
@@ -43,6 +48,55 @@ func TestFinishedItemsLeaveTheTimersIndex(t *testing.T) {
 	for _, a := range timerAttrs {
 		if _, ok := it[a]; ok {
 			t.Errorf("finished run %s still has %s", v.Run.ID, a)
+		}
+	}
+}
+
+// TestRunStoredWithoutTriggerIsReadFromItsSlot: a run item written before
+// runs kept their trigger reads as schedule when its job's slot names it,
+// else as manual, on every read path.
+func TestRunStoredWithoutTriggerIsReadFromItsSlot(t *testing.T) {
+	t.Parallel()
+	ts := newStore(t)
+	ctx := context.Background()
+	sched := storetest.NewRun("legacy", "main")
+	sched.Trigger, sched.ClaimSlot = statemodel.TriggerSchedule, true
+	ts.MustCreate(t, sched)
+	manual := storetest.NewRun("legacy", "main")
+	manual.LogicalTime = storetest.T0.Add(time.Hour)
+	ts.MustCreate(t, manual)
+	for _, id := range []string{sched.ID, manual.ID} {
+		_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(ts.table),
+			Key: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: "RUN#" + id}, "sk": &types.AttributeValueMemberS{Value: "RUN"},
+			},
+			UpdateExpression: aws.String("REMOVE #t"), ExpressionAttributeNames: map[string]string{"#t": "trigger"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]statemodel.Trigger{sched.ID: statemodel.TriggerSchedule, manual.ID: statemodel.TriggerManual}
+	for id, tr := range want {
+		r, err := ts.GetRun(ctx, id)
+		if err != nil || r.Trigger != tr {
+			t.Fatalf("GetRun %s: %q, %v; want %q", id, r.Trigger, err, tr)
+		}
+		v, err := ts.ReadRun(ctx, id)
+		if err != nil || v.Run.Trigger != tr {
+			t.Fatalf("ReadRun %s: %q, %v; want %q", id, v.Run.Trigger, err, tr)
+		}
+	}
+	for _, f := range []store.RunFilter{{Job: "legacy"}, {}} {
+		runs, _, err := ts.ListRuns(ctx, f)
+		if err != nil || len(runs) != 2 {
+			t.Fatalf("ListRuns %+v: %d runs, %v", f, len(runs), err)
+		}
+		for _, r := range runs {
+			if r.Trigger != want[r.ID] {
+				t.Fatalf("ListRuns %+v: run %s is %q, want %q", f, r.ID, r.Trigger, want[r.ID])
+			}
 		}
 	}
 }

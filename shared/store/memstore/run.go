@@ -36,6 +36,7 @@ func (s *Store) CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (
 		ExecutionState:   statemodel.DeriveRunState(nodes).State,
 		PublicationState: statemodel.DerivePublication(nodes),
 		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt,
+		Trigger: nr.Trigger, BackfillID: nr.BackfillID,
 	}
 	run.Status = run.ExecutionState.Status()
 	if run.TimerAt.IsZero() {
@@ -79,6 +80,9 @@ func checkNewRun(nr store.NewRun) ([]statemodel.TaskNode, error) {
 		return nil, err
 	}
 	if err := store.CheckRunID(nr.ID); err != nil {
+		return nil, err
+	}
+	if err := store.CheckTrigger(nr.Trigger, nr.BackfillID); err != nil {
 		return nil, err
 	}
 	switch {

@@ -18,6 +18,64 @@ var runCases = []Case{
 	{"LiveIndexFollowsUnfinishedRuns", liveIndex},
 	{"RearmRunBackstop", rearmRunBackstop},
 	{"ScheduledTasksAndRunStart", scheduledTasksAndRunStart},
+	{"RunTrigger", runTrigger},
+}
+
+// runTrigger: a run keeps its trigger and backfill id through every read
+// (GetRun, ReadRun, ListRuns, GetInstanceAndRun); a run without a valid
+// trigger, a backfill run without its backfill id, or another run with
+// one, is refused and writes nothing.
+func runTrigger(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	var made []store.NewRun
+	for _, tr := range statemodel.AllTriggers() {
+		nr := NewRun("trig", "main")
+		nr.Trigger = tr
+		if tr == statemodel.TriggerBackfill {
+			nr.BackfillID = "01BACKFILL"
+		}
+		h.MustCreate(t, nr)
+		made = append(made, nr)
+	}
+	for _, nr := range made {
+		check := func(how string, r store.Run, err error) {
+			t.Helper()
+			if err != nil || r.Trigger != nr.Trigger || r.BackfillID != nr.BackfillID {
+				t.Fatalf("%s %s: trigger %q backfill %q (%v); want %q %q", how, nr.ID, r.Trigger, r.BackfillID, err, nr.Trigger, nr.BackfillID)
+			}
+		}
+		r, err := h.Store.GetRun(ctx, nr.ID)
+		check("GetRun", r, err)
+		v, err := h.Store.ReadRun(ctx, nr.ID)
+		check("ReadRun", v.Run, err)
+		_, r, err = h.Store.GetInstanceAndRun(ctx, store.InstanceKey{Run: nr.ID, Task: "main"})
+		check("GetInstanceAndRun", r, err)
+	}
+	runs, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "trig"})
+	if err != nil || len(runs) != len(made) {
+		t.Fatalf("ListRuns: %d runs, %v", len(runs), err)
+	}
+	for _, r := range runs {
+		if !r.Trigger.Valid() {
+			t.Fatalf("ListRuns: run %s has trigger %q", r.ID, r.Trigger)
+		}
+	}
+	bad := []func(*store.NewRun){
+		func(nr *store.NewRun) { nr.Trigger = "" },
+		func(nr *store.NewRun) { nr.Trigger = "cron" },
+		func(nr *store.NewRun) { nr.Trigger = statemodel.TriggerBackfill },
+		func(nr *store.NewRun) { nr.BackfillID = "01BACKFILL" },
+	}
+	for i, mutate := range bad {
+		nr := NewRun("trig-bad", "main")
+		mutate(&nr)
+		if _, err := h.CreateRun(ctx, nr, h.Clock.Now()); !errors.Is(err, store.ErrInvalidInput) {
+			t.Fatalf("bad trigger #%d: %v, want invalid input", i, err)
+		}
+		if _, err := h.Store.GetRun(ctx, nr.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("bad trigger #%d wrote run %s (%v)", i, nr.ID, err)
+		}
+	}
 }
 
 // scheduledTasksAndRunStart: a task marked Scheduled is created SCHEDULED

@@ -249,7 +249,7 @@ func RunID() string { return fmt.Sprintf("01RUN%020d", runSeq.Add(1)) }
 
 // NewRun is a run of job with the named tasks, no dependencies.
 func NewRun(job string, tasks ...string) store.NewRun {
-	nr := store.NewRun{ID: RunID(), Job: job, LogicalTime: T0, Params: []byte(`{"p":1}`), Spec: []byte(`{"tasks":[]}`)}
+	nr := store.NewRun{ID: RunID(), Job: job, LogicalTime: T0, Trigger: statemodel.TriggerManual, Params: []byte(`{"p":1}`), Spec: []byte(`{"tasks":[]}`)}
 	for _, task := range tasks {
 		nr.Tasks = append(nr.Tasks, store.NewTask{ID: task, Pool: "default", Payload: []byte(`{"x":1}`), Policy: Policy()})
 	}
