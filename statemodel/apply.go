@@ -228,6 +228,10 @@ func decide(s Snapshot, e Event, now time.Time, p Policy) (Transition, error) {
 			a.ExitCode = e.ExitCode
 			a.OutputRef = e.OutputRef
 		}
+		if e.Type == EvEvidenceFailed && e.ExitCode != nil {
+			// The executor saw the process exit (an ECS task's container).
+			a.ExitCode = e.ExitCode
+		}
 		tr.AttemptRecord = &a
 	}
 	// retryOrFail is the policy's verdict on a failed or lost attempt.

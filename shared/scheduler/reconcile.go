@@ -53,6 +53,9 @@ type Evidence struct {
 	// ErrorCategory (VerdictFailed) is the category the failure is
 	// recorded with; default "error".
 	ErrorCategory string
+	// ExitCode (VerdictFailed) is the process's exit status when the
+	// executor saw it; the attempt records it.
+	ExitCode *int
 	// LeaseEndedAt (VerdictSilent) is when the process's lease ended by
 	// the scheduler's clock.
 	LeaseEndedAt time.Time
@@ -171,6 +174,9 @@ func (s *Service) resolveLost(ctx context.Context, inst store.Instance) error {
 		}
 		ev = statemodel.Event{ID: fmt.Sprintf("evidence:%d:%s:%d", cur.N, found.Verdict, snap.Deadline.UnixNano()), Type: typ, Evidence: detail,
 			ErrorCategory: category, Reason: "evidence from " + p.Name()}
+		if found.Verdict == VerdictFailed {
+			ev.ExitCode = found.ExitCode
+		}
 		break
 	}
 	if ev.Type == "" {

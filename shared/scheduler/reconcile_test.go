@@ -42,12 +42,16 @@ func (c *clock) Advance(d time.Duration) {
 type evidenceDouble struct {
 	verdict atomic.Value // scheduler.Verdict
 	asked   atomic.Int32
+	// category and exit go with a failed verdict.
+	category string
+	exit     atomic.Pointer[int]
 }
 
 func (e *evidenceDouble) Name() string { return "executor_double" }
 func (e *evidenceDouble) Check(_ context.Context, _ store.Instance, a statemodel.AttemptRecord) (scheduler.Evidence, error) {
 	e.asked.Add(1)
-	return scheduler.Evidence{Verdict: e.verdict.Load().(scheduler.Verdict), Detail: map[string]string{"attempt": fmt.Sprint(a.N)}}, nil
+	return scheduler.Evidence{Verdict: e.verdict.Load().(scheduler.Verdict), Detail: map[string]string{"attempt": fmt.Sprint(a.N)},
+		ErrorCategory: e.category, ExitCode: e.exit.Load()}, nil
 }
 
 var seq atomic.Int32
@@ -187,6 +191,24 @@ func TestEvidenceConfirmsSuccess(t *testing.T) {
 	last := h[len(h)-1]
 	if last.Event != statemodel.EvEvidenceOK || last.Evidence["provider"] != "executor_double" || h[len(h)-2].To != statemodel.StateLost {
 		t.Fatalf("history ends %s from %s with evidence %v", last.Event, h[len(h)-2].To, last.Evidence)
+	}
+}
+
+// A confirmed failure that saw the process's exit status (an ECS task's
+// container) records it on the attempt, with its category, and retries.
+func TestEvidenceFailedRecordsTheExitCode(t *testing.T) {
+	f := newFixture(t)
+	run, _ := f.running(t, "w@boot")
+	f.ev.verdict.Store(scheduler.VerdictFailed)
+	f.ev.category = "container_failed"
+	code := 137
+	f.ev.exit.Store(&code)
+	f.lose(t)
+	snap := f.instance(t, run).Snapshot
+	a1, _ := snap.AttemptN(1)
+	if snap.State != statemodel.StateUpForRetry || a1.Outcome != statemodel.OutcomeFailed || a1.ErrorCategory != "container_failed" ||
+		a1.ExitCode == nil || *a1.ExitCode != 137 {
+		t.Fatalf("state %s, attempt 1 %+v: want UP_FOR_RETRY, failed with container_failed and exit code 137", snap.State, a1)
 	}
 }
 
