@@ -294,3 +294,22 @@ func waitPIDs(t *testing.T, file string) []int {
 	t.Fatal("the command never wrote its pids")
 	return nil
 }
+
+// A fixed command runs whatever the payload says, with its templates
+// rendered and the payload and params in RUNLEDGER_PAYLOAD and
+// RUNLEDGER_PARAMS; its exit status is the attempt's.
+func TestFixedCommand(t *testing.T) {
+	t.Parallel()
+	h := handler(t, time.Second, "sh")
+	ok := h.Fixed([]string{"sh", "-c", `test "$1/$RUNLEDGER_PAYLOAD/$RUNLEDGER_PARAMS" = '2026-03-05/{"any": 1}/{"region": "eu", "n": 12345678901234567890}'`, "sh", "{{.LogicalDate}}"})
+	if err := ok(context.Background(), task(`{"any": 1}`)); err != nil {
+		t.Fatalf("err = %v, want success", err)
+	}
+	fail := h.Fixed([]string{"sh", "-c", "exit 4"})
+	if code, has := worker.ExitCode(fail(context.Background(), task(`{"command": ["true"]}`))); !has || code != 4 {
+		t.Fatalf("exit code %d (%v), want 4: the payload's command must not run", code, has)
+	}
+	if err := h.Fixed([]string{"env"})(context.Background(), task("")); worker.Category(err) != execworker.CategoryNotAllowed {
+		t.Fatalf("err = %v, want command_not_allowed", err)
+	}
+}

@@ -77,15 +77,42 @@ func (h *Handler) Handle(ctx context.Context, t worker.Task) error {
 	return h.run(ctx, t, c, log)
 }
 
+// Fixed returns a handler that runs argv for every attempt, whatever its
+// payload: the command a container image fixes (`runledger task run --
+// CMD ARGS...`). Each argument is a template, as in a payload; the
+// attempt's payload and the run's params reach the process as JSON in
+// RUNLEDGER_PAYLOAD and RUNLEDGER_PARAMS, beside the variables every
+// command gets. The executable must pass the allowlist as any other.
+func (h *Handler) Fixed(argv []string) worker.Handler {
+	return func(ctx context.Context, t worker.Task) error {
+		log := t.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		c, err := h.prepareFrom(t, Payload{Command: argv})
+		if err != nil {
+			return err
+		}
+		c.Env = append(c.Env, "RUNLEDGER_PAYLOAD="+string(t.Payload), "RUNLEDGER_PARAMS="+string(t.Params))
+		log.InfoContext(ctx, "starting command", "path", c.Path, "args", c.Args, "dir", c.Dir)
+		return h.run(ctx, t, c, log)
+	}
+}
+
 // prepare renders the payload and checks the executable; every error is
 // permanent: another attempt would render and check the same.
 func (h *Handler) prepare(t worker.Task) (Command, error) {
-	invalid := func(err error) error {
-		return worker.Permanent(worker.WithCategory(fmt.Errorf("exec %s: %w", t.Ref(), err), CategoryInvalidPayload))
-	}
 	p, err := ParsePayload(t.Payload)
 	if err != nil {
-		return Command{}, invalid(err)
+		return Command{}, worker.Permanent(worker.WithCategory(fmt.Errorf("exec %s: %w", t.Ref(), err), CategoryInvalidPayload))
+	}
+	return h.prepareFrom(t, p)
+}
+
+// prepareFrom renders p for t and checks the executable.
+func (h *Handler) prepareFrom(t worker.Task, p Payload) (Command, error) {
+	invalid := func(err error) error {
+		return worker.Permanent(worker.WithCategory(fmt.Errorf("exec %s: %w", t.Ref(), err), CategoryInvalidPayload))
 	}
 	v, err := VarsOf(t)
 	if err != nil {

@@ -33,6 +33,8 @@ type peerAttempt struct {
 	state      string // queued, running, cancelling, cancelled, succeeded, failed
 	claimedBy  string
 	claimEvent string
+	// envelope, when set, is the claim answer's envelope.
+	envelope map[string]any
 }
 
 type peerCall struct {
@@ -43,6 +45,8 @@ type peerCall struct {
 	EventID  string
 	Status   int
 	Code     string
+	Outcome  string // complete
+	ExitCode *int   // complete
 }
 
 func newPeer(t *testing.T) (*peer, *httptest.Server) {
@@ -67,6 +71,14 @@ func (p *peer) add(ref worker.AttemptRef, token string) {
 	defer p.mu.Unlock()
 	p.attempts[ref] = &peerAttempt{token: token, state: "queued"}
 	p.latest[[2]string{ref.Run, ref.Task}] = ref.Attempt
+}
+
+// setEnvelope makes the claim answer of ref carry env (the claim of a
+// process that has only the attempt's name and token).
+func (p *peer) setEnvelope(ref worker.AttemptRef, env map[string]any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.attempts[ref].envelope = env
 }
 
 // set changes an attempt's state (and its claim, for "running").
@@ -127,6 +139,7 @@ type peerBody struct {
 	WorkerID string `json:"worker_id"`
 	EventID  string `json:"event_id"`
 	Outcome  string `json:"outcome"`
+	ExitCode *int   `json:"exit_code"`
 	Token    string `json:"token"`
 }
 
@@ -142,6 +155,7 @@ func (p *peer) begin(w http.ResponseWriter, r *http.Request, route string) (*pee
 	}
 	call.Ref = worker.AttemptRef{Run: b.Run, Task: b.Task, Attempt: b.Attempt}
 	call.WorkerID, call.EventID = b.WorkerID, b.EventID
+	call.Outcome, call.ExitCode = b.Outcome, b.ExitCode
 	token, ok := strings.CutPrefix(auth, "Bearer ")
 	if !ok || token == "" {
 		p.answerLocked(w, call, http.StatusUnauthorized, "unauthorized", nil)
@@ -178,7 +192,7 @@ func (p *peer) claim(w http.ResponseWriter, r *http.Request) {
 		p.answerLocked(w, call, http.StatusConflict, "stale_attempt", nil)
 	case a.state == "queued":
 		a.state, a.claimedBy, a.claimEvent = "running", b.WorkerID, b.EventID
-		p.answerLocked(w, call, http.StatusOK, "", map[string]any{"claimed": true, "lease_expires_at": "2030-01-01T00:00:00.000Z"})
+		p.answerLocked(w, call, http.StatusOK, "", map[string]any{"claimed": true, "lease_expires_at": "2030-01-01T00:00:00.000Z", "envelope": a.envelope})
 	case a.state == "running" && a.claimEvent == b.EventID:
 		p.answerLocked(w, call, http.StatusOK, "", map[string]any{"claimed": true, "lease_expires_at": "2030-01-01T00:00:00.000Z"})
 	case a.state == "running":

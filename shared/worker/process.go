@@ -105,6 +105,32 @@ func (w *Worker) process(d delivery, m mode) disposition {
 		keepWG.Go(func() { w.keepHidden(keepCtx, d, log) })
 	}
 
+	comp, ok := w.runClaimed(keepCtx, &keepWG, env, claimSent, claimed.LeaseExpiresAt, m, log)
+	if !ok {
+		stopKeep()
+		w.deleteMessage(ctx, d, log)
+		return dispositionDone
+	}
+	if err := w.report(ctx, comp, log); err != nil {
+		// The lease (which still lists the attempt until this returns)
+		// and the redelivered message are what remains for the reconciler.
+		log.ErrorContext(ctx, "completion not reported; leaving the message", "err", err, "event_id", comp.EventID)
+		return dispositionRetry
+	}
+	// Only now may the message go: the report is durable on the events queue.
+	stopKeep()
+	keepWG.Wait()
+	w.deleteMessage(ctx, d, log)
+	return dispositionDone
+}
+
+// runClaimed runs the handler on a claimed attempt, heartbeating on
+// keepWG until keepCtx ends (the caller ends it once the report is out),
+// and returns the completion to report; ok is false when nothing may be
+// reported for the attempt. claimSent is when the claim was sent and
+// leaseEnd the lease its answer gave.
+func (w *Worker) runClaimed(keepCtx context.Context, keepWG *sync.WaitGroup, env Envelope, claimSent, leaseEnd time.Time, m mode, log *slog.Logger) (comp Completion, ok bool) {
+	ctx := m.ops
 	hctx, cancel := context.WithCancelCause(m.handlerParent)
 	defer cancel(nil)
 	if env.RunTimeout > 0 {
@@ -122,7 +148,7 @@ func (w *Worker) process(d delivery, m mode) disposition {
 		interval = w.cfg.DefaultHeartbeatInterval
 	}
 	fence := newLeaseFence(w.now, interval)
-	fence.renew(claimSent, claimed.LeaseExpiresAt)
+	fence.renew(claimSent, leaseEnd)
 	var handlerDone atomic.Bool
 	keepWG.Go(func() { w.heartbeatLoop(keepCtx, env, interval, fence, cancel, &handlerDone, log) })
 	keepWG.Go(func() { w.fenceLoop(keepCtx, fence, cancel, &handlerDone, log) })
@@ -156,12 +182,10 @@ func (w *Worker) process(d delivery, m mode) disposition {
 		if causeOf(hctx) != errLeaseLost {
 			log.WarnContext(ctx, "attempt superseded; not reporting it", "handler_err", errString(herr))
 		}
-		stopKeep()
-		w.deleteMessage(ctx, d, log)
-		return dispositionDone
+		return Completion{}, false
 	}
 
-	comp := Completion{
+	comp = Completion{
 		Run: env.Run, Task: env.Task, Attempt: env.Attempt,
 		EventID:   w.newEventID(),
 		Outcome:   res.outcome,
@@ -177,17 +201,7 @@ func (w *Worker) process(d delivery, m mode) disposition {
 	}
 	log.InfoContext(ctx, "attempt finished", "outcome", string(comp.Outcome), "error_category", comp.ErrorCategory,
 		"retryable", comp.IsRetryable(), "handler_err", errString(herr), "run_ms", time.Since(started).Milliseconds(), "event_id", comp.EventID)
-	if err := w.report(ctx, comp, log); err != nil {
-		// The lease (which still lists the attempt until this returns)
-		// and the redelivered message are what remains for the reconciler.
-		log.ErrorContext(ctx, "completion not reported; leaving the message", "err", err, "event_id", comp.EventID)
-		return dispositionRetry
-	}
-	// Only now may the message go: the report is durable on the events queue.
-	stopKeep()
-	keepWG.Wait()
-	w.deleteMessage(ctx, d, log)
-	return dispositionDone
+	return comp, true
 }
 
 // failureReason is the reason of a completion that is not a success: the

@@ -1,0 +1,217 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/runledger/runledger/shared/protocol"
+)
+
+// A process that an executor starts for one attempt (the ecs executor's
+// container) gets only the attempt's name, its token and the API's URL
+// (protocol.StartEnv). RunFromEnv and RunAttempt claim that attempt, which
+// answers with its envelope (payload, params, timeouts), run the handler
+// while heartbeating as a pool's worker does, and complete it over HTTP:
+// such a process has no events queue.
+
+// Defaults of AttemptConfig.
+const (
+	// DefaultReportTimeout bounds how long a completion is retried.
+	DefaultReportTimeout = time.Minute
+)
+
+// AttemptConfig configures RunAttempt.
+type AttemptConfig struct {
+	// APIURL is the base URL of the API (the worker routes).
+	APIURL string
+	// Ref and Token name the attempt and prove the right to run it.
+	Ref   AttemptRef
+	Token string
+	// Name is the worker's name in the claim ("<Name>@<boot id>").
+	// Default: the host name (an ECS task's is its own).
+	Name       string
+	HTTPClient *http.Client
+	// Clock stamps event times (default time.Now).
+	Clock  func() time.Time
+	Logger *slog.Logger
+	// StopTimeout, DefaultHeartbeatInterval: as in Config.
+	StopTimeout              time.Duration
+	DefaultHeartbeatInterval time.Duration
+	// ReportTimeout bounds the retries of the completion through
+	// transient failures (default DefaultReportTimeout).
+	ReportTimeout time.Duration
+}
+
+// Errors of RunAttempt besides the handler's own.
+var (
+	// ErrNotClaimed: the claim was refused (the attempt was cancelled,
+	// superseded, or claimed by another process) or could not be made.
+	ErrNotClaimed = errors.New("attempt not claimed")
+	// ErrNotReported: the attempt ended without a completion the API
+	// accepted (its lease was lost, a newer attempt superseded it, or the
+	// report failed); the scheduler resolves it from what the executor saw.
+	ErrNotReported = errors.New("attempt ended without a report")
+)
+
+// AttemptError is how RunAttempt reports an attempt that ran and did not
+// succeed: the completion it reported.
+type AttemptError struct {
+	Completion Completion
+	// State is the instance's state after the completion.
+	State string
+}
+
+func (e *AttemptError) Error() string {
+	c := e.Completion
+	s := fmt.Sprintf("attempt %s %s (%s)", c.Ref(), c.Outcome, c.ErrorCategory)
+	if c.ExitCode != nil {
+		s += fmt.Sprintf(", exit code %d", *c.ExitCode)
+	}
+	return s
+}
+
+// RunFromEnv runs the one attempt the process's environment names
+// (RUNLEDGER_RUN, RUNLEDGER_TASK, RUNLEDGER_ATTEMPT, RUNLEDGER_TOKEN,
+// RUNLEDGER_API_URL) with h; see RunAttempt.
+func RunFromEnv(ctx context.Context, h Handler) error {
+	ref, token, apiURL, err := protocol.ParseStartEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	return RunAttempt(ctx, AttemptConfig{APIURL: apiURL, Ref: ref, Token: token}, h)
+}
+
+// RunAttempt claims cfg.Ref, runs h on the envelope the claim answers
+// with, heartbeating until h returns (a cancel request, the run timeout
+// or a lost lease end h's ctx, as for a pool's worker), and completes the
+// attempt over HTTP. It returns nil once a success is reported; an
+// *AttemptError (its Completion.ExitCode is the exit code) for a reported
+// failure or cancellation; ErrNotClaimed or ErrNotReported otherwise.
+// ctx's end stops h as a worker's shutdown does.
+func RunAttempt(ctx context.Context, cfg AttemptConfig, h Handler) error {
+	w, err := newAttemptWorker(cfg, h)
+	if err != nil {
+		return err
+	}
+	log := w.log.With("run_id", cfg.Ref.Run, "task_id", cfg.Ref.Task, "attempt", cfg.Ref.Attempt)
+	ops := context.WithoutCancel(ctx)
+	claimSent := w.now()
+	claimed, err := w.claim(ops, Envelope{Run: cfg.Ref.Run, Task: cfg.Ref.Task, Attempt: cfg.Ref.Attempt, Token: cfg.Token})
+	if err != nil {
+		log.WarnContext(ctx, "claim failed", "err", err)
+		return fmt.Errorf("%w: %w", ErrNotClaimed, err)
+	}
+	if claimed.Envelope == nil {
+		return fmt.Errorf("%w: claim %s: the answer carries no envelope", ErrNotClaimed, cfg.Ref)
+	}
+	env := *claimed.Envelope
+	if env.Token == "" {
+		env.Token = cfg.Token
+	}
+	log.InfoContext(ctx, "attempt claimed")
+
+	keepCtx, stopKeep := context.WithCancel(ops)
+	var keepWG sync.WaitGroup
+	defer func() { stopKeep(); keepWG.Wait() }()
+	m := mode{ops: ops, handlerParent: ctx, stopWait: w.cfg.StopTimeout}
+	comp, ok := w.runClaimed(keepCtx, &keepWG, env, claimSent, claimed.LeaseExpiresAt, m, log)
+	if !ok {
+		return ErrNotReported
+	}
+	answer, err := w.completeOverHTTP(ops, cfg, comp, log)
+	if err != nil {
+		log.ErrorContext(ctx, "completion not reported", "err", err, "event_id", comp.EventID)
+		return fmt.Errorf("%w: %w", ErrNotReported, err)
+	}
+	if comp.Outcome == OutcomeSucceeded {
+		return nil
+	}
+	return &AttemptError{Completion: comp, State: string(answer.State)}
+}
+
+// newAttemptWorker is a worker for one attempt: the API client, the clock
+// and the timeouts of a pool's worker, and no queue.
+func newAttemptWorker(cfg AttemptConfig, h Handler) (*Worker, error) {
+	if h == nil {
+		return nil, errors.New("run attempt: handler is nil")
+	}
+	if u, err := url.Parse(cfg.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("run attempt: API URL %q: want http(s)://host[/prefix]", cfg.APIURL)
+	}
+	if err := cfg.Ref.Validate(); err != nil {
+		return nil, fmt.Errorf("run attempt: %w", err)
+	}
+	if cfg.Token == "" {
+		return nil, errors.New("run attempt: token is empty")
+	}
+	if cfg.Name == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "attempt"
+		}
+		cfg.Name = host
+	}
+	cfg.Name = strings.ReplaceAll(cfg.Name, "@", "_")
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = DefaultStopTimeout
+	}
+	if cfg.DefaultHeartbeatInterval <= 0 {
+		cfg.DefaultHeartbeatInterval = DefaultHeartbeatInterval
+	}
+	w := &Worker{
+		cfg: Config{APIURL: cfg.APIURL, Name: cfg.Name, StopTimeout: cfg.StopTimeout,
+			DefaultHeartbeatInterval: cfg.DefaultHeartbeatInterval, Clock: cfg.Clock, Logger: cfg.Logger},
+		handler: h,
+		api:     NewClient(cfg.APIURL, cfg.HTTPClient),
+		now:     cfg.Clock,
+		after:   realAfter,
+		bootID:  ulid.MustNew(ulid.Timestamp(cfg.Clock()), ulid.DefaultEntropy()).String(),
+		running: runningSet{m: map[AttemptRef]struct{}{}},
+	}
+	w.id = cfg.Name + "@" + w.bootID
+	w.log = cfg.Logger.With("worker_id", w.id)
+	return w, nil
+}
+
+// completeOverHTTP sends the completion to the API, repeating it (same
+// event id) through transient failures for up to the report timeout.
+func (w *Worker) completeOverHTTP(ctx context.Context, cfg AttemptConfig, c Completion, log *slog.Logger) (CompleteResponse, error) {
+	timeout := cfg.ReportTimeout
+	if timeout <= 0 {
+		timeout = DefaultReportTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	bo := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	for try := 1; ; try++ {
+		answer, err := w.api.Complete(ctx, c.Token, c)
+		if err == nil {
+			log.InfoContext(ctx, "completion reported", "result", answer.Result, "state", answer.State, "event_id", c.EventID)
+			return answer, nil
+		}
+		if !IsTransient(err) {
+			return CompleteResponse{}, err
+		}
+		wait := bo.next()
+		log.WarnContext(ctx, "completion not sent; retrying", "err", err, "try", try, "backoff", wait.String())
+		if !sleep(ctx, wait) {
+			return CompleteResponse{}, fmt.Errorf("complete %s (try %d): %w", c.Ref(), try, err)
+		}
+	}
+}
