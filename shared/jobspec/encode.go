@@ -35,6 +35,7 @@ type (
 		Timeouts       *timeoutsJSON   `json:"timeouts,omitempty"`
 		EvidenceWindow string          `json:"evidence_window"`
 		Overlap        Overlap         `json:"overlap"`
+		Executor       *Executor       `json:"executor,omitempty"`
 		Tasks          []taskJSON      `json:"tasks"`
 		DependsOnJobs  []jobDepJSON    `json:"depends_on_jobs"`
 	}
@@ -65,6 +66,7 @@ type (
 		Publish     bool            `json:"publish"`
 		Pool        string          `json:"pool,omitempty"`
 		Payload     json.RawMessage `json:"payload,omitempty"`
+		Executor    *Executor       `json:"executor,omitempty"`
 		Retry       *retryJSON      `json:"retry,omitempty"`
 		Timeouts    *timeoutsJSON   `json:"timeouts,omitempty"`
 	}
@@ -91,6 +93,10 @@ func (j Job) wire() jobJSON {
 		EvidenceWindow: FormatDuration(j.EvidenceWindow), Overlap: j.Overlap,
 		Tasks: []taskJSON{}, DependsOnJobs: []jobDepJSON{},
 	}
+	if !j.Executor.IsQueue() {
+		e := j.Executor
+		out.Executor = &e
+	}
 	for _, t := range j.TaskDefs {
 		deps := t.DependsOn
 		if deps == nil {
@@ -98,7 +104,7 @@ func (j Job) wire() jobJSON {
 		}
 		out.Tasks = append(out.Tasks, taskJSON{
 			ID: t.ID, DependsOn: deps, TriggerRule: string(t.TriggerRule.Effective()), Publish: t.Publish,
-			Pool: t.Pool, Payload: t.Payload, Retry: t.Retry.wire(), Timeouts: t.Timeouts.wire(),
+			Pool: t.Pool, Payload: t.Payload, Executor: t.Executor, Retry: t.Retry.wire(), Timeouts: t.Timeouts.wire(),
 		})
 	}
 	for _, d := range j.DependsOnJobs {

@@ -100,6 +100,9 @@ type Job struct {
 	Timeouts       Timeouts
 	EvidenceWindow time.Duration
 	Overlap        Overlap
+	// Executor runs the tasks that set none; the zero value is the pool's
+	// queue.
+	Executor Executor
 	// TaskDefs are the tasks as defined, overrides unmerged; see Tasks for
 	// the effective view.
 	TaskDefs      []TaskDef
@@ -116,8 +119,10 @@ type TaskDef struct {
 	Publish     bool
 	Pool        string
 	Payload     json.RawMessage
-	Retry       Retry
-	Timeouts    Timeouts
+	// Executor, when set, replaces the job's executor as a whole.
+	Executor *Executor
+	Retry    Retry
+	Timeouts Timeouts
 }
 
 // Retry is the retry part of a definition. A nil field is not set: at the

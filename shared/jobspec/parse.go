@@ -21,6 +21,9 @@ type Options struct {
 	// Pools are the deployment's worker pools. A job or task naming any
 	// other pool is refused; with no pools every definition is refused.
 	Pools []string
+	// Allowed is what jobs may run outside the queues: an executor naming
+	// anything else is refused.
+	Allowed Allowed
 	// Now is the current time, from the caller's clock: an at schedule
 	// before it is refused, and so is a cron expression that never fires
 	// after it. It must be set.
@@ -86,7 +89,7 @@ type parseMode struct {
 
 var jobFields = []string{
 	"name", "schedule", "pool", "payload", "retry", "timeouts",
-	"evidence_window", "overlap", "tasks", "depends_on_jobs",
+	"evidence_window", "overlap", "executor", "tasks", "depends_on_jobs",
 }
 
 func parse(body []byte, mode parseMode) (Job, *Error) {
@@ -104,7 +107,7 @@ func parse(body []byte, mode parseMode) (Job, *Error) {
 	}
 	var j Job
 	steps := []func(*decoder, map[string]json.RawMessage, *Job, parseMode){
-		readName, readSchedule, readPool, readPayload, readPolicy, readOverlap, readTasks, readJobDeps,
+		readName, readSchedule, readPool, readPayload, readPolicy, readOverlap, readExecutor, readTasks, readJobDeps,
 	}
 	for _, step := range steps {
 		step(d, top, &j, mode)
@@ -321,7 +324,11 @@ func readOverlap(d *decoder, top map[string]json.RawMessage, j *Job, _ parseMode
 	}
 }
 
-var taskFields = []string{"id", "depends_on", "trigger_rule", "publish", "pool", "payload", "retry", "timeouts"}
+var taskFields = []string{"id", "depends_on", "trigger_rule", "publish", "pool", "payload", "executor", "retry", "timeouts"}
+
+func readExecutor(d *decoder, top map[string]json.RawMessage, j *Job, mode parseMode) {
+	j.Executor = d.executor(get(top, "executor"), "executor", mode)
+}
 
 func readTasks(d *decoder, top map[string]json.RawMessage, j *Job, mode parseMode) {
 	var raws []json.RawMessage
@@ -394,6 +401,10 @@ func (d *decoder) task(raw json.RawMessage, field string, mode parseMode) TaskDe
 		d.checkPool(t.Pool, field+".pool", mode)
 	}
 	t.Payload = d.payload(get(m, "payload"), field+".payload")
+	if v := get(m, "executor"); v != nil {
+		e := d.executor(v, field+".executor", mode)
+		t.Executor = &e
+	}
 	t.Retry = d.retry(get(m, "retry"), field+".retry")
 	t.Timeouts = d.timeouts(get(m, "timeouts"), field+".timeouts")
 	if d.err == nil && t.Timeouts.Dependency != nil {

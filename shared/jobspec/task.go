@@ -19,6 +19,8 @@ type Task struct {
 	// Payload is the task's payload override, else the job's (nil if
 	// neither has one). It is what the dispatch envelope carries.
 	Payload json.RawMessage
+	// Executor is the task's executor, else the job's.
+	Executor Executor
 	// Policy is statemodel.DefaultPolicy, then the job's retry, timeouts
 	// and evidence window, then each retry and timeouts field the task sets.
 	// Policy.Random is nil: the scheduler supplies its own source.
@@ -49,6 +51,10 @@ func (j Job) Tasks() []Task {
 		}
 		if t.Payload == nil {
 			t.Payload = j.Payload
+		}
+		t.Executor = j.Executor
+		if d.Executor != nil {
+			t.Executor = *d.Executor
 		}
 		out = append(out, t)
 	}
