@@ -270,7 +270,7 @@ func decide(s Snapshot, e Event, now time.Time, p Policy) (Transition, error) {
 		tr.FreeNext = false
 		tr.Deadline = now.Add(p.Timeouts.Queue)
 		tr.AttemptRecord = &AttemptRecord{
-			N: e.Attempt, TokenHash: e.TokenHash, ExecutorID: e.ExecutorID,
+			N: e.Attempt, TokenHash: e.TokenHash, ExecutorID: e.ExecutorID, Executor: e.Executor,
 			SpendsBudget: spends, QueuedAt: now,
 		}
 

@@ -95,7 +95,8 @@ type Event struct {
 
 	// Worker and executor details.
 	WorkerID      string
-	ExecutorID    string // the executor's id for the attempt (the SQS message id)
+	ExecutorID    string // the executor's id for the attempt (the SQS message id, a Lambda request id, an ECS task ARN)
+	Executor      string // the executor's type on dispatch; "" is the pool's queue
 	TokenHash     string // hash of the new attempt's fencing token (dispatch)
 	ExitCode      *int
 	ErrorCategory string

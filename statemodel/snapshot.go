@@ -30,7 +30,8 @@ func (o AttemptOutcome) Undecided() bool {
 type AttemptRecord struct {
 	N               int
 	TokenHash       string // hash of the fencing token; the token itself is never stored
-	ExecutorID      string // the executor's handle (SQS message id)
+	ExecutorID      string // the executor's handle (SQS message id, Lambda request id, ECS task ARN)
+	Executor        string // the executor's type ("lambda", "ecs"); "" is the pool's queue
 	WorkerID        string // the worker that claimed it; set once
 	SpendsBudget    bool   // false for never-started resubmits
 	QueuedAt        time.Time
@@ -232,7 +233,7 @@ func (a AttemptRecord) Equal(b AttemptRecord) bool {
 	if (a.ExitCode == nil) != (b.ExitCode == nil) || (a.ExitCode != nil && *a.ExitCode != *b.ExitCode) {
 		return false
 	}
-	return a.N == b.N && a.TokenHash == b.TokenHash && a.ExecutorID == b.ExecutorID &&
+	return a.N == b.N && a.TokenHash == b.TokenHash && a.ExecutorID == b.ExecutorID && a.Executor == b.Executor &&
 		a.WorkerID == b.WorkerID && a.SpendsBudget == b.SpendsBudget &&
 		a.QueuedAt.Equal(b.QueuedAt) && a.StartedAt.Equal(b.StartedAt) && a.EndedAt.Equal(b.EndedAt) &&
 		a.LastHeartbeatAt.Equal(b.LastHeartbeatAt) && a.ErrorCategory == b.ErrorCategory &&

@@ -63,6 +63,8 @@ const (
 	attrTokenHash      = "token_hash"
 	attrWorkerID       = "worker_id"
 	attrExecutorID     = "executor_id"
+	attrExecutor       = "executor"
+	attrExecutorSpec   = "executor_spec"
 	attrSpendsBudget   = "spends_budget"
 	attrQueuedAt       = "queued_at"
 	attrStartedAt      = "started_at"
@@ -204,6 +206,7 @@ func attemptRecordItem(a statemodel.AttemptRecord) item {
 		attrN:             num(int64(a.N)),
 		attrTokenHash:     optStr(a.TokenHash),
 		attrExecutorID:    optStr(a.ExecutorID),
+		attrExecutor:      optStr(a.Executor),
 		attrWorkerID:      optStr(a.WorkerID),
 		attrSpendsBudget:  optBool(a.SpendsBudget),
 		attrQueuedAt:      tm(a.QueuedAt),
@@ -223,6 +226,7 @@ func readAttemptRecord(r *reader) statemodel.AttemptRecord {
 		N:               int(r.int(attrN)),
 		TokenHash:       r.str(attrTokenHash),
 		ExecutorID:      r.str(attrExecutorID),
+		Executor:        r.str(attrExecutor),
 		WorkerID:        r.str(attrWorkerID),
 		SpendsBudget:    r.bool(attrSpendsBudget),
 		QueuedAt:        r.time(attrQueuedAt),

@@ -18,10 +18,13 @@ import (
 // Instance is one task instance item: its statemodel snapshot and what the
 // scheduler needs to dispatch it and evaluate its dependencies.
 type Instance struct {
-	Key         InstanceKey
-	Job         string
-	Pool        string
-	Payload     []byte
+	Key     InstanceKey
+	Job     string
+	Pool    string
+	Payload []byte
+	// Executor is the task's executor as jobspec.Executor's JSON; nil is
+	// the pool's queue.
+	Executor    []byte
 	Policy      statemodel.Policy // Random is never stored
 	DependsOn   []string
 	TriggerRule statemodel.TriggerRule
@@ -115,16 +118,17 @@ func instanceItem(inst Instance) item {
 // instanceStatic holds the fields set at creation and never changed.
 func instanceStatic(inst Instance) item {
 	return item{
-		attrKind:        str(kindInstance),
-		attrRun:         str(inst.Key.Run),
-		attrTask:        str(inst.Key.Task),
-		attrJob:         optStr(inst.Job),
-		attrPool:        optStr(inst.Pool),
-		attrPayload:     bin(inst.Payload),
-		attrPolicy:      policyItem(inst.Policy),
-		attrDependsOn:   strList(inst.DependsOn),
-		attrTriggerRule: optStr(string(inst.TriggerRule)),
-		attrPublish:     optBool(inst.Publish),
+		attrKind:         str(kindInstance),
+		attrRun:          str(inst.Key.Run),
+		attrTask:         str(inst.Key.Task),
+		attrJob:          optStr(inst.Job),
+		attrPool:         optStr(inst.Pool),
+		attrPayload:      bin(inst.Payload),
+		attrExecutorSpec: bin(inst.Executor),
+		attrPolicy:       policyItem(inst.Policy),
+		attrDependsOn:    strList(inst.DependsOn),
+		attrTriggerRule:  optStr(string(inst.TriggerRule)),
+		attrPublish:      optBool(inst.Publish),
 	}
 }
 
@@ -150,6 +154,7 @@ func decodeInstance(m map[string]types.AttributeValue) (Instance, error) {
 		Job:         r.str(attrJob),
 		Pool:        r.str(attrPool),
 		Payload:     r.bytes(attrPayload),
+		Executor:    r.bytes(attrExecutorSpec),
 		Policy:      readPolicy(r),
 		DependsOn:   r.strList(attrDependsOn),
 		TriggerRule: statemodel.TriggerRule(r.str(attrTriggerRule)),

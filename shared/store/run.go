@@ -61,9 +61,12 @@ type Run struct {
 
 // NewTask is one task of a new run.
 type NewTask struct {
-	ID          string
-	Pool        string
-	Payload     []byte
+	ID      string
+	Pool    string
+	Payload []byte
+	// Executor is the task's executor (jobspec.Executor's JSON); nil is the
+	// pool's queue.
+	Executor    []byte
 	Policy      statemodel.Policy
 	DependsOn   []string
 	TriggerRule statemodel.TriggerRule
@@ -290,7 +293,7 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 			return RunView{}, op(err)
 		}
 		inst := Instance{
-			Key: key, Job: nr.Job, Pool: t.Pool, Payload: t.Payload, Policy: t.Policy,
+			Key: key, Job: nr.Job, Pool: t.Pool, Payload: t.Payload, Executor: t.Executor, Policy: t.Policy,
 			DependsOn: t.DependsOn, TriggerRule: t.TriggerRule, Publish: t.Publish,
 			Snapshot: snap, History: hist,
 		}

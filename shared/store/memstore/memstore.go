@@ -190,6 +190,7 @@ func listLimit(limit int) int {
 
 func cloneInstance(i store.Instance) store.Instance {
 	i.Payload = slices.Clone(i.Payload)
+	i.Executor = slices.Clone(i.Executor)
 	i.DependsOn = slices.Clone(i.DependsOn)
 	i.Policy.Random = nil
 	i.Snapshot = i.Snapshot.Clone()

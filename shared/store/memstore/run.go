@@ -160,7 +160,7 @@ func newInstance(nr store.NewRun, t store.NewTask, now time.Time) (*instance, er
 		return nil, err
 	}
 	inst := store.Instance{
-		Key: key, Job: nr.Job, Pool: t.Pool, Payload: slices.Clone(t.Payload), Policy: t.Policy,
+		Key: key, Job: nr.Job, Pool: t.Pool, Payload: slices.Clone(t.Payload), Executor: slices.Clone(t.Executor), Policy: t.Policy,
 		DependsOn: slices.Clone(t.DependsOn), TriggerRule: t.TriggerRule, Publish: t.Publish,
 		Snapshot: snap,
 	}

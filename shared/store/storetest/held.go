@@ -89,7 +89,9 @@ func transitionAll(t *testing.T, h *Harness) {
 	v := h.MustCreate(t, NewRun("all", "main"))
 	key := v.Tasks[0].Instance.Key
 	now := h.Clock.Now()
-	res, err := h.Store.TransitionAll(ctx, v.Tasks[0].Instance, []statemodel.Event{Ev(statemodel.EvDepsMet, 0), Dispatch(1)}, now, Policy())
+	dispatch := Dispatch(1)
+	dispatch.Executor = "lambda"
+	res, err := h.Store.TransitionAll(ctx, v.Tasks[0].Instance, []statemodel.Event{Ev(statemodel.EvDepsMet, 0), dispatch}, now, Policy())
 	if err != nil || res.Outcome != statemodel.Applied || res.Stopped || res.Snapshot.State != statemodel.StateQueued {
 		t.Fatalf("deps.met and dispatch: %s %s stopped %t, %v; want applied, QUEUED", res.Outcome, res.Snapshot.State, res.Stopped, err)
 	}
@@ -101,8 +103,10 @@ func transitionAll(t *testing.T, h *Harness) {
 		t.Fatalf("two claims in one sequence: %s stopped %t, %v; want the second rejected", res.Outcome, res.Stopped, err)
 	}
 	stored := h.MustInstance(t, key)
-	if cur, _ := stored.Snapshot.Current(); stored.Snapshot.State != statemodel.StateRunning || cur.WorkerID != "w" {
-		t.Fatalf("stored %s claimed by %q, want RUNNING claimed by w", stored.Snapshot.State, cur.WorkerID)
+	if cur, _ := stored.Snapshot.Current(); stored.Snapshot.State != statemodel.StateRunning || cur.WorkerID != "w" ||
+		cur.Executor != "lambda" || cur.ExecutorID != dispatch.ExecutorID {
+		t.Fatalf("stored %s claimed by %q, executor %q %q; want RUNNING claimed by w, executor lambda %s",
+			stored.Snapshot.State, cur.WorkerID, cur.Executor, cur.ExecutorID, dispatch.ExecutorID)
 	}
 	if _, err := h.Store.TransitionAll(ctx, stored, nil, now, Policy()); !errors.Is(err, store.ErrInvalidInput) {
 		t.Fatalf("no event: %v, want invalid input", err)

@@ -210,6 +210,7 @@ func runs(t *testing.T, h *Harness) {
 	nr.Tasks[1].DependsOn = []string{"extract"}
 	nr.Tasks[2].DependsOn = []string{"load"}
 	nr.Tasks[2].Publish = true
+	nr.Tasks[1].Executor = []byte(`{"type":"lambda","function":"fn"}`)
 	v := h.MustCreate(t, nr)
 	if v.Run.ExecutionState != statemodel.RunQueued || v.Run.PublicationState != statemodel.PublicationPending || v.Run.Version != 1 ||
 		!v.Run.TimerAt.Equal(T0.Add(store.DefaultRunBackstop)) {
@@ -237,6 +238,12 @@ func runs(t *testing.T, h *Harness) {
 	}
 	if read.Tasks[1].Instance.Key.Task != "load" || !slices.Equal(read.Tasks[1].Instance.DependsOn, []string{"extract"}) || !read.Tasks[2].Instance.Publish {
 		t.Fatalf("dag fields lost: %+v", read.Tasks)
+	}
+	if string(read.Tasks[1].Instance.Executor) != `{"type":"lambda","function":"fn"}` || read.Tasks[0].Instance.Executor != nil {
+		t.Fatalf("executors %q and %q, want the second task's only", read.Tasks[0].Instance.Executor, read.Tasks[1].Instance.Executor)
+	}
+	if in, err := h.Store.GetInstance(ctx, read.Tasks[1].Instance.Key); err != nil || string(in.Executor) != string(nr.Tasks[1].Executor) {
+		t.Fatalf("get instance: executor %q (%v)", in.Executor, err)
 	}
 	if _, err := h.Store.ReadRun(ctx, "absent"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("read of a missing run: %v", err)
