@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
@@ -87,7 +88,8 @@ func renderTask(t store.TaskView) protocol.Task {
 			hb = snap.Lease.LastHeartbeatAt
 		}
 		av := protocol.Attempt{
-			N: a.N, State: attemptState(snap, a), WorkerID: a.WorkerID, ExecutorID: a.ExecutorID,
+			N: a.N, State: attemptState(snap, a), WorkerID: a.WorkerID,
+			Executor: jobspec.Executor{Type: a.Executor}.EffectiveType(), ExecutorID: a.ExecutorID,
 			QueuedAt: a.QueuedAt, StartedAt: a.StartedAt, EndedAt: a.EndedAt,
 			LastHeartbeatAt: hb, ExitCode: a.ExitCode, ErrorCategory: a.ErrorCategory,
 			OutputRef: a.OutputRef, SpendsBudget: a.SpendsBudget, LateEvents: []protocol.LateEvent{},

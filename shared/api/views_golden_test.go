@@ -23,7 +23,7 @@ func sampleRunView() store.RunView {
 	a1 := statemodel.AttemptRecord{N: 1, ExecutorID: "msg-1", WorkerID: "w@boot", SpendsBudget: true, QueuedAt: t0,
 		StartedAt: t0.Add(time.Second), EndedAt: t0.Add(2 * time.Second), LastHeartbeatAt: t0.Add(time.Second),
 		ExitCode: &exit, ErrorCategory: "quota_exceeded", Outcome: statemodel.OutcomeFailed, OutputRef: "s3://b/<k>&v"}
-	a2 := statemodel.AttemptRecord{N: 2, ExecutorID: "msg-2", WorkerID: "w@boot", SpendsBudget: true, QueuedAt: t0.Add(3 * time.Second),
+	a2 := statemodel.AttemptRecord{N: 2, Executor: "lambda", ExecutorID: "msg-2", WorkerID: "w@boot", SpendsBudget: true, QueuedAt: t0.Add(3 * time.Second),
 		StartedAt: t0.Add(4 * time.Second), EndedAt: t0.Add(5 * time.Second), Outcome: statemodel.OutcomeSucceeded}
 	done := store.Instance{Key: store.InstanceKey{Run: "run1", Task: "extract"}, Pool: "default", TriggerRule: statemodel.RuleAllSuccess,
 		Snapshot: statemodel.Snapshot{State: statemodel.StateSucceeded, Attempt: 2, Attempts: []statemodel.AttemptRecord{a1, a2}}}

@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -26,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runledger/runledger/shared/api"
+	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
@@ -75,6 +77,11 @@ type Config struct {
 	// DelayQueueURL carries precise short timers ("" leaves timers to the
 	// ticker's scan).
 	DelayQueueURL string
+	// Executors run tasks outside the queues, beside the Parts'; Allowed
+	// is what job definitions may name for them (RUNLEDGER_EXECUTORS_ALLOWED
+	// in AWS, from the CDK props), beside the Parts'.
+	Executors []scheduler.Executor
+	Allowed   jobspec.Allowed
 	// Provision, if set, makes New create the table and queues it names
 	// when they are missing and fill Table, Pools, EventsQueueURL and
 	// DelayQueueURL from them: the local stack provisions, the Lambda
@@ -163,9 +170,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			a.Evidence = append(a.Evidence, p.Evidence(a.Store)...)
 		}
 	}
+	executors, allowed := cfg.executors()
 	a.Service = scheduler.New(a.Store, a.Queue, scheduler.Config{
 		Pools: cfg.Pools, EventsQueueURL: cfg.EventsQueueURL, DelayQueueURL: cfg.DelayQueueURL,
-		Now: cfg.Now, Evidence: a.Evidence, MaxClockSkew: cfg.MaxClockSkew, Metrics: cfg.metrics(), Logger: cfg.Logger,
+		Now: cfg.Now, Evidence: a.Evidence, Executors: executors, Allowed: allowed,
+		MaxClockSkew: cfg.MaxClockSkew, Metrics: cfg.metrics(), Logger: cfg.Logger,
 	})
 	a.Config = cfg
 	return a, nil
@@ -201,7 +210,29 @@ func (c *Config) check() error {
 		}
 		seen[p.Name] = true
 	}
+	types := map[string]bool{}
+	executors, _ := c.executors()
+	for _, ex := range executors {
+		switch t := ex.Type(); {
+		case t != jobspec.ExecutorLambda && t != jobspec.ExecutorECS:
+			return configErrorf("an executor serves type %q, not lambda or ecs", t)
+		case types[t]:
+			return configErrorf("two executors serve type %q", t)
+		default:
+			types[t] = true
+		}
+	}
 	return nil
+}
+
+// executors lists Config's executors and the Parts', and what they allow.
+func (c *Config) executors() ([]scheduler.Executor, jobspec.Allowed) {
+	out, allowed := slices.Clone(c.Executors), c.Allowed
+	for _, p := range c.Parts {
+		out = append(out, p.Executors...)
+		allowed = allowed.Merge(p.Allowed)
+	}
+	return out, allowed
 }
 
 func (c *Config) defaults() {

@@ -18,10 +18,13 @@ import (
 
 	"github.com/runledger/runledger/shared/api"
 	"github.com/runledger/runledger/shared/app"
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/worker"
+	"github.com/runledger/runledger/statemodel"
 )
 
 // sdk builds clients that are never called: New does no I/O without
@@ -117,6 +120,11 @@ func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 		{"negative skew", func(c *app.Config) { c.MaxClockSkew = -time.Second }, "MaxClockSkew -1s is negative"},
 		{"unnamed part", func(c *app.Config) { c.Parts = []app.Part{{}} }, "Parts[0] has no name"},
 		{"two parts of a name", func(c *app.Config) { c.Parts = []app.Part{{Name: "x"}, {Name: "x"}} }, `two parts are named "x"`},
+		{"two executors of a type", func(c *app.Config) {
+			c.Executors = []scheduler.Executor{typed("lambda")}
+			c.Parts = []app.Part{{Name: "x", Executors: []scheduler.Executor{typed("lambda")}}}
+		}, `two executors serve type "lambda"`},
+		{"an executor of no type", func(c *app.Config) { c.Executors = []scheduler.Executor{typed("batch")} }, `serves type "batch"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,6 +220,7 @@ func TestFromEnv(t *testing.T) {
 		"RUNLEDGER_MAX_CLOCK_SKEW":    "5s",
 		"RUNLEDGER_AUTH":              "gateway",
 		"RUNLEDGER_API_KEY":           "k",
+		"RUNLEDGER_EXECUTORS_ALLOWED": `{"lambda_functions": ["fn"], "ecs_clusters": ["main"], "ecs_task_definitions": ["etl"]}`,
 	}
 	with := func(k, v string) func(string) string {
 		return func(key string) string {
@@ -229,6 +238,7 @@ func TestFromEnv(t *testing.T) {
 		Table: "rl-table", Pools: map[string]string{"default": "https://sqs/q1", "gpu": "https://sqs/q2"},
 		EventsQueueURL: "https://sqs/events", DelayQueueURL: "https://sqs/delay",
 		HistoryRetention: 48 * time.Hour, MaxClockSkew: 5 * time.Second, Auth: api.AuthGateway, APIKey: "k",
+		Allowed: jobspec.Allowed{LambdaFunctions: []string{"fn"}, ECSClusters: []string{"main"}, ECSTaskDefinitions: []string{"etl"}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("FromEnv = %+v, want %+v", cfg, want)
@@ -241,6 +251,7 @@ func TestFromEnv(t *testing.T) {
 		{"RUNLEDGER_POOL_QUEUES", `["q"]`, "RUNLEDGER_POOL_QUEUES is not a JSON object"},
 		{"RUNLEDGER_HISTORY_RETENTION", "-1h", `RUNLEDGER_HISTORY_RETENTION "-1h" is not a positive duration`},
 		{"RUNLEDGER_MAX_CLOCK_SKEW", "1us", `RUNLEDGER_MAX_CLOCK_SKEW "1us" is not a duration of at least 1ms`},
+		{"RUNLEDGER_EXECUTORS_ALLOWED", `["fn"]`, "RUNLEDGER_EXECUTORS_ALLOWED is not a JSON object"},
 	} {
 		if _, err := app.FromEnv(with(tc.key, tc.value)); err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s=%q: FromEnv = %v, want an error saying %q", tc.key, tc.value, err, tc.says)
@@ -298,4 +309,16 @@ func TestBootReadsTheEnvironment(t *testing.T) {
 	if _, err := a.HTTP(); err != nil {
 		t.Errorf("HTTP = %v", err)
 	}
+}
+
+// typed is an Executor that only has a type.
+type typed string
+
+func (t typed) Type() string { return string(t) }
+func (typed) Start(context.Context, protocol.Envelope, jobspec.Executor) (string, error) {
+	return "", errors.New("not started")
+}
+func (typed) Stop(context.Context, string, jobspec.Executor) error { return nil }
+func (typed) Check(context.Context, jobspec.Executor, store.Instance, statemodel.AttemptRecord) (scheduler.Evidence, error) {
+	return scheduler.Evidence{Verdict: scheduler.VerdictUnknown}, nil
 }

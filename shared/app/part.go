@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
@@ -28,9 +29,16 @@ type Part struct {
 	// Pools the part serves: under Config.Provision each gets a dispatch
 	// queue and joins the scheduler's pools.
 	Pools []string
-	// Evidence returns the part's evidence providers (an executor's view
-	// of its processes), consulted after the worker leases'.
+	// Evidence returns the part's evidence providers, consulted after the
+	// worker leases' about LOST attempts of the queues.
 	Evidence func(*store.Store) []scheduler.EvidenceProvider
+	// Executors run tasks outside the queues (scheduler.Executor), one per
+	// type across all parts; each is also the evidence provider of the
+	// attempts it started. Allowed is what job definitions may name for
+	// them (the local stack's registry of functions, clusters and task
+	// definitions), added to Config.Allowed.
+	Executors []scheduler.Executor
+	Allowed   jobspec.Allowed
 	// Metrics receives the scheduler's metric lines (CloudWatch embedded
 	// metric format, one JSON object a line) beside Config.Metrics: a
 	// local metrics page counts from them.

@@ -97,8 +97,11 @@ type Attempt struct {
 	N int `json:"n"`
 	// State is the instance's state while this is the current unfinished
 	// attempt, else the attempt's outcome (SUCCEEDED, FAILED, ...).
-	State           string    `json:"state"`
-	WorkerID        string    `json:"worker_id" null:"zero"`
+	State    string `json:"state"`
+	WorkerID string `json:"worker_id" null:"zero"`
+	// Executor is the type of executor that started the attempt ("queue",
+	// "lambda", "ecs"); ExecutorID is its id for it.
+	Executor        string    `json:"executor"`
 	ExecutorID      string    `json:"executor_id" null:"zero"`
 	QueuedAt        time.Time `json:"queued_at"`
 	StartedAt       time.Time `json:"started_at"`

@@ -54,8 +54,8 @@ func TestViewNulls(t *testing.T) {
 		view any
 		want string
 	}{
-		{protocol.Attempt{N: 1, State: "QUEUED", LateEvents: []protocol.LateEvent{}},
-			`{"n":1,"state":"QUEUED","worker_id":null,"executor_id":null,"queued_at":null,"started_at":null,"ended_at":null,` +
+		{protocol.Attempt{N: 1, State: "QUEUED", Executor: "queue", LateEvents: []protocol.LateEvent{}},
+			`{"n":1,"state":"QUEUED","worker_id":null,"executor":"queue","executor_id":null,"queued_at":null,"started_at":null,"ended_at":null,` +
 				`"last_heartbeat_at":null,"exit_code":null,"error_category":null,"spends_budget":false,"late_events":[],` +
 				`"late_events_dropped":0,"metrics":{"queue_wait_ms":null,"run_ms":null}}`},
 		{protocol.LateEvent{EventID: "e", Event: "attempt.succeeded", Actor: "worker", ObservedAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.FixedZone("", 3600))},

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/store"
@@ -47,6 +48,11 @@ type pendingDispatch struct {
 	url    string
 	hash   string
 	entry  queue.Entry
+	// ex, spec and env: an attempt started by an Executor instead of a
+	// send to url.
+	ex   Executor
+	spec jobspec.Executor
+	env  protocol.Envelope
 }
 
 // dispatchAll sends the next attempt of each effect's instance and records
@@ -79,6 +85,10 @@ func (s *Service) dispatchAll(ctx context.Context, effs []effect) []dispatched {
 			continue
 		}
 		pending[i] = p
+		if p.ex != nil {
+			outs[i] = s.startAttempt(ctx, p)
+			continue
+		}
 		byURL[p.url] = append(byURL[p.url], i)
 	}
 	for url, idx := range byURL {
@@ -100,6 +110,21 @@ func (s *Service) dispatchAll(ctx context.Context, effs []effect) []dispatched {
 		}
 	}
 	return outs
+}
+
+// startAttempt starts a prepared attempt through its executor and records
+// it; a Start error is a failed dispatch, as a failed send is.
+func (s *Service) startAttempt(ctx context.Context, p *pendingDispatch) dispatched {
+	id, err := p.ex.Start(ctx, p.env, p.spec)
+	if err == nil && id == "" {
+		err = errors.New("the executor returned no id")
+	}
+	if err != nil {
+		var out dispatched
+		out.inst, out.more, out.err = s.undispatchable(ctx, p.inst, p.events, p.n, fmt.Errorf("start on %s: %w", p.spec, err))
+		return out
+	}
+	return s.recordDispatch(ctx, p, id)
 }
 
 // prepareDispatch builds the envelope of e's next attempt; nil with the
@@ -124,11 +149,20 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 		out.inst, out.more, out.err = s.undispatchable(ctx, inst, p.events, p.n, cause)
 		return nil, out
 	}
-	url, ok := s.cfg.Pools[inst.Pool]
-	if !ok {
-		return fail(fmt.Errorf("pool %q has no queue", inst.Pool))
+	spec, err := instanceExecutor(inst)
+	if err != nil {
+		return fail(err)
 	}
-	p.url = url
+	if spec.IsQueue() {
+		url, ok := s.cfg.Pools[inst.Pool]
+		if !ok {
+			return fail(fmt.Errorf("pool %q has no queue", inst.Pool))
+		}
+		p.url = url
+	} else if p.ex, err = s.executorFor(spec); err != nil {
+		return fail(err)
+	}
+	p.spec = spec
 	run := store.Run{}
 	if e.run != nil {
 		run = *e.run
@@ -144,6 +178,10 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 		return nil, dispatched{inst: inst, err: err}
 	}
 	p.hash = hash
+	if p.ex != nil {
+		p.env = envelopeOf(inst, run, p.n, token, s.now())
+		return p, dispatched{}
+	}
 	body, attrs, err := envelopeMessage(inst, run, p.n, token, s.now())
 	if err != nil {
 		return fail(err)
@@ -153,14 +191,20 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 }
 
 // recordDispatch writes a sent dispatch: its verdict, if any, and
-// dispatch.accepted, as one conditional write.
+// dispatch.accepted, as one conditional write. msgID is the SQS message id,
+// or the executor's id for an attempt an Executor started.
 func (s *Service) recordDispatch(ctx context.Context, p *pendingDispatch, msgID string) dispatched {
 	key, n := p.inst.Key, p.n
-	events := append(p.events, statemodel.Event{
+	accepted := statemodel.Event{
 		ID: fmt.Sprintf("dispatch:%d", n), Type: statemodel.EvDispatched, Actor: statemodel.ActorExecutor,
 		Attempt: n, TokenHash: p.hash, ExecutorID: msgID,
 		Evidence: map[string]string{"message_id": msgID, "queue": p.url},
-	})
+	}
+	if p.ex != nil {
+		accepted.Executor = p.spec.Type
+		accepted.Evidence = map[string]string{"executor": p.spec.Type, "executor_id": msgID}
+	}
+	events := append(p.events, accepted)
 	res, err := s.store.TransitionAll(ctx, p.inst, events, s.now(), s.policy())
 	if err != nil {
 		return dispatched{inst: p.inst, err: fmt.Errorf("dispatch %s#%d: record: %w", key, n, err)}

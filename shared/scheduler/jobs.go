@@ -25,7 +25,7 @@ func (s *Service) PoolNames() []string {
 
 // ParseOptions are the options a definition is validated against now.
 func (s *Service) ParseOptions() jobspec.Options {
-	return jobspec.Options{Pools: s.PoolNames(), Now: s.now()}
+	return jobspec.Options{Pools: s.PoolNames(), Allowed: s.cfg.Allowed, Now: s.now()}
 }
 
 // CreateJob stores a new job with its first fire time.
@@ -129,7 +129,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 	}
 	for _, t := range j.Tasks() {
 		nr.Tasks = append(nr.Tasks, store.NewTask{
-			ID: t.ID, Pool: t.Pool, Payload: t.Payload, Policy: t.Policy,
+			ID: t.ID, Pool: t.Pool, Payload: t.Payload, Executor: executorJSON(t.Executor), Policy: t.Policy,
 			DependsOn: t.DependsOn, TriggerRule: t.Rule, Publish: t.Publish,
 			// A task with nothing to wait for is created SCHEDULED: its
 			// dependency verdict is part of the run's creating write.
@@ -173,6 +173,16 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		view.Tasks[i].Attempts = store.MergeAttempts(t.Attempts, written.Snapshot.Attempts)
 	}
 	return view, true, nil
+}
+
+// executorJSON is how an instance keeps its task's executor: nil for the
+// pool's queue, so queue tasks' items carry nothing more.
+func executorJSON(e jobspec.Executor) []byte {
+	if e.IsQueue() {
+		return nil
+	}
+	b, _ := wire.Marshal(e) // plain strings: cannot fail
+	return b
 }
 
 // fireJob materialises the slot of a cron, rate or one-off job due at at,

@@ -110,13 +110,20 @@ func (s *Service) reconcileInstance(ctx context.Context, key store.InstanceKey) 
 	s.follow(ctx, res)
 	if res.Outcome == statemodel.Applied && res.Snapshot.State == statemodel.StateLost {
 		inst = res.Instance
+		if ev.Type == statemodel.EvCancelTimeout {
+			// The work did not stop on its own: ask its executor to.
+			if cur, ok := inst.Snapshot.Current(); ok {
+				s.stopAttempt(ctx, inst, cur)
+			}
+		}
 		return s.resolveLost(ctx, inst) // a restarted worker need not wait out the window
 	}
 	return nil
 }
 
 // resolveLost asks the evidence providers about a LOST instance's current
-// attempt. The first decisive verdict resolves it; with none, the evidence
+// attempt (its executor's, for an attempt an Executor started; else the
+// configured ones). The first decisive verdict resolves it; with none, the evidence
 // window's end lets the retry policy decide with error category lost.
 //
 // Fencing by time: unless a verdict proves the attempt's process gone (or
@@ -135,7 +142,7 @@ func (s *Service) resolveLost(ctx context.Context, inst store.Instance) error {
 	fenceEnd := snap.Lease.ExpiresAt.Add(s.cfg.MaxClockSkew)
 	var recheck time.Time // when a verdict held back by the fence may count
 	var ev statemodel.Event
-	for _, p := range s.cfg.Evidence {
+	for _, p := range s.evidenceFor(inst, cur) {
 		found, err := p.Check(ctx, inst, cur)
 		if err != nil {
 			s.log.WarnContext(ctx, "evidence provider", "provider", p.Name(), "run_id", inst.Key.Run, "task", inst.Key.Task, "error", err.Error())

@@ -23,6 +23,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/tableschema"
@@ -54,8 +55,16 @@ type Config struct {
 	// ClaimWait bounds how long a claim waits for the dispatch write that
 	// follows the send of its envelope (default 3 s).
 	ClaimWait time.Duration
-	// Evidence providers consulted for LOST instances, in order.
+	// Evidence providers consulted for LOST instances of queue attempts,
+	// in order (an attempt started by an Executor asks that executor).
 	Evidence []EvidenceProvider
+	// Executors run the tasks whose executor is not the pool's queue, one
+	// per type (see Executor).
+	Executors []Executor
+	// Allowed is what job definitions may name outside the queues (the
+	// Lambda functions, ECS clusters and task definitions this deployment
+	// may start); definitions naming anything else are refused.
+	Allowed jobspec.Allowed
 	// MaxClockSkew bounds how far a worker's clock may be from the
 	// scheduler's (default DefaultMaxClockSkew): a silent attempt is
 	// retried only after its lease's end plus this, unless evidence proves
@@ -88,6 +97,9 @@ type Service struct {
 	// starts at shard count mod tableschema.TimerShards.
 	tickShard, reconcileShard atomic.Uint32
 
+	// executors are Config.Executors by type.
+	executors map[string]Executor
+
 	// deps caches the dependency edges read per job (dependentJobs).
 	depsMu sync.Mutex
 	deps   map[string]dependentsEntry
@@ -116,7 +128,11 @@ func New(st Store, q Queue, cfg Config) *Service {
 	if cfg.MaxClockSkew == 0 {
 		cfg.MaxClockSkew = DefaultMaxClockSkew
 	}
-	svc := &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0)}
+	svc := &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
+		executors: map[string]Executor{}}
+	for _, ex := range cfg.Executors {
+		svc.executors[ex.Type()] = ex
+	}
 	// Instances started together (Lambda cold starts) need not all begin
 	// at the same shard.
 	svc.tickShard.Store(uint32(cfg.Random() * tableschema.TimerShards))

@@ -1,0 +1,140 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// Executor runs the attempts of tasks whose `executor` is not the pool's
+// queue (docs/api.md, "Executors"): a Lambda function, an ECS task. One
+// Executor serves one type; Config.Executors registers them, and the
+// scheduler calls them from the same code paths for every type:
+//
+//   - Dispatch: an instance whose task names the executor's type goes
+//     SCHEDULED -> QUEUED through Start instead of an SQS send. Start gets
+//     attempt n's envelope (token included) and the task's executor as the
+//     definition gave it, and must return once the executor has accepted
+//     the attempt (Lambda: the Invoke answered 202; ECS: RunTask returned
+//     the task), with the executor's id for it: the scheduler records the
+//     type and that id on the attempt, in the write that records
+//     dispatch.accepted, and the attempt view shows them. An error is a
+//     failed dispatch, handled as a failed SQS send: the instance stays
+//     SCHEDULED and its timer tries again (a new attempt number, a new
+//     token) until the queue timeout since it became SCHEDULED, then it
+//     fails with category dispatch_failed and the error as its reason.
+//     Start must not retry on its own beyond what its SDK does, and must
+//     honour ctx. If Start succeeded but the write after it fails, the
+//     started work holds a token no attempt record matches: its claim is
+//     refused (401) and it must exit without running the payload.
+//   - The work itself claims, heartbeats and completes through the worker
+//     routes with the envelope's run, task, attempt and token (the claim
+//     answer carries the whole envelope, so a process started with only
+//     those can fetch its payload). The executor reports nothing itself
+//     on the normal path.
+//   - Evidence: when the attempt is LOST, the reconciler asks Check of
+//     the attempt's executor, and only it (the worker leases are asked
+//     about queue attempts only). Check reads the executor's own view of
+//     the work named by a.ExecutorID (ECS: DescribeTasks) and answers a
+//     Verdict: VerdictFailed (with ErrorCategory, and a detail such as the
+//     exit code) or VerdictSucceeded when the executor saw the work end;
+//     VerdictRunning while it still runs; VerdictUnknown when it cannot
+//     tell (then the lease, the max clock skew and the evidence window
+//     decide). An error is logged and counts as unknown. Evidence that
+//     arrives by itself (Lambda's on-failure destination) goes through
+//     Service.ExecutorFailed instead.
+//   - Cancel: when a cancel of a running attempt reaches its cancel
+//     timeout (CANCELLING -> LOST with cancel requested), the scheduler
+//     calls Stop with the attempt's executor id, once per timeout, best
+//     effort: an error is logged, and the reconciler resolves the LOST
+//     attempt from evidence as usual. An executor that cannot stop its work
+//     (Lambda) returns nil.
+//
+// Every method may be called concurrently and must be safe for it.
+type Executor interface {
+	// Type is the executor type this serves: jobspec.ExecutorLambda or
+	// jobspec.ExecutorECS.
+	Type() string
+	// Start starts attempt env.Attempt of env.Run/env.Task and returns the
+	// executor's id for it.
+	Start(ctx context.Context, env protocol.Envelope, spec jobspec.Executor) (executorID string, err error)
+	// Stop asks the executor to stop the work it started as executorID.
+	Stop(ctx context.Context, executorID string, spec jobspec.Executor) error
+	// Check tells what the executor knows of a LOST attempt it started.
+	Check(ctx context.Context, spec jobspec.Executor, inst store.Instance, a statemodel.AttemptRecord) (Evidence, error)
+}
+
+// instanceExecutor is the executor an instance's task names.
+func instanceExecutor(inst store.Instance) (jobspec.Executor, error) {
+	e, err := jobspec.ParseExecutor(inst.Executor)
+	if err != nil {
+		return jobspec.Executor{}, fmt.Errorf("executor of %s: %w", inst.Key, err)
+	}
+	return e, nil
+}
+
+// executorFor is the registered executor of spec's type.
+func (s *Service) executorFor(spec jobspec.Executor) (Executor, error) {
+	ex, ok := s.executors[spec.Type]
+	if !ok {
+		return nil, fmt.Errorf("no %s executor is configured in this deployment", spec.Type)
+	}
+	return ex, nil
+}
+
+// executorEvidence asks an attempt's executor, as an EvidenceProvider.
+type executorEvidence struct {
+	ex   Executor
+	spec jobspec.Executor
+}
+
+func (e executorEvidence) Name() string { return e.ex.Type() }
+
+func (e executorEvidence) Check(ctx context.Context, inst store.Instance, a statemodel.AttemptRecord) (Evidence, error) {
+	return e.ex.Check(ctx, e.spec, inst, a)
+}
+
+// evidenceFor lists the providers to ask about attempt a: its executor's
+// for an attempt started outside the queues, else the configured ones
+// (the worker leases first).
+func (s *Service) evidenceFor(inst store.Instance, a statemodel.AttemptRecord) []EvidenceProvider {
+	if a.Executor == "" || a.Executor == jobspec.ExecutorQueue {
+		return s.cfg.Evidence
+	}
+	spec, err := instanceExecutor(inst)
+	if err != nil {
+		return nil
+	}
+	ex, err := s.executorFor(spec)
+	if err != nil {
+		return nil
+	}
+	return []EvidenceProvider{executorEvidence{ex: ex, spec: spec}}
+}
+
+// stopAttempt asks a's executor to stop it (a cancel reached its timeout).
+// Queue attempts have nothing to stop: their worker learns of the cancel
+// from its heartbeat's answer.
+func (s *Service) stopAttempt(ctx context.Context, inst store.Instance, a statemodel.AttemptRecord) {
+	if a.Executor == "" || a.Executor == jobspec.ExecutorQueue || a.ExecutorID == "" {
+		return
+	}
+	spec, err := instanceExecutor(inst)
+	if err == nil {
+		var ex Executor
+		if ex, err = s.executorFor(spec); err == nil {
+			err = ex.Stop(ctx, a.ExecutorID, spec)
+		}
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "stop attempt", "run_id", inst.Key.Run, "task", inst.Key.Task, "attempt", a.N,
+			"executor", a.Executor, "executor_id", a.ExecutorID, "error", err.Error())
+		return
+	}
+	s.log.InfoContext(ctx, "attempt stopped", "run_id", inst.Key.Run, "task", inst.Key.Task, "attempt", a.N,
+		"executor", a.Executor, "executor_id", a.ExecutorID)
+}

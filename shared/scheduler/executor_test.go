@@ -1,0 +1,209 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/store/memstore"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// executorDouble is an Executor of type lambda that records what the
+// scheduler asks of it.
+type executorDouble struct {
+	mu       sync.Mutex
+	started  []protocol.Envelope
+	specs    []jobspec.Executor
+	stopped  []string
+	startErr error
+	verdict  scheduler.Verdict
+	checked  int
+}
+
+func (e *executorDouble) Type() string { return jobspec.ExecutorLambda }
+
+func (e *executorDouble) Start(_ context.Context, env protocol.Envelope, spec jobspec.Executor) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.startErr != nil {
+		return "", e.startErr
+	}
+	e.started = append(e.started, env)
+	e.specs = append(e.specs, spec)
+	return fmt.Sprintf("inv-%d", len(e.started)), nil
+}
+
+func (e *executorDouble) Stop(_ context.Context, id string, _ jobspec.Executor) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopped = append(e.stopped, id)
+	return nil
+}
+
+func (e *executorDouble) Check(_ context.Context, _ jobspec.Executor, _ store.Instance, a statemodel.AttemptRecord) (scheduler.Evidence, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.checked++
+	v := e.verdict
+	if v == "" {
+		v = scheduler.VerdictUnknown
+	}
+	return scheduler.Evidence{Verdict: v, ErrorCategory: "invocation_failed", Detail: map[string]string{"executor_id": a.ExecutorID}}, nil
+}
+
+func (e *executorDouble) last(t *testing.T) protocol.Envelope {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.started) == 0 {
+		t.Fatal("the executor started nothing")
+	}
+	return e.started[len(e.started)-1]
+}
+
+// executorFixture is the in-memory fixture with the double registered and
+// the function "fn" allowed.
+func executorFixture(t *testing.T) (*fixture, *executorDouble) {
+	t.Helper()
+	c := newClock()
+	q := newMemQueue()
+	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
+	st := memstore.New(memstore.WithClock(c.Now))
+	ev := &evidenceDouble{}
+	ev.verdict.Store(scheduler.VerdictSucceeded) // would win if it were asked
+	ex := &executorDouble{}
+	svc := scheduler.New(st, q, scheduler.Config{
+		Pools: map[string]string{"default": pool}, Now: c.Now, Evidence: []scheduler.EvidenceProvider{ev},
+		Executors: []scheduler.Executor{ex}, Allowed: jobspec.Allowed{LambdaFunctions: []string{"fn"}},
+	})
+	return &fixture{svc: svc, st: st, q: q, pool: pool, clock: c, ev: ev}, ex
+}
+
+const lambdaJob = `{"name":"j","executor":{"type":"lambda","function":"fn"},"timeouts":{"heartbeat":"10s","queue":"1m","cancel":"30s"},` +
+	`"evidence_window":"1m","retry":{"max_attempts":3,"initial_interval":"1s","jitter":"none"}}`
+
+func (f *fixture) triggerJob(t *testing.T, spec string) string {
+	t.Helper()
+	ctx := context.Background()
+	j, err := jobspec.Parse([]byte(spec), f.svc.ParseOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: j.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Run.ID
+}
+
+// A task whose executor is lambda is started by the executor, not sent to
+// the pool's queue; the attempt records the executor and its id, and the
+// envelope Start got is the one a claim accepts.
+func TestExecutorStartsInsteadOfTheQueue(t *testing.T) {
+	f, ex := executorFixture(t)
+	run := f.triggerJob(t, lambdaJob)
+	env := ex.last(t)
+	if env.Run != run || env.Task != "main" || env.Attempt != 1 || env.Token == "" || env.Job != "j" {
+		t.Fatalf("envelope %+v", env)
+	}
+	if s := ex.specs[0]; s.Type != "lambda" || s.Function != "fn" {
+		t.Fatalf("spec %+v", ex.specs[0])
+	}
+	msgs, err := f.q.Receive(context.Background(), f.pool, queue.ReceiveOptions{MaxMessages: 1})
+	if err != nil || len(msgs) != 0 {
+		t.Fatalf("the pool's queue got %d messages (%v), want none", len(msgs), err)
+	}
+	inst := f.instance(t, run)
+	cur, _ := inst.Snapshot.Current()
+	if inst.Snapshot.State != statemodel.StateQueued || cur.Executor != "lambda" || cur.ExecutorID != "inv-1" {
+		t.Fatalf("%s with attempt %+v, want QUEUED by lambda inv-1", inst.Snapshot.State, cur)
+	}
+	if _, err := f.svc.Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
+		t.Fatalf("claim with the started envelope: %v", err)
+	}
+}
+
+// A Start error is a failed dispatch: the instance waits SCHEDULED, and
+// past the queue timeout it fails with the error as its reason.
+func TestExecutorStartErrorIsAFailedDispatch(t *testing.T) {
+	f, ex := executorFixture(t)
+	ex.startErr = errors.New("TooManyRequestsException: rate exceeded")
+	run := f.triggerJob(t, lambdaJob)
+	if s := f.instance(t, run).Snapshot.State; s != statemodel.StateScheduled {
+		t.Fatalf("state %s after a failed start, want SCHEDULED", s)
+	}
+	f.clock.Advance(61 * time.Second)
+	if _, err := f.svc.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	inst := f.instance(t, run)
+	h, err := store.FullHistory(context.Background(), f.st, inst.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := h[len(h)-1]
+	if inst.Snapshot.State != statemodel.StateFailed || last.Event != statemodel.EvDispatchFailed || !strings.Contains(last.Reason, "rate exceeded") {
+		t.Fatalf("state %s, last %s %q; want FAILED by dispatch_failed naming the error", inst.Snapshot.State, last.Event, last.Reason)
+	}
+}
+
+// A LOST attempt started by an executor is judged by that executor's
+// evidence only: the configured providers (which would say succeeded) are
+// not asked.
+func TestExecutorEvidenceIsChosenByTheAttempt(t *testing.T) {
+	f, ex := executorFixture(t)
+	ex.verdict = scheduler.VerdictFailed
+	run := f.triggerJob(t, lambdaJob)
+	env := ex.last(t)
+	if _, err := f.svc.Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
+		t.Fatal(err)
+	}
+	f.lose(t)
+	snap := f.instance(t, run).Snapshot
+	a1, _ := snap.AttemptN(1)
+	if snap.State != statemodel.StateUpForRetry || a1.ErrorCategory != "invocation_failed" || ex.checked == 0 || f.ev.asked.Load() != 0 {
+		t.Fatalf("state %s, attempt 1 %q, executor asked %d, queue evidence asked %d; want UP_FOR_RETRY from the executor's evidence alone",
+			snap.State, a1.ErrorCategory, ex.checked, f.ev.asked.Load())
+	}
+}
+
+// A cancel that reaches its timeout asks the attempt's executor to stop
+// the work, with the attempt's executor id.
+func TestCancelTimeoutStopsTheExecutorsWork(t *testing.T) {
+	f, ex := executorFixture(t)
+	run := f.triggerJob(t, lambdaJob)
+	env := ex.last(t)
+	ctx := context.Background()
+	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.CancelRun(ctx, run, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Heartbeat(ctx, refOf(env), env.Token, "hb-1"); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.instance(t, run).Snapshot.State; s != statemodel.StateCancelling || len(ex.stopped) != 0 {
+		t.Fatalf("state %s, stopped %v; want CANCELLING and nothing stopped yet", s, ex.stopped)
+	}
+	f.clock.Advance(31 * time.Second)
+	if _, err := f.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(ex.stopped) != 1 || ex.stopped[0] != "inv-1" {
+		t.Fatalf("stopped %v, want [inv-1]", ex.stopped)
+	}
+}
