@@ -23,6 +23,24 @@ type Store interface {
 	Timers
 	Jobs
 	WorkerLeases
+	Backfills
+}
+
+// Backfills keeps backfills: the slots of a range still to release, the
+// runs released and not ended, and what became of the others. Releasing a
+// slot is CreateRun with NewRun.Release, in the run's creating write.
+type Backfills interface {
+	// CreateBackfill writes a new backfill (store.CheckNewBackfill).
+	CreateBackfill(ctx context.Context, b store.Backfill) (store.Backfill, error)
+	GetBackfill(ctx context.Context, id string) (store.Backfill, error)
+	// ListBackfills lists a job's backfills newest first; callers page
+	// until the token is "".
+	ListBackfills(ctx context.Context, job string, limit int, token string) ([]store.Backfill, string, error)
+	// UpdateBackfill stores what b holds now with a compare-and-set on
+	// b.Version (store.ErrVersionConflict when another write won).
+	UpdateBackfill(ctx context.Context, b store.Backfill) (store.Backfill, error)
+	// TakenSlots reports which of a job's slots hold a run, in order.
+	TakenSlots(ctx context.Context, job string, slots []time.Time) ([]bool, error)
 }
 
 // Runs creates runs, reads them whole, stores their derived state, and

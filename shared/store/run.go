@@ -95,7 +95,18 @@ type NewRun struct {
 	BackfillID  string // trigger backfill only
 	// ClaimSlot claims JOB#<job>/SLOT#<LogicalTime> in the same
 	// transaction (cron and one-off runs): one slot never yields two runs.
-	ClaimSlot   bool
+	ClaimSlot bool
+	// MarkSlot marks JOB#<job>/SLOT#<LogicalTime> as having a run without
+	// claiming it (a manual run with an explicit logical time): the mark
+	// keeps the first run that took the slot and refuses nothing, so
+	// another manual run of that time is created, and a later claim of the
+	// slot (schedule, catch-up, backfill) finds it taken.
+	MarkSlot bool
+	// Release is the backfill as held when the run is its oldest pending
+	// slot: the backfill's write (the slot out of Pending, the run into
+	// Active) rides in the run's creating write, conditioned on the
+	// backfill's version (ErrVersionConflict when it changed).
+	Release     *Backfill
 	Idempotency *Idempotency
 	// TimerAt is the run's first backstop; zero means now + the store's
 	// run backstop.
@@ -191,8 +202,18 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		return RunView{}, op(fmt.Errorf("%w: a run needs at least one task", ErrInvalidInput))
 	case len(nr.Tasks) > MaxTasksPerRun:
 		return RunView{}, op(fmt.Errorf("%w: %d tasks, at most %d", ErrTooManyTasks, len(nr.Tasks), MaxTasksPerRun))
-	case nr.ClaimSlot && nr.LogicalTime.IsZero():
+	case (nr.ClaimSlot || nr.MarkSlot) && nr.LogicalTime.IsZero():
 		return RunView{}, op(fmt.Errorf("%w: a slot claim needs a logical time", ErrInvalidInput))
+	case nr.ClaimSlot && nr.MarkSlot:
+		return RunView{}, op(fmt.Errorf("%w: a run claims its slot or marks it, not both", ErrInvalidInput))
+	}
+	var released Backfill
+	if nr.Release != nil {
+		b, err := CheckRelease(nr)
+		if err != nil {
+			return RunView{}, op(err)
+		}
+		released = b
 	}
 	if nr.Idempotency != nil {
 		if err := checkTail("idempotency key", nr.Idempotency.Key, idemSK(nr.Idempotency.Key), MaxSortKeyBytes); err != nil {
@@ -256,7 +277,45 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 	if err := put("run pointer "+nr.ID, pointerItem(run), notExists, pkName, nil, false); err != nil {
 		return RunView{}, op(err)
 	}
-	slotAt, idemAt := -1, -1
+	slotAt, idemAt, releaseAt := -1, -1, -1
+	if nr.MarkSlot {
+		// No condition: the mark never refuses a run; if_not_exists keeps
+		// the run that took the slot first.
+		e := newExpr()
+		upd := "SET " + e.n(attrKind) + " = " + e.v("kind", str(kindSlot)) +
+			", " + e.n(attrJob) + " = " + e.v("job", str(nr.Job)) +
+			", " + e.n(attrLogicalTime) + " = " + e.v("logical_time", tm(nr.LogicalTime)) +
+			", " + e.n(attrRunID) + " = if_not_exists(" + e.n(attrRunID) + ", " + e.v("run", str(nr.ID)) + ")" +
+			", " + e.n(attrCreatedAt) + " = if_not_exists(" + e.n(attrCreatedAt) + ", " + e.v("now", tm(now)) + ")"
+		actions = append(actions, types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(s.table), Key: keyOf(jobPK(nr.Job), slotSK(nr.LogicalTime)),
+			UpdateExpression: aws.String(upd), ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		}})
+		sizes = append(sizes, itemSize(item{
+			tableschema.PK: str(jobPK(nr.Job)), tableschema.SK: str(slotSK(nr.LogicalTime)),
+			attrKind: str(kindSlot), attrJob: str(nr.Job), attrRunID: str(nr.ID),
+			attrLogicalTime: tm(nr.LogicalTime), attrCreatedAt: tm(now),
+		}.present()))
+		labels = append(labels, "slot mark "+formatTime(nr.LogicalTime))
+	}
+	if nr.Release != nil {
+		// The backfill's release, conditioned on the version held: a
+		// release decided from a stale copy (another release, a settle, a
+		// cancel) fails whole, so max_active holds and a slot leaves
+		// Pending once.
+		releaseAt = len(actions)
+		next := NextBackfill(released, stamp, s.backstop)
+		e := newExpr()
+		actions = append(actions, types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(s.table), Key: keyOf(backfillPK(released.ID), skBackfill),
+			UpdateExpression:         aws.String(e.update(backfillStateItem(next))),
+			ConditionExpression:      aws.String(e.n(attrVersion) + " = " + e.v("expected_version", num(nr.Release.Version))),
+			ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		}})
+		n := itemSize(backfillItem(next).present())
+		sizes = append(sizes, n)
+		labels = append(labels, "backfill "+released.ID)
+	}
 	if nr.ClaimSlot {
 		slotAt = len(actions)
 		it := item{
@@ -322,6 +381,9 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 	reasons := cancellation(err)
 	if reasons == nil {
 		return RunView{}, op(translate(err))
+	}
+	if conditionFailed(reasons, releaseAt) {
+		return RunView{}, op(fmt.Errorf("%w: backfill %s changed since version %d", ErrVersionConflict, nr.Release.ID, nr.Release.Version))
 	}
 	if conditionFailed(reasons, idemAt) {
 		ex, err := s.existingRun(ctx, nr.Job, idemSK(nr.Idempotency.Key), reasons[idemAt].Item)

@@ -24,6 +24,9 @@ const (
 	// TimerOfInstance: a task instance's state timer (Run and Task are
 	// set; Kind says which statemodel timer).
 	TimerOfInstance ItemKind = "instance"
+	// TimerOfBackfill: an unfinished backfill's backstop (Backfill and
+	// Job are set).
+	TimerOfBackfill ItemKind = "backfill"
 )
 
 // DueTimer is one entry of the timers index whose time has come.
@@ -32,7 +35,9 @@ type DueTimer struct {
 	Job  string
 	Run  string
 	Task string
-	At   time.Time
+	// Backfill is the backfill of a backfill timer.
+	Backfill string
+	At       time.Time
 	// Kind is the timer's purpose: a statemodel.TimerKind for instances,
 	// "job_fire" or "run_backstop" otherwise.
 	Kind string
@@ -153,6 +158,8 @@ func (s *Store) ListDueTimers(ctx context.Context, shard int, now time.Time, lim
 			d.Item, d.Job = TimerOfJob, strings.TrimPrefix(pk, prefixJob)
 		case strings.HasPrefix(pk, prefixRun) && sk == skRun:
 			d.Item, d.Run, d.Job = TimerOfRun, strings.TrimPrefix(pk, prefixRun), r.str(attrJob)
+		case strings.HasPrefix(pk, prefixBackfill) && sk == skBackfill:
+			d.Item, d.Backfill, d.Job = TimerOfBackfill, strings.TrimPrefix(pk, prefixBackfill), r.str(attrJob)
 		case strings.HasPrefix(pk, prefixRun) && strings.HasPrefix(sk, prefixTask):
 			d.Item, d.Run, d.Task, d.Job = TimerOfInstance, strings.TrimPrefix(pk, prefixRun), strings.TrimPrefix(sk, prefixTask), r.str(attrJob)
 		default:

@@ -47,6 +47,7 @@ type Store struct {
 	slots     map[claimKey]string // job, logical time -> run id
 	idem      map[claimKey]idemClaim
 	leases    map[string]store.WorkerLease
+	backfills map[string]store.Backfill
 }
 
 // instance is an instance with everything kept beside it: its history, the
@@ -85,7 +86,7 @@ func New(opts ...Option) *Store {
 		runs: map[string]store.Run{}, runsOfJob: map[string][]string{}, tasks: map[string][]string{},
 		instances: map[store.InstanceKey]*instance{},
 		slots:     map[claimKey]string{}, idem: map[claimKey]idemClaim{},
-		leases: map[string]store.WorkerLease{},
+		leases: map[string]store.WorkerLease{}, backfills: map[string]store.Backfill{},
 	}
 	for _, o := range opts {
 		o(s)

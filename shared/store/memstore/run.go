@@ -27,6 +27,10 @@ func (s *Store) CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (
 	}
 	defer s.mu.Unlock()
 	stamp := s.clock()
+	released, err := s.releasable(nr)
+	if err != nil {
+		return store.RunView{}, op(err)
+	}
 	if err := s.claimable(nr, stamp); err != nil {
 		return store.RunView{}, op(err)
 	}
@@ -65,7 +69,14 @@ func (s *Store) CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (
 	s.tasks[run.ID] = ids
 	slices.SortFunc(view.Tasks, func(a, b store.TaskView) int { return strings.Compare(a.Instance.Key.Task, b.Instance.Key.Task) })
 	if nr.ClaimSlot {
-		s.slots[claimKey{nr.Job, nr.LogicalTime.UTC().Format(time.RFC3339Nano)}] = nr.ID
+		s.slots[slotKey(nr.Job, nr.LogicalTime)] = nr.ID
+	}
+	if _, taken := s.slots[slotKey(nr.Job, nr.LogicalTime)]; nr.MarkSlot && !taken {
+		s.slots[slotKey(nr.Job, nr.LogicalTime)] = nr.ID
+	}
+	if nr.Release != nil {
+		next := store.NextBackfill(released, stamp, s.backstop)
+		s.backfills[next.ID] = cloneBackfill(next)
 	}
 	if ik := nr.Idempotency; ik != nil {
 		s.idem[claimKey{nr.Job, ik.Key}] = idemClaim{run: nr.ID, bodyHash: ik.BodyHash, expires: stamp.Add(store.IdempotencyTTL)}
@@ -90,8 +101,15 @@ func checkNewRun(nr store.NewRun) ([]statemodel.TaskNode, error) {
 		return nil, fmt.Errorf("%w: a run needs at least one task", store.ErrInvalidInput)
 	case len(nr.Tasks) > store.MaxTasksPerRun:
 		return nil, fmt.Errorf("%w: %d tasks, at most %d", store.ErrTooManyTasks, len(nr.Tasks), store.MaxTasksPerRun)
-	case nr.ClaimSlot && nr.LogicalTime.IsZero():
+	case (nr.ClaimSlot || nr.MarkSlot) && nr.LogicalTime.IsZero():
 		return nil, fmt.Errorf("%w: a slot claim needs a logical time", store.ErrInvalidInput)
+	case nr.ClaimSlot && nr.MarkSlot:
+		return nil, fmt.Errorf("%w: a run claims its slot or marks it, not both", store.ErrInvalidInput)
+	}
+	if nr.Release != nil {
+		if _, err := store.CheckRelease(nr); err != nil {
+			return nil, err
+		}
 	}
 	if nr.Idempotency != nil {
 		if err := store.CheckIdempotencyKey(nr.Idempotency.Key); err != nil {
@@ -125,6 +143,19 @@ func checkNewRun(nr store.NewRun) ([]statemodel.TaskNode, error) {
 		return nil, err
 	}
 	return nodes, nil
+}
+
+// releasable answers the backfill a run's release leaves, or
+// ErrVersionConflict when the backfill held is not the one stored, as the
+// DynamoDB store's condition does before any other.
+func (s *Store) releasable(nr store.NewRun) (store.Backfill, error) {
+	if nr.Release == nil {
+		return store.Backfill{}, nil
+	}
+	if cur, ok := s.backfills[nr.Release.ID]; !ok || cur.Version != nr.Release.Version {
+		return store.Backfill{}, fmt.Errorf("%w: backfill %s changed since version %d", store.ErrVersionConflict, nr.Release.ID, nr.Release.Version)
+	}
+	return store.CheckRelease(nr)
 }
 
 // claimable refuses a run whose idempotency key, slot or id is taken.

@@ -48,6 +48,9 @@ func (s *Store) ListDueTimers(ctx context.Context, shard int, now time.Time, lim
 			add(store.DueTimer{Item: store.TimerOfRun, Job: r.Job, Run: r.ID, At: r.TimerAt, Kind: store.TimerKindRunBackstop})
 		}
 	}
+	for _, b := range s.backfills {
+		add(store.DueTimer{Item: store.TimerOfBackfill, Job: b.Job, Backfill: b.ID, At: b.TimerAt, Kind: store.TimerKindBackfill})
+	}
 	for key, in := range s.instances {
 		if at, kind := timerOf(in.inst.Snapshot); kind != statemodel.TimerNone {
 			add(store.DueTimer{Item: store.TimerOfInstance, Job: in.inst.Job, Run: key.Run, Task: key.Task, At: at, Kind: string(kind)})
@@ -68,6 +71,8 @@ func itemKey(d store.DueTimer) string {
 		return "job\x00" + d.Job
 	case store.TimerOfRun:
 		return "run\x00" + d.Run
+	case store.TimerOfBackfill:
+		return "backfill\x00" + d.Backfill
 	}
 	return "instance\x00" + d.Run + "\x00" + d.Task
 }

@@ -1,0 +1,137 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/runledger/runledger/shared/store"
+)
+
+// CreateBackfill writes a new backfill, as the DynamoDB store does.
+func (s *Store) CreateBackfill(ctx context.Context, b store.Backfill) (store.Backfill, error) {
+	op := opError("create backfill %s of job %s", b.ID, b.Job)
+	if err := store.CheckNewBackfill(b); err != nil {
+		return store.Backfill{}, op(err)
+	}
+	if err := tooLarge("backfill "+b.ID, len(b.Params)+len(b.Pending)*32, store.MaxItemSize); err != nil {
+		return store.Backfill{}, op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.Backfill{}, op(err)
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.backfills[b.ID]; ok {
+		return store.Backfill{}, op(fmt.Errorf("%w: backfill %s", store.ErrAlreadyExists, b.ID))
+	}
+	timer := b.TimerAt
+	b.Version = 0
+	b = store.NextBackfill(b, s.clock(), s.backstop)
+	if b.Unfinished() && !timer.IsZero() {
+		b.TimerAt = timer
+	}
+	if b.CreatedAt.IsZero() {
+		b.CreatedAt = s.clock()
+	}
+	s.backfills[b.ID] = cloneBackfill(b)
+	return cloneBackfill(b), nil
+}
+
+// GetBackfill reads a backfill.
+func (s *Store) GetBackfill(ctx context.Context, id string) (store.Backfill, error) {
+	op := opError("get backfill %s", id)
+	if err := s.enter(ctx, store.CheckBackfillID(id)); err != nil {
+		return store.Backfill{}, op(err)
+	}
+	defer s.mu.Unlock()
+	b, ok := s.backfills[id]
+	if !ok {
+		return store.Backfill{}, op(store.ErrNotFound)
+	}
+	return cloneBackfill(b), nil
+}
+
+// ListBackfills lists a job's backfills newest first.
+func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token string) ([]store.Backfill, string, error) {
+	op := opError("list backfills of job %s", job)
+	if err := store.CheckJobName(job); err != nil {
+		return nil, "", op(err)
+	}
+	listing := "backfills of job " + job
+	after, err := decodeToken(token, listing)
+	if err != nil {
+		return nil, "", op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return nil, "", op(err)
+	}
+	defer s.mu.Unlock()
+	var list []store.Backfill
+	for _, b := range s.backfills {
+		if b.Job == job {
+			list = append(list, b)
+		}
+	}
+	slices.SortFunc(list, func(a, b store.Backfill) int { return strings.Compare(b.ID, a.ID) })
+	got, next := page(list, func(b store.Backfill) string { return b.ID }, descending, listing, after, listLimit(limit))
+	out := make([]store.Backfill, len(got))
+	for i, b := range got {
+		out[i] = cloneBackfill(b)
+	}
+	return out, next, nil
+}
+
+// UpdateBackfill stores what b holds with a compare-and-set on b.Version.
+func (s *Store) UpdateBackfill(ctx context.Context, b store.Backfill) (store.Backfill, error) {
+	op := opError("update backfill %s from version %d", b.ID, b.Version)
+	if err := store.CheckBackfillID(b.ID); err != nil {
+		return store.Backfill{}, op(err)
+	}
+	if err := store.CheckBackfillCounts(b); err != nil {
+		return store.Backfill{}, op(err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.Backfill{}, op(err)
+	}
+	defer s.mu.Unlock()
+	cur, ok := s.backfills[b.ID]
+	switch {
+	case !ok:
+		return store.Backfill{}, op(store.ErrNotFound)
+	case cur.Version != b.Version:
+		return store.Backfill{}, op(store.ErrVersionConflict)
+	}
+	next := store.NextBackfill(b, s.clock(), s.backstop)
+	// The range, job and params never change.
+	next.Job, next.From, next.To, next.MaxActive, next.Params = cur.Job, cur.From, cur.To, cur.MaxActive, cur.Params
+	next.Slots, next.CreatedAt = cur.Slots, cur.CreatedAt
+	s.backfills[b.ID] = cloneBackfill(next)
+	return cloneBackfill(next), nil
+}
+
+// TakenSlots reports which of a job's slots hold a run.
+func (s *Store) TakenSlots(ctx context.Context, job string, slots []time.Time) ([]bool, error) {
+	op := opError("read %d slots of job %s", len(slots), job)
+	if err := s.enter(ctx, store.CheckJobName(job)); err != nil {
+		return nil, op(err)
+	}
+	defer s.mu.Unlock()
+	out := make([]bool, len(slots))
+	for i, t := range slots {
+		_, out[i] = s.slots[slotKey(job, t)]
+	}
+	return out, nil
+}
+
+func slotKey(job string, t time.Time) claimKey {
+	return claimKey{job, t.UTC().Format(time.RFC3339Nano)}
+}
+
+func cloneBackfill(b store.Backfill) store.Backfill {
+	b.Params = slices.Clone(b.Params)
+	b.Pending = slices.Clone(b.Pending)
+	b.Active = slices.Clone(b.Active)
+	return b
+}
