@@ -43,7 +43,7 @@ type Transition struct {
 	Evidence   map[string]string
 	Reason     string
 	Operator   string
-	Scope      string // overrides: "task"
+	Scope      string // overrides: "task"; override.cleared: "downstream"
 
 	// The record of attempt Attempt as it stands after the transition;
 	// nil when the attempt did not change.
@@ -60,7 +60,7 @@ type Transition struct {
 
 // Override reports whether the record is an operator override.
 func (t Transition) Override() bool {
-	return t.Event == EvOverrideSucceeded || t.Event == EvOverrideFailed
+	return t.Event == EvOverrideSucceeded || t.Event == EvOverrideFailed || t.Event == EvOverrideCleared
 }
 
 // LateEvent is an event from an older attempt, kept on that attempt.
@@ -463,6 +463,13 @@ func decide(s Snapshot, e Event, now time.Time, p Policy) (Transition, error) {
 		if s.State == StateLost {
 			endAttempt(OutcomeAbandoned, "")
 		}
+
+	case EvOverrideCleared:
+		// Evaluated again at once by the retry that clears it; the timer
+		// is the same backstop a new instance has.
+		tr.To = StateCreated
+		tr.Scope = "downstream"
+		tr.Deadline = now.Add(p.DepsRecheck)
 
 	case EvManualRetry:
 		tr.To = StateScheduled

@@ -52,6 +52,10 @@ const (
 	EvOverrideSucceeded EventType = "override.succeeded"
 	EvOverrideFailed    EventType = "override.failed"
 	EvManualRetry       EventType = "operator.retry"
+	// EvOverrideCleared returns a task that ended without running
+	// (UPSTREAM_FAILED or SKIPPED) to CREATED, to be evaluated again: the
+	// retry of an upstream task with its downstream (scope "downstream").
+	EvOverrideCleared EventType = "override.cleared"
 )
 
 // AllEventTypes lists every event type in the order of the life cycle.
@@ -62,7 +66,7 @@ func AllEventTypes() []EventType {
 		EvLeaseExpired, EvQueueTimeout, EvCancelTimeout,
 		EvEvidenceOK, EvEvidenceFailed, EvNeverStarted, EvWindowExpired,
 		EvRetryDue, EvCancelRequested, EvPause, EvResume,
-		EvOverrideSucceeded, EvOverrideFailed, EvManualRetry,
+		EvOverrideSucceeded, EvOverrideFailed, EvManualRetry, EvOverrideCleared,
 	}
 }
 

@@ -293,6 +293,44 @@ func TestModelCheck(t *testing.T) {
 	}
 }
 
+// TestModelCheckClearedTasks explores the operator's way back from a
+// terminal state that did not run (retry with downstream: UPSTREAM_FAILED
+// or SKIPPED back to CREATED), twice, through a first attempt's life. It
+// is a separate, smaller alphabet: folded into the full one it multiplies
+// every state by the ways of reaching CREATED.
+func TestModelCheckClearedTasks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("exhaustive exploration; run without -short")
+	}
+	keep := map[string]bool{
+		"created": true, "deps": true, "cancel": true, "pause-1": true, "resume-1": true,
+		"override-ok": true, "manual-retry": true, "dispatch-1": true, "claim-1a": true,
+		"ok-1": true, "fail-1": true,
+	}
+	var evs []Event
+	for _, e := range alphabet() {
+		if keep[e.ID] {
+			evs = append(evs, e)
+		}
+	}
+	sc := func(id string, t EventType) Event { return Event{ID: id, Type: t, Actor: ActorScheduler} }
+	op := func(id string) Event {
+		return Event{ID: id, Type: EvOverrideCleared, Actor: ActorOperator, Operator: "ana", Reason: "model check"}
+	}
+	evs = append(evs, sc("upstream-failed", EvDepsUpstreamFailed), sc("skipped", EvDepsSkipped), op("clear-1"), op("clear-2"))
+	if len(evs) != len(keep)+4 {
+		t.Fatalf("alphabet has %d events, want %d: an id above is gone from alphabet()", len(evs), len(keep)+4)
+	}
+	res := modelCheck(Apply, evs, checkPolicy(), mcMaxStates)
+	t.Logf("cleared tasks: %d states, %d transitions", res.States, res.Transitions)
+	for _, v := range res.Violations {
+		t.Error(v)
+	}
+	if res.States < 100 {
+		t.Fatalf("only %d states reached", res.States)
+	}
+}
+
 // ignoreAttempt is a deliberately broken transition function: it treats
 // every event as if it came from the current attempt.
 func ignoreAttempt(s Snapshot, e Event, now time.Time, p Policy) Decision {

@@ -95,6 +95,9 @@ var table = []Row{
 
 	{StateFailed, EvManualRetry, ActorOperator, to(StateScheduled), false, "new attempt, fresh budget"},
 	{StateCancelled, EvManualRetry, ActorOperator, to(StateScheduled), false, "new attempt, fresh budget"},
+
+	{StateUpstreamFailed, EvOverrideCleared, ActorOperator, to(StateCreated), false, "an upstream task is retried with its downstream"},
+	{StateSkipped, EvOverrideCleared, ActorOperator, to(StateCreated), false, "an upstream task is retried with its downstream"},
 }
 
 func to(s ...InstanceState) []InstanceState { return s }
