@@ -200,17 +200,22 @@ func (o *operatorFlags) register(fs *pflag.FlagSet, reasonRequired bool) {
 
 func newRunsRetryCmd(api *apiFlags) *cobra.Command {
 	var op operatorFlags
+	var downstream bool
 	cmd := &cobra.Command{
-		Use:     "retry RUN TASK",
-		Short:   "Give a FAILED or CANCELLED task a new attempt",
-		Example: "  runledger runs retry 01JH2Z3ZKX8Q6S1M4T7V9W0ABC load --reason 'fixed the input'",
-		Args:    exactArgs("RUN", "TASK"),
+		Use:   "retry RUN TASK",
+		Short: "Give a FAILED or CANCELLED task a new attempt",
+		Long: "Give a FAILED or CANCELLED task a new attempt with a fresh retry budget.\n" +
+			"With --downstream, the tasks below it that ended UPSTREAM_FAILED or SKIPPED\n" +
+			"are cleared back to CREATED and run again once it succeeds.",
+		Example: "  runledger runs retry 01JH2Z3ZKX8Q6S1M4T7V9W0ABC load --reason 'fixed the input'\n" +
+			"  runledger runs retry 01JH2Z3ZKX8Q6S1M4T7V9W0ABC load --downstream --operator ann",
+		Args: exactArgs("RUN", "TASK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := api.client(cmd)
 			if err != nil {
 				return err
 			}
-			d, err := c.RetryTask(cmd.Context(), args[0], args[1], client.Retry{Operator: op.operator, Reason: op.reason})
+			d, err := c.RetryTask(cmd.Context(), args[0], args[1], client.Retry{Operator: op.operator, Reason: op.reason, Downstream: downstream})
 			if err != nil {
 				return err
 			}
@@ -218,6 +223,7 @@ func newRunsRetryCmd(api *apiFlags) *cobra.Command {
 		},
 	}
 	op.register(cmd.Flags(), false)
+	cmd.Flags().BoolVar(&downstream, "downstream", false, "also rerun the tasks below it that ended UPSTREAM_FAILED or SKIPPED")
 	return cmd
 }
 

@@ -245,10 +245,20 @@ func (h *Handler) cancelTask(w http.ResponseWriter, r *http.Request) error {
 	})(w, r)
 }
 
+// retryTask is an action route whose body also takes "downstream".
 func (h *Handler) retryTask(w http.ResponseWriter, r *http.Request) error {
-	return h.runAction(func(s *scheduler.Service, r *http.Request, b reasonBody) error {
-		return s.RetryTask(r.Context(), taskKey(r), b.Operator, b.Reason)
-	})(w, r)
+	var body struct {
+		reasonBody
+		Downstream bool `json:"downstream"`
+	}
+	if err := decode(r, &body, true); err != nil {
+		return err
+	}
+	retry := scheduler.Retry{Operator: body.Operator, Reason: body.Reason, Downstream: body.Downstream}
+	if err := h.svc.RetryTask(r.Context(), taskKey(r), retry); err != nil {
+		return err
+	}
+	return h.getRun(w, r)
 }
 
 func (h *Handler) mark(succeeded bool) func(http.ResponseWriter, *http.Request) error {

@@ -254,7 +254,7 @@ func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 		if n < total {
-			if err := f.svc.RetryTask(ctx, key, "ana", "again"); err != nil {
+			if err := f.svc.RetryTask(ctx, key, scheduler.Retry{Operator: "ana", Reason: "again"}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -105,11 +105,84 @@ func (s *Service) eachTask(ctx context.Context, runID string, pick func(store.Ta
 	return s.AdvanceRun(ctx, runID)
 }
 
+// Retry is an operator's retry of one FAILED or CANCELLED task.
+type Retry struct {
+	Operator, Reason string
+	// Downstream also returns every task below the retried one
+	// (transitively) that ended UPSTREAM_FAILED or SKIPPED to CREATED, to
+	// be evaluated again; tasks that ran keep their outcome.
+	Downstream bool
+}
+
 // RetryTask gives a FAILED or CANCELLED task a new attempt with a fresh
-// retry budget (the same parameters; changed parameters make a new run).
-func (s *Service) RetryTask(ctx context.Context, key store.InstanceKey, operator, reason string) error {
-	_, err := s.operate(ctx, key, statemodel.Event{Type: statemodel.EvManualRetry, Operator: operator, Reason: reason})
+// retry budget (the same parameters; changed parameters make a new run),
+// and with r.Downstream clears the tasks below it first. The run leaves
+// its terminal state as the task is scheduled.
+func (s *Service) RetryTask(ctx context.Context, key store.InstanceKey, r Retry) error {
+	retry := statemodel.Event{Type: statemodel.EvManualRetry, Operator: r.Operator, Reason: r.Reason}
+	if r.Downstream {
+		if err := s.clearDownstream(ctx, key, r); err != nil {
+			return err
+		}
+	}
+	_, err := s.operate(ctx, key, retry)
+	if err != nil && r.Downstream && !errors.Is(err, ErrNotFound) {
+		// The retry lost a race after the clears: whatever the task is
+		// now decides the cleared tasks again.
+		if aerr := s.AdvanceRun(ctx, key.Run); aerr != nil {
+			s.log.WarnContext(ctx, "advance run", "run_id", key.Run, "error", aerr.Error())
+		}
+	}
 	return err
+}
+
+// clearDownstream returns the tasks below key that ended without running
+// to CREATED, after checking that key itself can be retried (a refusal
+// writes nothing). The clears come before the retry: until the retry
+// lands, nothing re-evaluates them (their backstop timer is a full
+// DepsRecheck away), and a crash between the two leaves the task retryable
+// with its downstream cleared, so the operator's repeat completes it.
+func (s *Service) clearDownstream(ctx context.Context, key store.InstanceKey, r Retry) error {
+	view, err := s.store.ReadRun(ctx, key.Run)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("run %s: %w", key.Run, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]store.TaskView, len(view.Tasks))
+	for _, t := range view.Tasks {
+		byID[t.Instance.Key.Task] = t
+	}
+	task, ok := byID[key.Task]
+	if !ok {
+		return fmt.Errorf("task %s: %w", key, ErrNotFound)
+	}
+	if st := task.Instance.Snapshot.State; !canTake(st, statemodel.EvManualRetry) {
+		return fmt.Errorf("%w: task %s is %s; only a FAILED or CANCELLED task can be retried", ErrIllegalTransition, key.Task, st)
+	}
+	for _, id := range statemodel.Downstream(view.Nodes(), key.Task) {
+		t := byID[id]
+		if !canTake(t.Instance.Snapshot.State, statemodel.EvOverrideCleared) {
+			continue // it ran, or is running: it keeps its outcome
+		}
+		ev := statemodel.Event{ID: "op:" + s.NewID(), Type: statemodel.EvOverrideCleared, Actor: statemodel.ActorOperator, Operator: r.Operator, Reason: r.Reason}
+		res, err := s.store.TransitionFrom(ctx, t.Instance, ev, s.now(), s.policy())
+		if err != nil {
+			if transient(err) {
+				return err
+			}
+			continue // moved by someone else since the read
+		}
+		s.follow(ctx, res)
+	}
+	return nil
+}
+
+// canTake reports whether the state machine has a row for ev in st.
+func canTake(st statemodel.InstanceState, ev statemodel.EventType) bool {
+	_, ok := statemodel.Lookup(st, ev)
+	return ok
 }
 
 // MarkTask is the operator override, the one exit from a terminal state:

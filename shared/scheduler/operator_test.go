@@ -1,0 +1,119 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// finish claims and completes the envelope's attempt with outcome.
+func (f *fixture) finish(t *testing.T, env protocol.Envelope, outcome protocol.Outcome) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", "claim"); err != nil {
+		t.Fatalf("claim %s: %v", env.Task, err)
+	}
+	c := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: "done", Outcome: outcome}
+	if outcome == protocol.OutcomeFailed {
+		no := false
+		c.ErrorCategory, c.Retryable = "boom", &no
+	}
+	if _, err := f.svc.Complete(ctx, c, env.Token); err != nil {
+		t.Fatalf("complete %s %s: %v", env.Task, outcome, err)
+	}
+}
+
+func states(v store.RunView) map[string]statemodel.InstanceState {
+	out := map[string]statemodel.InstanceState{}
+	for _, t := range v.Tasks {
+		out[t.Instance.Key.Task] = t.Instance.Snapshot.State
+	}
+	return out
+}
+
+// Retry with downstream: a chain a -> b -> c whose b failed ends with c
+// UPSTREAM_FAILED and the run FAILED. Retrying b with downstream returns c
+// to CREATED (an override.cleared record by the operator), the run is
+// RUNNING again with no end time, and once b and c succeed the run
+// SUCCEEDED with every record kept. a and alert, which succeeded, are
+// left alone.
+func TestRetryWithDownstreamRerunsTheBranch(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.createJob(t, `{"name":"j","tasks":[{"id":"a"},{"id":"b","depends_on":["a"]},{"id":"c","depends_on":["b"]},{"id":"alert","depends_on":["b"],"trigger_rule":"one_failed"}]}`)
+	v := f.trigger(t, "j", f.clock.Now())
+	f.finish(t, f.nextEnvelope(t), "succeeded") // a
+	f.finish(t, f.nextEnvelope(t), "failed")    // b
+	f.finish(t, f.nextEnvelope(t), "succeeded") // alert, which ran because b failed
+	failed := f.readRun(t, v.Run.ID)
+	if failed.Run.ExecutionState != statemodel.RunFailed || failed.Run.EndedAt.IsZero() {
+		t.Fatalf("run %s ended %v after b failed (tasks %v), want FAILED with an end", failed.Run.ExecutionState, failed.Run.EndedAt, states(failed))
+	}
+	before := states(failed)
+	if before["c"] != statemodel.StateUpstreamFailed {
+		t.Fatalf("c is %s, want UPSTREAM_FAILED", before["c"])
+	}
+
+	// A task that did not fail cannot be retried, with or without its
+	// downstream, and the refusal clears nothing.
+	err := f.svc.RetryTask(ctx, store.InstanceKey{Run: v.Run.ID, Task: "a"}, scheduler.Retry{Operator: "ann", Downstream: true})
+	if !errors.Is(err, scheduler.ErrIllegalTransition) {
+		t.Fatalf("retry of a SUCCEEDED task: %v, want illegal transition", err)
+	}
+	if got := states(f.readRun(t, v.Run.ID)); !maps.Equal(got, before) {
+		t.Fatalf("a refused retry changed the tasks: %v, was %v", got, before)
+	}
+
+	if err := f.svc.RetryTask(ctx, store.InstanceKey{Run: v.Run.ID, Task: "b"}, scheduler.Retry{Operator: "ann", Reason: "fixed the input", Downstream: true}); err != nil {
+		t.Fatal(err)
+	}
+	again := f.readRun(t, v.Run.ID)
+	got := states(again)
+	if got["a"] != statemodel.StateSucceeded || got["alert"] != statemodel.StateSucceeded || got["c"] != statemodel.StateCreated {
+		t.Fatalf("after the retry: %v, want a and alert SUCCEEDED, c CREATED", got)
+	}
+	if again.Run.ExecutionState != statemodel.RunRunning || !again.Run.EndedAt.IsZero() {
+		t.Fatalf("run %s ended %v after the retry, want RUNNING with no end", again.Run.ExecutionState, again.Run.EndedAt)
+	}
+	h, err := store.FullHistory(ctx, f.st, store.InstanceKey{Run: v.Run.ID, Task: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := h[len(h)-1]
+	if last.Event != statemodel.EvOverrideCleared || last.Actor != statemodel.ActorOperator || last.Scope != "downstream" || last.Operator != "ann" {
+		t.Fatalf("c's last record: %s by %s scope %q operator %q", last.Event, last.Actor, last.Scope, last.Operator)
+	}
+
+	b2 := f.nextEnvelope(t)
+	if b2.Task != "b" || b2.Attempt != 2 {
+		t.Fatalf("dispatched %s attempt %d, want b attempt 2", b2.Task, b2.Attempt)
+	}
+	f.finish(t, b2, "succeeded")
+	f.finish(t, f.nextEnvelope(t), "succeeded") // c
+	done := f.readRun(t, v.Run.ID)
+	if done.Run.ExecutionState != statemodel.RunSucceeded {
+		t.Fatalf("run %s with tasks %v, want SUCCEEDED", done.Run.ExecutionState, states(done))
+	}
+	h, err = store.FullHistory(ctx, f.st, store.InstanceKey{Run: v.Run.ID, Task: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []statemodel.EventType
+	for _, tr := range h {
+		events = append(events, tr.Event)
+	}
+	want := []statemodel.EventType{statemodel.EvCreated, statemodel.EvDepsUpstreamFailed, statemodel.EvOverrideCleared, statemodel.EvDepsMet, statemodel.EvDispatched, statemodel.EvStarted, statemodel.EvSucceeded}
+	if !slices.Equal(events, want) {
+		t.Fatalf("c's history %v, want %v", events, want)
+	}
+	if _, err := statemodel.Replay(h); err != nil {
+		t.Fatalf("c's history does not replay: %v", err)
+	}
+}
