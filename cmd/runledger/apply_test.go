@@ -67,12 +67,18 @@ func TestPlanApply(t *testing.T) {
 		{Job: load(`{"name": "same", "pool": "demo", "payload": {"x": 1}}`), Version: 4},
 		{Job: load(`{"name": "changed", "pool": "demo"}`), Version: 2},
 		{Job: load(`{"name": "gone", "pool": "demo"}`), Version: 1},
+		{Job: load(`{"name": "daily", "schedule": {"cron": "@daily"}}`), Version: 1},
+		{Job: load(`{"name": "hourly", "schedule": {"cron": "@hourly", "catchup": "latest", "catchup_window": "24h"}}`), Version: 1},
 	}
 	defs := []jobFile{
 		// Defaults written out or left implicit compare equal.
 		{source: "same.yaml", job: load(`{"name": "same", "pool": "demo", "payload": {"x": 1}, "overlap": "allow"}`)},
 		{source: "changed.yaml", job: load(`{"name": "changed", "pool": "demo", "retry": {"max_attempts": 5}}`)},
 		{source: "new.yaml", job: load(`{"name": "new", "pool": "demo"}`)},
+		// The schedule's catch-up defaults too; a changed policy is a change
+		// of schedule.
+		{source: "daily.yaml", job: load(`{"name": "daily", "schedule": {"cron": "@daily", "timezone": "UTC", "catchup": "latest", "catchup_window": "24h"}}`)},
+		{source: "hourly.yaml", job: load(`{"name": "hourly", "schedule": {"cron": "@hourly", "catchup": "all"}}`)},
 	}
 	for _, prune := range []bool{false, true} {
 		plan, err := planApply(defs, current, prune)
@@ -83,7 +89,7 @@ func TestPlanApply(t *testing.T) {
 		for _, c := range plan {
 			got = append(got, c.Action+" "+c.Job+" "+strings.Join(c.Fields, ","))
 		}
-		want := "unchanged same |update changed retry|create new "
+		want := "unchanged same |update changed retry|create new |unchanged daily |update hourly schedule"
 		if prune {
 			want += "|delete gone "
 		}

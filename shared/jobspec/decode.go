@@ -27,7 +27,7 @@ func (d *decoder) fail(e *Error) {
 // definition that carries them is refused with a message saying why, since
 // a client that sends back what it read would otherwise meet a bare
 // "unknown field".
-var readOnlyFields = []string{"id", "version", "paused", "created_at", "updated_at", "next_fire_time"}
+var readOnlyFields = []string{"id", "version", "paused", "created_at", "updated_at", "next_fire_time", "missed_slots"}
 
 func join(parent, key string) string {
 	if parent == "" {

@@ -44,6 +44,9 @@ type (
 		Timezone string `json:"timezone,omitempty"`
 		Rate     string `json:"rate,omitempty"`
 		At       string `json:"at,omitempty"`
+		// Catchup and CatchupWindow are written for every kind.
+		Catchup       Catchup `json:"catchup,omitempty"`
+		CatchupWindow string  `json:"catchup_window,omitempty"`
 	}
 	retryJSON struct {
 		MaxAttempts        *int     `json:"max_attempts,omitempty"`
@@ -114,15 +117,19 @@ func (j Job) wire() jobJSON {
 }
 
 func (s Schedule) wire() *scheduleJSON {
+	var out scheduleJSON
 	switch s.Kind {
 	case ScheduleCron:
-		return &scheduleJSON{Cron: s.Cron, Timezone: s.location().String()}
+		out = scheduleJSON{Cron: s.Cron, Timezone: s.location().String()}
 	case ScheduleRate:
-		return &scheduleJSON{Rate: FormatDuration(s.Rate)}
+		out = scheduleJSON{Rate: FormatDuration(s.Rate)}
 	case ScheduleAt:
-		return &scheduleJSON{At: protocol.FormatTime(s.At)}
+		out = scheduleJSON{At: protocol.FormatTime(s.At)}
+	default:
+		return nil
 	}
-	return nil
+	out.Catchup, out.CatchupWindow = s.CatchupPolicy(), FormatDuration(s.Window())
+	return &out
 }
 
 func durationText(d *time.Duration) string {
@@ -160,7 +167,8 @@ func (t Timeouts) wire() *timeoutsJSON {
 // JobView is a job as the API answers with it (`{"job": {...}}`): the
 // canonical definition plus what the server keeps beside it. id equals name;
 // next_fire_time is null for a job with no fire ahead (manual, or an at that
-// has fired).
+// has fired); missed_slots counts the slots its schedule skipped, in all
+// (catch-up).
 type JobView struct {
 	Job          Job
 	Version      int64
@@ -168,6 +176,7 @@ type JobView struct {
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 	NextFireTime time.Time
+	MissedSlots  int64
 }
 
 type jobViewJSON struct {
@@ -178,15 +187,16 @@ type jobViewJSON struct {
 	CreatedAt    string  `json:"created_at"`
 	UpdatedAt    string  `json:"updated_at"`
 	NextFireTime *string `json:"next_fire_time"`
+	MissedSlots  int64   `json:"missed_slots"`
 }
 
 // MarshalJSON writes the view: the definition's fields and id, version,
-// paused, created_at, updated_at and next_fire_time.
+// paused, created_at, updated_at, next_fire_time and missed_slots.
 func (v JobView) MarshalJSON() ([]byte, error) {
 	return wire.Marshal(jobViewJSON{
 		ID: v.Job.Name, jobJSON: v.Job.wire(), Version: v.Version, Paused: v.Paused,
 		CreatedAt: protocol.FormatTime(v.CreatedAt), UpdatedAt: protocol.FormatTime(v.UpdatedAt),
-		NextFireTime: protocol.NullTime(v.NextFireTime),
+		NextFireTime: protocol.NullTime(v.NextFireTime), MissedSlots: v.MissedSlots,
 	})
 }
 
@@ -204,6 +214,7 @@ func (v *JobView) UnmarshalJSON(b []byte) error {
 		CreatedAt    string  `json:"created_at"`
 		UpdatedAt    string  `json:"updated_at"`
 		NextFireTime *string `json:"next_fire_time"`
+		MissedSlots  int64   `json:"missed_slots"`
 	}
 	if err := json.Unmarshal(b, &meta); err != nil {
 		return fmt.Errorf("decode job view: %w", err)
@@ -219,7 +230,7 @@ func (v *JobView) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("decode job view %s: %w", meta.ID, err)
 	}
-	out := JobView{Job: j, Version: meta.Version, Paused: meta.Paused}
+	out := JobView{Job: j, Version: meta.Version, Paused: meta.Paused, MissedSlots: meta.MissedSlots}
 	for _, t := range []struct {
 		text *string
 		dst  *time.Time

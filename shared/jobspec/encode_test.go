@@ -39,7 +39,7 @@ func TestJobView(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			j := mustParse(t, c.body)
-			v := jobspec.JobView{Job: j, Version: 3, Paused: true, CreatedAt: created, UpdatedAt: created.Add(time.Hour), NextFireTime: c.next}
+			v := jobspec.JobView{Job: j, Version: 3, Paused: true, CreatedAt: created, UpdatedAt: created.Add(time.Hour), NextFireTime: c.next, MissedSlots: 7}
 			b := marshal(t, v)
 			var m map[string]any
 			if err := json.Unmarshal(b, &m); err != nil {
@@ -48,6 +48,7 @@ func TestJobView(t *testing.T) {
 			for k, want := range map[string]any{
 				"id": j.Name, "name": j.Name, "version": 3.0, "paused": true,
 				"created_at": "2026-03-01T11:00:00.000Z", "updated_at": "2026-03-01T12:00:00.000Z", "next_fire_time": c.wantNext,
+				"missed_slots": 7.0,
 			} {
 				got, ok := m[k]
 				if !ok || !reflect.DeepEqual(got, want) {
@@ -59,7 +60,7 @@ func TestJobView(t *testing.T) {
 			if err := json.Unmarshal(b, &back); err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(marshal(t, back), b) || back.Version != 3 || !back.Paused || !back.CreatedAt.Equal(created) || !back.NextFireTime.Equal(c.next) {
+			if !reflect.DeepEqual(marshal(t, back), b) || back.Version != 3 || back.MissedSlots != 7 || !back.Paused || !back.CreatedAt.Equal(created) || !back.NextFireTime.Equal(c.next) {
 				t.Errorf("view read back as %+v", back)
 			}
 

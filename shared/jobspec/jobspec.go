@@ -80,7 +80,7 @@ func AllOverlaps() []Overlap {
 }
 
 // Job is a validated job definition, as Parse or Load returns it. Defaults
-// are filled in: Pool, Overlap, the time zone, every field of Retry and
+// are filled in: Pool, Overlap, the time zone and catch-up of the schedule, every field of Retry and
 // Timeouts, EvidenceWindow, each task's trigger rule and each dependency's
 // require, and a job defined without tasks has the one task "main". Its JSON
 // (MarshalJSON) is that canonical definition, which Parse and Load accept

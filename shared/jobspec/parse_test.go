@@ -163,6 +163,20 @@ func TestDefaults(t *testing.T) {
 	if utc.Schedule.Location != time.UTC {
 		t.Errorf("default zone = %v", utc.Schedule.Location)
 	}
+	// Catch-up defaults to latest within 24h, and the canonical JSON says so.
+	if s := utc.Schedule; s.Catchup != jobspec.CatchupLatest || s.CatchupWindow != 24*time.Hour {
+		t.Errorf("default catch-up = %q within %v", s.Catchup, s.CatchupWindow)
+	}
+	if got, want := string(marshal(t, utc)), `"schedule":{"cron":"@daily","timezone":"UTC","catchup":"latest","catchup_window":"24h"}`; !strings.Contains(got, want) {
+		t.Errorf("canonical JSON %s lacks %s", got, want)
+	}
+	all := mustParse(t, `{"name": "tiny", "schedule": {"rate": "1h", "catchup": "all", "catchup_window": "168h"}}`)
+	if s := all.Schedule; s.Catchup != jobspec.CatchupAll || s.CatchupWindow != 168*time.Hour {
+		t.Errorf("catch-up = %q within %v, want all within 168h", s.Catchup, s.CatchupWindow)
+	}
+	if back, err := jobspec.Load(marshal(t, all)); err != nil || back.Schedule.Catchup != jobspec.CatchupAll || back.Schedule.CatchupWindow != 168*time.Hour {
+		t.Errorf("Load of the canonical JSON: %+v, %v", back.Schedule, err)
+	}
 	// The longest name and a depends_on_jobs entry without require.
 	long := strings.Repeat("a", 64)
 	j = mustParse(t, `{"name": "`+long+`", "depends_on_jobs": [{"job": "up"}]}`)
@@ -244,6 +258,12 @@ func TestParseErrors(t *testing.T) {
 		{"rate with milliseconds", `{"name": "a", "schedule": {"rate": "5m500ms"}}`, jobspec.CodeInvalidField, "schedule.rate", "whole number of seconds"},
 		{"rate not a duration", `{"name": "a", "schedule": {"rate": "often"}}`, jobspec.CodeInvalidField, "schedule.rate", "not a duration"},
 		{"rate as a number", `{"name": "a", "schedule": {"rate": 300}}`, jobspec.CodeInvalidField, "schedule.rate", "string"},
+		{"unknown catchup", `{"name": "a", "schedule": {"rate": "5m", "catchup": "some"}}`, jobspec.CodeInvalidField, "schedule.catchup", `"latest", "none" or "all"`},
+		{"catchup not a string", `{"name": "a", "schedule": {"rate": "5m", "catchup": true}}`, jobspec.CodeInvalidField, "schedule.catchup", "string"},
+		{"catchup alone", `{"name": "a", "schedule": {"catchup": "all"}}`, jobspec.CodeInvalidField, "schedule", "one of cron, rate or at"},
+		{"catchup window not a duration", `{"name": "a", "schedule": {"rate": "5m", "catchup_window": "a day"}}`, jobspec.CodeInvalidField, "schedule.catchup_window", "not a duration"},
+		{"zero catchup window", `{"name": "a", "schedule": {"rate": "5m", "catchup_window": "0s"}}`, jobspec.CodeInvalidField, "schedule.catchup_window", "positive"},
+		{"catchup window over a year", `{"name": "a", "schedule": {"cron": "@daily", "catchup_window": "8761h"}}`, jobspec.CodeInvalidField, "schedule.catchup_window", "at most 8760h"},
 
 		// Pools and payloads.
 		{"unknown pool", `{"name": "a", "pool": "gpu"}`, jobspec.CodeInvalidField, "pool", "default, demo"},
@@ -342,6 +362,8 @@ func TestParseAccepts(t *testing.T) {
 		"at exactly now":                 `{"name": "a", "schedule": {"at": "` + protocol.FormatTime(now) + `"}}`,
 		"at with an offset":              `{"name": "a", "schedule": {"at": "2026-03-02T08:00:00+08:00"}}`,
 		"rate of one minute":             `{"name": "a", "schedule": {"rate": "1m"}}`,
+		"catchup all over a year":        `{"name": "a", "schedule": {"rate": "1m", "catchup": "all", "catchup_window": "8760h"}}`,
+		"catchup none of an at":          `{"name": "a", "schedule": {"at": "2026-03-02T08:00:00Z", "catchup": "none"}}`,
 		"zero evidence window":           `{"name": "a", "evidence_window": "0s"}`,
 		"100 attempts, no jitter":        `{"name": "a", "retry": {"max_attempts": 100, "jitter": "none"}}`,
 		"48 tasks":                       `{"name": "a", "tasks": [` + strings.Join(taskList(jobspec.MaxTasks), ",") + `]}`,

@@ -40,6 +40,10 @@ type Schedule struct {
 	Rate     time.Duration
 	// At is a whole millisecond, UTC.
 	At time.Time
+	// Catchup and CatchupWindow say what happens to missed slots (set for
+	// every kind but manual; see Catchup).
+	Catchup       Catchup
+	CatchupWindow time.Duration
 
 	// spec is Cron parsed, located in UTC: it is evaluated on wall-clock
 	// times, not instants (see nextCron).
@@ -85,7 +89,7 @@ func readSchedule(d *decoder, top map[string]json.RawMessage, j *Job, mode parse
 		j.Schedule = Schedule{Kind: ScheduleManual}
 		return
 	}
-	m := d.object(raw, "schedule", "cron", "timezone", "rate", "at")
+	m := d.object(raw, "schedule", "cron", "timezone", "rate", "at", "catchup", "catchup_window")
 	if d.err != nil {
 		return
 	}
@@ -163,6 +167,9 @@ func readSchedule(d *decoder, top map[string]json.RawMessage, j *Job, mode parse
 			d.fail(fieldError("schedule.at", "%s is in the past (now is %s)", protocol.FormatTime(t), protocol.FormatTime(mode.world.Now)))
 		}
 		s.At = t
+	}
+	if d.err == nil {
+		readCatchup(d, m, &s)
 	}
 	j.Schedule = s
 }
