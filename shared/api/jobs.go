@@ -18,8 +18,8 @@ import (
 	"github.com/runledger/runledger/shared/store"
 )
 
-// renderJob is the job's definition plus id, version, paused, created_at
-// and next_fire_time (null when nothing is scheduled).
+// renderJob is the job's definition plus id, version, paused, created_at,
+// next_fire_time (null when nothing is scheduled) and missed_slots.
 func renderJob(sj store.Job) (map[string]any, error) {
 	out := map[string]any{}
 	if err := json.Unmarshal(sj.Spec, &out); err != nil {
@@ -35,6 +35,7 @@ func renderJob(sj store.Job) (map[string]any, error) {
 		next = time.Time{}
 	}
 	out["next_fire_time"] = protocol.NullTime(next)
+	out["missed_slots"] = sj.MissedSlots
 	return out, nil
 }
 
@@ -161,22 +162,22 @@ func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (h *Handler) setPaused(paused bool) func(http.ResponseWriter, *http.Request) error {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		sj, err := h.svc.Store().SetJobPaused(r.Context(), r.PathValue("job"), paused)
-		if err != nil {
-			return err
-		}
-		return h.writeJob(w, http.StatusOK, sj)
-	}
-}
-
 func (h *Handler) pauseJob(w http.ResponseWriter, r *http.Request) error {
-	return h.setPaused(true)(w, r)
+	sj, err := h.svc.Store().SetJobPaused(r.Context(), r.PathValue("job"), true)
+	if err != nil {
+		return err
+	}
+	return h.writeJob(w, http.StatusOK, sj)
 }
 
+// resumeJob resumes the schedule; the slots that fell while the job was
+// paused are caught up by its policy before the answer.
 func (h *Handler) resumeJob(w http.ResponseWriter, r *http.Request) error {
-	return h.setPaused(false)(w, r)
+	sj, err := h.svc.ResumeJob(r.Context(), r.PathValue("job"))
+	if err != nil {
+		return err
+	}
+	return h.writeJob(w, http.StatusOK, sj)
 }
 
 type triggerBody struct {

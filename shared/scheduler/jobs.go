@@ -41,6 +41,7 @@ func (s *Service) CreateJob(ctx context.Context, j jobspec.Job) (store.Job, erro
 }
 
 // UpdateJob replaces a job's definition if its version is still expected.
+// The schedule starts again from now.
 func (s *Service) UpdateJob(ctx context.Context, j jobspec.Job, expected int64) (store.Job, error) {
 	cur, err := s.store.GetJob(ctx, j.Name)
 	if err != nil {
@@ -53,6 +54,9 @@ func (s *Service) UpdateJob(ctx context.Context, j jobspec.Job, expected int64) 
 	now := s.now()
 	next, _ := j.NextFire(now)
 	cur.Spec, cur.NextFireAt, cur.UpdatedAt, cur.Upstream = spec, next, now, upstreamOf(j)
+	// The new definition's schedule starts from now: catch-up runs the old
+	// one decided and had not started yet are dropped with it.
+	cur.CatchupNext, cur.CatchupLast = time.Time{}, time.Time{}
 	defer s.forgetDependents()
 	return s.store.UpdateJob(ctx, cur, expected)
 }
@@ -185,10 +189,11 @@ func executorJSON(e jobspec.Executor) []byte {
 	return b
 }
 
-// fireJob materialises the slot of a cron, rate or one-off job due at at,
-// honouring its overlap policy, then moves the job's timer to its next
-// fire. Two tickers racing create one run: the slot claim is conditional,
-// and so is the move of the timer.
+// fireJob acts on a job whose timer is due at at: it starts a batch of
+// the job's pending catch-up runs, then fires its schedule (fireSchedule)
+// until the next fire is after now. Two tickers racing create one run per
+// slot: the slot claim is conditional, and so is every move of the
+// schedule.
 func (s *Service) fireJob(ctx context.Context, name string, at time.Time) error {
 	sj, j, err := s.LoadJob(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
@@ -197,35 +202,49 @@ func (s *Service) fireJob(ctx context.Context, name string, at time.Time) error 
 	if err != nil {
 		return err
 	}
-	if sj.Paused || !sj.NextFireAt.Equal(at) {
-		return nil // moved on since the index was read
+	if !sj.TimerAt().Equal(at) {
+		return nil // moved on (or paused) since the index was read
 	}
-	start := true
+	if !sj.CatchupNext.IsZero() {
+		sj, err = s.startCatchup(ctx, sj, j, catchupBatch)
+		if err != nil {
+			return ignoreMovedOn(err)
+		}
+	}
+	return ignoreMovedOn(s.fireSchedule(ctx, sj, j))
+}
+
+// ignoreMovedOn drops errMovedOn: the writer that moved the schedule
+// first carries on from there.
+func ignoreMovedOn(err error) error {
+	if errors.Is(err, errMovedOn) {
+		return nil
+	}
+	return err
+}
+
+// fireSlot starts the job's run for the slot at, honouring its overlap
+// policy: skip starts nothing while a run is unfinished, cancel_previous
+// cancels the unfinished runs of earlier slots first. The run claims the
+// slot, so a slot another ticker started already is not started again.
+func (s *Service) fireSlot(ctx context.Context, j jobspec.Job, at time.Time, trigger statemodel.Trigger) error {
 	switch j.Overlap {
 	case jobspec.OverlapSkip:
-		busy, err := s.store.HasUnfinishedRuns(ctx, name)
+		busy, err := s.store.HasUnfinishedRuns(ctx, j.Name)
 		if err != nil {
 			return err
 		}
 		if busy {
-			start = false
-			s.log.InfoContext(ctx, "slot skipped: previous run unfinished", "job", name, "slot", protocol.FormatTime(at))
+			s.log.InfoContext(ctx, "slot skipped: previous run unfinished", "job", j.Name, "slot", protocol.FormatTime(at), "trigger", string(trigger))
+			return nil
 		}
 	case jobspec.OverlapCancelPrevious:
-		if err := s.cancelUnfinished(ctx, name, at); err != nil {
+		if err := s.cancelUnfinished(ctx, j.Name, at); err != nil {
 			return err
 		}
 	}
-	if start {
-		if _, _, err := s.startRun(ctx, j, TriggerRequest{Job: name, LogicalTime: at, Slot: true, Trigger: statemodel.TriggerSchedule}); err != nil {
-			return fmt.Errorf("fire job %s at %s: %w", name, protocol.FormatTime(at), err)
-		}
-	}
-	next, _ := j.NextFire(at)
-	if _, err := s.store.SetNextFire(ctx, name, at, next); err != nil && !errors.Is(err, store.ErrVersionConflict) && !errors.Is(err, store.ErrConflict) {
-		return fmt.Errorf("fire job %s: next fire: %w", name, err)
-	}
-	return nil
+	_, _, err := s.startRun(ctx, j, TriggerRequest{Job: j.Name, LogicalTime: at, Slot: true, Trigger: trigger})
+	return err
 }
 
 // cancelUnfinished cancels the job's unfinished runs of slots before at. A

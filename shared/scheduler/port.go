@@ -114,9 +114,14 @@ type Jobs interface {
 	// version.
 	UpdateJob(ctx context.Context, j store.Job, expected int64) (store.Job, error)
 	SetJobPaused(ctx context.Context, name string, paused bool) (store.Job, error)
-	// SetNextFire moves a job's next fire from prev to next
-	// (store.ErrConflict when prev is not stored).
-	SetNextFire(ctx context.Context, name string, prev, next time.Time) (store.Job, error)
+	// MoveSchedule moves a running job's schedule position (next fire,
+	// pending catch-up) and adds to its missed slots, conditioned on the
+	// version and position the move was decided from (store.ErrConflict
+	// otherwise).
+	MoveSchedule(ctx context.Context, name string, m store.ScheduleMove) (store.Job, error)
+	// ResumeJob resumes a paused job and moves its schedule in the same
+	// conditional write (store.ErrConflict when it changed since read).
+	ResumeJob(ctx context.Context, name string, m store.ScheduleMove) (store.Job, error)
 	DeleteJob(ctx context.Context, name string) error
 }
 

@@ -78,6 +78,11 @@ type Config struct {
 	// Margin is how long before its context's deadline a pass stops
 	// starting new work (default 2 s).
 	Margin time.Duration
+	// TickerPeriod is how often the ticker runs (default
+	// DefaultTickerPeriod): a slot it first sees more than max(60 s, two
+	// periods) after its time is missed, and caught up by the job's
+	// catch-up policy.
+	TickerPeriod time.Duration
 }
 
 // DefaultMaxClockSkew is Config.MaxClockSkew's default.
@@ -127,6 +132,9 @@ func New(st Store, q Queue, cfg Config) *Service {
 	}
 	if cfg.MaxClockSkew == 0 {
 		cfg.MaxClockSkew = DefaultMaxClockSkew
+	}
+	if cfg.TickerPeriod == 0 {
+		cfg.TickerPeriod = DefaultTickerPeriod
 	}
 	svc := &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
 		executors: map[string]Executor{}}

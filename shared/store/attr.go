@@ -32,6 +32,14 @@ func num(n int64) types.AttributeValue {
 
 func boolean(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }
 
+// optNum is absent for zero.
+func optNum(n int64) types.AttributeValue {
+	if n == 0 {
+		return nil
+	}
+	return num(n)
+}
+
 // optBool is absent for false.
 func optBool(b bool) types.AttributeValue {
 	if !b {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -24,13 +25,59 @@ type Job struct {
 	Paused     bool
 	Spec       []byte
 	NextFireAt time.Time // zero: manual only, or no fire left
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// CatchupNext and CatchupLast bound the catch-up runs decided and not
+	// started yet: the schedule's slots from CatchupNext through
+	// CatchupLast (zero: none pending). See SchedulePosition.
+	CatchupNext time.Time
+	CatchupLast time.Time
+	// MissedSlots counts the slots the schedule skipped, in all: MoveSchedule
+	// and ResumeJob add to it.
+	MissedSlots int64
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 	// Upstream names the jobs this job's runs wait on (depends_on_jobs), at
 	// most MaxUpstreamJobs. The store keeps one dependency edge item per
 	// upstream job, keyed by it, written and removed with the job, so the
 	// dependents of a job are one Query (ListDependents).
 	Upstream []string
+}
+
+// SchedulePosition is where a job's schedule stands: the schedule state the
+// ticker moves, apart from the definition a client edits with If-Match.
+type SchedulePosition struct {
+	// NextFireAt is the next slot the schedule fires (zero: none).
+	NextFireAt time.Time
+	// CatchupNext and CatchupLast bound the pending catch-up runs (zero:
+	// none): one run per slot of the schedule from CatchupNext through
+	// CatchupLast, started in batches, each batch moving CatchupNext on.
+	CatchupNext, CatchupLast time.Time
+}
+
+// Position is the job's schedule position.
+func (j Job) Position() SchedulePosition {
+	return SchedulePosition{NextFireAt: j.NextFireAt, CatchupNext: j.CatchupNext, CatchupLast: j.CatchupLast}
+}
+
+// TimerAt is when the job is due to the ticker: its first pending
+// catch-up slot, else its next fire; zero while paused or with nothing
+// ahead.
+func (j Job) TimerAt() time.Time {
+	switch {
+	case j.Paused:
+		return time.Time{}
+	case !j.CatchupNext.IsZero():
+		return j.CatchupNext
+	}
+	return j.NextFireAt
+}
+
+// ScheduleMove moves a job's schedule from one position to another, as
+// decided from the job at Version.
+type ScheduleMove struct {
+	Version  int64
+	From, To SchedulePosition
+	// Missed is how many slots the move skips (added to MissedSlots).
+	Missed int64
 }
 
 // MaxUpstreamJobs bounds a job's depends_on_jobs: an update that replaces
@@ -43,6 +90,7 @@ func jobItem(j Job) item {
 		tableschema.PK: str(jobPK(j.Name)), tableschema.SK: str(skJob),
 		attrKind: str(kindJob), attrJob: str(j.Name), attrVersion: num(j.Version),
 		attrPaused: boolean(j.Paused), attrSpec: bin(j.Spec), attrNextFireAt: tm(j.NextFireAt),
+		attrCatchupNext: tm(j.CatchupNext), attrCatchupLast: tm(j.CatchupLast), attrMissedSlots: optNum(j.MissedSlots),
 		attrCreatedAt: tm(j.CreatedAt), attrUpdatedAt: tm(j.UpdatedAt),
 		tableschema.ListPK: str(listJobs), tableschema.ListSK: str(j.Name),
 		attrUpstream: strList(j.Upstream),
@@ -53,17 +101,23 @@ func jobItem(j Job) item {
 	return it
 }
 
-// jobTimer: a job is in the timers index while it has a next fire and is
-// not paused.
+// jobTimer: a job is in the timers index at TimerAt while it is not paused
+// and has pending catch-up runs or a next fire.
 func jobTimer(j Job) item {
-	if j.Paused || j.NextFireAt.IsZero() {
+	at := j.TimerAt()
+	if at.IsZero() {
 		return item{tableschema.TimerShard: nil, tableschema.TimerAt: nil, attrTimerKind: nil}
 	}
 	return item{
 		tableschema.TimerShard: str(timerShard(jobPK(j.Name), skJob)),
-		tableschema.TimerAt:    str(formatTime(j.NextFireAt)),
+		tableschema.TimerAt:    str(formatTime(at)),
 		attrTimerKind:          str(timerKindJobFire),
 	}
+}
+
+// positionItem is the attributes of a schedule position (absent when zero).
+func positionItem(p SchedulePosition) item {
+	return item{attrNextFireAt: tm(p.NextFireAt), attrCatchupNext: tm(p.CatchupNext), attrCatchupLast: tm(p.CatchupLast)}
 }
 
 func decodeJob(m map[string]types.AttributeValue) (Job, error) {
@@ -71,6 +125,7 @@ func decodeJob(m map[string]types.AttributeValue) (Job, error) {
 	j := Job{
 		Name: r.str(attrJob), Version: r.int(attrVersion), Paused: r.bool(attrPaused),
 		Spec: r.bytes(attrSpec), NextFireAt: r.time(attrNextFireAt),
+		CatchupNext: r.time(attrCatchupNext), CatchupLast: r.time(attrCatchupLast), MissedSlots: r.int(attrMissedSlots),
 		CreatedAt: r.time(attrCreatedAt), UpdatedAt: r.time(attrUpdatedAt),
 		Upstream: r.strList(attrUpstream),
 	}
@@ -290,11 +345,12 @@ func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]Job, s
 	return jobs, encodeToken(out.LastEvaluatedKey), nil
 }
 
-// UpdateJob replaces a job's spec, next fire and upstream jobs with a
-// compare-and-set on its version; the result has version expected+1.
-// Paused and CreatedAt are kept as stored (pause has its own operation).
+// UpdateJob replaces a job's spec, schedule position (next fire and
+// pending catch-up) and upstream jobs with a compare-and-set on its
+// version; the result has version expected+1. Paused, MissedSlots and
+// CreatedAt are kept as stored (pause has its own operation).
 //
-//	Update JOB#<name>/JOB  SET spec, next_fire_at, updated_at, upstream, version = :expected + 1, timer
+//	Update JOB#<name>/JOB  SET spec, next_fire_at, catch-up, updated_at, upstream, version = :expected + 1, timer
 //	condition  #version = :expected_version
 //	fails: the job changed since it was read (ErrVersionConflict) or does
 //	not exist (ErrNotFound), told apart by the ALL_OLD image.
@@ -319,7 +375,7 @@ func (s *Store) UpdateJob(ctx context.Context, j Job, expected int64) (Job, erro
 		return Job{}, op(fmt.Errorf("%w: stored version is %d", ErrVersionConflict, cur.Version))
 	}
 	next := cur
-	next.Spec, next.NextFireAt, next.Upstream = j.Spec, j.NextFireAt, j.Upstream
+	next.Spec, next.NextFireAt, next.CatchupNext, next.CatchupLast, next.Upstream = j.Spec, j.NextFireAt, j.CatchupNext, j.CatchupLast, j.Upstream
 	next.Version, next.UpdatedAt = expected+1, s.clock()
 	return s.writeJob(ctx, cur, next, "update_job", op)
 }
@@ -345,50 +401,107 @@ func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (Job
 	return s.writeJob(ctx, cur, next, "set_job_paused", op)
 }
 
-// SetNextFire moves a job's next fire from prev to next (zero: no next
-// fire), setting the timer unless the job is paused. The ticker calls it
-// after claiming prev's slot; prev makes two tickers advancing the same job
-// agree. The version does not move: the fire time is schedule state, not
-// the definition a client edits with If-Match.
+// MoveSchedule moves a running (not paused) job's schedule from m.From to
+// m.To and adds m.Missed to its missed slots, in one conditional write.
+// The ticker calls it after deciding a fire or a catch-up from the job at
+// m.Version; m.From makes two tickers deciding from the same position
+// agree: one move wins, the other meets ErrConflict and its slots are
+// claimed already. The version does not move: the position is schedule
+// state, not the definition a client edits with If-Match.
 //
-//	Update JOB#<name>/JOB  SET next_fire_at, timer (REMOVE both when next is zero or the job paused)
-//	condition  #next_fire_at = :prev (attribute_not_exists when prev is zero)
-//	           AND #paused = :paused (the flag this call read)
-//	fails: another ticker advanced it, or it was paused or resumed
-//	meanwhile: ErrConflict.
-func (s *Store) SetNextFire(ctx context.Context, name string, prev, next time.Time) (Job, error) {
+//	Update JOB#<name>/JOB  SET next_fire_at, catchup_next, catchup_last, timer (REMOVE the zero ones)
+//	                       ADD missed_slots :missed
+//	condition  #version = :version AND #paused = false
+//	           AND next_fire_at, catchup_next, catchup_last as in m.From (absent when zero)
+//	fails: another ticker moved it, the job was paused, resumed or updated
+//	meanwhile, or it is gone: ErrConflict.
+func (s *Store) MoveSchedule(ctx context.Context, name string, m ScheduleMove) (Job, error) {
 	op := func(err error) error {
-		return fmt.Errorf("set next fire of job %s from %s to %s: %w", name, formatTime(prev), formatTime(next), err)
+		return fmt.Errorf("move schedule of job %s from %s to %s: %w", name, formatTime(m.From.NextFireAt), formatTime(m.To.NextFireAt), err)
 	}
-	cur, err := s.GetJob(ctx, name)
+	if err := checkJob(name); err != nil {
+		return Job{}, op(err)
+	}
+	j, err := s.writePosition(ctx, name, "move_schedule", m, false, nil)
 	if err != nil {
 		return Job{}, op(err)
 	}
-	upd := cur
-	upd.NextFireAt = next
+	return j, nil
+}
+
+// ResumeJob resumes a paused job and moves its schedule as m says (the
+// catch-up of the slots that fell while it was paused), in one
+// conditional write; the version moves to m.Version+1.
+//
+//	Update JOB#<name>/JOB  SET paused = false, updated_at, version = :version + 1,
+//	                       next_fire_at, catchup_next, catchup_last, timer
+//	                       ADD missed_slots :missed
+//	condition  #version = :version AND #paused = true AND the position as in m.From
+//	fails: the job changed since it was read (resumed, updated, moved) or
+//	is gone: ErrConflict.
+func (s *Store) ResumeJob(ctx context.Context, name string, m ScheduleMove) (Job, error) {
+	op := func(err error) error { return fmt.Errorf("resume job %s from version %d: %w", name, m.Version, err) }
+	if err := checkJob(name); err != nil {
+		return Job{}, op(err)
+	}
+	extra := item{attrPaused: boolean(false), attrVersion: num(m.Version + 1), attrUpdatedAt: tm(s.clock())}
+	j, err := s.writePosition(ctx, name, "resume_job", m, true, extra)
+	if err != nil {
+		return Job{}, op(err)
+	}
+	return j, nil
+}
+
+// writePosition writes m.To over m.From on a job whose paused flag is
+// paused, with extra attributes set beside it, and returns the job as
+// written.
+func (s *Store) writePosition(ctx context.Context, name, opName string, m ScheduleMove, paused bool, extra item) (Job, error) {
+	if m.Missed < 0 {
+		return Job{}, fmt.Errorf("%w: %d missed slots", ErrInvalidInput, m.Missed)
+	}
+	// The timer follows the position of the job as it will be: not paused.
+	set := jobTimer(Job{Name: name, NextFireAt: m.To.NextFireAt, CatchupNext: m.To.CatchupNext, CatchupLast: m.To.CatchupLast})
+	for k, v := range positionItem(m.To) {
+		set[k] = v
+	}
+	for k, v := range extra {
+		set[k] = v
+	}
 	e := newExpr()
-	set := jobTimer(upd)
-	set[attrNextFireAt] = tm(next)
-	cond := e.n(attrPaused) + " = " + e.v("paused", boolean(cur.Paused)) + " AND "
-	if prev.IsZero() {
-		cond += "attribute_not_exists(" + e.n(attrNextFireAt) + ")"
-	} else {
-		cond += e.n(attrNextFireAt) + " = " + e.v("prev", str(formatTime(prev)))
+	conds := []string{
+		e.n(attrVersion) + " = " + e.v("version", num(m.Version)),
+		e.n(attrPaused) + " = " + e.v("paused", boolean(paused)),
+	}
+	for k, v := range positionItem(m.From) {
+		if v == nil {
+			conds = append(conds, "attribute_not_exists("+e.n(k)+")")
+		} else {
+			conds = append(conds, e.n(k)+" = "+e.v("from_"+k, v))
+		}
+	}
+	slices.Sort(conds[2:])
+	update := e.update(set)
+	if m.Missed > 0 {
+		update += " ADD " + e.n(attrMissedSlots) + " " + e.v("missed", num(m.Missed))
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(jobPK(name), skJob),
-		UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
+		UpdateExpression: aws.String(update), ConditionExpression: aws.String(strings.Join(conds, " AND ")),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		ReturnConsumedCapacity: s.returnCapacity(),
+		ReturnValues: types.ReturnValueAllNew, ReturnConsumedCapacity: s.returnCapacity(),
 	})
 	if err != nil {
 		if _, ok := conditionItem(err); ok {
-			return Job{}, op(ErrConflict)
+			return Job{}, ErrConflict
 		}
-		return Job{}, op(translate(err))
+		return Job{}, translate(err)
 	}
-	s.report("set_next_fire", false, []int{itemSize(jobItem(upd).present())}, nil, consumed(out.ConsumedCapacity))
-	return upd, nil
+	j, err := decodeJob(out.Attributes)
+	if err != nil {
+		return Job{}, err
+	}
+	s.report(opName, false, []int{itemSize(out.Attributes)}, nil, consumed(out.ConsumedCapacity))
+	return j, nil
 }
 
 // writeJob writes next over cur with a version compare-and-set, and moves
@@ -403,7 +516,9 @@ func (s *Store) writeJob(ctx context.Context, cur, next Job, opName string, op f
 	e := newExpr()
 	set := jobTimer(next)
 	set[attrSpec] = bin(next.Spec)
-	set[attrNextFireAt] = tm(next.NextFireAt)
+	for k, v := range positionItem(next.Position()) {
+		set[k] = v
+	}
 	set[attrPaused] = boolean(next.Paused)
 	set[attrUpdatedAt] = tm(next.UpdatedAt)
 	set[attrVersion] = num(next.Version)

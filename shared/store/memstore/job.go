@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/runledger/runledger/shared/store"
 )
@@ -97,8 +96,9 @@ func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]store.
 	return out, next, nil
 }
 
-// UpdateJob replaces a job's spec, next fire and upstream jobs with a
-// compare-and-set on its version; paused and the creation time stay.
+// UpdateJob replaces a job's spec, schedule position and upstream jobs
+// with a compare-and-set on its version; paused, the missed slots and the
+// creation time stay.
 func (s *Store) UpdateJob(ctx context.Context, j store.Job, expected int64) (store.Job, error) {
 	op := opError("update job %s from version %d", j.Name, expected)
 	if err := checkJob(&j); err != nil {
@@ -116,7 +116,7 @@ func (s *Store) UpdateJob(ctx context.Context, j store.Job, expected int64) (sto
 		return store.Job{}, op(fmt.Errorf("%w: stored version is %d", store.ErrVersionConflict, cur.Version))
 	}
 	next := cur
-	next.Spec, next.NextFireAt, next.Upstream = j.Spec, j.NextFireAt, j.Upstream
+	next.Spec, next.NextFireAt, next.CatchupNext, next.CatchupLast, next.Upstream = j.Spec, j.NextFireAt, j.CatchupNext, j.CatchupLast, j.Upstream
 	next.Version, next.UpdatedAt = expected+1, s.clock()
 	s.putJob(cur, next)
 	return cloneJob(next), nil
@@ -143,24 +143,56 @@ func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (sto
 	return cloneJob(next), nil
 }
 
-// SetNextFire moves a job's next fire from prev (zero: none) to next;
-// store.ErrConflict when prev is not the stored one. The version stays.
-func (s *Store) SetNextFire(ctx context.Context, name string, prev, next time.Time) (store.Job, error) {
-	op := opError("set next fire of job %s from %s to %s", name, prev, next)
-	if err := s.enter(ctx, store.CheckJobName(name)); err != nil {
+// MoveSchedule moves a running job's schedule from m.From to m.To and adds
+// m.Missed to its missed slots; store.ErrConflict unless the job is at
+// m.Version, not paused, and at m.From. The version stays.
+func (s *Store) MoveSchedule(ctx context.Context, name string, m store.ScheduleMove) (store.Job, error) {
+	op := opError("move schedule of job %s from %s to %s", name, m.From.NextFireAt, m.To.NextFireAt)
+	j, err := s.writePosition(ctx, name, m, false)
+	if err != nil {
 		return store.Job{}, op(err)
+	}
+	return j, nil
+}
+
+// ResumeJob resumes a paused job and moves its schedule as m says;
+// store.ErrConflict unless the job is paused, at m.Version and at m.From.
+// The version moves to m.Version+1.
+func (s *Store) ResumeJob(ctx context.Context, name string, m store.ScheduleMove) (store.Job, error) {
+	op := opError("resume job %s from version %d", name, m.Version)
+	j, err := s.writePosition(ctx, name, m, true)
+	if err != nil {
+		return store.Job{}, op(err)
+	}
+	return j, nil
+}
+
+// writePosition writes m.To over m.From on a job whose paused flag is
+// paused; a paused job is resumed by it.
+func (s *Store) writePosition(ctx context.Context, name string, m store.ScheduleMove, paused bool) (store.Job, error) {
+	if m.Missed < 0 {
+		return store.Job{}, fmt.Errorf("%w: %d missed slots", store.ErrInvalidInput, m.Missed)
+	}
+	if err := s.enter(ctx, store.CheckJobName(name)); err != nil {
+		return store.Job{}, err
 	}
 	defer s.mu.Unlock()
 	cur, ok := s.jobs[name]
-	if !ok {
-		return store.Job{}, op(store.ErrNotFound)
+	if !ok || cur.Version != m.Version || cur.Paused != paused || !samePosition(cur.Position(), m.From) {
+		return store.Job{}, store.ErrConflict
 	}
-	if !cur.NextFireAt.Equal(prev) {
-		return store.Job{}, op(store.ErrConflict)
+	next := cur
+	next.NextFireAt, next.CatchupNext, next.CatchupLast = m.To.NextFireAt, m.To.CatchupNext, m.To.CatchupLast
+	next.MissedSlots += m.Missed
+	if paused {
+		next.Paused, next.Version, next.UpdatedAt = false, cur.Version+1, s.clock()
 	}
-	cur.NextFireAt = next
-	s.jobs[name] = cur
-	return cloneJob(cur), nil
+	s.jobs[name] = next
+	return cloneJob(next), nil
+}
+
+func samePosition(a, b store.SchedulePosition) bool {
+	return a.NextFireAt.Equal(b.NextFireAt) && a.CatchupNext.Equal(b.CatchupNext) && a.CatchupLast.Equal(b.CatchupLast)
 }
 
 // DeleteJob deletes a job and its dependency edges; its runs stay.

@@ -39,9 +39,7 @@ func (s *Store) ListDueTimers(ctx context.Context, shard int, now time.Time, lim
 		}
 	}
 	for _, j := range s.jobs {
-		if !j.Paused {
-			add(store.DueTimer{Item: store.TimerOfJob, Job: j.Name, At: j.NextFireAt, Kind: store.TimerKindJobFire})
-		}
+		add(store.DueTimer{Item: store.TimerOfJob, Job: j.Name, At: j.TimerAt(), Kind: store.TimerKindJobFire})
 	}
 	for _, r := range s.runs {
 		if !r.ExecutionState.Terminal() {

@@ -13,6 +13,7 @@ import (
 
 var jobCases = []Case{
 	{"Jobs", jobs},
+	{"ScheduleCatchup", scheduleCatchup},
 	{"DependencyEdges", dependencyEdges},
 }
 
@@ -101,32 +102,46 @@ func jobs(t *testing.T, h *Harness) {
 	if got := jobDue(far); len(got) != 0 {
 		t.Fatalf("a paused job is due: %v", got)
 	}
-	// The ticker's view of the fire time: it advances only from the
-	// stored one, and a paused job stays out of the due timers.
-	if _, err := h.Store.SetNextFire(ctx, "nightly", fire, fire.Add(24*time.Hour)); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("advance from a fire time that is not stored: %v", err)
+	// The ticker's view of the fire time: a paused job's schedule does not
+	// move, and stays out of the due timers.
+	at := func(next time.Time) store.SchedulePosition { return store.SchedulePosition{NextFireAt: next} }
+	move := func(version int64, from, to time.Time) store.ScheduleMove {
+		return store.ScheduleMove{Version: version, From: at(from), To: at(to)}
 	}
-	moved, err := h.Store.SetNextFire(ctx, "nightly", fire.Add(time.Hour), fire.Add(25*time.Hour))
-	if err != nil || !moved.NextFireAt.Equal(fire.Add(25*time.Hour)) || moved.Version != 3 {
-		t.Fatalf("advance: %+v %v", moved, err)
+	if _, err := h.Store.MoveSchedule(ctx, "nightly", move(3, fire.Add(time.Hour), fire.Add(25*time.Hour))); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("move a paused job's schedule: %v, want conflict", err)
 	}
 	if got := jobDue(far); len(got) != 0 {
-		t.Fatalf("advancing a paused job's fire made it due: %v", got)
+		t.Fatalf("a paused job is due: %v", got)
 	}
 	resumed, err := h.Store.SetJobPaused(ctx, "nightly", false)
-	if err != nil || resumed.Paused || !resumed.NextFireAt.Equal(fire.Add(25*time.Hour)) {
+	if err != nil || resumed.Paused || !resumed.NextFireAt.Equal(fire.Add(time.Hour)) || resumed.Version != 4 {
 		t.Fatalf("resume: %+v %v", resumed, err)
 	}
-	if got := jobDue(far); len(got) != 1 || !got[0].Equal(fire.Add(25*time.Hour)) {
-		t.Fatalf("resumed job's timers %v, want its next fire", got)
+	// It advances only from the stored position and version.
+	if _, err := h.Store.MoveSchedule(ctx, "nightly", move(4, fire, fire.Add(24*time.Hour))); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("advance from a fire time that is not stored: %v", err)
 	}
-	if _, err := h.Store.SetNextFire(ctx, "nightly", fire.Add(25*time.Hour), time.Time{}); err != nil {
+	if _, err := h.Store.MoveSchedule(ctx, "nightly", move(3, fire.Add(time.Hour), fire.Add(24*time.Hour))); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("advance decided from an older version: %v", err)
+	}
+	if _, err := h.Store.MoveSchedule(ctx, "nope", move(1, fire, fire)); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("advance a missing job: %v", err)
+	}
+	moved, err := h.Store.MoveSchedule(ctx, "nightly", move(4, fire.Add(time.Hour), fire.Add(25*time.Hour)))
+	if err != nil || !moved.NextFireAt.Equal(fire.Add(25*time.Hour)) || moved.Version != 4 || moved.MissedSlots != 0 {
+		t.Fatalf("advance: %+v %v", moved, err)
+	}
+	if got := jobDue(far); len(got) != 1 || !got[0].Equal(fire.Add(25*time.Hour)) {
+		t.Fatalf("job timers %v, want its next fire", got)
+	}
+	if _, err := h.Store.MoveSchedule(ctx, "nightly", move(4, fire.Add(25*time.Hour), time.Time{})); err != nil {
 		t.Fatalf("no next fire: %v", err)
 	}
 	if got := jobDue(far); len(got) != 0 {
 		t.Fatalf("a job without a next fire is due: %v", got)
 	}
-	if _, err := h.Store.SetNextFire(ctx, "nightly", time.Time{}, fire); err != nil {
+	if _, err := h.Store.MoveSchedule(ctx, "nightly", move(4, time.Time{}, fire)); err != nil {
 		t.Fatalf("a next fire again: %v", err)
 	}
 	if err := h.Store.DeleteJob(ctx, "nightly"); err != nil {
@@ -215,4 +230,103 @@ func dependencyEdges(t *testing.T, h *Harness) {
 	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "loop", Upstream: []string{"a#b"}}); !errors.Is(err, store.ErrInvalidKey) {
 		t.Errorf("an upstream job with the key separator: %v, want invalid key", err)
 	}
+}
+
+// scheduleCatchup: a schedule position with pending catch-up runs is due
+// at its first catch-up slot; moves add the slots they skip to
+// missed_slots; a resume moves the position in the same conditional write;
+// an update replaces the position and keeps the count.
+func scheduleCatchup(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	next := T0.Add(time.Hour)
+	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "hourly", Spec: []byte(`{"rate":"1h"}`), NextFireAt: T0}); err != nil {
+		t.Fatal(err)
+	}
+	dueAt := func() []time.Time {
+		t.Helper()
+		timers, _ := allDue(t, h, T0.Add(1000*time.Hour), 0)
+		var out []time.Time
+		for _, d := range timers {
+			if d.Item == store.TimerOfJob {
+				out = append(out, d.At)
+			}
+		}
+		return out
+	}
+	pending := store.SchedulePosition{NextFireAt: next, CatchupNext: T0.Add(-3 * time.Hour), CatchupLast: T0.Add(-time.Hour)}
+	j, err := h.Store.MoveSchedule(ctx, "hourly", store.ScheduleMove{Version: 1, From: store.SchedulePosition{NextFireAt: T0}, To: pending, Missed: 5})
+	if err != nil || !samePos(j.Position(), pending) || j.MissedSlots != 5 || j.Version != 1 {
+		t.Fatalf("decide a catch-up: %+v %v", j, err)
+	}
+	if got := dueAt(); len(got) != 1 || !got[0].Equal(pending.CatchupNext) {
+		t.Fatalf("due %v, want at the first catch-up slot %s", got, pending.CatchupNext)
+	}
+	// A second decision from the position the first one left is refused:
+	// its slots are decided already.
+	if _, err := h.Store.MoveSchedule(ctx, "hourly", store.ScheduleMove{Version: 1, From: store.SchedulePosition{NextFireAt: T0}, To: pending, Missed: 5}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a decision from a position that moved on: %v, want conflict", err)
+	}
+	// So is a move from the same next fire but another catch-up range.
+	other := pending
+	other.CatchupNext = T0.Add(-2 * time.Hour)
+	if _, err := h.Store.MoveSchedule(ctx, "hourly", store.ScheduleMove{Version: 1, From: other, To: store.SchedulePosition{NextFireAt: next}}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a move from another catch-up range: %v, want conflict", err)
+	}
+	if _, err := h.Store.MoveSchedule(ctx, "hourly", store.ScheduleMove{Version: 1, From: pending, To: pending, Missed: -1}); !errors.Is(err, store.ErrInvalidInput) {
+		t.Fatalf("a negative count: %v, want invalid input", err)
+	}
+	// A batch of runs started: the range moves on.
+	half := pending
+	half.CatchupNext = T0.Add(-time.Hour)
+	if j, err = h.Store.MoveSchedule(ctx, "hourly", store.ScheduleMove{Version: 1, From: pending, To: half}); err != nil || !samePos(j.Position(), half) || j.MissedSlots != 5 {
+		t.Fatalf("move the range: %+v %v", j, err)
+	}
+	if got := dueAt(); len(got) != 1 || !got[0].Equal(half.CatchupNext) {
+		t.Fatalf("due %v, want %s", got, half.CatchupNext)
+	}
+
+	// Paused: out of the timers, and only a resume moves it.
+	if _, err := h.Store.SetJobPaused(ctx, "hourly", true); err != nil {
+		t.Fatal(err)
+	}
+	if got := dueAt(); len(got) != 0 {
+		t.Fatalf("a paused job with a catch-up range is due: %v", got)
+	}
+	resumedAt := store.SchedulePosition{NextFireAt: next.Add(24 * time.Hour)}
+	if _, err := h.Store.ResumeJob(ctx, "hourly", store.ScheduleMove{Version: 1, From: half, To: resumedAt, Missed: 2}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("resume decided from an older version: %v, want conflict", err)
+	}
+	if _, err := h.Store.ResumeJob(ctx, "hourly", store.ScheduleMove{Version: 2, From: pending, To: resumedAt, Missed: 2}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("resume from another position: %v, want conflict", err)
+	}
+	j, err = h.Store.ResumeJob(ctx, "hourly", store.ScheduleMove{Version: 2, From: half, To: resumedAt, Missed: 2})
+	if err != nil || j.Paused || j.Version != 3 || !samePos(j.Position(), resumedAt) || j.MissedSlots != 7 || !j.UpdatedAt.Equal(T0) {
+		t.Fatalf("resume: %+v %v", j, err)
+	}
+	if got, err := h.Store.GetJob(ctx, "hourly"); err != nil || !samePos(got.Position(), resumedAt) || got.MissedSlots != 7 || got.Paused {
+		t.Fatalf("read after resume: %+v %v", got, err)
+	}
+	if got := dueAt(); len(got) != 1 || !got[0].Equal(resumedAt.NextFireAt) {
+		t.Fatalf("due %v after resume, want %s", got, resumedAt.NextFireAt)
+	}
+	if _, err := h.Store.ResumeJob(ctx, "hourly", store.ScheduleMove{Version: 3, From: resumedAt, To: resumedAt}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("resume a running job: %v, want conflict", err)
+	}
+	// A move of a running job with MoveSchedule's own condition.
+	if _, err := h.Store.MoveSchedule(ctx, "hourly", store.ScheduleMove{Version: 3, From: resumedAt, To: pending, Missed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// An update replaces the position (the new definition's) and keeps
+	// the count.
+	upd, err := h.Store.UpdateJob(ctx, store.Job{Name: "hourly", Spec: []byte(`{"rate":"2h"}`), NextFireAt: next}, 3)
+	if err != nil || !samePos(upd.Position(), store.SchedulePosition{NextFireAt: next}) || upd.MissedSlots != 8 {
+		t.Fatalf("update: %+v %v", upd, err)
+	}
+	if got, err := h.Store.GetJob(ctx, "hourly"); err != nil || !samePos(got.Position(), upd.Position()) || got.MissedSlots != 8 {
+		t.Fatalf("read after update: %+v %v", got, err)
+	}
+}
+
+func samePos(a, b store.SchedulePosition) bool {
+	return a.NextFireAt.Equal(b.NextFireAt) && a.CatchupNext.Equal(b.CatchupNext) && a.CatchupLast.Equal(b.CatchupLast)
 }

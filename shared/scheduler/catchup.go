@@ -1,0 +1,256 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// Catch-up of missed slots (docs/api.md, "Catch-up of missed slots").
+//
+// A job's schedule position (store.SchedulePosition) is its next fire and
+// the catch-up runs decided but not started yet, a range of its slots. A
+// slot is missed when it fell while the job was paused (decided on
+// resume), or when the ticker first sees it more than lateAfter after its
+// time (decided on that pass). The decision is one conditional write
+// (MoveSchedule, ResumeJob) that moves the next fire past now, adds the
+// skipped slots to missed_slots and records the range of catch-up runs;
+// the runs are then started from that range in batches, each batch moving
+// the range on with another conditional write. Each run still claims its
+// slot, so a crash between a batch and its move, or two tickers racing,
+// start no slot twice, and no decided slot is lost: the range stays until
+// its runs are started.
+
+// DefaultTickerPeriod is Config.TickerPeriod's default: the CDK stack's
+// ticker runs every minute.
+const DefaultTickerPeriod = time.Minute
+
+// Batches of catch-up runs: a ticker pass starts at most catchupBatch of
+// one job's runs (a 1,000-slot catch-up of a 48-task job spreads over
+// passes), a resume answers after at most resumeBatch.
+const (
+	catchupBatch = 50
+	resumeBatch  = 10
+)
+
+// maxSkipSteps bounds the slots one decision walks before its window (a
+// job paused for years); the walk goes on at the next pass from where it
+// stopped. The slots inside the window are at most a year of minutes.
+const maxSkipSteps = 200_000
+
+// lateAfter is how late the ticker may first see a slot and still fire
+// it as scheduled: max(60 s, two ticker periods).
+func (s *Service) lateAfter() time.Duration {
+	return max(time.Minute, 2*s.cfg.TickerPeriod)
+}
+
+// catchupDecision is what a decision does to a job's schedule.
+type catchupDecision struct {
+	To     store.SchedulePosition
+	Missed int64 // slots skipped
+	Runs   int   // catch-up runs decided (the range's slots)
+}
+
+// decideCatchup decides the missed slots of a schedule whose next fire is
+// from: the slots before cutoff (all the slots up to now when the job was
+// paused; those more than lateAfter old for the ticker). Slots older than
+// the catch-up window are skipped; inside it, the policy picks: none
+// skips them all, latest runs the latest, all runs each, at most the
+// newest jobspec.MaxCatchupRuns. The position it answers has the next
+// fire at the first slot not missed (after now, or one the ticker is
+// still on time for) and the range of the catch-up runs, if any. A walk
+// cut at maxSkipSteps answers a next fire still missed, with no runs.
+func decideCatchup(sched jobspec.Schedule, from time.Time, missed func(time.Time) bool, now time.Time) catchupDecision {
+	next := func(t time.Time) time.Time {
+		n, ok := sched.Next(t)
+		if !ok {
+			return time.Time{}
+		}
+		return n
+	}
+	var d catchupDecision
+	windowStart := now.Add(-sched.Window())
+	slot := from
+	for steps := 0; !slot.IsZero() && missed(slot) && slot.Before(windowStart); steps++ {
+		if steps == maxSkipSteps {
+			d.To.NextFireAt = slot
+			return d
+		}
+		d.Missed++
+		slot = next(slot)
+	}
+	// The newest MaxCatchupRuns missed slots inside the window, in a ring.
+	var ring [jobspec.MaxCatchupRuns]time.Time
+	inside := 0
+	for ; !slot.IsZero() && missed(slot); slot = next(slot) {
+		ring[inside%len(ring)] = slot
+		inside++
+	}
+	d.To.NextFireAt = slot
+	if inside == 0 {
+		return d
+	}
+	last := ring[(inside-1)%len(ring)]
+	switch sched.CatchupPolicy() {
+	case jobspec.CatchupNone:
+		d.Runs = 0
+	case jobspec.CatchupAll:
+		d.Runs = min(inside, len(ring))
+	default:
+		d.Runs = 1
+	}
+	d.Missed += int64(inside - d.Runs)
+	if d.Runs > 0 {
+		d.To.CatchupNext, d.To.CatchupLast = ring[(inside-d.Runs)%len(ring)], last
+	}
+	return d
+}
+
+// decideLate decides the slots the ticker sees too late, from the job's
+// next fire (which is one of them).
+func (s *Service) decideLate(sched jobspec.Schedule, from, now time.Time) catchupDecision {
+	cutoff := now.Add(-s.lateAfter())
+	return decideCatchup(sched, from, func(t time.Time) bool { return t.Before(cutoff) }, now)
+}
+
+// decidePaused decides the slots that fell while the job was paused: each
+// slot up to now.
+func decidePaused(sched jobspec.Schedule, from, now time.Time) catchupDecision {
+	return decideCatchup(sched, from, func(t time.Time) bool { return !t.After(now) }, now)
+}
+
+// ResumeJob resumes a paused job: the slots that fell while it was paused
+// are decided by its catch-up policy in the same write that resumes it,
+// and the first catch-up runs start before it answers (the ticker starts
+// the rest). Resuming a job that is not paused changes nothing. A catch-up
+// still under way from before the pause is finished first; the slots
+// after it are then decided as the ticker finds them.
+func (s *Service) ResumeJob(ctx context.Context, name string) (store.Job, error) {
+	for try := 0; ; try++ {
+		sj, j, err := s.LoadJob(ctx, name)
+		if err != nil || !sj.Paused {
+			return sj, err
+		}
+		m := store.ScheduleMove{Version: sj.Version, From: sj.Position(), To: sj.Position()}
+		now := s.now()
+		var d catchupDecision
+		if sj.CatchupNext.IsZero() && !sj.NextFireAt.IsZero() && !sj.NextFireAt.After(now) {
+			d = decidePaused(j.Schedule, sj.NextFireAt, now)
+			m.To, m.Missed = d.To, d.Missed
+		}
+		out, err := s.store.ResumeJob(ctx, name, m)
+		if errors.Is(err, store.ErrConflict) && try < conflictRetries {
+			continue // changed since read: decide again from what stands
+		}
+		if err != nil {
+			return store.Job{}, err
+		}
+		if m.Missed > 0 || d.Runs > 0 {
+			s.log.InfoContext(ctx, "resumed: missed slots decided", "job", name, "policy", string(j.Schedule.CatchupPolicy()),
+				"missed", m.Missed, "catchup_runs", d.Runs, "next_fire", protocol.FormatTime(out.NextFireAt))
+		}
+		if out.CatchupNext.IsZero() {
+			return out, nil
+		}
+		started, err := s.startCatchup(ctx, out, j, resumeBatch)
+		if err != nil {
+			// The range stays in the job: the ticker starts its runs.
+			s.log.WarnContext(ctx, "resume: start catch-up runs", "job", name, "error", err.Error())
+			return s.store.GetJob(ctx, name)
+		}
+		return started, nil
+	}
+}
+
+// conflictRetries bounds how often a resume decides again after a
+// concurrent change.
+const conflictRetries = 3
+
+// errMovedOn says a schedule move met a position another writer moved
+// first: that writer carries on from there.
+var errMovedOn = errors.New("schedule moved on")
+
+// moveSchedule writes a move decided from sj; errMovedOn when another
+// writer moved the job first (or paused, resumed or updated it).
+func (s *Service) moveSchedule(ctx context.Context, sj store.Job, to store.SchedulePosition, missed int64) (store.Job, error) {
+	out, err := s.store.MoveSchedule(ctx, sj.Name, store.ScheduleMove{Version: sj.Version, From: sj.Position(), To: to, Missed: missed})
+	if errors.Is(err, store.ErrConflict) {
+		return sj, errMovedOn
+	}
+	return out, err
+}
+
+// startCatchup starts up to limit of the job's pending catch-up runs,
+// oldest slot first, then moves the range past them. Each run claims its
+// slot, so runs another writer started already are not started twice.
+func (s *Service) startCatchup(ctx context.Context, sj store.Job, j jobspec.Job, limit int) (store.Job, error) {
+	slot, started := sj.CatchupNext, 0
+	var ferr error
+	for ; !slot.IsZero() && !slot.After(sj.CatchupLast) && started < limit && !s.deadlineReached(ctx); started++ {
+		if ferr = s.fireSlot(ctx, j, slot, statemodel.TriggerCatchup); ferr != nil {
+			break
+		}
+		n, ok := j.NextFire(slot)
+		if !ok {
+			n = time.Time{}
+		}
+		slot = n
+	}
+	if started == 0 {
+		return sj, ferr
+	}
+	to := sj.Position()
+	to.CatchupNext = slot
+	if slot.IsZero() || slot.After(sj.CatchupLast) {
+		to.CatchupNext, to.CatchupLast = time.Time{}, time.Time{}
+	}
+	out, err := s.moveSchedule(ctx, sj, to, 0)
+	if err != nil {
+		return sj, errors.Join(ferr, err)
+	}
+	return out, ferr
+}
+
+// fireSchedule fires what the job's schedule has due: slots the ticker
+// sees too late are decided by the catch-up policy, slots still on time
+// run as scheduled, until the next fire is after now. While an earlier
+// catch-up is still under way, late slots wait for it to end.
+func (s *Service) fireSchedule(ctx context.Context, sj store.Job, j jobspec.Job) error {
+	now := s.now()
+	for !sj.NextFireAt.IsZero() && !sj.NextFireAt.After(now) && !s.deadlineReached(ctx) {
+		at := sj.NextFireAt
+		var err error
+		if at.Before(now.Add(-s.lateAfter())) {
+			if !sj.CatchupNext.IsZero() {
+				return nil
+			}
+			d := s.decideLate(j.Schedule, at, now)
+			if sj, err = s.moveSchedule(ctx, sj, d.To, d.Missed); err != nil {
+				return err
+			}
+			s.log.InfoContext(ctx, "missed slots decided", "job", sj.Name, "policy", string(j.Schedule.CatchupPolicy()),
+				"from", protocol.FormatTime(at), "missed", d.Missed, "catchup_runs", d.Runs, "next_fire", protocol.FormatTime(sj.NextFireAt))
+			if !sj.CatchupNext.IsZero() {
+				if sj, err = s.startCatchup(ctx, sj, j, catchupBatch); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := s.fireSlot(ctx, j, at, statemodel.TriggerSchedule); err != nil {
+			return fmt.Errorf("fire job %s at %s: %w", sj.Name, protocol.FormatTime(at), err)
+		}
+		to := sj.Position()
+		to.NextFireAt, _ = j.NextFire(at)
+		if sj, err = s.moveSchedule(ctx, sj, to, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,302 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/store/memstore"
+)
+
+// The catch-up of missed slots, on the in-memory store under the
+// fixture's clock (2030-01-02T03:04:05Z at the start).
+
+// slotRuns lists a job's runs by logical time, oldest first.
+func (f *fixture) slotRuns(t *testing.T, job string) []store.Run {
+	t.Helper()
+	var out []store.Run
+	token := ""
+	for {
+		runs, next, err := f.st.ListRuns(context.Background(), store.RunFilter{Job: job, Limit: 500, Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, runs...)
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	slices.SortFunc(out, func(a, b store.Run) int { return a.LogicalTime.Compare(b.LogicalTime) })
+	return out
+}
+
+func (f *fixture) job(t *testing.T, name string) store.Job {
+	t.Helper()
+	j, err := f.st.GetJob(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// logicalTimes are the runs' logical times in the API's format.
+func logicalTimes(runs []store.Run) []string {
+	out := make([]string, len(runs))
+	for i, r := range runs {
+		out[i] = protocol.FormatTime(r.LogicalTime)
+	}
+	return out
+}
+
+// slotsFrom are n slots step apart from first, in the API's format.
+func slotsFrom(first time.Time, step time.Duration, n int) []string {
+	out := make([]string, n)
+	for i := range n {
+		out[i] = protocol.FormatTime(first.Add(time.Duration(i) * step))
+	}
+	return out
+}
+
+// An hourly job paused for 30 days: on resume, none skips all 720 slots,
+// latest runs the latest one, all runs the 24 inside the default 24 h
+// window (the first batch before the answer, the rest on the next tick);
+// the rest count as missed, and the schedule is back on time.
+func TestCatchupOnResume(t *testing.T) {
+	start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	resumeAt := start.Add(30 * 24 * time.Hour)            // 2030-02-01T03:04:05Z
+	latest := time.Date(2030, 2, 1, 3, 0, 0, 0, time.UTC) // the last slot before the resume
+	next := latest.Add(time.Hour)
+	for _, c := range []struct {
+		policy     string
+		runs       []string // after the ticks
+		missed     int64
+		atResume   int // runs when the resume answers
+		pendingNow bool
+	}{
+		{"none", nil, 720, 0, false},
+		{"latest", []string{protocol.FormatTime(latest)}, 719, 1, false},
+		{"all", slotsFrom(latest.Add(-23*time.Hour), time.Hour, 24), 696, 10, true},
+	} {
+		t.Run(c.policy, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			f.createJob(t, fmt.Sprintf(`{"name": "hourly", "schedule": {"cron": "0 * * * *", "catchup": %q}}`, c.policy))
+			if _, err := f.st.SetJobPaused(ctx, "hourly", true); err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Advance(resumeAt.Sub(start))
+			f.tick(t, f.svc) // a paused job fires nothing
+			if n := len(f.slotRuns(t, "hourly")); n != 0 {
+				t.Fatalf("%d runs while paused", n)
+			}
+
+			j, err := f.svc.ResumeJob(ctx, "hourly")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.Paused || !j.NextFireAt.Equal(next) || j.MissedSlots != c.missed || j.CatchupNext.IsZero() != !c.pendingNow {
+				t.Fatalf("resumed job: paused %v, next fire %s (want %s), missed %d (want %d), catch-up from %s",
+					j.Paused, protocol.FormatTime(j.NextFireAt), protocol.FormatTime(next), j.MissedSlots, c.missed, protocol.FormatTime(j.CatchupNext))
+			}
+			if n := len(f.slotRuns(t, "hourly")); n != c.atResume {
+				t.Fatalf("%d runs when the resume answered, want %d", n, c.atResume)
+			}
+			f.tick(t, f.svc)
+			f.tick(t, f.svc) // nothing left to do
+			if got := logicalTimes(f.slotRuns(t, "hourly")); !slices.Equal(got, c.runs) {
+				t.Fatalf("runs at %v, want %v", got, c.runs)
+			}
+			j = f.job(t, "hourly")
+			if !j.NextFireAt.Equal(next) || j.MissedSlots != c.missed || !j.CatchupNext.IsZero() {
+				t.Fatalf("after the ticks: next fire %s, missed %d, catch-up from %s", protocol.FormatTime(j.NextFireAt), j.MissedSlots, protocol.FormatTime(j.CatchupNext))
+			}
+			// Resuming a running job changes nothing.
+			again, err := f.svc.ResumeJob(ctx, "hourly")
+			if err != nil || again.Version != j.Version || again.MissedSlots != c.missed {
+				t.Fatalf("resume again: %+v %v", again, err)
+			}
+		})
+	}
+}
+
+// The ticker was down for ten minutes (no pause): an every-minute job's
+// slots over two ticker periods old are missed and caught up by policy;
+// the two it still sees on time run as scheduled, in the same pass, and
+// the schedule is back on time.
+func TestCatchupTickerDown(t *testing.T) {
+	start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	first := time.Date(2030, 1, 2, 3, 5, 0, 0, time.UTC)
+	minutes := func(from, to int) []string { // the slots 03:from .. 03:to
+		return slotsFrom(first.Add(time.Duration(from-5)*time.Minute), time.Minute, to-from+1)
+	}
+	for _, c := range []struct {
+		policy string
+		runs   []string
+		missed int64
+	}{
+		// Down from 03:05:01 to 03:15:01: 03:06 .. 03:13 are over two
+		// minutes late, 03:14 and 03:15 are not.
+		{"none", append(minutes(5, 5), minutes(14, 15)...), 8},
+		{"latest", append(minutes(5, 5), minutes(13, 15)...), 7},
+		{"all", minutes(5, 15), 0},
+	} {
+		t.Run(c.policy, func(t *testing.T) {
+			f := newFixture(t)
+			f.createJob(t, fmt.Sprintf(`{"name": "minutely", "schedule": {"cron": "* * * * *", "catchup": %q}}`, c.policy))
+			f.clock.Advance(first.Add(time.Second).Sub(start))
+			f.tick(t, f.svc)
+			f.clock.Advance(10 * time.Minute)
+			f.tick(t, f.svc)
+			runs := f.slotRuns(t, "minutely")
+			if got := logicalTimes(runs); !slices.Equal(got, c.runs) {
+				t.Fatalf("runs at %v, want %v", got, c.runs)
+			}
+			j := f.job(t, "minutely")
+			if want := first.Add(11 * time.Minute); !j.NextFireAt.Equal(want) || j.MissedSlots != c.missed {
+				t.Fatalf("next fire %s (want %s), missed %d (want %d)", protocol.FormatTime(j.NextFireAt), protocol.FormatTime(want), j.MissedSlots, c.missed)
+			}
+			// Back on time: the next slot runs on the next pass.
+			f.clock.Advance(time.Minute)
+			f.tick(t, f.svc)
+			if n := len(f.slotRuns(t, "minutely")); n != len(c.runs)+1 {
+				t.Fatalf("%d runs after the next slot, want %d", n, len(c.runs)+1)
+			}
+		})
+	}
+}
+
+// A ticker that runs a little late (under two periods) fires every slot it
+// has due in one pass: the schedule does not fall behind, and nothing is
+// missed.
+func TestLateTickFiresEveryDueSlot(t *testing.T) {
+	f := newFixture(t)
+	f.createJob(t, `{"name": "minutely", "schedule": {"cron": "* * * * *", "catchup": "none"}}`)
+	f.clock.Advance(2*time.Minute - 5*time.Second) // 03:06:00: 03:05 and 03:06 due
+	f.tick(t, f.svc)
+	if got, want := logicalTimes(f.slotRuns(t, "minutely")), []string{"2030-01-02T03:05:00.000Z", "2030-01-02T03:06:00.000Z"}; !slices.Equal(got, want) {
+		t.Fatalf("runs at %v, want %v", got, want)
+	}
+	if j := f.job(t, "minutely"); j.MissedSlots != 0 || protocol.FormatTime(j.NextFireAt) != "2030-01-02T03:07:00.000Z" {
+		t.Fatalf("next fire %s, missed %d", protocol.FormatTime(j.NextFireAt), j.MissedSlots)
+	}
+}
+
+// The window and the newest 1,000: a job every minute, policy all within
+// 48 h, paused for three days. The slots older than the window and all
+// but the newest 1,000 inside it are missed; the 1,000 runs are created in
+// batches across passes, oldest first.
+func TestCatchupAllNewestThousandInBatches(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.createJob(t, `{"name": "busy", "schedule": {"rate": "1m", "catchup": "all", "catchup_window": "48h"}}`)
+	created := f.clock.Now()
+	if _, err := f.st.SetJobPaused(ctx, "busy", true); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(72 * time.Hour)
+	now := f.clock.Now()
+	if _, err := f.svc.ResumeJob(ctx, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	passes := 0
+	for f.job(t, "busy").CatchupNext.IsZero() == false {
+		if passes++; passes > 25 {
+			t.Fatal("the catch-up is not done after 25 passes")
+		}
+		f.tick(t, f.svc)
+	}
+	if passes < 2 {
+		t.Fatalf("1,000 runs were created in %d passes, want batches", passes)
+	}
+	runs := f.slotRuns(t, "busy")
+	// Rate slots are one minute apart from the creation; the last before
+	// the resume is the resume time itself (three days of whole minutes).
+	last := created.Add(72 * time.Hour)
+	if want := slotsFrom(last.Add(-999*time.Minute), time.Minute, 1000); !slices.Equal(logicalTimes(runs), want) {
+		t.Fatalf("%d runs from %s to %s, want the 1,000 newest slots up to %s",
+			len(runs), protocol.FormatTime(runs[0].LogicalTime), protocol.FormatTime(runs[len(runs)-1].LogicalTime), protocol.FormatTime(last))
+	}
+	j := f.job(t, "busy")
+	if total := int64(72 * 60); j.MissedSlots != total-1000 || !j.NextFireAt.Equal(now.Add(time.Minute)) {
+		t.Fatalf("missed %d (want %d), next fire %s", j.MissedSlots, total-1000, protocol.FormatTime(j.NextFireAt))
+	}
+}
+
+// failingMoves is the store with MoveSchedule failing after its write
+// would have been decided: the crash between a batch of runs and the move
+// of the range.
+type failingMoves struct {
+	scheduler.Store
+	mu    sync.Mutex
+	fails int
+}
+
+var errCrash = errors.New("crashed before the move")
+
+func (s *failingMoves) MoveSchedule(ctx context.Context, name string, m store.ScheduleMove) (store.Job, error) {
+	s.mu.Lock()
+	crash := s.fails > 0 && !m.From.CatchupNext.IsZero()
+	if crash {
+		s.fails--
+	}
+	s.mu.Unlock()
+	if crash {
+		return store.Job{}, errCrash
+	}
+	return s.Store.MoveSchedule(ctx, name, m)
+}
+
+// A crash between a batch of catch-up runs and the move of the range, and
+// two tickers racing over the same job: every decided slot gets exactly
+// one run, none is lost, and missed_slots counts each skipped slot once.
+func TestCatchupCrashAndRaceNeverLoseOrDoubleASlot(t *testing.T) {
+	c := newClock()
+	mem := memstore.New(memstore.WithClock(c.Now))
+	crashy := &failingMoves{Store: mem, fails: 2}
+	q := newMemQueue()
+	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
+	f := assemble(crashy, q, pool, c, "", nil)
+	other := scheduler.New(mem, q, scheduler.Config{Pools: map[string]string{"default": pool}, Now: c.Now})
+	ctx := context.Background()
+	f.createJob(t, `{"name": "racy", "schedule": {"rate": "1m", "catchup": "all", "catchup_window": "3h"}}`)
+	start := c.Now()
+	c.Advance(10 * time.Hour) // ticker down for ten hours: 600 slots, 180 inside the window
+
+	for pass := 0; f.job(t, "racy").CatchupNext.IsZero() == false || pass == 0; pass++ {
+		if pass > 20 {
+			t.Fatal("the catch-up is not done after 20 passes")
+		}
+		var wg sync.WaitGroup
+		for _, svc := range []*scheduler.Service{f.svc, other, f.svc, other} {
+			wg.Go(func() {
+				if _, err := svc.Tick(ctx); err != nil && !errors.Is(err, errCrash) {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if crashy.fails != 0 {
+		t.Fatalf("%d crashes left: the test crashed no batch", crashy.fails)
+	}
+	runs := f.slotRuns(t, "racy")
+	// 600 slots, start+1m .. now. The 178 over two minutes late inside the
+	// window (from now-3h) are caught up, the 3 still on time (now-2m ..
+	// now) run as scheduled: one run per slot from now-3h to now. The 419
+	// older slots are missed.
+	now := start.Add(10 * time.Hour)
+	if want := slotsFrom(now.Add(-3*time.Hour), time.Minute, 181); !slices.Equal(logicalTimes(runs), want) {
+		t.Fatalf("runs %v\nwant %v", logicalTimes(runs), want)
+	}
+	if j := f.job(t, "racy"); j.MissedSlots != 419 || !j.NextFireAt.Equal(now.Add(time.Minute)) {
+		t.Fatalf("missed %d, next fire %s", j.MissedSlots, protocol.FormatTime(j.NextFireAt))
+	}
+}
