@@ -735,7 +735,7 @@ func TestFunctions(t *testing.T) {
 	wantEnv := map[string][]string{
 		scheduler.FunctionAPI:        {"RUNLEDGER_AUTH", "RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
 		scheduler.FunctionEvents:     {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
-		scheduler.FunctionTicker:     {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
+		scheduler.FunctionTicker:     {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE", "RUNLEDGER_TICKER_PERIOD"},
 		scheduler.FunctionReconciler: {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
 		scheduler.FunctionWorker:     {"RUNLEDGER_API_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_POOL"},
 	}
@@ -770,6 +770,10 @@ func TestFunctions(t *testing.T) {
 	}
 	if api["RUNLEDGER_HISTORY_RETENTION"] != "2160h0m0s" {
 		t.Errorf("api RUNLEDGER_HISTORY_RETENTION %v, want 2160h0m0s", api["RUNLEDGER_HISTORY_RETENTION"])
+	}
+	ticker := full.resources[full.functions[scheduler.FunctionTicker]].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if ticker["RUNLEDGER_TICKER_PERIOD"] != "1m0s" {
+		t.Errorf("ticker RUNLEDGER_TICKER_PERIOD %v, want 1m0s (the schedule's rate)", ticker["RUNLEDGER_TICKER_PERIOD"])
 	}
 	pools, _ := api["RUNLEDGER_POOL_QUEUES"].(map[string]any)["Fn::Join"].([]any)
 	if got := fmt.Sprint(pools); !strings.Contains(got, `{"default":"`) || !strings.Contains(got, `,"gpu":"`) {

@@ -135,14 +135,21 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 		"RUNLEDGER_HISTORY_RETENTION": &retention,
 		"RUNLEDGER_MAX_CLOCK_SKEW":    &skew,
 	})
+	tickerPeriod := p.TickerRate.String()
 	for _, name := range []string{FunctionTicker, FunctionReconciler} {
-		s.newFunction(p, name, map[string]*string{
+		env := map[string]*string{
 			"RUNLEDGER_TABLE":             table,
 			"RUNLEDGER_DELAY_QUEUE_URL":   delay,
 			"RUNLEDGER_POOL_QUEUES":       poolJSON,
 			"RUNLEDGER_HISTORY_RETENTION": &retention,
 			"RUNLEDGER_MAX_CLOCK_SKEW":    &skew,
-		})
+		}
+		if name == FunctionTicker {
+			// A slot the ticker first sees over two of its periods late
+			// is missed and caught up by the job's policy.
+			env["RUNLEDGER_TICKER_PERIOD"] = &tickerPeriod
+		}
+		s.newFunction(p, name, env)
 	}
 
 	s.API = s.newAPI(p, s.Functions[FunctionAPI])

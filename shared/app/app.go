@@ -100,6 +100,10 @@ type Config struct {
 	// MaxClockSkew is the scheduler's allowance for worker clocks
 	// (default scheduler.DefaultMaxClockSkew).
 	MaxClockSkew time.Duration
+	// TickerPeriod is how often the ticker function runs (default
+	// scheduler.DefaultTickerPeriod): a slot it first sees more than two
+	// periods (at least 60 s) late is missed and caught up.
+	TickerPeriod time.Duration
 	// Metrics receives the scheduler's CloudWatch embedded-metric-format
 	// lines (default: discarded; the Lambda entries pass stdout).
 	Metrics io.Writer
@@ -174,7 +178,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.Service = scheduler.New(a.Store, a.Queue, scheduler.Config{
 		Pools: cfg.Pools, EventsQueueURL: cfg.EventsQueueURL, DelayQueueURL: cfg.DelayQueueURL,
 		Now: cfg.Now, Evidence: a.Evidence, Executors: executors, Allowed: allowed,
-		MaxClockSkew: cfg.MaxClockSkew, Metrics: cfg.metrics(), Logger: cfg.Logger,
+		MaxClockSkew: cfg.MaxClockSkew, TickerPeriod: cfg.TickerPeriod, Metrics: cfg.metrics(), Logger: cfg.Logger,
 	})
 	a.Config = cfg
 	return a, nil
@@ -199,6 +203,9 @@ func (c *Config) check() error {
 	}
 	if c.MaxClockSkew < 0 {
 		return configErrorf("MaxClockSkew %s is negative", c.MaxClockSkew)
+	}
+	if c.TickerPeriod < 0 {
+		return configErrorf("TickerPeriod %s is negative", c.TickerPeriod)
 	}
 	seen := map[string]bool{}
 	for i, p := range c.Parts {
@@ -241,6 +248,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxClockSkew == 0 {
 		c.MaxClockSkew = scheduler.DefaultMaxClockSkew
+	}
+	if c.TickerPeriod == 0 {
+		c.TickerPeriod = scheduler.DefaultTickerPeriod
 	}
 	if c.Metrics == nil {
 		c.Metrics = io.Discard

@@ -97,6 +97,9 @@ func TestNewDefaults(t *testing.T) {
 	if c.MaxClockSkew != scheduler.DefaultMaxClockSkew || c.Auth != api.AuthAPIKey || c.HistoryRetention != 0 {
 		t.Errorf("skew %s, auth %q, retention %s; want %s, %q, the store's", c.MaxClockSkew, c.Auth, c.HistoryRetention, scheduler.DefaultMaxClockSkew, api.AuthAPIKey)
 	}
+	if c.TickerPeriod != scheduler.DefaultTickerPeriod {
+		t.Errorf("ticker period %s, want %s", c.TickerPeriod, scheduler.DefaultTickerPeriod)
+	}
 	if len(a.Evidence) != 1 {
 		t.Errorf("evidence = %#v, want the worker leases' alone", a.Evidence)
 	}
@@ -118,6 +121,7 @@ func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 		{"provision and a table", func(c *app.Config) { c.Provision = &app.Provision{Name: "rl"} }, "set them or Provision, not both"},
 		{"negative retention", func(c *app.Config) { c.HistoryRetention = -time.Hour }, "HistoryRetention -1h0m0s is negative"},
 		{"negative skew", func(c *app.Config) { c.MaxClockSkew = -time.Second }, "MaxClockSkew -1s is negative"},
+		{"negative ticker period", func(c *app.Config) { c.TickerPeriod = -time.Minute }, "TickerPeriod -1m0s is negative"},
 		{"unnamed part", func(c *app.Config) { c.Parts = []app.Part{{}} }, "Parts[0] has no name"},
 		{"two parts of a name", func(c *app.Config) { c.Parts = []app.Part{{Name: "x"}, {Name: "x"}} }, `two parts are named "x"`},
 		{"two executors of a type", func(c *app.Config) {
@@ -218,6 +222,7 @@ func TestFromEnv(t *testing.T) {
 		"RUNLEDGER_DELAY_QUEUE_URL":   "https://sqs/delay",
 		"RUNLEDGER_HISTORY_RETENTION": "48h",
 		"RUNLEDGER_MAX_CLOCK_SKEW":    "5s",
+		"RUNLEDGER_TICKER_PERIOD":     "2m",
 		"RUNLEDGER_AUTH":              "gateway",
 		"RUNLEDGER_API_KEY":           "k",
 		"RUNLEDGER_EXECUTORS_ALLOWED": `{"lambda_functions": ["fn"], "ecs_clusters": ["main"], "ecs_task_definitions": ["etl"]}`,
@@ -237,7 +242,7 @@ func TestFromEnv(t *testing.T) {
 	want := app.Config{
 		Table: "rl-table", Pools: map[string]string{"default": "https://sqs/q1", "gpu": "https://sqs/q2"},
 		EventsQueueURL: "https://sqs/events", DelayQueueURL: "https://sqs/delay",
-		HistoryRetention: 48 * time.Hour, MaxClockSkew: 5 * time.Second, Auth: api.AuthGateway, APIKey: "k",
+		HistoryRetention: 48 * time.Hour, MaxClockSkew: 5 * time.Second, TickerPeriod: 2 * time.Minute, Auth: api.AuthGateway, APIKey: "k",
 		Allowed: jobspec.Allowed{LambdaFunctions: []string{"fn"}, ECSClusters: []string{"main"}, ECSTaskDefinitions: []string{"etl"}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -252,6 +257,7 @@ func TestFromEnv(t *testing.T) {
 		{"RUNLEDGER_HISTORY_RETENTION", "-1h", `RUNLEDGER_HISTORY_RETENTION "-1h" is not a positive duration`},
 		{"RUNLEDGER_MAX_CLOCK_SKEW", "1us", `RUNLEDGER_MAX_CLOCK_SKEW "1us" is not a duration of at least 1ms`},
 		{"RUNLEDGER_EXECUTORS_ALLOWED", `["fn"]`, "RUNLEDGER_EXECUTORS_ALLOWED is not a JSON object"},
+		{"RUNLEDGER_TICKER_PERIOD", "10ms", `RUNLEDGER_TICKER_PERIOD "10ms" is not a duration of at least 1s`},
 	} {
 		if _, err := app.FromEnv(with(tc.key, tc.value)); err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s=%q: FromEnv = %v, want an error saying %q", tc.key, tc.value, err, tc.says)

@@ -20,8 +20,8 @@ import (
 // FromEnv reads the scheduler functions' environment (docs/wiring.md:
 // RUNLEDGER_TABLE, RUNLEDGER_POOL_QUEUES, RUNLEDGER_EVENTS_QUEUE_URL,
 // RUNLEDGER_DELAY_QUEUE_URL, RUNLEDGER_HISTORY_RETENTION,
-// RUNLEDGER_MAX_CLOCK_SKEW, RUNLEDGER_EXECUTORS_ALLOWED, RUNLEDGER_AUTH,
-// RUNLEDGER_API_KEY) into a
+// RUNLEDGER_MAX_CLOCK_SKEW, RUNLEDGER_TICKER_PERIOD,
+// RUNLEDGER_EXECUTORS_ALLOWED, RUNLEDGER_AUTH, RUNLEDGER_API_KEY) into a
 // Config; Clients, Logger and Metrics are the caller's. getenv is
 // os.Getenv outside tests.
 func FromEnv(getenv func(string) string) (Config, error) {
@@ -51,6 +51,13 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		if err := json.Unmarshal([]byte(v), &cfg.Allowed); err != nil {
 			return cfg, fmt.Errorf(`environment: RUNLEDGER_EXECUTORS_ALLOWED is not a JSON object {"lambda_functions": [...], "ecs_clusters": [...], "ecs_task_definitions": [...]}: %w`, err)
 		}
+	}
+	if v := getenv("RUNLEDGER_TICKER_PERIOD"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return cfg, fmt.Errorf("environment: RUNLEDGER_TICKER_PERIOD %q is not a duration of at least 1s", v)
+		}
+		cfg.TickerPeriod = d
 	}
 	var err error
 	cfg.MaxClockSkew, err = MaxClockSkewFromEnv(getenv)

@@ -51,7 +51,9 @@ type Options struct {
 	ListenAddr string
 	// APIKey for the API (default RUNLEDGER_API_KEY, else a random one).
 	APIKey string
-	// TickInterval of the ticker and the reconciler (default 2 s).
+	// TickInterval of the ticker and the reconciler (default 2 s). It is
+	// the scheduler's ticker period too: a slot the ticker first sees more
+	// than two of them (at least 60 s) late is missed and caught up.
 	TickInterval time.Duration
 	// DemoWorker runs a demo worker pool for DemoPool (default pool "demo").
 	DemoWorker bool
@@ -227,7 +229,7 @@ func (o *Options) appConfig() app.Config {
 		SQSOptions:      append([]func(*sqs.Options){o.Counters.CountSQS}, o.SQSOptions...),
 		Provision:       &app.Provision{Name: o.Name, Pools: o.Pools},
 		CapacityReports: o.CapacityReports,
-		Now:             o.Now, MaxClockSkew: o.MaxClockSkew, Logger: o.Logger,
+		Now:             o.Now, MaxClockSkew: o.MaxClockSkew, TickerPeriod: o.TickInterval, Logger: o.Logger,
 		APIKey: o.APIKey,
 		Parts:  parts,
 	}
