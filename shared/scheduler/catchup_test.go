@@ -13,6 +13,7 @@ import (
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/memstore"
+	"github.com/runledger/runledger/statemodel"
 )
 
 // The catch-up of missed slots, on the in-memory store under the
@@ -52,6 +53,15 @@ func logicalTimes(runs []store.Run) []string {
 	out := make([]string, len(runs))
 	for i, r := range runs {
 		out[i] = protocol.FormatTime(r.LogicalTime)
+	}
+	return out
+}
+
+// triggers counts the runs by trigger.
+func triggers(runs []store.Run) map[statemodel.Trigger]int {
+	out := map[statemodel.Trigger]int{}
+	for _, r := range runs {
+		out[r.Trigger]++
 	}
 	return out
 }
@@ -111,8 +121,12 @@ func TestCatchupOnResume(t *testing.T) {
 			}
 			f.tick(t, f.svc)
 			f.tick(t, f.svc) // nothing left to do
-			if got := logicalTimes(f.slotRuns(t, "hourly")); !slices.Equal(got, c.runs) {
+			runs := f.slotRuns(t, "hourly")
+			if got := logicalTimes(runs); !slices.Equal(got, c.runs) {
 				t.Fatalf("runs at %v, want %v", got, c.runs)
+			}
+			if got := triggers(runs); got[statemodel.TriggerCatchup] != len(runs) {
+				t.Fatalf("triggers %v, want every run catchup", got)
 			}
 			j = f.job(t, "hourly")
 			if !j.NextFireAt.Equal(next) || j.MissedSlots != c.missed || !j.CatchupNext.IsZero() {
@@ -138,15 +152,16 @@ func TestCatchupTickerDown(t *testing.T) {
 		return slotsFrom(first.Add(time.Duration(from-5)*time.Minute), time.Minute, to-from+1)
 	}
 	for _, c := range []struct {
-		policy string
-		runs   []string
-		missed int64
+		policy  string
+		runs    []string
+		missed  int64
+		catchup int // runs with trigger catchup; the others are schedule
 	}{
 		// Down from 03:05:01 to 03:15:01: 03:06 .. 03:13 are over two
 		// minutes late, 03:14 and 03:15 are not.
-		{"none", append(minutes(5, 5), minutes(14, 15)...), 8},
-		{"latest", append(minutes(5, 5), minutes(13, 15)...), 7},
-		{"all", minutes(5, 15), 0},
+		{"none", append(minutes(5, 5), minutes(14, 15)...), 8, 0},
+		{"latest", append(minutes(5, 5), minutes(13, 15)...), 7, 1},
+		{"all", minutes(5, 15), 0, 8},
 	} {
 		t.Run(c.policy, func(t *testing.T) {
 			f := newFixture(t)
@@ -158,6 +173,9 @@ func TestCatchupTickerDown(t *testing.T) {
 			runs := f.slotRuns(t, "minutely")
 			if got := logicalTimes(runs); !slices.Equal(got, c.runs) {
 				t.Fatalf("runs at %v, want %v", got, c.runs)
+			}
+			if got := triggers(runs); got[statemodel.TriggerCatchup] != c.catchup || got[statemodel.TriggerSchedule] != len(runs)-c.catchup {
+				t.Fatalf("triggers %v, want %d catchup and the rest schedule", got, c.catchup)
 			}
 			j := f.job(t, "minutely")
 			if want := first.Add(11 * time.Minute); !j.NextFireAt.Equal(want) || j.MissedSlots != c.missed {
@@ -295,6 +313,9 @@ func TestCatchupCrashAndRaceNeverLoseOrDoubleASlot(t *testing.T) {
 	now := start.Add(10 * time.Hour)
 	if want := slotsFrom(now.Add(-3*time.Hour), time.Minute, 181); !slices.Equal(logicalTimes(runs), want) {
 		t.Fatalf("runs %v\nwant %v", logicalTimes(runs), want)
+	}
+	if got := triggers(runs); got[statemodel.TriggerCatchup] != 178 || got[statemodel.TriggerSchedule] != 3 {
+		t.Fatalf("triggers %v, want 178 catchup and 3 schedule", got)
 	}
 	if j := f.job(t, "racy"); j.MissedSlots != 419 || !j.NextFireAt.Equal(now.Add(time.Minute)) {
 		t.Fatalf("missed %d, next fire %s", j.MissedSlots, protocol.FormatTime(j.NextFireAt))
