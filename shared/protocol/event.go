@@ -57,18 +57,35 @@ type Event struct {
 	Completion *Completion
 	Lease      *Lease
 	Timer      *Timer
+	// InvocationFailure is Lambda's on-failure record of a lambda
+	// executor's invocation (it carries no kind: it is recognised by its
+	// requestContext).
+	InvocationFailure *InvocationFailure
 }
 
 // DecodeEvent reads one events-queue or delay-queue message body by its
-// "kind" (none: a completion; LeaseKind; TimerKind) and validates it as
+// "kind" (none: a completion, or Lambda's invocation record when it has a
+// requestContext; LeaseKind; TimerKind) and validates it as
 // the scheduler requires. Any error means the message can never be
 // applied; field errors wrap a *FieldError.
 func DecodeEvent(body string) (Event, error) {
 	var probe struct {
-		Kind string `json:"kind"`
+		Kind           string          `json:"kind"`
+		RequestContext json.RawMessage `json:"requestContext"`
 	}
 	if err := json.Unmarshal([]byte(body), &probe); err != nil {
 		return Event{}, fmt.Errorf("decode event: %w", err)
+	}
+	switch {
+	case probe.Kind == "" && probe.RequestContext != nil:
+		var f InvocationFailure
+		if err := json.Unmarshal([]byte(body), &f); err != nil {
+			return Event{}, err
+		}
+		if err := f.Validate(); err != nil {
+			return Event{}, fmt.Errorf("invocation record: %w", err)
+		}
+		return Event{InvocationFailure: &f}, nil
 	}
 	switch probe.Kind {
 	case "":

@@ -55,6 +55,8 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 		return s.FireTimer(ctx, store.InstanceKey{Run: m.Timer.Run, Task: m.Timer.Task})
 	case m.Lease != nil:
 		return s.store.PutWorkerLease(ctx, s.workerLease(*m.Lease))
+	case m.InvocationFailure != nil:
+		return s.invocationFailed(ctx, *m.InvocationFailure, body)
 	}
 	_, err = s.Complete(ctx, *m.Completion, m.Completion.Token)
 	if errors.Is(err, ErrInvalidCompletion) {

@@ -77,16 +77,18 @@ func executorFixture(t *testing.T) (*fixture, *executorDouble) {
 	t.Helper()
 	c := newClock()
 	q := newMemQueue()
-	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
+	n := seq.Add(1)
+	pool := q.create(fmt.Sprintf("sched%d-pool", n))
+	events := q.create(fmt.Sprintf("sched%d-events", n))
 	st := memstore.New(memstore.WithClock(c.Now))
 	ev := &evidenceDouble{}
 	ev.verdict.Store(scheduler.VerdictSucceeded) // would win if it were asked
 	ex := &executorDouble{}
 	svc := scheduler.New(st, q, scheduler.Config{
-		Pools: map[string]string{"default": pool}, Now: c.Now, Evidence: []scheduler.EvidenceProvider{ev},
+		Pools: map[string]string{"default": pool}, EventsQueueURL: events, Now: c.Now, Evidence: []scheduler.EvidenceProvider{ev},
 		Executors: []scheduler.Executor{ex}, Allowed: jobspec.Allowed{LambdaFunctions: []string{"fn"}},
 	})
-	return &fixture{svc: svc, st: st, q: q, pool: pool, clock: c, ev: ev}, ex
+	return &fixture{svc: svc, st: st, q: q, pool: pool, events: events, clock: c, ev: ev}, ex
 }
 
 const lambdaJob = `{"name":"j","executor":{"type":"lambda","function":"fn"},"timeouts":{"heartbeat":"10s","queue":"1m","cancel":"30s"},` +
@@ -205,5 +207,99 @@ func TestCancelTimeoutStopsTheExecutorsWork(t *testing.T) {
 	}
 	if len(ex.stopped) != 1 || ex.stopped[0] != "inv-1" {
 		t.Fatalf("stopped %v, want [inv-1]", ex.stopped)
+	}
+}
+
+// failedInvocation is Lambda's on-failure record of the invocation that
+// started env as id.
+func failedInvocation(env protocol.Envelope, id string) protocol.InvocationFailure {
+	return protocol.InvocationFailure{
+		RequestID: id, FunctionARN: "arn:aws:lambda:eu-west-1:123456789012:function:fn", Condition: protocol.ConditionRetriesExhausted,
+		ApproximateInvokeCount: 3, Envelope: env, FunctionError: "Unhandled", ErrorType: "Runtime.ExitError", ErrorMessage: "signal: killed",
+	}
+}
+
+// A failed invocation of a LOST attempt is a confirmed failure: retried
+// by policy at once, without waiting out the evidence window or the
+// clock-skew fence.
+func TestFailedInvocationResolvesALostAttempt(t *testing.T) {
+	f, ex := executorFixture(t)
+	run := f.triggerJob(t, lambdaJob)
+	env := ex.last(t)
+	if _, err := f.svc.Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
+		t.Fatal(err)
+	}
+	f.lose(t)
+	if s := f.instance(t, run).Snapshot.State; s != statemodel.StateLost {
+		t.Fatalf("state %s, want LOST (the lambda evidence knows nothing yet)", s)
+	}
+	f.deliver(t, failedInvocation(env, "inv-1"))
+	inst := f.instance(t, run)
+	a1, _ := inst.Snapshot.AttemptN(1)
+	// The retry's backoff is 1 s from now, not the lease's end plus the
+	// 30 s clock skew: the evidence proves the process gone.
+	if inst.Snapshot.State != statemodel.StateUpForRetry || a1.ErrorCategory != scheduler.CategoryInvocationFailed ||
+		a1.Outcome != statemodel.OutcomeFailed || !inst.Snapshot.RetryAt.Equal(f.clock.Now().Add(time.Second)) {
+		t.Fatalf("state %s retry at %s, attempt 1 %s %q; want UP_FOR_RETRY 1 s from now after a confirmed failure",
+			inst.Snapshot.State, inst.Snapshot.RetryAt, a1.Outcome, a1.ErrorCategory)
+	}
+	h, err := store.FullHistory(context.Background(), f.st, inst.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, tr := range h {
+		if tr.Event == statemodel.EvEvidenceFailed && tr.Evidence["request_id"] == "inv-1" && tr.Evidence["condition"] == "RetriesExhausted" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no evidence transition naming the invocation in %+v", h)
+	}
+}
+
+// While the attempt still holds its lease the record waits on the events
+// queue until the lease ends; delivered then, it resolves the attempt.
+func TestFailedInvocationWaitsForTheLease(t *testing.T) {
+	f, ex := executorFixture(t)
+	run := f.triggerJob(t, lambdaJob)
+	env := ex.last(t)
+	if _, err := f.svc.Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
+		t.Fatal(err)
+	}
+	f.deliver(t, failedInvocation(env, "inv-1"))
+	if s := f.instance(t, run).Snapshot.State; s != statemodel.StateRunning {
+		t.Fatalf("state %s, want RUNNING until the lease ends", s)
+	}
+	mq := f.q.(*memQueue)
+	mq.mu.Lock()
+	held := mq.queues[f.events]
+	mq.mu.Unlock()
+	if len(held) != 1 || !strings.Contains(held[0].Body, `"requestId":"inv-1"`) {
+		t.Fatalf("events queue holds %d messages, want the record once", len(held))
+	}
+	f.clock.Advance(11 * time.Second)
+	f.deliver(t, failedInvocation(env, "inv-1"))
+	snap := f.instance(t, run).Snapshot
+	if a1, _ := snap.AttemptN(1); snap.State != statemodel.StateUpForRetry || a1.ErrorCategory != scheduler.CategoryInvocationFailed {
+		t.Fatalf("state %s, attempt 1 %q; want UP_FOR_RETRY from the invocation's failure once the lease ended", snap.State, a1.ErrorCategory)
+	}
+}
+
+// A record whose token or request id does not match the attempt is
+// refused and changes nothing.
+func TestFailedInvocationMustMatchTheAttempt(t *testing.T) {
+	f, ex := executorFixture(t)
+	run := f.triggerJob(t, lambdaJob)
+	env := ex.last(t)
+	if _, err := f.svc.Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
+		t.Fatal(err)
+	}
+	f.lose(t)
+	forged := env
+	forged.Token = "0123456789abcdef0123456789abcdef"
+	f.deliver(t, failedInvocation(forged, "inv-1"), failedInvocation(env, "inv-other"))
+	if snap := f.instance(t, run).Snapshot; snap.State != statemodel.StateLost || snap.Attempt != 1 {
+		t.Fatalf("state %s attempt %d, want attempt 1 still LOST", snap.State, snap.Attempt)
 	}
 }

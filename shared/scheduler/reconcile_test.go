@@ -57,13 +57,15 @@ func (e *evidenceDouble) Check(_ context.Context, _ store.Instance, a statemodel
 var seq atomic.Int32
 
 type fixture struct {
-	svc   *scheduler.Service
-	st    scheduler.Store
-	q     testQueue
-	pool  string
-	clock *clock
-	ev    *evidenceDouble
-	table string // the DynamoDB table of an emulator fixture; "" in memory
+	svc  *scheduler.Service
+	st   scheduler.Store
+	q    testQueue
+	pool string
+	// events is the events queue of a fixture that has one.
+	events string
+	clock  *clock
+	ev     *evidenceDouble
+	table  string // the DynamoDB table of an emulator fixture; "" in memory
 }
 
 // testQueue is what the tests need of a queue besides the scheduler's
