@@ -2,6 +2,10 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -76,4 +80,57 @@ func receiveCount(rec events.SQSMessage) int {
 		n = n*10 + int(ch-'0')
 	}
 	return n
+}
+
+// InvokeConfig configures HandleInvoke.
+type InvokeConfig struct {
+	// APIURL is the base URL of the API (default: RUNLEDGER_API_URL).
+	APIURL string
+	// Name is the worker's name in the claim (default: the function's
+	// name, AWS_LAMBDA_FUNCTION_NAME).
+	Name       string
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+// HandleInvoke returns the Lambda handler of a function that a lambda
+// executor invokes directly (docs/api.md, "Executors"): the event is the
+// attempt's envelope. It claims the attempt, runs h while heartbeating,
+// and completes it over HTTP, as RunAttempt does:
+//
+//	lambda.Start(worker.HandleInvoke(worker.InvokeConfig{}, handle))
+//
+// The invocation fails (the handler returns an error, so Lambda retries
+// it, then sends its on-failure record, which the scheduler takes as a
+// confirmed failure of the attempt) only when the attempt could not be
+// claimed for a transient reason, before h ran. Everything else succeeds:
+// a reported outcome, a claim the scheduler refused (the attempt was
+// cancelled or superseded), and an attempt that ended without a report,
+// which the scheduler resolves from its lease.
+func HandleInvoke(cfg InvokeConfig, h Handler) func(ctx context.Context, env Envelope) error {
+	return func(ctx context.Context, env Envelope) error {
+		apiURL, name, log := cfg.APIURL, cfg.Name, cfg.Logger
+		if apiURL == "" {
+			apiURL = os.Getenv("RUNLEDGER_API_URL")
+		}
+		if name == "" {
+			name = os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
+		}
+		if log == nil {
+			log = slog.Default()
+		}
+		err := RunAttempt(ctx, AttemptConfig{
+			APIURL: apiURL, Ref: AttemptRef{Run: env.Run, Task: env.Task, Attempt: env.Attempt}, Token: env.Token,
+			Name: name, HTTPClient: cfg.HTTPClient, Logger: log,
+		}, h)
+		var reported *AttemptError
+		switch {
+		case err == nil, errors.As(err, &reported), errors.Is(err, ErrNotReported):
+			return nil
+		case errors.Is(err, ErrNotClaimed) && !IsTransient(err):
+			log.InfoContext(ctx, "attempt not claimed", "run_id", env.Run, "task_id", env.Task, "attempt", env.Attempt, "err", err)
+			return nil
+		}
+		return err
+	}
 }
