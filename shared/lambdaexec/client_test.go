@@ -54,7 +54,7 @@ func fakeLambda(t *testing.T, status int, errType string) (*httptest.Server, fun
 func client(url string) lambdaexec.Client {
 	return lambdaexec.Client{API: lambda.New(lambda.Options{
 		Region: "eu-west-1", BaseEndpoint: aws.String(url),
-		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
+		Credentials:      credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
 		RetryMaxAttempts: 1,
 	})}
 }
