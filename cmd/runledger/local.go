@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +16,8 @@ import (
 	"github.com/runledger/runledger/shared/app"
 	"github.com/runledger/runledger/shared/devstack"
 	"github.com/runledger/runledger/shared/execworker"
+	"github.com/runledger/runledger/shared/lambdaexec"
+	"github.com/runledger/runledger/shared/worker"
 )
 
 type localFlags struct {
@@ -21,6 +25,7 @@ type localFlags struct {
 	verbose          bool
 	exec             execFlags
 	execPool         string
+	lambdas          []string
 }
 
 func newLocalCmd() *cobra.Command { return localCmd(runLocal) }
@@ -38,10 +43,17 @@ with the API on 127.0.0.1:8080. It writes the endpoints and the API key to
 everything.
 
 With --exec-pool it also runs a command-running worker (see 'runledger
-worker exec --help') on that pool.`,
+worker exec --help') on that pool.
+
+With --lambda NAME=CMD the stack's lambda executor has a function NAME that
+jobs may name ({"type": "lambda", "function": "NAME"}): each invocation
+claims its attempt, runs CMD as 'runledger task run' does (the payload and
+params in RUNLEDGER_PAYLOAD and RUNLEDGER_PARAMS) and completes it. CMD's
+arguments are split at spaces and are templates as in 'worker exec'.`,
 		Example: `  runledger local
   runledger local -addr 127.0.0.1:9090 -data ""
-  runledger local --exec-pool shell --allow sh --allow python3`,
+  runledger local --exec-pool shell --allow sh --allow python3
+  runledger local --lambda report='python3 /app/report.py --day {{.LogicalDate}}'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return start(cmd.Context(), cmd.OutOrStdout(), f) },
 	}
@@ -51,6 +63,7 @@ worker exec --help') on that pool.`,
 	fl.StringVar(&f.data, "data", ".runledger/dynamodb", `where DynamoDB Local keeps the table across restarts ("" for memory only)`)
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log every handler at info level")
 	fl.StringVar(&f.execPool, "exec-pool", "", "also run a command-running worker on this pool (created if missing)")
+	fl.StringArrayVar(&f.lambdas, "lambda", nil, "a local Lambda function NAME=CMD [ARGS...] that lambda executors may invoke (repeatable)")
 	f.exec.register(fl, "exec-concurrency")
 	// -v and --v were the flag's names before it was --verbose.
 	fl.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
@@ -66,6 +79,13 @@ worker exec --help') on that pool.`,
 // worker, and the exec worker when --exec-pool asks for one.
 func (f localFlags) options(logger *slog.Logger) (devstack.Options, error) {
 	opts := devstack.Options{ListenAddr: f.addr, DataDir: f.data, DemoWorker: true, Logger: logger}
+	if len(f.lambdas) > 0 {
+		fns, err := lambdaCommands(f.lambdas, logger)
+		if err != nil {
+			return opts, err
+		}
+		opts.Parts = append(opts.Parts, app.LambdaFunctions{Local: fns}.Part())
+	}
 	if f.execPool == "" {
 		if f.exec.set() {
 			return opts, usageErrorf("--allow, --allow-any, --exec-concurrency and --kill-grace need --exec-pool")
@@ -80,6 +100,36 @@ func (f localFlags) options(logger *slog.Logger) (devstack.Options, error) {
 	opts.Parts = append(opts.Parts, exec.Part())
 	return opts, nil
 }
+
+// lambdaCommands are --lambda's functions: each runs its command for the
+// attempt its invocation names, with the exec worker's command runner.
+func lambdaCommands(specs []string, logger *slog.Logger) (*lambdaexec.Local, error) {
+	// The flag names each command: it needs no allowlist beyond itself.
+	allow, err := execworker.NewAllowlist(nil, true)
+	if err != nil {
+		return nil, err
+	}
+	h, err := execworker.New(execworker.Config{Allow: allow})
+	if err != nil {
+		return nil, err
+	}
+	fns := &lambdaexec.Local{Handlers: map[string]worker.Handler{}, Logger: logger}
+	for _, spec := range specs {
+		name, command, _ := strings.Cut(spec, "=")
+		argv := strings.Fields(command)
+		switch {
+		case !lambdaName.MatchString(name) || len(argv) == 0:
+			return nil, usageErrorf("--lambda %q: want NAME=CMD [ARGS...], NAME of letters, digits, - and _", spec)
+		case fns.Handlers[name] != nil:
+			return nil, usageErrorf("--lambda %q: function %s is named twice", spec, name)
+		}
+		fns.Handlers[name] = h.Fixed(argv)
+	}
+	return fns, nil
+}
+
+// lambdaName is the shape of a Lambda function name.
+var lambdaName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {

@@ -136,6 +136,40 @@ func TestLocalExecPool(t *testing.T) {
 	}
 }
 
+// `local --lambda NAME=CMD` adds the lambda executor with those functions,
+// which job definitions may then name; a malformed one is a usage error.
+func TestLocalLambda(t *testing.T) {
+	t.Parallel()
+	var got localFlags
+	cmd := localCmd(func(_ context.Context, _ io.Writer, f localFlags) error { got = f; return nil })
+	cmd.SetArgs([]string{"--lambda", "report=python3 /app/report.py --day {{.LogicalDate}}", "--lambda", "sh-fn=sh -c true"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := got.options(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Parts) != 1 || opts.Parts[0].Name != "lambda" || len(opts.Parts[0].Executors) != 1 ||
+		!slices.Equal(opts.Parts[0].Allowed.LambdaFunctions, []string{"report", "sh-fn"}) {
+		t.Errorf("parts %+v", opts.Parts)
+	}
+	for _, bad := range []string{"report", "=sh", "a b=sh", "x=sh,x=sh"} {
+		var args []string
+		for _, spec := range strings.Split(bad, ",") {
+			args = append(args, "--lambda", spec)
+		}
+		cmd := localCmd(func(_ context.Context, _ io.Writer, f localFlags) error { got = f; return nil })
+		cmd.SetArgs(args)
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := got.options(nil); err == nil {
+			t.Errorf("--lambda %s accepted", bad)
+		}
+	}
+}
+
 // A diamond is drawn as a tree under each task's deepest upstream task,
 // naming the other upstream tasks.
 func TestDAGLines(t *testing.T) {

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/runledger/runledger/shared/api"
+	"github.com/runledger/runledger/shared/lambdaexec"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/worker"
@@ -98,6 +100,10 @@ func Boot(ctx context.Context, parts ...Part) (*App, *slog.Logger, error) {
 		return nil, log, err
 	}
 	cfg.Clients, cfg.Logger, cfg.Metrics, cfg.Parts = SDK{Config: awsCfg}, log, os.Stdout, parts
+	if len(cfg.Allowed.LambdaFunctions) > 0 {
+		// The stack lets jobs invoke functions: the lambda executor.
+		cfg.Executors = append(cfg.Executors, lambdaexec.Executor{Invoker: lambdaexec.Client{API: lambda.NewFromConfig(awsCfg)}})
+	}
 	a, err := New(ctx, cfg)
 	return a, log, err
 }
