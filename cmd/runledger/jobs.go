@@ -50,10 +50,10 @@ func newJobsListCmd(api *apiFlags) *cobra.Command {
 			if api.json() {
 				return printJSON(cmd.OutOrStdout(), map[string]any{"jobs": jobs})
 			}
-			t := newTable(cmd.OutOrStdout(), "NAME", "SCHEDULE", "POOL", "TASKS", "PAUSED", "NEXT FIRE", "VERSION")
+			t := newTable(cmd.OutOrStdout(), "NAME", "SCHEDULE", "POOL", "TASKS", "PAUSED", "NEXT FIRE", "MISSED", "VERSION")
 			for _, j := range jobs {
 				t.row(j.Job.Name, scheduleText(j.Job.Schedule), j.Job.Pool, fmt.Sprint(len(j.Job.Tasks())),
-					fmt.Sprint(j.Paused), when(j.NextFireTime), fmt.Sprint(j.Version))
+					fmt.Sprint(j.Paused), when(j.NextFireTime), fmt.Sprint(j.MissedSlots), fmt.Sprint(j.Version))
 			}
 			return t.flush()
 		},
@@ -139,7 +139,7 @@ func newJobsDeleteCmd(api *apiFlags) *cobra.Command {
 func newJobsPauseResumeCmd(api *apiFlags, verb string) *cobra.Command {
 	short := "Pause a job's schedule (no run starts on schedule while paused)"
 	if verb == "resume" {
-		short = "Resume a paused job's schedule"
+		short = "Resume a paused job's schedule; the slots missed meanwhile are caught up by its catchup policy"
 	}
 	return &cobra.Command{
 		Use:     verb + " JOB",
@@ -162,7 +162,7 @@ func newJobsPauseResumeCmd(api *apiFlags, verb string) *cobra.Command {
 			if api.json() {
 				return printJSON(cmd.OutOrStdout(), map[string]any{"job": j})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "job %s: paused %v, next fire %s\n", j.Job.Name, j.Paused, when(j.NextFireTime))
+			fmt.Fprintf(cmd.OutOrStdout(), "job %s: paused %v, next fire %s, missed slots %d\n", j.Job.Name, j.Paused, when(j.NextFireTime), j.MissedSlots)
 			return nil
 		},
 	}
