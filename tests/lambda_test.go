@@ -30,9 +30,17 @@ func lambdaStack(t *testing.T, local *lambdaexec.Local) *stack {
 	return startStack(t, devstack.Options{Parts: []app.Part{app.LambdaFunctions{Local: local}.Part()}})
 }
 
-// lambdaJob is quickJob run by the function fn.
+// lambdaJob is quickJob run by the function fn, with a lease and an
+// evidence window long enough that a loaded machine never loses an
+// attempt by accident (tests that want LOST set their own).
 func lambdaJob(name, fn string, over map[string]any) map[string]any {
-	def := quickJob(name, over)
+	def := quickJob(name, map[string]any{
+		"timeouts":        map[string]any{"heartbeat": "10s", "queue": "30s", "cancel": "10s", "run": "1m"},
+		"evidence_window": "1m",
+	})
+	for k, v := range over {
+		def[k] = v
+	}
 	def["executor"] = map[string]any{"type": "lambda", "function": fn}
 	return def
 }
@@ -173,7 +181,8 @@ func TestLambdaExecutorLostResolvedByTheFailedInvocation(t *testing.T) {
 	}}
 	s := lambdaStack(t, local)
 	apiURL.Store(s.url)
-	s.createJob(lambdaJob("lam-crash", "crash-fn", map[string]any{"evidence_window": "5m"}))
+	s.createJob(lambdaJob("lam-crash", "crash-fn", map[string]any{"evidence_window": "5m",
+		"timeouts": map[string]any{"heartbeat": "2s", "queue": "30s", "cancel": "10s", "run": "1m"}}))
 	id := s.trigger("lam-crash", nil)
 	d := s.waitRun(id, 45*time.Second, "SUCCEEDED", "FAILED")
 	if d.Run.ExecutionState != "SUCCEEDED" {
@@ -207,7 +216,7 @@ func TestLambdaExecutorCancel(t *testing.T) {
 		},
 	}}
 	s := lambdaStack(t, local)
-	s.createJob(lambdaJob("lam-slow", "slow-fn", map[string]any{"timeouts": map[string]any{"heartbeat": "900ms", "queue": "30s", "cancel": "10s", "run": "1m"}}))
+	s.createJob(lambdaJob("lam-slow", "slow-fn", map[string]any{"timeouts": map[string]any{"heartbeat": "3s", "queue": "30s", "cancel": "10s", "run": "1m"}}))
 	id := s.trigger("lam-slow", nil)
 	select {
 	case <-started:
