@@ -174,6 +174,9 @@ func (h *Handler) pauseJob(w http.ResponseWriter, r *http.Request) error {
 // paused are caught up by its policy before the answer.
 func (h *Handler) resumeJob(w http.ResponseWriter, r *http.Request) error {
 	sj, err := h.svc.ResumeJob(r.Context(), r.PathValue("job"))
+	if errors.Is(err, store.ErrConflict) {
+		return errf(http.StatusConflict, "conflict", "Job %q kept changing while it was being resumed; resume it again.", r.PathValue("job"))
+	}
 	if err != nil {
 		return err
 	}

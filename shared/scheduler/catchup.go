@@ -39,10 +39,13 @@ const (
 	resumeBatch  = 10
 )
 
-// maxSkipSteps bounds the slots one decision walks before its window (a
-// job paused for years); the walk goes on at the next pass from where it
-// stopped. The slots inside the window are at most a year of minutes.
-const maxSkipSteps = 200_000
+// maxDecideSteps bounds the slots one decision walks (a cron slot costs a
+// few microseconds; 50,000 are a month of minutes). A longer walk (a
+// frequent schedule paused for months) is decided in parts: each part
+// skips the slots it knows the policy will not run, moves the next fire to
+// the first it still holds, and the next part (the same ticker pass while
+// its deadline allows, else the next pass) goes on from there.
+const maxDecideSteps = 50_000
 
 // lateAfter is how late the ticker may first see a slot and still fire
 // it as scheduled: max(60 s, two ticker periods).
@@ -58,56 +61,57 @@ type catchupDecision struct {
 }
 
 // decideCatchup decides the missed slots of a schedule whose next fire is
-// from: the slots before cutoff (all the slots up to now when the job was
-// paused; those more than lateAfter old for the ticker). Slots older than
-// the catch-up window are skipped; inside it, the policy picks: none
-// skips them all, latest runs the latest, all runs each, at most the
-// newest jobspec.MaxCatchupRuns. The position it answers has the next
-// fire at the first slot not missed (after now, or one the ticker is
-// still on time for) and the range of the catch-up runs, if any. A walk
-// cut at maxSkipSteps answers a next fire still missed, with no runs.
-func decideCatchup(sched jobspec.Schedule, from time.Time, missed func(time.Time) bool, now time.Time) catchupDecision {
-	next := func(t time.Time) time.Time {
-		n, ok := sched.Next(t)
-		if !ok {
-			return time.Time{}
-		}
-		return n
-	}
-	var d catchupDecision
-	windowStart := now.Add(-sched.Window())
-	slot := from
-	for steps := 0; !slot.IsZero() && missed(slot) && slot.Before(windowStart); steps++ {
-		if steps == maxSkipSteps {
-			d.To.NextFireAt = slot
-			return d
-		}
-		d.Missed++
-		slot = next(slot)
-	}
-	// The newest MaxCatchupRuns missed slots inside the window, in a ring.
-	var ring [jobspec.MaxCatchupRuns]time.Time
-	inside := 0
-	for ; !slot.IsZero() && missed(slot); slot = next(slot) {
-		ring[inside%len(ring)] = slot
-		inside++
-	}
-	d.To.NextFireAt = slot
-	if inside == 0 {
-		return d
-	}
-	last := ring[(inside-1)%len(ring)]
+// from (missed tells them: every slot up to now when the job was paused;
+// those more than lateAfter old for the ticker). Slots older than the
+// catch-up window are skipped; inside it, the policy keeps some to run:
+// none keeps no slot, latest the latest, all the newest
+// jobspec.MaxCatchupRuns; the others are skipped. The position it answers
+// has the next fire at the first slot not missed (after now, or one the
+// ticker is still on time for) and the kept slots as the range of
+// catch-up runs.
+//
+// A walk that reaches maxDecideSteps stops with the slots it knows are
+// skipped (those a later missed slot pushed out of what the policy keeps)
+// and the next fire at the first slot it still kept, and decides no run:
+// deciding again from there finishes it.
+func decideCatchup(sched jobspec.Schedule, from time.Time, missed func(time.Time) bool, now time.Time, budget int) catchupDecision {
+	keep := 1
 	switch sched.CatchupPolicy() {
 	case jobspec.CatchupNone:
-		d.Runs = 0
+		keep = 0
 	case jobspec.CatchupAll:
-		d.Runs = min(inside, len(ring))
-	default:
-		d.Runs = 1
+		keep = jobspec.MaxCatchupRuns
 	}
-	d.Missed += int64(inside - d.Runs)
-	if d.Runs > 0 {
-		d.To.CatchupNext, d.To.CatchupLast = ring[(inside-d.Runs)%len(ring)], last
+	windowStart := now.Add(-sched.Window())
+	var d catchupDecision
+	var kept []time.Time // the newest missed slots inside the window, at most keep
+	slot := from
+	for steps := 0; !slot.IsZero() && missed(slot); steps++ {
+		if steps == budget {
+			d.To.NextFireAt = slot
+			if len(kept) > 0 {
+				d.To.NextFireAt = kept[0]
+			}
+			return d
+		}
+		switch {
+		case keep == 0 || slot.Before(windowStart):
+			d.Missed++
+		case len(kept) == keep:
+			kept = append(kept[1:], slot)
+			d.Missed++
+		default:
+			kept = append(kept, slot)
+		}
+		n, ok := sched.Next(slot)
+		if !ok {
+			n = time.Time{}
+		}
+		slot = n
+	}
+	d.To.NextFireAt = slot
+	if d.Runs = len(kept); d.Runs > 0 {
+		d.To.CatchupNext, d.To.CatchupLast = kept[0], kept[len(kept)-1]
 	}
 	return d
 }
@@ -116,13 +120,13 @@ func decideCatchup(sched jobspec.Schedule, from time.Time, missed func(time.Time
 // next fire (which is one of them).
 func (s *Service) decideLate(sched jobspec.Schedule, from, now time.Time) catchupDecision {
 	cutoff := now.Add(-s.lateAfter())
-	return decideCatchup(sched, from, func(t time.Time) bool { return t.Before(cutoff) }, now)
+	return decideCatchup(sched, from, func(t time.Time) bool { return t.Before(cutoff) }, now, maxDecideSteps)
 }
 
 // decidePaused decides the slots that fell while the job was paused: each
 // slot up to now.
 func decidePaused(sched jobspec.Schedule, from, now time.Time) catchupDecision {
-	return decideCatchup(sched, from, func(t time.Time) bool { return !t.After(now) }, now)
+	return decideCatchup(sched, from, func(t time.Time) bool { return !t.After(now) }, now, maxDecideSteps)
 }
 
 // ResumeJob resumes a paused job: the slots that fell while it was paused
@@ -130,7 +134,9 @@ func decidePaused(sched jobspec.Schedule, from, now time.Time) catchupDecision {
 // and the first catch-up runs start before it answers (the ticker starts
 // the rest). Resuming a job that is not paused changes nothing. A catch-up
 // still under way from before the pause is finished first; the slots
-// after it are then decided as the ticker finds them.
+// after it are then decided as the ticker finds them. So are the slots
+// past maxDecideSteps of a frequent schedule paused for months: the
+// resume answers with the part it decided.
 func (s *Service) ResumeJob(ctx context.Context, name string) (store.Job, error) {
 	for try := 0; ; try++ {
 		sj, j, err := s.LoadJob(ctx, name)

@@ -321,3 +321,93 @@ func TestCatchupCrashAndRaceNeverLoseOrDoubleASlot(t *testing.T) {
 		t.Fatalf("missed %d, next fire %s", j.MissedSlots, protocol.FormatTime(j.NextFireAt))
 	}
 }
+
+// The job's overlap policy governs catch-up runs as it governs scheduled
+// ones: with skip, a catch-up of all starts the oldest slot's run and skips
+// the others while it is unfinished (they are not missed slots: the policy
+// chose them); with cancel_previous, each run cancels the one before it.
+func TestCatchupFollowsOverlap(t *testing.T) {
+	for _, c := range []struct {
+		overlap     string
+		runs        int
+		unfinished  int
+		wantMissed  int64
+		description string
+	}{
+		{"skip", 1, 1, 0, "one run, the others skipped while it is unfinished"},
+		{"cancel_previous", 5, 1, 0, "five runs, each cancelling the one before"},
+		{"allow", 5, 5, 0, "five runs side by side"},
+	} {
+		t.Run(c.overlap, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			f.createJob(t, fmt.Sprintf(`{"name": "o", "overlap": %q, "schedule": {"rate": "1h", "catchup": "all"}}`, c.overlap))
+			if _, err := f.st.SetJobPaused(ctx, "o", true); err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Advance(5 * time.Hour)
+			if _, err := f.svc.ResumeJob(ctx, "o"); err != nil {
+				t.Fatal(err)
+			}
+			f.tick(t, f.svc)
+			runs := f.slotRuns(t, "o")
+			unfinished := 0
+			for _, r := range runs {
+				if !r.ExecutionState.Terminal() {
+					unfinished++
+				}
+			}
+			if len(runs) != c.runs || unfinished != c.unfinished {
+				t.Fatalf("%d runs, %d unfinished; want %s", len(runs), unfinished, c.description)
+			}
+			if j := f.job(t, "o"); j.MissedSlots != c.wantMissed || !j.CatchupNext.IsZero() {
+				t.Fatalf("missed %d, catch-up from %s", j.MissedSlots, protocol.FormatTime(j.CatchupNext))
+			}
+		})
+	}
+}
+
+// A decision longer than one walk (an every-minute job paused 40 days,
+// policy all within a year: 57,600 slots) is decided in parts: the resume
+// skips what it knows the policy will not run, and the ticker finishes.
+func TestCatchupDecidedInParts(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.createJob(t, `{"name": "long", "schedule": {"rate": "1m", "catchup": "all", "catchup_window": "8760h"}}`)
+	created := f.clock.Now()
+	if _, err := f.st.SetJobPaused(ctx, "long", true); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(40 * 24 * time.Hour)
+	now := f.clock.Now()
+	j, err := f.svc.ResumeJob(ctx, "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first part walked 50,000 slots and kept the newest 1,000 of them.
+	if j.MissedSlots != 49_000 || !j.NextFireAt.Equal(created.Add(49_001*time.Minute)) || !j.CatchupNext.IsZero() {
+		t.Fatalf("after the resume: missed %d, next fire %s, catch-up from %s", j.MissedSlots, protocol.FormatTime(j.NextFireAt), protocol.FormatTime(j.CatchupNext))
+	}
+	for pass := 0; ; pass++ {
+		if j = f.job(t, "long"); j.CatchupNext.IsZero() && j.NextFireAt.After(now) {
+			break
+		}
+		if pass > 25 {
+			t.Fatal("not decided after 25 passes")
+		}
+		f.tick(t, f.svc)
+	}
+	// The ticker decides the rest as it finds them: the slots within two
+	// ticker periods of now are on time and run as scheduled, the 1,000
+	// missed before them are caught up.
+	if total := int64(40 * 24 * 60); j.MissedSlots != total-1003 || !j.NextFireAt.Equal(now.Add(time.Minute)) {
+		t.Fatalf("missed %d (want %d), next fire %s", j.MissedSlots, total-1003, protocol.FormatTime(j.NextFireAt))
+	}
+	runs := f.slotRuns(t, "long")
+	if want := slotsFrom(now.Add(-1002*time.Minute), time.Minute, 1003); !slices.Equal(logicalTimes(runs), want) {
+		t.Fatalf("%d runs from %s, want the newest 1,003", len(runs), protocol.FormatTime(runs[0].LogicalTime))
+	}
+	if got := triggers(runs); got[statemodel.TriggerCatchup] != 1000 || got[statemodel.TriggerSchedule] != 3 {
+		t.Fatalf("triggers %v, want 1,000 catchup and 3 schedule", got)
+	}
+}
