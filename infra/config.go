@@ -45,6 +45,11 @@ const (
 	keyJWTAudiences       = "runledger:jwtAudiences" // "a,b" or ["a","b"]
 	keyReserved           = "runledger:reservedConcurrency"
 	keyMaxReceiveCount    = "runledger:maxReceiveCount"
+	// keyECS allows the ecs executor: {"clusters": ["batch"],
+	// "taskDefinitions": [{"family": "etl", "taskRoleArn": "...",
+	// "executionRoleArn": "..."}]}, an object in cdk.json or its JSON as
+	// a string with -c.
+	keyECS = "runledger:ecs"
 )
 
 // readConfig builds the app's configuration from a context lookup (the
@@ -196,7 +201,32 @@ func readConfig(get func(key string) any) (config, error) {
 	default:
 		fail(keyReserved, fmt.Errorf("want name=count,... or an object, got %v", v))
 	}
+	p.ECS = readECS(get(keyECS), func(err error) { fail(keyECS, err) })
 	return c, errors.Join(errs...)
+}
+
+// readECS reads the ecs executor's allow-list: a JSON object, or its text.
+func readECS(v any, fail func(error)) *scheduler.ECSExecutor {
+	var raw []byte
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case string:
+		raw = []byte(v)
+	case map[string]any:
+		raw, _ = json.Marshal(v)
+	default:
+		fail(fmt.Errorf("want an object {\"clusters\": [...], \"taskDefinitions\": [...]}, got %v", v))
+		return nil
+	}
+	var e scheduler.ECSExecutor
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		fail(err)
+		return nil
+	}
+	return &e
 }
 
 // projectFile finds the repository's cdk.json (in the working directory or

@@ -59,6 +59,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyReserved:           "api=10, worker=0",
 			keyMaxReceiveCount:    "3",
 			keyKeepRetiredIndexes: "true",
+			keyECS:                `{"clusters": ["batch"], "taskDefinitions": [{"family": "etl", "taskRoleArn": "arn:aws:iam::123456789012:role/etl"}]}`,
 		}, func(c *config) {
 			c.StackName = "Sched"
 			c.AlarmEmail = "ops@example.com"
@@ -77,6 +78,8 @@ func TestReadConfigValues(t *testing.T) {
 				ReservedConcurrency:   map[string]int{"api": 10, "worker": 0},
 				MaxReceiveCount:       3,
 				KeepRetiredIndexes:    true,
+				ECS: &scheduler.ECSExecutor{Clusters: []string{"batch"},
+					TaskDefinitions: []scheduler.ECSTaskDefinition{{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl"}}},
 			}
 		}},
 		{"JSON, as cdk.json gives them", map[string]any{
@@ -87,6 +90,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyMaxReceiveCount:    float64(7),
 			keyAlarmTopicArn:      "arn:aws:sns:eu-west-1:123456789012:ops",
 			keyKeepRetiredIndexes: false,
+			keyECS:                map[string]any{"clusters": []any{"a", "b"}, "taskDefinitions": []any{map[string]any{"family": "etl"}}},
 		}, func(c *config) {
 			c.AlarmTopicArn = "arn:aws:sns:eu-west-1:123456789012:ops"
 			c.Props.Pools = []string{"default", "batch"}
@@ -94,6 +98,7 @@ func TestReadConfigValues(t *testing.T) {
 			c.Props.DeletionProtection = &off
 			c.Props.ReservedConcurrency = map[string]int{"events": 4}
 			c.Props.MaxReceiveCount = 7
+			c.Props.ECS = &scheduler.ECSExecutor{Clusters: []string{"a", "b"}, TaskDefinitions: []scheduler.ECSTaskDefinition{{Family: "etl"}}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,11 +123,12 @@ func TestReadConfigErrors(t *testing.T) {
 		keyDeletionProtection: "maybe",
 		keyPools:              float64(3),
 		keyReserved:           "api",
+		keyECS:                `{"cluster": "typo"}`,
 	}))
 	if err == nil {
 		t.Fatal("want errors")
 	}
-	for _, key := range []string{keyTickerRate, keyRemovalPolicy, keyDeletionProtection, keyPools, keyReserved} {
+	for _, key := range []string{keyTickerRate, keyRemovalPolicy, keyDeletionProtection, keyPools, keyReserved, keyECS} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s: %v", key, err)
 		}

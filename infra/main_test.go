@@ -96,6 +96,10 @@ func runTests(m *testing.M) int {
 			CodeDir:           codeDir,
 			Pools:             []string{"default", "gpu"},
 			ExampleWorkerPool: "default",
+			ECS: &scheduler.ECSExecutor{Clusters: []string{"batch", "gpu"}, TaskDefinitions: []scheduler.ECSTaskDefinition{
+				{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl-task", ExecutionRoleArn: "arn:aws:iam::123456789012:role/ecs-exec"},
+				{Family: "report", ExecutionRoleArn: "arn:aws:iam::123456789012:role/ecs-exec"},
+			}},
 		},
 	})
 	// The Jwt stack also stands for the first deploy of an index migration.
@@ -738,6 +742,12 @@ func TestFunctions(t *testing.T) {
 		scheduler.FunctionTicker:     {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE", "RUNLEDGER_TICKER_PERIOD"},
 		scheduler.FunctionReconciler: {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
 		scheduler.FunctionWorker:     {"RUNLEDGER_API_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_POOL"},
+	}
+	// The full stack allows the ecs executor: the functions that dispatch
+	// also get its allow-lists and the API's URL (TestECSGrants).
+	for _, name := range []string{scheduler.FunctionAPI, scheduler.FunctionEvents, scheduler.FunctionTicker, scheduler.FunctionReconciler} {
+		wantEnv[name] = append(wantEnv[name], "RUNLEDGER_API_URL", "RUNLEDGER_ECS_CLUSTERS", "RUNLEDGER_ECS_TASK_DEFINITIONS")
+		sort.Strings(wantEnv[name])
 	}
 	if len(full.functions) != len(wantEnv) {
 		t.Fatalf("functions %v, want %d", full.functions, len(wantEnv))

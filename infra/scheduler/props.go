@@ -111,6 +111,10 @@ type Props struct {
 	// MaxReceiveCount is how many receives a message gets before its queue
 	// moves it to the DLQ. Default 5.
 	MaxReceiveCount int
+
+	// ECS, when set, allows the ecs executor on its clusters and task
+	// definitions (ecs.go). Nil: a job naming an ecs executor is refused.
+	ECS *ECSExecutor
 }
 
 var poolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$`)
@@ -226,6 +230,9 @@ func (p Props) validate() error {
 		if len(p.JWT.Audiences) == 0 {
 			errs = append(errs, errors.New("JWT.Audiences needs at least one audience"))
 		}
+	}
+	if err := p.ECS.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -68,6 +68,11 @@ func TestValidate(t *testing.T) {
 		{"clock skew", Props{CodeDir: noWorker, MaxClockSkew: -time.Second}, []string{"MaxClockSkew -1s"}},
 		{"reserved", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"apx": 1, "api": -1}}, []string{`unknown function "apx"`, "ReservedConcurrency[api] -1"}},
 		{"jwt", Props{CodeDir: noWorker, JWT: &JWTAuthorizer{}}, []string{"JWT.Issuer", "JWT.Audiences"}},
+		{"ecs", Props{CodeDir: noWorker, ECS: &ECSExecutor{Clusters: []string{"batch"},
+			TaskDefinitions: []ECSTaskDefinition{{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl-task"}}}}, nil},
+		{"ecs empty", Props{CodeDir: noWorker, ECS: &ECSExecutor{}}, []string{"ECS.Clusters", "ECS.TaskDefinitions"}},
+		{"ecs names", Props{CodeDir: noWorker, ECS: &ECSExecutor{Clusters: []string{"a b"},
+			TaskDefinitions: []ECSTaskDefinition{{Family: "etl:3", ExecutionRoleArn: "etl-role"}}}}, []string{`"a b"`, `family "etl:3"`, `"etl-role" is not an IAM role ARN`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.props.Validate()
