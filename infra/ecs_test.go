@@ -119,7 +119,7 @@ func TestECSGrants(t *testing.T) {
 		}
 		env, _ := full.resources[full.functions[fn]].Properties["Environment"].(map[string]any)
 		vars, _ := env["Variables"].(map[string]any)
-		if vars["RUNLEDGER_ECS_CLUSTERS"] != "batch,gpu" || vars["RUNLEDGER_ECS_TASK_DEFINITIONS"] != "etl,report" || vars["RUNLEDGER_API_URL"] == nil {
+		if vars["RUNLEDGER_EXECUTORS_ALLOWED"] != `{"ecs_clusters":["batch","gpu"],"ecs_task_definitions":["etl","report"]}` || vars["RUNLEDGER_API_URL"] == nil {
 			t.Errorf("%s: environment %v, want the ECS allow-lists and the API URL", fn, vars)
 		}
 	}

@@ -746,7 +746,7 @@ func TestFunctions(t *testing.T) {
 	// The full stack allows the ecs executor: the functions that dispatch
 	// also get its allow-lists and the API's URL (TestECSGrants).
 	for _, name := range []string{scheduler.FunctionAPI, scheduler.FunctionEvents, scheduler.FunctionTicker, scheduler.FunctionReconciler} {
-		wantEnv[name] = append(wantEnv[name], "RUNLEDGER_API_URL", "RUNLEDGER_ECS_CLUSTERS", "RUNLEDGER_ECS_TASK_DEFINITIONS")
+		wantEnv[name] = append(wantEnv[name], "RUNLEDGER_API_URL", "RUNLEDGER_EXECUTORS_ALLOWED")
 		sort.Strings(wantEnv[name])
 	}
 	if len(full.functions) != len(wantEnv) {

@@ -31,6 +31,9 @@ import (
 var env *emulator.Env
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[len(os.Args)-1] == ecsContainerArg {
+		os.Exit(ecsContainer()) // a local ecs task of the executor tests
+	}
 	emulatortest.Main(m, func(e *emulator.Env) error {
 		env = e
 		return nil

@@ -26,6 +26,9 @@ type localFlags struct {
 	exec             execFlags
 	execPool         string
 	lambdas          []string
+	// ecs maps task definition families to local commands (--ecs).
+	ecs         []string
+	ecsClusters []string
 }
 
 func newLocalCmd() *cobra.Command { return localCmd(runLocal) }
@@ -49,11 +52,19 @@ With --lambda NAME=CMD the stack's lambda executor has a function NAME that
 jobs may name ({"type": "lambda", "function": "NAME"}): each invocation
 claims its attempt, runs CMD as 'runledger task run' does (the payload and
 params in RUNLEDGER_PAYLOAD and RUNLEDGER_PARAMS) and completes it. CMD's
-arguments are split at spaces and are templates as in 'worker exec'.`,
+arguments are split at spaces and are templates as in 'worker exec'.
+
+With --ecs FAMILY=COMMAND it runs the ecs executor's tasks of that task
+definition family as local processes of COMMAND (split at spaces; put
+anything longer in a script), on the clusters --ecs-cluster names ("local"
+by default). The process gets the container's environment (RUNLEDGER_RUN,
+RUNLEDGER_TASK, RUNLEDGER_ATTEMPT, RUNLEDGER_TOKEN, RUNLEDGER_API_URL), so
+COMMAND is typically 'runledger task run -- ...', as in the image.`,
 		Example: `  runledger local
   runledger local -addr 127.0.0.1:9090 -data ""
   runledger local --exec-pool shell --allow sh --allow python3
-  runledger local --lambda report='python3 /app/report.py --day {{.LogicalDate}}'`,
+  runledger local --lambda report='python3 /app/report.py --day {{.LogicalDate}}'
+  runledger local --ecs "etl=runledger task run -- python3 etl.py"`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return start(cmd.Context(), cmd.OutOrStdout(), f) },
 	}
@@ -65,6 +76,8 @@ arguments are split at spaces and are templates as in 'worker exec'.`,
 	fl.StringVar(&f.execPool, "exec-pool", "", "also run a command-running worker on this pool (created if missing)")
 	fl.StringArrayVar(&f.lambdas, "lambda", nil, "a local Lambda function NAME=CMD [ARGS...] that lambda executors may invoke (repeatable)")
 	f.exec.register(fl, "exec-concurrency")
+	fl.StringArrayVar(&f.ecs, "ecs", nil, "run ecs tasks of a task definition family as a local command: FAMILY=COMMAND; repeatable")
+	fl.StringArrayVar(&f.ecsClusters, "ecs-cluster", nil, `an ECS cluster jobs may name for the local ecs tasks (default "local"); repeatable`)
 	// -v and --v were the flag's names before it was --verbose.
 	fl.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 		if name == "v" {
@@ -85,6 +98,13 @@ func (f localFlags) options(logger *slog.Logger) (devstack.Options, error) {
 			return opts, err
 		}
 		opts.Parts = append(opts.Parts, app.LambdaFunctions{Local: fns}.Part())
+	}
+	if len(f.ecs) > 0 || len(f.ecsClusters) > 0 {
+		part, err := f.localECS(logger)
+		if err != nil {
+			return opts, err
+		}
+		opts.Parts = append(opts.Parts, part)
 	}
 	if f.execPool == "" {
 		if f.exec.set() {
@@ -131,6 +151,30 @@ func lambdaCommands(specs []string, logger *slog.Logger) (*lambdaexec.Local, err
 // lambdaName is the shape of a Lambda function name.
 var lambdaName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
+// localECS is the local ecs executor the --ecs flags register.
+func (f localFlags) localECS(logger *slog.Logger) (app.Part, error) {
+	if len(f.ecs) == 0 {
+		return app.Part{}, usageErrorf("--ecs-cluster needs --ecs FAMILY=COMMAND")
+	}
+	defs := map[string][]string{}
+	for _, d := range f.ecs {
+		family, command, ok := strings.Cut(d, "=")
+		argv := strings.Fields(command)
+		if !ok || family == "" || len(argv) == 0 {
+			return app.Part{}, usageErrorf("--ecs %q: want FAMILY=COMMAND", d)
+		}
+		if _, dup := defs[family]; dup {
+			return app.Part{}, usageErrorf("--ecs %q: task definition %q is registered twice", d, family)
+		}
+		defs[family] = argv
+	}
+	part, _, err := app.LocalECS{Definitions: defs, Clusters: f.ecsClusters, Logger: logger}.Part()
+	if err != nil {
+		return app.Part{}, usageErrorf("%s", err)
+	}
+	return part, nil
+}
+
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -169,6 +213,9 @@ runledger local stack is up.
 `, i.APIURL, i.APIKey, st.DashboardURL(), i.DynamoDBEndpoint, i.Table, i.SQSEndpoint, f.info)
 	if f.execPool != "" {
 		fmt.Fprintf(out, "  exec worker: pool %q\n", f.execPool)
+	}
+	for _, d := range f.ecs {
+		fmt.Fprintf(out, "  ecs task definition: %s\n", d)
 	}
 	fmt.Fprint(out, `
 Try it (the demo worker serves pool "demo"; README.md has the walkthrough):

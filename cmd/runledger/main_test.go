@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"path/filepath"
 	"slices"
@@ -166,6 +167,37 @@ func TestLocalLambda(t *testing.T) {
 		}
 		if _, err := got.options(nil); err == nil {
 			t.Errorf("--lambda %s accepted", bad)
+		}
+	}
+}
+
+// `local --ecs` registers local commands for task definition families: the
+// stack's ecs executor, allowed on the named clusters.
+func TestLocalECS(t *testing.T) {
+	t.Parallel()
+	var got localFlags
+	cmd := localCmd(func(_ context.Context, _ io.Writer, f localFlags) error { got = f; return nil })
+	cmd.SetArgs([]string{"--ecs", "etl=runledger task run -- python3 etl.py", "--ecs", "report=./report.sh", "--ecs-cluster", "batch"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := got.options(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Parts) != 1 || opts.Parts[0].Name != "ecs" || len(opts.Parts[0].Executors) != 1 || opts.Parts[0].Executors[0].Type() != "ecs" ||
+		!slices.Equal(opts.Parts[0].Allowed.ECSTaskDefinitions, []string{"etl", "report"}) || !slices.Equal(opts.Parts[0].Allowed.ECSClusters, []string{"batch"}) {
+		t.Errorf("parts = %+v", opts.Parts)
+	}
+	for _, args := range [][]string{{"--ecs", "etl"}, {"--ecs", "=cmd"}, {"--ecs", "a=x", "--ecs", "a=y"}, {"--ecs-cluster", "batch"}} {
+		cmd := localCmd(func(_ context.Context, _ io.Writer, f localFlags) error { got = f; return nil })
+		cmd.SetArgs(args)
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		var usage *usageError
+		if _, err := got.options(nil); !errors.As(err, &usage) {
+			t.Errorf("%q: error %v, want a usage error", args, err)
 		}
 	}
 }

@@ -1,10 +1,10 @@
 package scheduler
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -126,8 +126,10 @@ func (s *Scheduler) wireECS(p Props) {
 	if e == nil {
 		return
 	}
-	clusters := strings.Join(e.Clusters, ",")
-	families := strings.Join(e.families(), ",")
+	// The allow-lists the scheduler checks job definitions against
+	// (shared/jobspec's Allowed, RUNLEDGER_EXECUTORS_ALLOWED).
+	allowedJSON, _ := json.Marshal(map[string][]string{"ecs_clusters": e.Clusters, "ecs_task_definitions": e.families()})
+	allowed := string(allowedJSON)
 	var clusterARNs, defARNs, taskARNs []*string
 	for _, c := range e.Clusters {
 		clusterARNs = append(clusterARNs, ecsARN("cluster/"+c))
@@ -141,8 +143,7 @@ func (s *Scheduler) wireECS(p Props) {
 		if !ok {
 			continue
 		}
-		fn.AddEnvironment(jsii.String("RUNLEDGER_ECS_CLUSTERS"), &clusters, nil)
-		fn.AddEnvironment(jsii.String("RUNLEDGER_ECS_TASK_DEFINITIONS"), &families, nil)
+		fn.AddEnvironment(jsii.String("RUNLEDGER_EXECUTORS_ALLOWED"), &allowed, nil)
 		fn.AddEnvironment(jsii.String("RUNLEDGER_API_URL"), s.API.ApiEndpoint(), nil)
 		run := allow(ecsRun, defARNs...)
 		run.AddCondition(jsii.String("ArnEquals"), map[string]any{"ecs:cluster": clusterARNs})

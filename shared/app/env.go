@@ -104,6 +104,11 @@ func Boot(ctx context.Context, parts ...Part) (*App, *slog.Logger, error) {
 		// The stack lets jobs invoke functions: the lambda executor.
 		cfg.Executors = append(cfg.Executors, lambdaexec.Executor{Invoker: lambdaexec.Client{API: lambda.NewFromConfig(awsCfg)}})
 	}
+	ecsExecutors, err := awsECS(awsCfg, cfg.Allowed, os.Getenv)
+	if err != nil {
+		return nil, log, err
+	}
+	cfg.Executors = append(cfg.Executors, ecsExecutors...)
 	a, err := New(ctx, cfg)
 	return a, log, err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 
 	"github.com/runledger/runledger/shared/ecsexec"
+	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/protocol"
 )
 
@@ -110,9 +111,9 @@ func TestStartSendsRunTaskOfTheSpec(t *testing.T) {
 	f, c := newFakeECS(t, map[string]string{
 		targetPrefix + "RunTask": `{"tasks":[{"taskArn":"` + taskARN + `","lastStatus":"PROVISIONING"}],"failures":[]}`,
 	})
-	x := ecsexec.Executor{Tasks: c, APIURL: "https://api.example.com"}
+	x := ecsexec.NewExecutor(c, "https://api.example.com")
 	env := protocol.Envelope{Run: "01RUN", Task: "extract", Attempt: 2, Token: "secret-token"}
-	spec := ecsexec.Spec{Cluster: "batch", TaskDefinition: "etl:7", Container: "app",
+	spec := jobspec.Executor{Type: "ecs", Cluster: "batch", TaskDefinition: "etl:7", Container: "app",
 		Subnets: []string{"subnet-1", "subnet-2"}, SecurityGroups: []string{"sg-1"}, LaunchType: "FARGATE"}
 	arn, err := x.Start(context.Background(), env, spec)
 	if err != nil {
@@ -172,9 +173,9 @@ func TestStartSendsRunTaskOfTheSpec(t *testing.T) {
 // An EC2 task without subnets takes no network configuration.
 func TestStartWithoutSubnetsSendsNoNetwork(t *testing.T) {
 	f, c := newFakeECS(t, map[string]string{targetPrefix + "RunTask": `{"tasks":[{"taskArn":"` + taskARN + `"}]}`})
-	x := ecsexec.Executor{Tasks: c, APIURL: "http://api"}
+	x := ecsexec.NewExecutor(c, "http://api")
 	_, err := x.Start(context.Background(), protocol.Envelope{Run: "r", Task: "t", Attempt: 1, Token: "k"},
-		ecsexec.Spec{Cluster: "batch", TaskDefinition: "etl", Container: "app", LaunchType: "EC2"})
+		jobspec.Executor{Type: "ecs", Cluster: "batch", TaskDefinition: "etl", Container: "app", LaunchType: "EC2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,9 +243,9 @@ func TestDescribeTask(t *testing.T) {
 
 func TestStopTaskNamesClusterTaskAndReason(t *testing.T) {
 	f, c := newFakeECS(t, map[string]string{targetPrefix + "StopTask": `{"task":{"taskArn":"` + taskARN + `","desiredStatus":"STOPPED"}}`})
-	x := ecsexec.Executor{Tasks: c}
+	x := ecsexec.NewExecutor(c, "")
 	// The cluster comes from the ARN, whatever the spec says.
-	if err := x.Stop(context.Background(), taskARN, ecsexec.Spec{Cluster: "other"}); err != nil {
+	if err := x.Stop(context.Background(), taskARN, jobspec.Executor{Type: "ecs", Cluster: "other"}); err != nil {
 		t.Fatal(err)
 	}
 	req := f.only(t)

@@ -20,15 +20,6 @@ import (
 	"strings"
 )
 
-// Type is the executor type of a job's or task's `executor` field.
-const Type = "ecs"
-
-// Launch types RunTask takes.
-const (
-	LaunchFargate = "FARGATE"
-	LaunchEC2     = "EC2"
-)
-
 // Error categories the ecs evidence records on a failed attempt.
 const (
 	// CategoryExitedWithoutReport: the container exited 0 but the attempt
@@ -54,7 +45,7 @@ type RunInput struct {
 	Container      string
 	Subnets        []string
 	SecurityGroups []string
-	// LaunchType is LaunchFargate (default) or LaunchEC2.
+	// LaunchType is jobspec.LaunchFargate (default) or jobspec.LaunchEC2.
 	LaunchType string
 	Env        []EnvVar
 	// ClientToken makes the call idempotent: ECS starts one task per
@@ -116,12 +107,6 @@ func ClusterOfARN(arn string) string {
 		return ""
 	}
 	return cluster
-}
-
-// IsTaskARN reports whether id looks like an ECS task ARN: the executor id
-// of an ecs attempt.
-func IsTaskARN(id string) bool {
-	return strings.HasPrefix(id, "arn:") && strings.Contains(id, ":ecs:") && strings.Contains(id, ":task/")
 }
 
 // exitOf is container's exit code in t: the named one, else the only one.

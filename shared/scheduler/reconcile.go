@@ -56,6 +56,11 @@ type Evidence struct {
 	// ExitCode (VerdictFailed) is the process's exit status when the
 	// executor saw it; the attempt records it.
 	ExitCode *int
+	// RecheckAfter (VerdictRunning) asks again this long after, within
+	// the evidence window, so that work which ends while LOST resolves the
+	// attempt when it ends (an ECS task's exit), not at the window's end;
+	// zero asks again only then.
+	RecheckAfter time.Duration
 	// LeaseEndedAt (VerdictSilent) is when the process's lease ended by
 	// the scheduler's clock.
 	LeaseEndedAt time.Time
@@ -169,7 +174,11 @@ func (s *Service) resolveLost(ctx context.Context, inst store.Instance) error {
 			typ = statemodel.EvNeverStarted
 		case VerdictRunning:
 			if now.Before(snap.Deadline) {
-				return nil // alive: wait for its heartbeat, or the window
+				// Alive: wait for its heartbeat, its end, or the window.
+				if found.RecheckAfter > 0 {
+					s.recheckLost(ctx, inst.Key, earliest(snap.Deadline, now.Add(found.RecheckAfter)))
+				}
+				return nil
 			}
 			continue // the window is over: "still running" no longer holds it
 		default:
