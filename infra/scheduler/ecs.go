@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -42,9 +41,6 @@ var (
 	ecsObserve  = []string{"ecs:DescribeTasks", "ecs:StopTask"}
 	iamPassRole = []string{"iam:PassRole"}
 )
-
-// dispatchers are the functions that dispatch attempts, so start ecs tasks.
-var dispatchers = []string{FunctionAPI, FunctionEvents, FunctionTicker, FunctionReconciler}
 
 var (
 	ecsName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
@@ -113,9 +109,9 @@ func ecsARN(resource string) *string {
 	})
 }
 
-// wireECS gives the functions what the ecs executor needs: the allow-lists
-// and the API's URL (the containers' RUNLEDGER_API_URL) in their
-// environment, and exactly these grants:
+// wireECS gives the functions that dispatch what the ecs executor needs:
+// the API's URL (the containers' RUNLEDGER_API_URL) in their environment
+// (the allow-lists: wireExecutorsAllowed), and exactly these grants:
 //   - ecs:RunTask on each allowed family's revisions, only on the allowed
 //     clusters (condition ecs:cluster), for the functions that dispatch;
 //   - iam:PassRole on the task definitions' roles, only to ECS tasks;
@@ -126,10 +122,6 @@ func (s *Scheduler) wireECS(p Props) {
 	if e == nil {
 		return
 	}
-	// The allow-lists the scheduler checks job definitions against
-	// (shared/jobspec's Allowed, RUNLEDGER_EXECUTORS_ALLOWED).
-	allowedJSON, _ := json.Marshal(map[string][]string{"ecs_clusters": e.Clusters, "ecs_task_definitions": e.families()})
-	allowed := string(allowedJSON)
 	var clusterARNs, defARNs, taskARNs []*string
 	for _, c := range e.Clusters {
 		clusterARNs = append(clusterARNs, ecsARN("cluster/"+c))
@@ -143,7 +135,6 @@ func (s *Scheduler) wireECS(p Props) {
 		if !ok {
 			continue
 		}
-		fn.AddEnvironment(jsii.String("RUNLEDGER_EXECUTORS_ALLOWED"), &allowed, nil)
 		fn.AddEnvironment(jsii.String("RUNLEDGER_API_URL"), s.API.ApiEndpoint(), nil)
 		run := allow(ecsRun, defARNs...)
 		run.AddCondition(jsii.String("ArnEquals"), map[string]any{"ecs:cluster": clusterARNs})

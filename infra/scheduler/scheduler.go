@@ -170,6 +170,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 	s.schedule(FunctionReconciler, p.ReconcilerRate)
 
 	s.grantAccess(p)
+	s.wireExecutorsAllowed(p)
 	s.wireECS(p)
 	s.addAlarms(p)
 	s.addDashboard()
