@@ -2,9 +2,15 @@ package app
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/runledger/runledger/shared/jobspec"
 )
 
 // Every Part's Metrics writer gets the scheduler's lines beside
@@ -52,5 +58,23 @@ func TestLambdaWorkerName(t *testing.T) {
 		if got := lambdaWorkerName("gpu", env(tc.env)); got != tc.want {
 			t.Errorf("%v: name %q, want %q", tc.env, got, tc.want)
 		}
+	}
+}
+
+// A Lambda entry has an ecs executor only when the deployment allows ECS
+// task definitions, and then it needs the API's URL for the containers.
+func TestAWSECS(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	none, err := awsECS(aws.Config{}, jobspec.Allowed{LambdaFunctions: []string{"fn"}}, env(nil))
+	if err != nil || len(none) != 0 {
+		t.Fatalf("without ECS allowed: %v %v, want none", none, err)
+	}
+	allowed := jobspec.Allowed{ECSClusters: []string{"batch"}, ECSTaskDefinitions: []string{"etl"}}
+	if _, err := awsECS(aws.Config{}, allowed, env(nil)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "RUNLEDGER_API_URL") {
+		t.Fatalf("without RUNLEDGER_API_URL: %v, want a configuration error naming it", err)
+	}
+	got, err := awsECS(aws.Config{Region: "eu-west-1"}, allowed, env(map[string]string{"RUNLEDGER_API_URL": "https://api"}))
+	if err != nil || len(got) != 1 || got[0].Type() != jobspec.ExecutorECS {
+		t.Fatalf("with ECS allowed: %v %v, want the ecs executor", got, err)
 	}
 }

@@ -130,4 +130,15 @@ func (q *memQueue) take(queueURL string, limit int) ([]queue.Message, <-chan str
 
 // Delete acknowledges a received message; received messages are gone
 // already.
+// bodies lists the bodies queueURL holds, visible or not.
+func (q *memQueue) bodies(queueURL string) []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for _, m := range q.queues[queueURL] {
+		out = append(out, m.Body)
+	}
+	return out
+}
+
 func (q *memQueue) Delete(context.Context, string, string) error { return nil }

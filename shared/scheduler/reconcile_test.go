@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -42,16 +43,17 @@ func (c *clock) Advance(d time.Duration) {
 type evidenceDouble struct {
 	verdict atomic.Value // scheduler.Verdict
 	asked   atomic.Int32
-	// category and exit go with a failed verdict.
+	// category and exit go with a failed verdict, recheck with a running one.
 	category string
 	exit     atomic.Pointer[int]
+	recheck  time.Duration
 }
 
 func (e *evidenceDouble) Name() string { return "executor_double" }
 func (e *evidenceDouble) Check(_ context.Context, _ store.Instance, a statemodel.AttemptRecord) (scheduler.Evidence, error) {
 	e.asked.Add(1)
 	return scheduler.Evidence{Verdict: e.verdict.Load().(scheduler.Verdict), Detail: map[string]string{"attempt": fmt.Sprint(a.N)},
-		ErrorCategory: e.category, ExitCode: e.exit.Load()}, nil
+		ErrorCategory: e.category, ExitCode: e.exit.Load(), RecheckAfter: e.recheck}, nil
 }
 
 var seq atomic.Int32
@@ -244,6 +246,41 @@ func TestEvidenceRunningHoldsOnlyUntilTheWindowEnds(t *testing.T) {
 	a1, _ := snap.AttemptN(1)
 	if snap.State != statemodel.StateUpForRetry || a1.ErrorCategory != statemodel.CategoryLost {
 		t.Fatalf("after the window: %s category %q", snap.State, a1.ErrorCategory)
+	}
+}
+
+// A provider that says the work still runs and asks to be asked again gets
+// a precise timer for then (the delay queue), not only the window's end:
+// work that ends while LOST resolves the attempt when it ends.
+func TestEvidenceRunningIsAskedAgainWhenItAsks(t *testing.T) {
+	f := newFixture(t)
+	mq := f.q.(*memQueue)
+	delay := mq.create(fmt.Sprintf("sched%d-delay", seq.Add(1)))
+	f.svc = scheduler.New(f.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now,
+		DelayQueueURL: delay, Evidence: []scheduler.EvidenceProvider{f.ev}})
+	run, _ := f.running(t, "w@boot") // evidence window 1m
+	f.ev.verdict.Store(scheduler.VerdictRunning)
+	f.ev.recheck = 5 * time.Second
+	f.lose(t)
+	lostAt := f.clock.Now()
+	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
+		t.Fatalf("state %s, want LOST while the executor says running", st)
+	}
+	timers := mq.bodies(delay)
+	if len(timers) != 1 {
+		t.Fatalf("delay queue holds %d messages, want one recheck", len(timers))
+	}
+	var tm protocol.Timer
+	if err := json.Unmarshal([]byte(timers[0]), &tm); err != nil || tm.Run != run || !tm.At.Equal(lostAt.Add(5*time.Second)) {
+		t.Fatalf("recheck %+v (%v), want run %s at %s", tm, err, run, lostAt.Add(5*time.Second))
+	}
+	asked := f.ev.asked.Load()
+	f.clock.Advance(5 * time.Second)
+	f.ev.verdict.Store(scheduler.VerdictFailed)
+	f.recheck(t, run)
+	snap := f.instance(t, run).Snapshot
+	if f.ev.asked.Load() != asked+1 || snap.State != statemodel.StateUpForRetry {
+		t.Fatalf("after the recheck: asked %d more times, state %s; want asked once, UP_FOR_RETRY", f.ev.asked.Load()-asked, snap.State)
 	}
 }
 
