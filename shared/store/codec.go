@@ -56,6 +56,8 @@ const (
 	attrParams         = "params"
 	attrSpec           = "spec"
 	attrEndedAt        = "ended_at"
+	attrDeadlineAt     = "deadline_at"
+	attrDeadlineMissed = "deadline_missed_at"
 	attrUpdatedAt      = "updated_at"
 	attrPaused         = "paused"
 	attrNextFireAt     = "next_fire_at"

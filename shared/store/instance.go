@@ -66,9 +66,13 @@ type Result struct {
 	// Stale and Rejected: as found).
 	Snapshot   statemodel.Snapshot
 	Transition *statemodel.Transition // Applied
-	First      statemodel.SeenEvent   // Duplicate: the outcome that stands
-	Late       *statemodel.LateEvent  // Stale: what was recorded on the older attempt
-	Effects    []statemodel.Effect
+	// Transitions are every record this call wrote, in order: more than
+	// Transition when TransitionAll applied several events, and set also
+	// when it Stopped after writing some.
+	Transitions []statemodel.Transition
+	First       statemodel.SeenEvent  // Duplicate: the outcome that stands
+	Late        *statemodel.LateEvent // Stale: what was recorded on the older attempt
+	Effects     []statemodel.Effect
 	// Rounds is how many read-decide-write rounds it took (1 without
 	// contention).
 	Rounds int
@@ -380,6 +384,7 @@ func (s *Store) TransitionAll(ctx context.Context, held Instance, events []state
 		res = Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Rounds: round, Instance: *inst}
 		for _, d := range applied {
 			res.Effects = append(res.Effects, d.Effects...)
+			res.Transitions = append(res.Transitions, *d.Transition)
 		}
 		if stop != nil {
 			res.Outcome, res.First, res.Late, res.Stopped = stop.Outcome, stop.First, stop.Late, true

@@ -106,10 +106,44 @@ func NextRun(run Run, u RunUpdate, stamp time.Time, backstop time.Duration) (Run
 	} else {
 		next.TimerAt = u.TimerAt
 		if next.TimerAt.IsZero() {
-			next.TimerAt = stamp.Add(backstop)
+			next.TimerAt = RunTimer(run, stamp, backstop)
 		}
 	}
 	return next, nil
+}
+
+// RunTimer is when a live run's timer falls due when armed at stamp: its
+// backstop (stamp + backstop), or its deadline when that comes first and
+// has not been recorded as missed, so that the pass that finds the run
+// unfinished at its deadline comes on time.
+func RunTimer(run Run, stamp time.Time, backstop time.Duration) time.Time {
+	t := stamp.Add(backstop)
+	if !run.DeadlineAt.IsZero() && run.DeadlineMissedAt.IsZero() && run.DeadlineAt.Before(t) {
+		t = run.DeadlineAt
+	}
+	return t
+}
+
+// FirstRunTimer is a new run's timer: the one its creator asked for
+// (run.TimerAt), else RunTimer, and never after its deadline.
+func FirstRunTimer(run Run, stamp time.Time, backstop time.Duration) time.Time {
+	if run.TimerAt.IsZero() {
+		return RunTimer(run, stamp, backstop)
+	}
+	if !run.DeadlineAt.IsZero() && run.DeadlineAt.Before(run.TimerAt) {
+		return run.DeadlineAt
+	}
+	return run.TimerAt
+}
+
+// DeadlineMissed is run as MarkDeadlineMissed stores it at stamp: missed
+// at stamp, its timer back to the backstop. Its version stays: the mark
+// changes no derived state, so it races with no finisher.
+func DeadlineMissed(run Run, stamp time.Time, backstop time.Duration) Run {
+	next := run
+	next.DeadlineMissedAt = stamp
+	next.TimerAt = RunTimer(next, stamp, backstop)
+	return next
 }
 
 // Timer kinds of the items that are not instances (DueTimer.Kind).

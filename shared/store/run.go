@@ -57,6 +57,11 @@ type Run struct {
 	// BackfillID names the backfill that released the run (trigger
 	// backfill only).
 	BackfillID string
+	// DeadlineAt is when the run should have finished (its job's
+	// deadline after its creation); zero: none. DeadlineMissedAt is when
+	// the scheduler recorded it unfinished at DeadlineAt (once; zero: not).
+	DeadlineAt       time.Time
+	DeadlineMissedAt time.Time
 }
 
 // NewTask is one task of a new run.
@@ -109,8 +114,11 @@ type NewRun struct {
 	Release     *Backfill
 	Idempotency *Idempotency
 	// TimerAt is the run's first backstop; zero means now + the store's
-	// run backstop.
+	// run backstop (or DeadlineAt, when sooner).
 	TimerAt time.Time
+	// DeadlineAt is when the run should have finished (zero: no deadline);
+	// the run's timer falls due then at the latest.
+	DeadlineAt time.Time
 }
 
 // RunView is a whole run as one Query reads it.
@@ -239,13 +247,11 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime, Params: nr.Params, Spec: nr.Spec,
 		ExecutionState:   statemodel.DeriveRunState(nodes).State,
 		PublicationState: statemodel.DerivePublication(nodes),
-		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt,
+		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt, DeadlineAt: nr.DeadlineAt,
 		Trigger: nr.Trigger, BackfillID: nr.BackfillID,
 	}
 	run.Status = run.ExecutionState.Status()
-	if run.TimerAt.IsZero() {
-		run.TimerAt = stamp.Add(s.backstop)
-	}
+	run.TimerAt = FirstRunTimer(run, stamp, s.backstop)
 
 	var actions []types.TransactWriteItem
 	var sizes []int
@@ -439,6 +445,7 @@ func runItem(r Run) item {
 		attrLogicalTime: tm(r.LogicalTime), attrParams: bin(r.Params), attrSpec: bin(r.Spec),
 		attrCreatedAt: tm(r.CreatedAt), tableschema.ListPK: str(listRuns), tableschema.ListSK: str(r.ID),
 		attrTrigger: optStr(string(r.Trigger)), attrBackfill: optStr(r.BackfillID),
+		attrDeadlineAt: tm(r.DeadlineAt), attrDeadlineMissed: tm(r.DeadlineMissedAt),
 	}
 	for k, v := range runStateItem(r) {
 		it[k] = v
@@ -487,6 +494,7 @@ func decodeRun(m map[string]types.AttributeValue) (Run, error) {
 		CreatedAt:        r.time(attrCreatedAt), EndedAt: r.time(attrEndedAt),
 		Version: r.int(attrVersion), TimerAt: r.time(tableschema.TimerAt),
 		Trigger: statemodel.Trigger(r.str(attrTrigger)), BackfillID: r.str(attrBackfill),
+		DeadlineAt: r.time(attrDeadlineAt), DeadlineMissedAt: r.time(attrDeadlineMissed),
 	}
 	return run, r.err
 }
@@ -1040,7 +1048,7 @@ func (s *Store) RearmRunBackstop(ctx context.Context, run Run) (Run, error) {
 		return Run{}, op(fmt.Errorf("%w: a %s run has no backstop", ErrInvalidInput, run.ExecutionState))
 	}
 	next := run
-	next.TimerAt = s.clock().Add(s.backstop)
+	next.TimerAt = RunTimer(run, s.clock(), s.backstop)
 	e := newExpr()
 	set := runStateItem(next)
 	upd := item{
@@ -1141,6 +1149,62 @@ func runIndexWrites(run, next Run) []int {
 		out = append(out, size)
 	}
 	return append(out, timerIndexWrites(runItem(run), runItem(next))...)
+}
+
+// MarkDeadlineMissed records that run was found unfinished at its
+// deadline, so that run.deadline_missed is signalled once however many
+// passes and processes find it: only the caller whose write lands
+// signals. The run's timer goes back to its backstop in the same write.
+//
+//	Update RUN#<run>/RUN  SET deadline_missed_at, timer_shard, timer_at, timer_kind
+//	condition  attribute_exists(#pk) AND attribute_not_exists(#missed)
+//	           AND #exec IN (:queued, :running)
+//	fails: recorded already, or the run finished first (false), or it
+//	does not exist (ErrNotFound).
+func (s *Store) MarkDeadlineMissed(ctx context.Context, run Run) (Run, bool, error) {
+	op := func(err error) error { return fmt.Errorf("mark deadline of run %s missed: %w", run.ID, err) }
+	if err := checkRun(run.ID); err != nil {
+		return Run{}, false, op(err)
+	}
+	if run.DeadlineAt.IsZero() {
+		return Run{}, false, op(fmt.Errorf("%w: the run has no deadline", ErrInvalidInput))
+	}
+	next := DeadlineMissed(run, s.clock(), s.backstop)
+	set := runStateItem(next)
+	upd := item{
+		attrDeadlineMissed:     tm(next.DeadlineMissedAt),
+		tableschema.TimerShard: set[tableschema.TimerShard], tableschema.TimerAt: set[tableschema.TimerAt],
+		attrTimerKind: set[attrTimerKind],
+	}
+	e := newExpr()
+	cond := "attribute_exists(" + e.n(tableschema.PK) + ") AND attribute_not_exists(" + e.n(attrDeadlineMissed) + ")" +
+		" AND " + e.n(attrExec) + " IN (" + e.v("queued", str(string(statemodel.RunQueued))) + ", " + e.v("running", str(string(statemodel.RunRunning))) + ")"
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(runPK(run.ID), skRun),
+		UpdateExpression: aws.String(e.update(upd)), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnConsumedCapacity:              s.returnCapacity(),
+	})
+	if err != nil {
+		if old, ok := conditionItem(err); ok {
+			if len(old) == 0 {
+				if _, gerr := s.GetRun(ctx, run.ID); errors.Is(gerr, ErrNotFound) {
+					return Run{}, false, op(ErrNotFound)
+				}
+			}
+			return Run{}, false, nil
+		}
+		return Run{}, false, op(translate(err))
+	}
+	stored, err := decodeRun(out.Attributes)
+	if err != nil {
+		return Run{}, false, op(err)
+	}
+	size := itemSize(out.Attributes)
+	s.report("mark_deadline_missed", false, []int{size}, runIndexWrites(run, stored), consumed(out.ConsumedCapacity))
+	return stored, true, nil
 }
 
 // MarkRunStarted moves a QUEUED run to RUNNING: a task of it left QUEUED,

@@ -205,6 +205,7 @@ func (in *instance) write(from store.Instance, applied []statemodel.Decision, st
 	res := store.Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Instance: cloneInstance(in.inst)}
 	for _, d := range applied {
 		res.Effects = append(res.Effects, d.Effects...)
+		res.Transitions = append(res.Transitions, *d.Transition)
 	}
 	if stop != nil {
 		res.Outcome, res.First, res.Late, res.Stopped = stop.Outcome, stop.First, stop.Late, true

@@ -39,13 +39,11 @@ func (s *Store) CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (
 		Params: slices.Clone(nr.Params), Spec: slices.Clone(nr.Spec),
 		ExecutionState:   statemodel.DeriveRunState(nodes).State,
 		PublicationState: statemodel.DerivePublication(nodes),
-		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt,
+		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt, DeadlineAt: nr.DeadlineAt,
 		Trigger: nr.Trigger, BackfillID: nr.BackfillID,
 	}
 	run.Status = run.ExecutionState.Status()
-	if run.TimerAt.IsZero() {
-		run.TimerAt = stamp.Add(s.backstop)
-	}
+	run.TimerAt = store.FirstRunTimer(run, stamp, s.backstop)
 	created := make([]*instance, len(nr.Tasks))
 	for i, t := range nr.Tasks {
 		in, err := newInstance(nr, t, now)
@@ -327,10 +325,37 @@ func (s *Store) RearmRunBackstop(ctx context.Context, run store.Run) (store.Run,
 		return store.Run{}, op(store.ErrVersionConflict)
 	}
 	next := run
-	next.TimerAt = s.clock().Add(s.backstop)
+	next.TimerAt = store.RunTimer(run, s.clock(), s.backstop)
 	cur.TimerAt = next.TimerAt
 	s.runs[run.ID] = cur
 	return cloneRun(next), nil
+}
+
+// MarkDeadlineMissed records that run was found unfinished at its
+// deadline: false when recorded already or the run finished first.
+func (s *Store) MarkDeadlineMissed(ctx context.Context, run store.Run) (store.Run, bool, error) {
+	op := opError("mark deadline of run %s missed", run.ID)
+	if err := store.CheckRunID(run.ID); err != nil {
+		return store.Run{}, false, op(err)
+	}
+	if run.DeadlineAt.IsZero() {
+		return store.Run{}, false, op(fmt.Errorf("%w: the run has no deadline", store.ErrInvalidInput))
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.Run{}, false, op(err)
+	}
+	defer s.mu.Unlock()
+	cur, ok := s.runs[run.ID]
+	switch {
+	case !ok:
+		return store.Run{}, false, op(store.ErrNotFound)
+	case !cur.DeadlineMissedAt.IsZero() || cur.ExecutionState.Terminal():
+		return store.Run{}, false, nil
+	}
+	next := store.DeadlineMissed(cur, s.clock(), s.backstop)
+	cur.DeadlineMissedAt, cur.TimerAt = next.DeadlineMissedAt, next.TimerAt
+	s.runs[run.ID] = cur
+	return cloneRun(cur), true, nil
 }
 
 // ListUnfinishedRuns lists a job's unfinished runs, oldest first.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
@@ -17,6 +18,7 @@ var heldCases = []Case{
 	{"TransitionAllInOneWrite", transitionAll},
 	{"CreateRunScheduled", createRunScheduled},
 	{"MarkRunStarted", markRunStarted},
+	{"RunDeadline", runDeadline},
 }
 
 // transitionFromHeld: Result.Instance is the instance as written, so a
@@ -98,9 +100,15 @@ func transitionAll(t *testing.T, h *Harness) {
 	if hist := h.FullHistory(t, key); len(hist) != 3 || hist[1].To != statemodel.StateScheduled || hist[2].To != statemodel.StateQueued {
 		t.Fatalf("history %+v, want created, SCHEDULED, QUEUED", hist)
 	}
+	if trs := res.Transitions; len(trs) != 2 || trs[0].To != statemodel.StateScheduled || trs[1].To != statemodel.StateQueued || trs[1].Seq != 3 {
+		t.Fatalf("result's transitions %+v, want SCHEDULED (seq 2) and QUEUED (seq 3)", trs)
+	}
 	res, err = h.Store.TransitionAll(ctx, res.Instance, []statemodel.Event{Started(1, "w"), Started(1, "x")}, now, Policy())
 	if res.Outcome != statemodel.Rejected || !res.Stopped || err == nil {
 		t.Fatalf("two claims in one sequence: %s stopped %t, %v; want the second rejected", res.Outcome, res.Stopped, err)
+	}
+	if trs := res.Transitions; len(trs) != 1 || trs[0].To != statemodel.StateRunning {
+		t.Fatalf("stopped sequence's transitions %+v, want the one written (RUNNING)", trs)
 	}
 	stored := h.MustInstance(t, key)
 	if cur, _ := stored.Snapshot.Current(); stored.Snapshot.State != statemodel.StateRunning || cur.WorkerID != "w" ||
@@ -206,5 +214,58 @@ func duplicateFromStaleCopy(t *testing.T, h *Harness) {
 	if err != nil || again.Outcome != statemodel.Duplicate || again.Snapshot.State != statemodel.StateSucceeded ||
 		again.First != (statemodel.SeenEvent{ID: done.ID, Seq: first.Transition.Seq, To: statemodel.StateSucceeded}) {
 		t.Fatalf("the second delivery from the RUNNING copy: %s %s first %+v, %v; want a duplicate answering SUCCEEDED", again.Outcome, again.Snapshot.State, again.First, err)
+	}
+}
+
+// runDeadline: a run's deadline round-trips, its timer falls due at the
+// deadline at the latest (at creation and when re-armed), and
+// MarkDeadlineMissed records the miss once, only while the run is
+// unfinished, putting the timer back to the backstop.
+func runDeadline(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	now := h.Clock.Now()
+	nr := NewRun("deadline", "main")
+	nr.DeadlineAt = now.Add(time.Second)
+	v := h.MustCreate(t, nr)
+	run, err := h.Store.GetRun(ctx, v.Run.ID)
+	if err != nil || !run.DeadlineAt.Equal(nr.DeadlineAt) || !run.TimerAt.Equal(run.DeadlineAt) || !run.DeadlineMissedAt.IsZero() {
+		t.Fatalf("created run %+v (%v): want deadline %s, the timer at it, not missed", run, err, nr.DeadlineAt)
+	}
+	if re, err := h.Store.RearmRunBackstop(ctx, run); err != nil || !re.TimerAt.Equal(run.DeadlineAt) {
+		t.Fatalf("re-armed before the miss is recorded: timer %s (%v), want the deadline %s", re.TimerAt, err, run.DeadlineAt)
+	}
+	at := h.Clock.Advance(2 * time.Second)
+	marked, ok, err := h.Store.MarkDeadlineMissed(ctx, run)
+	if err != nil || !ok || marked.DeadlineMissedAt.IsZero() || !marked.TimerAt.After(at.Add(time.Second)) {
+		t.Fatalf("mark missed: %+v %t %v; want recorded, the timer back to the backstop", marked, ok, err)
+	}
+	stored, err := h.Store.GetRun(ctx, run.ID)
+	if err != nil || !stored.DeadlineMissedAt.Equal(marked.DeadlineMissedAt) || !stored.TimerAt.Equal(marked.TimerAt) || stored.Version != run.Version {
+		t.Fatalf("stored %+v (%v), want the mark %s and timer %s at version %d", stored, err, marked.DeadlineMissedAt, marked.TimerAt, run.Version)
+	}
+	if _, ok, err := h.Store.MarkDeadlineMissed(ctx, run); err != nil || ok {
+		t.Fatalf("second mark: %t %v, want false", ok, err)
+	}
+	if re, err := h.Store.RearmRunBackstop(ctx, stored); err != nil || !re.TimerAt.After(at.Add(time.Second)) {
+		t.Fatalf("re-armed after the miss: timer %s (%v), want the backstop", re.TimerAt, err)
+	}
+
+	nr = NewRun("deadline", "main")
+	nr.DeadlineAt = at.Add(time.Second)
+	done := h.MustCreate(t, nr)
+	fin, err := h.Store.UpdateRunState(ctx, done.Run, store.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(2 * time.Second)
+	if _, ok, err := h.Store.MarkDeadlineMissed(ctx, fin); err != nil || ok {
+		t.Fatalf("mark a finished run: %t %v, want false", ok, err)
+	}
+	if _, _, err := h.Store.MarkDeadlineMissed(ctx, v.Run); err != nil {
+		t.Fatalf("a refused mark is no error: %v", err)
+	}
+	plain := h.MustCreate(t, NewRun("deadline", "main"))
+	if _, _, err := h.Store.MarkDeadlineMissed(ctx, plain.Run); !errors.Is(err, store.ErrInvalidInput) {
+		t.Fatalf("a run without deadline: %v, want invalid input", err)
 	}
 }
