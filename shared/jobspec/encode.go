@@ -34,6 +34,7 @@ type (
 		Retry          *retryJSON      `json:"retry,omitempty"`
 		Timeouts       *timeoutsJSON   `json:"timeouts,omitempty"`
 		EvidenceWindow string          `json:"evidence_window"`
+		Deadline       string          `json:"deadline,omitempty"`
 		Overlap        Overlap         `json:"overlap"`
 		Executor       *Executor       `json:"executor,omitempty"`
 		Tasks          []taskJSON      `json:"tasks"`
@@ -99,6 +100,9 @@ func (j Job) wire() jobJSON {
 	if !j.Executor.IsQueue() {
 		e := j.Executor
 		out.Executor = &e
+	}
+	if j.Deadline > 0 {
+		out.Deadline = FormatDuration(j.Deadline)
 	}
 	for _, t := range j.TaskDefs {
 		deps := t.DependsOn

@@ -99,7 +99,12 @@ type Job struct {
 	Retry          Retry
 	Timeouts       Timeouts
 	EvidenceWindow time.Duration
-	Overlap        Overlap
+	// Deadline, if not zero, is how long after it may start (its creation,
+	// or its release for a backfill run) a run should have finished: one
+	// still unfinished then is signalled run.deadline_missed, once, and
+	// goes on.
+	Deadline time.Duration
+	Overlap  Overlap
 	// Executor runs the tasks that set none; the zero value is the pool's
 	// queue.
 	Executor Executor

@@ -89,7 +89,7 @@ type parseMode struct {
 
 var jobFields = []string{
 	"name", "schedule", "pool", "payload", "retry", "timeouts",
-	"evidence_window", "overlap", "executor", "tasks", "depends_on_jobs",
+	"evidence_window", "overlap", "executor", "tasks", "depends_on_jobs", "deadline",
 }
 
 func parse(body []byte, mode parseMode) (Job, *Error) {
@@ -220,6 +220,9 @@ func readPolicy(d *decoder, top map[string]json.RawMessage, j *Job, _ parseMode)
 		if d.err == nil && j.EvidenceWindow < 0 {
 			d.fail(fieldError("evidence_window", "must not be negative"))
 		}
+	}
+	if raw := get(top, "deadline"); raw != nil {
+		j.Deadline = d.positive(raw, "deadline")
 	}
 	if d.err == nil {
 		d.checkPolicy(j.Policy(), "", false)

@@ -52,6 +52,9 @@ func (s *Service) advance(ctx context.Context, runID string, held *store.RunView
 			}
 			view = v
 		}
+		if err := s.checkDeadline(ctx, &view.Run); err != nil {
+			return effs, err
+		}
 		nodes, more, err := s.evaluate(ctx, &view, pending)
 		effs = append(effs, more...)
 		if err != nil {
@@ -107,6 +110,7 @@ func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemo
 	if finished {
 		s.log.InfoContext(ctx, "run finished", "run_id", runID, "job", r.Job,
 			"execution_state", string(updated.ExecutionState), "publication_state", string(updated.PublicationState))
+		s.runEnded(ctx, updated, nodes)
 	}
 	if finished || published {
 		// A dependent may wait for PUBLISHED, which can come before
@@ -187,7 +191,7 @@ func (s *Service) evaluate(ctx context.Context, view *store.RunView, pending map
 				refused[r.ID] = true
 				continue
 			}
-			s.recorded(res)
+			s.applied(ctx, res)
 			progressed = true
 			view.Tasks[i].Instance = res.Instance
 			nodes[i].State = res.Snapshot.State
@@ -196,6 +200,24 @@ func (s *Service) evaluate(ctx context.Context, view *store.RunView, pending map
 			return nodes, effs, nil
 		}
 	}
+}
+
+// checkDeadline records and signals a run found unfinished at or past its
+// deadline (the run's timer falls due then, so a pass comes on time). The
+// mark is one conditional write that only one caller wins, so the signal
+// goes out once however many passes, retries and processes find the run;
+// run becomes the run as stored. The run itself goes on.
+func (s *Service) checkDeadline(ctx context.Context, run *store.Run) error {
+	if run.DeadlineAt.IsZero() || !run.DeadlineMissedAt.IsZero() || run.ExecutionState.Terminal() || s.now().Before(run.DeadlineAt) {
+		return nil
+	}
+	marked, ok, err := s.store.MarkDeadlineMissed(ctx, *run)
+	if err != nil || !ok {
+		return err
+	}
+	*run = marked
+	s.deadlineMissed(ctx, marked, marked.DeadlineAt.Sub(marked.CreatedAt))
+	return nil
 }
 
 // crossJobCache asks crossJobVerdict once per evaluation, however many

@@ -214,7 +214,7 @@ func (s *Service) recordDispatch(ctx context.Context, p *pendingDispatch, msgID 
 		// envelope's token matches nothing and its claim will be refused.
 		s.log.InfoContext(ctx, "duplicate dispatch", "run_id", key.Run, "task", key.Task, "attempt", n, "outcome", string(res.Outcome))
 	}
-	s.recorded(res)
+	s.applied(ctx, res)
 	return dispatched{inst: res.Instance, more: effectsOf(res)}
 }
 
@@ -234,6 +234,7 @@ func (s *Service) undispatchable(ctx context.Context, inst store.Instance, befor
 		if err != nil {
 			return inst, nil, fmt.Errorf("dispatch %s#%d: %v; and recording its verdict: %w", key, n, cause, err)
 		}
+		s.applied(ctx, res)
 		inst = res.Instance
 		if inst.Snapshot.State != statemodel.StateScheduled {
 			return inst, nil, fmt.Errorf("dispatch %s#%d: %w", key, n, cause)
@@ -256,7 +257,7 @@ func (s *Service) undispatchable(ctx context.Context, inst store.Instance, befor
 	}
 	if res.Outcome == statemodel.Applied {
 		s.log.ErrorContext(ctx, "dispatch failed for good", "run_id", key.Run, "task", key.Task, "attempt", n, "error", cause.Error())
-		s.recorded(res)
+		s.applied(ctx, res)
 	}
 	return res.Instance, effectsOf(res), nil
 }

@@ -157,20 +157,13 @@ func effectsOf(res store.Result) []effect {
 	return out
 }
 
-// follow records a transition's metrics and performs its effects.
+// follow handles a write's applied transitions and performs their effects.
 func (s *Service) follow(ctx context.Context, res store.Result) {
+	s.applied(ctx, res)
 	if res.Outcome != statemodel.Applied {
 		return
 	}
-	s.recorded(res)
 	s.perform(ctx, effectsOf(res)...)
-}
-
-// recorded emits the metrics of an applied transition.
-func (s *Service) recorded(res store.Result) {
-	if tr := res.Transition; tr != nil && res.Outcome == statemodel.Applied {
-		s.emitTransitionMetrics(res.Instance.Key, res.Snapshot, tr)
-	}
 }
 
 // withHeld returns the effects with the run view the caller holds attached

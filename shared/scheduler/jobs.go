@@ -128,6 +128,9 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		return store.RunView{}, false, err
 	}
 	nr := store.NewRun{ID: s.NewID(), Job: j.Name, LogicalTime: logical, Params: req.Params, Spec: spec, ClaimSlot: req.Slot, Trigger: req.Trigger}
+	if j.Deadline > 0 {
+		nr.DeadlineAt = now.Add(j.Deadline)
+	}
 	if req.IdempotencyKey != "" {
 		nr.Idempotency = &store.Idempotency{Key: req.IdempotencyKey, BodyHash: req.BodyHash}
 	}
@@ -153,6 +156,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		return store.RunView{}, false, err
 	}
 	s.log.InfoContext(ctx, "run created", "run_id", view.Run.ID, "job", j.Name, "tasks", len(nr.Tasks))
+	s.created(view)
 	if len(j.DependsOnJobs) > 0 {
 		// The root tasks wait on other jobs' runs: advance decides them.
 		if err := s.AdvanceRun(ctx, view.Run.ID); err != nil {

@@ -9,42 +9,74 @@ import (
 )
 
 // MetricsNamespace is the CloudWatch namespace of the embedded metrics; the
-// CDK stack's alarms read InstanceLost and QueueWait from it.
+// CDK stack's alarms read InstanceLost, QueueWait and RunFailed from it.
 const MetricsNamespace = "Runledger"
+
+// JobDimension is the one dimension a metric may carry besides none:
+// RunFailed and RunDuration are written with and without it. Each job name
+// is then a metric of its own, billed as one (docs/deploy.md, "Metrics").
+const JobDimension = "Job"
 
 var metricsMu sync.Mutex
 
 // emitTransitionMetrics writes CloudWatch embedded-metric-format lines for
-// the transitions that alarms watch: every move to LOST, and every claim's
-// queue wait (from transition times, never from created/updated columns).
-func (s *Service) emitTransitionMetrics(key store.InstanceKey, snap statemodel.Snapshot, tr *statemodel.Transition) {
+// the transitions that alarms and dashboards watch: every move to LOST or
+// FAILED, and every claim's queue wait (from transition times, never from
+// created/updated columns).
+func (s *Service) emitTransitionMetrics(key store.InstanceKey, job string, snap statemodel.Snapshot, tr *statemodel.Transition) {
+	props := map[string]any{"run_id": key.Run, "task": key.Task, "attempt": tr.Attempt, "job": job}
 	switch {
 	case tr.To == statemodel.StateLost:
-		s.emit("InstanceLost", "Count", 1, key, tr.Attempt)
+		s.emit(metric{name: "InstanceLost", unit: "Count", value: 1, props: props})
+	case tr.To == statemodel.StateFailed:
+		s.emit(metric{name: "TaskFailed", unit: "Count", value: 1, props: props})
 	case tr.Event == statemodel.EvStarted:
 		if a, ok := snap.AttemptN(tr.Attempt); ok {
 			if m := a.Metrics(); m.QueueWait != nil {
-				s.emit("QueueWait", "Milliseconds", float64(m.QueueWait.Milliseconds()), key, tr.Attempt)
+				s.emit(metric{name: "QueueWait", unit: "Milliseconds", value: float64(m.QueueWait.Milliseconds()), props: props})
 			}
 		}
 	}
 }
 
-func (s *Service) emit(name, unit string, value float64, key store.InstanceKey, attempt int) {
-	line := map[string]any{
-		"_aws": map[string]any{
-			"Timestamp": s.now().UnixMilli(),
-			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  MetricsNamespace,
-				"Dimensions": [][]string{{}},
-				"Metrics":    []any{map[string]string{"Name": name, "Unit": unit}},
-			}},
-		},
-		name:      value,
-		"run_id":  key.Run,
-		"task":    key.Task,
-		"attempt": attempt,
+// emitRun writes one metric of a run; byJob also counts it under the run's
+// job (JobDimension).
+func (s *Service) emitRun(name, unit string, value float64, run store.Run, byJob bool) {
+	m := metric{name: name, unit: unit, value: value, props: map[string]any{"run_id": run.ID, "job": run.Job}}
+	if byJob {
+		m.job = run.Job
 	}
+	s.emit(m)
+}
+
+// metric is one embedded-metric line: a value with no dimension, and under
+// JobDimension too when job is set.
+type metric struct {
+	name, unit string
+	value      float64
+	job        string
+	props      map[string]any
+}
+
+func (s *Service) emit(m metric) {
+	dims := [][]string{{}}
+	line := map[string]any{}
+	for k, v := range m.props {
+		line[k] = v
+	}
+	if m.job != "" {
+		dims = append(dims, []string{JobDimension})
+		line[JobDimension] = m.job
+	}
+	line["_aws"] = map[string]any{
+		"Timestamp": s.now().UnixMilli(),
+		"CloudWatchMetrics": []any{map[string]any{
+			"Namespace":  MetricsNamespace,
+			"Dimensions": dims,
+			"Metrics":    []any{map[string]string{"Name": m.name, "Unit": m.unit}},
+		}},
+	}
+	line[m.name] = m.value
 	b, err := json.Marshal(line)
 	if err != nil {
 		return

@@ -68,6 +68,10 @@ type Runs interface {
 	// MarkRunStarted moves a QUEUED run to RUNNING with one conditional
 	// write and no read; false when the run is past QUEUED.
 	MarkRunStarted(ctx context.Context, id string) (bool, error)
+	// MarkDeadlineMissed records that an unfinished run was found at or
+	// past its deadline, with one conditional write, and answers the run
+	// as stored; false when it was recorded already or the run finished.
+	MarkDeadlineMissed(ctx context.Context, run store.Run) (store.Run, bool, error)
 	// ListDependents lists the jobs whose depends_on_jobs name job.
 	ListDependents(ctx context.Context, job string) ([]string, error)
 }

@@ -74,7 +74,13 @@ type Config struct {
 	// Metrics receives CloudWatch embedded-metric-format lines (default:
 	// discarded). Lambda functions pass os.Stdout.
 	Metrics io.Writer
-	Logger  *slog.Logger
+	// Events receives the signals of terminal runs, failed and lost tasks
+	// and missed deadlines (default: only the log has them).
+	Events EventSink
+	// Moved, if set, is told of every applied change of a task instance
+	// (the local stack's Prometheus page counts them); it must not block.
+	Moved  func(Moved)
+	Logger *slog.Logger
 	// Margin is how long before its context's deadline a pass stops
 	// starting new work (default 2 s).
 	Margin time.Duration

@@ -189,7 +189,7 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
 	switch {
 	case err == nil && res.Outcome == statemodel.Applied:
-		s.recorded(res)
+		s.applied(ctx, res)
 		effs := effectsOf(res)
 		if run.ExecutionState != statemodel.RunQueued {
 			// The run read with the instance has started already: marking
@@ -309,7 +309,7 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 		return protocol.CompleteAnswer{}, s.classifyRefusal(ctx, routeComplete, ref, inst, err)
 	}
 	if res.Outcome == statemodel.Applied {
-		s.recorded(res)
+		s.applied(ctx, res)
 		// The run as read, with this task as written: advancing it needs
 		// no read.
 		for i := range view.Tasks {

@@ -1,0 +1,166 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// EventSink receives the signals a person may act on (protocol.Signal):
+// the EventBridge publisher in AWS, the log and the kept list of the local
+// stack. Publish is called in the path that applies a transition, so it
+// must never block: a sink that does I/O buffers, and drops (counted)
+// when its buffer is full.
+type EventSink interface {
+	Publish(protocol.Signal)
+}
+
+// Moved is one applied change of a task instance, as the local metrics
+// page counts it: From is "" for the instance's creation, At is when the
+// scheduler observed the change.
+type Moved struct {
+	Job, Run, Task string
+	From, To       statemodel.InstanceState
+	At             time.Time
+}
+
+// applied is the one place that handles the transitions a write applied:
+// their metrics, the observers of Config.Moved and the signals of failed
+// and lost tasks. Every path that writes a transition calls it (through
+// recorded or follow), whatever the result's outcome: res.Transitions
+// lists what was written.
+func (s *Service) applied(ctx context.Context, res store.Result) {
+	trs := res.Transitions
+	if len(trs) == 0 && res.Outcome == statemodel.Applied && res.Transition != nil {
+		trs = []statemodel.Transition{*res.Transition}
+	}
+	inst := res.Instance
+	for _, tr := range trs {
+		s.emitTransitionMetrics(inst.Key, inst.Job, res.Snapshot, &tr)
+		if s.cfg.Moved != nil {
+			s.cfg.Moved(Moved{Job: inst.Job, Run: inst.Key.Run, Task: inst.Key.Task, From: tr.From, To: tr.To, At: tr.ObservedAt})
+		}
+		switch tr.To {
+		case statemodel.StateFailed:
+			s.signal(ctx, protocol.Signal{Type: protocol.SignalTaskFailed, Time: tr.ObservedAt, Job: inst.Job, Run: inst.Key.Run,
+				Task: inst.Key.Task, Attempt: tr.Attempt, State: string(tr.To), Reason: failureReason(tr)})
+		case statemodel.StateLost:
+			s.signal(ctx, protocol.Signal{Type: protocol.SignalTaskLost, Time: tr.ObservedAt, Job: inst.Job, Run: inst.Key.Run,
+				Task: inst.Key.Task, Attempt: tr.Attempt, State: string(tr.To), Reason: failureReason(tr)})
+		}
+	}
+}
+
+// created tells the observers of the instances a new run created: each
+// was created, and a task created SCHEDULED had its dependencies met in
+// the same write.
+func (s *Service) created(view store.RunView) {
+	if s.cfg.Moved == nil {
+		return
+	}
+	at := view.Run.CreatedAt
+	for _, t := range view.Tasks {
+		m := Moved{Job: view.Run.Job, Run: view.Run.ID, Task: t.Instance.Key.Task, To: statemodel.StateCreated, At: at}
+		s.cfg.Moved(m)
+		if t.Instance.Snapshot.State == statemodel.StateScheduled {
+			m.From, m.To = statemodel.StateCreated, statemodel.StateScheduled
+			s.cfg.Moved(m)
+		}
+	}
+}
+
+// failureReason is a task signal's reason: the transition's own, else its
+// attempt's error category.
+func failureReason(tr statemodel.Transition) string {
+	if tr.Reason != "" {
+		return tr.Reason
+	}
+	if rec := tr.AttemptRecord; rec != nil && rec.ErrorCategory != "" {
+		return rec.ErrorCategory
+	}
+	return ""
+}
+
+// runEnded signals and measures a run that has just reached a terminal
+// execution state; nodes are its tasks as derived.
+func (s *Service) runEnded(ctx context.Context, run store.Run, nodes []statemodel.TaskNode) {
+	var typ protocol.SignalType
+	switch run.ExecutionState {
+	case statemodel.RunSucceeded:
+		typ = protocol.SignalRunSucceeded
+		s.emitRun("RunSucceeded", "Count", 1, run, false)
+	case statemodel.RunFailed:
+		typ = protocol.SignalRunFailed
+		s.emitRun("RunFailed", "Count", 1, run, true)
+	case statemodel.RunCancelled:
+		typ = protocol.SignalRunCancelled
+	default:
+		return
+	}
+	if !run.EndedAt.IsZero() && !run.CreatedAt.IsZero() {
+		s.emitRun("RunDuration", "Milliseconds", float64(run.EndedAt.Sub(run.CreatedAt).Milliseconds()), run, true)
+	}
+	s.signal(ctx, protocol.Signal{Type: typ, Time: run.EndedAt, Job: run.Job, Run: run.ID,
+		State: string(run.ExecutionState), Reason: runReason(run.ExecutionState, nodes)})
+}
+
+// runReason names the tasks that decided a run's end: the failed ones of a
+// failed run, the cancelled ones of a cancelled run.
+func runReason(state statemodel.RunState, nodes []statemodel.TaskNode) string {
+	var pick func(statemodel.InstanceState) bool
+	switch state {
+	case statemodel.RunFailed:
+		pick = func(st statemodel.InstanceState) bool {
+			return st == statemodel.StateFailed || st == statemodel.StateUpstreamFailed
+		}
+	case statemodel.RunCancelled:
+		pick = func(st statemodel.InstanceState) bool { return st == statemodel.StateCancelled }
+	default:
+		return ""
+	}
+	var names []string
+	for _, n := range nodes {
+		if pick(n.State) {
+			names = append(names, n.ID+" "+string(n.State))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "tasks: " + strings.Join(names, ", ")
+}
+
+// deadlineMissed signals and measures a run found unfinished at its
+// deadline (once: the caller recorded it first).
+func (s *Service) deadlineMissed(ctx context.Context, run store.Run, deadline time.Duration) {
+	s.emitRun("DeadlineMissed", "Count", 1, run, false)
+	s.signal(ctx, protocol.Signal{Type: protocol.SignalRunDeadlineMissed, Time: s.now(), Job: run.Job, Run: run.ID,
+		State:  string(run.ExecutionState),
+		Reason: fmt.Sprintf("unfinished at its deadline %s (%s after it could start)", protocol.FormatTime(run.DeadlineAt), deadline)})
+}
+
+// signal logs a signal and hands it to the sink, which never blocks. What
+// went wrong is logged as a warning, so that the local stack's default
+// log (warnings and errors) shows it; a run that ended well or was
+// cancelled is information.
+func (s *Service) signal(ctx context.Context, sig protocol.Signal) {
+	if sig.Time.IsZero() {
+		sig.Time = s.now()
+	}
+	sig.Time = sig.Time.UTC().Truncate(time.Millisecond)
+	level := slog.LevelWarn
+	if sig.Type == protocol.SignalRunSucceeded || sig.Type == protocol.SignalRunCancelled {
+		level = slog.LevelInfo
+	}
+	s.log.Log(ctx, level, "event", "type", string(sig.Type), "job", sig.Job, "run_id", sig.Run, "task", sig.Task,
+		"attempt", sig.Attempt, "state", sig.State, "reason", sig.Reason)
+	if s.cfg.Events != nil {
+		s.cfg.Events.Publish(sig)
+	}
+}
