@@ -107,6 +107,13 @@ type Config struct {
 	// Metrics receives the scheduler's CloudWatch embedded-metric-format
 	// lines (default: discarded; the Lambda entries pass stdout).
 	Metrics io.Writer
+	// EventBus is the EventBridge bus the Lambda entries publish the
+	// scheduler's signals to (Boot adds the publisher's Part); "" publishes
+	// none.
+	EventBus string
+	// EventLog, if set, is what GET /v1/events serves (the local stack's
+	// kept signals).
+	EventLog api.EventLog
 	// Logger (default: discarded).
 	Logger *slog.Logger
 
@@ -179,6 +186,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Pools: cfg.Pools, EventsQueueURL: cfg.EventsQueueURL, DelayQueueURL: cfg.DelayQueueURL,
 		Now: cfg.Now, Evidence: a.Evidence, Executors: executors, Allowed: allowed,
 		MaxClockSkew: cfg.MaxClockSkew, TickerPeriod: cfg.TickerPeriod, Metrics: cfg.metrics(), Logger: cfg.Logger,
+		Events: cfg.events(), Moved: cfg.moved(),
 	})
 	a.Config = cfg
 	return a, nil
@@ -277,16 +285,21 @@ func (c *Config) storeOptions() []store.Option {
 // HTTP builds the HTTP API with the Parts' routes beside it. Only the api
 // entry and the local stack serve HTTP, so only they need an API key.
 func (a *App) HTTP() (http.Handler, error) {
-	h, err := api.New(a.Service, api.Config{Auth: a.Config.Auth, APIKey: a.Config.APIKey, Logger: a.Config.Logger})
+	h, err := api.New(a.Service, api.Config{Auth: a.Config.Auth, APIKey: a.Config.APIKey, Logger: a.Config.Logger, Events: a.Config.EventLog})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return a.mount(h)
+	m, err := a.mount(h)
+	if err != nil {
+		return nil, err
+	}
+	return a.flushing(m), nil
 }
 
 // HandleEvents is the events function: worker completions, process leases
 // and precise timers from the events and delay queues.
 func (a *App) HandleEvents(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	defer a.Flush(ctx)
 	return a.Service.HandleEvents(ctx, ev)
 }
 
@@ -295,6 +308,7 @@ func (a *App) HandleEvents(ctx context.Context, ev events.SQSEvent) (events.SQSE
 func (a *App) Tick(ctx context.Context, _ events.EventBridgeEvent) error {
 	st, err := a.Service.Tick(ctx)
 	a.logPass(ctx, "ticker", st)
+	a.Flush(ctx)
 	return err
 }
 
@@ -303,6 +317,7 @@ func (a *App) Tick(ctx context.Context, _ events.EventBridgeEvent) error {
 func (a *App) Reconcile(ctx context.Context, _ events.EventBridgeEvent) error {
 	st, err := a.Service.Reconcile(ctx)
 	a.logPass(ctx, "reconciler", st)
+	a.Flush(ctx)
 	return err
 }
 

@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/runledger/runledger/shared/api"
 	"github.com/runledger/runledger/shared/lambdaexec"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/signal"
 	"github.com/runledger/runledger/shared/worker"
 )
 
@@ -23,7 +25,8 @@ import (
 // RUNLEDGER_TABLE, RUNLEDGER_POOL_QUEUES, RUNLEDGER_EVENTS_QUEUE_URL,
 // RUNLEDGER_DELAY_QUEUE_URL, RUNLEDGER_HISTORY_RETENTION,
 // RUNLEDGER_MAX_CLOCK_SKEW, RUNLEDGER_TICKER_PERIOD,
-// RUNLEDGER_EXECUTORS_ALLOWED, RUNLEDGER_AUTH, RUNLEDGER_API_KEY) into a
+// RUNLEDGER_EXECUTORS_ALLOWED, RUNLEDGER_AUTH, RUNLEDGER_API_KEY,
+// RUNLEDGER_EVENT_BUS) into a
 // Config; Clients, Logger and Metrics are the caller's. getenv is
 // os.Getenv outside tests.
 func FromEnv(getenv func(string) string) (Config, error) {
@@ -33,6 +36,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		DelayQueueURL:  getenv("RUNLEDGER_DELAY_QUEUE_URL"),
 		Auth:           api.Auth(getenv("RUNLEDGER_AUTH")),
 		APIKey:         getenv("RUNLEDGER_API_KEY"),
+		EventBus:       getenv("RUNLEDGER_EVENT_BUS"),
 	}
 	if cfg.Table == "" {
 		return cfg, fmt.Errorf("environment: RUNLEDGER_TABLE is empty")
@@ -109,8 +113,20 @@ func Boot(ctx context.Context, parts ...Part) (*App, *slog.Logger, error) {
 		return nil, log, err
 	}
 	cfg.Executors = append(cfg.Executors, ecsExecutors...)
+	if cfg.EventBus != "" {
+		cfg.Parts = append(cfg.Parts, EventBusPart(eventbridge.NewFromConfig(awsCfg), cfg.EventBus, log))
+	}
 	a, err := New(ctx, cfg)
 	return a, log, err
+}
+
+// EventBusPart publishes the scheduler's signals to an EventBridge bus
+// through a bounded asynchronous publisher (signal.Publisher): a
+// transition never waits on EventBridge, and each invocation flushes what
+// it raised before it returns.
+func EventBusPart(client signal.PutEventsAPI, bus string, log *slog.Logger) Part {
+	pub := signal.NewPublisher(signal.EventBridge{Client: client, Bus: bus}, signal.Options{Logger: log})
+	return Part{Name: "eventbridge", Events: pub, Flush: pub.Flush}
 }
 
 // lambdaBatchConcurrency lets every record of the largest SQS batch run at

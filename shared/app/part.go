@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
@@ -43,6 +44,17 @@ type Part struct {
 	// metric format, one JSON object a line) beside Config.Metrics: a
 	// local metrics page counts from them.
 	Metrics io.Writer
+	// Events receives the scheduler's signals (runs ended, tasks failed or
+	// lost, deadlines missed): the EventBridge publisher, the local
+	// stack's kept list. Publish must not block.
+	Events scheduler.EventSink
+	// Flush, if set, delivers what Events still holds; the Lambda entries
+	// call it (App.Flush) before each invocation returns, since the
+	// process is frozen in between.
+	Flush func(context.Context) error
+	// Moved is told of every applied change of a task instance (the local
+	// Prometheus page counts them); it must not block.
+	Moved func(scheduler.Moved)
 	// Routes are served beside the HTTP API, by ServeMux pattern
 	// ("GET /metrics"). They take precedence over the API's own routes and
 	// do their own authentication.
@@ -129,6 +141,89 @@ func (c *Config) metrics() io.Writer {
 		return c.Metrics
 	}
 	return io.MultiWriter(ws...)
+}
+
+// events is where the scheduler hands its signals: every Part's sink.
+func (c *Config) events() scheduler.EventSink {
+	var sinks fanout
+	for _, p := range c.Parts {
+		if p.Events != nil {
+			sinks = append(sinks, p.Events)
+		}
+	}
+	switch len(sinks) {
+	case 0:
+		return nil
+	case 1:
+		return sinks[0]
+	}
+	return sinks
+}
+
+type fanout []scheduler.EventSink
+
+func (f fanout) Publish(sig protocol.Signal) {
+	for _, s := range f {
+		s.Publish(sig)
+	}
+}
+
+// moved tells every Part's Moved of a change.
+func (c *Config) moved() func(scheduler.Moved) {
+	var fs []func(scheduler.Moved)
+	for _, p := range c.Parts {
+		if p.Moved != nil {
+			fs = append(fs, p.Moved)
+		}
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	return func(m scheduler.Moved) {
+		for _, f := range fs {
+			f(m)
+		}
+	}
+}
+
+// FlushTimeout bounds how long an invocation waits for its signals'
+// delivery before it returns.
+const FlushTimeout = 2 * time.Second
+
+// Flush delivers what the Parts' event sinks still hold, within
+// FlushTimeout and ctx's deadline. A failure is logged, never returned:
+// the invocation's own work is done.
+func (a *App) Flush(ctx context.Context) {
+	var flushes []Part
+	for _, p := range a.Config.Parts {
+		if p.Flush != nil {
+			flushes = append(flushes, p)
+		}
+	}
+	if len(flushes) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, FlushTimeout)
+	defer cancel()
+	for _, p := range flushes {
+		if err := p.Flush(ctx); err != nil {
+			a.Config.Logger.WarnContext(ctx, "events not flushed", "part", p.Name, "error", err.Error())
+		}
+	}
+}
+
+// flushing makes h flush the Parts' event sinks after every request, when
+// a Part has something to flush (the api Lambda).
+func (a *App) flushing(h http.Handler) http.Handler {
+	for _, p := range a.Config.Parts {
+		if p.Flush != nil {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				h.ServeHTTP(w, r)
+				a.Flush(r.Context())
+			})
+		}
+	}
+	return h
 }
 
 // mount serves the Parts' routes beside the API handler h.
