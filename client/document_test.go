@@ -73,6 +73,10 @@ func TestEveryCallIsADocumentedOperation(t *testing.T) {
 		},
 		func() error { _, err := c.MarkSucceeded(ctx, "r1", "main", "ann", "checked"); return err },
 		func() error { _, err := c.MarkFailed(ctx, "r1", "main", "ann", "checked"); return err },
+		func() error {
+			_, err := c.ListEvents(ctx, EventFilter{Since: time.Now(), Page: Page{Limit: 10, NextToken: "3"}})
+			return err
+		},
 	}
 	for i, call := range calls {
 		if err := call(); err != nil {

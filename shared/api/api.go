@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/runledger/runledger/shared/dashboard"
@@ -40,6 +41,19 @@ type Config struct {
 	Auth   Auth
 	APIKey string
 	Logger *slog.Logger
+	// Events, if set, answers GET /v1/events: the local stack's kept
+	// signals. Without it (in AWS, where they go to EventBridge) the route
+	// answers 404.
+	Events EventLog
+}
+
+// EventLog is the list of kept signals GET /v1/events reads (the local
+// stack's signal.Ring).
+type EventLog interface {
+	// Since lists at most limit signals at or after since, oldest first,
+	// from token's position; next is "" when nothing more is kept yet. A
+	// bad token is a *protocol.FieldError.
+	Since(since time.Time, limit int, token string) (sigs []protocol.Signal, next string, err error)
 }
 
 // Handler serves the API.

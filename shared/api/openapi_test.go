@@ -11,6 +11,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -136,6 +137,7 @@ func TestOpenAPIEnumsAreTheStateModels(t *testing.T) {
 	runStates := statemodel.AllRunStates()
 	statuses := statemodel.AllStatuses()
 	reqs := statemodel.AllRequirements()
+	sigs := protocol.SignalTypes()
 	cases := []struct {
 		schema, property string
 		want             []string
@@ -149,6 +151,7 @@ func TestOpenAPIEnumsAreTheStateModels(t *testing.T) {
 		{"RunState", "", each(len(runStates), func(i int) string { return string(runStates[i]) })},
 		{"Status", "", each(len(statuses), func(i int) string { return string(statuses[i]) })},
 		{"JobDependency", "require", each(len(reqs), func(i int) string { return string(reqs[i]) })},
+		{"Event", "type", each(len(sigs), func(i int) string { return string(sigs[i]) })},
 	}
 	for _, c := range cases {
 		s := doc.Components.Schemas[c.schema].Value

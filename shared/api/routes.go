@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/runledger/runledger/shared/dashboard"
 	"github.com/runledger/runledger/shared/protocol"
@@ -23,6 +24,7 @@ func (h *Handler) routes() []route {
 		{"GET", "/healthz", "Liveness.", authNone, h.healthz},
 		{"GET", "/v1/openapi.json", "This API's OpenAPI 3 document.", authNone, h.openapi},
 		{"GET", "/ui", "Redirects to the dashboard's page, /ui/index.html.", authNone, h.dashboardEntry},
+		{"GET", "/metrics", "Prometheus metrics of the local stack (loopback callers only).", authNone, h.metrics},
 		{"GET", "/ui/", "The web dashboard: its page and static assets (no auth; the page's calls to /v1 carry the API key or a JWT).", authNone, h.dashboard},
 
 		{"POST", "/v1/jobs", "Create a job.", authClient, h.createJob},
@@ -44,6 +46,8 @@ func (h *Handler) routes() []route {
 		{"POST", "/v1/runs/{run}/tasks/{task}/retry", "Give a failed task a new attempt.", authClient, h.retryTask},
 		{"POST", "/v1/runs/{run}/tasks/{task}/mark-succeeded", "Operator override: succeeded.", authClient, h.markSucceeded},
 		{"POST", "/v1/runs/{run}/tasks/{task}/mark-failed", "Operator override: failed.", authClient, h.markFailed},
+
+		{"GET", "/v1/events", "Events of the local stack (runs ended, tasks failed or lost, deadlines missed), oldest first.", authClient, h.events},
 
 		{"POST", "/v1/attempts/claim", "Claim an attempt (bearer: attempt token).", authAttempt, h.claim},
 		{"POST", "/v1/attempts/heartbeat", "Renew an attempt's lease (bearer: attempt token).", authAttempt, h.heartbeat},
@@ -174,6 +178,37 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
 		page.Runs[i] = renderRun(run)
 	}
 	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// metrics is GET /metrics where no page is mounted: the local stack
+// mounts its Prometheus page over this route (metricspage); in AWS the
+// same figures are CloudWatch embedded metrics.
+func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) error {
+	return errf(http.StatusNotFound, "not_found", "GET /metrics is served by the local stack; this deployment writes CloudWatch embedded metrics.")
+}
+
+// events lists the kept signals from since (inclusive), oldest first.
+func (h *Handler) events(w http.ResponseWriter, r *http.Request) error {
+	if h.cfg.Events == nil {
+		return errf(http.StatusNotFound, "not_found", "This deployment publishes its events to its EventBridge bus; GET /v1/events serves the local stack's.")
+	}
+	limit, err := queryLimit(r, 100, 1000)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var since time.Time
+	if v := q.Get("since"); v != "" {
+		if since, err = protocol.ParseTime(v); err != nil {
+			return errf(http.StatusUnprocessableEntity, "invalid_field", "since must be an RFC 3339 time.")
+		}
+	}
+	sigs, next, err := h.cfg.Events.Since(since, limit, q.Get("next_token"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, protocol.SignalPage{Events: sigs, NextToken: next})
 	return nil
 }
 

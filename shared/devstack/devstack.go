@@ -29,8 +29,10 @@ import (
 	"github.com/runledger/runledger/shared/emulator"
 	"github.com/runledger/runledger/shared/local"
 	"github.com/runledger/runledger/shared/localinfo"
+	"github.com/runledger/runledger/shared/metricspage"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/signal"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/worker"
 )
@@ -97,6 +99,10 @@ type Stack struct {
 	Server   *local.Server
 	Counters *local.Counters
 	Info     Info
+	// Events keeps the latest signals, which GET /v1/events serves;
+	// Metrics counts the transitions GET /metrics serves.
+	Events  *signal.Ring
+	Metrics *metricspage.Metrics
 
 	loc    app.Local
 	ownEnv bool
@@ -166,7 +172,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 		o.MaxClockSkew = skew
 	}
-	st := &Stack{Counters: o.Counters}
+	st := &Stack{Counters: o.Counters, Events: signal.NewRing(signal.DefaultKeep), Metrics: metricspage.New()}
 	if o.Env == nil {
 		env, err := emulator.Start(ctx, emulator.Options{Logger: o.Logger, DataDir: o.DataDir})
 		if err != nil {
@@ -181,7 +187,12 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			_ = st.Stop(context.Background())
 		}
 	}()
-	a, err := app.New(ctx, o.appConfig())
+	cfg := o.appConfig()
+	// The stack's own signals and metrics pages: the kept events of
+	// GET /v1/events and the counts of GET /metrics.
+	cfg.Parts = append(cfg.Parts, app.Part{Name: "events", Events: st.Events}, st.Metrics.Part())
+	cfg.EventLog = st.Events
+	a, err := app.New(ctx, cfg)
 	if errors.Is(err, store.ErrTableLayout) && o.DataDir != "" {
 		return nil, fmt.Errorf("devstack: %w (delete %s to start with a new table)", err, o.DataDir)
 	}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/runledger/runledger/client"
+)
+
+func newEventsCmd() *cobra.Command {
+	var api apiFlags
+	var since string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "List the local stack's events (runs ended, tasks failed or lost, deadlines missed), oldest first",
+		Long: `events lists what the local stack keeps of its events (the last 1,000):
+runs that ended, tasks that failed or went LOST, runs unfinished at their
+deadline. A deployed stack publishes them to its EventBridge bus instead
+(docs/deploy.md shows a rule that sends "run failed" to SNS).`,
+		Example: "  runledger events\n  runledger events --since 10m\n  runledger events --since 2026-12-01T00:00:00Z -o json",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > 1000 {
+				return usageErrorf("--limit %d: want 1..1000", limit)
+			}
+			from, err := sinceFlag(since, time.Now())
+			if err != nil {
+				return err
+			}
+			c, err := api.client(cmd)
+			if err != nil {
+				return err
+			}
+			page, err := c.ListEvents(cmd.Context(), client.EventFilter{Since: from, Page: client.Page{Limit: limit}})
+			if err != nil {
+				return err
+			}
+			if api.json() {
+				return printJSON(cmd.OutOrStdout(), page)
+			}
+			t := newTable(cmd.OutOrStdout(), "TIME", "TYPE", "JOB", "RUN", "TASK", "ATTEMPT", "STATE", "REASON")
+			for _, e := range page.Events {
+				attempt := ""
+				if e.Attempt > 0 {
+					attempt = strconv.Itoa(e.Attempt)
+				}
+				t.row(when(e.Time), string(e.Type), e.Job, e.Run, e.Task, attempt, e.State, e.Reason)
+			}
+			return t.flush()
+		},
+	}
+	api.register(cmd.Flags())
+	cmd.Flags().StringVar(&since, "since", "", "only events at or after this time: RFC 3339, or a duration back from now (10m)")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many events")
+	return cmd
+}
+
+// sinceFlag reads --since: an RFC 3339 time, or a Go duration counted back
+// from now; "" is every kept event.
+func sinceFlag(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, usageErrorf("--since %q: want an RFC 3339 time or a duration such as 10m", s)
+	}
+	return t, nil
+}

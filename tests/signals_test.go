@@ -1,0 +1,126 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/devstack"
+	"github.com/runledger/runledger/shared/protocol"
+)
+
+// events reads GET /v1/events from since and decodes the page.
+func (s *stack) events(since time.Time) protocol.SignalPage {
+	s.t.Helper()
+	r := s.call("GET", "/v1/events?since="+url.QueryEscape(protocol.FormatTime(since)), nil).must(s.t, http.StatusOK)
+	var page protocol.SignalPage
+	if err := json.Unmarshal(r.Raw, &page); err != nil {
+		s.t.Fatalf("events: %v: %s", err, r.Raw)
+	}
+	return page
+}
+
+func eventTypes(sigs []protocol.Signal) string {
+	var out []string
+	for _, s := range sigs {
+		out = append(out, string(s.Type))
+	}
+	return strings.Join(out, ",")
+}
+
+// scrape reads GET /metrics with no credentials, as Prometheus would.
+func (s *stack) scrape() string {
+	s.t.Helper()
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		s.t.Fatalf("GET /metrics: %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	return string(b)
+}
+
+// TestSignalsOfAFailingRun runs a job whose task fails for good on the
+// local stack, then reads GET /v1/events (task.failed, then run.failed,
+// with the run's job, id, state and reason) and GET /metrics (the
+// transitions of its one task counted by job, from and to; the time it
+// spent running; the instances gauge).
+func TestSignalsOfAFailingRun(t *testing.T) {
+	s := startStack(t, devstack.Options{DemoWorker: true})
+	before := time.Now().Add(-time.Second)
+	s.createJob(map[string]any{"name": "bad", "pool": "demo", "retry": map[string]any{"max_attempts": 1},
+		"payload": map[string]any{"fail": true, "permanent": true}})
+	run := s.trigger("bad", nil)
+	s.waitRun(run, 30*time.Second, "FAILED")
+
+	var page protocol.SignalPage
+	eventually(t, 10*time.Second, "the run's events", func() (bool, string) {
+		page = s.events(before)
+		return eventTypes(page.Events) == "task.failed,run.failed", eventTypes(page.Events)
+	})
+	task, ended := page.Events[0], page.Events[1]
+	if task.Job != "bad" || task.Run != run || task.Task != "main" || task.Attempt != 1 || task.State != "FAILED" || task.Reason == "" {
+		t.Errorf("task.failed %+v", task)
+	}
+	if ended.Job != "bad" || ended.Run != run || ended.Task != "" || ended.State != "FAILED" || ended.Reason != "tasks: main FAILED" || page.NextToken != "" {
+		t.Errorf("run.failed %+v, next token %q", ended, page.NextToken)
+	}
+	if later := s.events(ended.Time.Add(time.Millisecond)); len(later.Events) != 0 {
+		t.Errorf("events after the last: %s", eventTypes(later.Events))
+	}
+	if r := s.callAs("", "GET", "/v1/events", nil); r.Status != http.StatusUnauthorized {
+		t.Errorf("events without the key: %d, want 401", r.Status)
+	}
+	if r := s.call("GET", "/v1/events?since=yesterday", nil); r.Status != http.StatusUnprocessableEntity || r.code() != "invalid_field" {
+		t.Errorf("a bad since: %d %s, want 422 invalid_field", r.Status, r.code())
+	}
+
+	page2 := s.scrape()
+	for _, want := range []string{
+		`runledger_state_transitions_total{from="",job="bad",to="CREATED"} 1`,
+		`runledger_state_transitions_total{from="CREATED",job="bad",to="SCHEDULED"} 1`,
+		`runledger_state_transitions_total{from="SCHEDULED",job="bad",to="QUEUED"} 1`,
+		`runledger_state_transitions_total{from="QUEUED",job="bad",to="RUNNING"} 1`,
+		`runledger_state_transitions_total{from="RUNNING",job="bad",to="FAILED"} 1`,
+		`runledger_state_duration_seconds_count{job="bad",state="RUNNING"} 1`,
+		`runledger_state_duration_seconds_count{job="bad",state="QUEUED"} 1`,
+		`runledger_instances{state="FAILED"} 1`,
+		`runledger_instances{state="RUNNING"} 0`,
+	} {
+		if !strings.Contains(page2, want+"\n") {
+			t.Errorf("GET /metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("GET /metrics:\n%s", page2)
+	}
+}
+
+// TestDeadlineMissedEvent: a run still running at its job's deadline gets
+// one run.deadline_missed event and goes on to succeed.
+func TestDeadlineMissedEvent(t *testing.T) {
+	s := startStack(t, devstack.Options{DemoWorker: true})
+	before := time.Now().Add(-time.Second)
+	s.createJob(map[string]any{"name": "slow", "pool": "demo", "deadline": "1s", "payload": map[string]any{"sleep": "3s"}})
+	run := s.trigger("slow", nil)
+	s.waitRun(run, 30*time.Second, "SUCCEEDED")
+	var page protocol.SignalPage
+	eventually(t, 10*time.Second, "the run's events", func() (bool, string) {
+		page = s.events(before)
+		return eventTypes(page.Events) == "run.deadline_missed,run.succeeded", eventTypes(page.Events)
+	})
+	if d := page.Events[0]; d.Run != run || d.State != "RUNNING" || !strings.Contains(d.Reason, "1s") {
+		t.Errorf("run.deadline_missed %+v", d)
+	}
+	if r := s.call("GET", "/v1/jobs/slow", nil).must(t, http.StatusOK); fmt.Sprint(r.Body["job"].(map[string]any)["deadline"]) != "1s" {
+		t.Errorf("the job's deadline: %s", r.Raw)
+	}
+}
