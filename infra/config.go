@@ -49,7 +49,8 @@ const (
 	// "taskDefinitions": [{"family": "etl", "taskRoleArn": "...",
 	// "executionRoleArn": "..."}]}, an object in cdk.json or its JSON as
 	// a string with -c.
-	keyECS = "runledger:ecs"
+	keyECS            = "runledger:ecs"
+	keyRunFailedAlarm = "runledger:runFailedAlarm" // false (default) or true: an alarm on any failed run
 )
 
 // readConfig builds the app's configuration from a context lookup (the
@@ -176,6 +177,9 @@ func readConfig(get func(key string) any) (config, error) {
 	p.DeletionProtection = boolean(keyDeletionProtection)
 	if keep := boolean(keyKeepRetiredIndexes); keep != nil {
 		p.KeepRetiredIndexes = *keep
+	}
+	if alarm := boolean(keyRunFailedAlarm); alarm != nil {
+		p.RunFailedAlarm = *alarm
 	}
 	if issuer := str(keyJWTIssuer, ""); issuer != "" {
 		p.JWT = &scheduler.JWTAuthorizer{Issuer: issuer, Audiences: list(keyJWTAudiences)}

@@ -60,6 +60,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyMaxReceiveCount:    "3",
 			keyKeepRetiredIndexes: "true",
 			keyECS:                `{"clusters": ["batch"], "taskDefinitions": [{"family": "etl", "taskRoleArn": "arn:aws:iam::123456789012:role/etl"}]}`,
+			keyRunFailedAlarm:     "true",
 		}, func(c *config) {
 			c.StackName = "Sched"
 			c.AlarmEmail = "ops@example.com"
@@ -80,6 +81,7 @@ func TestReadConfigValues(t *testing.T) {
 				KeepRetiredIndexes:    true,
 				ECS: &scheduler.ECSExecutor{Clusters: []string{"batch"},
 					TaskDefinitions: []scheduler.ECSTaskDefinition{{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl"}}},
+				RunFailedAlarm: true,
 			}
 		}},
 		{"JSON, as cdk.json gives them", map[string]any{

@@ -100,6 +100,7 @@ func runTests(m *testing.M) int {
 				{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl-task", ExecutionRoleArn: "arn:aws:iam::123456789012:role/ecs-exec"},
 				{Family: "report", ExecutionRoleArn: "arn:aws:iam::123456789012:role/ecs-exec"},
 			}},
+			RunFailedAlarm: true,
 		},
 	})
 	// The Jwt stack also stands for the first deploy of an index migration.
@@ -223,8 +224,9 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Route":        12,
 			// One invoke permission per route, one per schedule.
 			"AWS::Lambda::Permission": 14,
-			// 4 DLQs + InstanceLost + QueueWaitP99 + errors and throttles of 5 functions.
-			"AWS::CloudWatch::Alarm":     16,
+			// 4 DLQs + InstanceLost + RunFailed + QueueWaitP99 + errors and throttles of 5 functions.
+			"AWS::CloudWatch::Alarm":     17,
+			"AWS::Events::EventBus":      1,
 			"AWS::CloudWatch::Dashboard": 1,
 			"AWS::SNS::Topic":            1,
 			"AWS::SNS::TopicPolicy":      1,
@@ -248,6 +250,7 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::Lambda::Permission":         14,
 			"AWS::CloudWatch::Alarm":          13,
 			"AWS::CloudWatch::Dashboard":      1,
+			"AWS::Events::EventBus":           1,
 		}},
 	} {
 		t.Run(tc.stack.cfg.StackName, func(t *testing.T) {
@@ -737,10 +740,10 @@ func TestRoutes(t *testing.T) {
 func TestFunctions(t *testing.T) {
 	t.Parallel()
 	wantEnv := map[string][]string{
-		scheduler.FunctionAPI:        {"RUNLEDGER_AUTH", "RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
-		scheduler.FunctionEvents:     {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
-		scheduler.FunctionTicker:     {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE", "RUNLEDGER_TICKER_PERIOD"},
-		scheduler.FunctionReconciler: {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
+		scheduler.FunctionAPI:        {"RUNLEDGER_AUTH", "RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_EVENT_BUS", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
+		scheduler.FunctionEvents:     {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_EVENT_BUS", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
+		scheduler.FunctionTicker:     {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_EVENT_BUS", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE", "RUNLEDGER_TICKER_PERIOD"},
+		scheduler.FunctionReconciler: {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_EVENT_BUS", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
 		scheduler.FunctionWorker:     {"RUNLEDGER_API_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_POOL"},
 	}
 	// The full stack allows the ecs executor: the functions that dispatch
@@ -838,15 +841,16 @@ func TestAlarms(t *testing.T) {
 			if p["ExtendedStatistic"] != "p99" || number(p["Threshold"]) != 300000 {
 				t.Errorf("queue wait alarm: statistic %v threshold %v, want p99 over 300000 ms", p["ExtendedStatistic"], p["Threshold"])
 			}
-		case "Runledger/InstanceLost":
-			if p["Statistic"] != "Sum" || number(p["Threshold"]) != 1 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
-				t.Errorf("LOST alarm: %v", p)
+		case "Runledger/InstanceLost", "Runledger/RunFailed":
+			if p["Statistic"] != "Sum" || number(p["Threshold"]) != 1 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || p["Dimensions"] != nil {
+				t.Errorf("%s alarm: %v", metric, p)
 			}
 		}
 	}
 	want := map[string]int{
 		"AWS/SQS/ApproximateNumberOfMessagesVisible": 4,
 		"Runledger/InstanceLost":                     1,
+		"Runledger/RunFailed":                        1,
 		"Runledger/QueueWait":                        1,
 		"AWS/Lambda/Errors":                          5,
 		"AWS/Lambda/Throttles":                       5,
@@ -865,9 +869,55 @@ func TestAlarms(t *testing.T) {
 	}
 }
 
+// TestEventBus: the stack creates the bus, the four scheduler functions
+// name it in RUNLEDGER_EVENT_BUS and may put events on it, and nothing
+// may put events anywhere else.
+func TestEventBus(t *testing.T) {
+	t.Parallel()
+	for _, s := range []*synthesized{full, jwt} {
+		var bus string
+		for id := range s.ofType("AWS::Events::EventBus") {
+			bus = id
+		}
+		if bus == "" {
+			t.Fatalf("%s: no event bus", s.cfg.StackName)
+		}
+		publishers := map[string]bool{}
+		for id, r := range s.ofType("AWS::IAM::Policy") {
+			var statements []map[string]any
+			collectStatements(id, r.Properties, &statements)
+			for _, st := range statements {
+				if !strings.Contains(fmt.Sprint(st["Action"]), "events:") {
+					continue
+				}
+				if st["Action"] != "events:PutEvents" || ref(st["Resource"]) != bus {
+					t.Errorf("%s/%s: %v on %v, want events:PutEvents on the bus %s only", s.cfg.StackName, id, st["Action"], st["Resource"], bus)
+				}
+				for _, role := range r.Properties["Roles"].([]any) {
+					publishers[ref(role)] = true
+				}
+			}
+		}
+		for name, id := range s.functions {
+			p := s.resources[id].Properties
+			vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+			want := name != scheduler.FunctionWorker
+			if got := ref(vars["RUNLEDGER_EVENT_BUS"]) == bus; got != want {
+				t.Errorf("%s/%s: RUNLEDGER_EVENT_BUS %v, want the bus: %t", s.cfg.StackName, name, vars["RUNLEDGER_EVENT_BUS"], want)
+			}
+			if got := publishers[ref(p["Role"])]; got != want {
+				t.Errorf("%s/%s: may put events %t, want %t", s.cfg.StackName, name, got, want)
+			}
+		}
+	}
+	if got := ref(full.outputs["EventBusName"].(map[string]any)["Value"]); full.resources[got].Type != "AWS::Events::EventBus" {
+		t.Errorf("output EventBusName %v: want the bus", full.outputs["EventBusName"])
+	}
+}
+
 func TestOutputs(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"ApiUrl", "Region", "ExecuteApiArn", "TableName", "EventsQueueUrl", "DelayQueueUrl", "PoolQueueUrls", "DeadLetterQueueUrls", "DashboardName"} {
+	for _, name := range []string{"ApiUrl", "Region", "ExecuteApiArn", "TableName", "EventsQueueUrl", "DelayQueueUrl", "PoolQueueUrls", "DeadLetterQueueUrls", "DashboardName", "EventBusName"} {
 		if _, ok := full.outputs[name]; !ok {
 			t.Errorf("output %s missing (have %v)", name, full.outputs)
 		}

@@ -11,9 +11,10 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// MetricNamespace holds the metrics the functions emit in CloudWatch EMF,
-// without dimensions: InstanceLost (Count, one per transition to LOST) and
-// QueueWait (Milliseconds, one per QUEUED -> RUNNING).
+// MetricNamespace holds the metrics the functions emit in CloudWatch EMF
+// (docs/wiring.md, "Metrics"); the alarms read InstanceLost (Count, one
+// per transition to LOST), QueueWait (Milliseconds, one per QUEUED ->
+// RUNNING) and RunFailed (Count, one per failed run), without dimensions.
 const MetricNamespace = "Runledger"
 
 var period = awscdk.Duration_Minutes(jsii.Number(5))
@@ -77,6 +78,15 @@ func (s *Scheduler) addAlarms(p Props) {
 		ComparisonOperator: atLeastOne,
 		EvaluationPeriods:  jsii.Number(1),
 	})
+	if p.RunFailedAlarm {
+		add("RunFailed", &awscloudwatch.AlarmProps{
+			AlarmDescription:   jsii.String("runledger: runs failed; the event bus's run.failed events name them"),
+			Metric:             emfMetric("RunFailed", "Sum", ""),
+			Threshold:          jsii.Number(1),
+			ComparisonOperator: atLeastOne,
+			EvaluationPeriods:  jsii.Number(1),
+		})
+	}
 	// Fifteen minutes above the threshold: a burst that drains is not news.
 	add("QueueWaitP99", &awscloudwatch.AlarmProps{
 		AlarmDescription: jsii.String(fmt.Sprintf("runledger: queue wait p99 above %s for 15 minutes; add workers or concurrency",

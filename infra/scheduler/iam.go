@@ -31,6 +31,8 @@ var (
 	dynamoIndexQuery = []string{"dynamodb:Query"}
 	// SendMessageBatch is authorized by sqs:SendMessage.
 	sqsSend = []string{"sqs:SendMessage"}
+	// The scheduler's events go to the stack's own bus only.
+	eventsPut = []string{"events:PutEvents"}
 )
 
 // tableAccess is what one function does with the table and which queues it
@@ -39,6 +41,8 @@ type tableAccess struct {
 	items   bool
 	indexes []string
 	sendTo  []string // "pools", "events", "delay"
+	// publish: the function may put events on the stack's event bus.
+	publish bool
 }
 
 // accessByFunction is the least-privilege table: change it together with the
@@ -52,13 +56,15 @@ type tableAccess struct {
 //   - every function that moves runs on (all but the worker): the live
 //     index finds a job's unfinished runs (overlap policies, DELETE of a
 //     job, waking the runs that wait on a finished run).
+//   - every function that applies transitions (all but the worker)
+//     publishes the events they raise to the stack's bus.
 //   - worker: talks to the API over HTTP and reports completions to the
 //     events queue; it never touches the table.
 var accessByFunction = map[string]tableAccess{
-	FunctionAPI:        {items: true, indexes: []string{tableschema.ListIndex, tableschema.LiveIndex}, sendTo: []string{"pools", "delay", "events"}},
-	FunctionEvents:     {items: true, indexes: []string{tableschema.LiveIndex}, sendTo: []string{"pools", "delay"}},
-	FunctionTicker:     {items: true, indexes: []string{tableschema.TimerIndex, tableschema.LiveIndex}, sendTo: []string{"pools", "delay"}},
-	FunctionReconciler: {items: true, indexes: []string{tableschema.TimerIndex, tableschema.LiveIndex}, sendTo: []string{"pools", "delay"}},
+	FunctionAPI:        {items: true, indexes: []string{tableschema.ListIndex, tableschema.LiveIndex}, sendTo: []string{"pools", "delay", "events"}, publish: true},
+	FunctionEvents:     {items: true, indexes: []string{tableschema.LiveIndex}, sendTo: []string{"pools", "delay"}, publish: true},
+	FunctionTicker:     {items: true, indexes: []string{tableschema.TimerIndex, tableschema.LiveIndex}, sendTo: []string{"pools", "delay"}, publish: true},
+	FunctionReconciler: {items: true, indexes: []string{tableschema.TimerIndex, tableschema.LiveIndex}, sendTo: []string{"pools", "delay"}, publish: true},
 	FunctionWorker:     {sendTo: []string{"events"}},
 }
 
@@ -112,6 +118,9 @@ func (s *Scheduler) grantAccess(p Props) {
 		}
 		if len(queues) > 0 {
 			role.AddToPrincipalPolicy(allow(sqsSend, queues...))
+		}
+		if a.publish {
+			role.AddToPrincipalPolicy(allow(eventsPut, s.EventBus.EventBusArn()))
 		}
 	}
 }

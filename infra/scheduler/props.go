@@ -97,6 +97,11 @@ type Props struct {
 
 	// AlarmTopic, when set, receives every alarm's ALARM and OK transitions.
 	AlarmTopic awssns.ITopic
+	// RunFailedAlarm adds an alarm that fires when any run fails (the
+	// functions' Runledger/RunFailed metric, summed over 5 minutes), beside
+	// the alarms every stack has. Default false: the event bus carries
+	// each failed run (run.failed), and a rule on it can say which.
+	RunFailedAlarm bool
 	// QueueWaitP99Threshold raises the queue wait alarm when the p99 of
 	// QUEUED -> RUNNING stays above it for 15 minutes. Default 5 minutes.
 	QueueWaitP99Threshold time.Duration

@@ -45,7 +45,11 @@ type Scheduler struct {
 	// API is the HTTP API; API.ApiEndpoint() is the base URL.
 	API awsapigatewayv2.HttpApi
 	// AccessLogs holds the HTTP API's access log, one JSON line per request.
-	AccessLogs  awslogs.LogGroup
+	AccessLogs awslogs.LogGroup
+	// EventBus receives the scheduler's events (docs/api.md, "Events"):
+	// source "runledger", detail-type the event's type. Route them with
+	// rules on it.
+	EventBus    awsevents.EventBus
 	EventsQueue QueuePair
 	DelayQueue  QueuePair
 	// PoolQueues holds each worker pool's dispatch queue, by pool name.
@@ -97,6 +101,9 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 		Functions:  map[string]awslambda.Function{},
 	}
 	s.Table = s.newTable(p)
+	s.EventBus = awsevents.NewEventBus(s.Construct, jsii.String("EventBus"), &awsevents.EventBusProps{
+		Description: jsii.String("runledger events: runs ended, tasks failed or lost, deadlines missed"),
+	})
 
 	// Pool queues are read by workers, which may be the example worker
 	// function or processes of the user's own; size them for the function.
@@ -114,6 +121,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 	table := s.Table.TableName()
 	events := s.EventsQueue.Queue.QueueUrl()
 	delay := s.DelayQueue.Queue.QueueUrl()
+	bus := s.EventBus.EventBusName()
 
 	// Environment per docs/wiring.md.
 	s.newFunction(p, FunctionAPI, map[string]*string{
@@ -123,6 +131,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 		"RUNLEDGER_POOL_QUEUES":       poolJSON,
 		"RUNLEDGER_HISTORY_RETENTION": &retention,
 		"RUNLEDGER_MAX_CLOCK_SKEW":    &skew,
+		"RUNLEDGER_EVENT_BUS":         bus,
 		// API Gateway authorizes operator routes (IAM or JWT); the handler
 		// still checks attempt tokens on the worker routes.
 		"RUNLEDGER_AUTH": jsii.String("gateway"),
@@ -134,6 +143,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 		"RUNLEDGER_POOL_QUEUES":       poolJSON,
 		"RUNLEDGER_HISTORY_RETENTION": &retention,
 		"RUNLEDGER_MAX_CLOCK_SKEW":    &skew,
+		"RUNLEDGER_EVENT_BUS":         bus,
 	})
 	tickerPeriod := p.TickerRate.String()
 	for _, name := range []string{FunctionTicker, FunctionReconciler} {
@@ -143,6 +153,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 			"RUNLEDGER_POOL_QUEUES":       poolJSON,
 			"RUNLEDGER_HISTORY_RETENTION": &retention,
 			"RUNLEDGER_MAX_CLOCK_SKEW":    &skew,
+			"RUNLEDGER_EVENT_BUS":         bus,
 		}
 		if name == FunctionTicker {
 			// A slot the ticker first sees over two of its periods late
