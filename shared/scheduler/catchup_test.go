@@ -411,3 +411,37 @@ func TestCatchupDecidedInParts(t *testing.T) {
 		t.Fatalf("triggers %v, want 1,000 catchup and 3 schedule", got)
 	}
 }
+
+// A one-off at missed while the job was paused is a missed slot like any
+// other: latest runs it (trigger catchup), none counts it; either way the
+// job has no fire left.
+func TestCatchupOfAMissedAt(t *testing.T) {
+	for _, c := range []struct {
+		policy string
+		runs   int
+		missed int64
+	}{{"latest", 1, 0}, {"none", 0, 1}} {
+		t.Run(c.policy, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			at := f.clock.Now().Add(time.Hour)
+			f.createJob(t, fmt.Sprintf(`{"name": "once", "schedule": {"at": %q, "catchup": %q}}`, protocol.FormatTime(at), c.policy))
+			if _, err := f.st.SetJobPaused(ctx, "once", true); err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Advance(2 * time.Hour)
+			j, err := f.svc.ResumeJob(ctx, "once")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.tick(t, f.svc)
+			runs := f.slotRuns(t, "once")
+			if len(runs) != c.runs || j.MissedSlots != c.missed || !j.NextFireAt.IsZero() {
+				t.Fatalf("%d runs, missed %d, next fire %s", len(runs), j.MissedSlots, protocol.FormatTime(j.NextFireAt))
+			}
+			if c.runs == 1 && (!runs[0].LogicalTime.Equal(at) || runs[0].Trigger != statemodel.TriggerCatchup) {
+				t.Fatalf("run at %s, trigger %s", protocol.FormatTime(runs[0].LogicalTime), runs[0].Trigger)
+			}
+		})
+	}
+}
