@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,10 @@ const (
 	// a string with -c.
 	keyECS            = "runledger:ecs"
 	keyRunFailedAlarm = "runledger:runFailedAlarm" // false (default) or true: an alarm on any failed run
+	// keyLambda allows the lambda executor: {"functions": ["etl", "arn:..."],
+	// "wireOnFailure": true}, an object in cdk.json or its JSON as a string
+	// with -c.
+	keyLambda = "runledger:lambda"
 )
 
 // readConfig builds the app's configuration from a context lookup (the
@@ -205,12 +210,15 @@ func readConfig(get func(key string) any) (config, error) {
 	default:
 		fail(keyReserved, fmt.Errorf("want name=count,... or an object, got %v", v))
 	}
-	p.ECS = readECS(get(keyECS), func(err error) { fail(keyECS, err) })
+	p.ECS = readObject[scheduler.ECSExecutor](get(keyECS), `{"clusters": [...], "taskDefinitions": [...]}`, func(err error) { fail(keyECS, err) })
+	p.Lambda = readObject[scheduler.LambdaExecutor](get(keyLambda), `{"functions": [...], "wireOnFailure": true}`, func(err error) { fail(keyLambda, err) })
 	return c, errors.Join(errs...)
 }
 
-// readECS reads the ecs executor's allow-list: a JSON object, or its text.
-func readECS(v any, fail func(error)) *scheduler.ECSExecutor {
+// readObject reads an executor's allow-list: a JSON object in cdk.json, or
+// its text with -c; shape is what the error shows. Unknown fields are
+// refused.
+func readObject[T any](v any, shape string, fail func(error)) *T {
 	var raw []byte
 	switch v := v.(type) {
 	case nil:
@@ -220,11 +228,11 @@ func readECS(v any, fail func(error)) *scheduler.ECSExecutor {
 	case map[string]any:
 		raw, _ = json.Marshal(v)
 	default:
-		fail(fmt.Errorf("want an object {\"clusters\": [...], \"taskDefinitions\": [...]}, got %v", v))
+		fail(fmt.Errorf("want an object %s, got %v", shape, v))
 		return nil
 	}
-	var e scheduler.ECSExecutor
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	var e T
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
 		fail(err)

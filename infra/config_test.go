@@ -61,6 +61,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyKeepRetiredIndexes: "true",
 			keyECS:                `{"clusters": ["batch"], "taskDefinitions": [{"family": "etl", "taskRoleArn": "arn:aws:iam::123456789012:role/etl"}]}`,
 			keyRunFailedAlarm:     "true",
+			keyLambda:             `{"functions": ["etl-fn"], "wireOnFailure": true}`,
 		}, func(c *config) {
 			c.StackName = "Sched"
 			c.AlarmEmail = "ops@example.com"
@@ -82,6 +83,7 @@ func TestReadConfigValues(t *testing.T) {
 				ECS: &scheduler.ECSExecutor{Clusters: []string{"batch"},
 					TaskDefinitions: []scheduler.ECSTaskDefinition{{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl"}}},
 				RunFailedAlarm: true,
+				Lambda:         &scheduler.LambdaExecutor{Functions: []string{"etl-fn"}, WireOnFailure: true},
 			}
 		}},
 		{"JSON, as cdk.json gives them", map[string]any{
@@ -93,6 +95,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyAlarmTopicArn:      "arn:aws:sns:eu-west-1:123456789012:ops",
 			keyKeepRetiredIndexes: false,
 			keyECS:                map[string]any{"clusters": []any{"a", "b"}, "taskDefinitions": []any{map[string]any{"family": "etl"}}},
+			keyLambda:             map[string]any{"functions": []any{"arn:aws:lambda:eu-west-1:123456789012:function:etl"}},
 		}, func(c *config) {
 			c.AlarmTopicArn = "arn:aws:sns:eu-west-1:123456789012:ops"
 			c.Props.Pools = []string{"default", "batch"}
@@ -101,6 +104,7 @@ func TestReadConfigValues(t *testing.T) {
 			c.Props.ReservedConcurrency = map[string]int{"events": 4}
 			c.Props.MaxReceiveCount = 7
 			c.Props.ECS = &scheduler.ECSExecutor{Clusters: []string{"a", "b"}, TaskDefinitions: []scheduler.ECSTaskDefinition{{Family: "etl"}}}
+			c.Props.Lambda = &scheduler.LambdaExecutor{Functions: []string{"arn:aws:lambda:eu-west-1:123456789012:function:etl"}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,11 +130,12 @@ func TestReadConfigErrors(t *testing.T) {
 		keyPools:              float64(3),
 		keyReserved:           "api",
 		keyECS:                `{"cluster": "typo"}`,
+		keyLambda:             `{"function": "etl"}`,
 	}))
 	if err == nil {
 		t.Fatal("want errors")
 	}
-	for _, key := range []string{keyTickerRate, keyRemovalPolicy, keyDeletionProtection, keyPools, keyReserved, keyECS} {
+	for _, key := range []string{keyTickerRate, keyRemovalPolicy, keyDeletionProtection, keyPools, keyReserved, keyECS, keyLambda} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s: %v", key, err)
 		}

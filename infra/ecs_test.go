@@ -119,7 +119,8 @@ func TestECSGrants(t *testing.T) {
 		}
 		env, _ := full.resources[full.functions[fn]].Properties["Environment"].(map[string]any)
 		vars, _ := env["Variables"].(map[string]any)
-		if vars["RUNLEDGER_EXECUTORS_ALLOWED"] != `{"ecs_clusters":["batch","gpu"],"ecs_task_definitions":["etl","report"]}` || vars["RUNLEDGER_API_URL"] == nil {
+		if vars["RUNLEDGER_EXECUTORS_ALLOWED"] != `{"ecs_clusters":["batch","gpu"],"ecs_task_definitions":["etl","report"],`+
+			`"lambda_functions":["etl-fn","arn:aws:lambda:eu-west-1:123456789012:function:report:live"]}` || vars["RUNLEDGER_API_URL"] == nil {
 			t.Errorf("%s: environment %v, want the ECS allow-lists and the API URL", fn, vars)
 		}
 	}

@@ -82,6 +82,8 @@ func newStack(scope constructs.Construct, cfg config) (awscdk.Stack, *scheduler.
 		s.API.ArnForExecuteApi(jsii.String("*"), jsii.String("/v1/*"), jsii.String("$default")))
 	output("TableName", "DynamoDB table (RUNLEDGER_TABLE)", s.Table.TableName())
 	output("EventsQueueUrl", "Worker completion events (RUNLEDGER_EVENTS_QUEUE_URL)", s.EventsQueue.Queue.QueueUrl())
+	output("EventsQueueArn", "Events queue: a lambda executor's function's on-failure destination (its role needs sqs:SendMessage on it)",
+		s.EventsQueue.Queue.QueueArn())
 	output("DelayQueueUrl", "Delayed timers (RUNLEDGER_DELAY_QUEUE_URL)", s.DelayQueue.Queue.QueueUrl())
 	output("PoolQueueUrls", "Dispatch queue per worker pool, JSON (RUNLEDGER_POOL_QUEUES)", s.PoolQueuesJSON())
 	output("DeadLetterQueueUrls", "Dead-letter queue per queue, JSON", s.DeadLetterQueuesJSON())

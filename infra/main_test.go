@@ -101,6 +101,10 @@ func runTests(m *testing.M) int {
 				{Family: "report", ExecutionRoleArn: "arn:aws:iam::123456789012:role/ecs-exec"},
 			}},
 			RunFailedAlarm: true,
+			Lambda: &scheduler.LambdaExecutor{
+				Functions:     []string{"etl-fn", "arn:aws:lambda:eu-west-1:123456789012:function:report:live"},
+				WireOnFailure: true,
+			},
 		},
 	})
 	// The Jwt stack also stands for the first deploy of an index migration.
@@ -231,6 +235,8 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::SNS::Topic":            1,
 			"AWS::SNS::TopicPolicy":      1,
 			"AWS::SNS::Subscription":     1,
+			// The lambda executor's on-failure destination, per function.
+			"AWS::Lambda::EventInvokeConfig": 2,
 		}},
 		{jwt, map[string]int{
 			"AWS::DynamoDB::Table":            1,
@@ -746,8 +752,9 @@ func TestFunctions(t *testing.T) {
 		scheduler.FunctionReconciler: {"RUNLEDGER_DELAY_QUEUE_URL", "RUNLEDGER_EVENT_BUS", "RUNLEDGER_HISTORY_RETENTION", "RUNLEDGER_MAX_CLOCK_SKEW", "RUNLEDGER_POOL_QUEUES", "RUNLEDGER_TABLE"},
 		scheduler.FunctionWorker:     {"RUNLEDGER_API_URL", "RUNLEDGER_EVENTS_QUEUE_URL", "RUNLEDGER_POOL"},
 	}
-	// The full stack allows the ecs executor: the functions that dispatch
-	// also get its allow-lists and the API's URL (TestECSGrants).
+	// The full stack allows the ecs and lambda executors: the functions
+	// that dispatch also get their allow-lists and the API's URL
+	// (TestECSGrants, TestLambdaExecutorGrants).
 	for _, name := range []string{scheduler.FunctionAPI, scheduler.FunctionEvents, scheduler.FunctionTicker, scheduler.FunctionReconciler} {
 		wantEnv[name] = append(wantEnv[name], "RUNLEDGER_API_URL", "RUNLEDGER_EXECUTORS_ALLOWED")
 		sort.Strings(wantEnv[name])
@@ -917,7 +924,7 @@ func TestEventBus(t *testing.T) {
 
 func TestOutputs(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"ApiUrl", "Region", "ExecuteApiArn", "TableName", "EventsQueueUrl", "DelayQueueUrl", "PoolQueueUrls", "DeadLetterQueueUrls", "DashboardName", "EventBusName"} {
+	for _, name := range []string{"ApiUrl", "Region", "ExecuteApiArn", "TableName", "EventsQueueUrl", "EventsQueueArn", "DelayQueueUrl", "PoolQueueUrls", "DeadLetterQueueUrls", "DashboardName", "EventBusName"} {
 		if _, ok := full.outputs[name]; !ok {
 			t.Errorf("output %s missing (have %v)", name, full.outputs)
 		}

@@ -15,6 +15,9 @@ var dispatchers = []string{FunctionAPI, FunctionEvents, FunctionTicker, Function
 // every executor's props; "" when the props allow none.
 func executorsAllowed(p Props) string {
 	allowed := map[string][]string{}
+	if p.Lambda != nil {
+		allowed["lambda_functions"] = p.Lambda.Functions
+	}
 	if p.ECS != nil {
 		allowed["ecs_clusters"] = p.ECS.Clusters
 		allowed["ecs_task_definitions"] = p.ECS.families()

@@ -120,6 +120,9 @@ type Props struct {
 	// ECS, when set, allows the ecs executor on its clusters and task
 	// definitions (ecs.go). Nil: a job naming an ecs executor is refused.
 	ECS *ECSExecutor
+	// Lambda, when set, allows the lambda executor on its functions
+	// (lambda.go). Nil: a job naming a lambda executor is refused.
+	Lambda *LambdaExecutor
 }
 
 var poolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$`)
@@ -237,6 +240,9 @@ func (p Props) validate() error {
 		}
 	}
 	if err := p.ECS.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := p.Lambda.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

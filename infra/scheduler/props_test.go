@@ -73,6 +73,10 @@ func TestValidate(t *testing.T) {
 		{"ecs empty", Props{CodeDir: noWorker, ECS: &ECSExecutor{}}, []string{"ECS.Clusters", "ECS.TaskDefinitions"}},
 		{"ecs names", Props{CodeDir: noWorker, ECS: &ECSExecutor{Clusters: []string{"a b"},
 			TaskDefinitions: []ECSTaskDefinition{{Family: "etl:3", ExecutionRoleArn: "etl-role"}}}}, []string{`"a b"`, `family "etl:3"`, `"etl-role" is not an IAM role ARN`}},
+		{"lambda", Props{CodeDir: noWorker, Lambda: &LambdaExecutor{Functions: []string{"etl", "etl:live", "arn:aws:lambda:eu-west-1:123456789012:function:x"}}}, nil},
+		{"lambda functions", Props{CodeDir: noWorker, Lambda: &LambdaExecutor{Functions: []string{"ok", "ok", "has space", "arn:aws:s3:::bucket"}}},
+			[]string{`"ok" is listed twice`, `"has space" is not a function`, `"arn:aws:s3:::bucket" is not a function`}},
+		{"lambda without functions", Props{CodeDir: noWorker, Lambda: &LambdaExecutor{}}, []string{"Lambda.Functions: name at least one"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.props.Validate()

@@ -183,6 +183,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 	s.grantAccess(p)
 	s.wireExecutorsAllowed(p)
 	s.wireECS(p)
+	s.wireLambda(p)
 	s.addAlarms(p)
 	s.addDashboard()
 	return s
