@@ -5,65 +5,21 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 )
 
-// lambdaStatements lists the statements on a function's role that allow
-// lambda:InvokeFunction, their resources written as text.
+// lambdaStatements lists the resources (as text) of each statement on a
+// function's role that allows lambda:InvokeFunction; a statement that
+// allows more than that is listed as its actions.
 func (s *synthesized) lambdaStatements(function string) [][]string {
-	roleID := ref(s.resources[s.functions[function]].Properties["Role"])
-	var sts []map[string]any
-	for _, r := range s.ofType("AWS::IAM::Policy") {
-		roles, _ := r.Properties["Roles"].([]any)
-		if slices.ContainsFunc(roles, func(v any) bool { return ref(v) == roleID }) {
-			collectStatements("", r.Properties["PolicyDocument"], &sts)
-		}
-	}
 	var out [][]string
-	for _, st := range sts {
-		if st["Effect"] == "Allow" && slices.Contains(strings1(st["Action"]), "lambda:InvokeFunction") {
-			if !reflect.DeepEqual(strings1(st["Action"]), []string{"lambda:InvokeFunction"}) {
-				out = append(out, []string{"other actions: " + fmt.Sprint(st["Action"])})
-				continue
-			}
-			out = append(out, templateTexts(st["Resource"]))
+	for _, st := range withAction(s.statementsOf(function), "lambda:InvokeFunction") {
+		if actions := strings1(st["Action"]); !reflect.DeepEqual(actions, []string{"lambda:InvokeFunction"}) {
+			out = append(out, actions)
+			continue
 		}
+		out = append(out, renderList(st["Resource"]))
 	}
-	return out
-}
-
-// templateTexts writes template values as text: Fn::Join joined, pseudo
-// parameters as ${Name}, sorted.
-func templateTexts(v any) []string {
-	list, ok := v.([]any)
-	if !ok {
-		list = []any{v}
-	}
-	var text func(any) string
-	text = func(v any) string {
-		switch v := v.(type) {
-		case string:
-			return v
-		case map[string]any:
-			if id, ok := v["Ref"].(string); ok {
-				return "${" + strings.TrimPrefix(id, "AWS::") + "}"
-			}
-			if j, ok := v["Fn::Join"].([]any); ok && len(j) == 2 {
-				var parts []string
-				for _, p := range asList(j[1]) {
-					parts = append(parts, text(p))
-				}
-				return strings.Join(parts, j[0].(string))
-			}
-		}
-		return fmt.Sprint(v)
-	}
-	var out []string
-	for _, x := range list {
-		out = append(out, text(x))
-	}
-	slices.Sort(out)
 	return out
 }
 
@@ -110,7 +66,7 @@ func TestLambdaExecutorGrants(t *testing.T) {
 		if ref(onFailure["Destination"]) != events || dest["OnSuccess"] != nil {
 			t.Errorf("%s: destinations %v, want on failure the events queue %s", id, dest, events)
 		}
-		qualifiers = append(qualifiers, templateTexts(r.Properties["FunctionName"])[0]+" "+fmt.Sprint(r.Properties["Qualifier"]))
+		qualifiers = append(qualifiers, render(r.Properties["FunctionName"])+" "+fmt.Sprint(r.Properties["Qualifier"]))
 	}
 	slices.Sort(qualifiers)
 	if wantQ := []string{
