@@ -245,10 +245,14 @@ func (s *Service) undispatchable(ctx context.Context, inst store.Instance, befor
 	if s.now().Before(snap.Deadline.Add(timeout)) {
 		return inst, nil, fmt.Errorf("dispatch %s#%d: %w", key, n, cause)
 	}
+	target := "pool " + inst.Pool
+	if spec, err := instanceExecutor(inst); err == nil && !spec.IsQueue() {
+		target = spec.String()
+	}
 	ev := statemodel.Event{
 		ID: fmt.Sprintf("dispatch-failed:%d", n), Type: statemodel.EvDispatchFailed, Actor: statemodel.ActorScheduler,
-		Reason: protocol.ClipReason(fmt.Sprintf("attempt %d could not be dispatched to pool %s within the queue timeout (%s): %v",
-			n, inst.Pool, timeout, cause)),
+		Reason: protocol.ClipReason(fmt.Sprintf("attempt %d could not be dispatched to %s within the queue timeout (%s): %v",
+			n, target, timeout, cause)),
 		Evidence: map[string]string{"attempt": strconv.Itoa(n), "pool": inst.Pool},
 	}
 	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())

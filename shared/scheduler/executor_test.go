@@ -157,7 +157,8 @@ func TestExecutorStartErrorIsAFailedDispatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := h[len(h)-1]
-	if inst.Snapshot.State != statemodel.StateFailed || last.Event != statemodel.EvDispatchFailed || !strings.Contains(last.Reason, "rate exceeded") {
+	if inst.Snapshot.State != statemodel.StateFailed || last.Event != statemodel.EvDispatchFailed || !strings.Contains(last.Reason, "rate exceeded") ||
+		!strings.Contains(last.Reason, "dispatched to lambda fn") {
 		t.Fatalf("state %s, last %s %q; want FAILED by dispatch_failed naming the error", inst.Snapshot.State, last.Event, last.Reason)
 	}
 }
