@@ -874,6 +874,14 @@ func TestAlarms(t *testing.T) {
 	if len(full.ofType("AWS::CloudWatch::Dashboard")) != 1 {
 		t.Error("no dashboard")
 	}
+	for _, d := range full.ofType("AWS::CloudWatch::Dashboard") {
+		body := fmt.Sprint(d.Properties["DashboardBody"])
+		for _, m := range []string{"RunSucceeded", "RunFailed", "TaskFailed", "DeadlineMissed", "RunDuration"} {
+			if !strings.Contains(body, `\"`+m+`\"`) && !strings.Contains(body, `"`+m+`"`) {
+				t.Errorf("the dashboard shows no %s", m)
+			}
+		}
+	}
 }
 
 // TestEventBus: the stack creates the bus, the four scheduler functions

@@ -174,6 +174,13 @@ func (s *Scheduler) addDashboard() {
 				Title: jsii.String("runledger alarms"), Alarms: &alarms, Width: jsii.Number(24),
 			})},
 			{
+				graph("Runs ended, tasks failed, deadlines missed", 12,
+					emfMetric("RunSucceeded", "Sum", "runs succeeded"), emfMetric("RunFailed", "Sum", "runs failed"),
+					emfMetric("TaskFailed", "Sum", "tasks failed"), emfMetric("DeadlineMissed", "Sum", "deadlines missed")),
+				graph("Run duration (created -> ended), ms", 12,
+					emfMetric("RunDuration", "p50", "p50"), emfMetric("RunDuration", "p99", "p99")),
+			},
+			{
 				graph("Queue wait (QUEUED -> RUNNING), ms", 8,
 					emfMetric("QueueWait", "p50", "p50"), emfMetric("QueueWait", "p99", "p99")),
 				graph("LOST transitions", 8, emfMetric("InstanceLost", "Sum", "LOST")),
