@@ -28,6 +28,8 @@ import (
 const (
 	// DefaultReportTimeout bounds how long a completion is retried.
 	DefaultReportTimeout = time.Minute
+	// DefaultClaimTimeout bounds how long a claim is retried.
+	DefaultClaimTimeout = time.Minute
 )
 
 // AttemptConfig configures RunAttempt.
@@ -50,6 +52,10 @@ type AttemptConfig struct {
 	// ReportTimeout bounds the retries of the completion through
 	// transient failures (default DefaultReportTimeout).
 	ReportTimeout time.Duration
+	// ClaimTimeout bounds the retries of the claim through transient
+	// failures (default DefaultClaimTimeout): a container may start
+	// before its network is up, or before the dispatch write lands.
+	ClaimTimeout time.Duration
 }
 
 // Errors of RunAttempt besides the handler's own.
@@ -105,8 +111,7 @@ func RunAttempt(ctx context.Context, cfg AttemptConfig, h Handler) error {
 	}
 	log := w.log.With("run_id", cfg.Ref.Run, "task_id", cfg.Ref.Task, "attempt", cfg.Ref.Attempt)
 	ops := context.WithoutCancel(ctx)
-	claimSent := w.now()
-	claimed, err := w.claim(ops, Envelope{Run: cfg.Ref.Run, Task: cfg.Ref.Task, Attempt: cfg.Ref.Attempt, Token: cfg.Token})
+	claimSent, claimed, err := w.claimPatiently(ops, cfg, log)
 	if err != nil {
 		log.WarnContext(ctx, "claim failed", "err", err)
 		return fmt.Errorf("%w: %w", ErrNotClaimed, err)
@@ -137,6 +142,32 @@ func RunAttempt(ctx context.Context, cfg AttemptConfig, h Handler) error {
 		return nil
 	}
 	return &AttemptError{Completion: comp, State: string(answer.State)}
+}
+
+// claimPatiently claims the attempt, repeating through transient failures
+// (same event id: a claim that won but lost its answer wins again) until
+// the claim timeout. It returns when the claim that won was sent.
+func (w *Worker) claimPatiently(ctx context.Context, cfg AttemptConfig, log *slog.Logger) (time.Time, ClaimResponse, error) {
+	timeout := cfg.ClaimTimeout
+	if timeout <= 0 {
+		timeout = DefaultClaimTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req := ClaimRequest{Run: cfg.Ref.Run, Task: cfg.Ref.Task, Attempt: cfg.Ref.Attempt, WorkerID: w.id, EventID: w.newEventID()}
+	bo := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	for try := 1; ; try++ {
+		sent := w.now()
+		resp, err := w.api.Claim(ctx, cfg.Token, req)
+		if err == nil || !IsTransient(err) {
+			return sent, resp, err
+		}
+		wait := bo.next()
+		log.WarnContext(ctx, "claim failed; retrying", "err", err, "try", try, "backoff", wait.String())
+		if !sleep(ctx, wait) {
+			return sent, resp, err
+		}
+	}
 }
 
 // newAttemptWorker is a worker for one attempt: the API client, the clock

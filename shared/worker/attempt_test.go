@@ -123,3 +123,26 @@ func TestParseStartEnv(t *testing.T) {
 		t.Fatalf("error %v, want one naming RUNLEDGER_TOKEN", err)
 	}
 }
+
+// A claim that fails transiently (the dispatch write has not landed: 503)
+// is repeated with the same event id until it wins.
+func TestRunAttemptClaimsThroughTransientFailures(t *testing.T) {
+	p, cfg := oneAttempt(t)
+	p.setUnavailable(cfg.Ref)
+	go func() {
+		deadline := time.Now().Add(waitLimit)
+		for len(p.callsOf("claim", cfg.Ref)) < 2 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond) // a poll interval
+		}
+		p.mu.Lock()
+		delete(p.unavailable, cfg.Ref)
+		p.mu.Unlock()
+	}()
+	if err := worker.RunAttempt(context.Background(), cfg, func(context.Context, worker.Task) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	claims := p.callsOf("claim", cfg.Ref)
+	if len(claims) < 3 || claims[0].EventID != claims[len(claims)-1].EventID || claims[len(claims)-1].Status != 200 {
+		t.Fatalf("claims %+v: want 503s then a 200, all with one event id", claims)
+	}
+}
