@@ -345,3 +345,48 @@ func instantOf(w time.Time, loc *time.Location) time.Time {
 	}
 	return time.Unix(hi, 0)
 }
+
+// SlotsIn lists the schedule's fire times in [from, to), oldest first, at
+// most max; more reports that the range holds more than max. A cron
+// schedule's slots are those Next yields (its zone and daylight saving
+// rules included); a rate schedule's are anchor + k * rate for every
+// integer k, anchor being one of its fires (the job's next fire), so a
+// backfill lands on the same grid the schedule fires on; an at schedule
+// has its one time. A manual schedule has none.
+func (s Schedule) SlotsIn(from, to, anchor time.Time, max int) (slots []time.Time, more bool) {
+	add := func(t time.Time) bool {
+		if len(slots) == max {
+			more = true
+			return false
+		}
+		slots = append(slots, t.UTC())
+		return true
+	}
+	switch s.Kind {
+	case ScheduleCron:
+		for t, ok := s.Next(from.Add(-time.Nanosecond)); ok && t.Before(to); t, ok = s.Next(t) {
+			if !add(t) {
+				break
+			}
+		}
+	case ScheduleRate:
+		if s.Rate <= 0 {
+			return nil, false
+		}
+		k := from.Sub(anchor) / s.Rate
+		t := anchor.Add(k * s.Rate)
+		for t.Before(from) {
+			t = t.Add(s.Rate)
+		}
+		for ; t.Before(to); t = t.Add(s.Rate) {
+			if !add(t) {
+				break
+			}
+		}
+	case ScheduleAt:
+		if !s.At.Before(from) && s.At.Before(to) {
+			add(s.At)
+		}
+	}
+	return slots, more
+}

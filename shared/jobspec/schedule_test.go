@@ -254,3 +254,47 @@ func TestNextFireHandBuilt(t *testing.T) {
 		t.Error("the zero schedule fires")
 	}
 }
+
+func TestSlotsIn(t *testing.T) {
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	sh, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cronAt := func(expr string, loc *time.Location) jobspec.Schedule {
+		return jobspec.Schedule{Kind: jobspec.ScheduleCron, Cron: expr, Location: loc}
+	}
+	for _, c := range []struct {
+		name     string
+		s        jobspec.Schedule
+		from, to time.Time
+		anchor   time.Time
+		max      int
+		first    time.Time
+		n        int
+		more     bool
+	}{
+		{"daily from a slot, to excluded", cronAt("0 0 * * *", nil), day, day.AddDate(0, 0, 30), time.Time{}, 1000, day, 30, false},
+		{"daily in the job's zone", cronAt("0 2 * * *", sh), day, day.AddDate(0, 0, 3), time.Time{}, 1000, day.Add(18 * time.Hour), 3, false},
+		{"more than max", cronAt("* * * * *", nil), day, day.Add(2 * time.Hour), time.Time{}, 100, day, 100, true},
+		{"rate on the anchor's grid", jobspec.Schedule{Kind: jobspec.ScheduleRate, Rate: 90 * time.Minute}, day, day.Add(6 * time.Hour), day.Add(45*time.Minute + 30*24*time.Hour), 1000, day.Add(45 * time.Minute), 4, false},
+		{"at inside", jobspec.Schedule{Kind: jobspec.ScheduleAt, At: day.Add(time.Hour)}, day, day.Add(2 * time.Hour), time.Time{}, 1000, day.Add(time.Hour), 1, false},
+		{"at outside", jobspec.Schedule{Kind: jobspec.ScheduleAt, At: day.Add(3 * time.Hour)}, day, day.Add(2 * time.Hour), time.Time{}, 1000, time.Time{}, 0, false},
+		{"manual", jobspec.Schedule{}, day, day.Add(2 * time.Hour), time.Time{}, 1000, time.Time{}, 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, more := c.s.SlotsIn(c.from, c.to, c.anchor, c.max)
+			if len(got) != c.n || more != c.more {
+				t.Fatalf("%d slots (more %t), want %d (more %t): %v", len(got), more, c.n, c.more, got)
+			}
+			if c.n > 0 && !got[0].Equal(c.first) {
+				t.Fatalf("first slot %s, want %s", got[0], c.first)
+			}
+			for i := 1; i < len(got); i++ {
+				if !got[i-1].Before(got[i]) || got[i].Before(c.from) || !got[i].Before(c.to) {
+					t.Fatalf("slots out of order or range: %v", got)
+				}
+			}
+		})
+	}
+}

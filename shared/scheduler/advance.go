@@ -33,8 +33,9 @@ func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
 // (nil: one ReadRun) and reads again only after a version conflict. A skip
 // or an upstream failure travels the whole graph in one call, however
 // deep. It returns the effects it yields: the dispatch of every task whose
-// dependencies are met (its verdict rides on the dispatch's write), and
-// the wake of the runs waiting on this one.
+// dependencies are met (its verdict rides on the dispatch's write), the
+// wake of the runs waiting on this one, and, for a backfill's run that
+// ended, the advance of its backfill.
 func (s *Service) advance(ctx context.Context, runID string, held *store.RunView) ([]effect, error) {
 	// The dispatches decided so far, by task: a round after a version
 	// conflict reads the run again and finds those tasks still CREATED;
@@ -66,6 +67,10 @@ func (s *Service) advance(ctx context.Context, runID string, held *store.RunView
 		}
 		if wake != nil {
 			effs = append(effs, effect{kind: effWakeDependents, run: wake, runID: wake.ID})
+			if wake.BackfillID != "" && wake.ExecutionState.Terminal() {
+				// Its backfill may release its next slot.
+				effs = append(effs, effect{kind: effAdvanceBackfill, run: wake, runID: wake.ID})
+			}
 		}
 		if done {
 			return effs, nil

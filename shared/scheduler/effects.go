@@ -32,6 +32,9 @@ const (
 	// effWakeDependents advances the runs of other jobs that wait on a run
 	// that finished or published.
 	effWakeDependents
+	// effAdvanceBackfill settles a backfill's run that finished (run) and
+	// releases the backfill's next slots.
+	effAdvanceBackfill
 )
 
 // effect is one thing to do after a write, with what the writer held, so
@@ -109,6 +112,8 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 		return nil, err
 	case effWakeDependents:
 		return s.dependents(ctx, *e.run)
+	case effAdvanceBackfill:
+		return nil, s.advanceBackfill(ctx, e.run.BackfillID, e.run)
 	}
 	return nil, nil
 }
@@ -125,6 +130,8 @@ func (k effectKind) String() string {
 		return "run_started"
 	case effWakeDependents:
 		return "wake_dependents"
+	case effAdvanceBackfill:
+		return "advance_backfill"
 	}
 	return "unknown"
 }

@@ -97,6 +97,10 @@ type TriggerRequest struct {
 	Slot bool
 	// Trigger is what creates the run (TriggerRun: manual).
 	Trigger statemodel.Trigger
+	// BackfillID and Release: the run releases Release's oldest pending
+	// slot (LogicalTime, claimed), in the run's creating write.
+	BackfillID string
+	Release    *store.Backfill
 }
 
 // TriggerRun creates a run of a job and moves its first tasks on at once. It
@@ -127,8 +131,16 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 	if err != nil {
 		return store.RunView{}, false, err
 	}
-	nr := store.NewRun{ID: s.NewID(), Job: j.Name, LogicalTime: logical, Params: req.Params, Spec: spec, ClaimSlot: req.Slot, Trigger: req.Trigger}
+	nr := store.NewRun{
+		ID: s.NewID(), Job: j.Name, LogicalTime: logical, Params: req.Params, Spec: spec,
+		Trigger: req.Trigger, BackfillID: req.BackfillID, Release: req.Release, ClaimSlot: req.Slot,
+		// A manual run of an explicit logical time marks its slot, so a
+		// backfill of that slot counts it as existing.
+		MarkSlot: req.Trigger == statemodel.TriggerManual && !req.LogicalTime.IsZero(),
+	}
 	if j.Deadline > 0 {
+		// Counted from the moment the run may start: its release, for a
+		// backfill's run.
 		nr.DeadlineAt = now.Add(j.Deadline)
 	}
 	if req.IdempotencyKey != "" {
@@ -251,7 +263,8 @@ func (s *Service) fireSlot(ctx context.Context, j jobspec.Job, at time.Time, tri
 	return err
 }
 
-// cancelUnfinished cancels the job's unfinished runs of slots before at. A
+// cancelUnfinished cancels the job's unfinished runs of slots before at,
+// backfill runs excepted. A
 // run of the slot at itself is left alone: a ticker racing this one may
 // have created it already. It reads the live index, so its cost follows
 // the job's unfinished runs, not the runs it finished before.
@@ -261,7 +274,8 @@ func (s *Service) cancelUnfinished(ctx context.Context, job string, at time.Time
 		return err
 	}
 	for _, r := range runs {
-		if r.LogicalTime.Before(at) {
+		// The overlap policy does not govern backfill runs: max_active does.
+		if r.LogicalTime.Before(at) && r.Trigger != statemodel.TriggerBackfill {
 			if err := s.CancelRun(ctx, r.ID, "overlap: cancel_previous"); err != nil && !errors.Is(err, ErrIllegalTransition) {
 				return err
 			}

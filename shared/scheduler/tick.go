@@ -29,7 +29,7 @@ const dispatchGrace = 2 * time.Second
 
 // Tick is the ticker's pass: it materialises due cron and one-off slots,
 // dispatches due SCHEDULED instances, fires due retries, re-evaluates
-// waiting CREATED instances and backstops live runs. It reads only the
+// waiting CREATED instances and backstops live runs and backfills. It reads only the
 // sparse timers index, so its cost follows live work, not history.
 func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 	// A run is re-evaluated once per pass, however many of its waiting
@@ -47,6 +47,8 @@ func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 			return true, s.fireJob(ctx, d.Job, d.At)
 		case store.TimerOfRun:
 			return true, s.AdvanceRun(ctx, d.Run)
+		case store.TimerOfBackfill:
+			return true, s.AdvanceBackfill(ctx, d.Backfill)
 		}
 		switch statemodel.TimerKind(d.Kind) {
 		case statemodel.TimerDispatch, statemodel.TimerRetry, statemodel.TimerDepsRecheck:

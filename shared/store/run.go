@@ -834,6 +834,9 @@ func (s *Store) legacyTriggers(ctx context.Context, runs []Run) error {
 type UnfinishedRun struct {
 	ID          string
 	LogicalTime time.Time
+	// Trigger is the run's trigger; "" for an entry of the former layout
+	// (a run pointer), whose run was not a backfill's.
+	Trigger statemodel.Trigger
 }
 
 // ListUnfinishedRuns lists a job's unfinished runs, oldest first, from the
@@ -853,7 +856,7 @@ func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]Unfinishe
 	}
 	var out []UnfinishedRun
 	err := s.queryLive(ctx, job, 0, func(r *reader) bool {
-		out = append(out, UnfinishedRun{ID: r.str(attrRunID), LogicalTime: r.time(attrLogicalTime)})
+		out = append(out, UnfinishedRun{ID: r.str(attrRunID), LogicalTime: r.time(attrLogicalTime), Trigger: statemodel.Trigger(r.str(attrTrigger))})
 		return true
 	})
 	if err != nil {
@@ -872,7 +875,7 @@ func (s *Store) queryLive(ctx context.Context, job string, limit int, each func(
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), IndexName: aws.String(tableschema.LiveIndex),
 		KeyConditionExpression: aws.String(e.n(tableschema.LivePK) + " = " + e.v("live_pk", str(jobPK(job)))),
-		ProjectionExpression:   aws.String(e.n(tableschema.PK) + ", " + e.n(attrRunID) + ", " + e.n(attrLogicalTime) + ", " + e.n(attrExec)),
+		ProjectionExpression:   aws.String(e.n(tableschema.PK) + ", " + e.n(attrRunID) + ", " + e.n(attrLogicalTime) + ", " + e.n(attrExec) + ", " + e.n(attrTrigger)),
 		Limit:                  aws.Int32(int32(limit)),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()

@@ -374,7 +374,7 @@ func (s *Store) unfinished(job string) []store.UnfinishedRun {
 	var out []store.UnfinishedRun
 	for _, id := range slices.Sorted(slices.Values(s.runsOfJob[job])) {
 		if run := s.runs[id]; !run.ExecutionState.Terminal() {
-			out = append(out, store.UnfinishedRun{ID: id, LogicalTime: run.LogicalTime})
+			out = append(out, store.UnfinishedRun{ID: id, LogicalTime: run.LogicalTime, Trigger: run.Trigger})
 		}
 	}
 	return out

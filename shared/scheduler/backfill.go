@@ -1,0 +1,332 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// A backfill runs a job once per slot of its schedule in a past (or any)
+// range, at most MaxActive runs unfinished at once, oldest slot first
+// (docs/api.md, "Backfill"). The backfill item holds what is left to
+// release and what is running; its runs are created as they are released:
+//
+//   - on POST, the first MaxActive slots;
+//   - when one of its runs ends (effAdvanceBackfill, performed by the one
+//     runner after the run's final state is stored), the next;
+//   - by its backstop timer (Tick), should a path above have failed or a
+//     process stopped between steps.
+//
+// Each release is the run's creating write with the backfill's update
+// inside it, conditioned on the backfill's version (store.NewRun.Release),
+// and claims the job's slot: so a crash at any point never creates a slot
+// twice, never loses a slot, and never exceeds MaxActive.
+
+// DefaultBackfillMaxActive is a backfill's max_active when the request
+// names none.
+const DefaultBackfillMaxActive = 1
+
+// BackfillRequest is a backfill to start.
+type BackfillRequest struct {
+	Job       string
+	From, To  time.Time
+	MaxActive int // 0: DefaultBackfillMaxActive
+	Params    json.RawMessage
+}
+
+// CreateBackfill checks a backfill, writes it, and releases its first
+// runs. It reads the job's slots in the range once, to count those that
+// hold a run already (existing); a slot taken after that (another backfill
+// of the same range) is found by its release's claim and counted then.
+func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (store.Backfill, error) {
+	sj, j, err := s.LoadJob(ctx, req.Job)
+	if err != nil {
+		return store.Backfill{}, err
+	}
+	if req.MaxActive == 0 {
+		req.MaxActive = DefaultBackfillMaxActive
+	}
+	slots, err := backfillSlots(sj, j, req)
+	if err != nil {
+		return store.Backfill{}, err
+	}
+	taken, err := s.store.TakenSlots(ctx, j.Name, slots)
+	if err != nil {
+		return store.Backfill{}, err
+	}
+	now := s.now()
+	b := store.Backfill{
+		ID: s.NewID(), Job: j.Name, From: req.From.UTC(), To: req.To.UTC(), MaxActive: req.MaxActive,
+		Params: req.Params, Slots: len(slots), CreatedAt: now,
+		// Due at once: should this process stop before the first release,
+		// the ticker releases.
+		TimerAt: now,
+	}
+	for i, t := range slots {
+		if taken[i] {
+			b.Existing++
+		} else {
+			b.Pending = append(b.Pending, t)
+		}
+	}
+	b, err = s.store.CreateBackfill(ctx, b)
+	if err != nil {
+		return store.Backfill{}, fmt.Errorf("create backfill of job %s: %w", j.Name, err)
+	}
+	s.log.InfoContext(ctx, "backfill created", "backfill_id", b.ID, "job", j.Name, "slots", b.Slots, "existing", b.Existing)
+	if err := s.AdvanceBackfill(ctx, b.ID); err != nil {
+		// The backstop timer releases what this could not.
+		s.log.WarnContext(ctx, "release backfill", "backfill_id", b.ID, "error", err.Error())
+	}
+	return s.store.GetBackfill(ctx, b.ID)
+}
+
+// backfillSlots checks a request against the job and lists its slots: the
+// job's schedule's fire times in [from, to), a rate schedule on the grid
+// of its next fire.
+func backfillSlots(sj store.Job, j jobspec.Job, req BackfillRequest) ([]time.Time, error) {
+	invalid := func(field, format string, args ...any) error {
+		return &jobspec.Error{Code: jobspec.CodeInvalidField, Field: field, Message: field + " " + fmt.Sprintf(format, args...) + "."}
+	}
+	switch {
+	case req.MaxActive < 1 || req.MaxActive > store.MaxBackfillActive:
+		return nil, invalid("max_active", "must be between 1 and %d, not %d", store.MaxBackfillActive, req.MaxActive)
+	case req.From.IsZero():
+		return nil, invalid("from", "is required")
+	case req.To.IsZero():
+		return nil, invalid("to", "is required")
+	case !req.From.Before(req.To):
+		return nil, invalid("from", "must be before to (%s is not before %s)", protocol.FormatTime(req.From), protocol.FormatTime(req.To))
+	case j.Schedule.Kind == "" || j.Schedule.Kind == jobspec.ScheduleManual:
+		return nil, invalid("schedule", "is absent: job %s runs only when triggered, so it has no slots to backfill", j.Name)
+	}
+	anchor := sj.NextFireAt
+	if anchor.IsZero() {
+		anchor = sj.CreatedAt.Add(j.Schedule.Rate)
+	}
+	slots, more := j.Schedule.SlotsIn(req.From, req.To, anchor, store.MaxBackfillSlots)
+	if more {
+		return nil, invalid("to", "ends a range of more than %d slots of job %s's schedule; backfill it in parts", store.MaxBackfillSlots, j.Name)
+	}
+	return slots, nil
+}
+
+// GetBackfill reads a backfill.
+func (s *Service) GetBackfill(ctx context.Context, id string) (store.Backfill, error) {
+	b, err := s.store.GetBackfill(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
+		return store.Backfill{}, fmt.Errorf("backfill %s: %w", id, ErrNotFound)
+	}
+	return b, err
+}
+
+// ListBackfills lists a job's backfills newest first.
+func (s *Service) ListBackfills(ctx context.Context, job string, limit int, token string) ([]store.Backfill, string, error) {
+	if _, err := s.store.GetJob(ctx, job); err != nil {
+		return nil, "", err
+	}
+	return s.store.ListBackfills(ctx, job, limit, token)
+}
+
+// CancelBackfill drops a backfill's unreleased slots (counted cancelled)
+// and cancels its unfinished runs as a run cancel does. A backfill that
+// ended is ErrIllegalTransition; one cancelled already is cancelled again
+// (its runs that have not stopped are asked again).
+func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (store.Backfill, error) {
+	var b store.Backfill
+	for round := 0; ; round++ {
+		cur, err := s.GetBackfill(ctx, id)
+		if err != nil {
+			return store.Backfill{}, err
+		}
+		if !cur.Unfinished() {
+			return store.Backfill{}, fmt.Errorf("%w: backfill %s ended %s", ErrIllegalTransition, id, cur.State)
+		}
+		if cur.CancelRequested {
+			b = cur
+			break
+		}
+		cur.CancelRequested = true
+		cur.Cancelled += len(cur.Pending)
+		cur.Pending = nil
+		b, err = s.store.UpdateBackfill(ctx, cur)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrVersionConflict) || round >= maxAdvanceRounds {
+			return store.Backfill{}, err
+		}
+	}
+	if reason == "" {
+		reason = "backfill " + id + " cancelled"
+	}
+	// Written cancelled first: no release follows, so the active runs
+	// listed now are all there are.
+	for _, a := range b.Active {
+		if err := s.CancelRun(ctx, a.Run, reason); err != nil && !errors.Is(err, ErrIllegalTransition) && !errors.Is(err, ErrNotFound) {
+			return store.Backfill{}, err
+		}
+	}
+	if err := s.advanceBackfill(ctx, id, nil); err != nil {
+		s.log.WarnContext(ctx, "settle cancelled backfill", "backfill_id", id, "error", err.Error())
+	}
+	return s.store.GetBackfill(ctx, id)
+}
+
+// AdvanceBackfill settles every run of a backfill that ended and releases
+// its next slots: the backstop timer's and the POST's path.
+func (s *Service) AdvanceBackfill(ctx context.Context, id string) error {
+	if err := s.advanceBackfill(ctx, id, nil); err != nil {
+		return fmt.Errorf("advance backfill %s: %w", id, err)
+	}
+	return nil
+}
+
+// advanceBackfill settles the backfill's runs that ended (only ended, when
+// the caller holds the run that just ended; every active run otherwise)
+// and releases slots while fewer than MaxActive of its runs are
+// unfinished. A version conflict (another advance, a cancel) re-reads.
+func (s *Service) advanceBackfill(ctx context.Context, id string, ended *store.Run) error {
+	for round := 0; round < maxAdvanceRounds; round++ {
+		b, err := s.store.GetBackfill(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !b.Unfinished() {
+			return nil
+		}
+		next, changed, err := s.settleBackfill(ctx, b, ended)
+		if err != nil {
+			return err
+		}
+		if changed || !b.TimerAt.After(s.now()) {
+			// A due backstop is moved on by this write too.
+			next, err = s.store.UpdateBackfill(ctx, next)
+			if errors.Is(err, store.ErrVersionConflict) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		}
+		done, err := s.releaseBackfill(ctx, next)
+		if err != nil || done {
+			return err
+		}
+	}
+	return fmt.Errorf("%w after %d rounds", store.ErrUnsettled, maxAdvanceRounds)
+}
+
+// settleBackfill moves the backfill's active runs that ended to its
+// counts, without writing. With ended set it looks at that run only (the
+// effect of its finish); otherwise it reads every active run.
+func (s *Service) settleBackfill(ctx context.Context, b store.Backfill, ended *store.Run) (store.Backfill, bool, error) {
+	changed := false
+	var keep []store.BackfillRun
+	for _, a := range b.Active {
+		var run store.Run
+		switch {
+		case ended != nil && a.Run == ended.ID:
+			run = *ended
+		case ended != nil:
+			keep = append(keep, a)
+			continue
+		default:
+			r, err := s.store.GetRun(ctx, a.Run)
+			if errors.Is(err, store.ErrNotFound) {
+				// Not there to run: nothing left to wait for.
+				b.Cancelled++
+				changed = true
+				continue
+			}
+			if err != nil {
+				return b, false, err
+			}
+			run = r
+		}
+		switch run.ExecutionState {
+		case statemodel.RunSucceeded:
+			b.Succeeded++
+		case statemodel.RunFailed:
+			b.Failed++
+		case statemodel.RunCancelled:
+			b.Cancelled++
+		default:
+			keep = append(keep, a)
+			continue
+		}
+		changed = true
+	}
+	b.Active = keep
+	return b, changed, nil
+}
+
+// releaseBackfill releases b's oldest pending slots while it may, each in
+// its run's creating write. It reports false when b proved stale (the
+// caller reads it again).
+func (s *Service) releaseBackfill(ctx context.Context, b store.Backfill) (bool, error) {
+	var j jobspec.Job
+	loaded := false
+	for !b.CancelRequested && len(b.Pending) > 0 && len(b.Active) < b.MaxActive {
+		if !loaded {
+			_, job, err := s.LoadJob(ctx, b.Job)
+			if errors.Is(err, store.ErrNotFound) {
+				// The job was deleted: its slots cannot run.
+				s.log.WarnContext(ctx, "backfill's job is gone: its pending slots are dropped", "backfill_id", b.ID, "job", b.Job)
+				b.Cancelled += len(b.Pending)
+				b.Pending = nil
+				_, err = s.store.UpdateBackfill(ctx, b)
+				return !errors.Is(err, store.ErrVersionConflict), ignoreConflict(err)
+			}
+			if err != nil {
+				return false, err
+			}
+			j, loaded = job, true
+		}
+		held := b
+		slot := b.Pending[0]
+		view, created, err := s.startRun(ctx, j, TriggerRequest{
+			Job: b.Job, LogicalTime: slot, Slot: true, Params: b.Params,
+			Trigger: statemodel.TriggerBackfill, BackfillID: b.ID, Release: &held,
+		})
+		switch {
+		case errors.Is(err, store.ErrVersionConflict):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("release slot %s: %w", protocol.FormatTime(slot), err)
+		case !created:
+			// The slot holds another run (a schedule run, another
+			// backfill's): it counts as existing and is not run again.
+			b.Pending = b.Pending[1:]
+			b.Existing++
+			b, err = s.store.UpdateBackfill(ctx, b)
+			if errors.Is(err, store.ErrVersionConflict) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+		default:
+			s.log.InfoContext(ctx, "backfill released a slot", "backfill_id", b.ID, "run_id", view.Run.ID, "slot", protocol.FormatTime(slot))
+			b, err = s.store.GetBackfill(ctx, b.ID)
+			if err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
+}
+
+func ignoreConflict(err error) error {
+	if errors.Is(err, store.ErrVersionConflict) {
+		return nil
+	}
+	return err
+}
