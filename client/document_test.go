@@ -77,6 +77,13 @@ func TestEveryCallIsADocumentedOperation(t *testing.T) {
 			_, err := c.ListEvents(ctx, EventFilter{Since: time.Now(), Page: Page{Limit: 10, NextToken: "3"}})
 			return err
 		},
+		func() error {
+			_, err := c.Backfill(ctx, "nightly", BackfillRequest{From: time.Now().Add(-48 * time.Hour), To: time.Now(), MaxActive: 3, Params: map[string]any{"a": 1}})
+			return err
+		},
+		func() error { _, err := c.GetBackfill(ctx, "b1"); return err },
+		func() error { _, err := c.ListBackfills(ctx, "nightly", Page{Limit: 5}); return err },
+		func() error { _, err := c.CancelBackfill(ctx, "b1", "why"); return err },
 	}
 	for i, call := range calls {
 		if err := call(); err != nil {

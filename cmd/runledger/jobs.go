@@ -17,9 +17,10 @@ func newJobsCmd() *cobra.Command {
 	var api apiFlags
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "List, read, pause, resume, delete and trigger jobs",
+		Short: "List, read, pause, resume, delete, trigger and backfill jobs",
 		Example: `  runledger jobs list
-  runledger jobs trigger nightly-report --param day=2026-01-02 --wait`,
+  runledger jobs trigger nightly-report --param day=2026-01-02 --wait
+  runledger jobs backfill nightly-report --from 2026-01-01T00:00:00Z --to 2026-02-01T00:00:00Z --max-active 3`,
 		Args: noArgs,
 		RunE: showHelp,
 	}
@@ -27,7 +28,7 @@ func newJobsCmd() *cobra.Command {
 	cmd.AddCommand(
 		newJobsListCmd(&api), newJobsGetCmd(&api), newJobsDeleteCmd(&api),
 		newJobsPauseResumeCmd(&api, "pause"), newJobsPauseResumeCmd(&api, "resume"),
-		newJobsTriggerCmd(&api),
+		newJobsTriggerCmd(&api), newJobsBackfillCmd(&api),
 	)
 	return cmd
 }

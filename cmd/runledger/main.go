@@ -82,7 +82,7 @@ flags may also be written with one dash (-addr).`,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErrorf("%s", err) })
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newLocalCmd(), newWorkerCmd(), newTaskCmd(), newJobsCmd(), newRunsCmd(), newApplyCmd(), newEventsCmd())
+	root.AddCommand(newLocalCmd(), newWorkerCmd(), newTaskCmd(), newJobsCmd(), newRunsCmd(), newBackfillsCmd(), newApplyCmd(), newEventsCmd())
 	return root
 }
 

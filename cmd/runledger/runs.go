@@ -56,9 +56,9 @@ func newRunsListCmd(api *apiFlags) *cobra.Command {
 			if api.json() {
 				return printJSON(cmd.OutOrStdout(), page)
 			}
-			t := newTable(cmd.OutOrStdout(), "RUN", "JOB", "STATUS", "STATE", "LOGICAL TIME", "CREATED", "ENDED")
+			t := newTable(cmd.OutOrStdout(), "RUN", "JOB", "STATUS", "STATE", "TRIGGER", "LOGICAL TIME", "CREATED", "ENDED")
 			for _, r := range page.Runs {
-				t.row(r.ID, r.Job, string(r.Status), string(r.ExecutionState), when(r.LogicalTime), when(r.CreatedAt), when(r.EndedAt))
+				t.row(r.ID, r.Job, string(r.Status), string(r.ExecutionState), string(r.Trigger), when(r.LogicalTime), when(r.CreatedAt), when(r.EndedAt))
 			}
 			return t.flush()
 		},

@@ -183,6 +183,26 @@ func (h *Handler) resumeJob(w http.ResponseWriter, r *http.Request) error {
 	return h.writeJob(w, http.StatusOK, sj)
 }
 
+// checkParams checks a run's params (a JSON object, at most 64 KiB
+// compact) and returns them compact, as they are stored and queued.
+func checkParams(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var obj map[string]any
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil, errf(http.StatusUnprocessableEntity, "invalid_field", "params must be a JSON object.")
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return nil, errf(http.StatusBadRequest, "invalid_json", "params is not valid JSON.")
+	}
+	if compact.Len() > jobspec.MaxPayloadBytes {
+		return nil, errf(http.StatusRequestEntityTooLarge, "payload_too_large", "params is %d bytes of compact JSON, over the limit of %d (64 KiB).", compact.Len(), jobspec.MaxPayloadBytes)
+	}
+	return compact.Bytes(), nil
+}
+
 type triggerBody struct {
 	Params      json.RawMessage `json:"params"`
 	LogicalTime *string         `json:"logical_time"`
@@ -201,21 +221,11 @@ func (h *Handler) triggerRun(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &b, true); err != nil {
 		return err
 	}
-	if len(b.Params) > 0 {
-		var obj map[string]any
-		if json.Unmarshal(b.Params, &obj) != nil {
-			return errf(http.StatusUnprocessableEntity, "invalid_field", "params must be a JSON object.")
-		}
-		// Stored and queued compact, as payloads are: measured so too.
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, b.Params); err != nil {
-			return errf(http.StatusBadRequest, "invalid_json", "params is not valid JSON.")
-		}
-		if compact.Len() > jobspec.MaxPayloadBytes {
-			return errf(http.StatusRequestEntityTooLarge, "payload_too_large", "params is %d bytes of compact JSON, over the limit of %d (64 KiB).", compact.Len(), jobspec.MaxPayloadBytes)
-		}
-		b.Params = compact.Bytes()
+	params, err := checkParams(b.Params)
+	if err != nil {
+		return err
 	}
+	b.Params = params
 	req := scheduler.TriggerRequest{Job: r.PathValue("job"), Params: b.Params}
 	if b.LogicalTime != nil {
 		t, err := protocol.ParseTime(*b.LogicalTime)

@@ -138,6 +138,8 @@ func TestOpenAPIEnumsAreTheStateModels(t *testing.T) {
 	statuses := statemodel.AllStatuses()
 	reqs := statemodel.AllRequirements()
 	sigs := protocol.SignalTypes()
+	triggers := statemodel.AllTriggers()
+	backfillStates := statemodel.AllBackfillStates()
 	cases := []struct {
 		schema, property string
 		want             []string
@@ -152,6 +154,8 @@ func TestOpenAPIEnumsAreTheStateModels(t *testing.T) {
 		{"Status", "", each(len(statuses), func(i int) string { return string(statuses[i]) })},
 		{"JobDependency", "require", each(len(reqs), func(i int) string { return string(reqs[i]) })},
 		{"Event", "type", each(len(sigs), func(i int) string { return string(sigs[i]) })},
+		{"Run", "trigger", each(len(triggers), func(i int) string { return string(triggers[i]) })},
+		{"Backfill", "state", each(len(backfillStates), func(i int) string { return string(backfillStates[i]) })},
 	}
 	for _, c := range cases {
 		s := doc.Components.Schemas[c.schema].Value

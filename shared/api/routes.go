@@ -35,6 +35,10 @@ func (h *Handler) routes() []route {
 		{"POST", "/v1/jobs/{job}/pause", "Pause a job's schedule.", authClient, h.pauseJob},
 		{"POST", "/v1/jobs/{job}/resume", "Resume a job's schedule.", authClient, h.resumeJob},
 		{"POST", "/v1/jobs/{job}/runs", "Trigger a run (Idempotency-Key optional).", authClient, h.triggerRun},
+		{"POST", "/v1/jobs/{job}/backfill", "Backfill a range of the job's schedule: one run per slot, at most max_active at once.", authClient, h.createBackfill},
+		{"GET", "/v1/jobs/{job}/backfills", "List a job's backfills, newest first.", authClient, h.listBackfills},
+		{"GET", "/v1/backfills/{backfill}", "Get a backfill with its counts.", authClient, h.getBackfill},
+		{"POST", "/v1/backfills/{backfill}/cancel", "Cancel a backfill: unreleased slots are dropped, unfinished runs cancelled.", authClient, h.cancelBackfill},
 
 		{"GET", "/v1/runs", "List runs, newest first.", authClient, h.listRuns},
 		{"GET", "/v1/runs/{run}", "Get a run with its tasks and attempts.", authClient, h.getRun},

@@ -1,0 +1,126 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
+)
+
+// The backfill routes (docs/api.md, "Backfill").
+
+type backfillBody struct {
+	From      *string         `json:"from"`
+	To        *string         `json:"to"`
+	MaxActive *int            `json:"max_active"`
+	Params    json.RawMessage `json:"params"`
+}
+
+// createBackfill answers 201 with the new backfill at once: its first
+// runs are released before the answer, the rest as runs end.
+func (h *Handler) createBackfill(w http.ResponseWriter, r *http.Request) error {
+	var b backfillBody
+	if err := decode(r, &b, false); err != nil {
+		return err
+	}
+	req := scheduler.BackfillRequest{Job: r.PathValue("job"), MaxActive: scheduler.DefaultBackfillMaxActive}
+	var err error
+	if req.From, err = requiredTime("from", b.From); err != nil {
+		return err
+	}
+	if req.To, err = requiredTime("to", b.To); err != nil {
+		return err
+	}
+	if b.MaxActive != nil {
+		// 0 is refused as every value outside 1..100 is.
+		req.MaxActive = *b.MaxActive
+		if req.MaxActive == 0 {
+			req.MaxActive = -1
+		}
+	}
+	params, err := checkParams(b.Params)
+	if err != nil {
+		return err
+	}
+	req.Params = params
+	bf, err := h.svc.CreateBackfill(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, protocol.BackfillAnswer{Backfill: renderBackfill(bf)})
+	return nil
+}
+
+// requiredTime reads a required RFC 3339 time field.
+func requiredTime(name string, v *string) (time.Time, error) {
+	if v == nil {
+		return time.Time{}, errf(http.StatusUnprocessableEntity, "invalid_field", "%s is required: an RFC 3339 time.", name)
+	}
+	t, err := protocol.ParseTime(*v)
+	if err != nil {
+		return time.Time{}, errf(http.StatusUnprocessableEntity, "invalid_field", "%s must be an RFC 3339 time.", name)
+	}
+	return t, nil
+}
+
+func (h *Handler) getBackfill(w http.ResponseWriter, r *http.Request) error {
+	bf, err := h.svc.GetBackfill(r.Context(), r.PathValue("backfill"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, protocol.BackfillAnswer{Backfill: renderBackfill(bf)})
+	return nil
+}
+
+func (h *Handler) listBackfills(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryLimit(r, store.DefaultListLimit, store.MaxListLimit)
+	if err != nil {
+		return err
+	}
+	list, next, err := h.svc.ListBackfills(r.Context(), r.PathValue("job"), limit, r.URL.Query().Get("next_token"))
+	if err != nil {
+		return err
+	}
+	page := protocol.BackfillPage{Backfills: make([]protocol.Backfill, len(list)), NextToken: next}
+	for i, bf := range list {
+		page.Backfills[i] = renderBackfill(bf)
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (h *Handler) cancelBackfill(w http.ResponseWriter, r *http.Request) error {
+	var body reasonBody
+	if err := decode(r, &body, true); err != nil {
+		return err
+	}
+	bf, err := h.svc.CancelBackfill(r.Context(), r.PathValue("backfill"), body.Reason)
+	if errors.Is(err, scheduler.ErrIllegalTransition) {
+		return errf(http.StatusConflict, "illegal_transition", "The backfill has ended; there is nothing left to cancel.")
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, protocol.BackfillAnswer{Backfill: renderBackfill(bf)})
+	return nil
+}
+
+func renderBackfill(b store.Backfill) protocol.Backfill {
+	params := json.RawMessage(b.Params)
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	return protocol.Backfill{
+		ID: b.ID, Job: b.Job, From: b.From, To: b.To, MaxActive: b.MaxActive, Params: params,
+		Slots: b.Slots, Created: b.Created(), Existing: b.Existing, State: b.State,
+		CreatedAt: b.CreatedAt, EndedAt: b.EndedAt,
+		Counts: protocol.BackfillCounts{
+			Pending: len(b.Pending), Running: len(b.Active),
+			Succeeded: b.Succeeded, Failed: b.Failed, Cancelled: b.Cancelled,
+		},
+	}
+}
