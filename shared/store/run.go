@@ -183,6 +183,12 @@ func DecideNewInstance(key InstanceKey, t NewTask, now time.Time) (statemodel.Sn
 //	             either failing: the run id exists (ErrAlreadyExists).
 //	slot         Put  JOB#<job>/SLOT#<time>    attribute_not_exists(#pk)
 //	             fails: the slot has a run (ErrSlotTaken, *ExistingRunError).
+//	slot mark    Update JOB#<job>/SLOT#<time>  no condition: SET run_id = if_not_exists(run_id, :run)
+//	             (MarkSlot: a manual run of an explicit logical time; never fails)
+//	backfill     Update BACKFILL#<id>/BACKFILL  #version = :expected_version
+//	             (Release: the oldest pending slot becomes an active run)
+//	             fails: the backfill changed since it was read (ErrVersionConflict,
+//	             reported before any other failed condition).
 //	idempotency  Put  JOB#<job>/IDEM#<key>     attribute_not_exists(#pk) OR #expires_at < :now
 //	             fails: the key holds a run (ErrIdempotentReplay for the same
 //	             body hash, ErrIdempotencyMismatch for another; *ExistingRunError).
