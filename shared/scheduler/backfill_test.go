@@ -32,18 +32,6 @@ func (f *fixture) backfill(t *testing.T, days, maxActive int) store.Backfill {
 	return b
 }
 
-// finish claims and completes the attempt of env with outcome.
-func (f *fixture) finish(t *testing.T, env protocol.Envelope, outcome string) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", "claim-1"); err != nil {
-		t.Fatalf("claim %s: %v", env.Run, err)
-	}
-	if _, err := f.svc.Complete(ctx, protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: "done-1", Outcome: protocol.Outcome(outcome)}, env.Token); err != nil {
-		t.Fatalf("complete %s: %v", env.Run, err)
-	}
-}
-
 // runsBySlot lists the job's runs by logical time.
 func (f *fixture) runsBySlot(t *testing.T, job string) map[time.Time][]store.Run {
 	t.Helper()
@@ -106,7 +94,7 @@ func TestBackfillReleasesOldestFirstWithinMaxActive(t *testing.T) {
 		if want := backfillDay.AddDate(0, 0, done); !env.LogicalTime.Equal(want) {
 			t.Fatalf("run %d has slot %s, want %s (oldest first)", done, env.LogicalTime, want)
 		}
-		f.finish(t, env, "succeeded")
+		f.finish(t, env, protocol.OutcomeSucceeded)
 		done++
 	}
 	got, err := f.svc.GetBackfill(ctx, b.ID)
@@ -141,7 +129,7 @@ func TestBackfillNeverRunsASlotTwice(t *testing.T) {
 		t.Fatalf("second backfill: existing %d, want 3 (the manual run's and the first's two released)", second.Existing)
 	}
 	for range 5 {
-		f.finish(t, f.nextEnvelope(t), "succeeded")
+		f.finish(t, f.nextEnvelope(t), protocol.OutcomeSucceeded)
 	}
 	for _, id := range []string{first.ID, second.ID} {
 		b, err := f.svc.GetBackfill(ctx, id)
@@ -234,7 +222,7 @@ func TestBackfillBackstopAfterACrash(t *testing.T) {
 	if err != nil || got.Failed != 1 || len(got.Active) != 1 || len(got.Pending) != 0 {
 		t.Fatalf("after the backstop: %+v, %v; want the failed run settled and the last slot released", got, err)
 	}
-	f.finish(t, f.nextEnvelope(t), "succeeded")
+	f.finish(t, f.nextEnvelope(t), protocol.OutcomeSucceeded)
 	got, _ = f.svc.GetBackfill(ctx, b.ID)
 	if got.State != statemodel.BackfillFailed || got.Succeeded != 1 || got.Failed != 1 {
 		t.Fatalf("at the end: %+v; want FAILED, one succeeded and one failed", got)
