@@ -296,3 +296,30 @@ func TestOverlapLeavesBackfillRunsAlone(t *testing.T) {
 		t.Fatalf("%d schedule runs cancelled, want the first fire's (%s)", cancelled, fmt.Sprint(b.ID))
 	}
 }
+
+// Nor does a backfill's unfinished run make a skip job skip its slot.
+func TestSkipIgnoresBackfillRuns(t *testing.T) {
+	f := newFixture(t)
+	f.createJob(t, `{"name":"daily","schedule":{"cron":"* * * * *","timezone":"UTC"},"overlap":"skip","timeouts":{"queue":"24h"}}`)
+	b, err := f.svc.CreateBackfill(context.Background(), scheduler.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.Add(time.Minute)})
+	if err != nil || len(b.Active) != 1 {
+		t.Fatalf("backfill: %+v, %v", b, err)
+	}
+	f.clock.Advance(time.Minute)
+	f.tick(t, f.svc)
+	f.clock.Advance(time.Minute)
+	f.tick(t, f.svc)
+	schedule := 0
+	for _, runs := range f.runsBySlot(t, "daily") {
+		for _, r := range runs {
+			if r.Trigger == statemodel.TriggerSchedule {
+				schedule++
+			}
+		}
+	}
+	// The first fire starts a run beside the backfill's; the second finds
+	// that schedule run unfinished and skips.
+	if schedule != 1 {
+		t.Fatalf("%d schedule runs, want 1: the backfill's run does not make a slot skip, the first schedule run does", schedule)
+	}
+}

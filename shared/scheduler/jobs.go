@@ -246,7 +246,9 @@ func ignoreMovedOn(err error) error {
 func (s *Service) fireSlot(ctx context.Context, j jobspec.Job, at time.Time, trigger statemodel.Trigger) error {
 	switch j.Overlap {
 	case jobspec.OverlapSkip:
-		busy, err := s.store.HasUnfinishedRuns(ctx, j.Name)
+		// The overlap policy does not govern backfill runs (max_active
+		// does): they do not make a slot skip.
+		busy, err := s.store.HasUnfinishedRuns(ctx, j.Name, statemodel.TriggerBackfill)
 		if err != nil {
 			return err
 		}

@@ -64,7 +64,9 @@ type Runs interface {
 	RearmRunBackstop(ctx context.Context, run store.Run) (store.Run, error)
 	// ListUnfinishedRuns lists a job's unfinished runs, oldest first.
 	ListUnfinishedRuns(ctx context.Context, job string) ([]store.UnfinishedRun, error)
-	HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
+	// HasUnfinishedRuns reports whether a job has a run that has not
+	// ended, leaving out the runs of the ignored triggers.
+	HasUnfinishedRuns(ctx context.Context, job string, ignore ...statemodel.Trigger) (bool, error)
 	// MarkRunStarted moves a QUEUED run to RUNNING with one conditional
 	// write and no read; false when the run is past QUEUED.
 	MarkRunStarted(ctx context.Context, id string) (bool, error)

@@ -928,7 +928,8 @@ func (s *Store) queryLive(ctx context.Context, job string, limit int, each func(
 const newestPointers = 10
 
 // HasUnfinishedRuns reports whether job has a run whose execution state is
-// not terminal (skip policy; the API refuses DELETE of such a job). Its
+// not terminal (skip policy, which ignores backfill runs; the API refuses
+// DELETE of such a job), runs of the ignored triggers left out. Its
 // cost follows the job's live runs, not its history:
 //
 //  1. the job's newest run pointers (a strongly consistent Query, newest
@@ -937,7 +938,7 @@ const newestPointers = 10
 //     among them;
 //  2. the live index, each entry confirmed by a strongly consistent read
 //     of its run (the index may still list a run that just ended).
-func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error) {
+func (s *Store) HasUnfinishedRuns(ctx context.Context, job string, ignore ...statemodel.Trigger) (bool, error) {
 	op := func(err error) error { return fmt.Errorf("unfinished runs of job %s: %w", job, err) }
 	if err := checkJob(job); err != nil {
 		return false, op(err)
@@ -964,7 +965,7 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
 	}
 	checked := map[string]bool{}
 	for _, r := range newest {
-		if !r.ExecutionState.Terminal() {
+		if !r.ExecutionState.Terminal() && !slices.Contains(ignore, r.Trigger) {
 			return true, nil
 		}
 		checked[r.ID] = true
@@ -984,7 +985,7 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error)
 			cerr = gerr
 			return false
 		}
-		found = !run.ExecutionState.Terminal()
+		found = !run.ExecutionState.Terminal() && !slices.Contains(ignore, run.Trigger)
 		return !found
 	})
 	if err == nil {

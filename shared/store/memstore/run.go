@@ -380,14 +380,20 @@ func (s *Store) unfinished(job string) []store.UnfinishedRun {
 	return out
 }
 
-// HasUnfinishedRuns reports whether job has a run that has not ended.
-func (s *Store) HasUnfinishedRuns(ctx context.Context, job string) (bool, error) {
+// HasUnfinishedRuns reports whether job has a run that has not ended,
+// runs of the ignored triggers left out.
+func (s *Store) HasUnfinishedRuns(ctx context.Context, job string, ignore ...statemodel.Trigger) (bool, error) {
 	op := opError("unfinished runs of job %s", job)
 	if err := s.enter(ctx, store.CheckJobName(job)); err != nil {
 		return false, op(err)
 	}
 	defer s.mu.Unlock()
-	return len(s.unfinished(job)) > 0, nil
+	for _, r := range s.unfinished(job) {
+		if !slices.Contains(ignore, r.Trigger) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // MarkRunStarted moves a QUEUED run to RUNNING, and reports whether it did

@@ -16,6 +16,30 @@ var backfillCases = []Case{
 	{"BackfillReleaseRace", backfillReleaseRace},
 	{"BackfillListingAndTimer", backfillListingAndTimer},
 	{"ManualRunMarksItsSlot", manualRunMarksItsSlot},
+	{"UnfinishedRunsIgnoringBackfills", unfinishedIgnoringBackfills},
+}
+
+// unfinishedIgnoringBackfills: HasUnfinishedRuns leaves out the runs of
+// the triggers it is told to ignore, and only those.
+func unfinishedIgnoringBackfills(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	b, err := h.Store.CreateBackfill(ctx, NewBackfill("skipper", 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.MustCreate(t, ReleaseRun(b))
+	for _, c := range []struct {
+		ignore []statemodel.Trigger
+		want   bool
+	}{{nil, true}, {[]statemodel.Trigger{statemodel.TriggerBackfill}, false}, {[]statemodel.Trigger{statemodel.TriggerManual}, true}} {
+		if busy, err := h.Store.HasUnfinishedRuns(ctx, "skipper", c.ignore...); err != nil || busy != c.want {
+			t.Fatalf("HasUnfinishedRuns ignoring %v: %t, %v; want %t", c.ignore, busy, err, c.want)
+		}
+	}
+	h.MustCreate(t, NewRun("skipper", "main"))
+	if busy, err := h.Store.HasUnfinishedRuns(ctx, "skipper", statemodel.TriggerBackfill); err != nil || !busy {
+		t.Fatalf("HasUnfinishedRuns ignoring backfills, with a manual run unfinished: %t, %v; want true", busy, err)
+	}
 }
 
 // NewBackfill is a backfill of job with one pending slot per hour from
