@@ -33,6 +33,12 @@ import (
 // names none.
 const DefaultBackfillMaxActive = 1
 
+// postReleases bounds the runs the POST releases before it answers: the
+// answer must come within API Gateway's 30 s, and a release of a 48-task
+// run is a 52-action transaction and 48 envelopes. The backfill's timer is
+// then due at once, and the ticker releases the rest.
+const postReleases = 10
+
 // BackfillRequest is a backfill to start.
 type BackfillRequest struct {
 	Job       string
@@ -81,7 +87,7 @@ func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (stor
 		return store.Backfill{}, fmt.Errorf("create backfill of job %s: %w", j.Name, err)
 	}
 	s.log.InfoContext(ctx, "backfill created", "backfill_id", b.ID, "job", j.Name, "slots", b.Slots, "existing", b.Existing)
-	if err := s.AdvanceBackfill(ctx, b.ID); err != nil {
+	if err := s.advanceBackfill(ctx, b.ID, nil, postReleases); err != nil {
 		// The backstop timer releases what this could not.
 		s.log.WarnContext(ctx, "release backfill", "backfill_id", b.ID, "error", err.Error())
 	}
@@ -174,7 +180,7 @@ func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (store.
 			return store.Backfill{}, err
 		}
 	}
-	if err := s.advanceBackfill(ctx, id, nil); err != nil {
+	if err := s.advanceBackfill(ctx, id, nil, 0); err != nil {
 		s.log.WarnContext(ctx, "settle cancelled backfill", "backfill_id", id, "error", err.Error())
 	}
 	return s.store.GetBackfill(ctx, id)
@@ -183,7 +189,7 @@ func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (store.
 // AdvanceBackfill settles every run of a backfill that ended and releases
 // its next slots: the backstop timer's and the POST's path.
 func (s *Service) AdvanceBackfill(ctx context.Context, id string) error {
-	if err := s.advanceBackfill(ctx, id, nil); err != nil {
+	if err := s.advanceBackfill(ctx, id, nil, 0); err != nil {
 		return fmt.Errorf("advance backfill %s: %w", id, err)
 	}
 	return nil
@@ -192,8 +198,9 @@ func (s *Service) AdvanceBackfill(ctx context.Context, id string) error {
 // advanceBackfill settles the backfill's runs that ended (only ended, when
 // the caller holds the run that just ended; every active run otherwise)
 // and releases slots while fewer than MaxActive of its runs are
-// unfinished. A version conflict (another advance, a cancel) re-reads.
-func (s *Service) advanceBackfill(ctx context.Context, id string, ended *store.Run) error {
+// unfinished, at most budget of them (0: no bound). A version conflict
+// (another advance, a cancel) re-reads.
+func (s *Service) advanceBackfill(ctx context.Context, id string, ended *store.Run, budget int) error {
 	for round := 0; round < maxAdvanceRounds; round++ {
 		b, err := s.store.GetBackfill(ctx, id)
 		if err != nil {
@@ -216,7 +223,7 @@ func (s *Service) advanceBackfill(ctx context.Context, id string, ended *store.R
 				return err
 			}
 		}
-		done, err := s.releaseBackfill(ctx, next)
+		done, err := s.releaseBackfill(ctx, next, &budget)
 		if err != nil || done {
 			return err
 		}
@@ -269,12 +276,20 @@ func (s *Service) settleBackfill(ctx context.Context, b store.Backfill, ended *s
 }
 
 // releaseBackfill releases b's oldest pending slots while it may, each in
-// its run's creating write. It reports false when b proved stale (the
-// caller reads it again).
-func (s *Service) releaseBackfill(ctx context.Context, b store.Backfill) (bool, error) {
+// its run's creating write, at most *budget (0: no bound; it counts down).
+// Out of budget with slots still releasable, it makes the backfill's timer
+// due now, so the next tick goes on. It reports false when b proved stale
+// (the caller reads it again).
+func (s *Service) releaseBackfill(ctx context.Context, b store.Backfill, budget *int) (bool, error) {
 	var j jobspec.Job
 	loaded := false
+	bounded := *budget > 0
 	for !b.CancelRequested && len(b.Pending) > 0 && len(b.Active) < b.MaxActive {
+		if bounded && *budget == 0 {
+			b.WakeAt = s.now()
+			_, err := s.store.UpdateBackfill(ctx, b)
+			return !errors.Is(err, store.ErrVersionConflict), ignoreConflict(err)
+		}
 		if !loaded {
 			_, job, err := s.LoadJob(ctx, b.Job)
 			if errors.Is(err, store.ErrNotFound) {
@@ -314,6 +329,9 @@ func (s *Service) releaseBackfill(ctx context.Context, b store.Backfill) (bool, 
 				return false, err
 			}
 		default:
+			if bounded {
+				*budget--
+			}
 			s.log.InfoContext(ctx, "backfill released a slot", "backfill_id", b.ID, "run_id", view.Run.ID, "slot", protocol.FormatTime(slot))
 			b, err = s.store.GetBackfill(ctx, b.ID)
 			if err != nil {

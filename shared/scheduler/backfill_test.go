@@ -323,3 +323,20 @@ func TestSkipIgnoresBackfillRuns(t *testing.T) {
 		t.Fatalf("%d schedule runs, want 1: the backfill's run does not make a slot skip, the first schedule run does", schedule)
 	}
 }
+
+// The POST releases a bounded first batch, so it answers within API
+// Gateway's time whatever max_active is; the backfill's timer is then due
+// at once, and the next tick releases up to max_active.
+func TestBackfillPostReleasesABoundedFirstBatch(t *testing.T) {
+	f := newFixture(t)
+	f.createJob(t, dailyJob)
+	b := f.backfill(t, 30, 20)
+	if len(b.Active) != 10 || len(b.Pending) != 20 || b.TimerAt.After(f.clock.Now()) {
+		t.Fatalf("after POST: %d active, %d pending, timer %s; want 10, 20, due now (%s)", len(b.Active), len(b.Pending), b.TimerAt, f.clock.Now())
+	}
+	f.tick(t, f.svc)
+	got, err := f.svc.GetBackfill(context.Background(), b.ID)
+	if err != nil || len(got.Active) != 20 || len(got.Pending) != 10 || !got.TimerAt.After(f.clock.Now()) {
+		t.Fatalf("after a tick: %+v, %v; want 20 active, 10 pending, the backstop ahead", got, err)
+	}
+}

@@ -113,7 +113,7 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 	case effWakeDependents:
 		return s.dependents(ctx, *e.run)
 	case effAdvanceBackfill:
-		return nil, s.advanceBackfill(ctx, e.run.BackfillID, e.run)
+		return nil, s.advanceBackfill(ctx, e.run.BackfillID, e.run, 0)
 	}
 	return nil, nil
 }

@@ -64,6 +64,11 @@ type Backfill struct {
 	// ticker settles its runs and releases its slots then, should every
 	// path that does so at once have failed.
 	TimerAt time.Time
+	// WakeAt asks a write for a backstop no later than this: the written
+	// TimerAt is the earlier of WakeAt and the store's clock + backstop.
+	// It is not stored; a caller that stopped releasing with slots still
+	// releasable sets it to now, so the next tick goes on.
+	WakeAt time.Time
 }
 
 // Created is the number of runs the backfill starts (or started).
@@ -120,16 +125,19 @@ func checkBackfillCounts(b Backfill) error {
 }
 
 // NextBackfill is b as a write stores it: its state derived, its end time
-// set when it ended (stamp), its backstop moved to stamp + backstop while
-// unfinished, and the next version.
+// set when it ended (stamp), its backstop moved to stamp + backstop (or
+// b.WakeAt, when earlier) while unfinished, and the next version.
 func NextBackfill(b Backfill, stamp time.Time, backstop time.Duration) Backfill {
 	next := b
 	next.Pending = slices.Clone(b.Pending)
 	next.Active = slices.Clone(b.Active)
 	next.State = statemodel.DeriveBackfillState(b.Unfinished(), b.CancelRequested, b.Failed, b.Cancelled)
-	next.TimerAt = time.Time{}
+	next.TimerAt, next.WakeAt = time.Time{}, time.Time{}
 	if b.Unfinished() {
 		next.TimerAt = stamp.Add(backstop)
+		if !b.WakeAt.IsZero() && b.WakeAt.Before(next.TimerAt) {
+			next.TimerAt = b.WakeAt
+		}
 	} else if next.EndedAt.IsZero() {
 		next.EndedAt = stamp
 	}

@@ -125,6 +125,15 @@ func backfillReleaseAndSettle(t *testing.T, h *Harness) {
 	if err != nil || got.Version != 3 || got.Succeeded != 1 || len(got.Active) != 0 {
 		t.Fatalf("settle: %+v, %v", got, err)
 	}
+	// WakeAt brings the backstop forward, and is not kept.
+	woken := got
+	woken.WakeAt = h.Clock.Now()
+	if got, err = h.Store.UpdateBackfill(ctx, woken); err != nil || !got.TimerAt.Equal(woken.WakeAt) || !got.WakeAt.IsZero() {
+		t.Fatalf("UpdateBackfill with WakeAt now: timer %s (%v), want %s", got.TimerAt, err, woken.WakeAt)
+	}
+	if read := mustBackfill(t, h, b.ID); !read.TimerAt.Equal(woken.WakeAt) {
+		t.Fatalf("read back: timer %s, want %s", read.TimerAt, woken.WakeAt)
+	}
 	if _, err := h.Store.UpdateBackfill(ctx, settled); !errors.Is(err, store.ErrVersionConflict) {
 		t.Fatalf("settle again from version 2: %v, want ErrVersionConflict", err)
 	}
