@@ -17,7 +17,11 @@ type sinkDouble struct {
 	sigs []protocol.Signal
 }
 
-func (s *sinkDouble) Publish(sig protocol.Signal) { s.mu.Lock(); s.sigs = append(s.sigs, sig); s.mu.Unlock() }
+func (s *sinkDouble) Publish(sig protocol.Signal) {
+	s.mu.Lock()
+	s.sigs = append(s.sigs, sig)
+	s.mu.Unlock()
+}
 
 // Every Part's event sink gets each event; Flush reaches every Part that
 // has one after each HTTP request, and is bounded in time.
