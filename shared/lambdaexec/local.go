@@ -95,7 +95,7 @@ func (l *Local) InvokeAsync(_ context.Context, function string, payload []byte) 
 	id := requestID()
 	log := l.logger().With("function", name, "request_id", id)
 	l.wg.Go(func() {
-		err := call(ctx, run, payload)
+		err := call(ctx, run, payload, log)
 		if err == nil {
 			return
 		}
@@ -139,10 +139,10 @@ type panicError struct{ value any }
 func (p panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
 
 // call runs f, turning a panic into the invocation's error.
-func call(ctx context.Context, f Function, payload []byte) (err error) {
+func call(ctx context.Context, f Function, payload []byte, log *slog.Logger) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			slog.Default().ErrorContext(ctx, "local function panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			log.ErrorContext(ctx, "local function panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = panicError{r}
 		}
 	}()
