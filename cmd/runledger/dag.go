@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -130,6 +131,15 @@ func dagLines(tasks []client.Task) []dagLine {
 	return out
 }
 
+// stopped says why following run ended before the run did: --timeout,
+// or the command was interrupted (the run goes on either way).
+func (f followFlags) stopped(ctx context.Context, run string) error {
+	if f.timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("run %s did not end within --timeout %s (it goes on)", run, f.timeout)
+	}
+	return fmt.Errorf("stopped following run %s before it ended (it goes on)", run)
+}
+
 // taskMark is what a follower compares to see a task change.
 type taskMark struct {
 	state   statemodel.InstanceState
@@ -157,7 +167,7 @@ func follow(cmd *cobra.Command, c *client.Client, api *apiFlags, run string, f f
 		d, err := c.GetRun(ctx, run)
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("run %s did not end within --timeout %s", run, f.timeout)
+				return f.stopped(ctx, run)
 			}
 			return err
 		}
@@ -172,7 +182,7 @@ func follow(cmd *cobra.Command, c *client.Client, api *apiFlags, run string, f f
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("run %s did not end within --timeout %s", run, f.timeout)
+			return f.stopped(ctx, run)
 		case <-tick.C:
 		}
 	}
