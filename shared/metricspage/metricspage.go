@@ -7,9 +7,10 @@
 //	runledger_instances{state}                        gauge of the task instances in each state
 //
 // The figures count what this process saw since it started: a stack
-// started again on a kept table starts them from zero (the instances
-// gauge of a state left by an instance created before the restart can go
-// below zero).
+// started again on a kept table starts them from zero. The instances
+// gauge counts an instance out of a state only if it counted it in, so an
+// instance created before the restart is not counted (and never makes a
+// state's figure negative) until it enters a state this process sees.
 package metricspage
 
 import (
@@ -38,8 +39,11 @@ type Metrics struct {
 
 	// entered is when each live instance this process saw entered its
 	// state; a terminal state forgets it, so it holds live work only.
+	// ended counts, by terminal state, the instances this process counted
+	// into it (an operator's override or clear may take one out again).
 	mu      sync.Mutex
 	entered map[instanceKey]entry
+	ended   map[statemodel.InstanceState]int
 }
 
 type instanceKey struct{ run, task string }
@@ -52,7 +56,7 @@ type entry struct {
 // New builds the collectors.
 func New() *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(), entered: map[instanceKey]entry{},
+		reg: prometheus.NewRegistry(), entered: map[instanceKey]entry{}, ended: map[statemodel.InstanceState]int{},
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runledger_state_transitions_total",
 			Help: "Applied state changes of task instances, by job and from and to state (from is empty for a creation).",
@@ -76,19 +80,25 @@ func New() *Metrics {
 // the state left is known when this process saw the instance enter it.
 func (m *Metrics) Moved(mv scheduler.Moved) {
 	m.transitions.WithLabelValues(mv.Job, string(mv.From), string(mv.To)).Inc()
-	if mv.From != "" {
-		m.instances.WithLabelValues(string(mv.From)).Dec()
-	}
-	m.instances.WithLabelValues(string(mv.To)).Inc()
 	key := instanceKey{mv.Run, mv.Task}
 	m.mu.Lock()
 	prev, seen := m.entered[key]
+	counted := seen && prev.state == mv.From
+	if mv.From.Terminal() && m.ended[mv.From] > 0 {
+		m.ended[mv.From]--
+		counted = true
+	}
 	if mv.To.Terminal() {
 		delete(m.entered, key)
+		m.ended[mv.To]++
 	} else {
 		m.entered[key] = entry{state: mv.To, at: mv.At}
 	}
 	m.mu.Unlock()
+	if counted {
+		m.instances.WithLabelValues(string(mv.From)).Dec()
+	}
+	m.instances.WithLabelValues(string(mv.To)).Inc()
 	if seen && prev.state == mv.From && !mv.At.Before(prev.at) {
 		m.durations.WithLabelValues(mv.Job, string(mv.From)).Observe(mv.At.Sub(prev.at).Seconds())
 	}

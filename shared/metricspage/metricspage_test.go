@@ -70,3 +70,32 @@ func TestPageCountsTransitions(t *testing.T) {
 		t.Errorf("IPv6 loopback: %d, want 200", code)
 	}
 }
+
+// TestInstancesNeverBelowZero: after a restart on a kept table the page
+// sees instances leave states it never saw them enter; they are counted
+// in where they go, never out of where they were.
+func TestInstancesNeverBelowZero(t *testing.T) {
+	m := metricspage.New()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	// Created before this process started: first seen leaving RUNNING.
+	m.Moved(scheduler.Moved{Job: "j", Run: "old", Task: "a", From: statemodel.StateRunning, To: statemodel.StateFailed, At: at})
+	// And an older FAILED one cleared by an operator.
+	m.Moved(scheduler.Moved{Job: "j", Run: "older", Task: "b", From: statemodel.StateUpstreamFailed, To: statemodel.StateCreated, At: at})
+	// An override out of the FAILED state this process counted.
+	m.Moved(scheduler.Moved{Job: "j", Run: "old", Task: "a", From: statemodel.StateFailed, To: statemodel.StateSucceeded, At: at})
+	_, page := scrape(t, m.Handler(), "127.0.0.1:5555")
+	for _, want := range []string{
+		`runledger_instances{state="FAILED"} 0`,
+		`runledger_instances{state="SUCCEEDED"} 1`,
+		`runledger_instances{state="CREATED"} 1`,
+	} {
+		if !strings.Contains(page, want+"\n") {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+	for _, line := range strings.Split(page, "\n") {
+		if strings.HasPrefix(line, "runledger_instances{") && strings.Contains(line, "} -") {
+			t.Errorf("a gauge went below zero: %s", line)
+		}
+	}
+}
