@@ -26,6 +26,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 		"name":  "victim",
 		"retry": map[string]any{"max_attempts": 3, "initial_interval": "1s", "jitter": "none"},
 	})
+	// A schedule that fires once a year, so that nothing fires while the
+	// cases run.
+	s.createJob(map[string]any{"name": "yearly", "schedule": map[string]any{"cron": "0 0 1 1 *", "timezone": "UTC"}})
 	run := s.trigger("victim", nil)
 
 	// Attempt 1: claimed and failed by hand; attempt 2 is then queued.
@@ -132,6 +135,22 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"unknown job update", "key", "PUT", "/v1/jobs/nope", map[string]any{"name": "nope"}, []string{"If-Match", "1"}, 404, "not_found"},
 		{"wrong If-Match", "key", "PUT", "/v1/jobs/victim", validJob, []string{"If-Match", "7"}, 412, "version_conflict"},
 		{"job exists", "key", "POST", "/v1/jobs", map[string]any{"name": "victim"}, nil, 409, "conflict"},
+		// Wave 2 additions.
+		{"backfill max_active 0", "key", "POST", "/v1/jobs/yearly/backfill", backfill(2000, 2003, 0), nil, 422, "invalid_field"},
+		{"backfill max_active 101", "key", "POST", "/v1/jobs/yearly/backfill", backfill(2000, 2003, 101), nil, 422, "invalid_field"},
+		{"backfill from after to", "key", "POST", "/v1/jobs/yearly/backfill", backfill(2003, 2000, 1), nil, 422, "invalid_field"},
+		{"backfill over 1000 slots", "key", "POST", "/v1/jobs/yearly/backfill", backfill(2000, 3001, 1), nil, 422, "invalid_field"},
+		{"backfill without a schedule", "key", "POST", "/v1/jobs/victim/backfill", backfill(2000, 2003, 1), nil, 422, "invalid_field"},
+		{"backfill of an unknown job", "key", "POST", "/v1/jobs/nope/backfill", backfill(2000, 2003, 1), nil, 404, "not_found"},
+		{"unknown backfill", "key", "GET", "/v1/backfills/01NOSUCHBACKFILL00000000000", nil, nil, 404, "not_found"},
+		{"retry with downstream of a task not failed", "key", "POST", "/v1/runs/" + run + "/tasks/main/retry",
+			map[string]any{"downstream": true, "operator": "ann"}, nil, 409, "illegal_transition"},
+		{"unknown catch-up policy", "key", "POST", "/v1/jobs", map[string]any{"name": "badcatchup",
+			"schedule": map[string]any{"cron": "0 2 * * *", "catchup": "sometimes"}}, nil, 422, "invalid_field"},
+		{"catch-up window over a year", "key", "POST", "/v1/jobs", map[string]any{"name": "longwindow",
+			"schedule": map[string]any{"cron": "0 2 * * *", "catchup_window": "8761h"}}, nil, 422, "invalid_field"},
+		{"a lambda function the deployment does not allow", "key", "POST", "/v1/jobs", map[string]any{"name": "badlambda",
+			"executor": map[string]any{"type": "lambda", "function": "not-allowed"}}, nil, 422, "invalid_field"},
 	}
 	before, counts := s.tableItems(), s.queueCounts()
 	for _, c := range cases {
@@ -144,6 +163,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d %s: %.300s", c.name, r.Status, r.code(), c.status, c.code, r.Raw)
 		}
 		oneSentence(t, c.name, r)
+		if c.name == "backfill max_active 0" && !strings.Contains(r.message(), "not 0") {
+			t.Errorf("%s: the message does not name the value sent: %q", c.name, r.message())
+		}
 		after := s.tableItems()
 		if d := tableDiff(before, after); d != "" {
 			t.Errorf("%s wrote to the table:\n%s", c.name, d)
@@ -161,6 +183,12 @@ func TestBadInputWritesNothing(t *testing.T) {
 	if d := tableDiff(before, s.tableItems()); d == "" {
 		t.Fatal("a claim wrote nothing the table read could see")
 	}
+}
+
+// backfill is a backfill body over [Jan 1 of from, Jan 1 of to).
+func backfill(from, to, maxActive int) map[string]any {
+	year := func(y int) string { return fmt.Sprintf("%04d-01-01T00:00:00Z", y) }
+	return map[string]any{"from": year(from), "to": year(to), "max_active": maxActive}
 }
 
 // takeEnvelope receives the pool queue's envelope of the run's attempt n

@@ -148,6 +148,11 @@ func (r reply) code() string {
 	return c
 }
 
+func (r reply) message() string {
+	m, _ := r.Body["message"].(string)
+	return m
+}
+
 // call sends a request with the API key; body may be nil, a string (sent
 // as is) or a value (JSON-encoded).
 func (s *stack) call(method, path string, body any, headers ...string) reply {

@@ -36,11 +36,12 @@ func (h *Handler) createBackfill(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if b.MaxActive != nil {
-		// 0 is refused as every value outside 1..100 is.
-		req.MaxActive = *b.MaxActive
-		if req.MaxActive == 0 {
-			req.MaxActive = -1
+		// An explicit 0 is refused as every value outside 1..100 is (the
+		// service reads a zero MaxActive as "absent").
+		if err := scheduler.CheckBackfillMaxActive(*b.MaxActive); err != nil {
+			return err
 		}
+		req.MaxActive = *b.MaxActive
 	}
 	params, err := checkParams(b.Params)
 	if err != nil {

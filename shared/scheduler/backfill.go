@@ -94,6 +94,16 @@ func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (stor
 	return s.store.GetBackfill(ctx, b.ID)
 }
 
+// CheckBackfillMaxActive refuses a max_active outside 1..100 (an
+// explicit 0 included: only an absent one means the default).
+func CheckBackfillMaxActive(n int) error {
+	if n < 1 || n > store.MaxBackfillActive {
+		return &jobspec.Error{Code: jobspec.CodeInvalidField, Field: "max_active",
+			Message: fmt.Sprintf("max_active must be between 1 and %d, not %d.", store.MaxBackfillActive, n)}
+	}
+	return nil
+}
+
 // backfillSlots checks a request against the job and lists its slots: the
 // job's schedule's fire times in [from, to), a rate schedule on the grid
 // of its next fire.
@@ -101,9 +111,10 @@ func backfillSlots(sj store.Job, j jobspec.Job, req BackfillRequest) ([]time.Tim
 	invalid := func(field, format string, args ...any) error {
 		return &jobspec.Error{Code: jobspec.CodeInvalidField, Field: field, Message: field + " " + fmt.Sprintf(format, args...) + "."}
 	}
+	if err := CheckBackfillMaxActive(req.MaxActive); err != nil {
+		return nil, err
+	}
 	switch {
-	case req.MaxActive < 1 || req.MaxActive > store.MaxBackfillActive:
-		return nil, invalid("max_active", "must be between 1 and %d, not %d", store.MaxBackfillActive, req.MaxActive)
 	case req.From.IsZero():
 		return nil, invalid("from", "is required")
 	case req.To.IsZero():
