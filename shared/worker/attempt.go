@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -176,8 +175,8 @@ func newAttemptWorker(cfg AttemptConfig, h Handler) (*Worker, error) {
 	if h == nil {
 		return nil, errors.New("run attempt: handler is nil")
 	}
-	if u, err := url.Parse(cfg.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("run attempt: API URL %q: want http(s)://host[/prefix]", cfg.APIURL)
+	if err := checkAPIURL(cfg.APIURL); err != nil {
+		return nil, fmt.Errorf("run attempt: %w", err)
 	}
 	if err := cfg.Ref.Validate(); err != nil {
 		return nil, fmt.Errorf("run attempt: %w", err)
@@ -186,11 +185,7 @@ func newAttemptWorker(cfg AttemptConfig, h Handler) (*Worker, error) {
 		return nil, errors.New("run attempt: token is empty")
 	}
 	if cfg.Name == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "attempt"
-		}
-		cfg.Name = host
+		cfg.Name = hostName("attempt")
 	}
 	cfg.Name = strings.ReplaceAll(cfg.Name, "@", "_")
 	if cfg.Clock == nil {

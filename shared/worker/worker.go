@@ -151,6 +151,24 @@ type Worker struct {
 	started   atomic.Bool
 }
 
+// checkAPIURL refuses an API URL that is not http(s)://host[/prefix].
+func checkAPIURL(raw string) error {
+	if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("API URL %q: want http(s)://host[/prefix]", raw)
+	}
+	return nil
+}
+
+// hostName is the host's name, the default name of a worker; fallback
+// when the host has none.
+func hostName(fallback string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return fallback
+	}
+	return host
+}
+
 // New checks cfg, fills in defaults and returns a worker with a fresh boot id.
 func New(cfg Config, h Handler) (*Worker, error) {
 	if h == nil {
@@ -159,18 +177,14 @@ func New(cfg Config, h Handler) (*Worker, error) {
 	if cfg.Queue == nil {
 		return nil, errors.New("new worker: queue client is nil")
 	}
-	if u, err := url.Parse(cfg.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("new worker: API URL %q: want http(s)://host[/prefix]", cfg.APIURL)
+	if err := checkAPIURL(cfg.APIURL); err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
 	}
 	if cfg.EventsQueueURL == "" {
 		return nil, errors.New("new worker: events queue URL is empty")
 	}
 	if cfg.Name == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "worker"
-		}
-		cfg.Name = host
+		cfg.Name = hostName("worker")
 	}
 	if strings.Contains(cfg.Name, "@") {
 		return nil, fmt.Errorf("new worker: name %q contains @", cfg.Name)
