@@ -80,7 +80,8 @@ func (s *Service) advance(ctx context.Context, runID string, held *store.RunView
 }
 
 // storeDerived stores the run state derived from nodes. It reports false
-// on a version conflict (re-read and derive again), and the run as stored
+// on a version conflict and after reopening a finished run (re-read and
+// derive again), and the run as stored
 // when it finished or published (its dependents are to be woken). When
 // nothing changed it re-arms a due backstop timer instead, so a live run
 // is re-read once per backstop period, not on every pass.
@@ -109,6 +110,14 @@ func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemo
 	}
 	if err != nil {
 		return false, nil, err
+	}
+	if wasTerminal && !updated.ExecutionState.Terminal() {
+		// Reopened (an operator's retry). A task that finished since our
+		// read left no trace on the run: its finisher found the run
+		// already terminal from before and wrote nothing, so the
+		// compare-and-set cannot catch it. One more round, reading after
+		// this write, sees it; any later finisher sees this write.
+		return false, nil, nil
 	}
 	finished := updated.ExecutionState.Terminal() && !wasTerminal
 	published := updated.PublicationState == statemodel.PublicationPublished && !wasPublished

@@ -117,3 +117,59 @@ func TestRetryWithDownstreamRerunsTheBranch(t *testing.T) {
 		t.Fatalf("c's history does not replay: %v", err)
 	}
 }
+
+// racingReads is the store with one hook run after a ReadRun has read its
+// view and before the reader acts on it: another writer moving a task in
+// between.
+type racingReads struct {
+	scheduler.Store
+	hook func(store.RunView)
+}
+
+func (s *racingReads) ReadRun(ctx context.Context, id string) (store.RunView, error) {
+	v, err := s.Store.ReadRun(ctx, id)
+	if h := s.hook; err == nil && h != nil {
+		h(v)
+	}
+	return v, err
+}
+
+// A retried task that fails again while the operator's request is still
+// deriving the run from what it read before (a fast worker): the run ends
+// FAILED, not RUNNING over a FAILED task. The completion finds the run
+// still FAILED from before the retry and writes nothing, so only a check
+// after the retry's own write can see the task it did not read.
+func TestRetriedTaskFailingDuringTheRetryLeavesTheRunFailed(t *testing.T) {
+	base := newFixture(t)
+	racy := &racingReads{Store: base.st}
+	f := assemble(racy, base.q, base.pool, base.clock, "", nil)
+	ctx := context.Background()
+	f.createJob(t, `{"name":"j","retry":{"max_attempts":1}}`)
+	v := f.trigger(t, "j", f.clock.Now())
+	f.finish(t, f.nextEnvelope(t), "failed")
+	if r := f.readRun(t, v.Run.ID).Run; r.ExecutionState != statemodel.RunFailed {
+		t.Fatalf("run %s after its task failed, want FAILED", r.ExecutionState)
+	}
+
+	// The worker finishes attempt 2 right after the retry's read of the run
+	// that saw it QUEUED.
+	worker := scheduler.New(base.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now})
+	racy.hook = func(seen store.RunView) {
+		if states(seen)["main"] != statemodel.StateQueued {
+			return
+		}
+		racy.hook = nil
+		(&fixture{svc: worker, st: base.st, q: f.q, pool: f.pool, clock: f.clock}).finish(t, f.nextEnvelope(t), "failed")
+	}
+	if err := f.svc.RetryTask(ctx, store.InstanceKey{Run: v.Run.ID, Task: "main"}, scheduler.Retry{Operator: "ann", Reason: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	if racy.hook != nil {
+		t.Fatal("the retry never read the run with its task QUEUED: the race was not staged")
+	}
+	got := f.readRun(t, v.Run.ID)
+	if got.Run.ExecutionState != statemodel.RunFailed || states(got)["main"] != statemodel.StateFailed || got.Run.EndedAt.IsZero() {
+		t.Fatalf("run %s (ended %v) with task %s after attempt 2 failed during the retry, want FAILED with an end",
+			got.Run.ExecutionState, got.Run.EndedAt, states(got)["main"])
+	}
+}
