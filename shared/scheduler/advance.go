@@ -18,12 +18,42 @@ const maxAdvanceRounds = 8
 // timer, and by the API's operator actions; a task's completion reaches
 // advance through its effects.
 func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
-	more, err := s.advance(ctx, runID, nil)
+	return s.advanceRun(ctx, runID, false)
+}
+
+// advanceRun is AdvanceRun; touch stores the run's state even when it is
+// unchanged (see derivation), for an operator's action.
+func (s *Service) advanceRun(ctx context.Context, runID string, touch bool) error {
+	more, err := s.advance(ctx, runID, nil, touch)
 	s.perform(ctx, more...)
 	if err != nil {
 		return fmt.Errorf("advance run %s: %w", runID, err)
 	}
 	return nil
+}
+
+// derivation says how far the view a run's state is derived from can be
+// trusted. A run's state is a function of all its tasks, and each task is
+// its own item: two writers that each moved a task and each derived from
+// a view that misses the other's move would both find nothing to change,
+// and the run would keep a state none of its tasks gives. So a derivation
+// is stored, or found unchanged, only from a view read after the caller's
+// own task write; a stored state moves with a compare-and-set on the
+// version read, so a writer whose view is older than another's store
+// derives again.
+type derivation struct {
+	// held: the view was read before the caller's own write (a
+	// completion's read), so it may miss a task another writer moved in
+	// between. A state it finds unchanged is confirmed by a fresh read
+	// instead; a changed one is stored under the compare-and-set as usual.
+	held bool
+	// touch: store the state even when it is unchanged, bumping the
+	// run's version, so that a writer that derived from a view older than
+	// this caller's task write (an operator's retry, mark or cancel) fails
+	// its compare-and-set and derives again. Operator actions are rare;
+	// completions never touch, so sibling tasks finishing together do not
+	// contend.
+	touch bool
 }
 
 // advance decides every CREATED task of a run whose dependencies are
@@ -36,12 +66,12 @@ func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
 // dependencies are met (its verdict rides on the dispatch's write), the
 // wake of the runs waiting on this one, and, for a backfill's run that
 // ended, the advance of its backfill.
-func (s *Service) advance(ctx context.Context, runID string, held *store.RunView) ([]effect, error) {
+func (s *Service) advance(ctx context.Context, runID string, held *store.RunView, touch bool) ([]effect, error) {
 	// The dispatches decided so far, by task: a round after a version
 	// conflict reads the run again and finds those tasks still CREATED;
 	// they count as SCHEDULED and are not decided twice.
 	var effs []effect
-	pending := map[string]bool{}
+	pending, wasRefused := map[string]bool{}, map[string]bool{}
 	for round := 0; round < maxAdvanceRounds; round++ {
 		var view store.RunView
 		if held != nil && round == 0 {
@@ -56,12 +86,24 @@ func (s *Service) advance(ctx context.Context, runID string, held *store.RunView
 		if err := s.checkDeadline(ctx, &view.Run); err != nil {
 			return effs, err
 		}
-		nodes, more, err := s.evaluate(ctx, &view, pending)
+		nodes, more, refused, err := s.evaluate(ctx, &view, pending)
 		effs = append(effs, more...)
 		if err != nil {
 			return effs, err
 		}
-		done, wake, err := s.storeDerived(ctx, view.Run, nodes)
+		moved := false
+		for id := range refused {
+			moved = moved || !wasRefused[id]
+			wasRefused[id] = true
+		}
+		if moved {
+			// Another writer moved a task since this view was read, so the
+			// tasks as they stand are not known: read them again (once per
+			// task: a verdict refused twice is left to its timer).
+			continue
+		}
+		how := derivation{held: held != nil && round == 0, touch: touch}
+		done, wake, err := s.storeDerived(ctx, view.Run, nodes, how)
 		if err != nil {
 			return effs, err
 		}
@@ -85,18 +127,25 @@ func (s *Service) advance(ctx context.Context, runID string, held *store.RunView
 // when it finished or published (its dependents are to be woken). When
 // nothing changed it re-arms a due backstop timer instead, so a live run
 // is re-read once per backstop period, not on every pass.
-func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemodel.TaskNode) (bool, *store.Run, error) {
+func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemodel.TaskNode, how derivation) (bool, *store.Run, error) {
 	d := statemodel.DeriveRunState(nodes)
 	pub := statemodel.DerivePublication(nodes)
+	update := store.RunUpdate{ExecutionState: d.State, PublicationState: pub}
 	if r.ExecutionState == d.State && r.PublicationState == pub && (!d.State.Terminal() || r.TimerAt.IsZero()) {
-		if d.State.Terminal() || r.TimerAt.After(s.now()) {
+		switch {
+		case how.held:
+			return false, nil, nil // unchanged by a view older than our write: confirm with a fresh read
+		case how.touch:
+			update.EndedAt = r.EndedAt // stored again as it is
+		case d.State.Terminal() || r.TimerAt.After(s.now()):
 			return true, nil, nil
+		default:
+			_, err := s.store.RearmRunBackstop(ctx, r)
+			if errors.Is(err, store.ErrVersionConflict) {
+				return true, nil, nil // another writer stored the run, and armed its timer
+			}
+			return err == nil, nil, err
 		}
-		_, err := s.store.RearmRunBackstop(ctx, r)
-		if errors.Is(err, store.ErrVersionConflict) {
-			return true, nil, nil // another writer stored the run, and armed its timer
-		}
-		return err == nil, nil, err
 	}
 	runID := r.ID
 	if d.Deadlocked {
@@ -104,7 +153,7 @@ func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemo
 	}
 	wasTerminal := r.ExecutionState.Terminal()
 	wasPublished := r.PublicationState == statemodel.PublicationPublished
-	updated, err := s.store.UpdateRunState(ctx, r, store.RunUpdate{ExecutionState: d.State, PublicationState: pub})
+	updated, err := s.store.UpdateRunState(ctx, r, update)
 	if errors.Is(err, store.ErrVersionConflict) {
 		return false, nil, nil
 	}
@@ -142,8 +191,9 @@ func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemo
 // SCHEDULED. A task moved to a terminal state (SKIPPED, UPSTREAM_FAILED)
 // decides the tasks below it, so it evaluates again on what it wrote until
 // nothing moves: at most one pass per task. view's instances are replaced
-// by the ones written.
-func (s *Service) evaluate(ctx context.Context, view *store.RunView, pending map[string]bool) ([]statemodel.TaskNode, []effect, error) {
+// by the ones written. refused names the tasks whose verdict's write was
+// refused: another writer moved them since the view was read.
+func (s *Service) evaluate(ctx context.Context, view *store.RunView, pending map[string]bool) ([]statemodel.TaskNode, []effect, map[string]bool, error) {
 	nodes := view.Nodes()
 	for i, t := range view.Tasks {
 		if pending[t.Instance.Key.Task] && nodes[i].State == statemodel.StateCreated {
@@ -169,7 +219,7 @@ func (s *Service) evaluate(ctx context.Context, view *store.RunView, pending map
 			if verdict == statemodel.DepsMet && len(inst.DependsOn) == 0 {
 				c, err := cross.verdict(ctx, s, view.Run)
 				if err != nil {
-					return nodes, effs, err
+					return nodes, effs, nil, err
 				}
 				verdict, timedOut = c.Verdict, c.TimedOut
 			}
@@ -196,7 +246,7 @@ func (s *Service) evaluate(ctx context.Context, view *store.RunView, pending map
 			res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
 			if err != nil {
 				if transient(err) {
-					return nodes, effs, err
+					return nodes, effs, nil, err
 				}
 				refused[r.ID] = true // another evaluator moved it first
 				continue
@@ -211,7 +261,7 @@ func (s *Service) evaluate(ctx context.Context, view *store.RunView, pending map
 			nodes[i].State = res.Snapshot.State
 		}
 		if !progressed {
-			return nodes, effs, nil
+			return nodes, effs, refused, nil
 		}
 	}
 }

@@ -106,7 +106,7 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 	case effArmTimer:
 		s.armTimer(ctx, e.key, e.at)
 	case effAdvanceRun:
-		return s.advance(ctx, e.runID, e.view)
+		return s.advance(ctx, e.runID, e.view, false)
 	case effRunStarted:
 		_, err := s.store.MarkRunStarted(ctx, e.runID)
 		return nil, err

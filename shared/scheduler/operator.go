@@ -33,7 +33,7 @@ func (s *Service) operate(ctx context.Context, key store.InstanceKey, ev statemo
 	if res.Outcome == statemodel.Applied && !res.Snapshot.State.Terminal() {
 		// Pause, resume, retry and cancel-in-progress change the run's
 		// derived state too.
-		if err := s.AdvanceRun(ctx, key.Run); err != nil {
+		if err := s.advanceRun(ctx, key.Run, true); err != nil {
 			s.log.WarnContext(ctx, "advance run", "run_id", key.Run, "error", err.Error())
 		}
 	}
@@ -102,7 +102,7 @@ func (s *Service) eachTask(ctx context.Context, runID string, pick func(store.Ta
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return s.AdvanceRun(ctx, runID)
+	return s.advanceRun(ctx, runID, true)
 }
 
 // Retry is an operator's retry of one FAILED or CANCELLED task.
@@ -129,7 +129,7 @@ func (s *Service) RetryTask(ctx context.Context, key store.InstanceKey, r Retry)
 	if err != nil && r.Downstream && !errors.Is(err, ErrNotFound) {
 		// The retry lost a race after the clears: whatever the task is
 		// now decides the cleared tasks again.
-		if aerr := s.AdvanceRun(ctx, key.Run); aerr != nil {
+		if aerr := s.advanceRun(ctx, key.Run, true); aerr != nil {
 			s.log.WarnContext(ctx, "advance run", "run_id", key.Run, "error", aerr.Error())
 		}
 	}
@@ -195,7 +195,7 @@ func (s *Service) MarkTask(ctx context.Context, key store.InstanceKey, succeeded
 	}
 	_, err := s.operate(ctx, key, statemodel.Event{Type: typ, Operator: operator, Reason: reason})
 	if err == nil {
-		err = s.AdvanceRun(ctx, key.Run)
+		err = s.advanceRun(ctx, key.Run, true)
 	}
 	return err
 }

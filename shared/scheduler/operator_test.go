@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/runledger/runledger/shared/protocol"
@@ -171,5 +172,118 @@ func TestRetriedTaskFailingDuringTheRetryLeavesTheRunFailed(t *testing.T) {
 	if got.Run.ExecutionState != statemodel.RunFailed || states(got)["main"] != statemodel.StateFailed || got.Run.EndedAt.IsZero() {
 		t.Fatalf("run %s (ended %v) with task %s after attempt 2 failed during the retry, want FAILED with an end",
 			got.Run.ExecutionState, got.Run.EndedAt, states(got)["main"])
+	}
+}
+
+// An operator's retry lands between a completion's read of its run and
+// the completion's write: the completion derives FAILED from a view where
+// the retried task is still FAILED, and the operator found nothing to
+// change in the run (its other task was still running). The operator's
+// action stores the run's state anyway, so the completion's
+// compare-and-set fails and it derives again from a fresh read: the run
+// stays RUNNING, without an end, while the retried task runs.
+func TestRetryDuringASiblingsCompletionKeepsTheRunRunning(t *testing.T) {
+	base := newFixture(t)
+	racy := &racingReads{Store: base.st}
+	f := assemble(racy, base.q, base.pool, base.clock, "", nil)
+	ctx := context.Background()
+	f.createJob(t, `{"name":"j","retry":{"max_attempts":1},"tasks":[{"id":"x"},{"id":"y"}]}`)
+	v := f.trigger(t, "j", f.clock.Now())
+	envs := map[string]protocol.Envelope{}
+	for range 2 {
+		env := f.nextEnvelope(t)
+		envs[env.Task] = env
+	}
+	f.finish(t, envs["x"], "failed")
+	y := envs["y"]
+	if _, err := f.svc.Claim(ctx, refOf(y), y.Token, "w@boot", "claim"); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.readRun(t, v.Run.ID).Run; r.ExecutionState != statemodel.RunRunning {
+		t.Fatalf("run %s with x FAILED and y RUNNING, want RUNNING", r.ExecutionState)
+	}
+
+	racy.hook = func(seen store.RunView) {
+		if st := states(seen); st["x"] != statemodel.StateFailed || st["y"] != statemodel.StateRunning {
+			return
+		}
+		racy.hook = nil
+		if err := f.svc.RetryTask(ctx, store.InstanceKey{Run: v.Run.ID, Task: "x"}, scheduler.Retry{Operator: "ann", Reason: "again"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := protocol.Completion{Run: y.Run, Task: y.Task, Attempt: y.Attempt, EventID: "done", Outcome: protocol.OutcomeSucceeded}
+	if _, err := f.svc.Complete(ctx, c, y.Token); err != nil {
+		t.Fatal(err)
+	}
+	if racy.hook != nil {
+		t.Fatal("the completion never read the run with x FAILED and y RUNNING: the race was not staged")
+	}
+	got := f.readRun(t, v.Run.ID)
+	if got.Run.ExecutionState != statemodel.RunRunning || !got.Run.EndedAt.IsZero() || states(got)["x"] != statemodel.StateQueued {
+		t.Fatalf("run %s (ended %v) with tasks %v, want RUNNING with no end while x's retry is queued",
+			got.Run.ExecutionState, got.Run.EndedAt, states(got))
+	}
+}
+
+// A timer's advance and a sibling's completion race over a task whose
+// upstream failed while its writer crashed before advancing. The
+// completion read the run before the upstream failed; the timer read it
+// before the completion's write; the completion's fresh read came before
+// the timer wrote the verdict, so the completion's own verdict write was
+// refused. Each one's view misses the other's write: the refused one
+// reads again instead of deriving from what it held, and the run ends
+// FAILED.
+func TestRefusedVerdictReadsTheRunAgain(t *testing.T) {
+	base := newFixture(t)
+	racy := &racingReads{Store: base.st}
+	f := assemble(racy, base.q, base.pool, base.clock, "", nil)
+	ctx := context.Background()
+	f.createJob(t, `{"name":"j","retry":{"max_attempts":1},"tasks":[{"id":"a"},{"id":"b","depends_on":["a"]},{"id":"c"}]}`)
+	v := f.trigger(t, "j", f.clock.Now())
+	envs := map[string]protocol.Envelope{}
+	for range 2 {
+		env := f.nextEnvelope(t)
+		envs[env.Task] = env
+		if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", "claim"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	timerRead, goTimer, timerDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	var reads atomic.Int32
+	racy.hook = func(store.RunView) {
+		switch reads.Add(1) {
+		case 1: // the completion's read, before its write
+			// a fails, and its writer crashes before advancing the run.
+			no := false
+			if _, err := base.st.Transition(ctx, store.InstanceKey{Run: v.Run.ID, Task: "a"}, statemodel.Event{
+				ID: "w:a:fail", Type: statemodel.EvFailed, Actor: statemodel.ActorWorker, Attempt: 1, ErrorCategory: "boom", Retryable: &no,
+			}, f.clock.Now(), store.StoredPolicy(nil)); err != nil {
+				t.Error(err)
+			}
+			go func() { timerDone <- f.svc.AdvanceRun(ctx, v.Run.ID) }()
+			<-timerRead
+		case 2: // the timer's read: a FAILED, b CREATED, c still RUNNING
+			close(timerRead)
+			<-goTimer
+		case 3: // the completion's fresh read: b still CREATED
+			close(goTimer)
+			if err := <-timerDone; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	c := envs["c"]
+	if _, err := f.svc.Complete(ctx, protocol.Completion{Run: c.Run, Task: c.Task, Attempt: c.Attempt, EventID: "done", Outcome: protocol.OutcomeSucceeded}, c.Token); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads.Load(); n < 3 {
+		t.Fatalf("%d reads of the run: the race was not staged", n)
+	}
+	got := f.readRun(t, v.Run.ID)
+	if st := states(got); st["b"] != statemodel.StateUpstreamFailed || st["c"] != statemodel.StateSucceeded ||
+		got.Run.ExecutionState != statemodel.RunFailed || got.Run.EndedAt.IsZero() {
+		t.Fatalf("run %s (ended %v) with tasks %v, want FAILED with b UPSTREAM_FAILED", got.Run.ExecutionState, got.Run.EndedAt, st)
 	}
 }
