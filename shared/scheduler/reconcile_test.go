@@ -95,6 +95,12 @@ func newFixture(t *testing.T, providers ...scheduler.EvidenceProvider) *fixture 
 // the table itself or count its reads.
 func newEmulatorFixture(t *testing.T, providers ...scheduler.EvidenceProvider) *fixture {
 	t.Helper()
+	return newEmulatorFixtureWith(t, nil, providers...)
+}
+
+// newEmulatorFixtureWith is newEmulatorFixture with options for its store.
+func newEmulatorFixtureWith(t *testing.T, opts []store.Option, providers ...scheduler.EvidenceProvider) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("sched%d", seq.Add(1))
 	db := env.DynamoDBClient()
@@ -109,7 +115,7 @@ func newEmulatorFixture(t *testing.T, providers ...scheduler.EvidenceProvider) *
 	}
 	t.Cleanup(func() { _ = q.DeleteQueue(context.Background(), pool.URL) })
 	c := newClock()
-	return assemble(store.New(db, name, store.WithClock(c.Now)), q, pool.URL, c, name, providers)
+	return assemble(store.New(db, name, append([]store.Option{store.WithClock(c.Now)}, opts...)...), q, pool.URL, c, name, providers)
 }
 
 func newClock() *clock { return &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
