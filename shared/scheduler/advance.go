@@ -45,7 +45,8 @@ type derivation struct {
 	// held: the view was read before the caller's own write (a
 	// completion's read), so it may miss a task another writer moved in
 	// between. A state it finds unchanged is confirmed by a fresh read
-	// instead; a changed one is stored under the compare-and-set as usual.
+	// (after the dispatches it decided); a changed one is stored under the
+	// compare-and-set as usual.
 	held bool
 	// touch: store the state even when it is unchanged, bumping the
 	// run's version, so that a writer that derived from a view older than
@@ -103,7 +104,7 @@ func (s *Service) advance(ctx context.Context, runID string, held *store.RunView
 			continue
 		}
 		how := derivation{held: held != nil && round == 0, touch: touch}
-		done, wake, err := s.storeDerived(ctx, view.Run, nodes, how)
+		outcome, wake, err := s.storeDerived(ctx, view.Run, nodes, how)
 		if err != nil {
 			return effs, err
 		}
@@ -114,37 +115,53 @@ func (s *Service) advance(ctx context.Context, runID string, held *store.RunView
 				effs = append(effs, effect{kind: effAdvanceBackfill, run: wake, runID: wake.ID})
 			}
 		}
-		if done {
+		switch outcome {
+		case settled:
 			return effs, nil
+		case confirm:
+			return append(effs, effect{kind: effAdvanceRun, runID: runID}), nil
 		}
 	}
 	return effs, fmt.Errorf("%w after %d rounds", store.ErrUnsettled, maxAdvanceRounds)
 }
 
-// storeDerived stores the run state derived from nodes. It reports false
-// on a version conflict and after reopening a finished run (re-read and
-// derive again), and the run as stored
-// when it finished or published (its dependents are to be woken). When
-// nothing changed it re-arms a due backstop timer instead, so a live run
-// is re-read once per backstop period, not on every pass.
-func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemodel.TaskNode, how derivation) (bool, *store.Run, error) {
+// settle is what storing a derivation came to.
+type settle int
+
+const (
+	// settled: the state is stored, or was found stored already.
+	settled settle = iota + 1
+	// again: read the run and derive again now (a version conflict, or a
+	// finished run reopened).
+	again
+	// confirm: a held view found the state unchanged. It is derived again
+	// from a fresh read once the effects decided so far are done (the
+	// next tasks' dispatches), so the confirmation is off their path.
+	confirm
+)
+
+// storeDerived stores the run state derived from nodes, and reports the
+// run as stored when it finished or published (its dependents are to be
+// woken). When nothing changed it re-arms a due backstop timer instead, so
+// a live run is re-read once per backstop period, not on every pass.
+func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemodel.TaskNode, how derivation) (settle, *store.Run, error) {
 	d := statemodel.DeriveRunState(nodes)
 	pub := statemodel.DerivePublication(nodes)
 	update := store.RunUpdate{ExecutionState: d.State, PublicationState: pub}
 	if r.ExecutionState == d.State && r.PublicationState == pub && (!d.State.Terminal() || r.TimerAt.IsZero()) {
 		switch {
 		case how.held:
-			return false, nil, nil // unchanged by a view older than our write: confirm with a fresh read
+			return confirm, nil, nil // unchanged by a view older than our write
 		case how.touch:
 			update.EndedAt = r.EndedAt // stored again as it is
 		case d.State.Terminal() || r.TimerAt.After(s.now()):
-			return true, nil, nil
+			return settled, nil, nil
 		default:
 			_, err := s.store.RearmRunBackstop(ctx, r)
-			if errors.Is(err, store.ErrVersionConflict) {
-				return true, nil, nil // another writer stored the run, and armed its timer
+			if err != nil && !errors.Is(err, store.ErrVersionConflict) {
+				return again, nil, err
 			}
-			return err == nil, nil, err
+			return settled, nil, nil // re-armed, or another writer stored the run and armed its timer
 		}
 	}
 	runID := r.ID
@@ -155,10 +172,10 @@ func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemo
 	wasPublished := r.PublicationState == statemodel.PublicationPublished
 	updated, err := s.store.UpdateRunState(ctx, r, update)
 	if errors.Is(err, store.ErrVersionConflict) {
-		return false, nil, nil
+		return again, nil, nil
 	}
 	if err != nil {
-		return false, nil, err
+		return again, nil, err
 	}
 	if wasTerminal && !updated.ExecutionState.Terminal() {
 		// Reopened (an operator's retry). A task that finished since our
@@ -166,7 +183,7 @@ func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemo
 		// already terminal from before and wrote nothing, so the
 		// compare-and-set cannot catch it. One more round, reading after
 		// this write, sees it; any later finisher sees this write.
-		return false, nil, nil
+		return again, nil, nil
 	}
 	finished := updated.ExecutionState.Terminal() && !wasTerminal
 	published := updated.PublicationState == statemodel.PublicationPublished && !wasPublished
@@ -178,9 +195,9 @@ func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemo
 	if finished || published {
 		// A dependent may wait for PUBLISHED, which can come before
 		// the run ends.
-		return true, &updated, nil
+		return settled, &updated, nil
 	}
-	return true, nil, nil
+	return settled, nil, nil
 }
 
 // evaluate decides every CREATED task of view that has a dependency
