@@ -33,9 +33,10 @@ type storm struct {
 	claim map[string]int // attempts claimed, by run/task#n
 }
 
-// work is one worker: it takes envelopes, claims them and, while the
-// storm lasts, succeeds, fails (retryable or not) or crashes silently
-// (its attempt becomes LOST and is resolved by the window) at random.
+// work is one worker: it takes envelopes, claims them, heartbeats now and
+// then (acknowledging a cancel it hears of) and, while the storm lasts,
+// succeeds, fails (retryable or not) or crashes silently (its attempt
+// becomes LOST and is resolved by the window) at random.
 func (c *storm) work(ctx context.Context, t *testing.T, id int) {
 	rng := rand.New(rand.NewPCG(uint64(id), 7))
 	for ctx.Err() == nil {
@@ -58,7 +59,15 @@ func (c *storm) work(ctx context.Context, t *testing.T, id int) {
 		c.claim[fmt.Sprintf("%s/%s#%d", env.Run, env.Task, env.Attempt)]++
 		c.mu.Unlock()
 		comp := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: "done", Outcome: protocol.OutcomeSucceeded}
-		if !c.calm.Load() {
+		if rng.IntN(3) == 0 {
+			// A heartbeat first (it may find the attempt LOST and bring it
+			// back); a cancel it reports is acknowledged.
+			beat, err := c.f.svc.Heartbeat(call, refOf(env), env.Token, "beat")
+			if err == nil && beat.CancelRequested {
+				comp.Outcome = protocol.OutcomeCancelled
+			}
+		}
+		if !c.calm.Load() && comp.Outcome == protocol.OutcomeSucceeded {
 			switch p := rng.IntN(10); {
 			case p < 2:
 				comp.Outcome, comp.ErrorCategory, comp.Retryable = protocol.OutcomeFailed, "boom", &[]bool{true}[0]
@@ -73,7 +82,7 @@ func (c *storm) work(ctx context.Context, t *testing.T, id int) {
 }
 
 // operate is the operator: retries (with or without downstream), marks,
-// cancels, pauses and resumes runs at random, n times.
+// cancels tasks and runs, pauses and resumes runs at random, n times.
 func (c *storm) operate(ctx context.Context, t *testing.T, runs []string, n int) {
 	rng := rand.New(rand.NewPCG(99, 7))
 	svc := c.f.svc
@@ -86,7 +95,9 @@ func (c *storm) operate(ctx context.Context, t *testing.T, runs []string, n int)
 		}
 		task := v.Tasks[rng.IntN(len(v.Tasks))].Instance
 		key := task.Key
-		switch p := rng.IntN(20); {
+		switch p := rng.IntN(22); {
+		case p >= 20:
+			err = svc.CancelTask(ctx, key, "storm")
 		case p < 8:
 			err = svc.RetryTask(ctx, key, scheduler.Retry{Operator: "op", Reason: "storm", Downstream: p < 4})
 		case p < 10:
