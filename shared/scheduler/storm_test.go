@@ -58,6 +58,13 @@ func (c *storm) work(ctx context.Context, t *testing.T, id int) {
 		c.mu.Lock()
 		c.claim[fmt.Sprintf("%s/%s#%d", env.Run, env.Task, env.Attempt)]++
 		c.mu.Unlock()
+		if rng.IntN(5) == 0 {
+			// The queue delivered the envelope twice: another worker's
+			// claim of it must be refused.
+			if _, err := c.f.svc.Claim(call, refOf(env), env.Token, fmt.Sprintf("dup%d@boot", id), "claim"); err == nil {
+				t.Errorf("a second worker claimed %s/%s#%d", env.Run, env.Task, env.Attempt)
+			}
+		}
 		comp := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: "done", Outcome: protocol.OutcomeSucceeded}
 		if rng.IntN(3) == 0 {
 			// A heartbeat first (it may find the attempt LOST and bring it
@@ -78,6 +85,9 @@ func (c *storm) work(ctx context.Context, t *testing.T, id int) {
 			}
 		}
 		_, _ = c.f.svc.Complete(call, comp, env.Token) // refused when fenced off: the history says which
+		if rng.IntN(5) == 0 {
+			_, _ = c.f.svc.Complete(call, comp, env.Token) // delivered twice: changes nothing
+		}
 	}
 }
 
