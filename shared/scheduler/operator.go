@@ -12,9 +12,24 @@ import (
 // ErrNotFound: the run or task does not exist.
 var ErrNotFound = errors.New("not found")
 
-// operate applies one operator event to one task and follows its effects.
-// A refused event is ErrIllegalTransition naming the state it met.
+// operate applies one operator event to one task and follows its effects,
+// and stores the run's state after it (see derivation: touched). A refused
+// event is ErrIllegalTransition naming the state it met.
 func (s *Service) operate(ctx context.Context, key store.InstanceKey, ev statemodel.Event) (store.Result, error) {
+	res, err := s.applyOperator(ctx, key, ev)
+	if err == nil && res.Outcome == statemodel.Applied && !res.Snapshot.State.Terminal() {
+		// Pause, resume, retry and cancel-in-progress change the run's
+		// derived state too.
+		if err := s.advanceRun(ctx, key.Run, true); err != nil {
+			s.log.WarnContext(ctx, "advance run", "run_id", key.Run, "error", err.Error())
+		}
+	}
+	return res, err
+}
+
+// applyOperator applies one operator event to one task and follows its
+// effects, leaving the run to the caller.
+func (s *Service) applyOperator(ctx context.Context, key store.InstanceKey, ev statemodel.Event) (store.Result, error) {
 	ev.Actor = statemodel.ActorOperator
 	if ev.ID == "" {
 		ev.ID = "op:" + s.NewID()
@@ -30,13 +45,6 @@ func (s *Service) operate(ctx context.Context, key store.InstanceKey, ev statemo
 		return res, fmt.Errorf("%w: %v", ErrIllegalTransition, err)
 	}
 	s.follow(ctx, res)
-	if res.Outcome == statemodel.Applied && !res.Snapshot.State.Terminal() {
-		// Pause, resume, retry and cancel-in-progress change the run's
-		// derived state too.
-		if err := s.advanceRun(ctx, key.Run, true); err != nil {
-			s.log.WarnContext(ctx, "advance run", "run_id", key.Run, "error", err.Error())
-		}
-	}
 	return res, nil
 }
 
@@ -92,7 +100,8 @@ func (s *Service) eachTask(ctx context.Context, runID string, pick func(store.Ta
 			continue
 		}
 		picked++
-		if _, err := s.operate(ctx, t.Instance.Key, ev); err != nil && !errors.Is(err, ErrIllegalTransition) {
+		// The run is stored once, after every task is written.
+		if _, err := s.applyOperator(ctx, t.Instance.Key, ev); err != nil && !errors.Is(err, ErrIllegalTransition) {
 			errs = append(errs, err)
 		}
 	}
