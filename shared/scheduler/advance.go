@@ -61,7 +61,9 @@ type derivation struct {
 // decided, derives the run's execution and publication states from its
 // tasks and stores them with a compare-and-set, so two finishers racing
 // cannot regress it. It starts from held when the caller holds the run
-// (nil: one ReadRun) and reads again only after a version conflict. A skip
+// (nil: one ReadRun) and reads again after a version conflict, a refused
+// verdict or a reopen; an unchanged state found from held is confirmed by
+// a fresh advance queued after its dispatches (see derivation). A skip
 // or an upstream failure travels the whole graph in one call, however
 // deep. It returns the effects it yields: the dispatch of every task whose
 // dependencies are met (its verdict rides on the dispatch's write), the

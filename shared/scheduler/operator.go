@@ -13,7 +13,8 @@ import (
 var ErrNotFound = errors.New("not found")
 
 // operate applies one operator event to one task and follows its effects,
-// and stores the run's state after it (see derivation: touched). A refused
+// and stores the run's state after it, even unchanged (touch, see
+// derivation). A refused
 // event is ErrIllegalTransition naming the state it met.
 func (s *Service) operate(ctx context.Context, key store.InstanceKey, ev statemodel.Event) (store.Result, error) {
 	res, err := s.applyOperator(ctx, key, ev)
