@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -81,20 +80,6 @@ func (c *Client) CancelBackfill(ctx context.Context, id, reason string) (Backfil
 // WaitBackfill polls the backfill every interval (0: one second) until it
 // ended or ctx ends, and answers its last reading.
 func (c *Client) WaitBackfill(ctx context.Context, id string, interval time.Duration) (Backfill, error) {
-	if interval <= 0 {
-		interval = time.Second
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		b, err := c.GetBackfill(ctx, id)
-		if err != nil || !b.EndedAt.IsZero() {
-			return b, err
-		}
-		select {
-		case <-ctx.Done():
-			return b, fmt.Errorf("wait for backfill %s: %w", id, context.Cause(ctx))
-		case <-t.C:
-		}
-	}
+	return waitFor(ctx, interval, "backfill "+id, func() (Backfill, error) { return c.GetBackfill(ctx, id) },
+		func(b Backfill) bool { return !b.EndedAt.IsZero() })
 }

@@ -179,19 +179,26 @@ func (c *Client) MarkFailed(ctx context.Context, run, task, operator, reason str
 // WaitRun polls the run every interval (0: one second) until it ended or
 // ctx ends, and answers its last reading.
 func (c *Client) WaitRun(ctx context.Context, run string, interval time.Duration) (RunDetail, error) {
+	return waitFor(ctx, interval, "run "+run, func() (RunDetail, error) { return c.GetRun(ctx, run) },
+		func(d RunDetail) bool { return d.Run.Ended() })
+}
+
+// waitFor reads what (get) every interval (0: one second) until ended says
+// it ended, a read fails, or ctx ends, and answers its last reading.
+func waitFor[T any](ctx context.Context, interval time.Duration, what string, get func() (T, error), ended func(T) bool) (T, error) {
 	if interval <= 0 {
 		interval = time.Second
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		d, err := c.GetRun(ctx, run)
-		if err != nil || d.Run.Ended() {
-			return d, err
+		v, err := get()
+		if err != nil || ended(v) {
+			return v, err
 		}
 		select {
 		case <-ctx.Done():
-			return d, fmt.Errorf("wait for run %s: %w", run, context.Cause(ctx))
+			return v, fmt.Errorf("wait for %s: %w", what, context.Cause(ctx))
 		case <-t.C:
 		}
 	}
