@@ -41,6 +41,11 @@ ended otherwise.`,
 			if err != nil {
 				return err
 			}
+			if f.wait {
+				if err := f.follow.check(); err != nil {
+					return err
+				}
+			}
 			c, err := api.client(cmd)
 			if err != nil {
 				return err
@@ -98,15 +103,11 @@ func (f backfillFlags) request() (client.BackfillRequest, error) {
 // followBackfill polls a backfill until it ends, a line each time its
 // counts change, and exits 1 unless it SUCCEEDED.
 func followBackfill(cmd *cobra.Command, c *client.Client, api *apiFlags, b client.Backfill, f followFlags) error {
-	ctx := cmd.Context()
-	if f.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.timeout)
-		defer cancel()
-	}
+	ctx, cancel := f.context(cmd)
+	defer cancel()
 	out := cmd.OutOrStdout()
 	last := ""
-	t := time.NewTicker(max(f.interval, 10*time.Millisecond))
+	t := time.NewTicker(f.interval)
 	defer t.Stop()
 	for {
 		if line := progress(b); line != last && !api.json() {

@@ -150,15 +150,8 @@ type taskMark struct {
 // task that changes state or attempt; it fails with exit status 1 unless
 // the run SUCCEEDED.
 func follow(cmd *cobra.Command, c *client.Client, api *apiFlags, run string, f followFlags) error {
-	if f.interval <= 0 {
-		return usageErrorf("--interval %s: want a positive duration", f.interval)
-	}
-	ctx := cmd.Context()
-	if f.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.timeout)
-		defer cancel()
-	}
+	ctx, cancel := f.context(cmd)
+	defer cancel()
 	out := cmd.OutOrStdout()
 	seen := map[string]taskMark{}
 	tick := time.NewTicker(f.interval)

@@ -199,6 +199,11 @@ when it ended otherwise.`,
 			if err != nil {
 				return err
 			}
+			if f.wait {
+				if err := f.follow.check(); err != nil {
+					return err
+				}
+			}
 			d, _, err := c.TriggerRun(cmd.Context(), args[0], t)
 			if err != nil {
 				return err

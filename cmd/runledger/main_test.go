@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -256,5 +259,32 @@ func TestWorkerEndpoints(t *testing.T) {
 	f = workerExecFlags{pool: "shell", info: filepath.Join(t.TempDir(), "missing.json")}
 	if _, err := f.resolve(); err == nil {
 		t.Error("a missing --info file was accepted")
+	}
+}
+
+// A follow flag that cannot work is refused before the command writes:
+// `--wait --interval 0s` starts no run and no backfill (the API is not
+// called at all), and exits 2.
+func TestFollowFlagsCheckedBeforeWriting(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, `{"code":"internal","message":"not expected."}`, http.StatusInternalServerError)
+	}))
+	defer api.Close()
+	target := []string{"--api-url", api.URL, "--api-key", "k"}
+	for _, args := range [][]string{
+		{"jobs", "trigger", "j", "--wait", "--interval", "0s"},
+		{"jobs", "backfill", "j", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--wait", "--interval", "0s"},
+		{"runs", "watch", "01JH2Z3ZKX8Q6S1M4T7V9W0ABC", "--interval", "-1s"},
+	} {
+		code, _, stderr := runCLI(t, append(args, target...)...)
+		if code != exitUsage || !strings.Contains(stderr, "--interval") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 naming --interval", args, code, stderr)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the API was called %d times; a refused flag must write nothing", n)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/user"
@@ -280,6 +281,9 @@ SUCCEEDED and 1 when it ended otherwise (FAILED, CANCELLED).`,
 		Example: "  runledger runs watch 01JH2Z3ZKX8Q6S1M4T7V9W0ABC\n  runledger runs watch 01JH2Z3ZKX8Q6S1M4T7V9W0ABC --interval 2s",
 		Args:    exactArgs("RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
 			c, err := api.client(cmd)
 			if err != nil {
 				return err
@@ -300,4 +304,21 @@ type followFlags struct {
 func (f *followFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.interval, "interval", 500*time.Millisecond, "how often to read the run while following it")
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up following after this long (exit 1); 0: never")
+}
+
+// check refuses follow flags that cannot work, as a usage error; the
+// commands that write before they follow call it before writing.
+func (f followFlags) check() error {
+	if f.interval <= 0 {
+		return usageErrorf("--interval %s: want a positive duration", f.interval)
+	}
+	return nil
+}
+
+// context is the command's context, ended after --timeout when one is set.
+func (f followFlags) context(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	if f.timeout > 0 {
+		return context.WithTimeout(cmd.Context(), f.timeout)
+	}
+	return context.WithCancel(cmd.Context())
 }
