@@ -5,8 +5,13 @@
 //	 "env": {"REGION": "eu"}, "dir": "/srv/etl", "permanent_exit_codes": [2]}
 //
 // Every argument, env value and dir is a Go text/template over Vars (the
-// attempt's envelope). The executable must match the allowlist, and the
-// arguments reach it as they are: never through a shell. The process runs
+// attempt's envelope), each rendered within MaxFieldBytes. The executable
+// must match the allowlist, and the arguments reach it as they are: never
+// through a shell. The payload's env names must pass the worker's
+// EnvAllowlist and its dir the DirAllowlist; the process's environment is
+// otherwise only BaseEnv and the names the worker passes (Config.PassEnv),
+// never the worker's whole environment. A payload refused on any of these
+// fails with CategoryInvalidPayload and nothing runs. The process runs
 // in its own process group; when the attempt must stop (a cancel request,
 // the run timeout, a lost lease, a shutdown) the group gets SIGTERM, then
 // SIGKILL after a grace period. Exit 0 is success; any other status is a
@@ -24,7 +29,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/runledger/runledger/shared/protocol"
@@ -36,7 +40,8 @@ const (
 	// CategoryNotAllowed: the executable matches no --allow pattern.
 	CategoryNotAllowed = "command_not_allowed"
 	// CategoryInvalidPayload: the payload is not a command this handler
-	// can run (bad shape, a template that does not render).
+	// can run (bad shape, a template that does not render or renders too
+	// much, an env name or a dir the worker does not admit).
 	CategoryInvalidPayload = "invalid_payload"
 	// CategoryNotFound: the executable does not exist or cannot start.
 	CategoryNotFound = "command_not_found"
@@ -50,10 +55,11 @@ const (
 type Payload struct {
 	// Command is the executable and its arguments; each is a template.
 	Command []string `json:"command"`
-	// Env adds variables to the process's environment; values are
-	// templates.
+	// Env adds variables to the process's environment (names the
+	// worker's EnvAllowlist admits); values are templates.
 	Env map[string]string `json:"env,omitempty"`
-	// Dir is the working directory (a template); default: the worker's.
+	// Dir is the working directory (a template, admitted by the worker's
+	// DirAllowlist); default: the worker's.
 	Dir string `json:"dir,omitempty"`
 	// PermanentExitCodes are exit statuses not worth retrying.
 	PermanentExitCodes []int `json:"permanent_exit_codes,omitempty"`
@@ -93,7 +99,8 @@ func VarsOf(t worker.Task) (Vars, error) {
 
 // Command is a payload rendered for one attempt, ready to start.
 type Command struct {
-	// Path is the executable that runs: the allowlist checked this path.
+	// Path is the executable that runs, symlinks resolved: the allowlist
+	// checked this path.
 	Path string
 	// Args is the argument vector, Args[0] as the payload wrote it.
 	Args               []string
@@ -163,25 +170,14 @@ func (p Payload) Render(v Vars) (Command, error) {
 	return c, nil
 }
 
-func render(field, text string, v Vars) (string, error) {
-	if !strings.Contains(text, "{{") {
-		return text, nil
-	}
-	t, err := template.New(field).Option("missingkey=error").Parse(text)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", field, err)
-	}
-	var b strings.Builder
-	if err := t.Execute(&b, v); err != nil {
-		return "", fmt.Errorf("%s: %w", field, err)
-	}
-	return b.String(), nil
-}
-
 // Allowlist says which executables may run.
 //
-// A pattern with a slash is a glob (path.Match syntax) over the absolute,
-// cleaned path of the executable: "/usr/bin/*", "/srv/etl/bin/*.sh". A
+// A pattern with a slash is a glob (path.Match syntax) over the absolute
+// path of the executable with its symlinks resolved: "/usr/bin/*",
+// "/srv/etl/bin/*.sh". The pattern's own directories are resolved when the
+// list is made (a pattern without glob characters names one file, whose
+// target it admits), so "/bin/*" admits /bin/sh where /bin is a link to
+// /usr/bin, but a link in an allowed folder to a file elsewhere is refused. A
 // pattern without one is a glob over a bare command name that is looked up
 // in the worker's PATH: "python3", "sleep". A bare name never admits a path
 // ("./python3" or "/tmp/python3" need a pattern with a slash), so a payload
@@ -205,8 +201,38 @@ func NewAllowlist(patterns []string, anyCommand bool) (Allowlist, error) {
 	if len(patterns) == 0 && !anyCommand {
 		return Allowlist{}, errors.New("no allow pattern: name the executables this worker may run (--allow), or --allow-any")
 	}
-	return Allowlist{patterns: slices.Clone(patterns), any: anyCommand}, nil
+	a := Allowlist{any: anyCommand}
+	for _, p := range patterns {
+		a.patterns = append(a.patterns, resolvePattern(p))
+	}
+	return a, nil
 }
+
+// resolvePattern resolves the symlinks of an absolute pattern's leading
+// directories, those before the first with a glob character; a pattern
+// with none is resolved whole. What does not exist stays as written.
+func resolvePattern(p string) string {
+	if !filepath.IsAbs(p) {
+		return p
+	}
+	p = filepath.Clean(p)
+	if !hasMeta(p) {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return p
+	}
+	parts := strings.Split(p, string(filepath.Separator))
+	i := slices.IndexFunc(parts, hasMeta)
+	prefix := string(filepath.Separator) + filepath.Join(parts[:i]...)
+	r, err := filepath.EvalSymlinks(prefix)
+	if err != nil {
+		return p
+	}
+	return filepath.Join(append([]string{r}, parts[i:]...)...)
+}
+
+func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
 
 // Resolve finds the executable of c (in PATH for a bare name, relative to
 // c.Dir for a relative path), checks it against the list and sets c.Path.
@@ -234,10 +260,18 @@ func (a Allowlist) Resolve(c *Command) error {
 	if err != nil {
 		return fmt.Errorf("%w: %q: %v", ErrNotFound, name, err)
 	}
-	if !a.allowed(name, abs, bare) {
+	// The file that runs is the one checked: a link's target, not its name.
+	resolved, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		if a.allowed(name, abs, bare) {
+			return fmt.Errorf("%w: %q: %v", ErrNotFound, name, err)
+		}
 		return fmt.Errorf("%w: %q (%s) matches no allow pattern", ErrNotAllowed, name, abs)
 	}
-	c.Path = abs
+	if !a.allowed(name, resolved, bare) {
+		return fmt.Errorf("%w: %q (%s) matches no allow pattern", ErrNotAllowed, name, resolved)
+	}
+	c.Path = resolved
 	return nil
 }
 

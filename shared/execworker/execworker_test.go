@@ -129,17 +129,39 @@ func mustLook(t *testing.T, name string) string {
 	return ""
 }
 
+// handler runs the executables allow admits, with the payload variables
+// these tests set (R, PIDS).
 func handler(t *testing.T, grace time.Duration, allow ...string) *execworker.Handler {
+	t.Helper()
+	return handlerWith(t, execworker.Config{KillGrace: grace, AllowEnv: allowEnv(t, "R", "PIDS")}, allow...)
+}
+
+// handlerWith is New(cfg) with the allowlist allow and, unless cfg has
+// one, an environment of the worker's PATH alone.
+func handlerWith(t *testing.T, cfg execworker.Config, allow ...string) *execworker.Handler {
 	t.Helper()
 	a, err := execworker.NewAllowlist(allow, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := execworker.New(execworker.Config{Allow: a, KillGrace: grace, Environ: []string{"PATH=" + os.Getenv("PATH")}})
+	cfg.Allow = a
+	if cfg.Environ == nil {
+		cfg.Environ = []string{"PATH=" + os.Getenv("PATH")}
+	}
+	h, err := execworker.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
+}
+
+func allowEnv(t *testing.T, patterns ...string) execworker.EnvAllowlist {
+	t.Helper()
+	a, err := execworker.NewEnvAllowlist(patterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 func TestHandleOutcomes(t *testing.T) {
@@ -154,7 +176,7 @@ func TestHandleOutcomes(t *testing.T) {
 		permanent bool
 		inErr     string
 	}{
-		{"environment", `{"command": ["sh", "-c", "test \"$RUNLEDGER_JOB/$RUNLEDGER_RUN/$RUNLEDGER_TASK/$RUNLEDGER_ATTEMPT/$RUNLEDGER_LOGICAL_TIME/$RUNLEDGER_FENCING_TOKEN/$R\" = etl/r1/load/2/2026-03-05T01:30:00.000Z/tk_1/eu"], "env": {"R": "{{.Params.region}}"}}`, true, 0, "", false, ""},
+		{"environment", `{"command": ["sh", "-c", "test \"$RUNLEDGER_JOB/$RUNLEDGER_RUN/$RUNLEDGER_TASK/$RUNLEDGER_ATTEMPT/$RUNLEDGER_LOGICAL_TIME/$R\" = etl/r1/load/2/2026-03-05T01:30:00.000Z/eu"], "env": {"R": "{{.Params.region}}"}}`, true, 0, "", false, ""},
 		{"exit 3 retryable", `{"command": ["sh", "-c", "echo out; echo first >&2; echo last words >&2; exit 3"]}`, false, 3, execworker.CategoryFailed, false, "last words"},
 		{"exit 2 permanent", `{"command": ["sh", "-c", "exit 2"], "permanent_exit_codes": [2]}`, false, 2, execworker.CategoryFailed, true, ""},
 		{"not allowed", `{"command": ["env"]}`, false, -1, execworker.CategoryNotAllowed, true, "not allowed"},

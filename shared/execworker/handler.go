@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -28,20 +29,49 @@ const DefaultKillGrace = 10 * time.Second
 // is read after the process exits and the group is killed.
 const outputDrain = 2 * time.Second
 
+// Default output line limits: see Config.OutputBurst.
+const (
+	DefaultOutputBurst     = 1000
+	DefaultOutputPerSecond = 100
+)
+
 // Config configures a Handler.
 type Config struct {
+	// Allow says which executables may run.
 	Allow Allowlist
+	// AllowEnv says which variables a payload's env may set (the zero
+	// value: none).
+	AllowEnv EnvAllowlist
+	// AllowDir says which dir a payload may name (the zero value: only
+	// the worker's working directory).
+	AllowDir DirAllowlist
 	// KillGrace is the time between SIGTERM and SIGKILL. Default
 	// DefaultKillGrace.
 	KillGrace time.Duration
-	// Environ is the environment every process starts from (the payload's
-	// env and the RUNLEDGER_* variables are added). Default os.Environ().
+	// Environ is the worker's environment, what a command's is taken
+	// from. Default os.Environ().
 	Environ []string
+	// PassEnv names variables of Environ that commands get besides
+	// BaseEnv.
+	PassEnv []string
+	// InheritEnv gives commands all of Environ but its RUNLEDGER_*
+	// variables, instead of BaseEnv and PassEnv: for a process whose
+	// whole environment is the operator's (a container's).
+	InheritEnv bool
+	// OutputBurst and OutputPerSecond cap the output lines logged per
+	// attempt: OutputBurst at once, then OutputPerSecond a second; the
+	// lines over the cap are counted and the count logged at the end.
+	// Defaults DefaultOutputBurst and DefaultOutputPerSecond.
+	OutputBurst     int
+	OutputPerSecond float64
+	// Now is the clock of the output cap. Default time.Now.
+	Now func() time.Time
 }
 
 // Handler runs payload commands. Its Handle method is a worker.Handler.
 type Handler struct {
-	cfg Config
+	cfg  Config
+	base []string // what every command's environment starts from
 }
 
 // New returns a Handler.
@@ -58,7 +88,28 @@ func New(cfg Config) (*Handler, error) {
 	if !cfg.Allow.any && len(cfg.Allow.patterns) == 0 {
 		return nil, errors.New("exec worker: the allowlist is empty")
 	}
-	return &Handler{cfg: cfg}, nil
+	for _, k := range cfg.PassEnv {
+		if !envKey.MatchString(k) {
+			return nil, fmt.Errorf("exec worker: pass-env %q is not a variable name", k)
+		}
+	}
+	if cfg.AllowDir.wd == "" {
+		d, err := NewDirAllowlist(nil)
+		if err != nil {
+			return nil, fmt.Errorf("exec worker: %w", err)
+		}
+		cfg.AllowDir = d
+	}
+	if cfg.OutputBurst <= 0 {
+		cfg.OutputBurst = DefaultOutputBurst
+	}
+	if cfg.OutputPerSecond <= 0 {
+		cfg.OutputPerSecond = DefaultOutputPerSecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Handler{cfg: cfg, base: environment(cfg.Environ, cfg.PassEnv, cfg.InheritEnv)}, nil
 }
 
 var _ worker.Handler = (*Handler)(nil).Handle
@@ -73,7 +124,6 @@ func (h *Handler) Handle(ctx context.Context, t worker.Task) error {
 	if err != nil {
 		return err
 	}
-	log.InfoContext(ctx, "starting command", "path", c.Path, "args", c.Args, "dir", c.Dir)
 	return h.run(ctx, t, c, log)
 }
 
@@ -94,7 +144,6 @@ func (h *Handler) Fixed(argv []string) worker.Handler {
 			return err
 		}
 		c.Env = append(c.Env, "RUNLEDGER_PAYLOAD="+string(t.Payload), "RUNLEDGER_PARAMS="+string(t.Params))
-		log.InfoContext(ctx, "starting command", "path", c.Path, "args", c.Args, "dir", c.Dir)
 		return h.run(ctx, t, c, log)
 	}
 }
@@ -109,10 +158,16 @@ func (h *Handler) prepare(t worker.Task) (Command, error) {
 	return h.prepareFrom(t, p)
 }
 
-// prepareFrom renders p for t and checks the executable.
+// prepareFrom checks p's env names, renders p for t, checks its dir and
+// the executable.
 func (h *Handler) prepareFrom(t worker.Task, p Payload) (Command, error) {
 	invalid := func(err error) error {
 		return worker.Permanent(worker.WithCategory(fmt.Errorf("exec %s: %w", t.Ref(), err), CategoryInvalidPayload))
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+		if err := h.cfg.AllowEnv.Check(k); err != nil {
+			return Command{}, invalid(err)
+		}
 	}
 	v, err := VarsOf(t)
 	if err != nil {
@@ -120,6 +175,9 @@ func (h *Handler) prepareFrom(t worker.Task, p Payload) (Command, error) {
 	}
 	c, err := p.Render(v)
 	if err != nil {
+		return Command{}, invalid(err)
+	}
+	if c.Dir, err = h.cfg.AllowDir.Resolve(c.Dir); err != nil {
 		return Command{}, invalid(err)
 	}
 	if err := h.cfg.Allow.Resolve(&c); err != nil {
@@ -132,14 +190,17 @@ func (h *Handler) prepareFrom(t worker.Task, p Payload) (Command, error) {
 	return c, nil
 }
 
-// environ is the process's environment: the worker's, the payload's, then
-// the attempt's RUNLEDGER_* variables (which nothing may override).
+// environ is the process's environment: the base (BaseEnv and PassEnv of
+// the worker's), the payload's, then the attempt's RUNLEDGER_* variables
+// (which nothing may override). The attempt's token is not among them:
+// the worker claims, heartbeats and completes, and a sibling process
+// could read it from /proc/<pid>/environ.
 func (h *Handler) environ(t worker.Task, c Command) []string {
 	logical := ""
 	if !t.LogicalTime.IsZero() {
 		logical = protocol.FormatTime(t.LogicalTime)
 	}
-	env := slices.Clone(h.cfg.Environ)
+	env := slices.Clone(h.base)
 	env = append(env, c.Env...)
 	return append(env,
 		"RUNLEDGER_JOB="+t.Job,
@@ -147,7 +208,6 @@ func (h *Handler) environ(t worker.Task, c Command) []string {
 		"RUNLEDGER_TASK="+t.Task,
 		"RUNLEDGER_ATTEMPT="+strconv.Itoa(t.Attempt),
 		"RUNLEDGER_LOGICAL_TIME="+logical,
-		"RUNLEDGER_FENCING_TOKEN="+t.Token,
 	)
 }
 
@@ -164,6 +224,9 @@ func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.L
 		outW.Close()
 		return fmt.Errorf("exec %s: %w", t.Ref(), err)
 	}
+	// The arguments and env values may hold the run's params: only their
+	// count is logged.
+	log.InfoContext(ctx, "starting command", "path", c.Path, "args", len(c.Args)-1)
 	cmd := &exec.Cmd{
 		Path: c.Path, Args: c.Args, Dir: c.Dir, Env: h.environ(t, c),
 		Stdout: outW, Stderr: errW,
@@ -183,14 +246,21 @@ func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.L
 	pgid := cmd.Process.Pid
 
 	tail := &tailBuffer{max: worker.MaxReasonBytes}
+	lines := &lineLimit{burst: float64(h.cfg.OutputBurst), perSecond: h.cfg.OutputPerSecond, now: h.cfg.Now}
 	var readers sync.WaitGroup
 	readers.Go(func() {
-		scanLines(outR, func(line string) { log.Info("command output", "stream", "stdout", "line", line) })
+		scanLines(outR, func(line string) {
+			if lines.take() {
+				log.Info("command output", "stream", "stdout", "line", line)
+			}
+		})
 	})
 	readers.Go(func() {
 		scanLines(errR, func(line string) {
 			tail.writeLine(line)
-			log.Info("command output", "stream", "stderr", "line", line)
+			if lines.take() {
+				log.Info("command output", "stream", "stderr", "line", line)
+			}
 		})
 	})
 
@@ -207,6 +277,10 @@ func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.L
 	// Whatever the group still holds goes with its leader: the task is over.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	drainOutput(&readers, outR, errR)
+	if n := lines.dropped; n > 0 {
+		log.WarnContext(ctx, "command output lines dropped", "dropped", n,
+			"burst", h.cfg.OutputBurst, "per_second", h.cfg.OutputPerSecond)
+	}
 
 	return h.result(ctx, t, c, cmd.ProcessState, waitErr, stopped, tail.String())
 }
@@ -287,6 +361,38 @@ func scanLines(r io.Reader, emit func(string)) {
 			return
 		}
 	}
+}
+
+// lineLimit is a token bucket over the output lines of one attempt: burst
+// lines at once, then perSecond a second; the lines refused are counted.
+type lineLimit struct {
+	mu        sync.Mutex
+	burst     float64
+	perSecond float64
+	now       func() time.Time
+	tokens    float64
+	last      time.Time
+	started   bool
+	dropped   int
+}
+
+// take says whether one more line may be logged now.
+func (l *lineLimit) take() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if !l.started {
+		l.started, l.tokens = true, l.burst
+	} else if d := now.Sub(l.last); d > 0 {
+		l.tokens = min(l.burst, l.tokens+d.Seconds()*l.perSecond)
+	}
+	l.last = now
+	if l.tokens < 1 {
+		l.dropped++
+		return false
+	}
+	l.tokens--
+	return true
 }
 
 // tailBuffer keeps the last max bytes of the lines written to it.
