@@ -293,7 +293,8 @@ func TestCLIExecWorker(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, devstack.Options{Pools: []string{"default", "shell"}})
 	c := newCLI(t, s)
-	logs := c.startExecWorker("shell", "--allow", "sh", "--concurrency", "4")
+	logs := c.startExecWorker("shell", "--allow", "sh", "--concurrency", "4",
+		"--allow-env", "OUT", "--allow-env", "REGION", "--allow-env", "PIDS")
 	dir := t.TempDir()
 	fast := map[string]any{"max_attempts": 3, "initial_interval": "1s", "backoff_coefficient": 1.0}
 
@@ -355,6 +356,23 @@ func TestCLIExecWorker(t *testing.T) {
 		id := strings.Fields(r.stdout[strings.Index(r.stdout, "following run ")+len("following run "):])[0]
 		if task := s.run(id).task("main"); len(task.Attempts) != 1 {
 			t.Errorf("%d attempts, want 1", len(task.Attempts))
+		}
+	})
+
+	t.Run("a payload env the worker does not admit fails at once, nothing run", func(t *testing.T) {
+		ran := filepath.Join(dir, "bash_env_ran")
+		execJob(s, "sh-env-refused", map[string]any{
+			"command": []string{"sh", "-c", "touch " + ran},
+			"env":     map[string]string{"BASH_ENV": "$(touch " + ran + ")"},
+		}, map[string]any{"retry": fast})
+		r := c.must(t, 1, "jobs", "trigger", "sh-env-refused", "--wait", "--interval", "100ms")
+		mustContain(t, "trigger --wait", r.stdout, "-> FAILED", "invalid_payload")
+		id := strings.Fields(r.stdout[strings.Index(r.stdout, "following run ")+len("following run "):])[0]
+		if task := s.run(id).task("main"); len(task.Attempts) != 1 {
+			t.Errorf("%d attempts, want 1", len(task.Attempts))
+		}
+		if _, err := os.Stat(ran); err == nil {
+			t.Error("the refused payload ran")
 		}
 	})
 

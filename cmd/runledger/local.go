@@ -62,7 +62,7 @@ RUNLEDGER_TASK, RUNLEDGER_ATTEMPT, RUNLEDGER_TOKEN, RUNLEDGER_API_URL), so
 COMMAND is typically 'runledger task run -- ...', as in the image.`,
 		Example: `  runledger local
   runledger local -addr 127.0.0.1:9090 -data ""
-  runledger local --exec-pool shell --allow sh --allow python3
+  runledger local --exec-pool shell --allow sh --allow python3 --allow-env DAY
   runledger local --lambda report='python3 /app/report.py --day {{.LogicalDate}}'
   runledger local --ecs "etl=runledger task run -- python3 etl.py"`,
 		Args: noArgs,
@@ -108,7 +108,7 @@ func (f localFlags) options(logger *slog.Logger) (devstack.Options, error) {
 	}
 	if f.execPool == "" {
 		if f.exec.set() {
-			return opts, usageErrorf("--allow, --allow-any, --exec-concurrency and --kill-grace need --exec-pool")
+			return opts, usageErrorf("--allow, --allow-any, --allow-env, --allow-dir, --pass-env, --exec-concurrency and --kill-grace need --exec-pool")
 		}
 		return opts, nil
 	}
@@ -238,6 +238,9 @@ Ctrl-C stops everything.
 type execFlags struct {
 	allow       []string
 	allowAny    bool
+	allowEnv    []string
+	allowDir    []string
+	passEnv     []string
 	concurrency int
 	killGrace   time.Duration
 	fs          *pflag.FlagSet
@@ -248,13 +251,16 @@ func (e *execFlags) register(fs *pflag.FlagSet, concurrencyName string) {
 	e.fs, e.concName = fs, concurrencyName
 	fs.StringArrayVar(&e.allow, "allow", nil, "an executable the worker may run: a bare name from PATH (python3, s*) or a path glob (/srv/bin/*); repeatable")
 	fs.BoolVar(&e.allowAny, "allow-any", false, "let the worker run any executable (spell it out: every job's payload becomes a command on this host)")
+	fs.StringArrayVar(&e.allowEnv, "allow-env", nil, "a variable a payload's env may set: a name or a glob (REGION, APP_*); loader and interpreter variables (LD_*, BASH_ENV, PATH, PYTHONPATH, GIT_*...) only when named exactly; repeatable (default: none)")
+	fs.StringArrayVar(&e.allowDir, "allow-dir", nil, "a directory a payload's dir may be, or be under (symlinks resolved); repeatable (default: only the worker's working directory)")
+	fs.StringArrayVar(&e.passEnv, "pass-env", nil, "a variable of the worker's environment that commands get besides PATH, HOME, LANG, TZ and TMPDIR; repeatable")
 	fs.IntVar(&e.concurrency, concurrencyName, 1, "how many commands run at once")
 	fs.DurationVar(&e.killGrace, "kill-grace", execworker.DefaultKillGrace, "time between SIGTERM and SIGKILL when a command must stop")
 }
 
 // set says whether any exec flag was given.
 func (e *execFlags) set() bool {
-	for _, n := range []string{"allow", "allow-any", e.concName, "kill-grace"} {
+	for _, n := range []string{"allow", "allow-any", "allow-env", "allow-dir", "pass-env", e.concName, "kill-grace"} {
 		if e.fs.Changed(n) {
 			return true
 		}
@@ -273,5 +279,17 @@ func (e *execFlags) handler() (*execworker.Handler, error) {
 	if err != nil {
 		return nil, usageErrorf("%s", err)
 	}
-	return execworker.New(execworker.Config{Allow: a, KillGrace: e.killGrace})
+	env, err := execworker.NewEnvAllowlist(e.allowEnv)
+	if err != nil {
+		return nil, usageErrorf("%s", err)
+	}
+	dirs, err := execworker.NewDirAllowlist(e.allowDir)
+	if err != nil {
+		return nil, usageErrorf("%s", err)
+	}
+	h, err := execworker.New(execworker.Config{Allow: a, AllowEnv: env, AllowDir: dirs, PassEnv: e.passEnv, KillGrace: e.killGrace})
+	if err != nil {
+		return nil, usageErrorf("%s", err)
+	}
+	return h, nil
 }

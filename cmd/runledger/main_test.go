@@ -83,6 +83,12 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"worker", "exec", "--pool", "p"},   // no --allow
 		{"worker", "exec", "--pool", "p", "--allow", "["}, // bad pattern
 		{"worker", "exec", "--pool", "p", "--allow", "sh", "--concurrency", "0"},
+		{"local", "--allow-env", "REGION"}, // the new exec flags need --exec-pool too
+		{"local", "--pass-env", "AWS_PROFILE"},
+		{"worker", "exec", "--pool", "p", "--allow", "sh", "--allow-env", "RUNLEDGER_API_KEY"}, // the worker's own
+		{"worker", "exec", "--pool", "p", "--allow", "sh", "--allow-env", "["},
+		{"worker", "exec", "--pool", "p", "--allow", "sh", "--allow-dir", "/no/such/dir/rl"},
+		{"worker", "exec", "--pool", "p", "--allow", "sh", "--pass-env", "A=B"},
 	} {
 		code, _, stderr := runCLI(t, args...)
 		if code != exitUsage || !strings.Contains(stderr, "--help") {
@@ -117,7 +123,8 @@ func TestLocalExecPool(t *testing.T) {
 	t.Parallel()
 	var got localFlags
 	cmd := localCmd(func(_ context.Context, _ io.Writer, f localFlags) error { got = f; return nil })
-	cmd.SetArgs([]string{"--exec-pool", "shell", "--allow", "sh", "--allow", "/srv/bin/*", "--exec-concurrency", "3"})
+	cmd.SetArgs([]string{"--exec-pool", "shell", "--allow", "sh", "--allow", "/srv/bin/*", "--exec-concurrency", "3",
+		"--allow-env", "DAY", "--allow-env", "APP_*", "--allow-dir", t.TempDir(), "--pass-env", "AWS_PROFILE"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +135,9 @@ func TestLocalExecPool(t *testing.T) {
 	if len(opts.Parts) != 1 || opts.Parts[0].Name != "worker exec-shell" || !slices.Equal(opts.Parts[0].Pools, []string{"shell"}) ||
 		opts.Parts[0].Start == nil || got.exec.concurrency != 3 || !opts.DemoWorker {
 		t.Errorf("options = %+v, exec concurrency %d", opts, got.exec.concurrency)
+	}
+	if !slices.Equal(got.exec.allowEnv, []string{"DAY", "APP_*"}) || len(got.exec.allowDir) != 1 || !slices.Equal(got.exec.passEnv, []string{"AWS_PROFILE"}) {
+		t.Errorf("exec flags %+v: --allow-env, --allow-dir or --pass-env lost", got.exec)
 	}
 
 	cmd = localCmd(func(_ context.Context, _ io.Writer, f localFlags) error { got = f; return nil })

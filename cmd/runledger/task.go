@@ -44,8 +44,10 @@ and completes the attempt over HTTP.
 
 CMD and its arguments are Go templates as in 'runledger worker exec' (.Job,
 .Run, .Task, .Attempt, .LogicalTime, .LogicalDate, .Params); the process
-also gets the task's payload and the run's params as JSON in
-RUNLEDGER_PAYLOAD and RUNLEDGER_PARAMS, and RUNLEDGER_FENCING_TOKEN. Exit 0
+gets the container's environment without its RUNLEDGER_* variables (this
+process claims, heartbeats and completes; the command needs no token), the
+task's payload and the run's params as JSON in RUNLEDGER_PAYLOAD and
+RUNLEDGER_PARAMS, and the RUNLEDGER_* variables 'worker exec' gives. Exit 0
 succeeds; another status fails the attempt with that exit_code (retried by
 the job's policy), with the tail of stderr as the reason. A cancel request,
 the run timeout or a lost lease send SIGTERM to the command's process group,
@@ -80,7 +82,10 @@ func runTask(ctx context.Context, f taskRunFlags, argv []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := execworker.New(execworker.Config{Allow: allow, KillGrace: f.killGrace})
+	// The container's environment is the operator's (the task definition's):
+	// the command gets it, but for the RUNLEDGER_* variables that name the
+	// attempt to claim.
+	h, err := execworker.New(execworker.Config{Allow: allow, KillGrace: f.killGrace, InheritEnv: true})
 	if err != nil {
 		return err
 	}

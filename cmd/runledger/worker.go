@@ -52,24 +52,41 @@ task's payload names:
 
 Arguments, env values and dir are Go templates over .Job, .Run, .Task,
 .Attempt, .LogicalTime (RFC 3339), .LogicalDate (YYYY-MM-DD, UTC) and
-.Params. The process also gets RUNLEDGER_JOB, RUNLEDGER_RUN, RUNLEDGER_TASK,
-RUNLEDGER_ATTEMPT, RUNLEDGER_LOGICAL_TIME and RUNLEDGER_FENCING_TOKEN.
+.Params; each renders to 128 KiB at most. The process gets PATH, HOME,
+LANG, TZ and TMPDIR of this worker's environment, the variables --pass-env
+names, the payload's env, and RUNLEDGER_JOB, RUNLEDGER_RUN, RUNLEDGER_TASK,
+RUNLEDGER_ATTEMPT and RUNLEDGER_LOGICAL_TIME; never the rest of this
+worker's environment, nor the attempt's token (this worker claims,
+heartbeats and completes).
 
 Only executables an --allow pattern admits run; others fail permanently
 with category command_not_allowed. A bare name (python3, s*) admits a
 command looked up in PATH; a pattern with a slash (/srv/bin/*) admits an
-absolute path. Arguments never pass through a shell.
+absolute path once its symlinks are resolved: a pattern over a folder
+others can write admits whatever they write there. Arguments never pass
+through a shell.
+
+A payload's env names must match an --allow-env pattern (none by default),
+and its dir must be this worker's working directory or under an
+--allow-dir (symlinks resolved). Variables that change what a command
+loads or runs (LD_*, DYLD_*, BASH_ENV, ENV, PATH, HOME, TMPDIR, IFS, PS4,
+PYTHON*, NODE_OPTIONS, PERL5*, RUBYOPT, JAVA_TOOL_OPTIONS, GIT_*, ...) are
+admitted only when an --allow-env names them exactly, RUNLEDGER_* never. A
+refused payload fails permanently with category invalid_payload and
+nothing runs.
 
 Exit 0 is success; another status fails the attempt with its exit_code,
 retryable unless listed in permanent_exit_codes, with the tail of stderr as
-the reason. Output lines go to this worker's log. A cancel request, the run
-timeout or a lost lease send SIGTERM to the process group, then SIGKILL
-after --kill-grace.
+the reason. Output lines go to this worker's log (per attempt 1000 at
+once, then 100 a second; a last line counts the ones dropped). A cancel
+request, the run timeout or a lost lease send SIGTERM to the process
+group, then SIGKILL after --kill-grace.
 
 The API and queues come from flags, else RUNLEDGER_API_URL,
 RUNLEDGER_POOL_QUEUE_URL and RUNLEDGER_EVENTS_QUEUE_URL, else
 .runledger/local.json.`,
 		Example: `  runledger worker exec --pool shell --allow python3 --allow /srv/etl/bin/*
+  runledger worker exec --pool etl --allow /srv/etl/bin/* --allow-env REGION --allow-env 'ETL_*' --allow-dir /srv/etl --pass-env AWS_PROFILE
   runledger worker exec --pool batch --concurrency 4 --allow-any`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runWorkerExec(cmd.Context(), f) },
