@@ -324,21 +324,26 @@ func mustAllow(t *testing.T, allow ...string) execworker.Allowlist {
 // MaxFieldBytes at most, checked as it is written.
 func TestRenderBounded(t *testing.T) {
 	t.Parallel()
-	v, err := execworker.VarsOf(task(`{}`))
+	bs := task(`{}`)
+	bs.Params = []byte(`{"bs": "` + strings.Repeat(`\\`, 60<<10) + `"}`) // 60 KiB of backslashes
+	v, err := execworker.VarsOf(bs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for text, want := range map[string]string{
-		`{{range 100000}}{{printf "%0100000d" 1}}{{end}}`:                       "128 KiB",
-		`{{range 1000}}{{$.Job}}{{end}}{{printf "%0131072d" 1}}`:                "128 KiB",
-		`{{printf "%0999999999d" 1}}`:                                           "128 KiB",
-		`{{printf "%.999999999f" 1.0}}`:                                         "128 KiB",
-		`{{printf "%0100000d%0100000d" 1 2}}`:                                   "128 KiB",
-		`{{printf "%*d" 999999999 1}}`:                                          "(*)",
-		`{{range 1000000000}}{{end}}`:                                           "100000",
-		`{{range 100000}}{{range 100000}}{{end}}{{end}}`:                        "100000",
-		`{{define "a"}}{{template "a"}}{{template "a"}}{{end}}{{template "a"}}`: "one template",
-		`{{template "command[0]"}}`:                                             "one template",
+		`{{range 100000}}{{printf "%0100000d" 1}}{{end}}`:                                 "128 KiB",
+		`{{range 1000}}{{$.Job}}{{end}}{{printf "%0131072d" 1}}`:                          "128 KiB",
+		`{{printf "%0999999999d" 1}}`:                                                     "128 KiB",
+		`{{printf "%.999999999f" 1.0}}`:                                                   "128 KiB",
+		`{{printf "%0100000d%0100000d" 1 2}}`:                                             "128 KiB",
+		`{{printf "%*d" 999999999 1}}`:                                                    "(*)",
+		`{{range 1000000000}}{{end}}`:                                                     "100000",
+		`{{range 100000}}{{range 100000}}{{end}}{{end}}`:                                  "100000",
+		`{{define "a"}}{{template "a"}}{{template "a"}}{{end}}{{template "a"}}`:           "one template",
+		"{{" + strings.Repeat("js (", 20) + ".Params.bs" + strings.Repeat(")", 20) + "}}": "128 KiB", // each js doubles the backslashes
+		`{{print (printf "%0100000d" 1) (printf "%0100000d" 1) (printf "%0100000d" 1) (printf "%0100000d" 1) (printf "%0100000d" 1)}}`: "128 KiB",
+		`{{range 6}}{{if printf "%0100000d" 1}}{{end}}{{end}}`:                                                                         "512 KiB",
+		`{{template "command[0]"}}`: "one template",
 	} {
 		p := execworker.Payload{Command: []string{text}}
 		if _, err := p.Render(v); err == nil || !strings.Contains(err.Error(), want) {
@@ -346,11 +351,12 @@ func TestRenderBounded(t *testing.T) {
 		}
 	}
 	for text, want := range map[string]int{
-		`{{printf "%0131072d" 1}}`:                    execworker.MaxFieldBytes,
-		`{{range 3}}{{$.Job}}{{end}}`:                 9,
-		`{{range $i, $c := .Params}}{{$i}}{{end}}`:    len("nregion"),
-		`{{printf "%5s|%-4d|%%|%.2f" "a" 7 1.234}}`:   len("    a|7   |%|1.23"),
-		`{{with .Params.region}}{{.}}{{else}}{{end}}`: 2,
+		`{{printf "%0131072d" 1}}`:                   execworker.MaxFieldBytes,
+		`{{range 3}}{{$.Job}}{{end}}`:                9,
+		`{{range $i, $c := .Params}}{{$i}}{{end}}`:   len("bs"),
+		`{{with .Params.bs}}{{1}}{{else}}{{end}}`:    1,
+		`{{printf "%5s|%-4d|%%|%.2f" "a" 7 1.234}}`:  len("    a|7   |%|1.23"),
+		`{{html "<a>"}}{{js "'"}}{{urlquery "a b"}}`: len("&lt;a&gt;\\'a+b"),
 	} {
 		c, err := execworker.Payload{Command: []string{text}}.Render(v)
 		if err != nil {

@@ -23,10 +23,17 @@ var ErrFieldTooLarge = fmt.Errorf("renders over %d KiB", MaxFieldBytes>>10)
 // call to it at the start of every range body.
 const stepFunc = "runledger_range_step"
 
+// maxMadeBytes bounds the strings the template's functions make for one
+// field, all together: nested calls (js of js of ...) or results made and
+// dropped in a loop cannot add up past it.
+const maxMadeBytes = 4 * MaxFieldBytes
+
 // render expands text with v, within MaxFieldBytes and MaxRangeSteps: the
 // output goes to a writer that refuses to grow past the cap (which aborts
-// the execution), printf refuses widths that would build a larger string
-// before writing it, and {{template}} (recursion) is refused.
+// the execution), the functions that make strings (printf, print, println,
+// html, js, urlquery) share a budget and printf refuses widths that would
+// build a larger string before writing it, and {{template}} (recursion) is
+// refused.
 func render(field, text string, v Vars) (string, error) {
 	if !strings.Contains(text, "{{") {
 		if len(text) > MaxFieldBytes {
@@ -34,11 +41,27 @@ func render(field, text string, v Vars) (string, error) {
 		}
 		return text, nil
 	}
-	steps := 0
+	steps, made := 0, 0
+	spend := func(s string) (string, error) {
+		if made += len(s); len(s) > MaxFieldBytes {
+			return "", ErrFieldTooLarge
+		} else if made > maxMadeBytes {
+			return "", fmt.Errorf("its functions make more than %d KiB of text", maxMadeBytes>>10)
+		}
+		return s, nil
+	}
 	funcs := template.FuncMap{
-		"printf":  boundedPrintf,
-		"print":   func(a ...any) (string, error) { return capped(fmt.Sprint(a...)) },
-		"println": func(a ...any) (string, error) { return capped(fmt.Sprintln(a...)) },
+		"printf": func(format string, a ...any) (string, error) {
+			if err := checkWidths(format); err != nil {
+				return "", err
+			}
+			return spend(fmt.Sprintf(format, a...))
+		},
+		"print":    func(a ...any) (string, error) { return spend(fmt.Sprint(a...)) },
+		"println":  func(a ...any) (string, error) { return spend(fmt.Sprintln(a...)) },
+		"html":     func(a ...any) (string, error) { return spend(template.HTMLEscaper(a...)) },
+		"js":       func(a ...any) (string, error) { return spend(template.JSEscaper(a...)) },
+		"urlquery": func(a ...any) (string, error) { return spend(template.URLQueryEscaper(a...)) },
 		stepFunc: func() (string, error) {
 			if steps++; steps > MaxRangeSteps {
 				return "", fmt.Errorf("range loops more than %d times", MaxRangeSteps)
@@ -126,26 +149,10 @@ func (w *limitedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-// boundedPrintf is the template's printf: fmt pads a width in memory
-// before anything is written, so the widths and precisions of one format
-// may add up to MaxFieldBytes at most, and its result is capped as well.
-func boundedPrintf(format string, args ...any) (string, error) {
-	if err := checkWidths(format); err != nil {
-		return "", err
-	}
-	return capped(fmt.Sprintf(format, args...))
-}
-
-func capped(s string) (string, error) {
-	if len(s) > MaxFieldBytes {
-		return "", ErrFieldTooLarge
-	}
-	return s, nil
-}
-
 // checkWidths adds up the numbers of format's verbs (widths, precisions,
 // argument indexes) and refuses a total over MaxFieldBytes, or a width
-// taken from an argument (*).
+// taken from an argument (*): fmt pads a width in memory before the
+// result can be checked.
 func checkWidths(format string) error {
 	total := 0
 	for i := 0; i < len(format); i++ {
