@@ -52,7 +52,9 @@ With --lambda NAME=CMD the stack's lambda executor has a function NAME that
 jobs may name ({"type": "lambda", "function": "NAME"}): each invocation
 claims its attempt, runs CMD as 'runledger task run' does (the payload and
 params in RUNLEDGER_PAYLOAD and RUNLEDGER_PARAMS) and completes it. CMD's
-arguments are split at spaces and are templates as in 'worker exec'.
+arguments are split at spaces and are templates as in 'worker exec', and
+CMD's environment is the one 'worker exec' gives (PATH, HOME, LANG, TZ and
+TMPDIR of this process's, and the RUNLEDGER_* variables of the attempt).
 
 With --ecs FAMILY=COMMAND it runs the ecs executor's tasks of that task
 definition family as local processes of COMMAND (split at spaces; put
