@@ -58,6 +58,7 @@ const (
 	attrEndedAt        = "ended_at"
 	attrDeadlineAt     = "deadline_at"
 	attrDeadlineMissed = "deadline_missed_at"
+	attrDepsTimeoutAt  = "dependency_timeout_at"
 	attrUpdatedAt      = "updated_at"
 	attrPaused         = "paused"
 	attrNextFireAt     = "next_fire_at"

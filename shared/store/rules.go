@@ -113,27 +113,42 @@ func NextRun(run Run, u RunUpdate, stamp time.Time, backstop time.Duration) (Run
 }
 
 // RunTimer is when a live run's timer falls due when armed at stamp: its
-// backstop (stamp + backstop), or its deadline when that comes first and
-// has not been recorded as missed, so that the pass that finds the run
-// unfinished at its deadline comes on time.
+// backstop (stamp + backstop), or an earlier time the run must be looked
+// at by: its deadline, until it has been recorded as missed, so that the
+// pass that finds the run unfinished at its deadline comes on time; and
+// its dependency timeout while it is still ahead of stamp, so that the
+// pass that ends the tasks still waiting on other jobs comes on time. A
+// write at or after the dependency timeout (that pass's own) puts the
+// timer back to the backstop.
 func RunTimer(run Run, stamp time.Time, backstop time.Duration) time.Time {
 	t := stamp.Add(backstop)
 	if !run.DeadlineAt.IsZero() && run.DeadlineMissedAt.IsZero() && run.DeadlineAt.Before(t) {
 		t = run.DeadlineAt
 	}
-	return t
+	return dependencyTimer(run, stamp, t)
 }
 
 // FirstRunTimer is a new run's timer: the one its creator asked for
-// (run.TimerAt), else RunTimer, and never after its deadline.
+// (run.TimerAt), else RunTimer, and never after its deadline or its
+// dependency timeout.
 func FirstRunTimer(run Run, stamp time.Time, backstop time.Duration) time.Time {
 	if run.TimerAt.IsZero() {
 		return RunTimer(run, stamp, backstop)
 	}
-	if !run.DeadlineAt.IsZero() && run.DeadlineAt.Before(run.TimerAt) {
-		return run.DeadlineAt
+	t := run.TimerAt
+	if !run.DeadlineAt.IsZero() && run.DeadlineAt.Before(t) {
+		t = run.DeadlineAt
 	}
-	return run.TimerAt
+	return dependencyTimer(run, stamp, t)
+}
+
+// dependencyTimer is t, or the run's dependency timeout when that is
+// after stamp and before t.
+func dependencyTimer(run Run, stamp, t time.Time) time.Time {
+	if at := run.DependencyTimeoutAt; at.After(stamp) && at.Before(t) {
+		return at
+	}
+	return t
 }
 
 // DeadlineMissed is run as MarkDeadlineMissed stores it at stamp: missed

@@ -62,6 +62,12 @@ type Run struct {
 	// the scheduler recorded it unfinished at DeadlineAt (once; zero: not).
 	DeadlineAt       time.Time
 	DeadlineMissedAt time.Time
+	// DependencyTimeoutAt is when the run's tasks still waiting on its
+	// job dependencies end (its creation, or release, plus its job's
+	// timeouts.dependency); zero: the run waits on no other job. The
+	// run's timer falls due then at the latest, so the pass that ends
+	// them comes on time.
+	DependencyTimeoutAt time.Time
 }
 
 // NewTask is one task of a new run.
@@ -119,6 +125,10 @@ type NewRun struct {
 	// DeadlineAt is when the run should have finished (zero: no deadline);
 	// the run's timer falls due then at the latest.
 	DeadlineAt time.Time
+	// DependencyTimeoutAt is when its tasks waiting on other jobs end
+	// (zero: it waits on none); the run's timer falls due then at the
+	// latest.
+	DependencyTimeoutAt time.Time
 }
 
 // RunView is a whole run as one Query reads it.
@@ -254,7 +264,7 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		ExecutionState:   statemodel.DeriveRunState(nodes).State,
 		PublicationState: statemodel.DerivePublication(nodes),
 		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt, DeadlineAt: nr.DeadlineAt,
-		Trigger: nr.Trigger, BackfillID: nr.BackfillID,
+		DependencyTimeoutAt: nr.DependencyTimeoutAt, Trigger: nr.Trigger, BackfillID: nr.BackfillID,
 	}
 	run.Status = run.ExecutionState.Status()
 	run.TimerAt = FirstRunTimer(run, stamp, s.backstop)
@@ -452,6 +462,7 @@ func runItem(r Run) item {
 		attrCreatedAt: tm(r.CreatedAt), tableschema.ListPK: str(listRuns), tableschema.ListSK: str(r.ID),
 		attrTrigger: optStr(string(r.Trigger)), attrBackfill: optStr(r.BackfillID),
 		attrDeadlineAt: tm(r.DeadlineAt), attrDeadlineMissed: tm(r.DeadlineMissedAt),
+		attrDepsTimeoutAt: tm(r.DependencyTimeoutAt),
 	}
 	for k, v := range runStateItem(r) {
 		it[k] = v
@@ -501,6 +512,7 @@ func decodeRun(m map[string]types.AttributeValue) (Run, error) {
 		Version: r.int(attrVersion), TimerAt: r.time(tableschema.TimerAt),
 		Trigger: statemodel.Trigger(r.str(attrTrigger)), BackfillID: r.str(attrBackfill),
 		DeadlineAt: r.time(attrDeadlineAt), DeadlineMissedAt: r.time(attrDeadlineMissed),
+		DependencyTimeoutAt: r.time(attrDepsTimeoutAt),
 	}
 	return run, r.err
 }

@@ -40,7 +40,7 @@ func (s *Store) CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (
 		ExecutionState:   statemodel.DeriveRunState(nodes).State,
 		PublicationState: statemodel.DerivePublication(nodes),
 		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt, DeadlineAt: nr.DeadlineAt,
-		Trigger: nr.Trigger, BackfillID: nr.BackfillID,
+		DependencyTimeoutAt: nr.DependencyTimeoutAt, Trigger: nr.Trigger, BackfillID: nr.BackfillID,
 	}
 	run.Status = run.ExecutionState.Status()
 	run.TimerAt = store.FirstRunTimer(run, stamp, s.backstop)

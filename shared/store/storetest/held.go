@@ -19,6 +19,7 @@ var heldCases = []Case{
 	{"CreateRunScheduled", createRunScheduled},
 	{"MarkRunStarted", markRunStarted},
 	{"RunDeadline", runDeadline},
+	{"RunDependencyTimeout", runDependencyTimeout},
 }
 
 // transitionFromHeld: Result.Instance is the instance as written, so a
@@ -267,5 +268,89 @@ func runDeadline(t *testing.T, h *Harness) {
 	plain := h.MustCreate(t, NewRun("deadline", "main"))
 	if _, _, err := h.Store.MarkDeadlineMissed(ctx, plain.Run); !errors.Is(err, store.ErrInvalidInput) {
 		t.Fatalf("a run without deadline: %v, want invalid input", err)
+	}
+}
+
+// runDependencyTimeout: a run created with a dependency timeout sooner
+// than its backstop carries its timer at that time, listed due then and
+// not before; writes before it keep it there; a write at or after it (the
+// pass that ends the waiting tasks) puts the timer back to the backstop. A
+// sooner deadline comes first, and once missed the dependency timeout is
+// next.
+func runDependencyTimeout(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	now := h.Clock.Now()
+	runDue := func(id string, at time.Time) bool {
+		t.Helper()
+		timers, _ := allDue(t, h, at, 0)
+		for _, d := range timers {
+			if d.Item == store.TimerOfRun && d.Run == id {
+				return true
+			}
+		}
+		return false
+	}
+	nr := NewRun("deps-timeout", "main")
+	nr.DependencyTimeoutAt = now.Add(3 * time.Second)
+	v := h.MustCreate(t, nr)
+	if !v.Run.DependencyTimeoutAt.Equal(nr.DependencyTimeoutAt) || !v.Run.TimerAt.Equal(nr.DependencyTimeoutAt) {
+		t.Fatalf("created run: dependency timeout %s, timer %s; want both %s", v.Run.DependencyTimeoutAt, v.Run.TimerAt, nr.DependencyTimeoutAt)
+	}
+	run, err := h.Store.GetRun(ctx, v.Run.ID)
+	if err != nil || !run.DependencyTimeoutAt.Equal(nr.DependencyTimeoutAt) || !run.TimerAt.Equal(nr.DependencyTimeoutAt) {
+		t.Fatalf("stored run %+v (%v): want the dependency timeout %s and the timer at it", run, err, nr.DependencyTimeoutAt)
+	}
+	if read, err := h.Store.ReadRun(ctx, v.Run.ID); err != nil || !read.Run.DependencyTimeoutAt.Equal(nr.DependencyTimeoutAt) {
+		t.Fatalf("read run %+v (%v): want the dependency timeout %s", read.Run, err, nr.DependencyTimeoutAt)
+	}
+	if runDue(run.ID, nr.DependencyTimeoutAt.Add(-time.Millisecond)) || !runDue(run.ID, nr.DependencyTimeoutAt) {
+		t.Fatalf("the run's timer is not listed due exactly from its dependency timeout %s", nr.DependencyTimeoutAt)
+	}
+
+	// Before the timeout: a re-arm and a stored state keep the timer there.
+	h.Clock.Advance(time.Second)
+	if re, err := h.Store.RearmRunBackstop(ctx, run); err != nil || !re.TimerAt.Equal(nr.DependencyTimeoutAt) {
+		t.Fatalf("re-armed before the dependency timeout: timer %s (%v), want %s", re.TimerAt, err, nr.DependencyTimeoutAt)
+	}
+	run, err = h.Store.UpdateRunState(ctx, run, store.RunUpdate{ExecutionState: statemodel.RunQueued, PublicationState: statemodel.PublicationNotRequired})
+	if err != nil || !run.TimerAt.Equal(nr.DependencyTimeoutAt) {
+		t.Fatalf("stored before the dependency timeout: timer %s (%v), want %s", run.TimerAt, err, nr.DependencyTimeoutAt)
+	}
+
+	// At the timeout: the pass's write goes back to the backstop.
+	at := h.Clock.Advance(2 * time.Second)
+	run, err = h.Store.UpdateRunState(ctx, run, store.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationNotRequired})
+	if err != nil || !run.TimerAt.Equal(at.Add(store.DefaultRunBackstop)) {
+		t.Fatalf("stored at the dependency timeout: timer %s (%v), want the backstop %s", run.TimerAt, err, at.Add(store.DefaultRunBackstop))
+	}
+	if stored, err := h.Store.GetRun(ctx, run.ID); err != nil || !stored.TimerAt.Equal(run.TimerAt) || !stored.DependencyTimeoutAt.Equal(nr.DependencyTimeoutAt) {
+		t.Fatalf("stored %+v (%v), want timer %s and the dependency timeout kept", stored, err, run.TimerAt)
+	}
+	if runDue(run.ID, at) {
+		t.Fatal("the run's timer is still due after the pass at its dependency timeout")
+	}
+	if re, err := h.Store.RearmRunBackstop(ctx, run); err != nil || !re.TimerAt.Equal(at.Add(store.DefaultRunBackstop)) {
+		t.Fatalf("re-armed after the dependency timeout: timer %s (%v), want the backstop", re.TimerAt, err)
+	}
+
+	// A sooner deadline comes first; once recorded missed, the dependency
+	// timeout is next. One later than the backstop leaves the backstop.
+	now = h.Clock.Now()
+	nr = NewRun("deps-timeout", "main")
+	nr.DeadlineAt, nr.DependencyTimeoutAt = now.Add(time.Second), now.Add(3*time.Second)
+	dl := h.MustCreate(t, nr)
+	if !dl.Run.TimerAt.Equal(nr.DeadlineAt) {
+		t.Fatalf("timer %s, want the sooner deadline %s", dl.Run.TimerAt, nr.DeadlineAt)
+	}
+	h.Clock.Advance(2 * time.Second)
+	marked, ok, err := h.Store.MarkDeadlineMissed(ctx, dl.Run)
+	if err != nil || !ok || !marked.TimerAt.Equal(nr.DependencyTimeoutAt) {
+		t.Fatalf("deadline missed: timer %s (%t %v), want the dependency timeout %s", marked.TimerAt, ok, err, nr.DependencyTimeoutAt)
+	}
+	now = h.Clock.Now()
+	nr = NewRun("deps-timeout", "main")
+	nr.DependencyTimeoutAt = now.Add(store.DefaultRunBackstop + time.Minute)
+	if far := h.MustCreate(t, nr); !far.Run.TimerAt.Equal(now.Add(store.DefaultRunBackstop)) {
+		t.Fatalf("timer %s, want the backstop %s before a later dependency timeout", far.Run.TimerAt, now.Add(store.DefaultRunBackstop))
 	}
 }
