@@ -2,7 +2,9 @@ package scheduler_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -77,6 +79,89 @@ func TestDependencyTimeoutEndsTheWait(t *testing.T) {
 	}
 	if waiting, err := f.svc.WaitingFor(ctx, after); err != nil || waiting != nil {
 		t.Fatalf("a finished run still waits for %+v (%v)", waiting, err)
+	}
+}
+
+// The dependency timeout fires at its time, not at the run's backstop nor
+// at its tasks' dependency recheck: the run's timer falls due at creation
+// + timeout, and the first tick at or after it ends the waiting task
+// UPSTREAM_FAILED (dependency_timeout); a cleanup task (all_done) then
+// runs, and the run's timer goes back to its backstop.
+func TestDependencyTimeoutFiresAtItsTime(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.createJob(t, `{"name":"up"}`)
+	f.createJob(t, `{"name":"down","timeouts":{"dependency":"5s"},"depends_on_jobs":[{"job":"up"}],
+		"tasks":[{"id":"a"},{"id":"cleanup","depends_on":["a"],"trigger_rule":"all_done"}]}`)
+	v := f.trigger(t, "down", time.Date(2029, 12, 31, 0, 0, 0, 0, time.UTC))
+	timeout := v.Run.CreatedAt.Add(5 * time.Second)
+	if !v.Run.TimerAt.Equal(timeout) || !v.Run.DependencyTimeoutAt.Equal(timeout) {
+		t.Fatalf("new run's timer %s, dependency timeout %s; want both at creation + 5s = %s", v.Run.TimerAt, v.Run.DependencyTimeoutAt, timeout)
+	}
+	state := func(view store.RunView, task string) statemodel.InstanceState {
+		for _, tv := range view.Tasks {
+			if tv.Instance.Key.Task == task {
+				return tv.Instance.Snapshot.State
+			}
+		}
+		t.Fatalf("no task %s", task)
+		return ""
+	}
+
+	f.clock.Advance(5*time.Second - time.Millisecond)
+	f.tick(t, f.svc)
+	if st := state(f.readRun(t, v.Run.ID), "a"); st != statemodel.StateCreated {
+		t.Fatalf("task a is %s just before its dependency timeout, want CREATED", st)
+	}
+	f.clock.Advance(time.Millisecond)
+	f.tick(t, f.svc)
+	after := f.readRun(t, v.Run.ID)
+	if st := state(after, "a"); st != statemodel.StateUpstreamFailed {
+		t.Fatalf("task a is %s at the first tick at its dependency timeout %s, want UPSTREAM_FAILED", st, timeout)
+	}
+	h, err := store.FullHistory(ctx, f.st, store.InstanceKey{Run: v.Run.ID, Task: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := h[len(h)-1]; last.Event != statemodel.EvDepsTimeout || last.Reason != "dependency_timeout" || !last.ObservedAt.Equal(timeout) {
+		t.Fatalf("task a's last record: %s reason %q at %s, want %s with reason dependency_timeout at %s",
+			last.Event, last.Reason, last.ObservedAt, statemodel.EvDepsTimeout, timeout)
+	}
+	if st := state(after, "cleanup"); st != statemodel.StateQueued {
+		t.Fatalf("cleanup (all_done) is %s after a ended, want QUEUED", st)
+	}
+	if r := after.Run; r.ExecutionState.Terminal() || !r.TimerAt.Equal(timeout.Add(store.DefaultRunBackstop)) {
+		t.Fatalf("run %s with timer %s after its dependency timeout, want live with its backstop %s",
+			r.ExecutionState, r.TimerAt, timeout.Add(store.DefaultRunBackstop))
+	}
+}
+
+// A run that waits on other jobs sends one delay message for its
+// dependency timeout (SQS's delay fires it on time where the ticker runs
+// once a minute); the message, handled at that time, ends the wait.
+func TestDependencyTimeoutArmsADelayMessage(t *testing.T) {
+	f := newFixture(t)
+	mq := f.q.(*memQueue)
+	delay := mq.create(fmt.Sprintf("sched%d-delay", seq.Add(1)))
+	f.svc = scheduler.New(f.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, DelayQueueURL: delay})
+	f.createJob(t, `{"name":"up"}`)
+	f.createJob(t, `{"name":"down","timeouts":{"dependency":"3s"},"depends_on_jobs":[{"job":"up"}]}`)
+	f.createJob(t, `{"name":"free"}`)
+	f.trigger(t, "free", time.Time{}) // waits on no job: no message
+	v := f.trigger(t, "down", time.Date(2029, 12, 31, 0, 0, 0, 0, time.UTC))
+	timers := mq.bodies(delay)
+	if len(timers) != 1 {
+		t.Fatalf("delay queue holds %d messages, want one for the dependency timeout", len(timers))
+	}
+	var tm protocol.Timer
+	if err := json.Unmarshal([]byte(timers[0]), &tm); err != nil || tm.Run != v.Run.ID || tm.Task != "" || !tm.At.Equal(v.Run.CreatedAt.Add(3*time.Second)) {
+		t.Fatalf("timer %+v (%v), want run %s, no task, at %s", tm, err, v.Run.ID, v.Run.CreatedAt.Add(3*time.Second))
+	}
+	f.clock.Advance(3 * time.Second)
+	f.deliver(t, json.RawMessage(timers[0]))
+	after := f.readRun(t, v.Run.ID)
+	if st := after.Tasks[0].Instance.Snapshot.State; st != statemodel.StateUpstreamFailed || after.Run.ExecutionState != statemodel.RunFailed {
+		t.Fatalf("after the delay message: task %s, run %s; want UPSTREAM_FAILED, FAILED", st, after.Run.ExecutionState)
 	}
 }
 

@@ -50,7 +50,7 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 	switch {
 	case m.Timer != nil:
 		if m.Timer.Task == "" {
-			return s.AdvanceRun(ctx, m.Timer.Run)
+			return s.fireRunTimer(ctx, m.Timer.Run, m.Timer.At)
 		}
 		return s.FireTimer(ctx, store.InstanceKey{Run: m.Timer.Run, Task: m.Timer.Task})
 	case m.Lease != nil:

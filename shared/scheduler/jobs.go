@@ -143,6 +143,12 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		// backfill's run.
 		nr.DeadlineAt = now.Add(j.Deadline)
 	}
+	if len(j.DependsOnJobs) > 0 {
+		// Counted from its creation too (its release, for a backfill's
+		// run); the run's timer falls due then, so the pass that ends
+		// the tasks still waiting comes on time.
+		nr.DependencyTimeoutAt = now.Add(j.DependencyTimeout())
+	}
 	if req.IdempotencyKey != "" {
 		nr.Idempotency = &store.Idempotency{Key: req.IdempotencyKey, BodyHash: req.BodyHash}
 	}
@@ -175,6 +181,9 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 			s.log.WarnContext(ctx, "advance new run", "run_id", view.Run.ID, "error", err.Error())
 		}
 		v, err := s.store.ReadRun(ctx, view.Run.ID)
+		if err == nil {
+			s.armDependencyTimeout(ctx, v)
+		}
 		return v, true, err
 	}
 	// Dispatch the tasks created SCHEDULED from the view the creating write
@@ -342,7 +351,34 @@ func (s *Service) crossJobVerdict(ctx context.Context, run store.Run) (crossJob,
 }
 
 func (s *Service) waitOrTimeOut(run store.Run, timeout time.Duration, waiting []protocol.WaitingFor) crossJob {
-	return crossJob{Verdict: statemodel.DepsWait, Waiting: waiting, TimedOut: !s.now().Before(run.CreatedAt.Add(timeout))}
+	return crossJob{Verdict: statemodel.DepsWait, Waiting: waiting, TimedOut: !s.now().Before(dependencyTimeoutAt(run, timeout))}
+}
+
+// dependencyTimeoutAt is when run's tasks still waiting on other jobs
+// end: the time stored at its creation (the one its timer falls due at),
+// or, for a run stored before runs kept it, its creation plus timeout.
+func dependencyTimeoutAt(run store.Run, timeout time.Duration) time.Time {
+	if !run.DependencyTimeoutAt.IsZero() {
+		return run.DependencyTimeoutAt
+	}
+	return run.CreatedAt.Add(timeout)
+}
+
+// armDependencyTimeout sends a delay message for the run's dependency
+// timeout when a root task of the new run view still waits on other jobs,
+// so that the timeout fires on time rather than at the next scan of the
+// timers (the run's timer is there too, for a lost message or a timeout
+// beyond SQS's longest delay).
+func (s *Service) armDependencyTimeout(ctx context.Context, view store.RunView) {
+	if view.Run.DependencyTimeoutAt.IsZero() || view.Run.ExecutionState.Terminal() {
+		return
+	}
+	for _, t := range view.Tasks {
+		if len(t.Instance.DependsOn) == 0 && t.Instance.Snapshot.State == statemodel.StateCreated {
+			s.armTimer(ctx, store.InstanceKey{Run: view.Run.ID}, view.Run.DependencyTimeoutAt)
+			return
+		}
+	}
 }
 
 // WaitingFor lists what a run waits for among its job dependencies: nil

@@ -140,17 +140,8 @@ func (s *Service) FireTimer(ctx context.Context, key store.InstanceKey) error {
 	snap := inst.Snapshot
 	switch snap.State {
 	case statemodel.StateUpForRetry:
-		if wait := snap.RetryAt.Sub(s.now()); wait > 0 {
-			if wait > time.Second {
-				return nil // not ours yet: the scan or a later message fires it
-			}
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
+		if due, err := s.waitDue(ctx, snap.RetryAt); !due {
+			return err
 		}
 		ev := statemodel.Event{ID: fmt.Sprintf("retry:%d", snap.Attempt), Type: statemodel.EvRetryDue, Actor: statemodel.ActorScheduler}
 		res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
@@ -180,4 +171,36 @@ func (s *Service) FireTimer(ctx context.Context, key store.InstanceKey) error {
 		return s.reconcileInstance(ctx, key)
 	}
 	return nil
+}
+
+// fireRunTimer acts on a delay message for a run's timer (a message
+// without a task): the run is advanced at the message's time, which an
+// early message waits out as FireTimer's do.
+func (s *Service) fireRunTimer(ctx context.Context, runID string, at time.Time) error {
+	if due, err := s.waitDue(ctx, at); !due {
+		return err
+	}
+	return s.AdvanceRun(ctx, runID)
+}
+
+// waitDue waits until at when it is at most a second away (a delay
+// message comes up to half a second early: SQS delays are whole
+// seconds), and reports whether at has come; one further away is not
+// ours yet: the scan or a later message acts on it.
+func (s *Service) waitDue(ctx context.Context, at time.Time) (bool, error) {
+	wait := at.Sub(s.now())
+	if wait <= 0 {
+		return true, nil
+	}
+	if wait > time.Second {
+		return false, nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-t.C:
+		return true, nil
+	}
 }
