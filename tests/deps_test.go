@@ -78,3 +78,55 @@ func TestJobDependencyWaitAndTimeout(t *testing.T) {
 		t.Fatalf("a finished run still carries waiting_for %v", w)
 	}
 }
+
+// timeouts.dependency fires at its time on the local stack: a run waiting
+// on a job that never runs, with a 3 s timeout, has its task end
+// UPSTREAM_FAILED (dependency_timeout) within one ticker period (the local
+// stack's 2 s) of creation + 3 s, as the record's time says; before, it
+// waited for the task's one-minute recheck or the run's backstop.
+func TestDependencyTimeoutFiresOnTime(t *testing.T) {
+	const tick = 2 * time.Second // make run's ticker period
+	s := startStack(t, devstack.Options{TickInterval: tick})
+	s.createJob(map[string]any{"name": "never"})
+	s.createJob(map[string]any{
+		"name": "waits", "timeouts": map[string]any{"dependency": "3s"},
+		"depends_on_jobs": []any{map[string]any{"job": "never"}},
+	})
+	run := s.trigger("waits", map[string]any{"logical_time": protocol.FormatTime(time.Date(2031, 5, 6, 7, 0, 0, 0, time.UTC))})
+	var doc struct {
+		Run struct {
+			CreatedAt time.Time `json:"created_at"`
+		} `json:"run"`
+	}
+	if err := json.Unmarshal(s.call("GET", "/v1/runs/"+run, nil).must(t, http.StatusOK).Raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	timeout := doc.Run.CreatedAt.Add(3 * time.Second)
+
+	// Well before the task's one-minute dependency recheck.
+	s.waitTask(run, "main", "UPSTREAM_FAILED", 20*time.Second)
+	var hist struct {
+		Transitions []struct {
+			To         string    `json:"to"`
+			Event      string    `json:"event"`
+			Reason     string    `json:"reason"`
+			ObservedAt time.Time `json:"observed_at"`
+		} `json:"transitions"`
+	}
+	if err := json.Unmarshal(s.call("GET", "/v1/runs/"+run+"/tasks/main/history", nil).must(t, http.StatusOK).Raw, &hist); err != nil {
+		t.Fatal(err)
+	}
+	last := hist.Transitions[len(hist.Transitions)-1]
+	if last.To != "UPSTREAM_FAILED" || last.Event != "deps.timeout" || last.Reason != "dependency_timeout" {
+		t.Fatalf("main's last record %+v, want deps.timeout to UPSTREAM_FAILED with reason dependency_timeout", last)
+	}
+	late := last.ObservedAt.Sub(timeout)
+	t.Logf("UPSTREAM_FAILED recorded %s after creation + 3 s", late)
+	if late < 0 || late > tick {
+		t.Fatalf("UPSTREAM_FAILED recorded at %s, %s after creation + 3 s (%s); want within one ticker period (%s) after it",
+			protocol.FormatTime(last.ObservedAt), late, protocol.FormatTime(timeout), tick)
+	}
+	if d := s.run(run); d.Run.ExecutionState != "FAILED" {
+		t.Fatalf("run %s after the dependency timeout, want FAILED", d.Run.ExecutionState)
+	}
+}
