@@ -14,9 +14,10 @@ import (
 const maxAdvanceRounds = 8
 
 // AdvanceRun moves a run on (advance) and performs what that yields. It is
-// called by the run's backstop timer, by a CREATED task's re-evaluation
-// timer, and by the API's operator actions; a task's completion reaches
-// advance through its effects.
+// called by the run's timer (its backstop, deadline or dependency timeout:
+// the ticker's scan, or a delay message), by a CREATED task's
+// re-evaluation timer, and by the API's operator actions; a task's
+// completion reaches advance through its effects.
 func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
 	return s.advanceRun(ctx, runID, false)
 }

@@ -49,7 +49,7 @@ type Run struct {
 	CreatedAt        time.Time
 	EndedAt          time.Time
 	Version          int64
-	TimerAt          time.Time // the backstop timer; zero once terminal
+	TimerAt          time.Time // its timer (RunTimer: the backstop, or sooner); zero once terminal
 	// Trigger is what created the run. A run stored before runs kept it
 	// is read as schedule when its job's slot at its logical time names
 	// it, else as manual (legacyTriggers).

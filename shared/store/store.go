@@ -12,7 +12,7 @@
 //	dependency edge  JOB#<up>    DEP#<down>                job <down> depends on job <up>; written with <down>
 //	backfill pointer JOB#<name>  BACKFILL#<id>             newest first per job, written once with the backfill
 //	backfill         BACKFILL#<id> BACKFILL                pending slots, active runs, counts, version CAS, backstop timer
-//	run              RUN#<run>   RUN                       derived states, version CAS, listing RUNS/<run>, backstop timer, live index while unfinished
+//	run              RUN#<run>   RUN                       derived states, version CAS, listing RUNS/<run>, timer (backstop, deadline, dependency timeout), live index while unfinished
 //	instance         RUN#<run>   TASK#<task>               the statemodel.Snapshot (recent event ids, latest
 //	                                                       attempts), dispatch data, timer, newest history records
 //	attempt          RUN#<run>   TASK#<task>#ATT#nnn       late events; the record once the instance let it go
