@@ -205,7 +205,17 @@ schedule: {cron: "0 3 * * *", timezone: Europe/Paris}
 	if err := os.Remove(filepath.Join(dir, "b.json")); err != nil {
 		t.Fatal(err)
 	}
-	r = c.must(t, 0, "apply", "-f", dir, "--prune")
+	// Deleting one of the two jobs is more than a third of them: --prune
+	// waits for --yes, writes nothing meanwhile, and --dry-run shows the plan.
+	r = c.must(t, 1, "apply", "-f", dir, "--prune")
+	mustContain(t, "unconfirmed prune", r.stderr, "would delete 1 of the 2 jobs", "--yes", "nothing was written")
+	s.call("GET", "/v1/jobs/cli-b", nil).must(t, http.StatusOK)
+	s.call("GET", "/v1/jobs/cli-c", nil).must(t, http.StatusNotFound)
+	r = c.must(t, 0, "apply", "-f", dir, "--prune", "--dry-run")
+	if l, _ := planLine(r.stdout, "cli-b"); l != "- delete" {
+		t.Errorf("dry run of the prune: cli-b line %q, want a delete\n%s", l, r.stdout)
+	}
+	r = c.must(t, 0, "apply", "-f", dir, "--prune", "--yes")
 	for job, want := range map[string]string{"cli-a": "~ update", "cli-b": "- delete", "cli-c": "+ create"} {
 		if l, _ := planLine(r.stdout, job); l != want {
 			t.Errorf("%s line %q, want %q\n%s", job, l, want, r.stdout)
@@ -225,6 +235,17 @@ schedule: {cron: "0 3 * * *", timezone: Europe/Paris}
 	if strings.Contains(r.stdout, `"create"`) || strings.Contains(r.stdout, `"update"`) || strings.Contains(r.stdout, `"delete"`) {
 		t.Errorf("a second apply changes something:\n%s", r.stdout)
 	}
+
+	// Files that hold no definition (only comments) never prune: that
+	// would delete every job.
+	empty := t.TempDir()
+	writeFile(t, filepath.Join(empty, "none.yaml"), "# name: cli-a\n# pool: demo\n")
+	for _, extra := range [][]string{nil, {"--yes"}, {"--dry-run"}} {
+		r = c.must(t, 1, append([]string{"apply", "-f", empty, "--prune"}, extra...)...)
+		mustContain(t, "prune of nothing", r.stderr, "no job definition", "nothing was written")
+	}
+	s.call("GET", "/v1/jobs/cli-a", nil).must(t, http.StatusOK)
+	s.call("GET", "/v1/jobs/cli-c", nil).must(t, http.StatusOK)
 
 	// An invalid file stops everything before any write, naming the file,
 	// the field and the code.

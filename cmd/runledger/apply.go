@@ -25,12 +25,13 @@ type applyFlags struct {
 	files  []string
 	dryRun bool
 	prune  bool
+	yes    bool
 }
 
 func newApplyCmd() *cobra.Command {
 	var f applyFlags
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE_OR_DIR... [--dry-run] [--prune]",
+		Use:   "apply -f FILE_OR_DIR... [--dry-run] [--prune [--yes]]",
 		Short: "Make the jobs what YAML or JSON files define: create, update, and with --prune delete",
 		Long: `apply reads job definitions from files (.yaml, .yml or .json; a folder is
 read with its subfolders; a YAML file may hold several jobs separated by
@@ -43,10 +44,15 @@ Every file is checked first, by the API's own rules and then by the API
 itself without writing (POST /v1/jobs?dry_run=true: its pools, its clock);
 an invalid one is reported with its name, the field and the API's error
 code, and nothing is written. The plan is printed
-as a diff (create / update / unchanged / delete); --dry-run stops there.`,
+as a diff (create / update / unchanged / delete); --dry-run stops there.
+
+--prune refuses to run when the files hold no definition at all (it would
+delete every job), and asks for --yes when it would delete more than 3
+jobs or more than a third of them; --dry-run shows that plan without it.`,
 		Example: `  runledger apply -f jobs/
   runledger apply -f etl.yaml -f report.json --dry-run
-  runledger apply -f jobs/ --prune`,
+  runledger apply -f jobs/ --prune
+  runledger apply -f jobs/ --prune --yes   # deletes many jobs`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runApply(cmd, f) },
 	}
@@ -54,6 +60,7 @@ as a diff (create / update / unchanged / delete); --dry-run stops there.`,
 	fl.StringArrayVarP(&f.files, "file", "f", nil, "a job file, or a folder of them; repeatable (required)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan and write nothing")
 	fl.BoolVar(&f.prune, "prune", false, "also delete the jobs that no file defines")
+	fl.BoolVar(&f.yes, "yes", false, fmt.Sprintf("confirm a --prune that deletes more than %d jobs or more than a third of them", pruneConfirmCount))
 	f.api.register(fl)
 	return cmd
 }
@@ -91,6 +98,10 @@ func runApply(cmd *cobra.Command, f applyFlags) error {
 		}
 		return fmt.Errorf("%d invalid job file(s); nothing was written", len(problems))
 	}
+	if f.prune && len(defs) == 0 {
+		return fmt.Errorf("--prune with no job definition read from %s would delete every job; nothing was written",
+			strings.Join(f.files, ", "))
+	}
 	c, err := f.api.client(cmd)
 	if err != nil {
 		return err
@@ -113,6 +124,9 @@ func runApply(cmd *cobra.Command, f applyFlags) error {
 	}
 	if f.dryRun {
 		return printPlan(cmd.OutOrStdout(), plan, f.api.json(), true)
+	}
+	if err := confirmPrune(plan, len(current), f.yes); err != nil {
+		return err
 	}
 	failed := 0
 	for i := range plan {
@@ -304,6 +318,27 @@ func planApply(defs []jobFile, current []client.Job, prune bool) ([]change, erro
 		}
 	}
 	return plan, nil
+}
+
+// pruneConfirmCount is the number of deletions a --prune makes without
+// --yes (and never more than a third of the jobs).
+const pruneConfirmCount = 3
+
+// confirmPrune refuses a plan that deletes more than pruneConfirmCount jobs
+// or more than a third of the total jobs, unless the command line says --yes:
+// a folder read by mistake must not empty the deployment.
+func confirmPrune(plan []change, total int, yes bool) error {
+	deletes := 0
+	for _, ch := range plan {
+		if ch.Action == "delete" {
+			deletes++
+		}
+	}
+	if yes || deletes == 0 || (deletes <= pruneConfirmCount && 3*deletes <= total) {
+		return nil
+	}
+	return fmt.Errorf("--prune would delete %d of the %d jobs: see them with --dry-run, confirm with --yes; nothing was written",
+		deletes, total)
 }
 
 // changedFields compares two definitions in their canonical JSON (every

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,6 +99,44 @@ func TestPlanApply(t *testing.T) {
 		}
 		if plan[1].version != 2 {
 			t.Errorf("the update carries version %d, want 2 (If-Match)", plan[1].version)
+		}
+	}
+}
+
+// A --prune that deletes many jobs, or a large share of them, waits for
+// --yes.
+func TestConfirmPrune(t *testing.T) {
+	t.Parallel()
+	plan := func(deletes, others int) []change {
+		var p []change
+		for range deletes {
+			p = append(p, change{Action: "delete"})
+		}
+		for range others {
+			p = append(p, change{Action: "unchanged"})
+		}
+		return p
+	}
+	for _, c := range []struct {
+		deletes, total int
+		yes, ok        bool
+	}{
+		{0, 0, false, true},
+		{0, 10, false, true},
+		{3, 9, false, true},    // 3 and a third: allowed
+		{3, 8, false, false},   // more than a third
+		{4, 100, false, false}, // more than 3
+		{1, 2, false, false},
+		{1, 3, false, true},
+		{4, 100, true, true},
+		{2, 2, true, true},
+	} {
+		err := confirmPrune(plan(c.deletes, c.total-c.deletes), c.total, c.yes)
+		if (err == nil) != c.ok {
+			t.Errorf("%d deletes of %d jobs, --yes=%v: %v, want allowed=%v", c.deletes, c.total, c.yes, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("delete %d of the %d jobs", c.deletes, c.total)) {
+			t.Errorf("refusal does not count the deletions: %v", err)
 		}
 	}
 }
