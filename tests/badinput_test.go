@@ -140,6 +140,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"backfill max_active 101", "key", "POST", "/v1/jobs/yearly/backfill", backfill(2000, 2003, 101), nil, 422, "invalid_field"},
 		{"backfill from after to", "key", "POST", "/v1/jobs/yearly/backfill", backfill(2003, 2000, 1), nil, 422, "invalid_field"},
 		{"backfill over 1000 slots", "key", "POST", "/v1/jobs/yearly/backfill", backfill(2000, 3001, 1), nil, 422, "invalid_field"},
+		{"backfill from before 1970", "key", "POST", "/v1/jobs/yearly/backfill", backfill(1969, 1971, 1), nil, 422, "invalid_field"},
 		{"backfill without a schedule", "key", "POST", "/v1/jobs/victim/backfill", backfill(2000, 2003, 1), nil, 422, "invalid_field"},
 		{"backfill of an unknown job", "key", "POST", "/v1/jobs/nope/backfill", backfill(2000, 2003, 1), nil, 404, "not_found"},
 		{"unknown backfill", "key", "GET", "/v1/backfills/01NOSUCHBACKFILL00000000000", nil, nil, 404, "not_found"},

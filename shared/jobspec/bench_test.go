@@ -41,3 +41,28 @@ func BenchmarkNextFire(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSlotsInFarFuture lists a backfill's slots in year 9999, what
+// POST /v1/jobs/{job}/backfill does: 1,000 slots of a one-minute rate job
+// created in 2026, and a month of a daily cron job. Each call is meant to
+// take well under 10 ms.
+func BenchmarkSlotsInFarFuture(b *testing.B) {
+	from := time.Date(9999, 12, 1, 0, 0, 0, 0, time.UTC)
+	anchor := time.Date(2026, 5, 17, 8, 0, 0, 250e6, time.UTC)
+	for _, c := range []struct {
+		name string
+		s    jobspec.Schedule
+		to   time.Time
+	}{
+		{"rate", jobspec.Schedule{Kind: jobspec.ScheduleRate, Rate: time.Minute}, from.Add(1000 * time.Minute)},
+		{"cron", jobspec.Schedule{Kind: jobspec.ScheduleCron, Cron: "30 2 * * *"}, from.AddDate(0, 0, 30)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if slots, _ := c.s.SlotsIn(from, c.to, anchor, 1000); len(slots) == 0 {
+					b.Fatal("no slot")
+				}
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package jobspec
 import (
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"math/bits"
 	"strings"
 	"time"
@@ -373,12 +374,7 @@ func (s Schedule) SlotsIn(from, to, anchor time.Time, max int) (slots []time.Tim
 		if s.Rate <= 0 {
 			return nil, false
 		}
-		k := from.Sub(anchor) / s.Rate
-		t := anchor.Add(k * s.Rate)
-		for t.Before(from) {
-			t = t.Add(s.Rate)
-		}
-		for ; t.Before(to); t = t.Add(s.Rate) {
+		for t := firstOnGrid(anchor, s.Rate, from); t.Before(to); t = t.Add(s.Rate) {
 			if !add(t) {
 				break
 			}
@@ -389,4 +385,31 @@ func (s Schedule) SlotsIn(from, to, anchor time.Time, max int) (slots []time.Tim
 		}
 	}
 	return slots, more
+}
+
+// nanosPerSecond is a second in nanoseconds, as a big integer.
+var nanosPerSecond = big.NewInt(int64(time.Second))
+
+// firstOnGrid is the first instant at or after from of the grid anchor + k *
+// period (k any integer, period > 0). It computes k directly, in integers
+// wide enough for any two times: a time.Duration spans 292 years only, and
+// stepping a period at a time from a saturated duration would take minutes
+// for a range thousands of years from the anchor.
+func firstOnGrid(anchor time.Time, period time.Duration, from time.Time) time.Time {
+	a := unixNanos(anchor)
+	p := big.NewInt(int64(period))
+	// k = ceil((from - anchor) / period); DivMod leaves a remainder in
+	// [0, period), whatever the sign of the difference.
+	k, rem := new(big.Int).DivMod(new(big.Int).Sub(unixNanos(from), a), p, new(big.Int))
+	if rem.Sign() != 0 {
+		k.Add(k, big.NewInt(1))
+	}
+	sec, nsec := new(big.Int).DivMod(k.Mul(k, p).Add(k, a), nanosPerSecond, new(big.Int))
+	return time.Unix(sec.Int64(), nsec.Int64()).UTC()
+}
+
+// unixNanos is t in nanoseconds since the Unix epoch, without overflow.
+func unixNanos(t time.Time) *big.Int {
+	n := new(big.Int).Mul(big.NewInt(t.Unix()), nanosPerSecond)
+	return n.Add(n, big.NewInt(int64(t.Nanosecond())))
 }

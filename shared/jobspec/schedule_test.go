@@ -298,3 +298,60 @@ func TestSlotsIn(t *testing.T) {
 		})
 	}
 }
+
+// A rate schedule's slots far from its anchor (thousands of years, before
+// or after) are on the anchor's grid, computed at once.
+func TestSlotsInFarFromTheAnchor(t *testing.T) {
+	rate := func(d time.Duration) jobspec.Schedule { return jobspec.Schedule{Kind: jobspec.ScheduleRate, Rate: d} }
+	y10000 := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	// Weekly from a Monday 09:30:00.250: the slots of December 9999 are its
+	// Mondays at that time.
+	anchor := time.Date(2026, 1, 5, 9, 30, 0, 250e6, time.UTC)
+	from := time.Date(9999, 12, 1, 0, 0, 0, 0, time.UTC)
+	var mondays []time.Time
+	for d := from; d.Before(y10000); d = d.AddDate(0, 0, 1) {
+		if d.Weekday() == time.Monday {
+			mondays = append(mondays, d.Add(9*time.Hour+30*time.Minute+250*time.Millisecond))
+		}
+	}
+	got, more := rate(7*24*time.Hour).SlotsIn(from, y10000, anchor, 1000)
+	if more || fmt.Sprint(got) != fmt.Sprint(mondays) {
+		t.Errorf("weekly in December 9999: %v (more %t), want %v", got, more, mondays)
+	}
+
+	for _, c := range []struct {
+		name             string
+		period           time.Duration
+		anchor, from, to time.Time
+		want             []string
+	}{
+		{"every minute in year 4000, from between slots", time.Minute, utc("2026-05-17T08:00:00Z"),
+			utc("4000-06-01T00:00:30Z"), utc("4000-06-01T00:03:30Z"),
+			[]string{"4000-06-01T00:01:00Z", "4000-06-01T00:02:00Z", "4000-06-01T00:03:00Z"}},
+		{"from on a slot", time.Minute, utc("2026-05-17T08:00:00Z"),
+			utc("9999-12-31T23:58:00Z"), y10000,
+			[]string{"9999-12-31T23:58:00Z", "9999-12-31T23:59:00Z"}},
+		{"before the anchor", time.Hour, utc("2026-01-01T00:15:00Z"),
+			utc("1970-01-01T00:00:00Z"), utc("1970-01-01T03:00:00Z"),
+			[]string{"1970-01-01T00:15:00Z", "1970-01-01T01:15:00Z", "1970-01-01T02:15:00Z"}},
+		{"odd period", 7 * time.Second, utc("2026-01-01T00:00:00Z"),
+			utc("3026-01-01T00:00:00Z"), utc("3026-01-01T00:00:15Z"),
+			// 2026 to 3026 holds 365,242 days: 365,242 * 86,400 s = 7 * 4,508,129,828 s + 4 s.
+			[]string{"3026-01-01T00:00:03Z", "3026-01-01T00:00:10Z"}},
+	} {
+		got, more := rate(c.period).SlotsIn(c.from, c.to, c.anchor, 1000)
+		var text []string
+		for _, s := range got {
+			text = append(text, s.Format(time.RFC3339Nano))
+		}
+		if more || fmt.Sprint(text) != fmt.Sprint(c.want) {
+			t.Errorf("%s: %v (more %t), want %v", c.name, text, more, c.want)
+		}
+	}
+
+	got, _ = (jobspec.Schedule{Kind: jobspec.ScheduleCron, Cron: "0 0 * * *"}).SlotsIn(utc("9999-12-29T12:00:00Z"), y10000, time.Time{}, 1000)
+	if fmt.Sprint(got) != fmt.Sprint([]time.Time{utc("9999-12-30T00:00:00Z"), utc("9999-12-31T00:00:00Z")}) {
+		t.Errorf("daily cron at the end of year 9999: %v", got)
+	}
+}

@@ -247,6 +247,9 @@ func TestBackfillRefusals(t *testing.T) {
 		{scheduler.BackfillRequest{Job: "minutely", From: backfillDay, To: backfillDay.Add(1001 * time.Minute)}, "to"},
 		{scheduler.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, 1), MaxActive: 101}, "max_active"},
 		{scheduler.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, 1), MaxActive: -1}, "max_active"},
+		// The years 1970 to 9999 only.
+		{scheduler.BackfillRequest{Job: "daily", From: time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC), To: time.Date(1970, 1, 2, 0, 0, 0, 0, time.UTC)}, "from"},
+		{scheduler.BackfillRequest{Job: "daily", From: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), To: time.Date(10000, 1, 2, 0, 0, 0, 0, time.UTC)}, "to"},
 	} {
 		_, err := f.svc.CreateBackfill(ctx, c.req)
 		var je *jobspec.Error
@@ -265,6 +268,29 @@ func TestBackfillRefusals(t *testing.T) {
 	// Exactly 1,000 slots is allowed.
 	if b, err := f.svc.CreateBackfill(ctx, scheduler.BackfillRequest{Job: "minutely", From: backfillDay, To: backfillDay.Add(1000 * time.Minute), MaxActive: 2}); err != nil || b.Slots != 1000 {
 		t.Fatalf("1,000 slots: %v, %v", b.Slots, err)
+	}
+}
+
+// A rate job's backfill thousands of years after its creation lists the
+// slots of its grid, at the bounds of the accepted range.
+func TestBackfillFarFutureRate(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.createJob(t, `{"name":"hourly","schedule":{"rate":"1h"}}`)
+	f.createJob(t, `{"name":"daily","schedule":{"cron":"0 0 * * *","timezone":"UTC"}}`)
+	for _, c := range []struct {
+		job      string
+		from, to time.Time
+		slots    int
+	}{
+		{"hourly", time.Date(9999, 12, 31, 20, 0, 0, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), 4},
+		{"hourly", time.Date(4000, 6, 1, 0, 0, 0, 0, time.UTC), time.Date(4000, 6, 2, 0, 0, 0, 0, time.UTC), 24},
+		{"daily", time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1970, 1, 4, 0, 0, 0, 0, time.UTC), 3},
+	} {
+		b, err := f.svc.CreateBackfill(ctx, scheduler.BackfillRequest{Job: c.job, From: c.from, To: c.to, MaxActive: 1})
+		if err != nil || b.Slots != c.slots {
+			t.Fatalf("%s from %s to %s: %d slots (%v), want %d", c.job, c.from, c.to, b.Slots, err, c.slots)
+		}
 	}
 }
 
