@@ -115,12 +115,10 @@ func RunAttempt(ctx context.Context, cfg AttemptConfig, h Handler) error {
 		log.WarnContext(ctx, "claim failed", "err", err)
 		return fmt.Errorf("%w: %w", ErrNotClaimed, err)
 	}
-	if claimed.Envelope == nil {
-		return fmt.Errorf("%w: claim %s: the answer carries no envelope", ErrNotClaimed, cfg.Ref)
-	}
-	env := *claimed.Envelope
-	if env.Token == "" {
-		env.Token = cfg.Token
+	env, err := claimedEnvelope(cfg.Ref, cfg.Token, claimed)
+	if err != nil {
+		log.ErrorContext(ctx, "claim answer unusable; running nothing", "err", err)
+		return fmt.Errorf("%w: %w", ErrNotClaimed, err)
 	}
 	log.InfoContext(ctx, "attempt claimed")
 

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"testing"
@@ -47,5 +48,25 @@ func TestHandleInvoke(t *testing.T) {
 				t.Fatalf("completions %+v, want %q", comps, c.completes)
 			}
 		})
+	}
+}
+
+// The lambda executor's event names the attempt; what runs is the
+// envelope the claim answers with, so an altered event cannot change it.
+func TestHandleInvokeRunsTheClaimedEnvelope(t *testing.T) {
+	p, cfg := oneAttempt(t)
+	var seen worker.Task
+	h := worker.HandleInvoke(worker.InvokeConfig{APIURL: cfg.APIURL, Name: "etl-fn", Logger: slog.New(slog.DiscardHandler)},
+		func(ctx context.Context, tk worker.Task) error { seen = tk; return nil })
+	env := worker.Envelope{Run: cfg.Ref.Run, Task: cfg.Ref.Task, Attempt: cfg.Ref.Attempt, Token: cfg.Token, Job: "forged",
+		Payload: json.RawMessage(`{"day":"1999-01-01"}`), Params: json.RawMessage(`{"x":1}`)}
+	if err := h(t.Context(), env); err != nil {
+		t.Fatal(err)
+	}
+	if seen.Job != "j" || string(seen.Payload) != `{"day":"2026-01-02"}` || seen.Params != nil {
+		t.Fatalf("handler saw job %q, payload %s, params %s; want the claim's j, {\"day\":\"2026-01-02\"}, none", seen.Job, seen.Payload, seen.Params)
+	}
+	if comps := p.callsOf("complete", cfg.Ref); len(comps) != 1 || comps[0].Outcome != "succeeded" {
+		t.Fatalf("completions %+v, want one succeeded", comps)
 	}
 }

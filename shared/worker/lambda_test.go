@@ -31,7 +31,7 @@ func (f *fixture) attempt(mutate func(*worker.Envelope)) worker.Envelope {
 	if mutate != nil {
 		mutate(&env)
 	}
-	f.peer.add(ref, "token-"+ref.Run)
+	f.peer.store(f.t, env)
 	return env
 }
 

@@ -331,7 +331,7 @@ func (f *fixture) dispatch(mutate func(*worker.Envelope)) worker.Envelope {
 	if mutate != nil {
 		mutate(&env)
 	}
-	f.peer.add(ref, "token-"+ref.Run)
+	f.peer.store(f.t, env)
 	f.send(env)
 	return env
 }

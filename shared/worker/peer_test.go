@@ -73,6 +73,22 @@ func (p *peer) add(ref worker.AttemptRef, token string) {
 	p.latest[[2]string{ref.Run, ref.Task}] = ref.Attempt
 }
 
+// store makes env's attempt QUEUED with env as its stored envelope, which
+// the claim answers with, as the scheduler does.
+func (p *peer) store(t *testing.T, env worker.Envelope) {
+	t.Helper()
+	raw, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	p.add(env.Ref(), env.Token)
+	p.setEnvelope(env.Ref(), m)
+}
+
 // setEnvelope makes the claim answer of ref carry env (the claim of a
 // process that has only the attempt's name and token).
 func (p *peer) setEnvelope(ref worker.AttemptRef, env map[string]any) {
@@ -194,7 +210,7 @@ func (p *peer) claim(w http.ResponseWriter, r *http.Request) {
 		a.state, a.claimedBy, a.claimEvent = "running", b.WorkerID, b.EventID
 		p.answerLocked(w, call, http.StatusOK, "", map[string]any{"claimed": true, "lease_expires_at": "2030-01-01T00:00:00.000Z", "envelope": a.envelope})
 	case a.state == "running" && a.claimEvent == b.EventID:
-		p.answerLocked(w, call, http.StatusOK, "", map[string]any{"claimed": true, "lease_expires_at": "2030-01-01T00:00:00.000Z"})
+		p.answerLocked(w, call, http.StatusOK, "", map[string]any{"claimed": true, "lease_expires_at": "2030-01-01T00:00:00.000Z", "envelope": a.envelope})
 	case a.state == "running":
 		p.answerLocked(w, call, http.StatusConflict, "already_claimed", nil)
 	default:

@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,6 +95,19 @@ func (w *Worker) process(d delivery, m mode) disposition {
 		}
 		return dispositionRetry
 	}
+	// What runs is the attempt as the scheduler stored it, from the claim
+	// answer: the message only named the attempt and carried its token.
+	run, err := claimedEnvelope(ref, env.Token, claimed)
+	if err != nil {
+		// Claimed, but what to run is unknown: the attempt's lease runs out
+		// and the scheduler retries it; a redelivery would be refused.
+		log.ErrorContext(ctx, "claim answer unusable; running nothing", "err", err)
+		w.deleteMessage(ctx, d, log)
+		return dispositionDone
+	}
+	if !sameJSON(run.Payload, env.Payload) || !sameJSON(run.Params, env.Params) {
+		log.WarnContext(ctx, "the message's payload or params differ from the claimed attempt's; running the claimed attempt's")
+	}
 	w.running.add(ref)
 	defer w.running.remove(ref)
 	log.InfoContext(ctx, "attempt claimed")
@@ -105,7 +120,7 @@ func (w *Worker) process(d delivery, m mode) disposition {
 		keepWG.Go(func() { w.keepHidden(keepCtx, d, log) })
 	}
 
-	comp, ok := w.runClaimed(keepCtx, &keepWG, env, claimSent, claimed.LeaseExpiresAt, m, log)
+	comp, ok := w.runClaimed(keepCtx, &keepWG, run, claimSent, claimed.LeaseExpiresAt, m, log)
 	if !ok {
 		stopKeep()
 		w.deleteMessage(ctx, d, log)
@@ -216,6 +231,40 @@ func failureReason(herr error, returned bool, cause, abandonedBy *stopCause, res
 		reason = ClipReason(cause.reason + ": " + reason)
 	}
 	return reason
+}
+
+// claimedEnvelope is the envelope a worker runs once it has claimed ref
+// with token: the one the claim answered with, the attempt as the
+// scheduler stored it (payload, params, job, logical time, timeouts),
+// never the message or event that named the attempt, which whoever may
+// write to the queue could have altered. The answer must name the attempt
+// claimed; when it carries no token, the attempt's is the one the claim
+// was made with.
+func claimedEnvelope(ref AttemptRef, token string, claimed ClaimResponse) (Envelope, error) {
+	if claimed.Envelope == nil {
+		return Envelope{}, fmt.Errorf("claim %s: the answer carries no envelope", ref)
+	}
+	env := *claimed.Envelope
+	if env.Ref() != ref {
+		return Envelope{}, fmt.Errorf("claim %s: the answer's envelope is attempt %s's", ref, env.Ref())
+	}
+	if env.Token == "" {
+		env.Token = token
+	}
+	if err := env.Validate(); err != nil {
+		return Envelope{}, fmt.Errorf("claim %s: the answer's envelope: %w", ref, err)
+	}
+	return env, nil
+}
+
+// sameJSON reports whether two JSON values are the same text once
+// insignificant space is dropped.
+func sameJSON(a, b json.RawMessage) bool {
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
+		return bytes.Equal(a, b)
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
 // claim claims the attempt, repeating through transient failures with the

@@ -40,7 +40,7 @@ func TestClaimRefusedSkipsHandlerAndDropsMessage(t *testing.T) {
 			})
 			ref := newAttempt(1)
 			env := envelope(ref, "token-"+ref.Run)
-			f.peer.add(ref, "token-"+ref.Run)
+			f.peer.store(t, env)
 			tc.arrange(f.peer, ref, &env)
 			f.send(env)
 			f.start(w)
@@ -74,7 +74,7 @@ func TestTransientClaimFailureLeavesMessage(t *testing.T) {
 		return nil
 	})
 	ref := newAttempt(1)
-	f.peer.add(ref, "token-"+ref.Run)
+	f.peer.store(t, envelope(ref, "token-"+ref.Run))
 	f.peer.setUnavailable(ref)
 	f.send(envelope(ref, "token-"+ref.Run))
 	stop := f.start(w)
@@ -367,7 +367,7 @@ func TestDuplicateEnvelopeRunsOnce(t *testing.T) {
 	a := f.newWorker(f.config("twin-a"), handler)
 	b := f.newWorker(f.config("twin-b"), handler)
 	env := envelope(ref, "token-"+ref.Run)
-	f.peer.add(ref, "token-"+ref.Run)
+	f.peer.store(t, env)
 	f.send(env)
 	f.send(env)
 	f.start(a)
@@ -624,5 +624,68 @@ func TestEveryCallCarriesAValidEventID(t *testing.T) {
 	}
 	if len(calls) < 3 {
 		t.Errorf("%d calls, want a claim and at least two heartbeats", len(calls))
+	}
+}
+
+// The handler runs the attempt as the scheduler stored it, from the claim
+// answer, whatever the message says: a message altered on the queue (its
+// payload, params, job, logical time or run timeout) cannot change what
+// runs. A claim answer whose envelope is another attempt's runs nothing.
+func TestWorkerRunsTheClaimedEnvelope(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var got struct {
+		sync.Mutex
+		tasks []worker.Task
+	}
+	w := f.newWorker(f.config("trusting"), func(ctx context.Context, task worker.Task) error {
+		got.Lock()
+		got.tasks = append(got.tasks, task)
+		got.Unlock()
+		return nil
+	})
+	logical := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	ref := newAttempt(1)
+	stored := envelope(ref, "token-"+ref.Run)
+	stored.Job, stored.LogicalTime = "etl", logical
+	f.peer.store(t, stored)
+	// The message names the same attempt with its token, and the rest
+	// forged: only the claim answer may say what runs.
+	forged := stored
+	forged.Job, forged.LogicalTime = "other", logical.AddDate(1, 0, 0)
+	forged.Payload, forged.Params = json.RawMessage(`{"command":["rm","-rf","/"]}`), json.RawMessage(`{"day":"1999-01-01"}`)
+	forged.RunTimeout = time.Nanosecond
+	f.send(forged)
+	// An attempt whose claim answer is another attempt's envelope.
+	mismatched := envelope(newAttempt(1), "")
+	mismatched.Token = "token-" + mismatched.Run
+	f.peer.store(t, mismatched)
+	other := stored
+	f.peer.setEnvelope(mismatched.Ref(), map[string]any{"run": other.Run, "task": other.Task, "attempt": other.Attempt,
+		"token": mismatched.Token, "pool": "default", "payload": map[string]any{"n": 2}})
+	f.send(mismatched)
+	f.start(w)
+
+	c := f.completion(stored.Ref())
+	if c.Outcome != worker.OutcomeSucceeded {
+		t.Fatalf("completion %+v, want succeeded (the stored run timeout, not the forged 1ns)", c)
+	}
+	waitFor(t, "both messages to be deleted", func() bool { return f.q.count("delete", f.pool) == 2 })
+	got.Lock()
+	defer got.Unlock()
+	if len(got.tasks) != 1 {
+		t.Fatalf("handler ran %d times, want once (not for the mismatched claim answer): %+v", len(got.tasks), got.tasks)
+	}
+	task := got.tasks[0]
+	if string(task.Payload) != string(stored.Payload) || string(task.Params) != string(stored.Params) ||
+		task.Job != "etl" || !task.LogicalTime.Equal(logical) {
+		t.Errorf("handler saw job %q, logical time %s, payload %s, params %s; want the stored %q, %s, %s, %s",
+			task.Job, task.LogicalTime, task.Payload, task.Params, "etl", logical, stored.Payload, stored.Params)
+	}
+	if claims := f.peer.callsOf("claim", mismatched.Ref()); len(claims) != 1 || claims[0].Status != 200 {
+		t.Errorf("claims of the mismatched attempt: %+v, want one that succeeded", claims)
+	}
+	if comps := f.peer.callsOf("complete", mismatched.Ref()); len(comps) != 0 {
+		t.Errorf("the mismatched attempt was reported: %+v", comps)
 	}
 }
