@@ -1,8 +1,12 @@
 package protocol
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -30,8 +34,11 @@ type Lease struct {
 	// ExpiresAt: without a newer lease of the same boot by then, the
 	// process is dead.
 	ExpiresAt time.Time
-	// Running lists the attempts the process runs or is still reporting.
-	Running []AttemptRef
+	// Running lists the attempts the process runs or is still reporting,
+	// each with its proof (LeaseProof): the scheduler counts only the
+	// attempts whose proof it can check against the attempt's stored token
+	// hash and whose claim this boot made.
+	Running []LeasedAttempt
 	// Seq increases with every lease of one boot, so a consumer can ignore
 	// a lease that SQS delivers after a newer one (an extension of the
 	// contract's shape).
@@ -39,6 +46,67 @@ type Lease struct {
 	// SentAt is the worker clock when the lease was made (an extension);
 	// zero when absent.
 	SentAt time.Time
+}
+
+// LeasedAttempt is an attempt a lease lists, with the proof that the
+// lease's sender holds the attempt's token.
+type LeasedAttempt struct {
+	AttemptRef
+	// Proof is LeaseProof of the attempt in its lease, in hex.
+	Proof string `json:"proof,omitempty"`
+}
+
+// HashToken is how an attempt token is kept by the scheduler: its SHA-256,
+// in hex. The token itself is never stored.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// LeaseProof proves that the sender of lease l holds the token of
+// attempt a: HMAC-SHA256 keyed by the token's hash (HashToken, the text
+// the scheduler stores on the attempt record, so it checks the proof
+// without the token), over the lease's worker, boot id, seq, expires_at
+// and sent_at (as the wire carries them) and the attempt, each
+// length-prefixed. Neither the proof nor the lease tells the token, and a
+// proof proves nothing for another attempt or another lease.
+func LeaseProof(tokenHash string, l Lease, a AttemptRef) string {
+	mac := hmac.New(sha256.New, []byte(tokenHash))
+	field := func(v string) { fmt.Fprintf(mac, "%d:%s", len(v), v) }
+	field(LeaseKind)
+	field(l.Worker)
+	field(l.BootID)
+	field(strconv.FormatInt(l.Seq, 10))
+	field(optionalTime(l.ExpiresAt))
+	field(optionalTime(l.SentAt))
+	field(a.Run)
+	field(a.Task)
+	field(strconv.Itoa(a.Attempt))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// CheckLeaseProof reports whether proof is LeaseProof(tokenHash, l, a),
+// in constant time.
+func CheckLeaseProof(tokenHash string, l Lease, a AttemptRef, proof string) bool {
+	if tokenHash == "" || proof == "" {
+		return false
+	}
+	return hmac.Equal([]byte(LeaseProof(tokenHash, l, a)), []byte(proof))
+}
+
+// Prove fills in the proof of every listed attempt from its token
+// (tokens[i] is Running[i]'s); the lease's other fields must be final.
+func (l *Lease) Prove(tokens []string) {
+	for i := range l.Running {
+		l.Running[i].Proof = LeaseProof(HashToken(tokens[i]), *l, l.Running[i].AttemptRef)
+	}
+}
+
+func optionalTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return FormatTime(t)
 }
 
 // WorkerID is the id the process's claims carry.
@@ -57,20 +125,20 @@ func BootStart(bootID string) (time.Time, bool) {
 }
 
 type leaseJSON struct {
-	Kind      string       `json:"kind"`
-	Worker    string       `json:"worker"`
-	BootID    string       `json:"boot_id"`
-	ExpiresAt *string      `json:"expires_at"`
-	Running   []AttemptRef `json:"running"`
-	Seq       int64        `json:"seq,omitempty"`
-	SentAt    *string      `json:"sent_at,omitempty"`
+	Kind      string          `json:"kind"`
+	Worker    string          `json:"worker"`
+	BootID    string          `json:"boot_id"`
+	ExpiresAt *string         `json:"expires_at"`
+	Running   []LeasedAttempt `json:"running"`
+	Seq       int64           `json:"seq,omitempty"`
+	SentAt    *string         `json:"sent_at,omitempty"`
 }
 
 // MarshalJSON writes the lease with "kind": "worker_lease".
 func (l Lease) MarshalJSON() ([]byte, error) {
 	running := l.Running
 	if running == nil {
-		running = []AttemptRef{}
+		running = []LeasedAttempt{}
 	}
 	return wire.Marshal(leaseJSON{
 		Kind: LeaseKind, Worker: l.Worker, BootID: l.BootID, ExpiresAt: NullTime(l.ExpiresAt),

@@ -87,7 +87,7 @@ func TestLeaseFixture(t *testing.T) {
 	var l protocol.Lease
 	roundTrip(t, "lease.json", &l)
 	if l.Worker != "host-a" || l.BootID != "01JH2Y0000000000000000BOOT" || l.Seq != 7 || len(l.Running) != 1 ||
-		l.Running[0] != (protocol.AttemptRef{Run: "01JH2Z3ZKX8Q6S1M4T7V9W0ABC", Task: "extract", Attempt: 2}) ||
+		l.Running[0].AttemptRef != (protocol.AttemptRef{Run: "01JH2Z3ZKX8Q6S1M4T7V9W0ABC", Task: "extract", Attempt: 2}) ||
 		!l.ExpiresAt.Equal(time.Date(2026, 1, 2, 3, 20, 30, 0, time.UTC)) {
 		t.Errorf("lease = %+v", l)
 	}
@@ -245,4 +245,44 @@ func mustRead(t *testing.T, file string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A lease's proof of an attempt checks against the attempt's token hash
+// only, for that attempt in that lease: the fixture's proof is made with
+// the token 0123456789abcdef0123456789abcdef.
+func TestLeaseProof(t *testing.T) {
+	t.Parallel()
+	var l protocol.Lease
+	if err := json.Unmarshal([]byte(mustRead(t, "lease.json")), &l); err != nil {
+		t.Fatal(err)
+	}
+	const token = "0123456789abcdef0123456789abcdef"
+	hash, a, proof := protocol.HashToken(token), l.Running[0].AttemptRef, l.Running[0].Proof
+	if !protocol.CheckLeaseProof(hash, l, a, proof) {
+		t.Fatalf("the fixture's proof does not check against its token's hash")
+	}
+	other := a
+	other.Attempt++
+	later := l
+	later.Seq++
+	renamed := l
+	renamed.BootID = "01JH2Y0000000000000000B00T"
+	for name, ok := range map[string]bool{
+		"another token":   protocol.CheckLeaseProof(protocol.HashToken("f"+token[1:]), l, a, proof),
+		"another attempt": protocol.CheckLeaseProof(hash, l, other, proof),
+		"another seq":     protocol.CheckLeaseProof(hash, later, a, proof),
+		"another boot":    protocol.CheckLeaseProof(hash, renamed, a, proof),
+		"no proof":        protocol.CheckLeaseProof(hash, l, a, ""),
+		"no hash":         protocol.CheckLeaseProof("", l, a, proof),
+	} {
+		if ok {
+			t.Errorf("%s: the proof checks", name)
+		}
+	}
+	proved := l
+	proved.Running = []protocol.LeasedAttempt{{AttemptRef: a}}
+	proved.Prove([]string{token})
+	if proved.Running[0].Proof != proof {
+		t.Errorf("Prove made %q, want the fixture's %q", proved.Running[0].Proof, proof)
+	}
 }

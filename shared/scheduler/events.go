@@ -54,7 +54,11 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 		}
 		return s.FireTimer(ctx, store.InstanceKey{Run: m.Timer.Run, Task: m.Timer.Task})
 	case m.Lease != nil:
-		return s.store.PutWorkerLease(ctx, s.workerLease(*m.Lease))
+		lease, err := s.workerLease(ctx, *m.Lease)
+		if err != nil {
+			return err
+		}
+		return s.store.PutWorkerLease(ctx, lease)
 	case m.InvocationFailure != nil:
 		return s.invocationFailed(ctx, *m.InvocationFailure, body)
 	}
@@ -68,22 +72,65 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 	return err
 }
 
-// workerLease is the stored form of a lease message. Its end by the
-// scheduler's clock is when it arrived plus the lifetime the worker gave
-// it (expires_at less sent_at, both by the worker's clock), so the
-// worker's clock never decides when its lease ends here; a lease without
-// sent_at lives until its expires_at.
-func (s *Service) workerLease(l protocol.Lease) store.WorkerLease {
+// workerLease is the stored form of a lease message, or ErrBadMessage
+// for a lease whose boot starts later than the scheduler's now plus the
+// max clock skew: no real process started in the future, and such a boot
+// would pass for the newest of its name (store.PutWorkerLease orders boots
+// by their start) and lock the real one's leases out.
+//
+// Its end by the scheduler's clock is when it arrived plus the lifetime
+// the worker gave it (expires_at less sent_at, both by the worker's clock),
+// so the worker's clock never decides when its lease ends here; a lease
+// without sent_at lives until its expires_at.
+//
+// It keeps only the listed attempts the lease proves (leaseProves): anyone
+// who may send to the events queue can send a lease, and only the holder
+// of an attempt's token can prove it runs that attempt.
+func (s *Service) workerLease(ctx context.Context, l protocol.Lease) (store.WorkerLease, error) {
 	received := s.now()
+	started, _ := protocol.BootStart(l.BootID)
+	if limit := received.Add(s.cfg.MaxClockSkew); started.After(limit) {
+		return store.WorkerLease{}, fmt.Errorf("%w: lease of %s: its boot starts at %s, after now plus the max clock skew (%s)",
+			ErrBadMessage, l.WorkerID(), protocol.FormatTime(started), protocol.FormatTime(limit))
+	}
 	lifetime := l.ExpiresAt.Sub(received)
 	if !l.SentAt.IsZero() {
 		lifetime = l.ExpiresAt.Sub(l.SentAt)
 	}
-	started, _ := protocol.BootStart(l.BootID)
 	lease := store.WorkerLease{Name: l.Worker, BootID: l.BootID, BootStartedAt: started, ExpiresAt: l.ExpiresAt,
 		EndsAt: received.Add(max(lifetime, 0)), UpdatedAt: received, Seq: l.Seq}
 	for _, r := range l.Running {
+		proven, err := s.leaseProves(ctx, l, r)
+		if err != nil {
+			return store.WorkerLease{}, fmt.Errorf("lease of %s: %w", l.WorkerID(), err)
+		}
+		if !proven {
+			s.log.WarnContext(ctx, "lease lists an attempt it does not prove; not counted", "worker_id", l.WorkerID(),
+				"run_id", r.Run, "task", r.Task, "attempt", r.Attempt)
+			continue
+		}
 		lease.Running = append(lease.Running, store.AttemptKey{Run: r.Run, Task: r.Task, Attempt: r.Attempt})
 	}
-	return lease
+	return lease, nil
+}
+
+// leaseProves reports whether lease l proves that its process runs
+// attempt r: the attempt, as the instance holds it, was claimed by the
+// lease's worker id (name and boot), and r's proof checks against the
+// attempt's stored token hash (protocol.LeaseProof). An attempt the
+// instance no longer holds inline (an older one, never the one evidence is
+// asked about) or an unknown one proves nothing.
+func (s *Service) leaseProves(ctx context.Context, l protocol.Lease, r protocol.LeasedAttempt) (bool, error) {
+	if r.Proof == "" || r.Validate() != nil {
+		return false, nil
+	}
+	inst, err := s.store.GetInstance(ctx, instanceKey(r.AttemptRef))
+	switch {
+	case errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	a, ok := inst.Snapshot.AttemptN(r.Attempt)
+	return ok && a.WorkerID == l.WorkerID() && protocol.CheckLeaseProof(a.TokenHash, l, r.AttemptRef, r.Proof), nil
 }

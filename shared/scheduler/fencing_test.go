@@ -10,6 +10,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
@@ -108,8 +109,7 @@ func TestProcessLeaseEndsByTheSchedulersClock(t *testing.T) {
 	run, env := f.running(t, "w1@"+boot)
 	behind := t0.Add(-time.Hour)
 	// Sent by a clock an hour behind, valid 60 s, listing the attempt.
-	f.deliver(t, protocol.Lease{Worker: "w1", BootID: boot, SentAt: behind, ExpiresAt: behind.Add(time.Minute), Seq: 1,
-		Running: []protocol.AttemptRef{env.Ref()}})
+	f.deliver(t, proven(protocol.Lease{Worker: "w1", BootID: boot, SentAt: behind, ExpiresAt: behind.Add(time.Minute), Seq: 1}, env))
 	f.lose(t) // t0+11s
 	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
 		t.Fatalf("state %s while the process lease (received at t0, 60 s) runs, want LOST", st)
@@ -149,16 +149,17 @@ func TestShortEvidenceWindowWaitsForTheSkew(t *testing.T) {
 	}
 }
 
-// A worker that restarted (a newer boot of its name) proves the attempt's
-// process gone: the retry need not wait for the skew. Its old attempt's
-// success, still in the events queue, is accepted as long as no newer
-// attempt was dispatched.
+// A worker that restarted (a newer boot of its name, whose lease proves an
+// attempt that boot claimed) proves the attempt's process gone: the retry
+// need not wait for the skew. Its old attempt's success, still in the
+// events queue, is accepted as long as no newer attempt was dispatched.
 func TestRestartedWorkersOldSuccessIsAccepted(t *testing.T) {
 	f := leaseFixture(t, time.Hour) // the skew is not what lets it go
 	t0 := f.clock.Now()
 	oldBoot, newBoot := bootAt(t0.Add(-time.Minute)), bootAt(t0.Add(5*time.Second))
 	run, env := f.running(t, "w1@"+oldBoot)
-	f.deliver(t, protocol.Lease{Worker: "w1", BootID: newBoot, SentAt: t0.Add(5 * time.Second), ExpiresAt: t0.Add(35 * time.Second), Seq: 1})
+	newer := f.claimAnother(t, "w1@"+newBoot)
+	f.deliver(t, proven(protocol.Lease{Worker: "w1", BootID: newBoot, SentAt: t0.Add(5 * time.Second), ExpiresAt: t0.Add(35 * time.Second), Seq: 1}, newer))
 	f.lose(t)
 	snap := f.instance(t, run).Snapshot
 	a1, _ := snap.AttemptN(1)
@@ -193,5 +194,129 @@ func TestOlderBootIsNoEvidence(t *testing.T) {
 	f.lose(t)
 	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
 		t.Fatalf("state %s on an older boot's lease, want LOST", st)
+	}
+}
+
+// proven is l listing the attempts of envs, each with the proof made with
+// its token, as the worker SDK sends it.
+func proven(l protocol.Lease, envs ...protocol.Envelope) protocol.Lease {
+	var tokens []string
+	for _, e := range envs {
+		l.Running = append(l.Running, protocol.LeasedAttempt{AttemptRef: e.Ref()})
+		tokens = append(tokens, e.Token)
+	}
+	l.Prove(tokens)
+	return l
+}
+
+// claimAnother triggers job j once more and claims its attempt as
+// workerID.
+func (f *fixture) claimAnother(t *testing.T, workerID string) protocol.Envelope {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := f.q.Receive(ctx, f.pool, queue.ReceiveOptions{MaxMessages: 1, Wait: 5 * time.Second})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("no envelope: %v %d", err, len(msgs))
+	}
+	env, err := protocol.ParseEnvelope(msgs[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Claim(ctx, env.Ref(), env.Token, workerID, "claim-another"); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// leaseVerdict is what the worker-lease evidence says of run's current
+// attempt now.
+func (f *fixture) leaseVerdict(t *testing.T, run string) scheduler.Verdict {
+	t.Helper()
+	inst := f.instance(t, run)
+	cur, _ := inst.Snapshot.Current()
+	found, err := scheduler.WorkerLeaseEvidence{Store: f.st, Now: f.clock.Now}.Check(context.Background(), inst, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found.Verdict
+}
+
+// A lease whose boot starts 100 years ahead is dropped: it would pass for
+// the newest boot of its name, make the worker's LOST attempts gone and
+// lock its real leases out. Nothing changes, and the real worker's leases
+// still count.
+func TestForgedFutureBootLeaseIgnored(t *testing.T) {
+	const skew = 5 * time.Second
+	f := leaseFixture(t, skew)
+	t0 := f.clock.Now()
+	boot := bootAt(t0.Add(-time.Minute))
+	run, env := f.running(t, "w1@"+boot)
+	f.deliver(t, proven(protocol.Lease{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: 1}, env))
+
+	for _, start := range []time.Time{t0.AddDate(100, 0, 0), t0.Add(skew + time.Second)} {
+		forged := bootAt(start)
+		f.deliver(t, protocol.Lease{Worker: "w1", BootID: forged, SentAt: t0, ExpiresAt: t0.AddDate(100, 0, 0), Seq: 1})
+		lease, err := f.st.GetWorkerLease(context.Background(), "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lease.BootID != boot || lease.Seq != 1 {
+			t.Fatalf("a boot starting at %s (now %s, skew %s) was stored: %+v", start, t0, skew, lease)
+		}
+	}
+	// The real worker's next lease is taken, and says the attempt runs.
+	f.deliver(t, proven(protocol.Lease{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: 2}, env))
+	if lease, err := f.st.GetWorkerLease(context.Background(), "w1"); err != nil || lease.BootID != boot || lease.Seq != 2 {
+		t.Fatalf("the real lease after the forged ones: %+v, %v; want boot %s seq 2", lease, err, boot)
+	}
+	f.lose(t)
+	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
+		t.Fatalf("state %s after the forged leases, want LOST (its worker's lease says it runs)", st)
+	}
+	if v := f.leaseVerdict(t, run); v != scheduler.VerdictRunning {
+		t.Fatalf("verdict %s, want running", v)
+	}
+}
+
+// A lease counts as evidence for an attempt only with a valid proof made
+// with the attempt's token, from the boot that claimed it: without a
+// proof, with another token's, or from another boot of the name (even
+// with the token), the attempt is not "running", and a newer boot that
+// proves no attempt of its own does not make the attempt gone.
+func TestUnprovenLeaseIsNoEvidence(t *testing.T) {
+	f := leaseFixture(t, time.Hour)
+	t0 := f.clock.Now()
+	boot, later := bootAt(t0.Add(-time.Minute)), bootAt(t0)
+	run, env := f.running(t, "w1@"+boot)
+	ref := env.Ref()
+	wrong := proven(protocol.Lease{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: 2},
+		protocol.Envelope{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, Token: "0123456789abcdef0123456789abcdef"})
+	for i, l := range []protocol.Lease{
+		{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: 1, Running: []protocol.LeasedAttempt{{AttemptRef: ref}}},
+		wrong,
+		{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: 3, Running: []protocol.LeasedAttempt{{AttemptRef: ref, Proof: wrong.Running[0].Proof[1:] + "0"}}},
+	} {
+		f.deliver(t, l)
+		if v := f.leaseVerdict(t, run); v != scheduler.VerdictUnknown {
+			t.Fatalf("lease %d (no valid proof): verdict %s, want unknown", i, v)
+		}
+	}
+	// The control: the same boot with the proof is evidence.
+	f.deliver(t, proven(protocol.Lease{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: 4}, env))
+	if v := f.leaseVerdict(t, run); v != scheduler.VerdictRunning {
+		t.Fatalf("a proven lease: verdict %s, want running", v)
+	}
+	// A newer boot of the name, listing the attempt with its token's
+	// proof: that boot did not claim it, and proves no attempt of its own.
+	f.deliver(t, proven(protocol.Lease{Worker: "w1", BootID: later, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: 1}, env))
+	if v := f.leaseVerdict(t, run); v != scheduler.VerdictUnknown {
+		t.Fatalf("a newer boot proving nothing of its own: verdict %s, want unknown", v)
+	}
+	f.lose(t)
+	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
+		t.Fatalf("state %s, want LOST: an unproven newer boot is no restart", st)
 	}
 }

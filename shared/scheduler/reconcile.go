@@ -253,11 +253,16 @@ func latest(a, b time.Time) time.Time {
 
 // WorkerLeaseEvidence reads the worker's per-process lease (the newest
 // boot's, see store.PutWorkerLease):
-//   - a newer boot of the attempt's worker: the process that ran the
-//     attempt is gone (VerdictGone), retried by policy at once; how the
-//     attempt ended is unknown, so its own success may still win;
+//   - a newer boot of the attempt's worker whose lease proves an attempt it
+//     claimed: the process that ran the attempt is gone (VerdictGone),
+//     retried by policy at once; how the attempt ended is unknown, so its
+//     own success may still win;
 //   - a live lease of the attempt's boot that lists the attempt: it still
 //     runs (VerdictRunning);
+//
+// A stored lease lists only the attempts it proved (Service.workerLease):
+// a lease anyone could have sent proves neither a restart nor a running
+// attempt.
 //   - a lease of the attempt's boot that has ended by the scheduler's clock
 //     (when it was received plus its lifetime): VerdictSilent, which counts
 //     only after the max clock skew (resolveLost).
@@ -297,6 +302,11 @@ func (w WorkerLeaseEvidence) Check(ctx context.Context, inst store.Instance, a s
 		if !ok || !lease.BootStartedAt.After(started) {
 			// An older boot, or one we cannot order: the attempt's own
 			// boot's leases have not arrived yet.
+			return Evidence{Verdict: VerdictUnknown}, nil
+		}
+		if len(lease.Running) == 0 {
+			// A newer boot that proves no attempt of its own may be anyone
+			// who can send to the events queue: no proof of a restart.
 			return Evidence{Verdict: VerdictUnknown}, nil
 		}
 		detail["finding"] = "worker restarted"

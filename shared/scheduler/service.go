@@ -9,7 +9,6 @@ package scheduler
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
@@ -24,6 +23,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/tableschema"
@@ -183,11 +183,9 @@ func newToken() (token, hash string, err error) {
 	return token, HashToken(token), nil
 }
 
-// HashToken is how a fencing token is stored: only its SHA-256.
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
+// HashToken is how a fencing token is stored: only its SHA-256
+// (protocol.HashToken, which a worker's lease proofs are keyed by).
+func HashToken(token string) string { return protocol.HashToken(token) }
 
 // tokenMatches compares in constant time, so a forger learns nothing from
 // how long a refusal took.

@@ -206,7 +206,7 @@ func newAttemptWorker(cfg AttemptConfig, h Handler) (*Worker, error) {
 		now:     cfg.Clock,
 		after:   realAfter,
 		bootID:  ulid.MustNew(ulid.Timestamp(cfg.Clock()), ulid.DefaultEntropy()).String(),
-		running: runningSet{m: map[AttemptRef]struct{}{}},
+		running: runningSet{m: map[AttemptRef]string{}},
 	}
 	w.id = cfg.Name + "@" + w.bootID
 	w.log = cfg.Logger.With("worker_id", w.id)

@@ -16,6 +16,8 @@ type (
 	Outcome = protocol.Outcome
 	// Lease is a worker process's lease message on the events queue.
 	Lease = protocol.Lease
+	// LeasedAttempt is an attempt a lease lists, with its proof.
+	LeasedAttempt = protocol.LeasedAttempt
 	// FieldError is a field the contract refuses (413 or 422).
 	FieldError = protocol.FieldError
 	// ClaimRequest is the body of POST /v1/attempts/claim.

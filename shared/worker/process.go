@@ -108,7 +108,7 @@ func (w *Worker) process(d delivery, m mode) disposition {
 	if !sameJSON(run.Payload, env.Payload) || !sameJSON(run.Params, env.Params) {
 		log.WarnContext(ctx, "the message's payload or params differ from the claimed attempt's; running the claimed attempt's")
 	}
-	w.running.add(ref)
+	w.running.add(ref, run.Token)
 	defer w.running.remove(ref)
 	log.InfoContext(ctx, "attempt claimed")
 

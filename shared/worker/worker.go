@@ -238,7 +238,7 @@ func New(cfg Config, h Handler) (*Worker, error) {
 		now:     cfg.Clock,
 		after:   realAfter,
 		bootID:  ulid.MustNew(ulid.Timestamp(cfg.Clock()), ulid.DefaultEntropy()).String(),
-		running: runningSet{m: map[AttemptRef]struct{}{}},
+		running: runningSet{m: map[AttemptRef]string{}},
 	}
 	w.id = cfg.Name + "@" + w.bootID
 	w.log = cfg.Logger.With("worker_id", w.id)
@@ -422,14 +422,18 @@ func (w *Worker) leaseLoop(ctx context.Context) {
 
 // sendLease sends one lease message listing the running attempts.
 func (w *Worker) sendLease(ctx context.Context, expiresAt time.Time) error {
+	refs, tokens := w.running.held()
 	l := Lease{
 		Worker:    w.cfg.Name,
 		BootID:    w.bootID,
 		ExpiresAt: expiresAt,
-		Running:   w.running.list(),
 		Seq:       w.leaseSeq.Add(1),
 		SentAt:    w.now(),
 	}
+	for _, r := range refs {
+		l.Running = append(l.Running, LeasedAttempt{AttemptRef: r})
+	}
+	l.Prove(tokens)
 	body, err := wire.Marshal(l)
 	if err != nil {
 		return fmt.Errorf("send lease %s: %w", w.id, err)
@@ -442,15 +446,16 @@ func (w *Worker) sendLease(ctx context.Context, expiresAt time.Time) error {
 }
 
 // runningSet is the attempts this process holds: claimed and not yet
-// reported (or given up).
+// reported (or given up), each with its token, which the leases' proofs
+// are made with.
 type runningSet struct {
 	mu sync.Mutex
-	m  map[AttemptRef]struct{}
+	m  map[AttemptRef]string
 }
 
-func (s *runningSet) add(r AttemptRef) {
+func (s *runningSet) add(r AttemptRef, token string) {
 	s.mu.Lock()
-	s.m[r] = struct{}{}
+	s.m[r] = token
 	s.mu.Unlock()
 }
 
@@ -461,13 +466,18 @@ func (s *runningSet) remove(r AttemptRef) {
 }
 
 func (s *runningSet) list() []AttemptRef {
+	refs, _ := s.held()
+	return refs
+}
+
+// held lists the attempts in order, and their tokens.
+func (s *runningSet) held() ([]AttemptRef, []string) {
 	s.mu.Lock()
-	out := make([]AttemptRef, 0, len(s.m))
+	refs := make([]AttemptRef, 0, len(s.m))
 	for r := range s.m {
-		out = append(out, r)
+		refs = append(refs, r)
 	}
-	s.mu.Unlock()
-	slices.SortFunc(out, func(a, b AttemptRef) int {
+	slices.SortFunc(refs, func(a, b AttemptRef) int {
 		if c := strings.Compare(a.Run, b.Run); c != 0 {
 			return c
 		}
@@ -476,5 +486,10 @@ func (s *runningSet) list() []AttemptRef {
 		}
 		return a.Attempt - b.Attempt
 	})
-	return out
+	tokens := make([]string, len(refs))
+	for i, r := range refs {
+		tokens[i] = s.m[r]
+	}
+	s.mu.Unlock()
+	return refs, tokens
 }

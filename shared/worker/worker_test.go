@@ -421,8 +421,12 @@ func TestLeaseMessages(t *testing.T) {
 	env := f.dispatch(nil)
 	stop := f.start(w)
 
-	running := f.lease("the attempt running", func(l worker.Lease) bool {
-		return l.BootID == w.BootID() && slices.Contains(l.Running, env.Ref())
+	// The lease lists the attempt with a proof made with its token, which
+	// the scheduler checks against the token's hash.
+	running := f.lease("the attempt running, proven", func(l worker.Lease) bool {
+		return l.BootID == w.BootID() && slices.ContainsFunc(l.Running, func(a worker.LeasedAttempt) bool {
+			return a.AttemptRef == env.Ref() && protocol.CheckLeaseProof(protocol.HashToken(env.Token), l, a.AttemptRef, a.Proof)
+		})
 	})
 	if running.Worker != "leaser" || running.WorkerID() != w.ID() || w.ID() != "leaser@"+w.BootID() {
 		t.Errorf("lease names worker %q (id %q), worker id %q", running.Worker, running.WorkerID(), w.ID())
