@@ -71,6 +71,7 @@ const (
 	attrExecutorID     = "executor_id"
 	attrExecutor       = "executor"
 	attrExecutorSpec   = "executor_spec"
+	attrSecret         = "secret"
 	attrSpendsBudget   = "spends_budget"
 	attrQueuedAt       = "queued_at"
 	attrStartedAt      = "started_at"

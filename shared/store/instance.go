@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -38,6 +39,33 @@ type Instance struct {
 	// History holds the newest transition records, oldest first; older
 	// ones were spilled to history items (history.go).
 	History []statemodel.Transition
+	// Secret is the instance's attempt secret, set when its run was
+	// created (NewTask.Secret) and never changed: the scheduler derives
+	// each attempt's token from it. Empty for an instance created before
+	// instances had one. No history record, attempt item or run holds it.
+	Secret Secret
+}
+
+// SecretBytes is the length of an instance's attempt secret.
+const SecretBytes = 32
+
+// Secret is an instance's attempt secret. It prints, logs and encodes as
+// a placeholder, so a dump of an instance cannot reveal it.
+type Secret []byte
+
+const redacted = "[redacted]"
+
+func (Secret) String() string               { return redacted }
+func (Secret) GoString() string             { return redacted }
+func (Secret) LogValue() slog.Value         { return slog.StringValue(redacted) }
+func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+
+// checkSecret refuses a secret of the wrong length; empty is none.
+func checkSecret(task string, s Secret) error {
+	if len(s) != 0 && len(s) != SecretBytes {
+		return fmt.Errorf("%w: task %s: an instance secret is %d bytes, not %d", ErrInvalidInput, task, SecretBytes, len(s))
+	}
+	return nil
 }
 
 // Node returns the instance as the DAG rules see it.
@@ -133,6 +161,7 @@ func instanceStatic(inst Instance) item {
 		attrDependsOn:    strList(inst.DependsOn),
 		attrTriggerRule:  optStr(string(inst.TriggerRule)),
 		attrPublish:      optBool(inst.Publish),
+		attrSecret:       bin(inst.Secret),
 	}
 }
 
@@ -166,6 +195,7 @@ func decodeInstance(m map[string]types.AttributeValue) (Instance, error) {
 		Snapshot:    readSnapshot(r),
 		TimerAt:     r.time(tableschema.TimerAt),
 		TimerKind:   statemodel.TimerKind(r.str(attrTimerKind)),
+		Secret:      r.bytes(attrSecret),
 	}
 	inst.History = readHistoryList(r, attrHistory)
 	return inst, r.err

@@ -24,6 +24,9 @@ func CheckRunID(run string) error { return checkRun(run) }
 // CheckTaskID validates a task id (InvalidKeyError).
 func CheckTaskID(task string) error { return checkTask(task) }
 
+// CheckSecret validates a new task's instance secret (ErrInvalidInput).
+func CheckSecret(task string, s Secret) error { return checkSecret(task, s) }
+
 // CheckEventID validates an event id of the instance at k (InvalidKeyError).
 func CheckEventID(k InstanceKey, id string) error { return checkEventID(k, id) }
 

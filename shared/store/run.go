@@ -85,6 +85,9 @@ type NewTask struct {
 	// Scheduled creates the task SCHEDULED (its deps.met applied in the
 	// same write), for a task the caller knows has nothing to wait for.
 	Scheduled bool
+	// Secret is the instance's attempt secret (Instance.Secret):
+	// SecretBytes random bytes, or empty for none.
+	Secret Secret
 }
 
 // Idempotency is a client's idempotency key and the hash of the body it
@@ -252,6 +255,9 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		if err := t.Policy.Validate(); err != nil {
 			return RunView{}, op(fmt.Errorf("%w: task %s: %w", ErrInvalidInput, t.ID, err))
 		}
+		if err := checkSecret(t.ID, t.Secret); err != nil {
+			return RunView{}, op(err)
+		}
 		nodes[i] = statemodel.TaskNode{ID: t.ID, DependsOn: t.DependsOn, Rule: t.TriggerRule, Publish: t.Publish, State: statemodel.StateCreated}
 	}
 	if err := statemodel.ValidateDAG(nodes); err != nil {
@@ -376,7 +382,7 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		inst := Instance{
 			Key: key, Job: nr.Job, Pool: t.Pool, Payload: t.Payload, Executor: t.Executor, Policy: t.Policy,
 			DependsOn: t.DependsOn, TriggerRule: t.TriggerRule, Publish: t.Publish,
-			Snapshot: snap, History: hist,
+			Snapshot: snap, History: hist, Secret: t.Secret,
 		}
 		inst.TimerAt, inst.TimerKind = snap.Timer()
 		inst.Policy.Random = nil

@@ -193,6 +193,7 @@ func cloneInstance(i store.Instance) store.Instance {
 	i.Payload = slices.Clone(i.Payload)
 	i.Executor = slices.Clone(i.Executor)
 	i.DependsOn = slices.Clone(i.DependsOn)
+	i.Secret = slices.Clone(i.Secret)
 	i.Policy.Random = nil
 	i.Snapshot = i.Snapshot.Clone()
 	return i

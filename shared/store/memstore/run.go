@@ -122,6 +122,9 @@ func checkNewRun(nr store.NewRun) ([]statemodel.TaskNode, error) {
 		if err := t.Policy.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: task %s: %w", store.ErrInvalidInput, t.ID, err)
 		}
+		if err := store.CheckSecret(t.ID, t.Secret); err != nil {
+			return nil, err
+		}
 		nodes[i] = statemodel.TaskNode{ID: t.ID, DependsOn: t.DependsOn, Rule: t.TriggerRule, Publish: t.Publish, State: statemodel.StateCreated}
 	}
 	if err := statemodel.ValidateDAG(nodes); err != nil {
@@ -191,7 +194,7 @@ func newInstance(nr store.NewRun, t store.NewTask, now time.Time) (*instance, er
 	inst := store.Instance{
 		Key: key, Job: nr.Job, Pool: t.Pool, Payload: slices.Clone(t.Payload), Executor: slices.Clone(t.Executor), Policy: t.Policy,
 		DependsOn: slices.Clone(t.DependsOn), TriggerRule: t.TriggerRule, Publish: t.Publish,
-		Snapshot: snap,
+		Snapshot: snap, Secret: slices.Clone(t.Secret),
 	}
 	inst.Policy.Random = nil
 	inst.TimerAt, inst.TimerKind = timerOf(snap)

@@ -1,9 +1,16 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +26,7 @@ var runCases = []Case{
 	{"RearmRunBackstop", rearmRunBackstop},
 	{"ScheduledTasksAndRunStart", scheduledTasksAndRunStart},
 	{"RunTrigger", runTrigger},
+	{"InstanceSecret", instanceSecret},
 }
 
 // runTrigger: a run keeps its trigger and backfill id through every read
@@ -429,5 +437,108 @@ func rearmRunBackstop(t *testing.T, h *Harness) {
 	gone.ID = "gone"
 	if _, err := h.Store.RearmRunBackstop(ctx, gone); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("re-arm of a missing run: %v, want not found", err)
+	}
+}
+
+// instanceSecret: a task's secret is stored with its instance and read
+// back by every read of the instance (CreateRun's view, GetInstance,
+// GetInstanceAndRun, ReadRun, a transition's result), unchanged by its
+// writes; a task created without one has none. It is in no other record:
+// history, attempts, runs and their listing hold no trace of it, and an
+// instance prints, encodes and logs it as a placeholder. A secret of the
+// wrong length is refused and nothing is written.
+func instanceSecret(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	secret := make(store.Secret, store.SecretBytes)
+	for i := range secret {
+		secret[i] = byte(0xA0 + i)
+	}
+	nr := NewRun("secret", "kept", "legacy")
+	nr.Tasks[0].Secret = slices.Clone(secret)
+	v := h.MustCreate(t, nr)
+	kept := store.InstanceKey{Run: nr.ID, Task: "kept"}
+	legacy := store.InstanceKey{Run: nr.ID, Task: "legacy"}
+	check := func(how string, inst store.Instance, want store.Secret) {
+		t.Helper()
+		if !bytes.Equal(inst.Secret, want) {
+			t.Fatalf("%s: instance %s has secret %x, want %x", how, inst.Key, []byte(inst.Secret), []byte(want))
+		}
+	}
+	check("CreateRun", v.Tasks[0].Instance, secret)
+	check("CreateRun", v.Tasks[1].Instance, nil)
+
+	now := h.Clock.Now()
+	events := []statemodel.Event{Ev(statemodel.EvDepsMet, 0), Dispatch(1), Started(1, "w"), Succeeded(1)}
+	for _, e := range events {
+		held := h.MustInstance(t, kept)
+		check("GetInstance", held, secret)
+		res, err := h.Store.TransitionFrom(ctx, held, e, now, Policy())
+		if err != nil || res.Outcome != statemodel.Applied {
+			t.Fatalf("%s: %s, %v", e, res.Outcome, err)
+		}
+		check("TransitionFrom "+string(e.Type), res.Instance, secret)
+		if e.Type == statemodel.EvStarted {
+			if _, err := h.Store.Heartbeat(ctx, kept, 1, now.Add(time.Second), Policy().Timeouts.Heartbeat); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	inst, _, err := h.Store.GetInstanceAndRun(ctx, kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("GetInstanceAndRun", inst, secret)
+	check("GetInstance", h.MustInstance(t, legacy), nil)
+	view, err := h.Store.ReadRun(ctx, nr.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("ReadRun", view.Tasks[0].Instance, secret)
+	check("ReadRun", view.Tasks[1].Instance, nil)
+
+	// Nothing else carries it, in any encoding.
+	traces := []string{string(secret), hex.EncodeToString(secret), base64.StdEncoding.EncodeToString(secret), fmt.Sprint([]byte(secret))}
+	hidden := func(what string, v any) {
+		t.Helper()
+		j, _ := json.Marshal(v) // an instance's policy holds a func: no JSON
+		var logged strings.Builder
+		slog.New(slog.NewTextHandler(&logged, nil)).Info("dump", "v", v)
+		for _, shown := range []string{fmt.Sprintf("%+v", v), fmt.Sprintf("%#v", v), string(j), logged.String()} {
+			for _, trace := range traces {
+				if strings.Contains(shown, trace) {
+					t.Fatalf("%s shows the instance secret: %s", what, shown)
+				}
+			}
+		}
+	}
+	hidden("the instance", inst)
+	hidden("the instance's secret", inst.Secret)
+	hidden("the run view", view)
+	hidden("the history", h.FullHistory(t, kept))
+	a, err := h.Store.GetAttempt(ctx, kept, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden("attempt 1", a)
+	r, err := h.Store.GetRun(ctx, nr.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden("the run", r)
+	runs, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "secret"})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("ListRuns: %d runs, %v", len(runs), err)
+	}
+	hidden("the run's listing", runs)
+
+	for _, n := range []int{1, store.SecretBytes - 1, store.SecretBytes + 1} {
+		bad := NewRun("secret-bad", "main")
+		bad.Tasks[0].Secret = make(store.Secret, n)
+		if _, err := h.CreateRun(ctx, bad, h.Clock.Now()); !errors.Is(err, store.ErrInvalidInput) {
+			t.Fatalf("a secret of %d bytes: %v, want invalid input", n, err)
+		}
+		if _, err := h.Store.GetRun(ctx, bad.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("a secret of %d bytes wrote run %s (%v)", n, bad.ID, err)
+		}
 	}
 }
