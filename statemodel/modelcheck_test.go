@@ -122,7 +122,7 @@ func snapshotKey(s Snapshot) string {
 	return string(b)
 }
 
-// checkEdge checks invariants 1-4 and 6-8 on one step s --e--> d, and
+// checkEdge checks invariants 1-4 and 6-9 on one step s --e--> d, and
 // invariant 5 on the history that led to d. It returns the violations.
 func checkEdge(apply applyFunc, s Snapshot, hist []Transition, e Event, d Decision, now time.Time, p Policy) []string {
 	var v []string
@@ -220,6 +220,11 @@ func checkEdge(apply applyFunc, s Snapshot, hist []Transition, e Event, d Decisi
 	}
 	if manual := countManualRetries(h); manual == 0 && budget > p.Retry.MaxAttempts {
 		bad(8, "%d budget attempts without a manual retry", budget)
+	}
+	// 9. Attempt numbers never go back: a scheduler that derives an
+	// attempt's token from its number never sends one token twice.
+	if n.Attempt < s.Attempt {
+		bad(9, "attempt went back from %d to %d", s.Attempt, n.Attempt)
 	}
 	return v
 }

@@ -61,15 +61,22 @@ type pendingDispatch struct {
 // to their queues in batches (SendMessageBatch); each instance is then one
 // conditional write.
 //
-// Send first, write second: if the write fails after the send, a duplicate
-// envelope may exist, but its token matches no attempt record, so the
-// fenced claim refuses it; exactly one worker runs the attempt. A claim that
-// arrives before the write lands waits for it (Claim).
+// Send first, write second. Attempt n's token is derived from the
+// instance's secret (attemptToken), so every envelope sent for attempt n,
+// by whichever dispatcher, carries the token its claim accepts: if two
+// dispatchers race, one write records attempt n and the other envelope is
+// a true duplicate, claimed as the contract says for a second delivery
+// (the same worker gets its first answer, another 409 already_claimed);
+// exactly one worker runs the attempt. A claim that arrives before the
+// write lands waits for it (Claim).
 //
-// With depsMet the instance is CREATED and its dependency verdict is
-// written in the same write: deps.met and dispatch.accepted, one
-// conditional write after the send. When the send fails, deps.met alone is
-// written, and the SCHEDULED instance's timer tries the dispatch again.
+// With depsMet the instance is CREATED. For a task with one upstream task
+// its dependency verdict rides in the dispatch's write: deps.met and
+// dispatch.accepted, one conditional write after the send; when the send
+// fails, deps.met alone is written, and the SCHEDULED instance's timer
+// tries the dispatch again. For a join (verdictFirst) the verdict is
+// written first, on its own: evaluators racing on it make one write win,
+// and only its writer sends, so racing evaluators send one envelope.
 //
 // A dispatch that fails before the queue took the envelope is retried by
 // the instance's timer until the queue timeout since it became SCHEDULED;
@@ -140,8 +147,15 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 	if snap.State != want {
 		return nil, dispatched{inst: inst}
 	}
+	if e.depsMet && verdictFirst(inst) {
+		written, won, err := s.writeVerdict(ctx, inst)
+		if !won {
+			return nil, dispatched{inst: written, err: err}
+		}
+		inst, snap = written, written.Snapshot
+	}
 	p := &pendingDispatch{inst: inst, n: snap.Attempt + 1}
-	if e.depsMet {
+	if snap.State == statemodel.StateCreated {
 		p.events = append(p.events, statemodel.Event{ID: store.DepsEventID(snap.Seq), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler})
 	}
 	fail := func(cause error) (*pendingDispatch, dispatched) {
@@ -173,7 +187,7 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 		}
 		run = r
 	}
-	token, hash, err := newToken()
+	token, hash, err := attemptToken(inst, p.n)
 	if err != nil {
 		return nil, dispatched{inst: inst, err: err}
 	}
@@ -188,6 +202,45 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 	}
 	p.entry = queue.Entry{Body: body, Attrs: attrs}
 	return p, dispatched{}
+}
+
+// verdictFirst reports whether a task's dependency verdict is written
+// before its envelope is built and sent, as a write of its own, rather
+// than in the write that records the dispatch. It is for a task that
+// waits on two or more upstream tasks (a join), or on other jobs' runs:
+// their completions, finishing together, each evaluate the run and may
+// each find its dependencies met. Only the evaluator whose verdict write
+// wins sends; the other's write fails its condition and it sends
+// nothing. A task with one upstream task is decided by that task's
+// completion alone in the common case, so it keeps the one write after
+// the send, and a chain step costs no extra round trip.
+func verdictFirst(inst store.Instance) bool { return len(inst.DependsOn) != 1 }
+
+// writeVerdict writes the dependency verdict (deps.met) of a CREATED
+// instance on its own and reports whether this call's write won: false
+// when another evaluator wrote it first (the instance as found, nothing to
+// send) or when it failed. The instance is SCHEDULED once it is written,
+// and its timer dispatches it if this dispatcher stops before sending.
+func (s *Service) writeVerdict(ctx context.Context, inst store.Instance) (store.Instance, bool, error) {
+	key := inst.Key
+	ev := statemodel.Event{ID: store.DepsEventID(inst.Snapshot.Seq), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler}
+	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
+	if err != nil {
+		if transient(err) {
+			return inst, false, fmt.Errorf("dispatch %s: dependency verdict: %w", key, err)
+		}
+		// Moved on by another writer since it was read (the verdict's
+		// event is illegal where it stands): it is not ours to send.
+		s.log.InfoContext(ctx, "dependency verdict decided elsewhere", "run_id", key.Run, "task", key.Task, "error", err.Error())
+		return inst, false, nil
+	}
+	if res.Outcome != statemodel.Applied {
+		s.log.InfoContext(ctx, "dependency verdict decided elsewhere", "run_id", key.Run, "task", key.Task, "outcome", string(res.Outcome))
+		return res.Instance, false, nil
+	}
+	// Its effects are this dispatch: none is performed besides.
+	s.applied(ctx, res)
+	return res.Instance, true, nil
 }
 
 // recordDispatch writes a sent dispatch: its verdict, if any, and
@@ -210,8 +263,11 @@ func (s *Service) recordDispatch(ctx context.Context, p *pendingDispatch, msgID 
 		return dispatched{inst: p.inst, err: fmt.Errorf("dispatch %s#%d: record: %w", key, n, err)}
 	}
 	if res.Outcome != statemodel.Applied {
-		// Another dispatcher recorded attempt n (or the verdict) first; our
-		// envelope's token matches nothing and its claim will be refused.
+		// Another dispatcher recorded attempt n (or the verdict) first. Our
+		// envelope carries the same token as its (attemptToken): a true
+		// duplicate, whose claim is answered as the contract says for a
+		// second delivery. (An instance without a secret: a token that
+		// matches nothing, refused at the claim.)
 		s.log.InfoContext(ctx, "duplicate dispatch", "run_id", key.Run, "task", key.Task, "attempt", n, "outcome", string(res.Outcome))
 	}
 	s.applied(ctx, res)

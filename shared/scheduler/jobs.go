@@ -153,12 +153,17 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		nr.Idempotency = &store.Idempotency{Key: req.IdempotencyKey, BodyHash: req.BodyHash}
 	}
 	for _, t := range j.Tasks() {
+		secret, err := newSecret()
+		if err != nil {
+			return store.RunView{}, false, err
+		}
 		nr.Tasks = append(nr.Tasks, store.NewTask{
 			ID: t.ID, Pool: t.Pool, Payload: t.Payload, Executor: executorJSON(t.Executor), Policy: t.Policy,
 			DependsOn: t.DependsOn, TriggerRule: t.Rule, Publish: t.Publish,
 			// A task with nothing to wait for is created SCHEDULED: its
 			// dependency verdict is part of the run's creating write.
 			Scheduled: len(t.DependsOn) == 0 && len(j.DependsOnJobs) == 0,
+			Secret:    secret,
 		})
 	}
 	if err := checkEnvelopes(nr, now); err != nil {

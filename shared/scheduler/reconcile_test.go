@@ -68,6 +68,8 @@ type fixture struct {
 	clock  *clock
 	ev     *evidenceDouble
 	table  string // the DynamoDB table of an emulator fixture; "" in memory
+	// sent records every envelope the service sent.
+	sent *sentLog
 }
 
 // testQueue is what the tests need of a queue besides the scheduler's
@@ -101,6 +103,13 @@ func newEmulatorFixture(t *testing.T, providers ...scheduler.EvidenceProvider) *
 // newEmulatorFixtureWith is newEmulatorFixture with options for its store.
 func newEmulatorFixtureWith(t *testing.T, opts []store.Option, providers ...scheduler.EvidenceProvider) *fixture {
 	t.Helper()
+	return newEmulatorFixtureWrapped(t, opts, nil, providers...)
+}
+
+// newEmulatorFixtureWrapped is newEmulatorFixtureWith whose service
+// reaches its store through wrap (nil: directly).
+func newEmulatorFixtureWrapped(t *testing.T, opts []store.Option, wrap func(scheduler.Store) scheduler.Store, providers ...scheduler.EvidenceProvider) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("sched%d", seq.Add(1))
 	db := env.DynamoDBClient()
@@ -115,7 +124,11 @@ func newEmulatorFixtureWith(t *testing.T, opts []store.Option, providers ...sche
 	}
 	t.Cleanup(func() { _ = q.DeleteQueue(context.Background(), pool.URL) })
 	c := newClock()
-	return assemble(store.New(db, name, append([]store.Option{store.WithClock(c.Now)}, opts...)...), q, pool.URL, c, name, providers)
+	var st scheduler.Store = store.New(db, name, append([]store.Option{store.WithClock(c.Now)}, opts...)...)
+	if wrap != nil {
+		st = wrap(st)
+	}
+	return assemble(st, q, pool.URL, c, name, providers)
 }
 
 func newClock() *clock { return &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
@@ -123,11 +136,12 @@ func newClock() *clock { return &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time
 func assemble(st scheduler.Store, q testQueue, pool string, c *clock, table string, providers []scheduler.EvidenceProvider) *fixture {
 	ev := &evidenceDouble{}
 	ev.verdict.Store(scheduler.VerdictUnknown)
-	svc := scheduler.New(st, q, scheduler.Config{
+	sent := &sentLog{Queue: q}
+	svc := scheduler.New(st, sent, scheduler.Config{
 		Pools: map[string]string{"default": pool}, Now: c.Now,
 		Evidence: append(providers, ev),
 	})
-	return &fixture{svc: svc, st: st, q: q, pool: pool, clock: c, ev: ev, table: table}
+	return &fixture{svc: svc, st: st, q: q, pool: pool, clock: c, ev: ev, table: table, sent: sent}
 }
 
 // running creates a one-task job, triggers it and claims attempt 1 as

@@ -8,6 +8,7 @@ package scheduler
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -171,6 +172,52 @@ func (s *Service) NewID() string {
 	s.entropyMu.Lock()
 	defer s.entropyMu.Unlock()
 	return ulid.MustNew(ulid.Timestamp(s.now()), s.entropy).String()
+}
+
+// newSecret returns a new instance's attempt secret (store.Instance.Secret).
+func newSecret() (store.Secret, error) {
+	b := make(store.Secret, store.SecretBytes)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("instance secret: %w", err)
+	}
+	return b, nil
+}
+
+// What an attempt's credentials are derived for.
+const (
+	purposeToken = "token"
+	purposeNonce = "nonce"
+)
+
+// deriveCredential is the credential for purpose of attempt n of the
+// instance at key: HMAC-SHA256 keyed by the instance's secret over the
+// purpose and the attempt's identity (length-prefixed, so no two
+// identities share an input), 128 bits in hex, the shape of a random
+// token. The same attempt always gets the same credential, and no
+// attempt's credential tells anything of another's.
+func deriveCredential(secret store.Secret, purpose string, key store.InstanceKey, n int) string {
+	mac := hmac.New(sha256.New, secret)
+	fmt.Fprintf(mac, "%s\x00%d:%s%d:%s%d", purpose, len(key.Run), key.Run, len(key.Task), key.Task, n)
+	return hex.EncodeToString(mac.Sum(nil)[:16])
+}
+
+// attemptToken is attempt n's fencing token and its stored hash. It is
+// derived from the instance's secret, so every sender of attempt n (two
+// evaluators that both found a task's dependencies met, a timer's retry
+// of a dispatch) sends the token attempt n's claim accepts: a second
+// envelope is a true duplicate. Attempt numbers never repeat within an
+// instance (statemodel dispatches Attempt+1 and never lowers Attempt), so
+// neither do tokens.
+//
+// An instance created before instances had a secret gets a random token,
+// as every dispatch did then: of two racing senders, the one whose write
+// lost sent a token no attempt holds, and its claim is refused.
+func attemptToken(inst store.Instance, n int) (token, hash string, err error) {
+	if len(inst.Secret) == 0 {
+		return newToken()
+	}
+	token = deriveCredential(inst.Secret, purposeToken, inst.Key, n)
+	return token, HashToken(token), nil
 }
 
 // newToken returns a 128-bit random fencing token and its stored hash.
