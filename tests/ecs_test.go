@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/runledger/runledger/shared/app"
 	"github.com/runledger/runledger/shared/devstack"
 	"github.com/runledger/runledger/shared/ecsexec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/worker"
 )
 
@@ -36,6 +38,8 @@ const ecsContainerArg = "runledger-e2e-ecs-container"
 // environment names and runs a handler steered by params.mode:
 //   - "sleep": wait for the ctx's end (a cancel, a lost lease);
 //   - "ignore_cancel": never return (only StopTask ends it);
+//   - "nonce": check what the claim nonce is worth once the container
+//     claimed with it (nonceSpent);
 //
 // attempts after the first succeed at once. It exits 0 on a reported
 // success, else 1.
@@ -52,6 +56,8 @@ func ecsContainer() int {
 			return ctx.Err()
 		case "ignore_cancel":
 			select {}
+		case "nonce":
+			return nonceSpent(ctx, tk)
 		}
 		return fmt.Errorf("unknown mode %q", p.Mode)
 	}
@@ -60,6 +66,40 @@ func ecsContainer() int {
 		return 1
 	}
 	return 0
+}
+
+// nonceSpent checks, inside a container that claimed its attempt, that its
+// start environment held the claim nonce and not the token, and that the
+// nonce claims, heartbeats and completes nothing now; an error says which
+// check failed, and fails the attempt.
+func nonceSpent(ctx context.Context, tk worker.Task) error {
+	nonce := os.Getenv(protocol.EnvClaimNonce)
+	switch {
+	case nonce == "":
+		return errors.New("the start environment holds no claim nonce")
+	case os.Getenv(protocol.EnvToken) != "":
+		return errors.New("the start environment holds the attempt's token")
+	case tk.Token == "" || tk.Token == nonce:
+		return errors.New("the claim did not answer the token")
+	}
+	for _, kv := range os.Environ() {
+		if strings.Contains(kv, tk.Token) {
+			return errors.New("the start environment holds the attempt's token")
+		}
+	}
+	c := worker.NewClient(os.Getenv(protocol.EnvAPIURL), nil)
+	ref := worker.AttemptRef{Run: tk.Run, Task: tk.Task, Attempt: tk.Attempt}
+	if _, err := c.Claim(ctx, nonce, worker.ClaimRequest{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, WorkerID: "thief@boot", EventID: "again"}); !errors.Is(err, worker.ErrInvalidToken) {
+		return fmt.Errorf("a second claim with the nonce: %v, want invalid_token", err)
+	}
+	if _, err := c.Heartbeat(ctx, nonce, worker.HeartbeatRequest{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "beat"}); !errors.Is(err, worker.ErrInvalidToken) {
+		return fmt.Errorf("a heartbeat with the nonce: %v, want invalid_token", err)
+	}
+	comp := worker.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "forged", Outcome: worker.OutcomeFailed, ErrorCategory: "forged"}
+	if _, err := c.Complete(ctx, nonce, comp); !errors.Is(err, worker.ErrInvalidToken) {
+		return fmt.Errorf("a completion with the nonce: %v, want invalid_token", err)
+	}
+	return nil
 }
 
 type ecsStack struct {
@@ -167,6 +207,20 @@ func TestECSExecutor(t *testing.T) {
 		raw := s.call("GET", "/v1/runs/"+run, nil).must(t, http.StatusOK).Raw
 		if !strings.Contains(string(raw), `"executor":"ecs"`) {
 			t.Fatalf("run view does not name the ecs executor: %s", raw)
+		}
+	})
+
+	// The container gets the attempt's claim nonce, never its token: it
+	// claims with the nonce, runs on the token the claim answered, and the
+	// nonce is worth nothing from then on.
+	t.Run("claim nonce", func(t *testing.T) {
+		s.t = t
+		s.createJob(ecsJob("ecs-nonce", "inproc", map[string]any{"retry": map[string]any{"max_attempts": 1}}))
+		run := s.trigger("ecs-nonce", params("mode", "nonce"))
+		s.waitRun(run, 30*time.Second, "SUCCEEDED", "FAILED")
+		td := s.runDetail(run).task("main")
+		if a := td.attempt(t, 1); td.State != "SUCCEEDED" || a.WorkerID == nil {
+			t.Fatalf("task %s, attempt %+v (%s): want SUCCEEDED, claimed by the container", td.State, a, describeTransitions(s.history(run, "main")))
 		}
 	})
 

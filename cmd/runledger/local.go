@@ -60,7 +60,7 @@ With --ecs FAMILY=COMMAND it runs the ecs executor's tasks of that task
 definition family as local processes of COMMAND (split at spaces; put
 anything longer in a script), on the clusters --ecs-cluster names ("local"
 by default). The process gets the container's environment (RUNLEDGER_RUN,
-RUNLEDGER_TASK, RUNLEDGER_ATTEMPT, RUNLEDGER_TOKEN, RUNLEDGER_API_URL), so
+RUNLEDGER_TASK, RUNLEDGER_ATTEMPT, RUNLEDGER_CLAIM_NONCE, RUNLEDGER_API_URL), so
 COMMAND is typically 'runledger task run -- ...', as in the image.`,
 		Example: `  runledger local
   runledger local -addr 127.0.0.1:9090 -data ""

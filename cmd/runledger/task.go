@@ -38,9 +38,10 @@ func newTaskRunCmd() *cobra.Command {
 		Short: "Claim the attempt named by the environment, run a command for it, and report how it ended",
 		Long: `run is the entry point of a container that the ecs executor starts: the
 container's environment names one attempt (RUNLEDGER_RUN, RUNLEDGER_TASK,
-RUNLEDGER_ATTEMPT, RUNLEDGER_TOKEN, RUNLEDGER_API_URL). run claims it, which
-answers with the attempt's payload and params, runs CMD while heartbeating,
-and completes the attempt over HTTP.
+RUNLEDGER_ATTEMPT, RUNLEDGER_CLAIM_NONCE, RUNLEDGER_API_URL). run claims it
+with the one-time claim nonce, which answers with the attempt's payload,
+params and token, runs CMD while heartbeating, and completes the attempt
+over HTTP with that token (the nonce is refused after the claim).
 
 CMD and its arguments are Go templates as in 'runledger worker exec' (.Job,
 .Run, .Task, .Attempt, .LogicalTime, .LogicalDate, .Params); the process

@@ -53,7 +53,7 @@ func (h *Handler) routes() []route {
 
 		{"GET", "/v1/events", "Events of the local stack (runs ended, tasks failed or lost, deadlines missed), oldest first.", authClient, h.events},
 
-		{"POST", "/v1/attempts/claim", "Claim an attempt (bearer: attempt token).", authAttempt, h.claim},
+		{"POST", "/v1/attempts/claim", "Claim an attempt (bearer: attempt token, or its one-time claim nonce).", authAttempt, h.claim},
 		{"POST", "/v1/attempts/heartbeat", "Renew an attempt's lease (bearer: attempt token).", authAttempt, h.heartbeat},
 		{"POST", "/v1/attempts/complete", "Report an attempt's outcome (bearer: attempt token).", authAttempt, h.complete},
 	}

@@ -35,6 +35,7 @@ type fakeECS struct {
 type call struct {
 	target string
 	body   map[string]any
+	raw    string
 }
 
 const targetPrefix = "AmazonEC2ContainerServiceV20141113."
@@ -65,7 +66,7 @@ func (f *fakeECS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	target := r.Header.Get("X-Amz-Target")
 	f.mu.Lock()
-	f.calls = append(f.calls, call{target: target, body: body})
+	f.calls = append(f.calls, call{target: target, body: body, raw: string(raw)})
 	answer, ok := f.answers[target]
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
@@ -105,14 +106,16 @@ const taskARN = "arn:aws:ecs:eu-west-1:123456789012:task/batch/0123456789abcdef0
 
 // The executor's RunTask carries the cluster, the task definition, the
 // launch type, the awsvpc network, one task, the idempotency token, and the
-// start environment as the named container's override; the task's ARN is
-// the executor id.
+// start environment as the named container's override, with the attempt's
+// claim nonce and nowhere its token (RunTask's input is shown by
+// DescribeTasks and recorded by CloudTrail); the task's ARN is the
+// executor id.
 func TestStartSendsRunTaskOfTheSpec(t *testing.T) {
 	f, c := newFakeECS(t, map[string]string{
 		targetPrefix + "RunTask": `{"tasks":[{"taskArn":"` + taskARN + `","lastStatus":"PROVISIONING"}],"failures":[]}`,
 	})
 	x := ecsexec.NewExecutor(c, "https://api.example.com")
-	env := protocol.Envelope{Run: "01RUN", Task: "extract", Attempt: 2, Token: "secret-token"}
+	env := protocol.Envelope{Run: "01RUN", Task: "extract", Attempt: 2, Token: "secret-token", ClaimNonce: "claim-nonce"}
 	spec := jobspec.Executor{Type: "ecs", Cluster: "batch", TaskDefinition: "etl:7", Container: "app",
 		Subnets: []string{"subnet-1", "subnet-2"}, SecurityGroups: []string{"sg-1"}, LaunchType: "FARGATE"}
 	arn, err := x.Start(context.Background(), env, spec)
@@ -127,8 +130,8 @@ func TestStartSendsRunTaskOfTheSpec(t *testing.T) {
 		t.Fatalf("target %q", got.target)
 	}
 	token, _ := got.body["clientToken"].(string)
-	if len(token) != 64 || token == env.Token {
-		t.Fatalf("clientToken %q: want 64 characters derived from, not equal to, the attempt token", token)
+	if len(token) != 32 || strings.Contains(token, env.Token) {
+		t.Fatalf("clientToken %q: want 32 random characters, not the attempt token", token)
 	}
 	body := maps.Clone(got.body)
 	delete(body, "clientToken")
@@ -142,7 +145,7 @@ func TestStartSendsRunTaskOfTheSpec(t *testing.T) {
 				map[string]string{"name": "RUNLEDGER_RUN", "value": "01RUN"},
 				map[string]string{"name": "RUNLEDGER_TASK", "value": "extract"},
 				map[string]string{"name": "RUNLEDGER_ATTEMPT", "value": "2"},
-				map[string]string{"name": "RUNLEDGER_TOKEN", "value": "secret-token"},
+				map[string]string{"name": "RUNLEDGER_CLAIM_NONCE", "value": "claim-nonce"},
 				map[string]string{"name": "RUNLEDGER_API_URL", "value": "https://api.example.com"},
 			},
 		}}},
@@ -152,25 +155,26 @@ func TestStartSendsRunTaskOfTheSpec(t *testing.T) {
 		b2, _ := json.MarshalIndent(want, "", " ")
 		t.Fatalf("RunTask body\n%s\nwant\n%s", b1, b2)
 	}
-
-	// The same dispatch again (the same token) is the same client token;
-	// another dispatch's differs.
-	if _, err := x.Start(context.Background(), env, spec); err != nil {
-		t.Fatal(err)
+	if strings.Contains(got.raw, env.Token) || strings.Contains(got.raw, "RUNLEDGER_TOKEN") {
+		t.Fatalf("RunTask's input holds the attempt's token: %s", got.raw)
 	}
-	env.Token = "other"
+
+	// Another Start of the same attempt (the timer's next try after a
+	// refused RunTask) is a new request, not ECS's remembered answer.
 	if _, err := x.Start(context.Background(), env, spec); err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()
-	t1, t2, t3 := f.calls[0].body["clientToken"], f.calls[1].body["clientToken"], f.calls[2].body["clientToken"]
+	t1, t2 := f.calls[0].body["clientToken"], f.calls[1].body["clientToken"]
 	f.mu.Unlock()
-	if t1 != t2 || t1 == t3 {
-		t.Fatalf("client tokens %v %v %v: want one per dispatch token", t1, t2, t3)
+	if t1 == t2 {
+		t.Fatalf("client tokens %v %v: want one per Start", t1, t2)
 	}
 }
 
-// An EC2 task without subnets takes no network configuration.
+// An EC2 task without subnets takes no network configuration. (Its
+// attempt has no claim nonce, as one of a run created before attempts had
+// one: its container gets the token.)
 func TestStartWithoutSubnetsSendsNoNetwork(t *testing.T) {
 	f, c := newFakeECS(t, map[string]string{targetPrefix + "RunTask": `{"tasks":[{"taskArn":"` + taskARN + `"}]}`})
 	x := ecsexec.NewExecutor(c, "http://api")
@@ -182,6 +186,9 @@ func TestStartWithoutSubnetsSendsNoNetwork(t *testing.T) {
 	got := f.only(t)
 	if _, ok := got.body["networkConfiguration"]; ok || got.body["launchType"] != "EC2" {
 		t.Fatalf("body %v: want launchType EC2 and no networkConfiguration", got.body)
+	}
+	if !strings.Contains(got.raw, `{"name":"RUNLEDGER_TOKEN","value":"k"}`) || strings.Contains(got.raw, "RUNLEDGER_CLAIM_NONCE") {
+		t.Fatalf("RunTask %s: want the token for an attempt without a claim nonce", got.raw)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package ecsexec is the ecs executor: the scheduler starts an attempt as
 // an ECS task (RunTask, Fargate or EC2) whose container gets only the
-// attempt's name, token and the API's URL in its environment
-// (protocol.StartEnv) and claims the attempt to get its envelope; the
+// attempt's name, its one-time claim nonce and the API's URL in its
+// environment (protocol.StartEnv) and claims the attempt to get its
+// envelope and token; the
 // executor id is the task's ARN. When the attempt goes LOST, Evidence asks
 // ECS (DescribeTasks) what became of the task; a cancel that outlives its
 // timeout stops it (StopTask).

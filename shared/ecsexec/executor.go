@@ -2,7 +2,7 @@ package ecsexec
 
 import (
 	"context"
-	"crypto/sha256"
+	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -43,18 +43,31 @@ func (*Executor) Type() string { return jobspec.ExecutorECS }
 
 // Start runs the attempt of env as one task of spec and returns the
 // task's ARN, the attempt's executor id. The container's environment is
-// protocol.StartEnv: it claims the attempt for its envelope.
+// protocol.StartEnv with the attempt's one-time claim nonce, never its
+// token: RunTask's overrides are shown to every principal allowed
+// ecs:DescribeTasks and recorded by CloudTrail, and the nonce is worth
+// nothing once the container has claimed the attempt (its claim answer
+// carries the token). An attempt without a nonce (its run was created
+// before attempts had one) gets its token, as before.
 func (x *Executor) Start(ctx context.Context, env protocol.Envelope, spec jobspec.Executor) (string, error) {
 	apiURL := *x.apiURL.Load()
 	if apiURL == "" {
 		return "", fmt.Errorf("start %s: the API's URL for the containers is not known yet", env.Ref())
 	}
+	ct, err := clientToken()
+	if err != nil {
+		return "", fmt.Errorf("start %s: %w", env.Ref(), err)
+	}
 	in := RunInput{
 		Cluster: spec.Cluster, TaskDefinition: spec.TaskDefinition, Container: spec.Container,
 		Subnets: spec.Subnets, SecurityGroups: spec.SecurityGroups, LaunchType: spec.LaunchType,
-		ClientToken: clientToken(env.Token),
+		ClientToken: ct,
 	}
-	for _, v := range protocol.StartEnv(env.Ref(), env.Token, apiURL) {
+	cred := protocol.ClaimCredential{Nonce: env.ClaimNonce}
+	if cred.Nonce == "" {
+		cred.Token = env.Token
+	}
+	for _, v := range protocol.StartEnv(env.Ref(), cred, apiURL) {
 		in.Env = append(in.Env, EnvVar{Name: v.Name, Value: v.Value})
 	}
 	arn, err := x.Tasks.RunTask(ctx, in)
@@ -97,12 +110,19 @@ func clusterOf(arn string, spec jobspec.Executor) string {
 // the evidence window's end. One DescribeTasks call each time.
 const RecheckRunning = 5 * time.Second
 
-// clientToken is RunTask's idempotency token for one dispatch: derived
-// from the attempt's fencing token (new for every dispatch), so a retried
-// call starts no second task, and the token itself is not revealed.
-func clientToken(token string) string {
-	sum := sha256.Sum256([]byte("ecs-run-task:" + token))
-	return hex.EncodeToString(sum[:])[:64]
+// clientToken is RunTask's idempotency token for one Start: random, so
+// the SDK's retries of the call start no second task, while a later Start
+// of the same attempt (a RunTask that ECS refused, tried again by the
+// instance's timer) is a new request and not ECS's remembered answer to
+// the first. Two dispatchers racing on one attempt may so start two tasks:
+// both hold the same claim nonce, one claim wins, and the other container's
+// claim is refused and it exits without running the payload.
+func clientToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("client token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // Judge is the verdict on a LOST attempt whose task ECS describes as t,

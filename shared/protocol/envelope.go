@@ -58,6 +58,13 @@ type Envelope struct {
 	RunTimeout time.Duration
 	// ClaimBy is the queue deadline: a claim after it is refused.
 	ClaimBy time.Time
+	// ClaimNonce is the attempt's one-time claim nonce (EnvClaimNonce),
+	// set only on the envelope the scheduler hands an executor's Start in
+	// its own process, for a process that must not get the token in its
+	// start environment. It is never on the wire: no queue message, no
+	// claim answer and no invocation carries it. Empty for an attempt
+	// that has none.
+	ClaimNonce string
 }
 
 // Ref is the attempt the envelope carries.

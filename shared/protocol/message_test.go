@@ -286,3 +286,18 @@ func TestLeaseProof(t *testing.T) {
 		t.Errorf("Prove made %q, want the fixture's %q", proved.Running[0].Proof, proof)
 	}
 }
+
+// The claim nonce an executor's Start gets travels in no message: an
+// envelope with one encodes as one without, and a claim answer too.
+func TestEnvelopeNeverCarriesTheClaimNonce(t *testing.T) {
+	env := protocol.Envelope{Run: "r", Task: "t", Attempt: 1, Token: "tok", Pool: "p", ClaimNonce: "the-nonce"}
+	for _, v := range []any{env, protocol.ClaimAnswer{Claimed: true, Envelope: &env}} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "the-nonce") || !strings.Contains(string(b), `"token":"tok"`) {
+			t.Fatalf("%T encodes as %s: want the token and no nonce", v, b)
+		}
+	}
+}

@@ -194,6 +194,7 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 	p.hash = hash
 	if p.ex != nil {
 		p.env = envelopeOf(inst, run, p.n, token, s.now())
+		p.env.ClaimNonce = attemptNonce(inst, p.n)
 		return p, dispatched{}
 	}
 	body, attrs, err := envelopeMessage(inst, run, p.n, token, s.now())

@@ -17,20 +17,25 @@ import (
 //
 //   - Dispatch: an instance whose task names the executor's type goes
 //     SCHEDULED -> QUEUED through Start instead of an SQS send. Start gets
-//     attempt n's envelope (token included) and the task's executor as the
-//     definition gave it, and must return once the executor has accepted
-//     the attempt (Lambda: the Invoke answered 202; ECS: RunTask returned
+//     attempt n's envelope (token included, and the attempt's one-time
+//     claim nonce in ClaimNonce, for an executor whose start input others
+//     may read: it passes the nonce, never the token) and the task's
+//     executor as the definition gave it, and must return once the
+//     executor has accepted the attempt (Lambda: the Invoke answered
+//     202; ECS: RunTask returned
 //     the task), with the executor's id for it: the scheduler records the
 //     type and that id on the attempt, in the write that records
 //     dispatch.accepted, and the attempt view shows them. An error is a
 //     failed dispatch, handled as a failed SQS send: the instance stays
-//     SCHEDULED and its timer tries again (a new attempt number, a new
-//     token) until the queue timeout since it became SCHEDULED, then it
+//     SCHEDULED and its timer tries again (the same attempt, with the
+//     same token) until the queue timeout since it became SCHEDULED, then it
 //     fails with category dispatch_failed and the error as its reason.
 //     Start must not retry on its own beyond what its SDK does, and must
-//     honour ctx. If Start succeeded but the write after it fails, the
-//     started work holds a token no attempt record matches: its claim is
-//     refused (401) and it must exit without running the payload.
+//     honour ctx. If Start succeeded but another dispatcher's write
+//     recorded the attempt first, the started work holds the same
+//     attempt's token (or nonce): one claim wins and the other is refused
+//     (409, or 401 for a used nonce), and the refused work must exit
+//     without running the payload.
 //   - The work itself claims, heartbeats and completes through the worker
 //     routes with the envelope's run, task, attempt and token (the claim
 //     answer carries the whole envelope, so a process started with only

@@ -15,6 +15,7 @@ import (
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/memstore"
+	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -302,5 +303,58 @@ func TestFailedInvocationMustMatchTheAttempt(t *testing.T) {
 	f.deliver(t, failedInvocation(forged, "inv-1"), failedInvocation(env, "inv-other"))
 	if snap := f.instance(t, run).Snapshot; snap.State != statemodel.StateLost || snap.Attempt != 1 {
 		t.Fatalf("state %s attempt %d, want attempt 1 still LOST", snap.State, snap.Attempt)
+	}
+}
+
+// An executor's Start gets the attempt's one-time claim nonce beside its
+// token. The claim route takes the nonce as its bearer once: the claim
+// answers with the token (and never the nonce); after it, the nonce claims
+// nothing (the same worker's retry included), and it never heartbeats or
+// completes, before the claim or after.
+func TestClaimNonceIsGoodForOneClaim(t *testing.T) {
+	f, ex := executorFixture(t)
+	f.triggerJob(t, lambdaJob)
+	ctx := context.Background()
+	env := ex.last(t)
+	ref := refOf(env)
+	if env.ClaimNonce == "" || env.ClaimNonce == env.Token {
+		t.Fatalf("Start got nonce %q, token %q: want a nonce that is not the token", env.ClaimNonce, env.Token)
+	}
+	nonceRefused := func(when string) {
+		t.Helper()
+		if _, err := f.svc.Heartbeat(ctx, ref, env.ClaimNonce, "beat-"+strings.ReplaceAll(when, " ", "-")); !errors.Is(err, scheduler.ErrInvalidToken) {
+			t.Fatalf("heartbeat with the nonce %s: %v, want invalid token", when, err)
+		}
+		comp := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: "done-" + strings.ReplaceAll(when, " ", "-"), Outcome: protocol.OutcomeSucceeded}
+		if _, err := f.svc.Complete(ctx, comp, env.ClaimNonce); !errors.Is(err, scheduler.ErrInvalidToken) {
+			t.Fatalf("complete with the nonce %s: %v, want invalid token", when, err)
+		}
+	}
+	nonceRefused("before the claim")
+
+	ans, err := f.svc.Claim(ctx, ref, env.ClaimNonce, "box@boot", "claim")
+	if err != nil || !ans.Claimed || ans.Envelope == nil || ans.Envelope.Token != env.Token {
+		t.Fatalf("claim with the nonce: %+v, %v; want claimed, answering the token", ans, err)
+	}
+	if b, err := wire.Marshal(ans); err != nil || strings.Contains(string(b), env.ClaimNonce) {
+		t.Fatalf("the claim's answer %s (%v) holds the nonce", b, err)
+	}
+	for _, worker := range []string{"box@boot", "thief@boot"} {
+		if _, err := f.svc.Claim(ctx, ref, env.ClaimNonce, worker, "claim"); !errors.Is(err, scheduler.ErrInvalidToken) {
+			t.Fatalf("a second claim with the nonce by %s: %v, want invalid token", worker, err)
+		}
+	}
+	nonceRefused("after the claim")
+
+	// The token the claim answered is the attempt's.
+	if again, err := f.svc.Claim(ctx, ref, env.Token, "box@boot", "claim"); err != nil || !again.Claimed {
+		t.Fatalf("the claimer's retry with the token: %+v, %v; want its first answer", again, err)
+	}
+	if _, err := f.svc.Heartbeat(ctx, ref, env.Token, "beat"); err != nil {
+		t.Fatalf("heartbeat with the token: %v", err)
+	}
+	comp := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: "done", Outcome: protocol.OutcomeSucceeded}
+	if res, err := f.svc.Complete(ctx, comp, env.Token); err != nil || res.State != statemodel.StateSucceeded {
+		t.Fatalf("complete with the token: %+v, %v", res, err)
 	}
 }

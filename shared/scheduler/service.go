@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
@@ -218,6 +219,25 @@ func attemptToken(inst store.Instance, n int) (token, hash string, err error) {
 	}
 	token = deriveCredential(inst.Secret, purposeToken, inst.Key, n)
 	return token, HashToken(token), nil
+}
+
+// attemptNonce is attempt n's one-time claim nonce, derived as its token
+// is but for another purpose, so it needs no write and tells nothing of
+// the token; "" for an instance without a secret, whose attempts have
+// none. The claim route takes it as a bearer while the attempt is not
+// claimed (checkToken), and answers that claim with the token.
+func attemptNonce(inst store.Instance, n int) string {
+	if len(inst.Secret) == 0 {
+		return ""
+	}
+	return deriveCredential(inst.Secret, purposeNonce, inst.Key, n)
+}
+
+// nonceMatches reports whether bearer is attempt n's claim nonce, in
+// constant time.
+func nonceMatches(inst store.Instance, n int, bearer string) bool {
+	nonce := attemptNonce(inst, n)
+	return nonce != "" && bearer != "" && subtle.ConstantTimeCompare([]byte(bearer), []byte(nonce)) == 1
 }
 
 // newToken returns a 128-bit random fencing token and its stored hash.

@@ -68,10 +68,11 @@ func ClientEventID(recorded string) string {
 
 // authorize reads the instance and checks the token against attempt n's
 // stored hash. A claim reads the run with it (one call), for the envelope
-// its answer carries; and a claim may come before the dispatch write that
-// follows its envelope's send, so it waits, bounded, for that write when
-// the attempt is the next one.
-func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token string, claim bool) (store.Instance, store.Run, error) {
+// its answer carries; it may present the attempt's claim nonce instead of
+// its token (byNonce, see checkClaimBearer); and it may come before the
+// dispatch write that follows its envelope's send, so it waits, bounded,
+// for that write when the attempt is the next one.
+func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token string, claim bool) (inst store.Instance, run store.Run, byNonce bool, err error) {
 	// An operational bound on real time, not domain time: an injected clock
 	// that stands still must not make a claim wait forever.
 	deadline := time.Now().Add(s.cfg.ClaimWait)
@@ -79,41 +80,42 @@ func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token 
 	// milliseconds; a busy table takes longer, and polling it harder only
 	// delays the write awaited: the pauses double.
 	pause := 5 * time.Millisecond
-	var run store.Run
 	for polls := 0; ; polls++ {
-		var inst store.Instance
-		var err error
 		if claim && polls == 0 {
 			inst, run, err = s.store.GetInstanceAndRun(ctx, instanceKey(ref))
 		} else {
 			inst, err = s.store.GetInstance(ctx, instanceKey(ref)) // the run's params do not change
 		}
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
-			return store.Instance{}, store.Run{}, ErrInvalidToken
+			return store.Instance{}, store.Run{}, false, ErrInvalidToken
 		}
 		if err != nil {
-			return store.Instance{}, store.Run{}, err
+			return store.Instance{}, store.Run{}, false, err
 		}
-		err = s.checkToken(ctx, ref, token, inst)
+		if claim {
+			byNonce, err = s.checkClaimBearer(ctx, ref, token, inst)
+		} else {
+			err = s.checkToken(ctx, ref, token, inst)
+		}
 		pending := errors.Is(err, ErrNotDispatchedYet)
 		if !pending {
-			return inst, run, err
+			return inst, run, byNonce, err
 		}
 		if !claim {
-			return store.Instance{}, store.Run{}, ErrInvalidToken
+			return store.Instance{}, store.Run{}, false, ErrInvalidToken
 		}
 		if !time.Now().Before(deadline) {
 			// Not a wrong token yet: the dispatch write that would show
 			// it is still on its way. Refusing would make the worker drop
 			// the envelope, and the attempt would wait out its queue
 			// timeout; asking it to claim again keeps the envelope.
-			return store.Instance{}, store.Run{}, ErrNotDispatchedYet
+			return store.Instance{}, store.Run{}, false, ErrNotDispatchedYet
 		}
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return store.Instance{}, store.Run{}, ctx.Err()
+			return store.Instance{}, store.Run{}, false, ctx.Err()
 		case <-t.C:
 		}
 		pause = min(pause*2, 200*time.Millisecond)
@@ -146,6 +148,24 @@ func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token
 	return ErrInvalidToken
 }
 
+// checkClaimBearer is checkToken for a claim, which also accepts attempt
+// n's one-time claim nonce (attemptNonce) as its bearer while attempt n is
+// recorded and not claimed: byNonce reports that it was the nonce. Once
+// the attempt is claimed the nonce is refused as any wrong token is, so a
+// nonce read from a start environment after its process claimed is worth
+// nothing; and a claim of the next attempt whose dispatch write has not
+// landed waits for it as a token's does.
+func (s *Service) checkClaimBearer(ctx context.Context, ref protocol.AttemptRef, bearer string, inst store.Instance) (byNonce bool, err error) {
+	err = s.checkToken(ctx, ref, bearer, inst)
+	if !errors.Is(err, ErrInvalidToken) {
+		return false, err
+	}
+	if a, ok := inst.Snapshot.AttemptN(ref.Attempt); ok && !a.Claimed() && nonceMatches(inst, ref.Attempt, bearer) {
+		return true, nil
+	}
+	return false, err
+}
+
 // authorizeEvicted checks the token of an attempt older than the
 // instance holds (statemodel.MaxInlineAttempts) against its attempt item,
 // so its late reports are answered stale, not invalid_token.
@@ -166,13 +186,27 @@ func (s *Service) authorizeEvicted(ctx context.Context, ref protocol.AttemptRef,
 // claim of an attempt ever succeeds; the winner (the same worker id)
 // retrying with the same event id is answered again, any other claim gets
 // ErrAlreadyClaimed.
+//
+// The bearer is the attempt's token, or its one-time claim nonce (the
+// start environment of an executor's process): a claim with the nonce is
+// answered only by the write that claims the attempt, and its answer's
+// envelope carries the token, to this claimer only. Any later use of the
+// nonce is ErrInvalidToken, the same worker's retry included: a process
+// whose claim answer was lost cannot claim again, and its attempt, claimed
+// and silent, goes LOST and is resolved by the reconciler.
 func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, workerID, eventID string) (protocol.ClaimAnswer, error) {
 	if err := protocol.CheckEventID(eventID); err != nil {
 		return protocol.ClaimAnswer{}, err
 	}
-	inst, run, err := s.authorize(ctx, ref, token, true)
+	inst, run, byNonce, err := s.authorize(ctx, ref, token, true)
 	if err != nil {
 		return protocol.ClaimAnswer{}, err
+	}
+	if byNonce {
+		token, _, err = attemptToken(inst, ref.Attempt)
+		if err != nil {
+			return protocol.ClaimAnswer{}, err
+		}
 	}
 	claimed := func(snap statemodel.Snapshot) protocol.ClaimAnswer {
 		env := claimEnvelope(inst, run, ref.Attempt, token)
@@ -198,6 +232,9 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 		}
 		s.perform(ctx, effs...)
 		return claimed(res.Snapshot), nil
+	case byNonce && err == nil && res.Outcome == statemodel.Duplicate:
+		// A claim with this event id won since our read: the nonce was used.
+		return protocol.ClaimAnswer{}, ErrInvalidToken
 	case err == nil && res.Outcome == statemodel.Duplicate:
 		// res.Snapshot is the instance as it stands after any race.
 		if cur, _ := res.Snapshot.AttemptN(ref.Attempt); wonBy(cur, id, workerID) {
@@ -207,7 +244,11 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 	case err == nil && res.Outcome == statemodel.Stale:
 		return protocol.ClaimAnswer{}, ErrStaleAttempt
 	}
-	return protocol.ClaimAnswer{}, s.classifyRefusal(ctx, routeClaim, ref, inst, err)
+	refusal := s.classifyRefusal(ctx, routeClaim, ref, inst, err)
+	if byNonce && errors.Is(refusal, ErrAlreadyClaimed) {
+		return protocol.ClaimAnswer{}, ErrInvalidToken // another claim won since our read: the nonce was used
+	}
+	return protocol.ClaimAnswer{}, refusal
 }
 
 // wonBy reports whether attempt a was claimed by this claim: its event id
@@ -252,7 +293,7 @@ func (s *Service) Heartbeat(ctx context.Context, ref protocol.AttemptRef, token,
 	if err := protocol.CheckEventID(eventID); err != nil {
 		return protocol.HeartbeatAnswer{}, err
 	}
-	inst, _, err := s.authorize(ctx, ref, token, false)
+	inst, _, _, err := s.authorize(ctx, ref, token, false)
 	if err != nil {
 		return protocol.HeartbeatAnswer{}, err
 	}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,9 +18,10 @@ import (
 )
 
 // A process that an executor starts for one attempt (the ecs executor's
-// container) gets only the attempt's name, its token and the API's URL
-// (protocol.StartEnv). RunFromEnv and RunAttempt claim that attempt, which
-// answers with its envelope (payload, params, timeouts), run the handler
+// container) gets only the attempt's name, its one-time claim nonce and
+// the API's URL (protocol.StartEnv). RunFromEnv and RunAttempt claim that
+// attempt, which answers with its envelope (payload, params, timeouts and
+// the token the other calls take), run the handler
 // while heartbeating as a pool's worker does, and complete it over HTTP:
 // such a process has no events queue.
 
@@ -35,9 +37,13 @@ const (
 type AttemptConfig struct {
 	// APIURL is the base URL of the API (the worker routes).
 	APIURL string
-	// Ref and Token name the attempt and prove the right to run it.
-	Ref   AttemptRef
-	Token string
+	// Ref names the attempt. ClaimNonce or Token proves the right to
+	// claim it: the attempt's one-time claim nonce (a start environment's
+	// RUNLEDGER_CLAIM_NONCE), after which the claim answer's token is used;
+	// or the attempt's token itself. One of them is set.
+	Ref        AttemptRef
+	ClaimNonce string
+	Token      string
 	// Name is the worker's name in the claim ("<Name>@<boot id>").
 	// Default: the host name (an ECS task's is its own).
 	Name       string
@@ -86,14 +92,14 @@ func (e *AttemptError) Error() string {
 }
 
 // RunFromEnv runs the one attempt the process's environment names
-// (RUNLEDGER_RUN, RUNLEDGER_TASK, RUNLEDGER_ATTEMPT, RUNLEDGER_TOKEN,
-// RUNLEDGER_API_URL) with h; see RunAttempt.
+// (RUNLEDGER_RUN, RUNLEDGER_TASK, RUNLEDGER_ATTEMPT,
+// RUNLEDGER_CLAIM_NONCE, RUNLEDGER_API_URL) with h; see RunAttempt.
 func RunFromEnv(ctx context.Context, h Handler) error {
-	ref, token, apiURL, err := protocol.ParseStartEnv(os.Getenv)
+	ref, cred, apiURL, err := protocol.ParseStartEnv(os.Getenv)
 	if err != nil {
 		return err
 	}
-	return RunAttempt(ctx, AttemptConfig{APIURL: apiURL, Ref: ref, Token: token}, h)
+	return RunAttempt(ctx, AttemptConfig{APIURL: apiURL, Ref: ref, ClaimNonce: cred.Nonce, Token: cred.Token}, h)
 }
 
 // RunAttempt claims cfg.Ref, runs h on the envelope the claim answers
@@ -115,10 +121,19 @@ func RunAttempt(ctx context.Context, cfg AttemptConfig, h Handler) error {
 		log.WarnContext(ctx, "claim failed", "err", err)
 		return fmt.Errorf("%w: %w", ErrNotClaimed, err)
 	}
-	env, err := claimedEnvelope(cfg.Ref, cfg.Token, claimed)
+	// A claim made with the nonce must get its token from the answer: the
+	// nonce is no token.
+	fallback := cfg.Token
+	if cfg.ClaimNonce != "" {
+		fallback = ""
+	}
+	env, err := claimedEnvelope(cfg.Ref, fallback, claimed)
 	if err != nil {
 		log.ErrorContext(ctx, "claim answer unusable; running nothing", "err", err)
 		return fmt.Errorf("%w: %w", ErrNotClaimed, err)
+	}
+	if env.Token == "" {
+		return fmt.Errorf("%w: claim %s: the answer carries no token", ErrNotClaimed, cfg.Ref)
 	}
 	log.InfoContext(ctx, "attempt claimed")
 
@@ -142,7 +157,8 @@ func RunAttempt(ctx context.Context, cfg AttemptConfig, h Handler) error {
 }
 
 // claimPatiently claims the attempt, repeating through transient failures
-// (same event id: a claim that won but lost its answer wins again) until
+// (same event id: a claim with the token that won but lost its answer wins
+// again; one with the claim nonce is refused, the nonce being used) until
 // the claim timeout. It returns when the claim that won was sent.
 func (w *Worker) claimPatiently(ctx context.Context, cfg AttemptConfig, log *slog.Logger) (time.Time, ClaimResponse, error) {
 	timeout := cfg.ClaimTimeout
@@ -155,7 +171,7 @@ func (w *Worker) claimPatiently(ctx context.Context, cfg AttemptConfig, log *slo
 	bo := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
 	for try := 1; ; try++ {
 		sent := w.now()
-		resp, err := w.api.Claim(ctx, cfg.Token, req)
+		resp, err := w.api.Claim(ctx, cmp.Or(cfg.ClaimNonce, cfg.Token), req)
 		if err == nil || !IsTransient(err) {
 			return sent, resp, err
 		}
@@ -179,8 +195,8 @@ func newAttemptWorker(cfg AttemptConfig, h Handler) (*Worker, error) {
 	if err := cfg.Ref.Validate(); err != nil {
 		return nil, fmt.Errorf("run attempt: %w", err)
 	}
-	if cfg.Token == "" {
-		return nil, errors.New("run attempt: token is empty")
+	if cfg.Token == "" && cfg.ClaimNonce == "" {
+		return nil, errors.New("run attempt: neither a claim nonce nor a token is set")
 	}
 	if cfg.Name == "" {
 		cfg.Name = hostName("attempt")

@@ -108,19 +108,76 @@ func TestRunAttemptRefusedClaimRunsNothing(t *testing.T) {
 	}
 }
 
-// RunFromEnv reads the start environment; a missing variable is named.
+// A process started with the attempt's claim nonce claims with it, and
+// every call after the claim takes the token the claim answered with; an
+// answer without a token is no claim to run on.
+func TestRunAttemptClaimsWithTheNonce(t *testing.T) {
+	p, cfg := oneAttempt(t)
+	p.setNonce(cfg.Ref, "nonce")
+	cfg.Token, cfg.ClaimNonce = "", "nonce"
+	err := worker.RunAttempt(context.Background(), cfg, func(ctx context.Context, tk worker.Task) error {
+		if tk.Token != "tok" {
+			t.Errorf("the handler got token %q, want the claim answer's", tk.Token)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, comps := p.callsOf("claim", cfg.Ref), p.callsOf("complete", cfg.Ref)
+	if len(claims) != 1 || claims[0].Auth != "Bearer nonce" {
+		t.Fatalf("claims %+v, want one with the nonce as bearer", claims)
+	}
+	if len(comps) != 1 || comps[0].Auth != "Bearer tok" || comps[0].Status != 200 {
+		t.Fatalf("completions %+v, want one with the token as bearer", comps)
+	}
+	for _, hb := range p.callsOf("heartbeat", cfg.Ref) {
+		if hb.Auth != "Bearer tok" {
+			t.Fatalf("heartbeat with bearer %q, want the token", hb.Auth)
+		}
+	}
+
+	p, cfg = oneAttempt(t)
+	p.setNonce(cfg.Ref, "nonce")
+	p.setEnvelope(cfg.Ref, map[string]any{"job": "j", "run": "r1", "task": "main", "attempt": 2, "token": "", "pool": ""})
+	cfg.Token, cfg.ClaimNonce = "", "nonce"
+	err = worker.RunAttempt(context.Background(), cfg, func(context.Context, worker.Task) error {
+		t.Error("the handler ran without a token")
+		return nil
+	})
+	if !errors.Is(err, worker.ErrNotClaimed) {
+		t.Fatalf("error %v, want ErrNotClaimed", err)
+	}
+}
+
+// RunFromEnv reads the start environment: the claim nonce, or for an
+// attempt without one its token; a missing variable is named.
 func TestParseStartEnv(t *testing.T) {
-	env := map[string]string{}
-	for _, v := range protocol.StartEnv(worker.AttemptRef{Run: "r", Task: "t", Attempt: 3}, "tok", "http://api") {
-		env[v.Name] = v.Value
+	ref := worker.AttemptRef{Run: "r", Task: "t", Attempt: 3}
+	parse := func(cred protocol.ClaimCredential, drop string) (worker.AttemptRef, protocol.ClaimCredential, string, error) {
+		env := map[string]string{}
+		for _, v := range protocol.StartEnv(ref, cred, "http://api") {
+			env[v.Name] = v.Value
+		}
+		delete(env, drop)
+		return protocol.ParseStartEnv(func(k string) string { return env[k] })
 	}
-	ref, token, api, err := protocol.ParseStartEnv(func(k string) string { return env[k] })
-	if err != nil || ref != (worker.AttemptRef{Run: "r", Task: "t", Attempt: 3}) || token != "tok" || api != "http://api" {
-		t.Fatalf("parsed %v %q %q %v", ref, token, api, err)
+	for _, cred := range []protocol.ClaimCredential{{Nonce: "nonce"}, {Token: "tok"}} {
+		got, gotCred, api, err := parse(cred, "")
+		if err != nil || got != ref || gotCred != cred || api != "http://api" {
+			t.Fatalf("parsed %v %+v %q %v, want %+v", got, gotCred, api, err, cred)
+		}
 	}
-	delete(env, protocol.EnvToken)
-	if _, _, _, err := protocol.ParseStartEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "RUNLEDGER_TOKEN") {
-		t.Fatalf("error %v, want one naming RUNLEDGER_TOKEN", err)
+	env := protocol.StartEnv(ref, protocol.ClaimCredential{Nonce: "nonce", Token: "tok"}, "http://api")
+	for _, v := range env {
+		if v.Name == protocol.EnvToken || v.Value == "tok" {
+			t.Fatalf("a start environment with a nonce holds the token: %v", env)
+		}
+	}
+	for drop, named := range map[string]string{protocol.EnvClaimNonce: "RUNLEDGER_CLAIM_NONCE", protocol.EnvAttempt: "RUNLEDGER_ATTEMPT"} {
+		if _, _, _, err := parse(protocol.ClaimCredential{Nonce: "nonce"}, drop); err == nil || !strings.Contains(err.Error(), named) {
+			t.Fatalf("without %s: error %v, want one naming it", drop, err)
+		}
 	}
 }
 

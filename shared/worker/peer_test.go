@@ -29,7 +29,10 @@ type peer struct {
 }
 
 type peerAttempt struct {
-	token      string
+	token string
+	// nonce, when set, is also a claim's bearer while the attempt is
+	// queued (the claim nonce of a started process).
+	nonce      string
 	state      string // queued, running, cancelling, cancelled, succeeded, failed
 	claimedBy  string
 	claimEvent string
@@ -95,6 +98,13 @@ func (p *peer) setEnvelope(ref worker.AttemptRef, env map[string]any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.attempts[ref].envelope = env
+}
+
+// setNonce makes nonce a bearer of ref's claim while it is queued.
+func (p *peer) setNonce(ref worker.AttemptRef, nonce string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.attempts[ref].nonce = nonce
 }
 
 // set changes an attempt's state (and its claim, for "running").
@@ -187,7 +197,8 @@ func (p *peer) begin(w http.ResponseWriter, r *http.Request, route string) (*pee
 		return nil, nil, b
 	}
 	a := p.attempts[call.Ref]
-	if a == nil || a.token != token {
+	byNonce := a != nil && route == "claim" && a.nonce != "" && token == a.nonce && a.state == "queued"
+	if a == nil || (a.token != token && !byNonce) {
 		p.answerLocked(w, call, http.StatusUnauthorized, "invalid_token", nil)
 		return nil, nil, b
 	}
