@@ -326,3 +326,31 @@ func raceJoin(t *testing.T, f *fixture, gate *gatedStore, rounds int) {
 		t.Errorf("the race was staged in %d rounds, want at least the %d gated ones", staged, gated)
 	}
 }
+
+// An instance created before instances had a secret (a persisted local
+// table) is still dispatched, with a random token that its claim accepts.
+func TestInstanceWithoutSecretIsDispatchedWithARandomToken(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	nr := store.NewRun{ID: f.svc.NewID(), Job: "old", LogicalTime: f.clock.Now(), Trigger: statemodel.TriggerManual,
+		Tasks: []store.NewTask{{ID: "main", Pool: "default", Policy: statemodel.DefaultPolicy(), Scheduled: true}}}
+	v, err := f.st.CreateRun(ctx, nr, f.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Tasks[0].Instance.Secret) != 0 {
+		t.Fatal("the instance has a secret")
+	}
+	f.clock.Advance(time.Minute) // past the grace a fresh SCHEDULED instance gets
+	key := store.InstanceKey{Run: nr.ID, Task: "main"}
+	if err := f.svc.FireTimer(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	envs := f.sent.of(nr.ID, "main", 1)
+	if len(envs) != 1 || len(envs[0].Token) != 32 {
+		t.Fatalf("envelopes %+v, want one with a token", envs)
+	}
+	if ans, err := f.svc.Claim(ctx, refOf(envs[0]), envs[0].Token, "w@boot", "claim"); err != nil || !ans.Claimed {
+		t.Fatalf("claim: %+v, %v", ans, err)
+	}
+}
