@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 FUNCTIONS := api events ticker reconciler worker
 
-.PHONY: test test-go test-infra deps run bench functions synth generate vet clean
+.PHONY: test test-go test-infra test-lambda deps run bench functions synth generate vet clean
 
 # The Go tests start the emulators themselves (shared/emulator) and must stop
 # them. RUNLEDGER_TEST_SESSION marks this run: every emulator started under it
@@ -13,7 +13,7 @@ FUNCTIONS := api events ticker reconciler worker
 # and ignores emulators of other runs. awk reads the id from its environment,
 # so no process but an emulator shows it on its command line.
 test: export RUNLEDGER_TEST_SESSION := $(shell date +%s%N)-$(shell echo $$PPID)
-test: deps vet test-go test-infra synth
+test: deps vet test-go test-infra synth test-lambda
 	@left=$$(ps -A -ww -o pid= -o args= | \
 	  awk 'index($$0 " ", "runledger.session=" ENVIRON["RUNLEDGER_TEST_SESSION"] " ")'); \
 	if [ -n "$$left" ]; then \
@@ -66,6 +66,30 @@ test-infra: deps
 synth: deps functions
 	$(CDK_ENV) npx --no -- cdk synth $(CDK_FLAGS) --quiet
 	@echo "cdk.out/: $$(ls cdk.out/*.template.json)"
+
+# The built functions under the AWS Lambda Runtime Interface Emulator
+# (tests/lambdarie, docs/deploy.md): each dist/<fn>/bootstrap with the
+# environment cdk.out's template gives it, against DynamoDB Local and
+# fauxqs, fed API Gateway, SQS and EventBridge events. The emulator is
+# built from the Go module proxy at the pinned version into .tools/. The
+# bootstraps are linux/arm64: elsewhere than on an arm64 Linux they run
+# under qemu-aarch64-static (Debian's qemu-user-static, which .ci/run
+# installs). `go test ./...` skips the package; only this target runs it.
+RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
+RIE := .tools/aws-lambda-rie-$(RIE_VERSION)/aws-lambda-rie
+
+$(RIE):
+	GOBIN="$(CURDIR)/$(dir $(RIE))" $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
+
+test-lambda: deps synth $(RIE)
+	@case "$$(uname -s)/$$(uname -m)" in \
+	  Linux/aarch64 | Linux/arm64) ;; \
+	  Linux/*) command -v qemu-aarch64-static >/dev/null || { \
+	    echo "test-lambda: qemu-aarch64-static is missing: the arm64 bootstraps need it on $$(uname -m) (Debian: apt-get install qemu-user-static; .ci/run installs it)"; exit 1; } ;; \
+	  *) echo "test-lambda: the Lambda runtime emulator runs on Linux only, not on $$(uname -s)"; exit 1 ;; \
+	esac
+	RUNLEDGER_LAMBDA_RIE="$(CURDIR)/$(RIE)" RUNLEDGER_LAMBDA_DIST="$(CURDIR)/dist" RUNLEDGER_LAMBDA_CDK_OUT="$(CURDIR)/cdk.out" \
+	  $(GO) test -count=1 -timeout 15m ./tests/lambdarie
 
 # LocalStack (localstack/docker-compose.yml; needs Docker and the user's
 # LOCALSTACK_AUTH_TOKEN, see docs/localstack.md). cdklocal points the CLI at
