@@ -178,8 +178,8 @@ func (h *harness) environment(name string) map[string]string {
 // start runs function name under its own emulator with vars (its
 // template environment, or a variation of it), plus what Lambda itself
 // sets and the SDK settings that point it at the local endpoints.
-func (h *harness) start(name string, vars map[string]string) *function {
-	h.t.Helper()
+func (h *harness) start(t *testing.T, name string, vars map[string]string) *function {
+	t.Helper()
 	fn := h.fns[name]
 	procEnv := map[string]string{
 		"AWS_REGION":                      h.locals.Region,
@@ -203,7 +203,7 @@ func (h *harness) start(name string, vars map[string]string) *function {
 	}
 	f := &function{name: name, timeout: time.Duration(fn.Timeout) * time.Second, out: &logBuffer{}}
 	bootstrap := filepath.Join(h.dist, name, "bootstrap")
-	rieAddr, apiAddr := freeAddr(h.t), freeAddr(h.t)
+	rieAddr, apiAddr := freeAddr(t), freeAddr(t)
 	args := []string{"--runtime-interface-emulator-address", rieAddr, "--runtime-api-address", apiAddr}
 	if h.qmu != "" {
 		args = append(args, h.qmu)
@@ -217,16 +217,16 @@ func (h *harness) start(name string, vars map[string]string) *function {
 	cmd.Stdout, cmd.Stderr = f.out, f.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		h.t.Fatalf("start the emulator for %s: %v", name, err)
+		t.Fatalf("start the emulator for %s: %v", name, err)
 	}
 	f.url = "http://" + rieAddr + "/2015-03-31/functions/function/invocations"
-	h.t.Cleanup(func() {
+	t.Cleanup(func() {
 		stopTree(cmd)
-		if h.t.Failed() {
-			h.t.Logf("output of %s:\n%s", name, f.out.String())
+		if t.Failed() {
+			t.Logf("output of %s:\n%s", name, f.out.String())
 		}
 	})
-	waitListening(h.t, rieAddr, name)
+	waitListening(t, rieAddr, name)
 	return f
 }
 

@@ -26,7 +26,7 @@ func TestRunThroughTheFunctions(t *testing.T) {
 	h := newHarness(t)
 	fns := map[string]*function{}
 	for _, name := range functionNames {
-		fns[name] = h.start(name, h.environment(name))
+		fns[name] = h.start(t, name, h.environment(name))
 	}
 	api := fns["api"]
 	h.serve(api)
@@ -36,10 +36,11 @@ func TestRunThroughTheFunctions(t *testing.T) {
 		t.Fatalf("create the job: %d %s", created.StatusCode, created.Body)
 	}
 	triggered := api.http(t, httpFixture(t, "http-api-iam-trigger-run.json"))
-	var run protocol.Run
-	if err := json.Unmarshal([]byte(triggered.Body), &run); err != nil || triggered.StatusCode/100 != 2 || run.ID == "" {
+	var first protocol.RunDetail
+	if err := json.Unmarshal([]byte(triggered.Body), &first); err != nil || triggered.StatusCode != http.StatusCreated || first.Run.ID == "" {
 		t.Fatalf("trigger a run: %d %s (%v)", triggered.StatusCode, triggered.Body, err)
 	}
+	run := first.Run
 
 	pool := h.locals.Pools[h.environment("worker")["RUNLEDGER_POOL"]]
 	if pool == "" {
@@ -127,7 +128,10 @@ func TestRunThroughTheFunctions(t *testing.T) {
 	if len(resp.BatchItemFailures) != 0 {
 		t.Errorf("the forged record was reported for redelivery: %+v", resp)
 	}
-	fns["events"].waitOutput(t, "was started as queue", time.Minute)
+	fns["events"].waitOutput(t, `"msg":"event refused","message_id":"forged-on-failure"`, time.Minute)
+	if out := fns["events"].out.String(); !strings.Contains(out, "invocation c9e1b0a4-5d3f-4e82-a7b6-0f2d9c8e1a35: attempt "+run.ID+"/load#1 was started as") {
+		t.Errorf("the events function refused the forged record for another reason:\n%s", out)
+	}
 	after := getRun(t, api, run.ID)
 	if after.Run.Status != statemodel.StatusSucceeded {
 		t.Errorf("after the forged record run %s is %s, want SUCCEEDED", run.ID, after.Run.Status)
@@ -155,13 +159,14 @@ func TestMissingEnvironmentFailsInit(t *testing.T) {
 		{"worker", "RUNLEDGER_API_URL", `"err":"environment variable RUNLEDGER_API_URL is empty"`, events.SQSEvent{}},
 	}
 	for _, c := range cases {
+		vars := h.environment(c.function)
 		t.Run(c.function, func(t *testing.T) {
-			vars := h.environment(c.function)
+			t.Parallel() // each init runs under emulation: the waits overlap
 			if vars[c.variable] == "" {
 				t.Fatalf("the template gives %s no %s", c.function, c.variable)
 			}
 			delete(vars, c.variable)
-			fn := h.start(c.function, vars)
+			fn := h.start(t, c.function, vars)
 			status, body, err := fn.invoke(t.Context(), c.event)
 			if err != nil {
 				t.Fatal(err)

@@ -230,7 +230,7 @@ func (t cfnTemplate) local(id, attr string, l locals) (string, error) {
 		}
 	case r.Type == "AWS::Events::EventBus" && (attr == "Ref" || attr == "Name"):
 		return l.EventBus, nil
-	case r.Type == "AWS::ApiGatewayV2::Api" && (attr == "Ref" || attr == "ApiId"):
+	case r.Type == "AWS::ApiGatewayV2::Api" && (attr == "Ref" || attr == "ApiId" || attr == "ApiEndpoint"):
 		return apiMarker, nil
 	}
 	return "", fmt.Errorf("%s of %s (%s, %s) has no local stand-in", attr, id, r.Type, r.path())
@@ -252,7 +252,8 @@ func TestTemplateResolution(t *testing.T) {
 	      "RUNLEDGER_POOL_QUEUES": {"Fn::Join": ["", ["{\"default\":\"", {"Ref": "Q1"}, "\"}"]]},
 	      "RUNLEDGER_EVENTS_QUEUE_URL": {"Ref": "Q2"},
 	      "RUNLEDGER_EVENT_BUS": {"Ref": "B1"},
-	      "RUNLEDGER_API_URL": {"Fn::Join": ["", ["https://", {"Ref": "A1"}, ".execute-api.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}, "/"]]},
+	      "RUNLEDGER_API_URL": {"Fn::GetAtt": ["A1", "ApiEndpoint"]},
+	      "RUNLEDGER_API_BASE": {"Fn::Join": ["", ["https://", {"Ref": "A1"}, ".execute-api.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}, "/"]]},
 	      "RUNLEDGER_POOL": "default"}}}},
 	  "F2": {"Type": "AWS::Lambda::Function", "Metadata": {"aws:cdk:path": "S/Scheduler/ApiFunction/Resource"},
 	    "Properties": {"Environment": {"Variables": {"RUNLEDGER_DLQ": {"Ref": "Q3"}}}}},
@@ -278,7 +279,7 @@ func TestTemplateResolution(t *testing.T) {
 	want := map[string]string{
 		"RUNLEDGER_TABLE": "tbl", "RUNLEDGER_POOL_QUEUES": `{"default":"http://q/pool"}`,
 		"RUNLEDGER_EVENTS_QUEUE_URL": "http://q/events", "RUNLEDGER_EVENT_BUS": "bus",
-		"RUNLEDGER_API_URL": "http://127.0.0.1:1", "RUNLEDGER_POOL": "default",
+		"RUNLEDGER_API_URL": "http://127.0.0.1:1", "RUNLEDGER_API_BASE": "http://127.0.0.1:1", "RUNLEDGER_POOL": "default",
 	}
 	for k, v := range want {
 		if env[k] != v {
