@@ -542,7 +542,6 @@ func (b *fakeEventBridge) received() []busEntry {
 // delivery is what the event source mapping did with one batch.
 type delivery struct {
 	bodies []string // the messages handed to the function
-	failed int      // reported as batch item failures
 }
 
 // deliver does what Lambda's SQS event source mapping does: it receives
@@ -571,7 +570,7 @@ func (h *harness) deliver(fn *function, queueURL string, batch int, wait time.Du
 	for _, f := range resp.BatchItemFailures {
 		failed[f.ItemIdentifier] = true
 	}
-	d := delivery{failed: len(failed)}
+	var d delivery
 	for _, m := range out.Messages {
 		d.bodies = append(d.bodies, aws.ToString(m.Body))
 		if failed[aws.ToString(m.MessageId)] {
