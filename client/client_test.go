@@ -155,18 +155,18 @@ func TestEndpointAndKeyDiscovery(t *testing.T) {
 	}
 	t.Run("explicit URL wins over the environment", func(t *testing.T) {
 		clearEnv(t)
-		t.Setenv(EnvAPIURL, "http://env.example")
-		cl, err := New(context.Background(), Options{URL: "http://opt.example/", APIKey: "k"})
-		if err != nil || cl.Endpoint() != "http://opt.example" {
+		t.Setenv(EnvAPIURL, "https://env.example")
+		cl, err := New(context.Background(), Options{URL: "https://opt.example/", APIKey: "k"})
+		if err != nil || cl.Endpoint() != "https://opt.example" {
 			t.Fatalf("endpoint %v, %v", cl, err)
 		}
 	})
 	t.Run("environment", func(t *testing.T) {
 		clearEnv(t)
-		t.Setenv(EnvAPIURL, "http://env.example")
+		t.Setenv(EnvAPIURL, "https://env.example")
 		t.Setenv(EnvAPIKey, "envkey")
 		cl, err := New(context.Background(), Options{})
-		if err != nil || cl.Endpoint() != "http://env.example" || cl.auth != bearer("envkey") {
+		if err != nil || cl.Endpoint() != "https://env.example" || cl.auth != bearer("envkey") {
 			t.Fatalf("endpoint %+v, %v", cl, err)
 		}
 	})
@@ -213,6 +213,44 @@ func TestEndpointAndKeyDiscovery(t *testing.T) {
 			t.Fatal("an endpoint without scheme must be refused")
 		}
 	})
+}
+
+// TestAPIKeyNotSentOverPlainHTTPToAnotherHost: the bearer key goes over
+// plain http only to the loopback; another host wants https or an
+// explicit Insecure, and the refusal says how to give it.
+func TestAPIKeyNotSentOverPlainHTTPToAnotherHost(t *testing.T) {
+	clearEnv(t)
+	for _, tc := range []struct {
+		url      string
+		insecure bool
+		ok       bool
+	}{
+		{"http://127.0.0.1:8080", false, true},
+		{"http://127.8.9.10:8080", false, true},
+		{"http://localhost:8080", false, true},
+		{"http://LOCALHOST", false, true},
+		{"http://[::1]:8080", false, true},
+		{"https://api.example.com", false, true},
+		{"http://api.example.com", false, false},
+		{"http://10.0.0.7:8080", false, false},
+		{"http://localhost.example.com", false, false},
+		{"http://127.0.0.1.nip.io", false, false},
+		{"http://[::ffff:10.0.0.7]:8080", false, false},
+		{"http://api.example.com", true, true},
+	} {
+		_, err := New(context.Background(), Options{URL: tc.url, APIKey: "k", Insecure: tc.insecure})
+		if (err == nil) != tc.ok {
+			t.Errorf("%s insecure=%v: err %v, want ok %v", tc.url, tc.insecure, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--insecure") {
+			t.Errorf("%s: %v: the refusal must name the option", tc.url, err)
+		}
+	}
+	// SigV4 carries no reusable secret: a signed request over http is not refused here.
+	if _, err := New(context.Background(), Options{URL: "http://api.example.com", Auth: AuthSigV4, Region: "eu-west-1",
+		AWSConfig: &aws.Config{Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")}}); err != nil {
+		t.Errorf("sigv4 over http: %v", err)
+	}
 }
 
 // cloudFormation answers DescribeStacks in CloudFormation's query protocol

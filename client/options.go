@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -69,6 +71,11 @@ type Options struct {
 	AWSConfig *aws.Config
 	// HTTPClient sends the requests; nil: a client with a 60 s timeout.
 	HTTPClient *http.Client
+	// Insecure allows sending the API key over plain http to a host other
+	// than the loopback (127.0.0.1, ::1, localhost), where anyone on the
+	// path reads it. Without it New refuses that endpoint; https and the
+	// loopback need no option.
+	Insecure bool
 }
 
 // New builds a client, finding the endpoint and the credentials as Options
@@ -82,6 +89,10 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	auth, err := r.authenticator(ctx, base)
 	if err != nil {
 		return nil, err
+	}
+	if _, isKey := auth.(bearer); isKey && !o.Insecure && !keySafeAt(base) {
+		return nil, fmt.Errorf("client: refusing to send the API key over plain http to %s, where anyone on the path can read it: "+
+			"use https, or allow it explicitly (Options.Insecure, the CLI's --insecure)", base)
 	}
 	hc := o.HTTPClient
 	if hc == nil {
@@ -146,6 +157,24 @@ func (r *resolver) localInfo() (*localinfo.Info, string, error) {
 	}
 	r.local = &info
 	return r.local, path, nil
+}
+
+// keySafeAt reports whether a bearer key may go to base without an
+// explicit Insecure: over https, or over http to the loopback only.
+func keySafeAt(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	if u.Scheme == "https" {
+		return true
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 func trimBase(u string) (string, error) {

@@ -19,6 +19,7 @@ import (
 type apiFlags struct {
 	url, key, stack, region, info string
 	output                        string
+	insecure                      bool
 }
 
 // register adds the flags to a command group (persistent, so every
@@ -30,13 +31,14 @@ func (a *apiFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&a.region, "region", "", "the SigV4 signing region (default: the stack's or the AWS configuration's)")
 	fs.StringVar(&a.info, "info", "", "the local stack's file (default: .runledger/local.json here or in a parent folder)")
 	fs.StringVarP(&a.output, "output", "o", "table", "table for people, json for scripts")
+	fs.BoolVar(&a.insecure, "insecure", false, "allow sending the API key over plain http to a host other than 127.0.0.1, ::1 or localhost")
 }
 
 func (a *apiFlags) client(cmd *cobra.Command) (*client.Client, error) {
 	if err := a.checkOutput(); err != nil {
 		return nil, err
 	}
-	return client.New(cmd.Context(), client.Options{URL: a.url, APIKey: a.key, Stack: a.stack, Region: a.region, LocalInfo: a.info})
+	return client.New(cmd.Context(), client.Options{URL: a.url, APIKey: a.key, Stack: a.stack, Region: a.region, LocalInfo: a.info, Insecure: a.insecure})
 }
 
 func (a *apiFlags) checkOutput() error {

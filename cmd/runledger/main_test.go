@@ -298,3 +298,29 @@ func TestFollowFlagsCheckedBeforeWriting(t *testing.T) {
 		t.Errorf("the API was called %d times; a refused flag must write nothing", n)
 	}
 }
+
+// The API key goes over plain http to the loopback only unless --insecure
+// says otherwise: 0.0.0.0 is not a loopback name (and reaches this
+// machine's loopback listener on Linux and macOS alike, so --insecure gets
+// its answer).
+func TestInsecureNeededForTheKeyOverPlainHTTP(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"jobs":[]}`)
+	}))
+	defer api.Close()
+	remote := strings.Replace(api.URL, "127.0.0.1", "0.0.0.0", 1)
+	code, _, stderr := runCLI(t, "jobs", "list", "--api-url", remote, "--api-key", "k")
+	if code != exitFailure || !strings.Contains(stderr, "--insecure") || calls.Load() != 0 {
+		t.Errorf("plain http to %s: exit %d, stderr %q, %d calls; want 1 naming --insecure and no call", remote, code, stderr, calls.Load())
+	}
+	if code, _, stderr := runCLI(t, "jobs", "list", "--api-url", remote, "--api-key", "k", "--insecure"); code != 0 || calls.Load() != 1 {
+		t.Errorf("with --insecure: exit %d, stderr %q, %d calls; want 0 and one call", code, stderr, calls.Load())
+	}
+	if code, _, stderr := runCLI(t, "jobs", "list", "--api-url", api.URL, "--api-key", "k"); code != 0 {
+		t.Errorf("loopback: exit %d, stderr %q", code, stderr)
+	}
+}

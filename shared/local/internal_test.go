@@ -3,6 +3,7 @@ package local
 import (
 	"encoding/base64"
 	"errors"
+	"net"
 	"net/http/httptest"
 	"reflect"
 	"strings"
@@ -239,5 +240,32 @@ func TestMergeKeepsLatestDelivery(t *testing.T) {
 	want := []queue.Message{{ID: "a", ReceiptHandle: "a2", ReceiveCount: 2}, {ID: "b", ReceiptHandle: "b1", ReceiveCount: 1}, {ID: "c", ReceiptHandle: "c1", ReceiveCount: 1}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("merge = %+v, want %+v", got, want)
+	}
+}
+
+// A server listening on a non-loopback address (an explicit --addr) also
+// accepts IP literals with its port, which no DNS answer stands for; names
+// other than localhost stay refused.
+func TestHostCheckExposed(t *testing.T) {
+	t.Parallel()
+	loop := newHostCheck(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080})
+	wide := newHostCheck(&net.TCPAddr{IP: net.IPv4zero, Port: 8080})
+	for _, tc := range []struct {
+		host          string
+		loop, exposed bool
+	}{
+		{"127.0.0.1:8080", true, true},
+		{"localhost:8080", true, true},
+		{"192.168.1.5:8080", false, true},
+		{"[2001:db8::5]:8080", false, true},
+		{"myhost.lan:8080", false, false},
+		{"192.168.1.5:9090", false, false},
+	} {
+		if got := loop.allows(tc.host); got != tc.loop {
+			t.Errorf("loopback listener, Host %q: allowed %v, want %v", tc.host, got, tc.loop)
+		}
+		if got := wide.allows(tc.host); got != tc.exposed {
+			t.Errorf("0.0.0.0 listener, Host %q: allowed %v, want %v", tc.host, got, tc.exposed)
+		}
 	}
 }

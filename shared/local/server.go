@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -78,6 +79,7 @@ type Server struct {
 	mu      sync.Mutex
 	srv     *http.Server
 	url     string
+	hosts   hostCheck
 	served  chan struct{}
 	adapter *httpadapter.HandlerAdapterV2
 	fn      function
@@ -110,6 +112,7 @@ func (s *Server) Start() error {
 		return fmt.Errorf("server %s: listen on %s: %w", s.Name, addr, err)
 	}
 	s.url = "http://" + ln.Addr().String()
+	s.hosts = newHostCheck(ln.Addr())
 	s.srv = &http.Server{
 		Handler:           http.HandlerFunc(s.gateway),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -154,6 +157,10 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 	s.Counters.apiRequest()
 	requestID := newUUID()
 	w.Header().Set("Apigw-Requestid", requestID)
+	if !s.hosts.allows(r.Host) {
+		misdirected(w, r.Host)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -191,6 +198,54 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 		s.fn.log.ErrorContext(r.Context(), "invalid function response", "function", s.Name, "request_id", requestID, "err", err)
 		gatewayAnswer(w, http.StatusInternalServerError, "Internal Server Error")
 	}
+}
+
+// hostCheck guards against DNS rebinding: a page on a site whose name its
+// owner then points at 127.0.0.1 reaches this server from the visitor's
+// browser as a same-origin request, that name in Host.
+// Only the loopback names and addresses with the listening port are
+// accepted; a server listening on a non-loopback address (an explicit
+// --addr) also accepts an IP literal with that port, which no DNS answer
+// can stand for.
+type hostCheck struct {
+	port    string
+	exposed bool
+}
+
+func newHostCheck(addr net.Addr) hostCheck {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return hostCheck{}
+	}
+	return hostCheck{port: fmt.Sprint(ap.Port()), exposed: !ap.Addr().IsLoopback()}
+}
+
+// allows reports whether a request's Host names this server.
+func (c hostCheck) allows(host string) bool {
+	name, port, err := net.SplitHostPort(host)
+	if err != nil || port != c.port {
+		return false
+	}
+	if strings.EqualFold(name, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(name)
+	if err != nil || ip.Zone() != "" {
+		return false
+	}
+	return ip.IsLoopback() || c.exposed
+}
+
+// misdirected answers a request whose Host names another server, in the
+// API's error shape (docs/api.md, "Errors").
+func misdirected(w http.ResponseWriter, host string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusMisdirectedRequest)
+	b, _ := json.Marshal(map[string]string{
+		"code":    "misdirected_request",
+		"message": fmt.Sprintf("The Host %q is not this server's address; call it as 127.0.0.1, localhost or [::1] with its port.", host),
+	})
+	w.Write(b)
 }
 
 func gatewayAnswer(w http.ResponseWriter, status int, message string) {

@@ -311,3 +311,53 @@ func TestServerStartErrors(t *testing.T) {
 		t.Error("Shutdown of a server never started failed")
 	}
 }
+
+// TestServerRefusesOtherHosts: DNS rebinding reaches the loopback server
+// with another name in Host; only the loopback names and addresses with
+// the server's port get through, to the API and to every other route
+// (/metrics) alike. The others get 421 in the API's error shape, and the
+// function is never invoked.
+func TestServerRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	var invoked atomic.Int64
+	s := &local.Server{Name: "api", Handler: echoHandler(&invoked), ListenAddr: "127.0.0.1:0"}
+	base := startServer(t, s)
+	port := base[strings.LastIndex(base, ":")+1:]
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{
+		{"127.0.0.1:" + port, true},
+		{"localhost:" + port, true},
+		{"LocalHost:" + port, true},
+		{"[::1]:" + port, true},
+		{"evil.example:" + port, false},
+		{"localhost.evil.example:" + port, false},
+		{"127.0.0.1.nip.io:" + port, false},
+		{"127.0.0.1", false},          // no port: the default 80 is not this server
+		{"127.0.0.1:1" + port, false}, // another port
+		{"10.1.2.3:" + port, false},
+		{"[fe80::1%25lo]:" + port, false},
+	} {
+		before := invoked.Load()
+		for _, path := range []string{"/v1/jobs", "/metrics"} {
+			req := newRequest(t, http.MethodGet, base+path, nil)
+			req.Host = tc.host
+			resp, body := do(t, req)
+			if tc.ok {
+				if resp.StatusCode == http.StatusMisdirectedRequest {
+					t.Errorf("Host %q %s: refused (%s)", tc.host, path, body)
+				}
+				continue
+			}
+			var e struct{ Code, Message string }
+			if resp.StatusCode != http.StatusMisdirectedRequest || json.Unmarshal(body, &e) != nil ||
+				e.Code != "misdirected_request" || e.Message == "" {
+				t.Errorf("Host %q %s: %d %s, want 421 misdirected_request", tc.host, path, resp.StatusCode, body)
+			}
+		}
+		if !tc.ok && invoked.Load() != before {
+			t.Errorf("Host %q: the function was invoked", tc.host)
+		}
+	}
+}
