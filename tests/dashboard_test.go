@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -481,4 +482,53 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the 48-task run's Gantt has %d rows", rows)
 	}
 	b.screenshot("run-48")
+}
+
+// TestDashboardEncodesIDsInPaths: an id from the page's address goes into
+// API paths encoded, so a crafted link (#/runs/..%2Fjobs%2F<job>) cannot
+// make the page call another route: the browser would resolve the dot
+// segments of an unencoded id before sending.
+func TestDashboardEncodesIDsInPaths(t *testing.T) {
+	b := startBrowser(t)
+	// The paths the API sees (decoded, as API Gateway hands them over);
+	// the crafted id matches no operation of the OpenAPI document, so the
+	// usual answer check is off here.
+	// (The API's mux then redirects that uncleaned path to its clean form,
+	// which the browser follows with a GET: a read, never an action.)
+	var mu sync.Mutex
+	var seen []string
+	s := startStack(t, devstack.Options{WrapAPI: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen = append(seen, r.Method+" "+r.URL.Path)
+			mu.Unlock()
+			h.ServeHTTP(w, r)
+		})
+	}})
+	s.createJob(map[string]any{"name": "target", "pool": "default"})
+	b.do(chromedp.Navigate(s.url+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS("#key")),
+		chromedp.SendKeys(chromedp.CSS("#key"), s.key),
+		chromedp.Click(chromedp.CSS("#key-form button[type=submit]")))
+	b.waitJS("the key taken", `!document.querySelector("#signout").hidden`)
+	b.do(chromedp.Navigate(s.url + "/ui/#/runs/..%2F..%2Fv1%2Fjobs%2Ftarget"))
+	calls := `performance.getEntriesByType("resource").map(e => new URL(e.name).pathname).filter(p => p.startsWith("/v1/"))`
+	b.waitJS("the page's call for the run", calls+`.some(p => p.startsWith("/v1/runs/.."))`)
+	var paths []string
+	b.eval(calls, &paths)
+	for _, p := range paths {
+		if p == "/v1/jobs/target" {
+			t.Errorf("the crafted link made the page call %s (calls %v)", p, paths)
+		}
+	}
+	if !slices.Contains(paths, "/v1/runs/..%2F..%2Fv1%2Fjobs%2Ftarget") {
+		t.Errorf("calls %v, want the run's id encoded in one path", paths)
+	}
+	// The id arrives whole under /v1/runs/ (decoded, as API Gateway
+	// passes paths on), not resolved by the browser to /v1/jobs/target.
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(seen, "GET /v1/runs/../../v1/jobs/target") {
+		t.Errorf("requests %v: want the run's id under /v1/runs/", seen)
+	}
 }

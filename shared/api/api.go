@@ -106,6 +106,24 @@ type route struct {
 	handle                   func(w http.ResponseWriter, r *http.Request) error
 }
 
+// RouteInfo is one route the handler serves, for whoever routes requests to
+// it (the CDK stack's HTTP API routes): Operator routes want the operator's
+// authorization (the API key, or the gateway's IAM or JWT); the others are
+// public or carry an attempt token the handler checks.
+type RouteInfo struct {
+	Method, Pattern string
+	Operator        bool
+}
+
+// Routes lists every route of the handler, from its one route table.
+func Routes() []RouteInfo {
+	var out []RouteInfo
+	for _, rt := range (&Handler{}).routes() {
+		out = append(out, RouteInfo{Method: rt.Method, Pattern: rt.Pattern, Operator: rt.Auth == authClient})
+	}
+	return out
+}
+
 func (h *Handler) wrap(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)

@@ -229,7 +229,7 @@ async function jobsPage(gen) {
       act: async () => {
         if (verb === "trigger") {
           const r = await api("POST", `/v1/jobs/${encodeURIComponent(j.id)}/runs`, {});
-          banner(h("span", {}, `Run `, h("a", { href: `#/runs/${r.run.id}` }, r.run.id), ` of ${j.id} started.`), true);
+          banner(h("span", {}, `Run `, h("a", { href: `#/runs/${encodeURIComponent(r.run.id)}` }, r.run.id), ` of ${j.id} started.`), true);
         } else {
           await api("POST", `/v1/jobs/${encodeURIComponent(j.id)}/${verb}`);
           banner(`Job ${j.id} ${verb}d.`, true);
@@ -244,7 +244,7 @@ async function jobsPage(gen) {
       h("td", { class: "time" }, j.next_fire_time ? time(j.next_fire_time) : "—"),
       h("td", {}, j.paused ? badge("PAUSED") : h("span", { class: "muted" }, "active")),
       h("td", {}, runs.length ? h("div", { class: "squares", role: "list", "aria-label": `last ${runs.length} runs, oldest first` },
-        runs.map((r) => h("a", { class: `square st-${r.execution_state}`, role: "listitem", href: `#/runs/${r.id}`,
+        runs.map((r) => h("a", { class: `square st-${r.execution_state}`, role: "listitem", href: `#/runs/${encodeURIComponent(r.id)}`,
           title: `${r.execution_state} · ${time(r.logical_time)}`, "aria-label": `run ${r.id}: ${r.execution_state}, logical time ${time(r.logical_time)}` })))
         : h("span", { class: "muted" }, "no runs")),
       h("td", {}, h("div", { class: "actions" },
@@ -313,7 +313,7 @@ function runsTable(runs) {
   return h("table", { id: "runs" },
     h("thead", {}, h("tr", {}, cols.map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, runs.map((r) => h("tr", { "data-run": r.id },
-      h("td", {}, h("a", { href: `#/runs/${r.id}` }, h("code", {}, r.id))),
+      h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(r.id)}` }, h("code", {}, r.id))),
       h("td", {}, r.job),
       h("td", {}, badge(r.execution_state)),
       h("td", {}, badge(r.publication_state)),
@@ -337,7 +337,7 @@ async function runPage(gen, id, selectedTask) {
 
   const select = (task) => {
     view.selected = task;
-    history.replaceState(null, "", `#/runs/${id}?task=${encodeURIComponent(task)}`);
+    history.replaceState(null, "", `#/runs/${encodeURIComponent(id)}?task=${encodeURIComponent(task)}`);
     render();
     $(`#task`).scrollIntoView({ block: "nearest" });
     $(`.node[data-task="${CSS.escape(task)}"]`)?.focus({ preventScroll: true });
@@ -391,14 +391,14 @@ async function runPage(gen, id, selectedTask) {
     const worker = async () => {
       while (i < names.length) {
         const n = names[i++];
-        const r = await api("GET", `/v1/runs/${id}/tasks/${encodeURIComponent(n)}/history?limit=1000`);
+        const r = await api("GET", `/v1/runs/${encodeURIComponent(id)}/tasks/${encodeURIComponent(n)}/history?limit=1000`);
         view.histories.set(n, r.transitions);
       }
     };
     await Promise.all(Array.from({ length: Math.min(6, names.length) }, worker));
   };
 
-  const first = await api("GET", `/v1/runs/${id}`);
+  const first = await api("GET", `/v1/runs/${encodeURIComponent(id)}`);
   if (!current(gen)) return;
   performance.mark("rl-run-fetched");
   await apply(first);
@@ -407,7 +407,7 @@ async function runPage(gen, id, selectedTask) {
       // A finished run changes only by an operator; keep the page still.
       return;
     }
-    const data = await api("GET", `/v1/runs/${id}`, undefined, view.etag ? { "If-None-Match": view.etag } : {});
+    const data = await api("GET", `/v1/runs/${encodeURIComponent(id)}`, undefined, view.etag ? { "If-None-Match": view.etag } : {});
     if (!(await apply(data))) {
       drawGantt(gantt, view.run, view.ordered, view.histories, nowFor(view), view.selected, tip, select); // the "now" line moves
     }
@@ -446,7 +446,7 @@ function runHeader(view, apply) {
     title, text, yes: title.split(" ")[0],
     fields: [{ name: "reason", label: "Reason" }],
     act: async (v) => {
-      const out = await api("POST", `/v1/runs/${id}/${verb}`, v.reason ? { reason: v.reason } : {});
+      const out = await api("POST", `/v1/runs/${encodeURIComponent(id)}/${verb}`, v.reason ? { reason: v.reason } : {});
       banner(`${title.replace("?", "")}: done.`, true);
       await apply(out, true);
     },
@@ -480,7 +480,7 @@ function taskPanel(view, apply) {
   const t = view.tasks.find((x) => x.task === view.selected);
   if (!t) return [];
   const runID = view.run.id;
-  const base = `/v1/runs/${runID}/tasks/${encodeURIComponent(t.task)}`;
+  const base = `/v1/runs/${encodeURIComponent(runID)}/tasks/${encodeURIComponent(t.task)}`;
   const operator = () => sessionStorage.getItem(OPERATOR) || "";
   const act = (verb, title, text, needsOperator) => () => confirmAction({
     title, text, yes: title.split(" ")[0],
