@@ -12,5 +12,15 @@ for var in CDK_OUTDIR CDK_ERROR_FILE CDK_PERF_COUNTERS_FILE; do
     *) export "$var=$root/$value" ;;
   esac
 done
+# Build the functions first, so `cdk synth` and `cdk deploy` never package
+# executables older than the sources (`make functions` is the one
+# definition of the build; Go's cache makes an unchanged build quick). The
+# app then checks each bootstrap is a static linux/arm64 executable.
+# RUNLEDGER_SKIP_BUILD=1 skips the build, for a runledger:codeDir of
+# executables built elsewhere.
+if [ "${RUNLEDGER_SKIP_BUILD:-}" != 1 ]; then
+  echo "runledger: make functions" >&2
+  make --no-print-directory -C "$root" functions >&2
+fi
 cd "$(dirname "$0")"
 exec go run .

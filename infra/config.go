@@ -43,8 +43,10 @@ const (
 	keyAlarmEmail         = "runledger:alarmEmail"         // creates a topic with this subscriber
 	keyAlarmTopicArn      = "runledger:alarmTopicArn"      // an existing topic
 	keyJWTIssuer          = "runledger:jwtIssuer"
-	keyJWTAudiences       = "runledger:jwtAudiences" // "a,b" or ["a","b"]
-	keyReserved           = "runledger:reservedConcurrency"
+	keyJWTAudiences       = "runledger:jwtAudiences"        // "a,b" or ["a","b"]
+	keyReserved           = "runledger:reservedConcurrency" // api=20,worker=off (off: unreserved)
+	keyAPIThrottleRate    = "runledger:apiThrottleRate"     // requests a second, default 100
+	keyAPIThrottleBurst   = "runledger:apiThrottleBurst"    // default 200
 	keyMaxReceiveCount    = "runledger:maxReceiveCount"
 	// keyECS allows the ecs executor: {"clusters": ["batch"],
 	// "taskDefinitions": [{"family": "etl", "taskRoleArn": "...",
@@ -149,6 +151,14 @@ func readConfig(get func(key string) any) (config, error) {
 		}
 	}
 
+	// reservation reads a reserved concurrency: a count, or "off".
+	reservation := func(v any) int {
+		if s, ok := v.(string); ok && strings.TrimSpace(s) == "off" {
+			return scheduler.Unreserved
+		}
+		return number(keyReserved, v)
+	}
+
 	c := config{
 		StackName:     str(keyStackName, "Runledger"),
 		AlarmEmail:    str(keyAlarmEmail, ""),
@@ -190,6 +200,8 @@ func readConfig(get func(key string) any) (config, error) {
 		p.JWT = &scheduler.JWTAuthorizer{Issuer: issuer, Audiences: list(keyJWTAudiences)}
 	}
 	p.MaxReceiveCount = number(keyMaxReceiveCount, get(keyMaxReceiveCount))
+	p.APIThrottleRate = float64(number(keyAPIThrottleRate, get(keyAPIThrottleRate)))
+	p.APIThrottleBurst = number(keyAPIThrottleBurst, get(keyAPIThrottleBurst))
 	switch v := get(keyReserved).(type) {
 	case nil:
 	case string: // api=10,worker=5
@@ -200,12 +212,12 @@ func readConfig(get func(key string) any) (config, error) {
 				fail(keyReserved, fmt.Errorf("%q: want name=count", kv))
 				continue
 			}
-			p.ReservedConcurrency[name] = number(keyReserved, n)
+			p.ReservedConcurrency[name] = reservation(n)
 		}
-	case map[string]any: // {"api": 10}
+	case map[string]any: // {"api": 10, "worker": "off"}
 		p.ReservedConcurrency = map[string]int{}
 		for name, n := range v {
-			p.ReservedConcurrency[name] = number(keyReserved, n)
+			p.ReservedConcurrency[name] = reservation(n)
 		}
 	default:
 		fail(keyReserved, fmt.Errorf("want name=count,... or an object, got %v", v))

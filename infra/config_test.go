@@ -56,7 +56,9 @@ func TestReadConfigValues(t *testing.T) {
 			keyAlarmEmail:         "ops@example.com",
 			keyJWTIssuer:          "https://issuer.example.com",
 			keyJWTAudiences:       "cli,ui",
-			keyReserved:           "api=10, worker=0",
+			keyReserved:           "api=10, worker=0, events=off",
+			keyAPIThrottleRate:    "25",
+			keyAPIThrottleBurst:   "50",
 			keyMaxReceiveCount:    "3",
 			keyKeepRetiredIndexes: "true",
 			keyECS:                `{"clusters": ["batch"], "taskDefinitions": [{"family": "etl", "taskRoleArn": "arn:aws:iam::123456789012:role/etl"}]}`,
@@ -77,7 +79,9 @@ func TestReadConfigValues(t *testing.T) {
 				RemovalPolicy:         awscdk.RemovalPolicy_DESTROY,
 				DeletionProtection:    &off,
 				JWT:                   &scheduler.JWTAuthorizer{Issuer: "https://issuer.example.com", Audiences: []string{"cli", "ui"}},
-				ReservedConcurrency:   map[string]int{"api": 10, "worker": 0},
+				ReservedConcurrency:   map[string]int{"api": 10, "worker": 0, "events": scheduler.Unreserved},
+				APIThrottleRate:       25,
+				APIThrottleBurst:      50,
 				MaxReceiveCount:       3,
 				KeepRetiredIndexes:    true,
 				ECS: &scheduler.ECSExecutor{Clusters: []string{"batch"},
@@ -90,7 +94,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyPools:              []any{"default", "batch"},
 			keyExampleWorkerPool:  "none",
 			keyDeletionProtection: false,
-			keyReserved:           map[string]any{"events": float64(4)},
+			keyReserved:           map[string]any{"events": float64(4), "api": "off"},
 			keyMaxReceiveCount:    float64(7),
 			keyAlarmTopicArn:      "arn:aws:sns:eu-west-1:123456789012:ops",
 			keyKeepRetiredIndexes: false,
@@ -101,7 +105,7 @@ func TestReadConfigValues(t *testing.T) {
 			c.Props.Pools = []string{"default", "batch"}
 			c.Props.ExampleWorkerPool = ""
 			c.Props.DeletionProtection = &off
-			c.Props.ReservedConcurrency = map[string]int{"events": 4}
+			c.Props.ReservedConcurrency = map[string]int{"events": 4, "api": scheduler.Unreserved}
 			c.Props.MaxReceiveCount = 7
 			c.Props.ECS = &scheduler.ECSExecutor{Clusters: []string{"a", "b"}, TaskDefinitions: []scheduler.ECSTaskDefinition{{Family: "etl"}}}
 			c.Props.Lambda = &scheduler.LambdaExecutor{Functions: []string{"arn:aws:lambda:eu-west-1:123456789012:function:etl"}}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/runledger/runledger/infra/scheduler"
+	"github.com/runledger/runledger/shared/api"
 	"github.com/runledger/runledger/shared/tableschema"
 )
 
@@ -62,16 +63,9 @@ func runTests(m *testing.M) int {
 	// Fixture: a placeholder bootstrap per function, standing in for the
 	// executables `make functions` writes to dist/.
 	codeDir := filepath.Join(dir, "dist")
-	for _, name := range scheduler.FunctionNames() {
-		path := filepath.Join(codeDir, name, "bootstrap")
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		if err := os.WriteFile(path, []byte("#!/bin/sh\necho placeholder "+name+"\n"), 0o755); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+	if err := scheduler.WritePlaceholders(codeDir, scheduler.FunctionNames()...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 
 	_, ctx, err := projectFile()
@@ -225,9 +219,9 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Api":          1,
 			"AWS::ApiGatewayV2::Stage":        1,
 			"AWS::ApiGatewayV2::Integration":  1,
-			"AWS::ApiGatewayV2::Route":        12,
+			"AWS::ApiGatewayV2::Route":        15,
 			// One invoke permission per route, one per schedule.
-			"AWS::Lambda::Permission": 14,
+			"AWS::Lambda::Permission": 17,
 			// 4 DLQs + InstanceLost + RunFailed + QueueWaitP99 + errors and throttles of 5 functions.
 			"AWS::CloudWatch::Alarm":     17,
 			"AWS::Events::EventBus":      1,
@@ -252,8 +246,8 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Stage":        1,
 			"AWS::ApiGatewayV2::Integration":  1,
 			"AWS::ApiGatewayV2::Authorizer":   1,
-			"AWS::ApiGatewayV2::Route":        12,
-			"AWS::Lambda::Permission":         14,
+			"AWS::ApiGatewayV2::Route":        15,
+			"AWS::Lambda::Permission":         17,
 			"AWS::CloudWatch::Alarm":          13,
 			"AWS::CloudWatch::Dashboard":      1,
 			"AWS::Events::EventBus":           1,
@@ -699,6 +693,9 @@ func TestRoutes(t *testing.T) {
 		"ANY /v1/jobs/{proxy+}",
 		"ANY /v1/runs",
 		"ANY /v1/runs/{proxy+}",
+		"ANY /v1/backfills/{proxy+}",
+		"GET /v1/events",
+		"GET /metrics",
 	}
 	for _, tc := range []struct {
 		stack *synthesized
@@ -741,6 +738,97 @@ func TestRoutes(t *testing.T) {
 			"IntegrationUri":       map[string]any{"Fn::GetAtt": []any{full.functions[scheduler.FunctionAPI], "Arn"}},
 		})
 	})
+}
+
+// TestEveryHandlerRouteHasAGatewayRoute: every route of the handler's
+// route table (shared/api) is matched, as API Gateway matches, by an
+// explicit route of the template, not only by $default, and the gateway
+// authorizes the operator's routes; the public and worker routes are
+// public, but for /metrics, which only the local stack serves.
+func TestEveryHandlerRouteHasAGatewayRoute(t *testing.T) {
+	t.Parallel()
+	for _, s := range []*synthesized{full, jwt} {
+		type gw struct{ method, path, auth string }
+		var routes []gw
+		for _, r := range s.ofType("AWS::ApiGatewayV2::Route") {
+			method, path, ok := strings.Cut(r.Properties["RouteKey"].(string), " ")
+			if ok {
+				routes = append(routes, gw{method, path, r.Properties["AuthorizationType"].(string)})
+			}
+		}
+		handler := api.Routes()
+		if len(handler) < 20 {
+			t.Fatalf("shared/api lists %d routes: the route table is not being read", len(handler))
+		}
+		for _, hr := range handler {
+			path := samplePath(hr.Pattern)
+			best, score := -1, -1
+			for i, r := range routes {
+				if r.method != hr.Method && r.method != "ANY" {
+					continue
+				}
+				if sc := gatewayMatch(r.path, path); sc >= 0 && (sc*2+btoi(r.method != "ANY")) > score {
+					best, score = i, sc*2+btoi(r.method != "ANY")
+				}
+			}
+			if best < 0 {
+				t.Errorf("%s: %s %s reaches the function only through $default", s.cfg.StackName, hr.Method, hr.Pattern)
+				continue
+			}
+			gated := routes[best].auth != "NONE"
+			want := hr.Operator || hr.Pattern == "/metrics"
+			if gated != want {
+				t.Errorf("%s: %s %s goes to %s %s (authorization %s), want authorized by the gateway: %v",
+					s.cfg.StackName, hr.Method, hr.Pattern, routes[best].method, routes[best].path, routes[best].auth, want)
+			}
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// samplePath fills a handler pattern's wildcards ("/v1/jobs/{job}",
+// "/ui/") with a path API Gateway would see.
+func samplePath(pattern string) string {
+	var out []string
+	for _, seg := range strings.Split(pattern, "/") {
+		if strings.HasPrefix(seg, "{") {
+			seg = "x"
+		}
+		out = append(out, seg)
+	}
+	p := strings.Join(out, "/")
+	if strings.HasSuffix(p, "/") && p != "/" {
+		p += "index.html"
+	}
+	return p
+}
+
+// gatewayMatch reports whether an HTTP API route path matches path, and
+// how specifically (the literal segments before a greedy {proxy+}, plus
+// 100 for a route without one); -1 when it does not match.
+func gatewayMatch(route, path string) int {
+	rs, ps := strings.Split(route, "/"), strings.Split(path, "/")
+	for i, seg := range rs {
+		if strings.HasSuffix(seg, "+}") {
+			if len(ps) <= i || ps[i] == "" {
+				return -1
+			}
+			return i
+		}
+		if i >= len(ps) || (!strings.HasPrefix(seg, "{") && seg != ps[i]) {
+			return -1
+		}
+	}
+	if len(rs) != len(ps) {
+		return -1
+	}
+	return 100 + len(rs)
 }
 
 func TestFunctions(t *testing.T) {
@@ -940,5 +1028,37 @@ func TestOutputs(t *testing.T) {
 	api := full.outputs["ApiUrl"].(map[string]any)["Value"]
 	if got := fmt.Sprint(api); !strings.Contains(got, "ApiEndpoint") {
 		t.Errorf("ApiUrl %v: want the HTTP API endpoint", got)
+	}
+}
+
+// TestAPIThrottleAndReservedConcurrency: the HTTP API's stage throttles
+// every route (the worker routes included) and the api function has a
+// concurrency of its own by default, so a flood of requests is refused at
+// the gateway and cannot take the account's concurrency from the events,
+// ticker and reconciler functions; the other functions stay unreserved.
+func TestAPIThrottleAndReservedConcurrency(t *testing.T) {
+	t.Parallel()
+	for _, s := range []*synthesized{full, jwt} {
+		stages := s.ofType("AWS::ApiGatewayV2::Stage")
+		for id, st := range stages {
+			settings, _ := st.Properties["DefaultRouteSettings"].(map[string]any)
+			if number(settings["ThrottlingRateLimit"]) != scheduler.DefaultAPIThrottleRate ||
+				number(settings["ThrottlingBurstLimit"]) != scheduler.DefaultAPIThrottleBurst {
+				t.Errorf("%s/%s: default route settings %v, want rate %d and burst %d", s.cfg.StackName, id, settings,
+					scheduler.DefaultAPIThrottleRate, scheduler.DefaultAPIThrottleBurst)
+			}
+		}
+		if len(stages) != 1 {
+			t.Errorf("%s: %d stages", s.cfg.StackName, len(stages))
+		}
+		for name, id := range s.functions {
+			got, set := s.resources[id].Properties["ReservedConcurrentExecutions"]
+			switch {
+			case name == scheduler.FunctionAPI && number(got) != scheduler.DefaultAPIReservedConcurrency:
+				t.Errorf("%s/api: reserved concurrency %v, want %d", s.cfg.StackName, got, scheduler.DefaultAPIReservedConcurrency)
+			case name != scheduler.FunctionAPI && set:
+				t.Errorf("%s/%s: reserved concurrency %v, want none", s.cfg.StackName, name, got)
+			}
+		}
 	}
 }

@@ -21,9 +21,12 @@ type Route struct {
 	Public bool
 }
 
-// Routes lists the routes the construct creates. Everything else, the
-// $default route included, is authorized by IAM (or JWT when configured),
-// so a route the handler adds later is never public by accident.
+// Routes lists the routes the construct creates: one for every route of
+// the handler (shared/api's route table; a test holds them equal), so no
+// request reaches the function only through $default. Everything else,
+// the $default route included, is authorized by IAM (or JWT when
+// configured), so a route the handler adds later is never public by
+// accident.
 func Routes() []Route {
 	return []Route{
 		{awsapigatewayv2.HttpMethod_GET, "/healthz", true},
@@ -40,6 +43,11 @@ func Routes() []Route {
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/jobs/{proxy+}", false},
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/runs", false},
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/runs/{proxy+}", false},
+		{awsapigatewayv2.HttpMethod_ANY, "/v1/backfills/{proxy+}", false},
+		// Served by the local stack only: in AWS both answer 404, and
+		// only to an operator.
+		{awsapigatewayv2.HttpMethod_GET, "/v1/events", false},
+		{awsapigatewayv2.HttpMethod_GET, "/metrics", false},
 	}
 }
 
@@ -111,7 +119,8 @@ var accessLogFormat = func() string {
 	return string(b)
 }()
 
-// logAccess writes the default stage's access log to a log group of its own.
+// logAccess writes the default stage's access log to a log group of its
+// own, and throttles the stage.
 func (s *Scheduler) logAccess(p Props, api awsapigatewayv2.HttpApi) {
 	logs := awslogs.NewLogGroup(s.Construct, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
 		Retention:     p.LogRetention,
@@ -120,6 +129,10 @@ func (s *Scheduler) logAccess(p Props, api awsapigatewayv2.HttpApi) {
 	// The L2 stage takes access log settings only when it is created, and
 	// HttpApi creates its default stage itself.
 	stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
+	stage.SetDefaultRouteSettings(&awsapigatewayv2.CfnStage_RouteSettingsProperty{
+		ThrottlingRateLimit:  jsii.Number(p.APIThrottleRate),
+		ThrottlingBurstLimit: jsii.Number(p.APIThrottleBurst),
+	})
 	stage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
 		DestinationArn: logs.LogGroupArn(),
 		Format:         jsii.String(accessLogFormat),

@@ -135,7 +135,7 @@ func (s *Scheduler) wireECS(p Props) {
 		if !ok {
 			continue
 		}
-		fn.AddEnvironment(jsii.String("RUNLEDGER_API_URL"), s.API.ApiEndpoint(), nil)
+		s.setEnv(name, "RUNLEDGER_API_URL", s.API.ApiEndpoint())
 		run := allow(ecsRun, defARNs...)
 		run.AddCondition(jsii.String("ArnEquals"), map[string]any{"ecs:cluster": clusterARNs})
 		fn.Role().AddToPrincipalPolicy(run)

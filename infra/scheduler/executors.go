@@ -1,10 +1,6 @@
 package scheduler
 
-import (
-	"encoding/json"
-
-	"github.com/aws/jsii-runtime-go"
-)
+import "encoding/json"
 
 // dispatchers are the functions that dispatch attempts, so start them on
 // executors other than the queues.
@@ -37,8 +33,8 @@ func (s *Scheduler) wireExecutorsAllowed(p Props) {
 		return
 	}
 	for _, name := range dispatchers {
-		if fn, ok := s.Functions[name]; ok {
-			fn.AddEnvironment(jsii.String("RUNLEDGER_EXECUTORS_ALLOWED"), &allowed, nil)
+		if _, ok := s.Functions[name]; ok {
+			s.setEnv(name, "RUNLEDGER_EXECUTORS_ALLOWED", &allowed)
 		}
 	}
 }

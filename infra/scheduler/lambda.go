@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -49,17 +50,57 @@ func (e *LambdaExecutor) validate() error {
 	if len(e.Functions) == 0 {
 		errs = append(errs, errors.New("Lambda.Functions: name at least one function"))
 	}
-	seen := map[string]bool{}
+	var seen []lambdaRef
 	for _, f := range e.Functions {
-		switch {
-		case !functionName.MatchString(f) && !functionARN.MatchString(f):
+		if !functionName.MatchString(f) && !functionARN.MatchString(f) {
 			errs = append(errs, fmt.Errorf("Lambda.Functions: %q is not a function name or ARN", f))
-		case seen[f]:
-			errs = append(errs, fmt.Errorf("Lambda.Functions: %q is listed twice", f))
+			continue
 		}
-		seen[f] = true
+		ref := parseLambdaRef(f)
+		if i := slices.IndexFunc(seen, ref.same); i >= 0 {
+			errs = append(errs, fmt.Errorf("Lambda.Functions: %q and %q name the same function %s, qualifier %s: list it once",
+				seen[i].text, f, ref.name, ref.qualifier))
+			continue
+		}
+		seen = append(seen, ref)
 	}
 	return errors.Join(errs...)
+}
+
+// lambdaRef is an allowed function as Lambda resolves it: its name, the
+// account and region of an ARN (empty for a name: the stack's own), and
+// its qualifier, $LATEST when none is given (what an unqualified
+// invocation runs, and where an unqualified function's on-failure
+// configuration goes).
+type lambdaRef struct {
+	text, account, region, name, qualifier string
+}
+
+func parseLambdaRef(f string) lambdaRef {
+	r := lambdaRef{text: f, name: f}
+	if strings.HasPrefix(f, "arn:") {
+		// arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>]
+		parts := strings.Split(f, ":")
+		r.region, r.account, r.name = parts[3], parts[4], parts[6]
+		if len(parts) > 7 {
+			r.qualifier = parts[7]
+		}
+	} else {
+		r.name, r.qualifier, _ = strings.Cut(f, ":")
+	}
+	if r.qualifier == "" {
+		r.qualifier = "$LATEST"
+	}
+	return r
+}
+
+// same reports whether r and o may be one function under one qualifier:
+// a name is in the stack's account and region, which the
+// environment-agnostic stack learns only at deploy time, so it may be any
+// ARN of that name.
+func (r lambdaRef) same(o lambdaRef) bool {
+	match := func(a, b string) bool { return a == "" || b == "" || a == b }
+	return r.name == o.name && r.qualifier == o.qualifier && match(r.account, o.account) && match(r.region, o.region)
 }
 
 // lambdaFunction is a function's ARN (in the stack's account and region

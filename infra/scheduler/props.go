@@ -39,7 +39,23 @@ const (
 	DefaultMaxReceiveCount       = 5
 	DefaultMaxClockSkew          = 30 * time.Second
 	DefaultLogRetention          = awslogs.RetentionDays_ONE_MONTH
+	// DefaultAPIThrottleRate and DefaultAPIThrottleBurst limit the HTTP
+	// API's default stage, every route together: requests a second in the
+	// steady state, and the bucket a burst may empty. API Gateway answers
+	// 429 beyond them, before the api function runs.
+	DefaultAPIThrottleRate  = 100
+	DefaultAPIThrottleBurst = 200
+	// DefaultAPIReservedConcurrency caps the api function's concurrent
+	// executions (and reserves them), so a flood of requests cannot take
+	// the account's concurrency from the events, ticker and reconciler
+	// functions. ReservedConcurrency[FunctionAPI] = Unreserved turns it off.
+	DefaultAPIReservedConcurrency = 20
 )
+
+// Unreserved, as a ReservedConcurrency value, leaves a function without
+// reserved concurrency (the api function's default is
+// DefaultAPIReservedConcurrency).
+const Unreserved = -1
 
 // JWTAuthorizer configures a JWT authorizer in place of IAM (SigV4) on the
 // operator routes (/v1/jobs..., /v1/runs...).
@@ -55,6 +71,8 @@ type JWTAuthorizer struct {
 type Props struct {
 	// CodeDir holds one folder per function with its `bootstrap` executable
 	// (linux/arm64), as `make functions` writes them to dist/. Required.
+	// Each must be a static aarch64 ELF executable, or validation stops
+	// the synthesis (PlaceholderBootstrap stands in for one in tests).
 	CodeDir string
 
 	// Pools are the worker pools; each gets a dispatch queue and its DLQ.
@@ -110,8 +128,16 @@ type Props struct {
 	JWT *JWTAuthorizer
 
 	// ReservedConcurrency reserves concurrent executions per function name
-	// (see FunctionNames). Absent names stay unreserved; 0 disables a function.
+	// (see FunctionNames); 0 disables a function, Unreserved reserves
+	// nothing. Absent names stay unreserved, but for the api function,
+	// whose default is DefaultAPIReservedConcurrency.
 	ReservedConcurrency map[string]int
+
+	// APIThrottleRate (requests a second) and APIThrottleBurst throttle
+	// the HTTP API's default stage, every route together. Default
+	// DefaultAPIThrottleRate and DefaultAPIThrottleBurst.
+	APIThrottleRate  float64
+	APIThrottleBurst int
 
 	// MaxReceiveCount is how many receives a message gets before its queue
 	// moves it to the DLQ. Default 5.
@@ -160,6 +186,20 @@ func (p Props) withDefaults() Props {
 	if p.MaxReceiveCount == 0 {
 		p.MaxReceiveCount = DefaultMaxReceiveCount
 	}
+	if _, ok := p.ReservedConcurrency[FunctionAPI]; !ok {
+		reserved := maps.Clone(p.ReservedConcurrency)
+		if reserved == nil {
+			reserved = map[string]int{}
+		}
+		reserved[FunctionAPI] = DefaultAPIReservedConcurrency
+		p.ReservedConcurrency = reserved
+	}
+	if p.APIThrottleRate == 0 {
+		p.APIThrottleRate = DefaultAPIThrottleRate
+	}
+	if p.APIThrottleBurst == 0 {
+		p.APIThrottleBurst = DefaultAPIThrottleBurst
+	}
 	return p
 }
 
@@ -186,6 +226,8 @@ func (p Props) validate() error {
 			path := filepath.Join(p.CodeDir, name, "bootstrap")
 			if st, err := os.Stat(path); err != nil || st.IsDir() {
 				errs = append(errs, fmt.Errorf("function %s: no executable at %s (run `make functions`)", name, path))
+			} else if err := checkBootstrap(path); err != nil {
+				errs = append(errs, fmt.Errorf("function %s: %w", name, err))
 			}
 		}
 	}
@@ -227,9 +269,12 @@ func (p Props) validate() error {
 		if !slices.Contains(FunctionNames(), name) {
 			errs = append(errs, fmt.Errorf("ReservedConcurrency: unknown function %q (want one of %v)", name, FunctionNames()))
 		}
-		if n < 0 {
-			errs = append(errs, fmt.Errorf("ReservedConcurrency[%s] %d: want 0 or more", name, n))
+		if n < Unreserved {
+			errs = append(errs, fmt.Errorf("ReservedConcurrency[%s] %d: want 0 or more, or Unreserved (-1, \"off\")", name, n))
 		}
+	}
+	if p.APIThrottleRate < 0 || p.APIThrottleBurst < 0 {
+		errs = append(errs, fmt.Errorf("APIThrottleRate %v, APIThrottleBurst %d: want more than 0", p.APIThrottleRate, p.APIThrottleBurst))
 	}
 	if p.JWT != nil {
 		if p.JWT.Issuer == "" {

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,14 +19,8 @@ func TestMain(m *testing.M) {
 func codeDir(t *testing.T, names ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, name := range names {
-		path := filepath.Join(dir, name, "bootstrap")
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	if err := WritePlaceholders(dir, names...); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
@@ -66,7 +59,9 @@ func TestValidate(t *testing.T) {
 		{"retention", Props{CodeDir: noWorker, HistoryRetention: time.Minute}, []string{"HistoryRetention 1m0s"}},
 		{"receive count", Props{CodeDir: noWorker, MaxReceiveCount: 1001}, []string{"MaxReceiveCount 1001"}},
 		{"clock skew", Props{CodeDir: noWorker, MaxClockSkew: -time.Second}, []string{"MaxClockSkew -1s"}},
-		{"reserved", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"apx": 1, "api": -1}}, []string{`unknown function "apx"`, "ReservedConcurrency[api] -1"}},
+		{"reserved", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"apx": 1, "api": -2}}, []string{`unknown function "apx"`, "ReservedConcurrency[api] -2"}},
+		{"reserved off", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"api": Unreserved}}, nil},
+		{"throttle", Props{CodeDir: noWorker, APIThrottleRate: -1}, []string{"APIThrottleRate -1"}},
 		{"jwt", Props{CodeDir: noWorker, JWT: &JWTAuthorizer{}}, []string{"JWT.Issuer", "JWT.Audiences"}},
 		{"ecs", Props{CodeDir: noWorker, ECS: &ECSExecutor{Clusters: []string{"batch"},
 			TaskDefinitions: []ECSTaskDefinition{{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl-task"}}}}, nil},
@@ -75,7 +70,19 @@ func TestValidate(t *testing.T) {
 			TaskDefinitions: []ECSTaskDefinition{{Family: "etl:3", ExecutionRoleArn: "etl-role"}}}}, []string{`"a b"`, `family "etl:3"`, `"etl-role" is not an IAM role ARN`}},
 		{"lambda", Props{CodeDir: noWorker, Lambda: &LambdaExecutor{Functions: []string{"etl", "etl:live", "arn:aws:lambda:eu-west-1:123456789012:function:x"}}}, nil},
 		{"lambda functions", Props{CodeDir: noWorker, Lambda: &LambdaExecutor{Functions: []string{"ok", "ok", "has space", "arn:aws:s3:::bucket"}}},
-			[]string{`"ok" is listed twice`, `"has space" is not a function`, `"arn:aws:s3:::bucket" is not a function`}},
+			[]string{`"ok" and "ok" name the same function`, `"has space" is not a function`, `"arn:aws:s3:::bucket" is not a function`}},
+		// One function under one qualifier, however it is spelled: with
+		// WireOnFailure each would get its own EventInvokeConfig, and
+		// CloudFormation refuses the second.
+		{"lambda spellings of one function", Props{CodeDir: noWorker, Lambda: &LambdaExecutor{WireOnFailure: true, Functions: []string{
+			"etl", "etl:$LATEST", "arn:aws:lambda:eu-west-1:123456789012:function:etl",
+			"report:live", "arn:aws:lambda:eu-west-1:123456789012:function:report:live"}}},
+			[]string{`"etl" and "etl:$LATEST" name the same function etl, qualifier $LATEST`,
+				`"etl" and "arn:aws:lambda:eu-west-1:123456789012:function:etl" name the same function`,
+				`"report:live" and "arn:aws:lambda:eu-west-1:123456789012:function:report:live" name the same function report, qualifier live`}},
+		{"lambda other accounts and qualifiers", Props{CodeDir: noWorker, Lambda: &LambdaExecutor{WireOnFailure: true, Functions: []string{
+			"arn:aws:lambda:eu-west-1:123456789012:function:etl", "arn:aws:lambda:eu-west-1:210987654321:function:etl",
+			"arn:aws:lambda:us-east-1:123456789012:function:etl", "etl:live", "etl:v2"}}}, nil},
 		{"lambda without functions", Props{CodeDir: noWorker, Lambda: &LambdaExecutor{}}, []string{"Lambda.Functions: name at least one"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,5 +102,25 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The api function's reserved concurrency has a default, kept apart from
+// the caller's map, and Unreserved turns it off.
+func TestReservedConcurrencyDefault(t *testing.T) {
+	t.Parallel()
+	mine := map[string]int{FunctionWorker: 3}
+	p := Props{ReservedConcurrency: mine}.withDefaults()
+	if p.ReservedConcurrency[FunctionAPI] != DefaultAPIReservedConcurrency || p.ReservedConcurrency[FunctionWorker] != 3 {
+		t.Errorf("reserved %v", p.ReservedConcurrency)
+	}
+	if _, ok := mine[FunctionAPI]; ok {
+		t.Error("withDefaults wrote into the caller's map")
+	}
+	if q := (Props{ReservedConcurrency: map[string]int{FunctionAPI: Unreserved}}).withDefaults(); q.ReservedConcurrency[FunctionAPI] != Unreserved {
+		t.Errorf("off: %v", q.ReservedConcurrency)
+	}
+	if p.APIThrottleRate != DefaultAPIThrottleRate || p.APIThrottleBurst != DefaultAPIThrottleBurst {
+		t.Errorf("throttle %v/%d", p.APIThrottleRate, p.APIThrottleBurst)
 	}
 }

@@ -7,6 +7,7 @@ package scheduler
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -59,6 +60,12 @@ type Scheduler struct {
 	Functions map[string]awslambda.Function
 	Alarms    []awscloudwatch.Alarm
 	Dashboard awscloudwatch.Dashboard
+
+	// env is each function's environment as set, and envSizes an upper
+	// bound of each deploy-time value's length, by its token: what
+	// checkEnvironments measures against Lambda's limit.
+	env      map[string]map[string]*string
+	envSizes map[string]int
 }
 
 // functionSpec sizes one function. The timeouts matter beyond the function:
@@ -99,6 +106,8 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 		Construct:  constructs.NewConstruct(scope, id),
 		PoolQueues: map[string]QueuePair{},
 		Functions:  map[string]awslambda.Function{},
+		env:        map[string]map[string]*string{},
+		envSizes:   map[string]int{},
 	}
 	s.Table = s.newTable(p)
 	s.EventBus = awsevents.NewEventBus(s.Construct, jsii.String("EventBus"), &awsevents.EventBusProps{
@@ -115,13 +124,17 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 	s.EventsQueue = s.newQueuePair(p, "EventsQueue", eventsVisibility)
 	s.DelayQueue = s.newQueuePair(p, "DelayQueue", eventsVisibility)
 
-	poolJSON := s.PoolQueuesJSON()
+	poolsSize := 2
+	for _, pool := range p.Pools {
+		poolsSize += len(pool) + 6 + queueURLSize // ,"<pool>":"<url>"
+	}
+	poolJSON := s.envValue(s.PoolQueuesJSON(), poolsSize)
 	retention := p.HistoryRetention.String()
 	skew := p.MaxClockSkew.String()
-	table := s.Table.TableName()
-	events := s.EventsQueue.Queue.QueueUrl()
-	delay := s.DelayQueue.Queue.QueueUrl()
-	bus := s.EventBus.EventBusName()
+	table := s.envValue(s.Table.TableName(), s.generatedName(255))
+	events := s.envValue(s.EventsQueue.Queue.QueueUrl(), queueURLSize)
+	delay := s.envValue(s.DelayQueue.Queue.QueueUrl(), queueURLSize)
+	bus := s.envValue(s.EventBus.EventBusName(), s.generatedName(256))
 
 	// Environment per docs/wiring.md.
 	s.newFunction(p, FunctionAPI, map[string]*string{
@@ -164,6 +177,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 	}
 
 	s.API = s.newAPI(p, s.Functions[FunctionAPI])
+	s.envValue(s.API.ApiEndpoint(), apiURLSize)
 
 	if p.ExampleWorkerPool != "" {
 		s.newFunction(p, FunctionWorker, map[string]*string{
@@ -186,6 +200,9 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 	s.wireLambda(p)
 	s.addAlarms(p)
 	s.addDashboard()
+	if err := s.checkEnvironments(p); err != nil {
+		panic(fmt.Errorf("runledger scheduler %s: %w", *id, err))
+	}
 	return s
 }
 
@@ -282,7 +299,7 @@ func (s *Scheduler) newFunction(p Props, name string, env map[string]*string) aw
 	role.AddToPrincipalPolicy(allow([]string{"logs:CreateLogStream", "logs:PutLogEvents"}, logs.LogGroupArn()))
 
 	var reserved *float64
-	if n, ok := p.ReservedConcurrency[name]; ok {
+	if n, ok := p.ReservedConcurrency[name]; ok && n != Unreserved {
 		reserved = jsii.Number(n)
 	}
 	fn := awslambda.NewFunction(s.Construct, jsii.String(id), &awslambda.FunctionProps{
@@ -299,6 +316,7 @@ func (s *Scheduler) newFunction(p Props, name string, env map[string]*string) aw
 		ReservedConcurrentExecutions: reserved,
 	})
 	s.Functions[name] = fn
+	s.env[name] = maps.Clone(env)
 	return fn
 }
 
