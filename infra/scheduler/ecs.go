@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -35,11 +36,14 @@ type ECSTaskDefinition struct {
 
 // ecsActions are the ecs executor's calls (shared/ecsexec): RunTask when a
 // function dispatches, DescribeTasks for a LOST attempt's evidence,
-// StopTask for a cancel that outlived its timeout (both the reconciler's).
+// StopTask for a cancel that outlived its timeout. Every function that
+// settles an instance's due timer makes the last two (observers).
 var (
 	ecsRun      = []string{"ecs:RunTask"}
 	ecsObserve  = []string{"ecs:DescribeTasks", "ecs:StopTask"}
 	iamPassRole = []string{"iam:PassRole"}
+	// ecsObservers settle due timers (shared/scheduler's reconcileInstance).
+	ecsObservers = []string{FunctionEvents, FunctionTicker, FunctionReconciler}
 )
 
 var (
@@ -116,7 +120,11 @@ func ecsARN(resource string) *string {
 //     clusters (condition ecs:cluster), for the functions that dispatch;
 //   - iam:PassRole on the task definitions' roles, only to ECS tasks;
 //   - ecs:DescribeTasks and ecs:StopTask on the allowed clusters' tasks
-//     (an ARN pattern per cluster), for the reconciler.
+//     (an ARN pattern per cluster), for the functions that settle due
+//     timers: the reconciler (its pass), the ticker (a due timer it
+//     fires) and events (a delayed timer, a failed invocation's record),
+//     each of which may time out a cancel (StopTask) and resolve a LOST
+//     attempt on its task's evidence (DescribeTasks).
 func (s *Scheduler) wireECS(p Props) {
 	e := p.ECS
 	if e == nil {
@@ -144,7 +152,7 @@ func (s *Scheduler) wireECS(p Props) {
 			pass.AddCondition(jsii.String("StringEquals"), map[string]any{"iam:PassedToService": "ecs-tasks.amazonaws.com"})
 			fn.Role().AddToPrincipalPolicy(pass)
 		}
-		if name == FunctionReconciler {
+		if slices.Contains(ecsObservers, name) {
 			fn.Role().AddToPrincipalPolicy(allow(ecsObserve, taskARNs...))
 		}
 		suppress(fn.Role(), "AwsSolutions-IAM5", "The ecs executor runs any revision of the allowed task definition families "+
