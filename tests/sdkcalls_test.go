@@ -307,13 +307,19 @@ func (f *recordingECS) claim(t *testing.T, apiURL string, i int) {
 	}
 	vars := f.starts[i]
 	f.mu.Unlock()
-	ref, token, _, err := protocol.ParseStartEnv(func(k string) string { return vars[k] })
+	ref, cred, _, err := protocol.ParseStartEnv(func(k string) string { return vars[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(protocol.ClaimRequest{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, WorkerID: "ecs-task", EventID: "claim-" + ref.Run})
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", apiURL+"/v1/attempts/claim", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
+	// The container holds the claim nonce (a token only for an instance
+	// without a secret), and claims with it.
+	bearer := cred.Nonce
+	if bearer == "" {
+		bearer = cred.Token
+	}
+	req.Header.Set("Authorization", "Bearer "+bearer)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
