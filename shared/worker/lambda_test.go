@@ -89,7 +89,9 @@ func TestHandleSQSDeadline(t *testing.T) {
 	})
 
 	t.Run("handler ended before the deadline", func(t *testing.T) {
-		env := f.attempt(nil)
+		// A slow heartbeat: what ends the handler is the invocation's
+		// deadline, never a lease a loaded machine was late to renew.
+		env := f.attempt(func(e *worker.Envelope) { e.HeartbeatInterval = time.Second })
 		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 		defer cancel()
 		resp, err := w.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{record(t, "m1", env)}})

@@ -302,7 +302,9 @@ func TestRunTimeoutReportsTimeout(t *testing.T) {
 			cfg := f.config("timeout")
 			cfg.StopTimeout = 200 * time.Millisecond
 			w := f.newWorker(cfg, tc.handler(release))
-			env := f.dispatch(func(e *worker.Envelope) { e.RunTimeout = 300 * time.Millisecond })
+			// A slow heartbeat: what ends the handler is the run timeout,
+			// never a lease a loaded machine was late to renew.
+			env := f.dispatch(func(e *worker.Envelope) { e.RunTimeout, e.HeartbeatInterval = 300*time.Millisecond, time.Second })
 			f.start(w)
 
 			c := f.completion(env.Ref())
@@ -482,8 +484,14 @@ func TestShutdownGracePeriod(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	finishing := f.dispatch(func(e *worker.Envelope) { e.Payload = json.RawMessage(`{"mode":"finish"}`) })
-	waiting := f.dispatch(func(e *worker.Envelope) { e.Payload = json.RawMessage(`{"mode":"wait"}`) })
+	// A slow heartbeat: what ends the handlers here is the shutdown, never
+	// a lease a loaded machine was late to renew.
+	finishing := f.dispatch(func(e *worker.Envelope) {
+		e.Payload, e.HeartbeatInterval = json.RawMessage(`{"mode":"finish"}`), time.Second
+	})
+	waiting := f.dispatch(func(e *worker.Envelope) {
+		e.Payload, e.HeartbeatInterval = json.RawMessage(`{"mode":"wait"}`), time.Second
+	})
 	stop := f.start(w)
 	started.Wait()
 
