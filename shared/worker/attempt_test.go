@@ -72,6 +72,11 @@ func TestRunAttemptReportsAFailureWithItsExitCode(t *testing.T) {
 // answer), and its acknowledgement is reported.
 func TestRunAttemptCancelReachesTheHandler(t *testing.T) {
 	p, cfg := oneAttempt(t)
+	// A heartbeat a second: the cancel comes with the first one, and a
+	// loaded machine late to renew a 150 ms lease cannot end the handler
+	// for the lease instead.
+	p.setEnvelope(cfg.Ref, map[string]any{"job": "j", "run": "r1", "task": "main", "attempt": 2, "token": "tok", "pool": "",
+		"payload": map[string]any{"day": "2026-01-02"}, "heartbeat_interval": "1s", "run_timeout": "1m"})
 	started := make(chan struct{})
 	go func() {
 		<-started
