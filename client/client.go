@@ -21,6 +21,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/runledger/runledger/shared/protocol"
 )
 
 // Client calls one runledger API. It is safe for concurrent use.
@@ -64,20 +66,22 @@ func ErrorCode(err error) string {
 	return ""
 }
 
-// The error codes of the API (docs/api.md, "Errors").
+// The error codes a caller of this client most often tests for, as the
+// strings Error.Code and ErrorCode carry. Every code the API answers is
+// declared once, in the protocol package (protocol.Codes).
 const (
-	CodeInvalidJSON       = "invalid_json"
-	CodeInvalidField      = "invalid_field"
-	CodeInvalidCron       = "invalid_cron"
-	CodeInvalidTimezone   = "invalid_timezone"
-	CodeDependencyCycle   = "dependency_cycle"
-	CodePayloadTooLarge   = "payload_too_large"
-	CodeNotFound          = "not_found"
-	CodeUnauthorized      = "unauthorized"
-	CodeVersionConflict   = "version_conflict"
-	CodeConflict          = "conflict"
-	CodeIllegalTransition = "illegal_transition"
-	CodeInternal          = "internal"
+	CodeInvalidJSON       = string(protocol.CodeInvalidJSON)
+	CodeInvalidField      = string(protocol.CodeInvalidField)
+	CodeInvalidCron       = string(protocol.CodeInvalidCron)
+	CodeInvalidTimezone   = string(protocol.CodeInvalidTimezone)
+	CodeDependencyCycle   = string(protocol.CodeDependencyCycle)
+	CodePayloadTooLarge   = string(protocol.CodePayloadTooLarge)
+	CodeNotFound          = string(protocol.CodeNotFound)
+	CodeUnauthorized      = string(protocol.CodeUnauthorized)
+	CodeVersionConflict   = string(protocol.CodeVersionConflict)
+	CodeConflict          = string(protocol.CodeConflict)
+	CodeIllegalTransition = string(protocol.CodeIllegalTransition)
+	CodeInternal          = string(protocol.CodeInternal)
 )
 
 // maxAnswerBytes bounds what the client reads of one answer.

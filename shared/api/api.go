@@ -24,6 +24,7 @@ import (
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/wire"
+	"github.com/runledger/runledger/statemodel"
 )
 
 // Auth says who checks the caller of the non-worker routes.
@@ -84,7 +85,7 @@ func New(svc *scheduler.Service, cfg Config) (*Handler, error) {
 		h.mux.HandleFunc(r.Method+" "+r.Pattern, h.wrap(r))
 	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "No route matches "+r.Method+" "+r.URL.Path+".")
+		writeError(w, protocol.CodeNotFound, "No route matches "+r.Method+" "+r.URL.Path+".")
 	})
 	return h, nil
 }
@@ -130,7 +131,7 @@ func (h *Handler) wrap(rt route) http.HandlerFunc {
 		if rt.Auth == authClient && h.cfg.Auth == AuthAPIKey {
 			key, ok := bearer(r)
 			if !ok || subtle.ConstantTimeCompare([]byte(key), []byte(h.cfg.APIKey)) != 1 {
-				writeError(w, http.StatusUnauthorized, "unauthorized", "A valid API key is required: send Authorization: Bearer <key>.")
+				writeError(w, protocol.CodeUnauthorized, "A valid API key is required: send Authorization: Bearer <key>.")
 				return
 			}
 		}
@@ -149,17 +150,16 @@ func bearer(r *http.Request) (string, bool) {
 	return strings.TrimSpace(v[len(p):]), true
 }
 
-// apiError is an error with its HTTP answer.
+// apiError is an error with its answer; the status is the code's.
 type apiError struct {
-	status  int
-	code    string
+	code    protocol.Code
 	message string
 }
 
-func (e *apiError) Error() string { return e.code + ": " + e.message }
+func (e *apiError) Error() string { return string(e.code) + ": " + e.message }
 
-func errf(status int, code, format string, args ...any) error {
-	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+func errf(code protocol.Code, format string, args ...any) error {
+	return &apiError{code: code, message: fmt.Sprintf(format, args...)}
 }
 
 // fail answers an error. Internal errors are logged with their detail and
@@ -172,60 +172,61 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var fe *protocol.FieldError
 	switch {
 	case errors.As(err, &ae):
-		writeError(w, ae.status, ae.code, ae.message)
+		writeError(w, ae.code, ae.message)
 	case errors.As(err, &fe):
 		// A worker field the service refused (the routes check first).
 		h.fail(w, r, fieldError(fe))
 	case errors.As(err, &je):
-		writeError(w, je.HTTPStatus(), string(je.Code), je.Message)
+		writeError(w, je.Code, je.Message)
 	case errors.As(err, &env) && env.TooLarge:
-		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf(
+		writeError(w, protocol.CodePayloadTooLarge, fmt.Sprintf(
 			"Task %q's dispatch message would be %d bytes, over the queue's limit of %d (256 KiB).", env.Task, env.Size, queue.MaxPayloadBytes))
 	case errors.As(err, &env):
-		writeError(w, http.StatusUnprocessableEntity, "invalid_field", fmt.Sprintf(
+		writeError(w, protocol.CodeInvalidField, fmt.Sprintf(
 			"Task %q's payload or the params hold a character the queue cannot carry (U+FFFE or U+FFFF).", env.Task))
 	case errors.As(err, &mbe):
-		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("The request body is over %d bytes.", MaxBodyBytes))
+		writeError(w, protocol.CodePayloadTooLarge, fmt.Sprintf("The request body is over %d bytes.", MaxBodyBytes))
 	case errors.Is(err, scheduler.ErrNotFound), errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "The resource does not exist.")
+		writeError(w, protocol.CodeNotFound, "The resource does not exist.")
 	case errors.Is(err, scheduler.ErrNotDispatchedYet):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "The attempt's dispatch is not recorded yet; claim again shortly.")
-	case errors.Is(err, scheduler.ErrInvalidToken):
-		writeError(w, http.StatusUnauthorized, "invalid_token", "The attempt token does not match this run, task and attempt.")
-	case errors.Is(err, scheduler.ErrAlreadyClaimed):
-		writeError(w, http.StatusConflict, "already_claimed", "Another worker holds this attempt.")
-	case errors.Is(err, scheduler.ErrStaleAttempt):
-		writeError(w, http.StatusConflict, "stale_attempt", "A newer attempt of this task exists.")
-	case errors.Is(err, scheduler.ErrIllegalTransition):
-		writeError(w, http.StatusConflict, "illegal_transition", "The task's current state does not allow this.")
+		writeError(w, protocol.CodeUnavailable, "The attempt's dispatch is not recorded yet; claim again shortly.")
+	case errors.Is(err, protocol.ErrInvalidAttemptToken):
+		writeError(w, protocol.CodeInvalidToken, "The attempt token does not match this run, task and attempt.")
+	case errors.Is(err, protocol.ErrAlreadyClaimed):
+		writeError(w, protocol.CodeAlreadyClaimed, "Another worker holds this attempt.")
+	case errors.Is(err, protocol.ErrStaleAttempt):
+		writeError(w, protocol.CodeStaleAttempt, "A newer attempt of this task exists.")
+	case errors.Is(err, statemodel.ErrIllegalTransition):
+		writeError(w, protocol.CodeIllegalTransition, "The task's current state does not allow this.")
 	case errors.Is(err, store.ErrVersionConflict):
-		writeError(w, http.StatusPreconditionFailed, "version_conflict", "The job changed since that version; read it again.")
+		writeError(w, protocol.CodeVersionConflict, "The job changed since that version; read it again.")
 	case errors.Is(err, store.ErrIdempotencyMismatch):
-		writeError(w, http.StatusConflict, "conflict", "This Idempotency-Key was used with another body.")
+		writeError(w, protocol.CodeConflict, "This Idempotency-Key was used with another body.")
 	case errors.Is(err, store.ErrAlreadyExists):
-		writeError(w, http.StatusConflict, "conflict", "It exists already.")
+		writeError(w, protocol.CodeConflict, "It exists already.")
 	case errors.Is(err, store.ErrItemTooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", "The item would be over DynamoDB's 400 KB limit.")
+		writeError(w, protocol.CodePayloadTooLarge, "The item would be over DynamoDB's 400 KB limit.")
 	case errors.Is(err, store.ErrTooManyTasks):
-		writeError(w, http.StatusUnprocessableEntity, "invalid_field", fmt.Sprintf("A run has at most %d tasks.", store.MaxTasksPerRun))
+		writeError(w, protocol.CodeInvalidField, fmt.Sprintf("A run has at most %d tasks.", store.MaxTasksPerRun))
 	case errors.Is(err, store.ErrInvalidKey), errors.Is(err, store.ErrInvalidInput), errors.Is(err, store.ErrInvalidToken):
-		writeError(w, http.StatusUnprocessableEntity, "invalid_field", "A name, id or token in the request is not valid.")
+		writeError(w, protocol.CodeInvalidField, "A name, id or token in the request is not valid.")
 	default:
 		h.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
-		writeError(w, http.StatusInternalServerError, "internal", "The request could not be completed; try again.")
+		writeError(w, protocol.CodeInternal, "The request could not be completed; try again.")
 	}
 }
 
-func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, map[string]string{"code": code, "message": message})
+// writeError answers an error {"code", "message"} with the code's status.
+func writeError(w http.ResponseWriter, code protocol.Code, message string) {
+	writeJSON(w, code.Status(), map[string]string{"code": string(code), "message": message})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := wire.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"code":"internal","message":"The response could not be encoded."}`)
+		b = []byte(`{"code":"` + string(protocol.CodeInternal) + `","message":"The response could not be encoded."}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -243,12 +244,12 @@ func decode(r *http.Request, v any, optional bool) error {
 		if optional {
 			return nil
 		}
-		return errf(http.StatusBadRequest, "invalid_json", "The request body is empty; a JSON object is required.")
+		return errf(protocol.CodeInvalidJSON, "The request body is empty; a JSON object is required.")
 	}
 	if !utf8.Valid(body) {
 		// encoding/json would quietly turn the bad bytes into U+FFFD, and a
 		// raw value (params) would keep them and fail at DynamoDB or SQS.
-		return errf(http.StatusBadRequest, "invalid_json", "The request body is not valid UTF-8, which JSON requires.")
+		return errf(protocol.CodeInvalidJSON, "The request body is not valid UTF-8, which JSON requires.")
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
@@ -261,15 +262,15 @@ func decode(r *http.Request, v any, optional bool) error {
 			return fieldError(fe)
 		}
 		if errors.As(err, &ute) {
-			return errf(http.StatusUnprocessableEntity, "invalid_field", "Field %q has the wrong type.", ute.Field)
+			return errf(protocol.CodeInvalidField, "Field %q has the wrong type.", ute.Field)
 		}
 		if strings.HasPrefix(err.Error(), "json: unknown field") {
-			return errf(http.StatusUnprocessableEntity, "invalid_field", "The body has an unknown field: %s.", strings.TrimPrefix(err.Error(), "json: unknown field "))
+			return errf(protocol.CodeInvalidField, "The body has an unknown field: %s.", strings.TrimPrefix(err.Error(), "json: unknown field "))
 		}
-		return errf(http.StatusBadRequest, "invalid_json", "The request body is not valid JSON.")
+		return errf(protocol.CodeInvalidJSON, "The request body is not valid JSON.")
 	}
 	if dec.More() {
-		return errf(http.StatusBadRequest, "invalid_json", "The request body holds more than one JSON value.")
+		return errf(protocol.CodeInvalidJSON, "The request body holds more than one JSON value.")
 	}
 	return nil
 }

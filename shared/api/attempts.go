@@ -14,7 +14,7 @@ import (
 func attemptToken(r *http.Request) (string, error) {
 	tok, ok := bearer(r)
 	if !ok {
-		return "", errf(http.StatusUnauthorized, "unauthorized", "The attempt token is required: send Authorization: Bearer <token> from the envelope.")
+		return "", errf(protocol.CodeUnauthorized, "The attempt token is required: send Authorization: Bearer <token> from the envelope.")
 	}
 	return tok, nil
 }
@@ -27,9 +27,9 @@ func fieldError(err error) error {
 		return err
 	}
 	if fe.TooLarge {
-		return errf(http.StatusRequestEntityTooLarge, "payload_too_large", "%s", fe.Message)
+		return errf(protocol.CodePayloadTooLarge, "%s", fe.Message)
 	}
-	return errf(http.StatusUnprocessableEntity, "invalid_field", "%s", fe.Message)
+	return errf(protocol.CodeInvalidField, "%s", fe.Message)
 }
 
 // The worker routes read their bodies with package protocol's types and

@@ -9,6 +9,7 @@ import (
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
 )
 
 // The backfill routes (docs/api.md, "Backfill").
@@ -59,11 +60,11 @@ func (h *Handler) createBackfill(w http.ResponseWriter, r *http.Request) error {
 // requiredTime reads a required RFC 3339 time field.
 func requiredTime(name string, v *string) (time.Time, error) {
 	if v == nil {
-		return time.Time{}, errf(http.StatusUnprocessableEntity, "invalid_field", "%s is required: an RFC 3339 time.", name)
+		return time.Time{}, errf(protocol.CodeInvalidField, "%s is required: an RFC 3339 time.", name)
 	}
 	t, err := protocol.ParseTime(*v)
 	if err != nil {
-		return time.Time{}, errf(http.StatusUnprocessableEntity, "invalid_field", "%s must be an RFC 3339 time.", name)
+		return time.Time{}, errf(protocol.CodeInvalidField, "%s must be an RFC 3339 time.", name)
 	}
 	return t, nil
 }
@@ -100,8 +101,8 @@ func (h *Handler) cancelBackfill(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	bf, err := h.svc.CancelBackfill(r.Context(), r.PathValue("backfill"), body.Reason)
-	if errors.Is(err, scheduler.ErrIllegalTransition) {
-		return errf(http.StatusConflict, "illegal_transition", "The backfill has ended; there is nothing left to cancel.")
+	if errors.Is(err, statemodel.ErrIllegalTransition) {
+		return errf(protocol.CodeIllegalTransition, "The backfill has ended; there is nothing left to cancel.")
 	}
 	if err != nil {
 		return err

@@ -74,7 +74,7 @@ func (h *Handler) createJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	sj, err := h.svc.CreateJob(r.Context(), j)
 	if errors.Is(err, store.ErrAlreadyExists) {
-		return errf(http.StatusConflict, "conflict", "A job named %q exists already.", j.Name)
+		return errf(protocol.CodeConflict, "A job named %q exists already.", j.Name)
 	}
 	if err != nil {
 		return err
@@ -90,7 +90,7 @@ func queryDryRun(r *http.Request) (bool, error) {
 	case "true":
 		return true, nil
 	}
-	return false, errf(http.StatusUnprocessableEntity, "invalid_field", "dry_run must be true or false.")
+	return false, errf(protocol.CodeInvalidField, "dry_run must be true or false.")
 }
 
 func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
@@ -126,7 +126,7 @@ func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
 	match := strings.Trim(r.Header.Get("If-Match"), `" `)
 	expected, err := strconv.ParseInt(match, 10, 64)
 	if err != nil || expected < 1 {
-		return errf(http.StatusUnprocessableEntity, "invalid_field", "If-Match must carry the job's current version, a whole number.")
+		return errf(protocol.CodeInvalidField, "If-Match must carry the job's current version, a whole number.")
 	}
 	body, err := readBody(r)
 	if err != nil {
@@ -153,7 +153,7 @@ func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if busy {
-		return errf(http.StatusConflict, "conflict", "Job %q has unfinished runs; cancel them first.", name)
+		return errf(protocol.CodeConflict, "Job %q has unfinished runs; cancel them first.", name)
 	}
 	if err := h.svc.Store().DeleteJob(r.Context(), name); err != nil {
 		return err
@@ -175,7 +175,7 @@ func (h *Handler) pauseJob(w http.ResponseWriter, r *http.Request) error {
 func (h *Handler) resumeJob(w http.ResponseWriter, r *http.Request) error {
 	sj, err := h.svc.ResumeJob(r.Context(), r.PathValue("job"))
 	if errors.Is(err, store.ErrConflict) {
-		return errf(http.StatusConflict, "conflict", "Job %q kept changing while it was being resumed; resume it again.", r.PathValue("job"))
+		return errf(protocol.CodeConflict, "Job %q kept changing while it was being resumed; resume it again.", r.PathValue("job"))
 	}
 	if err != nil {
 		return err
@@ -191,14 +191,14 @@ func checkParams(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	var obj map[string]any
 	if json.Unmarshal(raw, &obj) != nil {
-		return nil, errf(http.StatusUnprocessableEntity, "invalid_field", "params must be a JSON object.")
+		return nil, errf(protocol.CodeInvalidField, "params must be a JSON object.")
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, raw); err != nil {
-		return nil, errf(http.StatusBadRequest, "invalid_json", "params is not valid JSON.")
+		return nil, errf(protocol.CodeInvalidJSON, "params is not valid JSON.")
 	}
 	if compact.Len() > jobspec.MaxPayloadBytes {
-		return nil, errf(http.StatusRequestEntityTooLarge, "payload_too_large", "params is %d bytes of compact JSON, over the limit of %d (64 KiB).", compact.Len(), jobspec.MaxPayloadBytes)
+		return nil, errf(protocol.CodePayloadTooLarge, "params is %d bytes of compact JSON, over the limit of %d (64 KiB).", compact.Len(), jobspec.MaxPayloadBytes)
 	}
 	return compact.Bytes(), nil
 }
@@ -230,13 +230,13 @@ func (h *Handler) triggerRun(w http.ResponseWriter, r *http.Request) error {
 	if b.LogicalTime != nil {
 		t, err := protocol.ParseTime(*b.LogicalTime)
 		if err != nil {
-			return errf(http.StatusUnprocessableEntity, "invalid_field", "logical_time must be an RFC 3339 time.")
+			return errf(protocol.CodeInvalidField, "logical_time must be an RFC 3339 time.")
 		}
 		req.LogicalTime = t
 	}
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		if len(key) > 255 {
-			return errf(http.StatusUnprocessableEntity, "invalid_field", "Idempotency-Key is at most 255 characters.")
+			return errf(protocol.CodeInvalidField, "Idempotency-Key is at most 255 characters.")
 		}
 		sum := sha256.Sum256(body)
 		req.IdempotencyKey, req.BodyHash = key, hex.EncodeToString(sum[:])

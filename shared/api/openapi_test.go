@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -237,5 +240,51 @@ func TestNewRefusesAnOpenAPIWithoutKey(t *testing.T) {
 	}
 	if _, err := New(nil, Config{Auth: AuthGateway}); err != nil {
 		t.Fatalf("gateway auth: %v", err)
+	}
+}
+
+// TestErrorCodesAreDocumented checks that the OpenAPI document's Error.code
+// enum and docs/api.md's table of errors name exactly protocol's codes,
+// each with the status Code.Status answers, so a code added to the API
+// must be documented in both.
+func TestErrorCodesAreDocumented(t *testing.T) {
+	var want []string
+	status := map[string]int{}
+	for _, c := range protocol.Codes() {
+		want = append(want, string(c))
+		status[string(c)] = c.Status()
+	}
+	sort.Strings(want)
+
+	doc, err := LoadOpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inDoc []string
+	for _, v := range doc.Components.Schemas["Error"].Value.Properties["code"].Value.Enum {
+		inDoc = append(inDoc, v.(string))
+	}
+	sort.Strings(inDoc)
+	if strings.Join(inDoc, ",") != strings.Join(want, ",") {
+		t.Errorf("openapi.yaml's Error.code enum lists %v, protocol.Codes has %v", inDoc, want)
+	}
+
+	md, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(md)[strings.Index(string(md), "\n## Errors\n"):]
+	section = section[:strings.Index(section[1:], "\n## ")+1]
+	row := regexp.MustCompile("(?m)^\\| (\\d{3}) \\| `([a-z_]+)` \\|")
+	var inTable []string
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		inTable = append(inTable, m[2])
+		if s, ok := status[m[2]]; ok && strconv.Itoa(s) != m[1] {
+			t.Errorf("docs/api.md answers %s with %s, Code.Status with %d", m[2], m[1], s)
+		}
+	}
+	sort.Strings(inTable)
+	if strings.Join(inTable, ",") != strings.Join(want, ",") {
+		t.Errorf("docs/api.md's table of errors lists %v, protocol.Codes has %v", inTable, want)
 	}
 }

@@ -152,7 +152,7 @@ func queryLimit(r *http.Request, def, most int) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > most {
-		return 0, errf(http.StatusUnprocessableEntity, "invalid_field", "limit must be a whole number from 1 to %d.", most)
+		return 0, errf(protocol.CodeInvalidField, "limit must be a whole number from 1 to %d.", most)
 	}
 	return n, nil
 }
@@ -170,7 +170,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
 			ok = ok || s == status
 		}
 		if !ok {
-			return errf(http.StatusUnprocessableEntity, "invalid_field", "status must be one of PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED.")
+			return errf(protocol.CodeInvalidField, "status must be one of PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED.")
 		}
 	}
 	runs, next, err := h.svc.Store().ListRuns(r.Context(), store.RunFilter{Job: q.Get("job"), Status: status, Limit: limit, Token: q.Get("next_token")})
@@ -189,13 +189,13 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
 // mounts its Prometheus page over this route (metricspage); in AWS the
 // same figures are CloudWatch embedded metrics.
 func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) error {
-	return errf(http.StatusNotFound, "not_found", "GET /metrics is served by the local stack; this deployment writes CloudWatch embedded metrics.")
+	return errf(protocol.CodeNotFound, "GET /metrics is served by the local stack; this deployment writes CloudWatch embedded metrics.")
 }
 
 // events lists the kept signals from since (inclusive), oldest first.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) error {
 	if h.cfg.Events == nil {
-		return errf(http.StatusNotFound, "not_found", "This deployment publishes its events to its EventBridge bus; GET /v1/events serves the local stack's.")
+		return errf(protocol.CodeNotFound, "This deployment publishes its events to its EventBridge bus; GET /v1/events serves the local stack's.")
 	}
 	limit, err := queryLimit(r, 100, 1000)
 	if err != nil {
@@ -205,7 +205,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) error {
 	var since time.Time
 	if v := q.Get("since"); v != "" {
 		if since, err = protocol.ParseTime(v); err != nil {
-			return errf(http.StatusUnprocessableEntity, "invalid_field", "since must be an RFC 3339 time.")
+			return errf(protocol.CodeInvalidField, "since must be an RFC 3339 time.")
 		}
 	}
 	sigs, next, err := h.cfg.Events.Since(since, limit, q.Get("next_token"))
@@ -303,7 +303,7 @@ func (h *Handler) retryTask(w http.ResponseWriter, r *http.Request) error {
 func (h *Handler) mark(succeeded bool) func(http.ResponseWriter, *http.Request) error {
 	return h.runAction(func(s *scheduler.Service, r *http.Request, b reasonBody) error {
 		if b.Operator == "" || b.Reason == "" {
-			return errf(http.StatusUnprocessableEntity, "invalid_field", "An override needs both operator and reason.")
+			return errf(protocol.CodeInvalidField, "An override needs both operator and reason.")
 		}
 		return s.MarkTask(r.Context(), taskKey(r), succeeded, b.Operator, b.Reason)
 	})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/runledger/runledger/shared/protocol"
 )
 
 // decoder reads a definition strictly: every object's keys are checked
@@ -157,7 +159,7 @@ func (d *decoder) payload(raw json.RawMessage, field string) json.RawMessage {
 		return nil
 	}
 	if buf.Len() > MaxPayloadBytes {
-		d.fail(&Error{Code: CodePayloadTooLarge, Field: field, Message: sentence(field,
+		d.fail(&Error{Code: protocol.CodePayloadTooLarge, Field: field, Message: sentence(field,
 			"is %d bytes of compact JSON, over the limit of %d (64 KiB)", buf.Len(), MaxPayloadBytes)})
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 )
 
 func TestFormatDuration(t *testing.T) {
@@ -68,7 +69,7 @@ func TestJobView(t *testing.T) {
 			// it is refused.
 			_, err := jobspec.Parse(b, opts)
 			var e *jobspec.Error
-			if !errors.As(err, &e) || e.Code != jobspec.CodeInvalidField || e.Field != "created_at" {
+			if !errors.As(err, &e) || e.Code != protocol.CodeInvalidField || e.Field != "created_at" {
 				t.Errorf("Parse of a view = %v", err)
 			}
 		})

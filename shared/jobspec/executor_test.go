@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/wire"
 )
 
@@ -104,7 +105,7 @@ func TestExecutorErrors(t *testing.T) {
 			if !ok {
 				t.Fatalf("err = %v, want *jobspec.Error", err)
 			}
-			if e.Code != jobspec.CodeInvalidField || e.Field != c.field || !strings.Contains(e.Message, c.says) {
+			if e.Code != protocol.CodeInvalidField || e.Field != c.field || !strings.Contains(e.Message, c.says) {
 				t.Errorf("got %s %s %q, want invalid_field %s saying %q", e.Code, e.Field, e.Message, c.field, c.says)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -94,7 +95,7 @@ var jobFields = []string{
 
 func parse(body []byte, mode parseMode) (Job, *Error) {
 	if len(body) > MaxBodyBytes {
-		return Job{}, &Error{Code: CodePayloadTooLarge, Message: fmt.Sprintf(
+		return Job{}, &Error{Code: protocol.CodePayloadTooLarge, Message: fmt.Sprintf(
 			"The body is %d bytes, over the limit of %d (1 MiB).", len(body), MaxBodyBytes)}
 	}
 	if e := checkJSON(body); e != nil {
@@ -118,10 +119,10 @@ func parse(body []byte, mode parseMode) (Job, *Error) {
 	spec, err := wire.Marshal(j)
 	if err != nil {
 		// Every value was produced by this package; a failure here is a bug.
-		return Job{}, &Error{Code: CodeInvalidField, Message: "The definition could not be encoded."}
+		return Job{}, &Error{Code: protocol.CodeInvalidField, Message: "The definition could not be encoded."}
 	}
 	if len(spec) > MaxDefinitionBytes {
-		return Job{}, &Error{Code: CodePayloadTooLarge, Message: fmt.Sprintf(
+		return Job{}, &Error{Code: protocol.CodePayloadTooLarge, Message: fmt.Sprintf(
 			"The definition is %d bytes of JSON, over the limit of %d (256 KiB).", len(spec), MaxDefinitionBytes)}
 	}
 	return j, nil
@@ -130,22 +131,22 @@ func parse(body []byte, mode parseMode) (Job, *Error) {
 // checkJSON refuses a body that is not one JSON object.
 func checkJSON(body []byte) *Error {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return &Error{Code: CodeInvalidJSON, Message: "The body is empty; it must be a JSON object."}
+		return &Error{Code: protocol.CodeInvalidJSON, Message: "The body is empty; it must be a JSON object."}
 	}
 	if !utf8.Valid(body) {
 		// encoding/json would quietly turn the bad bytes into U+FFFD.
-		return &Error{Code: CodeInvalidJSON, Message: "The body is not valid UTF-8, which JSON requires."}
+		return &Error{Code: protocol.CodeInvalidJSON, Message: "The body is not valid UTF-8, which JSON requires."}
 	}
 	var raw json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
-			return &Error{Code: CodeInvalidJSON, Message: fmt.Sprintf("The body is not valid JSON (at byte %d).", syn.Offset)}
+			return &Error{Code: protocol.CodeInvalidJSON, Message: fmt.Sprintf("The body is not valid JSON (at byte %d).", syn.Offset)}
 		}
-		return &Error{Code: CodeInvalidJSON, Message: "The body is not valid JSON."}
+		return &Error{Code: protocol.CodeInvalidJSON, Message: "The body is not valid JSON."}
 	}
 	if raw[0] != '{' {
-		return &Error{Code: CodeInvalidJSON, Message: "The body must be a JSON object."}
+		return &Error{Code: protocol.CodeInvalidJSON, Message: "The body must be a JSON object."}
 	}
 	return nil
 }
@@ -441,7 +442,7 @@ func (d *decoder) checkDAG(defs []TaskDef, nodes []statemodel.TaskNode) {
 	)
 	switch {
 	case errors.As(err, &cycle):
-		d.fail(&Error{Code: CodeDependencyCycle, Field: "tasks",
+		d.fail(&Error{Code: protocol.CodeDependencyCycle, Field: "tasks",
 			Message: sentence("tasks", "form a dependency cycle: %s", strings.Join(cycle.Path, " -> "))})
 	case errors.As(err, &dup):
 		second := slices.IndexFunc(defs[index(dup.Task)+1:], func(t TaskDef) bool { return t.ID == dup.Task }) + index(dup.Task) + 1

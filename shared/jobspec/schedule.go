@@ -128,20 +128,20 @@ func readSchedule(d *decoder, top map[string]json.RawMessage, j *Job, mode parse
 		}
 		spec, err := parseCron(s.Cron)
 		if err != nil {
-			d.fail(&Error{Code: CodeInvalidCron, Field: "schedule.cron", Message: sentence("schedule.cron",
+			d.fail(&Error{Code: protocol.CodeInvalidCron, Field: "schedule.cron", Message: sentence("schedule.cron",
 				"%q is not a cron expression of five fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily: %v", s.Cron, err)})
 			return
 		}
 		s.spec = spec
 		s.Location, err = loadZone(name)
 		if err != nil {
-			d.fail(&Error{Code: CodeInvalidTimezone, Field: "schedule.timezone", Message: sentence("schedule.timezone",
+			d.fail(&Error{Code: protocol.CodeInvalidTimezone, Field: "schedule.timezone", Message: sentence("schedule.timezone",
 				"%q is not an IANA time zone name such as \"Europe/Berlin\" or \"UTC\"", name)})
 			return
 		}
 		if mode.world != nil {
 			if _, ok := s.Next(mode.world.Now); !ok {
-				d.fail(&Error{Code: CodeInvalidCron, Field: "schedule.cron", Message: sentence("schedule.cron",
+				d.fail(&Error{Code: protocol.CodeInvalidCron, Field: "schedule.cron", Message: sentence("schedule.cron",
 					"%q never fires (no date matches it)", s.Cron)})
 				return
 			}

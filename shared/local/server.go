@@ -19,6 +19,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/runledger/runledger/shared/protocol"
 )
 
 // DefaultListenAddr is where Server listens when ListenAddr is empty.
@@ -242,7 +244,7 @@ func misdirected(w http.ResponseWriter, host string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusMisdirectedRequest)
 	b, _ := json.Marshal(map[string]string{
-		"code":    "misdirected_request",
+		"code":    string(protocol.CodeMisdirectedRequest),
 		"message": fmt.Sprintf("The Host %q is not this server's address; call it as 127.0.0.1, localhost or [::1] with its port.", host),
 	})
 	w.Write(b)

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/runledger/runledger/shared/app"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -113,7 +114,7 @@ func (m *Metrics) Handler() http.Handler {
 		if !loopback(r.RemoteAddr) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(`{"code":"not_found","message":"GET /metrics answers loopback callers only."}` + "\n"))
+			_, _ = w.Write([]byte(`{"code":"` + string(protocol.CodeNotFound) + `","message":"GET /metrics answers loopback callers only."}` + "\n"))
 			return
 		}
 		page.ServeHTTP(w, r)

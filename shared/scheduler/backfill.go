@@ -98,7 +98,7 @@ func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (stor
 // explicit 0 included: only an absent one means the default).
 func CheckBackfillMaxActive(n int) error {
 	if n < 1 || n > store.MaxBackfillActive {
-		return &jobspec.Error{Code: jobspec.CodeInvalidField, Field: "max_active",
+		return &jobspec.Error{Code: protocol.CodeInvalidField, Field: "max_active",
 			Message: fmt.Sprintf("max_active must be between 1 and %d, not %d.", store.MaxBackfillActive, n)}
 	}
 	return nil
@@ -116,7 +116,7 @@ var (
 // of its next fire.
 func backfillSlots(sj store.Job, j jobspec.Job, req BackfillRequest) ([]time.Time, error) {
 	invalid := func(field, format string, args ...any) error {
-		return &jobspec.Error{Code: jobspec.CodeInvalidField, Field: field, Message: field + " " + fmt.Sprintf(format, args...) + "."}
+		return &jobspec.Error{Code: protocol.CodeInvalidField, Field: field, Message: field + " " + fmt.Sprintf(format, args...) + "."}
 	}
 	if err := CheckBackfillMaxActive(req.MaxActive); err != nil {
 		return nil, err
@@ -165,7 +165,7 @@ func (s *Service) ListBackfills(ctx context.Context, job string, limit int, toke
 
 // CancelBackfill drops a backfill's unreleased slots (counted cancelled)
 // and cancels its unfinished runs as a run cancel does. A backfill that
-// ended is ErrIllegalTransition; one cancelled already is cancelled again
+// ended is statemodel.ErrIllegalTransition; one cancelled already is cancelled again
 // (its runs that have not stopped are asked again).
 func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (store.Backfill, error) {
 	var b store.Backfill
@@ -175,7 +175,7 @@ func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (store.
 			return store.Backfill{}, err
 		}
 		if !cur.Unfinished() {
-			return store.Backfill{}, fmt.Errorf("%w: backfill %s ended %s", ErrIllegalTransition, id, cur.State)
+			return store.Backfill{}, fmt.Errorf("%w: backfill %s ended %s", statemodel.ErrIllegalTransition, id, cur.State)
 		}
 		if cur.CancelRequested {
 			b = cur
@@ -198,7 +198,7 @@ func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (store.
 	// Written cancelled first: no release follows, so the active runs
 	// listed now are all there are.
 	for _, a := range b.Active {
-		if err := s.CancelRun(ctx, a.Run, reason); err != nil && !errors.Is(err, ErrIllegalTransition) && !errors.Is(err, ErrNotFound) {
+		if err := s.CancelRun(ctx, a.Run, reason); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) && !errors.Is(err, ErrNotFound) {
 			return store.Backfill{}, err
 		}
 	}

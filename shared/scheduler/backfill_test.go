@@ -174,7 +174,7 @@ func TestBackfillCancel(t *testing.T) {
 			t.Fatalf("run %s is %s, want CANCELLED", a.Run, st)
 		}
 	}
-	if _, err := f.svc.CancelBackfill(ctx, b.ID, ""); !errors.Is(err, scheduler.ErrIllegalTransition) {
+	if _, err := f.svc.CancelBackfill(ctx, b.ID, ""); !errors.Is(err, statemodel.ErrIllegalTransition) {
 		t.Fatalf("cancel an ended backfill: %v, want ErrIllegalTransition", err)
 	}
 	if _, err := f.svc.CancelBackfill(ctx, "01NOSUCHBACKFILL", ""); !errors.Is(err, scheduler.ErrNotFound) {
@@ -253,7 +253,7 @@ func TestBackfillRefusals(t *testing.T) {
 	} {
 		_, err := f.svc.CreateBackfill(ctx, c.req)
 		var je *jobspec.Error
-		if !errors.As(err, &je) || je.Code != jobspec.CodeInvalidField || je.Field != c.field {
+		if !errors.As(err, &je) || je.Code != protocol.CodeInvalidField || je.Field != c.field {
 			t.Fatalf("%+v: %v, want invalid_field naming %s", c.req, err, c.field)
 		}
 	}

@@ -23,7 +23,7 @@ func TestDependentManualRunNeedsLogicalTime(t *testing.T) {
 	f.createJob(t, `{"name":"down","depends_on_jobs":[{"job":"up"}]}`)
 	_, _, err := f.svc.TriggerRun(context.Background(), scheduler.TriggerRequest{Job: "down"})
 	var je *jobspec.Error
-	if !errors.As(err, &je) || je.Code != jobspec.CodeInvalidField || je.Field != "logical_time" {
+	if !errors.As(err, &je) || je.Code != protocol.CodeInvalidField || je.Field != "logical_time" {
 		t.Fatalf("trigger without logical_time: %v, want invalid_field naming logical_time", err)
 	}
 	runs, _, err := f.st.ListRuns(context.Background(), store.RunFilter{Job: "down"})

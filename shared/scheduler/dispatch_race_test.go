@@ -308,7 +308,7 @@ func raceJoin(t *testing.T, f *fixture, gate *gatedStore, rounds int) {
 			if err != nil || !again.Claimed || !again.LeaseExpiresAt.Equal(first.LeaseExpiresAt) {
 				t.Fatalf("round %d: the same worker's claim of envelope %d of c#1: %+v, %v; want the first answer", round, i+1, again, err)
 			}
-			if _, err := f.svc.Claim(ctx, refOf(e), e.Token, "w2@boot", "claim"); !errors.Is(err, scheduler.ErrAlreadyClaimed) {
+			if _, err := f.svc.Claim(ctx, refOf(e), e.Token, "w2@boot", "claim"); !errors.Is(err, protocol.ErrAlreadyClaimed) {
 				t.Fatalf("round %d: another worker's claim of envelope %d of c#1: %v, want already claimed", round, i+1, err)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
 )
 
 // HandleEvents is the events function: it applies a batch of worker
@@ -66,7 +67,7 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 	if errors.Is(err, ErrInvalidCompletion) {
 		return fmt.Errorf("%w: %v", ErrBadMessage, err)
 	}
-	if errors.Is(err, ErrStaleAttempt) || errors.Is(err, ErrAlreadyClaimed) || errors.Is(err, ErrIllegalTransition) || errors.Is(err, ErrInvalidToken) {
+	if errors.Is(err, protocol.ErrStaleAttempt) || errors.Is(err, protocol.ErrAlreadyClaimed) || errors.Is(err, statemodel.ErrIllegalTransition) || errors.Is(err, protocol.ErrInvalidAttemptToken) {
 		return fmt.Errorf("%w: %v", ErrBadMessage, err)
 	}
 	return err

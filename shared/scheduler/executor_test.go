@@ -322,11 +322,11 @@ func TestClaimNonceIsGoodForOneClaim(t *testing.T) {
 	}
 	nonceRefused := func(when string) {
 		t.Helper()
-		if _, err := f.svc.Heartbeat(ctx, ref, env.ClaimNonce, "beat-"+strings.ReplaceAll(when, " ", "-")); !errors.Is(err, scheduler.ErrInvalidToken) {
+		if _, err := f.svc.Heartbeat(ctx, ref, env.ClaimNonce, "beat-"+strings.ReplaceAll(when, " ", "-")); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 			t.Fatalf("heartbeat with the nonce %s: %v, want invalid token", when, err)
 		}
 		comp := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: "done-" + strings.ReplaceAll(when, " ", "-"), Outcome: protocol.OutcomeSucceeded}
-		if _, err := f.svc.Complete(ctx, comp, env.ClaimNonce); !errors.Is(err, scheduler.ErrInvalidToken) {
+		if _, err := f.svc.Complete(ctx, comp, env.ClaimNonce); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 			t.Fatalf("complete with the nonce %s: %v, want invalid token", when, err)
 		}
 	}
@@ -340,7 +340,7 @@ func TestClaimNonceIsGoodForOneClaim(t *testing.T) {
 		t.Fatalf("the claim's answer %s (%v) holds the nonce", b, err)
 	}
 	for _, worker := range []string{"box@boot", "thief@boot"} {
-		if _, err := f.svc.Claim(ctx, ref, env.ClaimNonce, worker, "claim"); !errors.Is(err, scheduler.ErrInvalidToken) {
+		if _, err := f.svc.Claim(ctx, ref, env.ClaimNonce, worker, "claim"); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 			t.Fatalf("a second claim with the nonce by %s: %v, want invalid token", worker, err)
 		}
 	}

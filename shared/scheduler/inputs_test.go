@@ -268,7 +268,7 @@ func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 	if err != nil || res.Result != "stale" || res.State != statemodel.StateFailed {
 		t.Fatalf("attempt 1's late success: %+v, %v; want stale with FAILED", res, err)
 	}
-	if _, err := f.svc.Complete(ctx, late, "0123456789abcdef0123456789abcdef"); !errors.Is(err, scheduler.ErrInvalidToken) {
+	if _, err := f.svc.Complete(ctx, late, "0123456789abcdef0123456789abcdef"); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 		t.Fatalf("a forged token for attempt 1: %v, want ErrInvalidToken", err)
 	}
 }

@@ -114,7 +114,7 @@ func (s *Service) TriggerRun(ctx context.Context, req TriggerRequest) (store.Run
 	if len(j.DependsOnJobs) > 0 && req.LogicalTime.IsZero() {
 		// The run waits for the upstream jobs' runs of its logical time;
 		// the trigger's own time would match none of them.
-		return store.RunView{}, false, &jobspec.Error{Code: jobspec.CodeInvalidField, Field: "logical_time",
+		return store.RunView{}, false, &jobspec.Error{Code: protocol.CodeInvalidField, Field: "logical_time",
 			Message: fmt.Sprintf("logical_time is required: job %s depends on other jobs and its run waits for their runs of the same logical time.", j.Name)}
 	}
 	req.Trigger = statemodel.TriggerManual
@@ -292,7 +292,7 @@ func (s *Service) cancelUnfinished(ctx context.Context, job string, at time.Time
 	for _, r := range runs {
 		// The overlap policy does not govern backfill runs: max_active does.
 		if r.LogicalTime.Before(at) && r.Trigger != statemodel.TriggerBackfill {
-			if err := s.CancelRun(ctx, r.ID, "overlap: cancel_previous"); err != nil && !errors.Is(err, ErrIllegalTransition) {
+			if err := s.CancelRun(ctx, r.ID, "overlap: cancel_previous"); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) {
 				return err
 			}
 		}

@@ -15,7 +15,7 @@ var ErrNotFound = errors.New("not found")
 // operate applies one operator event to one task and follows its effects,
 // and stores the run's state after it, even unchanged (touch, see
 // derivation). A refused
-// event is ErrIllegalTransition naming the state it met.
+// event is statemodel.ErrIllegalTransition naming the state it met.
 func (s *Service) operate(ctx context.Context, key store.InstanceKey, ev statemodel.Event) (store.Result, error) {
 	res, err := s.applyOperator(ctx, key, ev)
 	if err == nil && res.Outcome == statemodel.Applied && !res.Snapshot.State.Terminal() {
@@ -43,7 +43,7 @@ func (s *Service) applyOperator(ctx context.Context, key store.InstanceKey, ev s
 		if transient(err) {
 			return res, err
 		}
-		return res, fmt.Errorf("%w: %v", ErrIllegalTransition, err)
+		return res, fmt.Errorf("%w: %v", statemodel.ErrIllegalTransition, err)
 	}
 	s.follow(ctx, res)
 	return res, nil
@@ -102,12 +102,12 @@ func (s *Service) eachTask(ctx context.Context, runID string, pick func(store.Ta
 		}
 		picked++
 		// The run is stored once, after every task is written.
-		if _, err := s.applyOperator(ctx, t.Instance.Key, ev); err != nil && !errors.Is(err, ErrIllegalTransition) {
+		if _, err := s.applyOperator(ctx, t.Instance.Key, ev); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) {
 			errs = append(errs, err)
 		}
 	}
 	if picked == 0 {
-		return fmt.Errorf("%w: no task of run %s can take this action", ErrIllegalTransition, runID)
+		return fmt.Errorf("%w: no task of run %s can take this action", statemodel.ErrIllegalTransition, runID)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -169,7 +169,7 @@ func (s *Service) clearDownstream(ctx context.Context, key store.InstanceKey, r 
 		return fmt.Errorf("task %s: %w", key, ErrNotFound)
 	}
 	if st := task.Instance.Snapshot.State; !canTake(st, statemodel.EvManualRetry) {
-		return fmt.Errorf("%w: task %s is %s; only a FAILED or CANCELLED task can be retried", ErrIllegalTransition, key.Task, st)
+		return fmt.Errorf("%w: task %s is %s; only a FAILED or CANCELLED task can be retried", statemodel.ErrIllegalTransition, key.Task, st)
 	}
 	for _, id := range statemodel.Downstream(view.Nodes(), key.Task) {
 		t := byID[id]

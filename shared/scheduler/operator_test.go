@@ -65,7 +65,7 @@ func TestRetryWithDownstreamRerunsTheBranch(t *testing.T) {
 	// A task that did not fail cannot be retried, with or without its
 	// downstream, and the refusal clears nothing.
 	err := f.svc.RetryTask(ctx, store.InstanceKey{Run: v.Run.ID, Task: "a"}, scheduler.Retry{Operator: "ann", Downstream: true})
-	if !errors.Is(err, scheduler.ErrIllegalTransition) {
+	if !errors.Is(err, statemodel.ErrIllegalTransition) {
 		t.Fatalf("retry of a SUCCEEDED task: %v, want illegal transition", err)
 	}
 	if got := states(f.readRun(t, v.Run.ID)); !maps.Equal(got, before) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel"
 )
 
 // A store refusal keeps its own meaning whatever the attempt's state: an
@@ -20,7 +21,7 @@ func TestClassifyRefusalKeepsStoreErrors(t *testing.T) {
 	for _, want := range []error{store.ErrItemTooLarge, store.ErrInvalidKey, store.ErrInvalidInput} {
 		for _, route := range []string{routeClaim, routeHeartbeat, routeComplete} {
 			err := s.classifyRefusal(context.Background(), route, ref, store.Instance{}, fmt.Errorf("transition r/t: %w", want))
-			if !errors.Is(err, want) || errors.Is(err, ErrAlreadyClaimed) || errors.Is(err, ErrIllegalTransition) {
+			if !errors.Is(err, want) || errors.Is(err, protocol.ErrAlreadyClaimed) || errors.Is(err, statemodel.ErrIllegalTransition) {
 				t.Errorf("%s refused with %v: answered %v, want the store's error", route, want, err)
 			}
 		}

@@ -285,7 +285,7 @@ func transient(err error) bool {
 		store.ErrNotFound, store.ErrInvalidKey, store.ErrInvalidInput, store.ErrItemTooLarge,
 		statemodel.ErrIllegalTransition, statemodel.ErrWrongActor, statemodel.ErrUnknownAttempt,
 		statemodel.ErrGuard, statemodel.ErrInvalidEvent, statemodel.ErrOperatorRequired, statemodel.ErrNotDue,
-		ErrInvalidToken, ErrBadMessage,
+		protocol.ErrInvalidAttemptToken, ErrBadMessage,
 	} {
 		if errors.Is(err, permanent) {
 			return false

@@ -128,7 +128,7 @@ func (c *storm) operate(ctx context.Context, t *testing.T, runs []string, n int)
 		default:
 			err = svc.ResumeRun(ctx, id, "storm")
 		}
-		if err != nil && !errors.Is(err, scheduler.ErrIllegalTransition) {
+		if err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) {
 			t.Errorf("operator on %s: %v", key, err)
 		}
 	}
@@ -201,7 +201,7 @@ func weather(t *testing.T, f *fixture, runs, ops int) {
 	// run has ended.
 	c.calm.Store(true)
 	for _, id := range ids {
-		if err := f.svc.ResumeRun(ctx, id, "calm"); err != nil && !errors.Is(err, scheduler.ErrIllegalTransition) {
+		if err := f.svc.ResumeRun(ctx, id, "calm"); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) {
 			t.Fatal(err)
 		}
 	}

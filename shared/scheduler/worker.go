@@ -13,20 +13,10 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// Worker protocol errors; the API maps each to its status and code.
-var (
-	// ErrInvalidToken: unknown run, task or attempt, or a wrong token (401).
-	ErrInvalidToken = errors.New("invalid token")
-	// ErrAlreadyClaimed: another worker holds the attempt (409).
-	ErrAlreadyClaimed = errors.New("already claimed")
-	// ErrStaleAttempt: a newer attempt exists (409).
-	ErrStaleAttempt = errors.New("stale attempt")
-	// ErrIllegalTransition: the instance is where the event has no row,
-	// e.g. cancelled (409).
-	ErrIllegalTransition = errors.New("illegal transition")
-	// ErrBadMessage: a queue message that cannot be understood.
-	ErrBadMessage = errors.New("bad message")
-)
+// ErrBadMessage: a queue message that cannot be understood. The worker
+// routes' refusals are protocol's (protocol.ErrStaleAttempt, protocol.ErrAlreadyClaimed,
+// ErrInvalidAttemptToken) and the state model's statemodel.ErrIllegalTransition.
+var ErrBadMessage = errors.New("bad message")
 
 // instanceKey is the task instance an attempt belongs to.
 func instanceKey(a protocol.AttemptRef) store.InstanceKey {
@@ -87,7 +77,7 @@ func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token 
 			inst, err = s.store.GetInstance(ctx, instanceKey(ref)) // the run's params do not change
 		}
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
-			return store.Instance{}, store.Run{}, false, ErrInvalidToken
+			return store.Instance{}, store.Run{}, false, protocol.ErrInvalidAttemptToken
 		}
 		if err != nil {
 			return store.Instance{}, store.Run{}, false, err
@@ -102,7 +92,7 @@ func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token 
 			return inst, run, byNonce, err
 		}
 		if !claim {
-			return store.Instance{}, store.Run{}, false, ErrInvalidToken
+			return store.Instance{}, store.Run{}, false, protocol.ErrInvalidAttemptToken
 		}
 		if !time.Now().Before(deadline) {
 			// Not a wrong token yet: the dispatch write that would show
@@ -128,13 +118,13 @@ func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token 
 var ErrNotDispatchedYet = errors.New("attempt not dispatched yet")
 
 // checkToken checks the token against attempt n of inst, the instance as
-// the caller read it: nil, ErrInvalidToken, or ErrNotDispatchedYet when
+// the caller read it: nil, protocol.ErrInvalidAttemptToken, or ErrNotDispatchedYet when
 // the attempt is the next one of an instance still waiting for its
 // dispatch write (CREATED or SCHEDULED).
 func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token string, inst store.Instance) error {
 	if a, ok := inst.Snapshot.AttemptN(ref.Attempt); ok {
 		if !tokenMatches(token, a.TokenHash) {
-			return ErrInvalidToken
+			return protocol.ErrInvalidAttemptToken
 		}
 		return nil
 	}
@@ -145,7 +135,7 @@ func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token
 	if ref.Attempt == inst.Snapshot.Attempt+1 && (st == statemodel.StateScheduled || st == statemodel.StateCreated) {
 		return ErrNotDispatchedYet
 	}
-	return ErrInvalidToken
+	return protocol.ErrInvalidAttemptToken
 }
 
 // checkClaimBearer is checkToken for a claim, which also accepts attempt
@@ -157,7 +147,7 @@ func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token
 // landed waits for it as a token's does.
 func (s *Service) checkClaimBearer(ctx context.Context, ref protocol.AttemptRef, bearer string, inst store.Instance) (byNonce bool, err error) {
 	err = s.checkToken(ctx, ref, bearer, inst)
-	if !errors.Is(err, ErrInvalidToken) {
+	if !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 		return false, err
 	}
 	if a, ok := inst.Snapshot.AttemptN(ref.Attempt); ok && !a.Claimed() && nonceMatches(inst, ref.Attempt, bearer) {
@@ -173,11 +163,11 @@ func (s *Service) authorizeEvicted(ctx context.Context, ref protocol.AttemptRef,
 	a, err := s.store.GetAttempt(ctx, instanceKey(ref), ref.Attempt)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return ErrInvalidToken
+		return protocol.ErrInvalidAttemptToken
 	case err != nil:
 		return err
 	case !tokenMatches(token, a.TokenHash):
-		return ErrInvalidToken
+		return protocol.ErrInvalidAttemptToken
 	}
 	return nil
 }
@@ -185,13 +175,13 @@ func (s *Service) authorizeEvicted(ctx context.Context, ref protocol.AttemptRef,
 // Claim moves attempt n from QUEUED to RUNNING for one worker. Exactly one
 // claim of an attempt ever succeeds; the winner (the same worker id)
 // retrying with the same event id is answered again, any other claim gets
-// ErrAlreadyClaimed.
+// protocol.ErrAlreadyClaimed.
 //
 // The bearer is the attempt's token, or its one-time claim nonce (the
 // start environment of an executor's process): a claim with the nonce is
 // answered only by the write that claims the attempt, and its answer's
 // envelope carries the token, to this claimer only. Any later use of the
-// nonce is ErrInvalidToken, the same worker's retry included: a process
+// nonce is protocol.ErrInvalidAttemptToken, the same worker's retry included: a process
 // whose claim answer was lost cannot claim again, and its attempt, claimed
 // and silent, goes LOST and is resolved by the reconciler.
 func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, workerID, eventID string) (protocol.ClaimAnswer, error) {
@@ -217,7 +207,7 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 	// a late event, and an error answer writes nothing (docs/api.md). The
 	// winner's own retry goes on to the store, which answers it.
 	if a, _ := inst.Snapshot.AttemptN(ref.Attempt); ref.Attempt < inst.Snapshot.Attempt && !wonBy(a, id, workerID) {
-		return protocol.ClaimAnswer{}, ErrStaleAttempt
+		return protocol.ClaimAnswer{}, protocol.ErrStaleAttempt
 	}
 	ev := statemodel.Event{ID: id, Type: statemodel.EvStarted, Actor: statemodel.ActorWorker, Attempt: ref.Attempt, WorkerID: workerID}
 	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
@@ -234,19 +224,19 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 		return claimed(res.Snapshot), nil
 	case byNonce && err == nil && res.Outcome == statemodel.Duplicate:
 		// A claim with this event id won since our read: the nonce was used.
-		return protocol.ClaimAnswer{}, ErrInvalidToken
+		return protocol.ClaimAnswer{}, protocol.ErrInvalidAttemptToken
 	case err == nil && res.Outcome == statemodel.Duplicate:
 		// res.Snapshot is the instance as it stands after any race.
 		if cur, _ := res.Snapshot.AttemptN(ref.Attempt); wonBy(cur, id, workerID) {
 			return claimed(res.Snapshot), nil
 		}
-		return protocol.ClaimAnswer{}, ErrAlreadyClaimed
+		return protocol.ClaimAnswer{}, protocol.ErrAlreadyClaimed
 	case err == nil && res.Outcome == statemodel.Stale:
-		return protocol.ClaimAnswer{}, ErrStaleAttempt
+		return protocol.ClaimAnswer{}, protocol.ErrStaleAttempt
 	}
 	refusal := s.classifyRefusal(ctx, routeClaim, ref, inst, err)
-	if byNonce && errors.Is(refusal, ErrAlreadyClaimed) {
-		return protocol.ClaimAnswer{}, ErrInvalidToken // another claim won since our read: the nonce was used
+	if byNonce && errors.Is(refusal, protocol.ErrAlreadyClaimed) {
+		return protocol.ClaimAnswer{}, protocol.ErrInvalidAttemptToken // another claim won since our read: the nonce was used
 	}
 	return protocol.ClaimAnswer{}, refusal
 }
@@ -276,14 +266,14 @@ func (s *Service) classifyRefusal(ctx context.Context, route string, ref protoco
 	snap := inst.Snapshot
 	switch {
 	case ref.Attempt < snap.Attempt:
-		return ErrStaleAttempt
+		return protocol.ErrStaleAttempt
 	case snap.State.Terminal() || snap.State == statemodel.StateCancelling || snap.CancelRequested:
-		return fmt.Errorf("%w: instance is %s: %v", ErrIllegalTransition, snap.State, err)
+		return fmt.Errorf("%w: instance is %s: %v", statemodel.ErrIllegalTransition, snap.State, err)
 	}
 	if a, ok := snap.AttemptN(ref.Attempt); ok && a.Claimed() && route == routeClaim {
-		return ErrAlreadyClaimed
+		return protocol.ErrAlreadyClaimed
 	}
-	return fmt.Errorf("%w: instance is %s: %v", ErrIllegalTransition, snap.State, err)
+	return fmt.Errorf("%w: instance is %s: %v", statemodel.ErrIllegalTransition, snap.State, err)
 }
 
 // Heartbeat renews attempt n's lease: one cheap conditional update, no
@@ -303,7 +293,7 @@ func (s *Service) Heartbeat(ctx context.Context, ref protocol.AttemptRef, token,
 	case err == nil:
 		return protocol.HeartbeatAnswer{CancelRequested: hb.CancelRequested, LeaseExpiresAt: hb.LeaseExpiresAt, State: hb.State}, nil
 	case errors.Is(err, store.ErrStaleAttempt):
-		return protocol.HeartbeatAnswer{}, ErrStaleAttempt
+		return protocol.HeartbeatAnswer{}, protocol.ErrStaleAttempt
 	case errors.Is(err, store.ErrLostNeedsTransition):
 		// The one heartbeat whose id matters: it moves LOST -> RUNNING.
 		ev := statemodel.Event{ID: scopedEventID(ref, routeHeartbeat, eventID), Type: statemodel.EvHeartbeat, Actor: statemodel.ActorWorker, Attempt: ref.Attempt}
@@ -370,7 +360,7 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 func (s *Service) authorizeInRun(ctx context.Context, ref protocol.AttemptRef, token string) (store.RunView, store.Instance, error) {
 	view, err := s.store.ReadRun(ctx, ref.Run)
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
-		return store.RunView{}, store.Instance{}, ErrInvalidToken
+		return store.RunView{}, store.Instance{}, protocol.ErrInvalidAttemptToken
 	}
 	if err != nil {
 		return store.RunView{}, store.Instance{}, err
@@ -381,9 +371,9 @@ func (s *Service) authorizeInRun(ctx context.Context, ref protocol.AttemptRef, t
 		}
 		err := s.checkToken(ctx, ref, token, t.Instance)
 		if errors.Is(err, ErrNotDispatchedYet) {
-			err = ErrInvalidToken
+			err = protocol.ErrInvalidAttemptToken
 		}
 		return view, t.Instance, err
 	}
-	return store.RunView{}, store.Instance{}, ErrInvalidToken
+	return store.RunView{}, store.Instance{}, protocol.ErrInvalidAttemptToken
 }

@@ -109,10 +109,10 @@ func TestDuplicateClaimIDFromAnotherWorker(t *testing.T) {
 	if err != nil || !again.LeaseExpiresAt.Equal(first.LeaseExpiresAt) {
 		t.Fatalf("the winner's retry: %+v, %v; want the same lease %s", again, err, first.LeaseExpiresAt)
 	}
-	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "b@boot", "claim-1"); !errors.Is(err, scheduler.ErrAlreadyClaimed) {
+	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "b@boot", "claim-1"); !errors.Is(err, protocol.ErrAlreadyClaimed) {
 		t.Fatalf("another worker with the winner's id: %v, want ErrAlreadyClaimed", err)
 	}
-	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "b@boot", "claim-2"); !errors.Is(err, scheduler.ErrAlreadyClaimed) {
+	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "b@boot", "claim-2"); !errors.Is(err, protocol.ErrAlreadyClaimed) {
 		t.Fatalf("another worker with its own id: %v, want ErrAlreadyClaimed", err)
 	}
 }
@@ -215,14 +215,14 @@ func TestRefusedReportAnswersItsRealCode(t *testing.T) {
 	ref := refOf(env)
 	// No cancel was requested: a "cancelled" report has no row while RUNNING.
 	_, err := f.svc.Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "cancel-1", Outcome: "cancelled"}, env.Token)
-	if !errors.Is(err, scheduler.ErrIllegalTransition) || errors.Is(err, scheduler.ErrAlreadyClaimed) {
+	if !errors.Is(err, statemodel.ErrIllegalTransition) || errors.Is(err, protocol.ErrAlreadyClaimed) {
 		t.Fatalf("cancelled report while RUNNING: %v, want ErrIllegalTransition", err)
 	}
 	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateRunning {
 		t.Fatalf("after the refused report: %s, want RUNNING", st)
 	}
 	// The claim route alone answers already_claimed for a claimed attempt.
-	if _, err := f.svc.Claim(ctx, ref, env.Token, "other@boot", "claim-x"); !errors.Is(err, scheduler.ErrAlreadyClaimed) {
+	if _, err := f.svc.Claim(ctx, ref, env.Token, "other@boot", "claim-x"); !errors.Is(err, protocol.ErrAlreadyClaimed) {
 		t.Fatalf("a second worker's claim: %v, want ErrAlreadyClaimed", err)
 	}
 	ok, err := f.svc.Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "done-1", Outcome: "succeeded"}, env.Token)
@@ -230,10 +230,10 @@ func TestRefusedReportAnswersItsRealCode(t *testing.T) {
 		t.Fatalf("succeeded report: %+v, %v", ok, err)
 	}
 	// Terminal: a heartbeat and another report are illegal transitions.
-	if _, err := f.svc.Heartbeat(ctx, ref, env.Token, "beat-9"); !errors.Is(err, scheduler.ErrIllegalTransition) {
+	if _, err := f.svc.Heartbeat(ctx, ref, env.Token, "beat-9"); !errors.Is(err, statemodel.ErrIllegalTransition) {
 		t.Errorf("heartbeat after SUCCEEDED: %v, want ErrIllegalTransition", err)
 	}
-	if _, err := f.svc.Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "done-2", Outcome: "failed"}, env.Token); !errors.Is(err, scheduler.ErrIllegalTransition) {
+	if _, err := f.svc.Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "done-2", Outcome: "failed"}, env.Token); !errors.Is(err, statemodel.ErrIllegalTransition) {
 		t.Errorf("a second report after SUCCEEDED: %v, want ErrIllegalTransition", err)
 	}
 }
@@ -316,7 +316,7 @@ func TestClaimBeforeTheDispatchWriteIsNotARefusal(t *testing.T) {
 		t.Fatalf("claim of the next attempt before its dispatch write: %v, want ErrNotDispatchedYet", err)
 	}
 	later := protocol.AttemptRef{Run: key.Run, Task: key.Task, Attempt: 2}
-	if _, err := svc.Claim(ctx, later, "any-token", "w@boot", "c2"); !errors.Is(err, scheduler.ErrInvalidToken) {
+	if _, err := svc.Claim(ctx, later, "any-token", "w@boot", "c2"); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 		t.Fatalf("claim of attempt 2: %v, want ErrInvalidToken", err)
 	}
 }

@@ -12,34 +12,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/wire"
 )
 
-// Answers of the worker routes, as errors. Test with errors.Is; the
-// returned error is an *APIError (or wraps the network error) with the
-// operation and the attempt in its text.
+// Answers of the worker routes, as errors: the protocol package's, the
+// ones the service refuses with. Test with errors.Is; the returned error
+// is an *APIError (or wraps the network error) with the operation and the
+// attempt in its text.
 var (
 	// ErrAlreadyClaimed: another claim of the attempt won (409).
-	ErrAlreadyClaimed = errors.New("attempt already claimed")
+	ErrAlreadyClaimed = protocol.ErrAlreadyClaimed
 	// ErrStaleAttempt: the attempt is older than the instance's current one (409).
-	ErrStaleAttempt = errors.New("stale attempt")
+	ErrStaleAttempt = protocol.ErrStaleAttempt
 	// ErrIllegalTransition: the instance's state refuses the call, for
 	// example a cancelled or terminal instance (409).
-	ErrIllegalTransition = errors.New("illegal transition")
+	ErrIllegalTransition = protocol.ErrIllegalTransition
 	// ErrInvalidToken: the token does not match the attempt, or the run,
 	// task or attempt is unknown (401).
-	ErrInvalidToken = errors.New("invalid attempt token")
+	ErrInvalidToken = protocol.ErrInvalidAttemptToken
 	// ErrTransient: the call may succeed if repeated: a network failure, a
 	// timeout, 429 or a 5xx answer.
 	ErrTransient = errors.New("transient failure")
-)
-
-// Error codes of the contract the client maps onto the errors above.
-const (
-	codeAlreadyClaimed    = "already_claimed"
-	codeStaleAttempt      = "stale_attempt"
-	codeIllegalTransition = "illegal_transition"
-	codeInvalidToken      = "invalid_token"
 )
 
 // maxAnswerBytes bounds what the client reads of an answer.
@@ -63,13 +57,13 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrAlreadyClaimed:
-		return e.Status == http.StatusConflict && e.Code == codeAlreadyClaimed
+		return e.Status == http.StatusConflict && e.Code == string(protocol.CodeAlreadyClaimed)
 	case ErrStaleAttempt:
-		return e.Status == http.StatusConflict && e.Code == codeStaleAttempt
+		return e.Status == http.StatusConflict && e.Code == string(protocol.CodeStaleAttempt)
 	case ErrIllegalTransition:
-		return e.Status == http.StatusConflict && e.Code == codeIllegalTransition
+		return e.Status == http.StatusConflict && e.Code == string(protocol.CodeIllegalTransition)
 	case ErrInvalidToken:
-		return e.Status == http.StatusUnauthorized && e.Code == codeInvalidToken
+		return e.Status == http.StatusUnauthorized && e.Code == string(protocol.CodeInvalidToken)
 	case ErrTransient:
 		return e.Status == http.StatusTooManyRequests || e.Status >= 500
 	}
