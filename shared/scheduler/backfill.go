@@ -87,7 +87,9 @@ func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (stor
 		return store.Backfill{}, fmt.Errorf("create backfill of job %s: %w", j.Name, err)
 	}
 	s.log.InfoContext(ctx, "backfill created", "backfill_id", b.ID, "job", j.Name, "slots", b.Slots, "existing", b.Existing)
-	if err := s.advanceBackfill(ctx, b.ID, nil, postReleases); err != nil {
+	effs, err := s.advanceBackfill(ctx, b.ID, nil, postReleases)
+	s.perform(ctx, effs...)
+	if err != nil {
 		// The backstop timer releases what this could not.
 		s.log.WarnContext(ctx, "release backfill", "backfill_id", b.ID, "error", err.Error())
 	}
@@ -202,7 +204,9 @@ func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (store.
 			return store.Backfill{}, err
 		}
 	}
-	if err := s.advanceBackfill(ctx, id, nil, 0); err != nil {
+	effs, err := s.advanceBackfill(ctx, id, nil, 0)
+	s.perform(ctx, effs...)
+	if err != nil {
 		s.log.WarnContext(ctx, "settle cancelled backfill", "backfill_id", id, "error", err.Error())
 	}
 	return s.store.GetBackfill(ctx, id)
@@ -211,7 +215,9 @@ func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (store.
 // AdvanceBackfill settles every run of a backfill that ended and releases
 // its next slots: the backstop timer's and the POST's path.
 func (s *Service) AdvanceBackfill(ctx context.Context, id string) error {
-	if err := s.advanceBackfill(ctx, id, nil, 0); err != nil {
+	effs, err := s.advanceBackfill(ctx, id, nil, 0)
+	s.perform(ctx, effs...)
+	if err != nil {
 		return fmt.Errorf("advance backfill %s: %w", id, err)
 	}
 	return nil
@@ -221,19 +227,21 @@ func (s *Service) AdvanceBackfill(ctx context.Context, id string) error {
 // the caller holds the run that just ended; every active run otherwise)
 // and releases slots while fewer than MaxActive of its runs are
 // unfinished, at most budget of them (0: no bound). A version conflict
-// (another advance, a cancel) re-reads.
-func (s *Service) advanceBackfill(ctx context.Context, id string, ended *store.Run, budget int) error {
+// (another advance, a cancel) re-reads. It returns the effects of the runs
+// it released (their first dispatches), for the caller's runner.
+func (s *Service) advanceBackfill(ctx context.Context, id string, ended *store.Run, budget int) ([]effect, error) {
+	var effs []effect
 	for round := 0; round < maxAdvanceRounds; round++ {
 		b, err := s.store.GetBackfill(ctx, id)
 		if err != nil {
-			return err
+			return effs, err
 		}
 		if !b.Unfinished() {
-			return nil
+			return effs, nil
 		}
 		next, changed, err := s.settleBackfill(ctx, b, ended)
 		if err != nil {
-			return err
+			return effs, err
 		}
 		if changed || !b.TimerAt.After(s.now()) {
 			// A due backstop is moved on by this write too.
@@ -242,15 +250,15 @@ func (s *Service) advanceBackfill(ctx context.Context, id string, ended *store.R
 				continue
 			}
 			if err != nil {
-				return err
+				return effs, err
 			}
 		}
-		done, err := s.releaseBackfill(ctx, next, &budget)
+		done, err := s.releaseBackfill(ctx, next, &budget, &effs)
 		if err != nil || done {
-			return err
+			return effs, err
 		}
 	}
-	return fmt.Errorf("%w after %d rounds", store.ErrUnsettled, maxAdvanceRounds)
+	return effs, fmt.Errorf("%w after %d rounds", store.ErrUnsettled, maxAdvanceRounds)
 }
 
 // settleBackfill moves the backfill's active runs that ended to its
@@ -301,8 +309,9 @@ func (s *Service) settleBackfill(ctx context.Context, b store.Backfill, ended *s
 // its run's creating write, at most *budget (0: no bound; it counts down).
 // Out of budget with slots still releasable, it makes the backfill's timer
 // due now, so the next tick goes on. It reports false when b proved stale
-// (the caller reads it again).
-func (s *Service) releaseBackfill(ctx context.Context, b store.Backfill, budget *int) (bool, error) {
+// (the caller reads it again). The effects of the runs it creates are
+// added to effs.
+func (s *Service) releaseBackfill(ctx context.Context, b store.Backfill, budget *int, effs *[]effect) (bool, error) {
 	var j jobspec.Job
 	loaded := false
 	bounded := *budget > 0
@@ -329,10 +338,11 @@ func (s *Service) releaseBackfill(ctx context.Context, b store.Backfill, budget 
 		}
 		held := b
 		slot := b.Pending[0]
-		view, created, err := s.startRun(ctx, j, TriggerRequest{
+		view, created, more, err := s.startRun(ctx, j, TriggerRequest{
 			Job: b.Job, LogicalTime: slot, Slot: true, Params: b.Params,
 			Trigger: statemodel.TriggerBackfill, BackfillID: b.ID, Release: &held,
 		})
+		*effs = append(*effs, more...)
 		switch {
 		case errors.Is(err, store.ErrVersionConflict):
 			return false, nil

@@ -35,6 +35,10 @@ const (
 	// effAdvanceBackfill settles a backfill's run that finished (run) and
 	// releases the backfill's next slots.
 	effAdvanceBackfill
+	// effArmDependencyTimeout reads a new run whose root tasks wait on
+	// other jobs' runs, after its advance and the dispatches that yielded,
+	// and arms its dependency timeout if a root task still waits.
+	effArmDependencyTimeout
 )
 
 // effect is one thing to do after a write, with what the writer held, so
@@ -53,6 +57,16 @@ type effect struct {
 	depsMet bool
 	at      time.Time
 	runID   string
+	// armDeps: the advance of a new run (startRun) whose root tasks wait
+	// on other jobs' runs; its dependency timeout is armed after the
+	// effects the advance yields.
+	armDeps bool
+	// answer is the view of a new run its creator answers with, which the
+	// run's first effects complete: a dispatch puts the instance as
+	// written in answer.Tasks[task], the arming of the dependency timeout
+	// the run as it read it. Nil: nobody waits for an answer.
+	answer *store.RunView
+	task   int
 }
 
 // maxEffects bounds one runner's work. What is left when it runs out is
@@ -82,6 +96,7 @@ func (s *Service) perform(ctx context.Context, effs ...effect) {
 			queue = queue[k:]
 			done += k - 1
 			for i, out := range s.dispatchAll(ctx, batch) {
+				answerDispatch(batch[i], out.inst)
 				if out.err != nil {
 					s.log.WarnContext(ctx, "effect", "kind", effDispatch.String(), "run_id", batch[i].runID, "task", batch[i].key.Task, "error", out.err.Error())
 				}
@@ -106,16 +121,49 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 	case effArmTimer:
 		s.armTimer(ctx, e.key, e.at)
 	case effAdvanceRun:
-		return s.advance(ctx, e.runID, e.view, false)
+		more, err := s.advance(ctx, e.runID, e.view, false)
+		if e.armDeps {
+			more = append(more, effect{kind: effArmDependencyTimeout, runID: e.runID, answer: e.answer})
+		}
+		return more, err
+	case effArmDependencyTimeout:
+		v, err := s.store.ReadRun(ctx, e.runID)
+		if err != nil {
+			return nil, err
+		}
+		s.armDependencyTimeout(ctx, v)
+		if e.answer != nil {
+			*e.answer = v
+		}
 	case effRunStarted:
 		_, err := s.store.MarkRunStarted(ctx, e.runID)
 		return nil, err
 	case effWakeDependents:
 		return s.dependents(ctx, *e.run)
 	case effAdvanceBackfill:
-		return nil, s.advanceBackfill(ctx, e.run.BackfillID, e.run, 0)
+		return s.advanceBackfill(ctx, e.run.BackfillID, e.run, 0)
 	}
 	return nil, nil
+}
+
+// withAnswer has a new run's effects complete answer as they are
+// performed (see effect.answer).
+func withAnswer(effs []effect, answer *store.RunView) []effect {
+	for i := range effs {
+		effs[i].answer = answer
+	}
+	return effs
+}
+
+// answerDispatch puts the instance a new run's dispatch wrote into the
+// answer it completes.
+func answerDispatch(e effect, written store.Instance) {
+	if e.answer == nil || e.task >= len(e.answer.Tasks) {
+		return
+	}
+	t := &e.answer.Tasks[e.task]
+	t.Instance = written
+	t.Attempts = store.MergeAttempts(t.Attempts, written.Snapshot.Attempts)
 }
 
 func (k effectKind) String() string {
@@ -132,6 +180,8 @@ func (k effectKind) String() string {
 		return "wake_dependents"
 	case effAdvanceBackfill:
 		return "advance_backfill"
+	case effArmDependencyTimeout:
+		return "arm_dependency_timeout"
 	}
 	return "unknown"
 }

@@ -118,10 +118,22 @@ func (s *Service) TriggerRun(ctx context.Context, req TriggerRequest) (store.Run
 			Message: fmt.Sprintf("logical_time is required: job %s depends on other jobs and its run waits for their runs of the same logical time.", j.Name)}
 	}
 	req.Trigger = statemodel.TriggerManual
-	return s.startRun(ctx, j, req)
+	view, created, effs, err := s.startRun(ctx, j, req)
+	if err != nil || !created {
+		return view, created, err
+	}
+	answer := &view
+	s.perform(ctx, withAnswer(effs, answer)...)
+	return *answer, true, nil
 }
 
-func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerRequest) (store.RunView, bool, error) {
+// startRun creates a run of j in one write and returns it with the
+// effects that move it on, for the caller's runner: the dispatch of each
+// task created SCHEDULED, or, when its root tasks wait on other jobs' runs,
+// the advance that decides them and then the arming of its dependency
+// timeout. created is false when an idempotency key or a slot already
+// holds a run, which it returns, with no effects.
+func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerRequest) (store.RunView, bool, []effect, error) {
 	now := s.now()
 	logical := req.LogicalTime
 	if logical.IsZero() {
@@ -129,7 +141,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 	}
 	spec, err := wire.Marshal(j)
 	if err != nil {
-		return store.RunView{}, false, err
+		return store.RunView{}, false, nil, err
 	}
 	nr := store.NewRun{
 		ID: s.NewID(), Job: j.Name, LogicalTime: logical, Params: req.Params, Spec: spec,
@@ -155,7 +167,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 	for _, t := range j.Tasks() {
 		secret, err := newSecret()
 		if err != nil {
-			return store.RunView{}, false, err
+			return store.RunView{}, false, nil, err
 		}
 		nr.Tasks = append(nr.Tasks, store.NewTask{
 			ID: t.ID, Pool: t.Pool, Payload: t.Payload, Executor: executorJSON(t.Executor), Policy: t.Policy,
@@ -167,46 +179,41 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		})
 	}
 	if err := checkEnvelopes(nr, now); err != nil {
-		return store.RunView{}, false, fmt.Errorf("start run of %s: %w", j.Name, err)
+		return store.RunView{}, false, nil, fmt.Errorf("start run of %s: %w", j.Name, err)
 	}
 	view, err := s.store.CreateRun(ctx, nr, now)
 	var existing *store.ExistingRunError
 	if errors.As(err, &existing) && (errors.Is(err, store.ErrIdempotentReplay) || errors.Is(err, store.ErrSlotTaken)) {
 		v, rerr := s.store.ReadRun(ctx, existing.RunID)
-		return v, false, rerr
+		return v, false, nil, rerr
 	}
 	if err != nil {
-		return store.RunView{}, false, err
+		return store.RunView{}, false, nil, err
 	}
 	s.log.InfoContext(ctx, "run created", "run_id", view.Run.ID, "job", j.Name, "tasks", len(nr.Tasks))
 	s.created(view)
-	if len(j.DependsOnJobs) > 0 {
-		// The root tasks wait on other jobs' runs: advance decides them.
-		if err := s.AdvanceRun(ctx, view.Run.ID); err != nil {
-			s.log.WarnContext(ctx, "advance new run", "run_id", view.Run.ID, "error", err.Error())
-		}
-		v, err := s.store.ReadRun(ctx, view.Run.ID)
-		if err == nil {
-			s.armDependencyTimeout(ctx, v)
-		}
-		return v, true, err
+	return view, true, newRunEffects(view, len(j.DependsOnJobs) > 0), nil
+}
+
+// newRunEffects are what moves a new run on. When its root tasks wait on
+// other jobs' runs, advance decides them and yields their dispatches, and
+// after those the run's dependency timeout is armed if a root task still
+// waits. Otherwise each task created SCHEDULED is dispatched from the view
+// the creating write returned; a dispatch that fails leaves its task
+// SCHEDULED, and the task's timer tries again.
+func newRunEffects(view store.RunView, waitsOnJobs bool) []effect {
+	run := view.Run
+	if waitsOnJobs {
+		return []effect{{kind: effAdvanceRun, runID: run.ID, armDeps: true}}
 	}
-	// Dispatch the tasks created SCHEDULED from the view the creating write
-	// returned; the answer is that view with the instances as written. A
-	// dispatch that fails leaves its task SCHEDULED, and the task's timer
-	// tries again.
+	var effs []effect
 	for i, t := range view.Tasks {
 		if t.Instance.Snapshot.State != statemodel.StateScheduled {
 			continue
 		}
-		written, err := s.dispatch(ctx, t.Instance, view.Run)
-		if err != nil {
-			s.log.WarnContext(ctx, "dispatch", "run_id", view.Run.ID, "task", t.Instance.Key.Task, "error", err.Error())
-		}
-		view.Tasks[i].Instance = written
-		view.Tasks[i].Attempts = store.MergeAttempts(t.Attempts, written.Snapshot.Attempts)
+		effs = append(effs, effect{kind: effDispatch, key: t.Instance.Key, inst: t.Instance, run: &run, runID: run.ID, task: i})
 	}
-	return view, true, nil
+	return effs
 }
 
 // executorJSON is how an instance keeps its task's executor: nil for the
@@ -275,7 +282,8 @@ func (s *Service) fireSlot(ctx context.Context, j jobspec.Job, at time.Time, tri
 			return err
 		}
 	}
-	_, _, err := s.startRun(ctx, j, TriggerRequest{Job: j.Name, LogicalTime: at, Slot: true, Trigger: trigger})
+	_, _, effs, err := s.startRun(ctx, j, TriggerRequest{Job: j.Name, LogicalTime: at, Slot: true, Trigger: trigger})
+	s.perform(ctx, effs...)
 	return err
 }
 

@@ -321,6 +321,35 @@ func TestClaimBeforeTheDispatchWriteIsNotARefusal(t *testing.T) {
 	}
 }
 
+// A new run's root tasks are dispatched by the one runner that performs
+// the run's first effects, as a fan-out is: their envelopes go in one
+// batch, and the trigger's answer shows each task as its dispatch wrote it.
+func TestNewRunDispatchesItsRootTasksInOneBatch(t *testing.T) {
+	f := newFixture(t)
+	mq := f.q.(*memQueue)
+	ctx := context.Background()
+	j, err := jobspec.Parse([]byte(`{"name":"roots","tasks":[{"id":"a"},{"id":"b"},{"id":"c"}]}`), f.svc.ParseOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	before := len(mq.batchSizes())
+	view, created, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "roots"})
+	if err != nil || !created {
+		t.Fatalf("trigger: created %v, %v", created, err)
+	}
+	if got := mq.batchSizes()[before:]; len(got) != 1 || got[0] != 3 {
+		t.Fatalf("the new run's sends: batches of %v, want one of 3", got)
+	}
+	for _, tv := range view.Tasks {
+		if tv.Instance.Snapshot.State != statemodel.StateQueued || len(tv.Attempts) != 1 {
+			t.Errorf("answer's task %s: %s with %d attempts, want QUEUED with its first", tv.Instance.Key.Task, tv.Instance.Snapshot.State, len(tv.Attempts))
+		}
+	}
+}
+
 // The tasks a finish releases together (a fan-out) are dispatched with
 // their envelopes in one batch, each then one write.
 func TestFanOutDispatchesInOneBatch(t *testing.T) {
