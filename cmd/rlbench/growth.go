@@ -46,19 +46,19 @@ func (b *bench) growth(ctx context.Context, full, empty *devstack.Stack, n int) 
 		// A slot just past, which the pass fires as scheduled: a slot it
 		// saw over a minute late would be missed and caught up instead.
 		slot := time.Now().UTC().Add(-time.Second).Truncate(time.Millisecond)
-		fe, err := fireOnce(ctx, empty.Service, slot)
+		fe, err := fireOnce(ctx, empty, slot)
 		if err != nil {
 			return err
 		}
-		ff, err := fireOnce(ctx, full.Service, slot)
+		ff, err := fireOnce(ctx, full, slot)
 		if err != nil {
 			return err
 		}
-		ne, err := finishOnce(ctx, empty.Service)
+		ne, err := finishOnce(ctx, empty)
 		if err != nil {
 			return err
 		}
-		nf, err := finishOnce(ctx, full.Service)
+		nf, err := finishOnce(ctx, full)
 		if err != nil {
 			return err
 		}
@@ -82,8 +82,8 @@ func (b *bench) growth(ctx context.Context, full, empty *devstack.Stack, n int) 
 
 // fireOnce makes the job "scale" due at slot and times the ticker pass
 // that fires it.
-func fireOnce(ctx context.Context, svc *scheduler.Service, slot time.Time) (float64, error) {
-	st := svc.Store()
+func fireOnce(ctx context.Context, stack *devstack.Stack, slot time.Time) (float64, error) {
+	svc, st := stack.Service, stack.Store
 	j, err := st.GetJob(ctx, "scale")
 	if err != nil {
 		return 0, err
@@ -103,7 +103,8 @@ func fireOnce(ctx context.Context, svc *scheduler.Service, slot time.Time) (floa
 }
 
 // finishOnce triggers a run of "scale" and times the cancel that ends it.
-func finishOnce(ctx context.Context, svc *scheduler.Service) (float64, error) {
+func finishOnce(ctx context.Context, stack *devstack.Stack) (float64, error) {
+	svc := stack.Service
 	v, _, err := svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "scale"})
 	if err != nil {
 		return 0, fmt.Errorf("finish: trigger: %w", err)
@@ -113,7 +114,7 @@ func finishOnce(ctx context.Context, svc *scheduler.Service) (float64, error) {
 		return 0, fmt.Errorf("finish: cancel %s: %w", v.Run.ID, err)
 	}
 	took := time.Since(start)
-	run, err := svc.Store().GetRun(ctx, v.Run.ID)
+	run, err := stack.Store.GetRun(ctx, v.Run.ID)
 	if err != nil {
 		return 0, err
 	}

@@ -98,7 +98,7 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	jobs, next, err := h.svc.Store().ListJobs(r.Context(), limit, r.URL.Query().Get("next_token"))
+	jobs, next, err := h.svc.ListJobs(r.Context(), limit, r.URL.Query().Get("next_token"))
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) error {
-	sj, err := h.svc.Store().GetJob(r.Context(), r.PathValue("job"))
+	sj, err := h.svc.GetJob(r.Context(), r.PathValue("job"))
 	if err != nil {
 		return err
 	}
@@ -145,17 +145,11 @@ func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
 
 func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("job")
-	if _, err := h.svc.Store().GetJob(r.Context(), name); err != nil {
-		return err
-	}
-	busy, err := h.svc.Store().HasUnfinishedRuns(r.Context(), name)
-	if err != nil {
-		return err
-	}
-	if busy {
+	err := h.svc.DeleteJob(r.Context(), name)
+	if errors.Is(err, store.ErrUnfinishedRuns) {
 		return errf(protocol.CodeConflict, "Job %q has unfinished runs; cancel them first.", name)
 	}
-	if err := h.svc.Store().DeleteJob(r.Context(), name); err != nil {
+	if err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -163,7 +157,7 @@ func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) pauseJob(w http.ResponseWriter, r *http.Request) error {
-	sj, err := h.svc.Store().SetJobPaused(r.Context(), r.PathValue("job"), true)
+	sj, err := h.svc.PauseJob(r.Context(), r.PathValue("job"))
 	if err != nil {
 		return err
 	}

@@ -107,7 +107,7 @@ func (h *Handler) renderRunView(w http.ResponseWriter, r *http.Request, status i
 // polls an unfinished run downloads it again only when it changed. The run
 // is still read; what is saved is the transfer and the client's work.
 func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
-	v, err := h.svc.Store().ReadRun(r.Context(), r.PathValue("run"))
+	v, err := h.svc.ReadRun(r.Context(), r.PathValue("run"))
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
 			return errf(protocol.CodeInvalidField, "status must be one of PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED.")
 		}
 	}
-	runs, next, err := h.svc.Store().ListRuns(r.Context(), store.RunFilter{Job: q.Get("job"), Status: status, Limit: limit, Token: q.Get("next_token")})
+	runs, next, err := h.svc.ListRuns(r.Context(), store.RunFilter{Job: q.Get("job"), Status: status, Limit: limit, Token: q.Get("next_token")})
 	if err != nil {
 		return err
 	}
@@ -222,10 +222,7 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	key := store.InstanceKey{Run: r.PathValue("run"), Task: r.PathValue("task")}
-	if _, err := h.svc.Store().GetInstance(r.Context(), key); err != nil {
-		return err
-	}
-	trs, next, err := h.svc.Store().History(r.Context(), key, limit, r.URL.Query().Get("next_token"))
+	trs, next, err := h.svc.TaskHistory(r.Context(), key, limit, r.URL.Query().Get("next_token"))
 	if err != nil {
 		return err
 	}

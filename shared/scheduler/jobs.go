@@ -144,7 +144,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		return store.RunView{}, false, nil, err
 	}
 	nr := store.NewRun{
-		ID: s.NewID(), Job: j.Name, LogicalTime: logical, Params: req.Params, Spec: spec,
+		ID: s.NewID(), Job: j.Name, LogicalTime: logical, Params: req.Params, Spec: spec, OfLiveJob: true,
 		Trigger: req.Trigger, BackfillID: req.BackfillID, Release: req.Release, ClaimSlot: req.Slot,
 		// A manual run of an explicit logical time marks its slot, so a
 		// backfill of that slot counts it as existing.

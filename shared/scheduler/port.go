@@ -129,6 +129,10 @@ type Jobs interface {
 	// conditional write (store.ErrConflict when it changed since read).
 	ResumeJob(ctx context.Context, name string, m store.ScheduleMove) (store.Job, error)
 	DeleteJob(ctx context.Context, name string) error
+	// DeleteJobIfIdle deletes a job only when it has no unfinished run
+	// (store.ErrUnfinishedRuns), in conditional writes: a run created
+	// meanwhile is found, or its creating write (NewRun.OfLiveJob) fails.
+	DeleteJobIfIdle(ctx context.Context, name string) error
 }
 
 // WorkerLeases keeps each worker process's lease, the evidence for

@@ -156,9 +156,6 @@ func New(st Store, q Queue, cfg Config) *Service {
 	return svc
 }
 
-// Store returns the store the service writes through.
-func (s *Service) Store() Store { return s.store }
-
 // Pools returns the configured pool names' queue URLs.
 func (s *Service) Pools() map[string]string { return s.cfg.Pools }
 

@@ -20,6 +20,9 @@ var (
 	ErrTableNotFound = fmt.Errorf("table %w", ErrNotFound)
 	// ErrAlreadyExists: a create met an item with the same key.
 	ErrAlreadyExists = errors.New("already exists")
+	// ErrUnfinishedRuns: a job with unfinished runs is not deleted
+	// (DeleteJobIfIdle).
+	ErrUnfinishedRuns = errors.New("job has unfinished runs")
 	// ErrVersionConflict: a compare-and-set on a version (job, run) met
 	// another version.
 	ErrVersionConflict = errors.New("version conflict")

@@ -596,9 +596,13 @@ func (s *Store) DeleteJob(ctx context.Context, name string) error {
 
 // deleteJob deletes the job as read (cur) with its edges; retry reports a
 // failed condition: the job changed or went since it was read.
-func (s *Store) deleteJob(ctx context.Context, cur Job) (retry bool, err error) {
+func (s *Store) deleteJob(ctx context.Context, cur Job, mark ...int64) (retry bool, err error) {
 	e := newExpr()
 	cond := e.n(attrVersion) + " = " + e.v("read_version", num(cur.Version))
+	if len(mark) > 0 {
+		// DeleteJobIfIdle's: the job still carries this caller's mark.
+		cond += " AND " + e.n(attrDeleting) + " = " + e.v("mark", num(mark[0]))
+	}
 	if len(cur.Upstream) == 0 {
 		_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(s.table), Key: keyOf(jobPK(cur.Name), skJob), ConditionExpression: aws.String(cond),
@@ -623,4 +627,103 @@ func (s *Store) deleteJob(ctx context.Context, cur Job) (retry bool, err error) 
 		return true, nil
 	}
 	return false, cancelError(err, reasons)
+}
+
+// attrDeleting is the job item's deletion mark: the unix milliseconds at
+// which DeleteJobIfIdle marked it. A mark older than deletingMarkTTL (a
+// deleter that stopped half way) no longer refuses runs.
+const attrDeleting = "deleting"
+
+// deletingMarkTTL bounds how long a deletion mark refuses new runs; a
+// DeleteJobIfIdle that took longer starts again.
+const deletingMarkTTL = time.Minute
+
+// jobLiveCheck is CreateRun's condition on the job item (NewRun.OfLiveJob):
+// it exists and carries no live deletion mark.
+func jobLiveCheck(table, job string, now time.Time) types.TransactWriteItem {
+	e := newExpr()
+	cond := "attribute_exists(" + e.n(tableschema.PK) + ") AND (attribute_not_exists(" + e.n(attrDeleting) + ") OR " +
+		e.n(attrDeleting) + " < " + e.v("stale", num(now.Add(-deletingMarkTTL).UnixMilli())) + ")"
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName: aws.String(table), Key: keyOf(jobPK(job), skJob), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+	}}
+}
+
+// DeleteJobIfIdle deletes a job only when it has no unfinished run, as
+// conditional writes, so no run is created in between:
+//
+//	mark    Update JOB#<job>/JOB  SET deleting = :now   #version = :read_version
+//	check   the job's live runs (HasUnfinishedRuns, a consistent query)
+//	        any: REMOVE deleting, and ErrUnfinishedRuns
+//	delete  Delete JOB#<job>/JOB (and its edges)  #version = :read_version AND deleting = :mark
+//
+// A run's creating write checks the job item carries no live mark
+// (NewRun.OfLiveJob), so a run created after the mark fails, and one
+// created before it is found by the check. A write to the job in between
+// fails the delete's condition, and the whole is tried again.
+func (s *Store) DeleteJobIfIdle(ctx context.Context, name string) error {
+	op := func(err error) error { return fmt.Errorf("delete job %s: %w", name, err) }
+	if err := checkJob(name); err != nil {
+		return op(err)
+	}
+	for try := 0; ; try++ {
+		cur, err := s.GetJob(ctx, name)
+		if err != nil {
+			return op(err)
+		}
+		mark := s.clock().UnixMilli()
+		marked, err := s.markJobDeleting(ctx, cur, mark)
+		if err != nil {
+			return op(err)
+		}
+		retry := !marked
+		if marked {
+			busy, err := s.HasUnfinishedRuns(ctx, name)
+			if err != nil || busy {
+				s.unmarkJobDeleting(ctx, name, mark)
+				if err == nil {
+					err = fmt.Errorf("%w: job %s", ErrUnfinishedRuns, name)
+				}
+				return op(err)
+			}
+			if retry, err = s.deleteJob(ctx, cur, mark); err != nil {
+				return op(err)
+			}
+		}
+		switch {
+		case !retry:
+			return nil
+		case try >= conflictRetries:
+			return op(ErrVersionConflict)
+		}
+	}
+}
+
+// markJobDeleting sets the job's deletion mark if the job is still at the
+// version read; false when it changed or went.
+func (s *Store) markJobDeleting(ctx context.Context, cur Job, mark int64) (bool, error) {
+	e := newExpr()
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(jobPK(cur.Name), skJob),
+		UpdateExpression:         aws.String("SET " + e.n(attrDeleting) + " = " + e.v("mark", num(mark))),
+		ConditionExpression:      aws.String(e.n(attrVersion) + " = " + e.v("read_version", num(cur.Version))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+	})
+	if _, ok := conditionItem(err); ok {
+		return false, nil
+	}
+	return err == nil, translate(err)
+}
+
+// unmarkJobDeleting removes this caller's deletion mark; a failure leaves
+// it to expire (deletingMarkTTL).
+func (s *Store) unmarkJobDeleting(ctx context.Context, name string, mark int64) {
+	e := newExpr()
+	_, _ = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(jobPK(name), skJob),
+		UpdateExpression:         aws.String("REMOVE " + e.n(attrDeleting)),
+		ConditionExpression:      aws.String(e.n(attrDeleting) + " = " + e.v("mark", num(mark))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+	})
 }

@@ -132,6 +132,10 @@ type NewRun struct {
 	// (zero: it waits on none); the run's timer falls due then at the
 	// latest.
 	DependencyTimeoutAt time.Time
+	// OfLiveJob checks, in the creating write, that the job exists and is
+	// not being deleted (DeleteJobIfIdle); ErrNotFound otherwise. The
+	// service sets it; a run of no job item (a test's) leaves it false.
+	OfLiveJob bool
 }
 
 // RunView is a whole run as one Query reads it.
@@ -205,6 +209,8 @@ func DecideNewInstance(key InstanceKey, t NewTask, now time.Time) (statemodel.Sn
 //	idempotency  Put  JOB#<job>/IDEM#<key>     attribute_not_exists(#pk) OR #expires_at < :now
 //	             fails: the key holds a run (ErrIdempotentReplay for the same
 //	             body hash, ErrIdempotencyMismatch for another; *ExistingRunError).
+//	job          ConditionCheck JOB#<job>/JOB  attribute_exists(#pk) AND no live deleting mark
+//	             (OfLiveJob) fails: the job is gone or being deleted (ErrNotFound).
 //	per task     Put  RUN#<run>/TASK#<task>    attribute_not_exists(#pk)
 //	             the instance in CREATED with its instance.created record
 //	             inline, or, for a task marked Scheduled, in SCHEDULED with
@@ -372,6 +378,14 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		}
 	}
 
+	jobAt := -1
+	if nr.OfLiveJob {
+		jobAt = len(actions)
+		actions = append(actions, jobLiveCheck(s.table, nr.Job, stamp))
+		sizes = append(sizes, 0)
+		labels = append(labels, "job "+nr.Job)
+	}
+
 	view := RunView{Run: run}
 	for _, t := range nr.Tasks {
 		key := InstanceKey{Run: nr.ID, Task: t.ID}
@@ -409,6 +423,9 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 	reasons := cancellation(err)
 	if reasons == nil {
 		return RunView{}, op(translate(err))
+	}
+	if conditionFailed(reasons, jobAt) {
+		return RunView{}, op(fmt.Errorf("%w: job %s does not exist or is being deleted", ErrNotFound, nr.Job))
 	}
 	if conditionFailed(reasons, releaseAt) {
 		return RunView{}, op(fmt.Errorf("%w: backfill %s changed since version %d", ErrVersionConflict, nr.Release.ID, nr.Release.Version))

@@ -227,3 +227,27 @@ func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error
 	slices.Sort(out)
 	return out, nil
 }
+
+// DeleteJobIfIdle deletes a job only when it has no unfinished run
+// (store.ErrUnfinishedRuns otherwise): the check and the delete are one
+// step under the store's lock, as the conditional writes of the DynamoDB
+// store make them one.
+func (s *Store) DeleteJobIfIdle(ctx context.Context, name string) error {
+	op := opError("delete job %s", name)
+	if err := s.enter(ctx, store.CheckJobName(name)); err != nil {
+		return op(err)
+	}
+	defer s.mu.Unlock()
+	cur, ok := s.jobs[name]
+	if !ok {
+		return op(store.ErrNotFound)
+	}
+	if len(s.unfinished(name)) > 0 {
+		return op(fmt.Errorf("%w: job %s", store.ErrUnfinishedRuns, name))
+	}
+	for _, up := range cur.Upstream {
+		delete(s.edges[up], name)
+	}
+	delete(s.jobs, name)
+	return nil
+}

@@ -26,6 +26,9 @@ func (s *Store) CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (
 		return store.RunView{}, op(err)
 	}
 	defer s.mu.Unlock()
+	if _, ok := s.jobs[nr.Job]; nr.OfLiveJob && !ok {
+		return store.RunView{}, op(fmt.Errorf("%w: job %s does not exist or is being deleted", store.ErrNotFound, nr.Job))
+	}
 	stamp := s.clock()
 	released, err := s.releasable(nr)
 	if err != nil {

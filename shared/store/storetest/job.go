@@ -15,6 +15,7 @@ var jobCases = []Case{
 	{"Jobs", jobs},
 	{"ScheduleCatchup", scheduleCatchup},
 	{"DependencyEdges", dependencyEdges},
+	{"DeleteJobIfIdle", deleteJobIfIdle},
 }
 
 // jobs: create, read, list, compare-and-set update, pause, next fire,
