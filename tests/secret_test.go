@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/devstack"
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/worker"
 )
 
@@ -34,12 +34,12 @@ func TestInstanceSecretIsNeverAnswered(t *testing.T) {
 
 	var traces []string
 	for _, task := range []string{"a", "b", "c"} {
-		inst, err := s.Stack.Store.GetInstance(context.Background(), store.InstanceKey{Run: run, Task: task})
+		inst, err := s.Stack.Store.GetInstance(context.Background(), ledger.InstanceKey{Run: run, Task: task})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(inst.Secret) != store.SecretBytes {
-			t.Fatalf("%s has a secret of %d bytes, want %d", task, len(inst.Secret), store.SecretBytes)
+		if len(inst.Secret) != ledger.SecretBytes {
+			t.Fatalf("%s has a secret of %d bytes, want %d", task, len(inst.Secret), ledger.SecretBytes)
 		}
 		traces = append(traces, hex.EncodeToString(inst.Secret), base64.StdEncoding.EncodeToString(inst.Secret),
 			base64.RawURLEncoding.EncodeToString(inst.Secret), fmt.Sprint([]byte(inst.Secret)))

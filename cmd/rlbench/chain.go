@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runledger/runledger/shared/devstack"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -108,7 +109,7 @@ func chainPhases(ctx context.Context, st *store.Store, ids []string) (string, er
 	for _, id := range ids {
 		var prevDone time.Time
 		for i := range chainSteps {
-			h, err := st.FullHistory(ctx, store.InstanceKey{Run: id, Task: fmt.Sprintf("s%02d", i)})
+			h, err := st.FullHistory(ctx, ledger.InstanceKey{Run: id, Task: fmt.Sprintf("s%02d", i)})
 			if err != nil {
 				return "", err
 			}

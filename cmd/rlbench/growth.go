@@ -7,8 +7,8 @@ import (
 
 	"github.com/runledger/runledger/shared/devstack"
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 )
 
 // growthJobs is how many jobs the full table defines for the finish
@@ -88,7 +88,7 @@ func fireOnce(ctx context.Context, stack *devstack.Stack, slot time.Time) (float
 	if err != nil {
 		return 0, err
 	}
-	move := store.ScheduleMove{Version: j.Version, From: j.Position(), To: store.SchedulePosition{NextFireAt: slot}}
+	move := ledger.ScheduleMove{Version: j.Version, From: j.Position(), To: ledger.SchedulePosition{NextFireAt: slot}}
 	if _, err := st.MoveSchedule(ctx, "scale", move); err != nil {
 		return 0, fmt.Errorf("make scale due: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/runledger/runledger/shared/app"
 	"github.com/runledger/runledger/shared/devstack"
 	"github.com/runledger/runledger/shared/emulator"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/worker"
 )
@@ -62,7 +63,7 @@ func (b *bench) startStack(ctx context.Context, o devstack.Options) (*devstack.S
 func (b *bench) dropTables(ctx context.Context) {
 	db := b.env.DynamoDBClient()
 	for _, t := range b.tables {
-		if err := store.DeleteTable(ctx, db, t); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := store.DeleteTable(ctx, db, t); err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			b.log.WarnContext(ctx, "delete table", "table", t, "error", err.Error())
 		}
 	}
@@ -179,10 +180,10 @@ func failFirst(ctx context.Context, t worker.Task) error {
 // inFlight reads at once, and returns them by id. The pause between rounds
 // grows from 10 ms to 200 ms; it paces the reads, it does not wait for a
 // state.
-func waitRuns(ctx context.Context, st *store.Store, ids []string, within time.Duration) (map[string]store.Run, error) {
+func waitRuns(ctx context.Context, st *store.Store, ids []string, within time.Duration) (map[string]ledger.Run, error) {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	done := make(map[string]store.Run, len(ids))
+	done := make(map[string]ledger.Run, len(ids))
 	pending := append([]string(nil), ids...)
 	pause := 10 * time.Millisecond
 	for {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/devstack"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -91,7 +92,7 @@ func lateness(ctx context.Context, st *store.Store, ids []string) ([]float64, er
 		if r := runs[id]; r.ExecutionState != statemodel.RunSucceeded {
 			return nil, fmt.Errorf("timer run %s ended %s", id, r.ExecutionState)
 		}
-		d, err := retryLateness(ctx, st, store.InstanceKey{Run: id, Task: "main"})
+		d, err := retryLateness(ctx, st, ledger.InstanceKey{Run: id, Task: "main"})
 		if err != nil {
 			return nil, err
 		}
@@ -102,7 +103,7 @@ func lateness(ctx context.Context, st *store.Store, ids []string) ([]float64, er
 
 // retryLateness reads an instance's history: attempt 2's dispatch minus the
 // retry_at of the UP_FOR_RETRY transition before it.
-func retryLateness(ctx context.Context, st *store.Store, key store.InstanceKey) (time.Duration, error) {
+func retryLateness(ctx context.Context, st *store.Store, key ledger.InstanceKey) (time.Duration, error) {
 	h, err := st.FullHistory(ctx, key)
 	if err != nil {
 		return 0, err

@@ -19,10 +19,10 @@ import (
 
 	"github.com/runledger/runledger/shared/dashboard"
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -186,7 +186,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			"Task %q's payload or the params hold a character the queue cannot carry (U+FFFE or U+FFFF).", env.Task))
 	case errors.As(err, &mbe):
 		writeError(w, protocol.CodePayloadTooLarge, fmt.Sprintf("The request body is over %d bytes.", MaxBodyBytes))
-	case errors.Is(err, scheduler.ErrNotFound), errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, scheduler.ErrNotFound), errors.Is(err, ledger.ErrNotFound):
 		writeError(w, protocol.CodeNotFound, "The resource does not exist.")
 	case errors.Is(err, scheduler.ErrNotDispatchedYet):
 		w.Header().Set("Retry-After", "1")
@@ -199,17 +199,17 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, protocol.CodeStaleAttempt, "A newer attempt of this task exists.")
 	case errors.Is(err, statemodel.ErrIllegalTransition):
 		writeError(w, protocol.CodeIllegalTransition, "The task's current state does not allow this.")
-	case errors.Is(err, store.ErrVersionConflict):
+	case errors.Is(err, ledger.ErrVersionConflict):
 		writeError(w, protocol.CodeVersionConflict, "The job changed since that version; read it again.")
-	case errors.Is(err, store.ErrIdempotencyMismatch):
+	case errors.Is(err, ledger.ErrIdempotencyMismatch):
 		writeError(w, protocol.CodeConflict, "This Idempotency-Key was used with another body.")
-	case errors.Is(err, store.ErrAlreadyExists):
+	case errors.Is(err, ledger.ErrAlreadyExists):
 		writeError(w, protocol.CodeConflict, "It exists already.")
-	case errors.Is(err, store.ErrItemTooLarge):
+	case errors.Is(err, ledger.ErrItemTooLarge):
 		writeError(w, protocol.CodePayloadTooLarge, "The item would be over DynamoDB's 400 KB limit.")
-	case errors.Is(err, store.ErrTooManyTasks):
-		writeError(w, protocol.CodeInvalidField, fmt.Sprintf("A run has at most %d tasks.", store.MaxTasksPerRun))
-	case errors.Is(err, store.ErrInvalidKey), errors.Is(err, store.ErrInvalidInput), errors.Is(err, store.ErrInvalidToken):
+	case errors.Is(err, ledger.ErrTooManyTasks):
+		writeError(w, protocol.CodeInvalidField, fmt.Sprintf("A run has at most %d tasks.", ledger.MaxTasksPerRun))
+	case errors.Is(err, ledger.ErrInvalidKey), errors.Is(err, ledger.ErrInvalidInput), errors.Is(err, ledger.ErrInvalidPageToken):
 		writeError(w, protocol.CodeInvalidField, "A name, id or token in the request is not valid.")
 	default:
 		h.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())

@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -79,7 +79,7 @@ func (h *Handler) getBackfill(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) listBackfills(w http.ResponseWriter, r *http.Request) error {
-	limit, err := queryLimit(r, store.DefaultListLimit, store.MaxListLimit)
+	limit, err := queryLimit(r, ledger.DefaultListLimit, ledger.MaxListLimit)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (h *Handler) cancelBackfill(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func renderBackfill(b store.Backfill) protocol.Backfill {
+func renderBackfill(b ledger.Backfill) protocol.Backfill {
 	params := json.RawMessage(b.Params)
 	if len(params) == 0 {
 		params = json.RawMessage("{}")

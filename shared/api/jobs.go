@@ -13,14 +13,14 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 )
 
 // renderJob is the job's definition plus id, version, paused, created_at,
 // next_fire_time (null when nothing is scheduled) and missed_slots.
-func renderJob(sj store.Job) (map[string]any, error) {
+func renderJob(sj ledger.Job) (map[string]any, error) {
 	out := map[string]any{}
 	if err := json.Unmarshal(sj.Spec, &out); err != nil {
 		return nil, err
@@ -39,7 +39,7 @@ func renderJob(sj store.Job) (map[string]any, error) {
 	return out, nil
 }
 
-func (h *Handler) writeJob(w http.ResponseWriter, status int, sj store.Job) error {
+func (h *Handler) writeJob(w http.ResponseWriter, status int, sj ledger.Job) error {
 	v, err := renderJob(sj)
 	if err != nil {
 		return err
@@ -73,7 +73,7 @@ func (h *Handler) createJob(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	sj, err := h.svc.CreateJob(r.Context(), j)
-	if errors.Is(err, store.ErrAlreadyExists) {
+	if errors.Is(err, ledger.ErrAlreadyExists) {
 		return errf(protocol.CodeConflict, "A job named %q exists already.", j.Name)
 	}
 	if err != nil {
@@ -146,7 +146,7 @@ func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
 func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("job")
 	err := h.svc.DeleteJob(r.Context(), name)
-	if errors.Is(err, store.ErrUnfinishedRuns) {
+	if errors.Is(err, ledger.ErrUnfinishedRuns) {
 		return errf(protocol.CodeConflict, "Job %q has unfinished runs; cancel them first.", name)
 	}
 	if err != nil {
@@ -168,7 +168,7 @@ func (h *Handler) pauseJob(w http.ResponseWriter, r *http.Request) error {
 // paused are caught up by its policy before the answer.
 func (h *Handler) resumeJob(w http.ResponseWriter, r *http.Request) error {
 	sj, err := h.svc.ResumeJob(r.Context(), r.PathValue("job"))
-	if errors.Is(err, store.ErrConflict) {
+	if errors.Is(err, ledger.ErrConflict) {
 		return errf(protocol.CodeConflict, "Job %q kept changing while it was being resumed; resume it again.", r.PathValue("job"))
 	}
 	if err != nil {

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/dashboard"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -79,7 +79,7 @@ func (h *Handler) dashboard(w http.ResponseWriter, r *http.Request) error {
 
 // runBody is a whole run's answer. A run whose root tasks wait on other
 // jobs' runs carries waiting_for.
-func (h *Handler) runBody(ctx context.Context, v store.RunView) (protocol.RunDetail, error) {
+func (h *Handler) runBody(ctx context.Context, v ledger.RunView) (protocol.RunDetail, error) {
 	waiting, err := h.svc.WaitingFor(ctx, v)
 	if err != nil {
 		return protocol.RunDetail{}, err
@@ -93,7 +93,7 @@ func (h *Handler) runBody(ctx context.Context, v store.RunView) (protocol.RunDet
 	return protocol.RunDetail{Run: run, Tasks: tasks}, nil
 }
 
-func (h *Handler) renderRunView(w http.ResponseWriter, r *http.Request, status int, v store.RunView) error {
+func (h *Handler) renderRunView(w http.ResponseWriter, r *http.Request, status int, v ledger.RunView) error {
 	body, err := h.runBody(r.Context(), v)
 	if err != nil {
 		return err
@@ -173,7 +173,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
 			return errf(protocol.CodeInvalidField, "status must be one of PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED.")
 		}
 	}
-	runs, next, err := h.svc.ListRuns(r.Context(), store.RunFilter{Job: q.Get("job"), Status: status, Limit: limit, Token: q.Get("next_token")})
+	runs, next, err := h.svc.ListRuns(r.Context(), ledger.RunFilter{Job: q.Get("job"), Status: status, Limit: limit, Token: q.Get("next_token")})
 	if err != nil {
 		return err
 	}
@@ -221,7 +221,7 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	key := store.InstanceKey{Run: r.PathValue("run"), Task: r.PathValue("task")}
+	key := ledger.InstanceKey{Run: r.PathValue("run"), Task: r.PathValue("task")}
 	trs, next, err := h.svc.TaskHistory(r.Context(), key, limit, r.URL.Query().Get("next_token"))
 	if err != nil {
 		return err
@@ -253,8 +253,8 @@ func (h *Handler) runAction(act func(*scheduler.Service, *http.Request, reasonBo
 	}
 }
 
-func taskKey(r *http.Request) store.InstanceKey {
-	return store.InstanceKey{Run: r.PathValue("run"), Task: r.PathValue("task")}
+func taskKey(r *http.Request) ledger.InstanceKey {
+	return ledger.InstanceKey{Run: r.PathValue("run"), Task: r.PathValue("task")}
 }
 
 func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request) error {

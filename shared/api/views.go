@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -30,7 +30,7 @@ func strPtr(s string) *string {
 	return &s
 }
 
-func renderRun(r store.Run) protocol.Run {
+func renderRun(r ledger.Run) protocol.Run {
 	params := json.RawMessage(r.Params)
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
@@ -58,7 +58,7 @@ func attemptState(snap statemodel.Snapshot, a statemodel.AttemptRecord) string {
 	return string(statemodel.StateQueued)
 }
 
-func renderTask(t store.TaskView) protocol.Task {
+func renderTask(t ledger.TaskView) protocol.Task {
 	inst := t.Instance
 	snap := inst.Snapshot
 	m := snap.Metrics()
@@ -77,7 +77,7 @@ func renderTask(t store.TaskView) protocol.Task {
 	if snap.State != statemodel.StateUpForRetry && snap.State != statemodel.StatePaused {
 		v.RetryAt = time.Time{}
 	}
-	late := map[int]store.Attempt{}
+	late := map[int]ledger.Attempt{}
 	for _, a := range t.Attempts {
 		late[a.N] = a
 	}
@@ -110,7 +110,7 @@ func renderTask(t store.TaskView) protocol.Task {
 // allAttempts lists every attempt of a task in order: those older than
 // the instance holds (statemodel.MaxInlineAttempts) from their attempt
 // items, then the instance's own records.
-func allAttempts(t store.TaskView) []statemodel.AttemptRecord {
+func allAttempts(t ledger.TaskView) []statemodel.AttemptRecord {
 	held := t.Instance.Snapshot.Attempts
 	out := make([]statemodel.AttemptRecord, 0, max(len(t.Attempts), len(held)))
 	for _, a := range t.Attempts {

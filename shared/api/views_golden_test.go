@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -17,7 +17,7 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/*.golden.json fr
 // sampleRunView is a run with one finished task (two attempts, a late
 // event) and one task that never started: set and unset times, ids and
 // categories, HTML characters.
-func sampleRunView() store.RunView {
+func sampleRunView() ledger.RunView {
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 678_900_000, time.UTC)
 	exit := 3
 	a1 := statemodel.AttemptRecord{N: 1, ExecutorID: "msg-1", WorkerID: "w@boot", SpendsBudget: true, QueuedAt: t0,
@@ -25,17 +25,17 @@ func sampleRunView() store.RunView {
 		ExitCode: &exit, ErrorCategory: "quota_exceeded", Outcome: statemodel.OutcomeFailed, OutputRef: "s3://b/<k>&v"}
 	a2 := statemodel.AttemptRecord{N: 2, Executor: "lambda", ExecutorID: "msg-2", WorkerID: "w@boot", SpendsBudget: true, QueuedAt: t0.Add(3 * time.Second),
 		StartedAt: t0.Add(4 * time.Second), EndedAt: t0.Add(5 * time.Second), Outcome: statemodel.OutcomeSucceeded}
-	done := store.Instance{Key: store.InstanceKey{Run: "run1", Task: "extract"}, Pool: "default", TriggerRule: statemodel.RuleAllSuccess,
+	done := ledger.Instance{Key: ledger.InstanceKey{Run: "run1", Task: "extract"}, Pool: "default", TriggerRule: statemodel.RuleAllSuccess,
 		Snapshot: statemodel.Snapshot{State: statemodel.StateSucceeded, Attempt: 2, Attempts: []statemodel.AttemptRecord{a1, a2}}}
-	waiting := store.Instance{Key: store.InstanceKey{Run: "run1", Task: "load"}, Pool: "default", DependsOn: []string{"extract"},
+	waiting := ledger.Instance{Key: ledger.InstanceKey{Run: "run1", Task: "load"}, Pool: "default", DependsOn: []string{"extract"},
 		TriggerRule: statemodel.RuleAllDone, Publish: true, TimerAt: t0.Add(time.Hour),
 		Snapshot: statemodel.Snapshot{State: statemodel.StateCreated}}
-	late := store.Attempt{AttemptRecord: a1, LateDropped: 2, Late: []statemodel.LateEvent{{Attempt: 1, EventID: "complete:1:late-1",
+	late := ledger.Attempt{AttemptRecord: a1, LateDropped: 2, Late: []statemodel.LateEvent{{Attempt: 1, EventID: "complete:1:late-1",
 		Type: statemodel.EvSucceeded, Actor: statemodel.ActorWorker, EventTime: t0.Add(6 * time.Second), Outcome: statemodel.OutcomeSucceeded, Detail: "a <late> report"}}}
-	return store.RunView{
-		Run: store.Run{ID: "run1", Job: "nightly", LogicalTime: t0.Truncate(time.Hour), Trigger: statemodel.TriggerBackfill, BackfillID: "bf1", Params: []byte(`{"day":"<2030-01-02>"}`),
+	return ledger.RunView{
+		Run: ledger.Run{ID: "run1", Job: "nightly", LogicalTime: t0.Truncate(time.Hour), Trigger: statemodel.TriggerBackfill, BackfillID: "bf1", Params: []byte(`{"day":"<2030-01-02>"}`),
 			ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationPending, CreatedAt: t0},
-		Tasks: []store.TaskView{{Instance: done, Attempts: []store.Attempt{late}}, {Instance: waiting}},
+		Tasks: []ledger.TaskView{{Instance: done, Attempts: []ledger.Attempt{late}}, {Instance: waiting}},
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -17,9 +17,9 @@ func TestRenderTaskListsEvictedAttempts(t *testing.T) {
 	rec := func(n int) statemodel.AttemptRecord {
 		return statemodel.AttemptRecord{N: n, QueuedAt: t0, StartedAt: t0, EndedAt: t0, Outcome: statemodel.OutcomeFailed, ErrorCategory: "boom"}
 	}
-	var tv store.TaskView
+	var tv ledger.TaskView
 	for n := 1; n <= total; n++ {
-		a := store.Attempt{AttemptRecord: rec(n)}
+		a := ledger.Attempt{AttemptRecord: rec(n)}
 		if n == 1 {
 			a.Late = []statemodel.LateEvent{{Attempt: 1, EventID: "late", Type: statemodel.EvSucceeded, Actor: statemodel.ActorWorker}}
 			a.LateDropped = 3
@@ -30,7 +30,7 @@ func TestRenderTaskListsEvictedAttempts(t *testing.T) {
 	for n := total - statemodel.MaxInlineAttempts + 1; n <= total; n++ {
 		snap.Attempts = append(snap.Attempts, rec(n))
 	}
-	tv.Instance = store.Instance{Key: store.InstanceKey{Run: "r", Task: "main"}, Snapshot: snap}
+	tv.Instance = ledger.Instance{Key: ledger.InstanceKey{Run: "r", Task: "main"}, Snapshot: snap}
 	v := renderTask(tv)
 	if len(v.Attempts) != total {
 		t.Fatalf("%d attempts rendered, want %d", len(v.Attempts), total)

@@ -19,6 +19,7 @@ import (
 	"github.com/runledger/runledger/shared/api"
 	"github.com/runledger/runledger/shared/app"
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
@@ -325,6 +326,6 @@ func (typed) Start(context.Context, protocol.Envelope, jobspec.Executor) (string
 	return "", errors.New("not started")
 }
 func (typed) Stop(context.Context, string, jobspec.Executor) error { return nil }
-func (typed) Check(context.Context, jobspec.Executor, store.Instance, statemodel.AttemptRecord) (scheduler.Evidence, error) {
+func (typed) Check(context.Context, jobspec.Executor, ledger.Instance, statemodel.AttemptRecord) (scheduler.Evidence, error) {
 	return scheduler.Evidence{Verdict: scheduler.VerdictUnknown}, nil
 }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/runledger/runledger/shared/ecsexec"
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -64,7 +64,7 @@ func TestEvidenceAsksECSAboutTheAttemptsTask(t *testing.T) {
 	})
 	x := ecsexec.NewExecutor(c, "http://api")
 	spec := jobspec.Executor{Type: "ecs", Cluster: "other", Container: "app"}
-	ev, err := x.Check(context.Background(), spec, store.Instance{}, statemodel.AttemptRecord{N: 1, ExecutorID: taskARN})
+	ev, err := x.Check(context.Background(), spec, ledger.Instance{}, statemodel.AttemptRecord{N: 1, ExecutorID: taskARN})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestEvidenceAsksECSAboutTheAttemptsTask(t *testing.T) {
 	if got := f.only(t).body["cluster"]; got != "batch" {
 		t.Fatalf("cluster %v, want batch (from the ARN)", got)
 	}
-	ev, err = x.Check(context.Background(), spec, store.Instance{}, statemodel.AttemptRecord{N: 1})
+	ev, err = x.Check(context.Background(), spec, ledger.Instance{}, statemodel.AttemptRecord{N: 1})
 	if err != nil || ev.Verdict != scheduler.VerdictUnknown {
 		t.Fatalf("an attempt without a task: %+v %v, want unknown", ev, err)
 	}

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -85,7 +85,7 @@ func (x *Executor) Stop(ctx context.Context, arn string, spec jobspec.Executor) 
 
 // Check resolves a LOST ecs attempt by DescribeTasks on its executor id
 // (the task ARN), judged by Judge on spec's container.
-func (x *Executor) Check(ctx context.Context, spec jobspec.Executor, _ store.Instance, a statemodel.AttemptRecord) (scheduler.Evidence, error) {
+func (x *Executor) Check(ctx context.Context, spec jobspec.Executor, _ ledger.Instance, a statemodel.AttemptRecord) (scheduler.Evidence, error) {
 	arn := a.ExecutorID
 	if arn == "" {
 		return scheduler.Evidence{Verdict: scheduler.VerdictUnknown}, nil

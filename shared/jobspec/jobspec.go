@@ -35,12 +35,12 @@ const (
 	// 400 KB, and the job item also holds its keys and bookkeeping.
 	MaxDefinitionBytes = 256 * 1024
 	// MaxTasks bounds a job's tasks. A run's task instances are created in
-	// one DynamoDB transaction (store.MaxTasksPerRun): a job with more tasks
+	// one DynamoDB transaction (ledger.MaxTasksPerRun): a job with more tasks
 	// could be defined but never run.
 	MaxTasks = 48
 	// MaxJobDependencies bounds depends_on_jobs. The store keeps one edge
 	// item per upstream job and moves them in the job's own transaction
-	// (store.MaxUpstreamJobs).
+	// (ledger.MaxUpstreamJobs).
 	MaxJobDependencies = 32
 	// MaxAttempts bounds retry.max_attempts.
 	MaxAttempts = 100

@@ -25,9 +25,9 @@ import (
 	"fmt"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -71,6 +71,6 @@ func (Executor) Stop(context.Context, string, jobspec.Executor) error { return n
 // Check knows nothing: a failed invocation reaches the scheduler by itself
 // (Lambda's on-failure record on the events queue), and otherwise the
 // lease, the clock skew and the evidence window decide.
-func (Executor) Check(context.Context, jobspec.Executor, store.Instance, statemodel.AttemptRecord) (scheduler.Evidence, error) {
+func (Executor) Check(context.Context, jobspec.Executor, ledger.Instance, statemodel.AttemptRecord) (scheduler.Evidence, error) {
 	return scheduler.Evidence{Verdict: scheduler.VerdictUnknown}, nil
 }

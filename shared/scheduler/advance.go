@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -70,14 +70,14 @@ type derivation struct {
 // dependencies are met (its verdict rides on the dispatch's write), the
 // wake of the runs waiting on this one, and, for a backfill's run that
 // ended, the advance of its backfill.
-func (s *Service) advance(ctx context.Context, runID string, held *store.RunView, touch bool) ([]effect, error) {
+func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunView, touch bool) ([]effect, error) {
 	// The dispatches decided so far, by task: a round after a version
 	// conflict reads the run again and finds those tasks still CREATED;
 	// they count as SCHEDULED and are not decided twice.
 	var effs []effect
 	pending, wasRefused := map[string]bool{}, map[string]bool{}
 	for round := 0; round < maxAdvanceRounds; round++ {
-		var view store.RunView
+		var view ledger.RunView
 		if held != nil && round == 0 {
 			view = *held
 		} else {
@@ -125,7 +125,7 @@ func (s *Service) advance(ctx context.Context, runID string, held *store.RunView
 			return append(effs, effect{kind: effAdvanceRun, runID: runID}), nil
 		}
 	}
-	return effs, fmt.Errorf("%w after %d rounds", store.ErrUnsettled, maxAdvanceRounds)
+	return effs, fmt.Errorf("%w after %d rounds", ledger.ErrUnsettled, maxAdvanceRounds)
 }
 
 // settle is what storing a derivation came to.
@@ -147,10 +147,10 @@ const (
 // run as stored when it finished or published (its dependents are to be
 // woken). When nothing changed it re-arms a due backstop timer instead, so
 // a live run is re-read once per backstop period, not on every pass.
-func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemodel.TaskNode, how derivation) (settle, *store.Run, error) {
+func (s *Service) storeDerived(ctx context.Context, r ledger.Run, nodes []statemodel.TaskNode, how derivation) (settle, *ledger.Run, error) {
 	d := statemodel.DeriveRunState(nodes)
 	pub := statemodel.DerivePublication(nodes)
-	update := store.RunUpdate{ExecutionState: d.State, PublicationState: pub}
+	update := ledger.RunUpdate{ExecutionState: d.State, PublicationState: pub}
 	if r.ExecutionState == d.State && r.PublicationState == pub && (!d.State.Terminal() || r.TimerAt.IsZero()) {
 		switch {
 		case how.held:
@@ -161,7 +161,7 @@ func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemo
 			return settled, nil, nil
 		default:
 			_, err := s.store.RearmRunBackstop(ctx, r)
-			if err != nil && !errors.Is(err, store.ErrVersionConflict) {
+			if err != nil && !errors.Is(err, ledger.ErrVersionConflict) {
 				return again, nil, err
 			}
 			return settled, nil, nil // re-armed, or another writer stored the run and armed its timer
@@ -174,7 +174,7 @@ func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemo
 	wasTerminal := r.ExecutionState.Terminal()
 	wasPublished := r.PublicationState == statemodel.PublicationPublished
 	updated, err := s.store.UpdateRunState(ctx, r, update)
-	if errors.Is(err, store.ErrVersionConflict) {
+	if errors.Is(err, ledger.ErrVersionConflict) {
 		return again, nil, nil
 	}
 	if err != nil {
@@ -213,7 +213,7 @@ func (s *Service) storeDerived(ctx context.Context, r store.Run, nodes []statemo
 // nothing moves: at most one pass per task. view's instances are replaced
 // by the ones written. refused names the tasks whose verdict's write was
 // refused: another writer moved them since the view was read.
-func (s *Service) evaluate(ctx context.Context, view *store.RunView, pending map[string]bool) ([]statemodel.TaskNode, []effect, map[string]bool, error) {
+func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending map[string]bool) ([]statemodel.TaskNode, []effect, map[string]bool, error) {
 	nodes := view.Nodes()
 	for i, t := range view.Tasks {
 		if pending[t.Instance.Key.Task] && nodes[i].State == statemodel.StateCreated {
@@ -262,7 +262,7 @@ func (s *Service) evaluate(ctx context.Context, view *store.RunView, pending map
 			default:
 				continue
 			}
-			ev := statemodel.Event{ID: store.DepsEventID(inst.Snapshot.Seq), Type: typ, Actor: statemodel.ActorScheduler, Reason: reason}
+			ev := statemodel.Event{ID: ledger.DepsEventID(inst.Snapshot.Seq), Type: typ, Actor: statemodel.ActorScheduler, Reason: reason}
 			res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
 			if err != nil {
 				if transient(err) {
@@ -291,7 +291,7 @@ func (s *Service) evaluate(ctx context.Context, view *store.RunView, pending map
 // mark is one conditional write that only one caller wins, so the signal
 // goes out once however many passes, retries and processes find the run;
 // run becomes the run as stored. The run itself goes on.
-func (s *Service) checkDeadline(ctx context.Context, run *store.Run) error {
+func (s *Service) checkDeadline(ctx context.Context, run *ledger.Run) error {
 	if run.DeadlineAt.IsZero() || !run.DeadlineMissedAt.IsZero() || run.ExecutionState.Terminal() || s.now().Before(run.DeadlineAt) {
 		return nil
 	}
@@ -311,7 +311,7 @@ type crossJobCache struct {
 	v    crossJob
 }
 
-func (c *crossJobCache) verdict(ctx context.Context, s *Service, run store.Run) (crossJob, error) {
+func (c *crossJobCache) verdict(ctx context.Context, s *Service, run ledger.Run) (crossJob, error) {
 	if c.done {
 		return c.v, nil
 	}

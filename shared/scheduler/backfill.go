@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -25,7 +25,7 @@ import (
 //     process stopped between steps.
 //
 // Each release is the run's creating write with the backfill's update
-// inside it, conditioned on the backfill's version (store.NewRun.Release),
+// inside it, conditioned on the backfill's version (ledger.NewRun.Release),
 // and claims the job's slot: so a crash at any point never creates a slot
 // twice, never loses a slot, and never exceeds MaxActive.
 
@@ -51,24 +51,24 @@ type BackfillRequest struct {
 // runs. It reads the job's slots in the range once, to count those that
 // hold a run already (existing); a slot taken after that (another backfill
 // of the same range) is found by its release's claim and counted then.
-func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (store.Backfill, error) {
+func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (ledger.Backfill, error) {
 	sj, j, err := s.LoadJob(ctx, req.Job)
 	if err != nil {
-		return store.Backfill{}, err
+		return ledger.Backfill{}, err
 	}
 	if req.MaxActive == 0 {
 		req.MaxActive = DefaultBackfillMaxActive
 	}
 	slots, err := backfillSlots(sj, j, req)
 	if err != nil {
-		return store.Backfill{}, err
+		return ledger.Backfill{}, err
 	}
 	taken, err := s.store.TakenSlots(ctx, j.Name, slots)
 	if err != nil {
-		return store.Backfill{}, err
+		return ledger.Backfill{}, err
 	}
 	now := s.now()
-	b := store.Backfill{
+	b := ledger.Backfill{
 		ID: s.NewID(), Job: j.Name, From: req.From.UTC(), To: req.To.UTC(), MaxActive: req.MaxActive,
 		Params: req.Params, Slots: len(slots), CreatedAt: now,
 		// Due at once: should this process stop before the first release,
@@ -84,7 +84,7 @@ func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (stor
 	}
 	b, err = s.store.CreateBackfill(ctx, b)
 	if err != nil {
-		return store.Backfill{}, fmt.Errorf("create backfill of job %s: %w", j.Name, err)
+		return ledger.Backfill{}, fmt.Errorf("create backfill of job %s: %w", j.Name, err)
 	}
 	s.log.InfoContext(ctx, "backfill created", "backfill_id", b.ID, "job", j.Name, "slots", b.Slots, "existing", b.Existing)
 	effs, err := s.advanceBackfill(ctx, b.ID, nil, postReleases)
@@ -99,9 +99,9 @@ func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (stor
 // CheckBackfillMaxActive refuses a max_active outside 1..100 (an
 // explicit 0 included: only an absent one means the default).
 func CheckBackfillMaxActive(n int) error {
-	if n < 1 || n > store.MaxBackfillActive {
+	if n < 1 || n > ledger.MaxBackfillActive {
 		return &jobspec.Error{Code: protocol.CodeInvalidField, Field: "max_active",
-			Message: fmt.Sprintf("max_active must be between 1 and %d, not %d.", store.MaxBackfillActive, n)}
+			Message: fmt.Sprintf("max_active must be between 1 and %d, not %d.", ledger.MaxBackfillActive, n)}
 	}
 	return nil
 }
@@ -116,7 +116,7 @@ var (
 // backfillSlots checks a request against the job and lists its slots: the
 // job's schedule's fire times in [from, to), a rate schedule on the grid
 // of its next fire.
-func backfillSlots(sj store.Job, j jobspec.Job, req BackfillRequest) ([]time.Time, error) {
+func backfillSlots(sj ledger.Job, j jobspec.Job, req BackfillRequest) ([]time.Time, error) {
 	invalid := func(field, format string, args ...any) error {
 		return &jobspec.Error{Code: protocol.CodeInvalidField, Field: field, Message: field + " " + fmt.Sprintf(format, args...) + "."}
 	}
@@ -141,24 +141,24 @@ func backfillSlots(sj store.Job, j jobspec.Job, req BackfillRequest) ([]time.Tim
 	if anchor.IsZero() {
 		anchor = sj.CreatedAt.Add(j.Schedule.Rate)
 	}
-	slots, more := j.Schedule.SlotsIn(req.From, req.To, anchor, store.MaxBackfillSlots)
+	slots, more := j.Schedule.SlotsIn(req.From, req.To, anchor, ledger.MaxBackfillSlots)
 	if more {
-		return nil, invalid("to", "ends a range of more than %d slots of job %s's schedule; backfill it in parts", store.MaxBackfillSlots, j.Name)
+		return nil, invalid("to", "ends a range of more than %d slots of job %s's schedule; backfill it in parts", ledger.MaxBackfillSlots, j.Name)
 	}
 	return slots, nil
 }
 
 // GetBackfill reads a backfill.
-func (s *Service) GetBackfill(ctx context.Context, id string) (store.Backfill, error) {
+func (s *Service) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
 	b, err := s.store.GetBackfill(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
-		return store.Backfill{}, fmt.Errorf("backfill %s: %w", id, ErrNotFound)
+	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
+		return ledger.Backfill{}, fmt.Errorf("backfill %s: %w", id, ErrNotFound)
 	}
 	return b, err
 }
 
 // ListBackfills lists a job's backfills newest first.
-func (s *Service) ListBackfills(ctx context.Context, job string, limit int, token string) ([]store.Backfill, string, error) {
+func (s *Service) ListBackfills(ctx context.Context, job string, limit int, token string) ([]ledger.Backfill, string, error) {
 	if _, err := s.store.GetJob(ctx, job); err != nil {
 		return nil, "", err
 	}
@@ -169,15 +169,15 @@ func (s *Service) ListBackfills(ctx context.Context, job string, limit int, toke
 // and cancels its unfinished runs as a run cancel does. A backfill that
 // ended is statemodel.ErrIllegalTransition; one cancelled already is cancelled again
 // (its runs that have not stopped are asked again).
-func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (store.Backfill, error) {
-	var b store.Backfill
+func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (ledger.Backfill, error) {
+	var b ledger.Backfill
 	for round := 0; ; round++ {
 		cur, err := s.GetBackfill(ctx, id)
 		if err != nil {
-			return store.Backfill{}, err
+			return ledger.Backfill{}, err
 		}
 		if !cur.Unfinished() {
-			return store.Backfill{}, fmt.Errorf("%w: backfill %s ended %s", statemodel.ErrIllegalTransition, id, cur.State)
+			return ledger.Backfill{}, fmt.Errorf("%w: backfill %s ended %s", statemodel.ErrIllegalTransition, id, cur.State)
 		}
 		if cur.CancelRequested {
 			b = cur
@@ -190,8 +190,8 @@ func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (store.
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, store.ErrVersionConflict) || round >= maxAdvanceRounds {
-			return store.Backfill{}, err
+		if !errors.Is(err, ledger.ErrVersionConflict) || round >= maxAdvanceRounds {
+			return ledger.Backfill{}, err
 		}
 	}
 	if reason == "" {
@@ -201,7 +201,7 @@ func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (store.
 	// listed now are all there are.
 	for _, a := range b.Active {
 		if err := s.CancelRun(ctx, a.Run, reason); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) && !errors.Is(err, ErrNotFound) {
-			return store.Backfill{}, err
+			return ledger.Backfill{}, err
 		}
 	}
 	effs, err := s.advanceBackfill(ctx, id, nil, 0)
@@ -229,7 +229,7 @@ func (s *Service) AdvanceBackfill(ctx context.Context, id string) error {
 // unfinished, at most budget of them (0: no bound). A version conflict
 // (another advance, a cancel) re-reads. It returns the effects of the runs
 // it released (their first dispatches), for the caller's runner.
-func (s *Service) advanceBackfill(ctx context.Context, id string, ended *store.Run, budget int) ([]effect, error) {
+func (s *Service) advanceBackfill(ctx context.Context, id string, ended *ledger.Run, budget int) ([]effect, error) {
 	var effs []effect
 	for round := 0; round < maxAdvanceRounds; round++ {
 		b, err := s.store.GetBackfill(ctx, id)
@@ -246,7 +246,7 @@ func (s *Service) advanceBackfill(ctx context.Context, id string, ended *store.R
 		if changed || !b.TimerAt.After(s.now()) {
 			// A due backstop is moved on by this write too.
 			next, err = s.store.UpdateBackfill(ctx, next)
-			if errors.Is(err, store.ErrVersionConflict) {
+			if errors.Is(err, ledger.ErrVersionConflict) {
 				continue
 			}
 			if err != nil {
@@ -258,17 +258,17 @@ func (s *Service) advanceBackfill(ctx context.Context, id string, ended *store.R
 			return effs, err
 		}
 	}
-	return effs, fmt.Errorf("%w after %d rounds", store.ErrUnsettled, maxAdvanceRounds)
+	return effs, fmt.Errorf("%w after %d rounds", ledger.ErrUnsettled, maxAdvanceRounds)
 }
 
 // settleBackfill moves the backfill's active runs that ended to its
 // counts, without writing. With ended set it looks at that run only (the
 // effect of its finish); otherwise it reads every active run.
-func (s *Service) settleBackfill(ctx context.Context, b store.Backfill, ended *store.Run) (store.Backfill, bool, error) {
+func (s *Service) settleBackfill(ctx context.Context, b ledger.Backfill, ended *ledger.Run) (ledger.Backfill, bool, error) {
 	changed := false
-	var keep []store.BackfillRun
+	var keep []ledger.BackfillRun
 	for _, a := range b.Active {
-		var run store.Run
+		var run ledger.Run
 		switch {
 		case ended != nil && a.Run == ended.ID:
 			run = *ended
@@ -277,7 +277,7 @@ func (s *Service) settleBackfill(ctx context.Context, b store.Backfill, ended *s
 			continue
 		default:
 			r, err := s.store.GetRun(ctx, a.Run)
-			if errors.Is(err, store.ErrNotFound) {
+			if errors.Is(err, ledger.ErrNotFound) {
 				// Not there to run: nothing left to wait for.
 				b.Cancelled++
 				changed = true
@@ -311,7 +311,7 @@ func (s *Service) settleBackfill(ctx context.Context, b store.Backfill, ended *s
 // due now, so the next tick goes on. It reports false when b proved stale
 // (the caller reads it again). The effects of the runs it creates are
 // added to effs.
-func (s *Service) releaseBackfill(ctx context.Context, b store.Backfill, budget *int, effs *[]effect) (bool, error) {
+func (s *Service) releaseBackfill(ctx context.Context, b ledger.Backfill, budget *int, effs *[]effect) (bool, error) {
 	var j jobspec.Job
 	loaded := false
 	bounded := *budget > 0
@@ -319,17 +319,17 @@ func (s *Service) releaseBackfill(ctx context.Context, b store.Backfill, budget 
 		if bounded && *budget == 0 {
 			b.WakeAt = s.now()
 			_, err := s.store.UpdateBackfill(ctx, b)
-			return !errors.Is(err, store.ErrVersionConflict), ignoreConflict(err)
+			return !errors.Is(err, ledger.ErrVersionConflict), ignoreConflict(err)
 		}
 		if !loaded {
 			_, job, err := s.LoadJob(ctx, b.Job)
-			if errors.Is(err, store.ErrNotFound) {
+			if errors.Is(err, ledger.ErrNotFound) {
 				// The job was deleted: its slots cannot run.
 				s.log.WarnContext(ctx, "backfill's job is gone: its pending slots are dropped", "backfill_id", b.ID, "job", b.Job)
 				b.Cancelled += len(b.Pending)
 				b.Pending = nil
 				_, err = s.store.UpdateBackfill(ctx, b)
-				return !errors.Is(err, store.ErrVersionConflict), ignoreConflict(err)
+				return !errors.Is(err, ledger.ErrVersionConflict), ignoreConflict(err)
 			}
 			if err != nil {
 				return false, err
@@ -344,7 +344,7 @@ func (s *Service) releaseBackfill(ctx context.Context, b store.Backfill, budget 
 		})
 		*effs = append(*effs, more...)
 		switch {
-		case errors.Is(err, store.ErrVersionConflict):
+		case errors.Is(err, ledger.ErrVersionConflict):
 			return false, nil
 		case err != nil:
 			return false, fmt.Errorf("release slot %s: %w", protocol.FormatTime(slot), err)
@@ -354,7 +354,7 @@ func (s *Service) releaseBackfill(ctx context.Context, b store.Backfill, budget 
 			b.Pending = b.Pending[1:]
 			b.Existing++
 			b, err = s.store.UpdateBackfill(ctx, b)
-			if errors.Is(err, store.ErrVersionConflict) {
+			if errors.Is(err, ledger.ErrVersionConflict) {
 				return false, nil
 			}
 			if err != nil {
@@ -375,7 +375,7 @@ func (s *Service) releaseBackfill(ctx context.Context, b store.Backfill, budget 
 }
 
 func ignoreConflict(err error) error {
-	if errors.Is(err, store.ErrVersionConflict) {
+	if errors.Is(err, ledger.ErrVersionConflict) {
 		return nil
 	}
 	return err

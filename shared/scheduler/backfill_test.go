@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -20,7 +20,7 @@ const dailyJob = `{"name":"daily","schedule":{"cron":"0 0 * * *","timezone":"UTC
 // fixture's clock (2030-01-02), so the schedule itself fires none of them.
 var backfillDay = time.Date(2029, 6, 1, 0, 0, 0, 0, time.UTC)
 
-func (f *fixture) backfill(t *testing.T, days, maxActive int) store.Backfill {
+func (f *fixture) backfill(t *testing.T, days, maxActive int) ledger.Backfill {
 	t.Helper()
 	b, err := f.svc.CreateBackfill(context.Background(), scheduler.BackfillRequest{
 		Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, days), MaxActive: maxActive,
@@ -33,12 +33,12 @@ func (f *fixture) backfill(t *testing.T, days, maxActive int) store.Backfill {
 }
 
 // runsBySlot lists the job's runs by logical time.
-func (f *fixture) runsBySlot(t *testing.T, job string) map[time.Time][]store.Run {
+func (f *fixture) runsBySlot(t *testing.T, job string) map[time.Time][]ledger.Run {
 	t.Helper()
-	out := map[time.Time][]store.Run{}
+	out := map[time.Time][]ledger.Run{}
 	token := ""
 	for {
-		runs, next, err := f.st.ListRuns(context.Background(), store.RunFilter{Job: job, Token: token, Limit: 500})
+		runs, next, err := f.st.ListRuns(context.Background(), ledger.RunFilter{Job: job, Token: token, Limit: 500})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func TestBackfillBackstopAfterACrash(t *testing.T) {
 	ctx := context.Background()
 	f.createJob(t, dailyJob)
 	// The POST stopped after writing the backfill.
-	b, err := f.st.CreateBackfill(ctx, store.Backfill{
+	b, err := f.st.CreateBackfill(ctx, ledger.Backfill{
 		ID: f.svc.NewID(), Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, 2), MaxActive: 1,
 		Slots: 2, Pending: []time.Time{backfillDay, backfillDay.AddDate(0, 0, 1)}, TimerAt: f.clock.Now(),
 	})
@@ -209,14 +209,14 @@ func TestBackfillBackstopAfterACrash(t *testing.T) {
 	// stopped after storing the run's final state).
 	f.nextEnvelope(t)
 	run := f.readRun(t, got.Active[0].Run).Run
-	if _, err := f.st.UpdateRunState(ctx, run, store.RunUpdate{ExecutionState: statemodel.RunFailed, PublicationState: run.PublicationState}); err != nil {
+	if _, err := f.st.UpdateRunState(ctx, run, ledger.RunUpdate{ExecutionState: statemodel.RunFailed, PublicationState: run.PublicationState}); err != nil {
 		t.Fatal(err)
 	}
 	f.tick(t, f.svc)
 	if again, _ := f.svc.GetBackfill(ctx, b.ID); len(again.Active) != 1 || again.Active[0].Run != run.ID {
 		t.Fatalf("before the backstop is due: %+v; want the ended run still active", again)
 	}
-	f.clock.Advance(store.DefaultRunBackstop + time.Second)
+	f.clock.Advance(ledger.DefaultRunBackstop + time.Second)
 	f.tick(t, f.svc)
 	got, err = f.svc.GetBackfill(ctx, b.ID)
 	if err != nil || got.Failed != 1 || len(got.Active) != 1 || len(got.Pending) != 0 {
@@ -257,7 +257,7 @@ func TestBackfillRefusals(t *testing.T) {
 			t.Fatalf("%+v: %v, want invalid_field naming %s", c.req, err, c.field)
 		}
 	}
-	if _, err := f.svc.CreateBackfill(ctx, scheduler.BackfillRequest{Job: "absent", From: backfillDay, To: backfillDay.AddDate(0, 0, 1)}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := f.svc.CreateBackfill(ctx, scheduler.BackfillRequest{Job: "absent", From: backfillDay, To: backfillDay.AddDate(0, 0, 1)}); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("an unknown job: %v, want not found", err)
 	}
 	for _, job := range []string{"daily", "manual", "minutely"} {

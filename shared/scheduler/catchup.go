@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
 // Catch-up of missed slots (docs/api.md, "Catch-up of missed slots").
 //
-// A job's schedule position (store.SchedulePosition) is its next fire and
+// A job's schedule position (ledger.SchedulePosition) is its next fire and
 // the catch-up runs decided but not started yet, a range of its slots. A
 // slot is missed when it fell while the job was paused (decided on
 // resume), or when the ticker first sees it more than lateAfter after its
@@ -55,7 +55,7 @@ func (s *Service) lateAfter() time.Duration {
 
 // catchupDecision is what a decision does to a job's schedule.
 type catchupDecision struct {
-	To     store.SchedulePosition
+	To     ledger.SchedulePosition
 	Missed int64 // slots skipped
 	Runs   int   // catch-up runs decided (the range's slots)
 }
@@ -137,13 +137,13 @@ func decidePaused(sched jobspec.Schedule, from, now time.Time) catchupDecision {
 // after it are then decided as the ticker finds them. So are the slots
 // past maxDecideSteps of a frequent schedule paused for months: the
 // resume answers with the part it decided.
-func (s *Service) ResumeJob(ctx context.Context, name string) (store.Job, error) {
+func (s *Service) ResumeJob(ctx context.Context, name string) (ledger.Job, error) {
 	for try := 0; ; try++ {
 		sj, j, err := s.LoadJob(ctx, name)
 		if err != nil || !sj.Paused {
 			return sj, err
 		}
-		m := store.ScheduleMove{Version: sj.Version, From: sj.Position(), To: sj.Position()}
+		m := ledger.ScheduleMove{Version: sj.Version, From: sj.Position(), To: sj.Position()}
 		now := s.now()
 		var d catchupDecision
 		if sj.CatchupNext.IsZero() && !sj.NextFireAt.IsZero() && !sj.NextFireAt.After(now) {
@@ -151,11 +151,11 @@ func (s *Service) ResumeJob(ctx context.Context, name string) (store.Job, error)
 			m.To, m.Missed = d.To, d.Missed
 		}
 		out, err := s.store.ResumeJob(ctx, name, m)
-		if errors.Is(err, store.ErrConflict) && try < conflictRetries {
+		if errors.Is(err, ledger.ErrConflict) && try < conflictRetries {
 			continue // changed since read: decide again from what stands
 		}
 		if err != nil {
-			return store.Job{}, err
+			return ledger.Job{}, err
 		}
 		if m.Missed > 0 || d.Runs > 0 {
 			s.log.InfoContext(ctx, "resumed: missed slots decided", "job", name, "policy", string(j.Schedule.CatchupPolicy()),
@@ -184,9 +184,9 @@ var errMovedOn = errors.New("schedule moved on")
 
 // moveSchedule writes a move decided from sj; errMovedOn when another
 // writer moved the job first (or paused, resumed or updated it).
-func (s *Service) moveSchedule(ctx context.Context, sj store.Job, to store.SchedulePosition, missed int64) (store.Job, error) {
-	out, err := s.store.MoveSchedule(ctx, sj.Name, store.ScheduleMove{Version: sj.Version, From: sj.Position(), To: to, Missed: missed})
-	if errors.Is(err, store.ErrConflict) {
+func (s *Service) moveSchedule(ctx context.Context, sj ledger.Job, to ledger.SchedulePosition, missed int64) (ledger.Job, error) {
+	out, err := s.store.MoveSchedule(ctx, sj.Name, ledger.ScheduleMove{Version: sj.Version, From: sj.Position(), To: to, Missed: missed})
+	if errors.Is(err, ledger.ErrConflict) {
 		return sj, errMovedOn
 	}
 	return out, err
@@ -195,7 +195,7 @@ func (s *Service) moveSchedule(ctx context.Context, sj store.Job, to store.Sched
 // startCatchup starts up to limit of the job's pending catch-up runs,
 // oldest slot first, then moves the range past them. Each run claims its
 // slot, so runs another writer started already are not started twice.
-func (s *Service) startCatchup(ctx context.Context, sj store.Job, j jobspec.Job, limit int) (store.Job, error) {
+func (s *Service) startCatchup(ctx context.Context, sj ledger.Job, j jobspec.Job, limit int) (ledger.Job, error) {
 	slot, started := sj.CatchupNext, 0
 	var ferr error
 	for ; !slot.IsZero() && !slot.After(sj.CatchupLast) && started < limit && !s.deadlineReached(ctx); started++ {
@@ -227,7 +227,7 @@ func (s *Service) startCatchup(ctx context.Context, sj store.Job, j jobspec.Job,
 // sees too late are decided by the catch-up policy, slots still on time
 // run as scheduled, until the next fire is after now. While an earlier
 // catch-up is still under way, late slots wait for it to end.
-func (s *Service) fireSchedule(ctx context.Context, sj store.Job, j jobspec.Job) error {
+func (s *Service) fireSchedule(ctx context.Context, sj ledger.Job, j jobspec.Job) error {
 	now := s.now()
 	for !sj.NextFireAt.IsZero() && !sj.NextFireAt.After(now) && !s.deadlineReached(ctx) {
 		at := sj.NextFireAt

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/memstore"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -20,12 +20,12 @@ import (
 // fixture's clock (2030-01-02T03:04:05Z at the start).
 
 // slotRuns lists a job's runs by logical time, oldest first.
-func (f *fixture) slotRuns(t *testing.T, job string) []store.Run {
+func (f *fixture) slotRuns(t *testing.T, job string) []ledger.Run {
 	t.Helper()
-	var out []store.Run
+	var out []ledger.Run
 	token := ""
 	for {
-		runs, next, err := f.st.ListRuns(context.Background(), store.RunFilter{Job: job, Limit: 500, Token: token})
+		runs, next, err := f.st.ListRuns(context.Background(), ledger.RunFilter{Job: job, Limit: 500, Token: token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,11 +35,11 @@ func (f *fixture) slotRuns(t *testing.T, job string) []store.Run {
 		}
 		token = next
 	}
-	slices.SortFunc(out, func(a, b store.Run) int { return a.LogicalTime.Compare(b.LogicalTime) })
+	slices.SortFunc(out, func(a, b ledger.Run) int { return a.LogicalTime.Compare(b.LogicalTime) })
 	return out
 }
 
-func (f *fixture) job(t *testing.T, name string) store.Job {
+func (f *fixture) job(t *testing.T, name string) ledger.Job {
 	t.Helper()
 	j, err := f.st.GetJob(context.Background(), name)
 	if err != nil {
@@ -49,7 +49,7 @@ func (f *fixture) job(t *testing.T, name string) store.Job {
 }
 
 // logicalTimes are the runs' logical times in the API's format.
-func logicalTimes(runs []store.Run) []string {
+func logicalTimes(runs []ledger.Run) []string {
 	out := make([]string, len(runs))
 	for i, r := range runs {
 		out[i] = protocol.FormatTime(r.LogicalTime)
@@ -58,7 +58,7 @@ func logicalTimes(runs []store.Run) []string {
 }
 
 // triggers counts the runs by trigger.
-func triggers(runs []store.Run) map[statemodel.Trigger]int {
+func triggers(runs []ledger.Run) map[statemodel.Trigger]int {
 	out := map[statemodel.Trigger]int{}
 	for _, r := range runs {
 		out[r.Trigger]++
@@ -259,7 +259,7 @@ type failingMoves struct {
 
 var errCrash = errors.New("crashed before the move")
 
-func (s *failingMoves) MoveSchedule(ctx context.Context, name string, m store.ScheduleMove) (store.Job, error) {
+func (s *failingMoves) MoveSchedule(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
 	s.mu.Lock()
 	crash := s.fails > 0 && !m.From.CatchupNext.IsZero()
 	if crash {
@@ -267,7 +267,7 @@ func (s *failingMoves) MoveSchedule(ctx context.Context, name string, m store.Sc
 	}
 	s.mu.Unlock()
 	if crash {
-		return store.Job{}, errCrash
+		return ledger.Job{}, errCrash
 	}
 	return s.Store.MoveSchedule(ctx, name, m)
 }

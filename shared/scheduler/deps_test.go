@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -26,7 +26,7 @@ func TestDependentManualRunNeedsLogicalTime(t *testing.T) {
 	if !errors.As(err, &je) || je.Code != protocol.CodeInvalidField || je.Field != "logical_time" {
 		t.Fatalf("trigger without logical_time: %v, want invalid_field naming logical_time", err)
 	}
-	runs, _, err := f.st.ListRuns(context.Background(), store.RunFilter{Job: "down"})
+	runs, _, err := f.st.ListRuns(context.Background(), ledger.RunFilter{Job: "down"})
 	if err != nil || len(runs) != 0 {
 		t.Fatalf("a refused trigger wrote runs: %d %v", len(runs), err)
 	}
@@ -70,7 +70,7 @@ func TestDependencyTimeoutEndsTheWait(t *testing.T) {
 	if after.Run.ExecutionState != statemodel.RunFailed {
 		t.Fatalf("run %s after the dependency timeout, want FAILED", after.Run.ExecutionState)
 	}
-	h, err := store.FullHistory(ctx, f.st, store.InstanceKey{Run: v.Run.ID, Task: "a"})
+	h, err := ledger.FullHistory(ctx, f.st, ledger.InstanceKey{Run: v.Run.ID, Task: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestDependencyTimeoutFiresAtItsTime(t *testing.T) {
 	if !v.Run.TimerAt.Equal(timeout) || !v.Run.DependencyTimeoutAt.Equal(timeout) {
 		t.Fatalf("new run's timer %s, dependency timeout %s; want both at creation + 5s = %s", v.Run.TimerAt, v.Run.DependencyTimeoutAt, timeout)
 	}
-	state := func(view store.RunView, task string) statemodel.InstanceState {
+	state := func(view ledger.RunView, task string) statemodel.InstanceState {
 		for _, tv := range view.Tasks {
 			if tv.Instance.Key.Task == task {
 				return tv.Instance.Snapshot.State
@@ -119,7 +119,7 @@ func TestDependencyTimeoutFiresAtItsTime(t *testing.T) {
 	if st := state(after, "a"); st != statemodel.StateUpstreamFailed {
 		t.Fatalf("task a is %s at the first tick at its dependency timeout %s, want UPSTREAM_FAILED", st, timeout)
 	}
-	h, err := store.FullHistory(ctx, f.st, store.InstanceKey{Run: v.Run.ID, Task: "a"})
+	h, err := ledger.FullHistory(ctx, f.st, ledger.InstanceKey{Run: v.Run.ID, Task: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,9 +130,9 @@ func TestDependencyTimeoutFiresAtItsTime(t *testing.T) {
 	if st := state(after, "cleanup"); st != statemodel.StateQueued {
 		t.Fatalf("cleanup (all_done) is %s after a ended, want QUEUED", st)
 	}
-	if r := after.Run; r.ExecutionState.Terminal() || !r.TimerAt.Equal(timeout.Add(store.DefaultRunBackstop)) {
+	if r := after.Run; r.ExecutionState.Terminal() || !r.TimerAt.Equal(timeout.Add(ledger.DefaultRunBackstop)) {
 		t.Fatalf("run %s with timer %s after its dependency timeout, want live with its backstop %s",
-			r.ExecutionState, r.TimerAt, timeout.Add(store.DefaultRunBackstop))
+			r.ExecutionState, r.TimerAt, timeout.Add(ledger.DefaultRunBackstop))
 	}
 }
 
@@ -170,8 +170,8 @@ func TestDependencyTimeoutArmsADelayMessage(t *testing.T) {
 func TestUnreadableSpecCountsAsNotMet(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	nr := store.NewRun{ID: f.svc.NewID(), Job: "broken", LogicalTime: f.clock.Now(), Trigger: statemodel.TriggerManual, Spec: []byte(`{"name":`),
-		Tasks: []store.NewTask{{ID: "main", Pool: "default", Policy: statemodel.DefaultPolicy()}}}
+	nr := ledger.NewRun{ID: f.svc.NewID(), Job: "broken", LogicalTime: f.clock.Now(), Trigger: statemodel.TriggerManual, Spec: []byte(`{"name":`),
+		Tasks: []ledger.NewTask{{ID: "main", Pool: "default", Policy: statemodel.DefaultPolicy()}}}
 	if _, err := f.st.CreateRun(ctx, nr, f.clock.Now()); err != nil {
 		t.Fatal(err)
 	}

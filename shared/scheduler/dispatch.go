@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -20,21 +20,21 @@ import (
 // dispatch sends attempt n+1 of a SCHEDULED instance to its pool's queue,
 // records the executor's acceptance (SCHEDULED -> QUEUED), performs what
 // that yields, and returns the instance as written.
-func (s *Service) dispatch(ctx context.Context, inst store.Instance, run store.Run) (store.Instance, error) {
+func (s *Service) dispatch(ctx context.Context, inst ledger.Instance, run ledger.Run) (ledger.Instance, error) {
 	written, more, err := s.dispatchEffect(ctx, effect{kind: effDispatch, key: inst.Key, inst: inst, run: &run, runID: run.ID})
 	s.perform(ctx, more...)
 	return written, err
 }
 
 // dispatchEffect performs one dispatch effect (see dispatchAll).
-func (s *Service) dispatchEffect(ctx context.Context, e effect) (store.Instance, []effect, error) {
+func (s *Service) dispatchEffect(ctx context.Context, e effect) (ledger.Instance, []effect, error) {
 	outs := s.dispatchAll(ctx, []effect{e})
 	return outs[0].inst, outs[0].more, outs[0].err
 }
 
 // dispatched is what became of one dispatch effect.
 type dispatched struct {
-	inst store.Instance
+	inst ledger.Instance
 	more []effect
 	err  error
 }
@@ -42,7 +42,7 @@ type dispatched struct {
 // pendingDispatch is a dispatch between its phases: its envelope built,
 // not yet sent.
 type pendingDispatch struct {
-	inst   store.Instance
+	inst   ledger.Instance
 	events []statemodel.Event // written before dispatch.accepted (a verdict)
 	n      int
 	url    string
@@ -156,7 +156,7 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 	}
 	p := &pendingDispatch{inst: inst, n: snap.Attempt + 1}
 	if snap.State == statemodel.StateCreated {
-		p.events = append(p.events, statemodel.Event{ID: store.DepsEventID(snap.Seq), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler})
+		p.events = append(p.events, statemodel.Event{ID: ledger.DepsEventID(snap.Seq), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler})
 	}
 	fail := func(cause error) (*pendingDispatch, dispatched) {
 		var out dispatched
@@ -177,12 +177,12 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 		return fail(err)
 	}
 	p.spec = spec
-	run := store.Run{}
+	run := ledger.Run{}
 	if e.run != nil {
 		run = *e.run
 	} else {
 		r, err := s.store.GetRun(ctx, key.Run)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return nil, dispatched{inst: inst, err: err}
 		}
 		run = r
@@ -215,16 +215,16 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 // nothing. A task with one upstream task is decided by that task's
 // completion alone in the common case, so it keeps the one write after
 // the send, and a chain step costs no extra round trip.
-func verdictFirst(inst store.Instance) bool { return len(inst.DependsOn) != 1 }
+func verdictFirst(inst ledger.Instance) bool { return len(inst.DependsOn) != 1 }
 
 // writeVerdict writes the dependency verdict (deps.met) of a CREATED
 // instance on its own and reports whether this call's write won: false
 // when another evaluator wrote it first (the instance as found, nothing to
 // send) or when it failed. The instance is SCHEDULED once it is written,
 // and its timer dispatches it if this dispatcher stops before sending.
-func (s *Service) writeVerdict(ctx context.Context, inst store.Instance) (store.Instance, bool, error) {
+func (s *Service) writeVerdict(ctx context.Context, inst ledger.Instance) (ledger.Instance, bool, error) {
 	key := inst.Key
-	ev := statemodel.Event{ID: store.DepsEventID(inst.Snapshot.Seq), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler}
+	ev := statemodel.Event{ID: ledger.DepsEventID(inst.Snapshot.Seq), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler}
 	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
 	if err != nil {
 		if transient(err) {
@@ -284,7 +284,7 @@ func (s *Service) recordDispatch(ctx context.Context, p *pendingDispatch, msgID 
 // error as the transition's reason, with no retry: a message the queue
 // refuses for that long (too large, a character SQS refuses, a pool
 // without a queue) would be refused again.
-func (s *Service) undispatchable(ctx context.Context, inst store.Instance, before []statemodel.Event, n int, cause error) (store.Instance, []effect, error) {
+func (s *Service) undispatchable(ctx context.Context, inst ledger.Instance, before []statemodel.Event, n int, cause error) (ledger.Instance, []effect, error) {
 	key := inst.Key
 	if len(before) > 0 {
 		res, err := s.store.TransitionAll(ctx, inst, before, s.now(), s.policy())
@@ -327,7 +327,7 @@ func (s *Service) undispatchable(ctx context.Context, inst store.Instance, befor
 // (package protocol owns its wire format, docs/api.md, "Workers") and the message
 // attributes. CheckEnvelopes builds the same message when a run is
 // triggered, so a run whose envelope SQS would refuse is never created.
-func envelopeMessage(inst store.Instance, run store.Run, n int, token string, now time.Time) (string, map[string]string, error) {
+func envelopeMessage(inst ledger.Instance, run ledger.Run, n int, token string, now time.Time) (string, map[string]string, error) {
 	key := inst.Key
 	body, err := wire.Marshal(envelopeOf(inst, run, n, token, now))
 	if err != nil {
@@ -338,7 +338,7 @@ func envelopeMessage(inst store.Instance, run store.Run, n int, token string, no
 }
 
 // envelopeOf is attempt n's envelope, dispatched at queued.
-func envelopeOf(inst store.Instance, run store.Run, n int, token string, queued time.Time) protocol.Envelope {
+func envelopeOf(inst ledger.Instance, run ledger.Run, n int, token string, queued time.Time) protocol.Envelope {
 	key, p := inst.Key, inst.Policy
 	return protocol.Envelope{
 		Job: inst.Job, Run: key.Run, Task: key.Task, Attempt: n, Token: token, Pool: inst.Pool,
@@ -354,7 +354,7 @@ func envelopeOf(inst store.Instance, run store.Run, n int, token string, queued 
 // its dispatch sent, rebuilt from the instance, its run and the token the
 // claim presented (docs/api.md: an executor that starts a process with only
 // run, task, attempt and token fetches its payload and params by claiming).
-func claimEnvelope(inst store.Instance, run store.Run, n int, token string) protocol.Envelope {
+func claimEnvelope(inst ledger.Instance, run ledger.Run, n int, token string) protocol.Envelope {
 	a, _ := inst.Snapshot.AttemptN(n)
 	return envelopeOf(inst, run, n, token, a.QueuedAt)
 }
@@ -380,15 +380,15 @@ func (e *EnvelopeError) Error() string {
 // checkEnvelopes builds the dispatch message every task of nr would get,
 // with a real token and an attempt number no real attempt reaches (so no
 // real message is longer), and checks each against the queue's rules.
-func checkEnvelopes(nr store.NewRun, now time.Time) error {
+func checkEnvelopes(nr ledger.NewRun, now time.Time) error {
 	token, _, err := newToken()
 	if err != nil {
 		return err
 	}
-	run := store.Run{ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime, Params: nr.Params}
+	run := ledger.Run{ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime, Params: nr.Params}
 	for _, t := range nr.Tasks {
-		key := store.InstanceKey{Run: nr.ID, Task: t.ID}
-		inst := store.Instance{Key: key, Job: nr.Job, Pool: t.Pool, Payload: t.Payload, Policy: t.Policy}
+		key := ledger.InstanceKey{Run: nr.ID, Task: t.ID}
+		inst := ledger.Instance{Key: key, Job: nr.Job, Pool: t.Pool, Payload: t.Payload, Policy: t.Policy}
 		body, attrs, err := envelopeMessage(inst, run, math.MaxInt32, token, now)
 		if err != nil {
 			return fmt.Errorf("envelope of %s: %w", key, err)
@@ -413,7 +413,7 @@ const maxDelay = 15 * time.Minute
 // armTimer sends a delay message so that a short timer fires on time instead
 // of on the next scan. The scan stays the backstop after any crash: a lost
 // delay message costs precision, never correctness.
-func (s *Service) armTimer(ctx context.Context, key store.InstanceKey, at time.Time) {
+func (s *Service) armTimer(ctx context.Context, key ledger.InstanceKey, at time.Time) {
 	if s.cfg.DelayQueueURL == "" {
 		return
 	}

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/memstore"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -160,7 +160,7 @@ func (g *gatedStore) waitFor(cond func() bool) {
 }
 
 // write holds a write of key as staged and returns what to call after it.
-func (g *gatedStore) write(key store.InstanceKey) func() {
+func (g *gatedStore) write(key ledger.InstanceKey) func() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.run == "" || key.Run != g.run {
@@ -185,7 +185,7 @@ func (g *gatedStore) write(key store.InstanceKey) func() {
 	return func() {}
 }
 
-func (g *gatedStore) ReadRun(ctx context.Context, id string) (store.RunView, error) {
+func (g *gatedStore) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 	g.mu.Lock()
 	if g.run != "" && id == g.run && g.upCame >= len(g.ups) {
 		g.waitFor(func() bool { return g.upDone >= len(g.ups) })
@@ -194,17 +194,17 @@ func (g *gatedStore) ReadRun(ctx context.Context, id string) (store.RunView, err
 	return g.Store.ReadRun(ctx, id)
 }
 
-func (g *gatedStore) Transition(ctx context.Context, key store.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+func (g *gatedStore) Transition(ctx context.Context, key ledger.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
 	defer g.write(key)()
 	return g.Store.Transition(ctx, key, e, now, p)
 }
 
-func (g *gatedStore) TransitionFrom(ctx context.Context, held store.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+func (g *gatedStore) TransitionFrom(ctx context.Context, held ledger.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
 	defer g.write(held.Key)()
 	return g.Store.TransitionFrom(ctx, held, e, now, p)
 }
 
-func (g *gatedStore) TransitionAll(ctx context.Context, held store.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+func (g *gatedStore) TransitionAll(ctx context.Context, held ledger.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
 	defer g.write(held.Key)()
 	return g.Store.TransitionAll(ctx, held, events, now, p)
 }
@@ -332,8 +332,8 @@ func raceJoin(t *testing.T, f *fixture, gate *gatedStore, rounds int) {
 func TestInstanceWithoutSecretIsDispatchedWithARandomToken(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	nr := store.NewRun{ID: f.svc.NewID(), Job: "old", LogicalTime: f.clock.Now(), Trigger: statemodel.TriggerManual,
-		Tasks: []store.NewTask{{ID: "main", Pool: "default", Policy: statemodel.DefaultPolicy(), Scheduled: true}}}
+	nr := ledger.NewRun{ID: f.svc.NewID(), Job: "old", LogicalTime: f.clock.Now(), Trigger: statemodel.TriggerManual,
+		Tasks: []ledger.NewTask{{ID: "main", Pool: "default", Policy: statemodel.DefaultPolicy(), Scheduled: true}}}
 	v, err := f.st.CreateRun(ctx, nr, f.clock.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +342,7 @@ func TestInstanceWithoutSecretIsDispatchedWithARandomToken(t *testing.T) {
 		t.Fatal("the instance has a secret")
 	}
 	f.clock.Advance(time.Minute) // past the grace a fresh SCHEDULED instance gets
-	key := store.InstanceKey{Run: nr.ID, Task: "main"}
+	key := ledger.InstanceKey{Run: nr.ID, Task: "main"}
 	if err := f.svc.FireTimer(ctx, key); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -45,14 +45,14 @@ const (
 // the runner need not read it again.
 type effect struct {
 	kind effectKind
-	key  store.InstanceKey
+	key  ledger.InstanceKey
 	// inst is the instance as written (dispatch).
-	inst store.Instance
+	inst ledger.Instance
 	// run is the run as held (dispatch: its params and logical time; wake:
 	// the run that finished). Nil: read it when needed.
-	run *store.Run
+	run *ledger.Run
 	// view is a whole run the caller holds (advance). Nil: read it.
-	view *store.RunView
+	view *ledger.RunView
 	// depsMet: the dispatch also records the task's dependency verdict.
 	depsMet bool
 	at      time.Time
@@ -65,7 +65,7 @@ type effect struct {
 	// run's first effects complete: a dispatch puts the instance as
 	// written in answer.Tasks[task], the arming of the dependency timeout
 	// the run as it read it. Nil: nobody waits for an answer.
-	answer *store.RunView
+	answer *ledger.RunView
 	task   int
 }
 
@@ -148,7 +148,7 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 
 // withAnswer has a new run's effects complete answer as they are
 // performed (see effect.answer).
-func withAnswer(effs []effect, answer *store.RunView) []effect {
+func withAnswer(effs []effect, answer *ledger.RunView) []effect {
 	for i := range effs {
 		effs[i].answer = answer
 	}
@@ -157,13 +157,13 @@ func withAnswer(effs []effect, answer *store.RunView) []effect {
 
 // answerDispatch puts the instance a new run's dispatch wrote into the
 // answer it completes.
-func answerDispatch(e effect, written store.Instance) {
+func answerDispatch(e effect, written ledger.Instance) {
 	if e.answer == nil || e.task >= len(e.answer.Tasks) {
 		return
 	}
 	t := &e.answer.Tasks[e.task]
 	t.Instance = written
-	t.Attempts = store.MergeAttempts(t.Attempts, written.Snapshot.Attempts)
+	t.Attempts = ledger.MergeAttempts(t.Attempts, written.Snapshot.Attempts)
 }
 
 func (k effectKind) String() string {
@@ -189,7 +189,7 @@ func (k effectKind) String() string {
 // effectsOf lists the effects of a transition result: what statemodel
 // asked for, and the run's start when a task left QUEUED. It reads and
 // writes nothing.
-func effectsOf(res store.Result) []effect {
+func effectsOf(res ledger.Result) []effect {
 	if res.Outcome != statemodel.Applied && !res.Stopped {
 		return nil
 	}
@@ -215,7 +215,7 @@ func effectsOf(res store.Result) []effect {
 }
 
 // follow handles a write's applied transitions and performs their effects.
-func (s *Service) follow(ctx context.Context, res store.Result) {
+func (s *Service) follow(ctx context.Context, res ledger.Result) {
 	s.applied(ctx, res)
 	if res.Outcome != statemodel.Applied {
 		return
@@ -225,7 +225,7 @@ func (s *Service) follow(ctx context.Context, res store.Result) {
 
 // withHeld returns the effects with the run view the caller holds attached
 // to the advance of that run, so it starts from it instead of a read.
-func withHeld(effs []effect, view store.RunView) []effect {
+func withHeld(effs []effect, view ledger.RunView) []effect {
 	for i := range effs {
 		if effs[i].kind == effAdvanceRun && effs[i].runID == view.Run.ID && effs[i].view == nil {
 			v := view

@@ -8,8 +8,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -53,7 +53,7 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 		if m.Timer.Task == "" {
 			return s.fireRunTimer(ctx, m.Timer.Run, m.Timer.At)
 		}
-		return s.FireTimer(ctx, store.InstanceKey{Run: m.Timer.Run, Task: m.Timer.Task})
+		return s.FireTimer(ctx, ledger.InstanceKey{Run: m.Timer.Run, Task: m.Timer.Task})
 	case m.Lease != nil:
 		lease, err := s.workerLease(ctx, *m.Lease)
 		if err != nil {
@@ -87,30 +87,30 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 // It keeps only the listed attempts the lease proves (leaseProves): anyone
 // who may send to the events queue can send a lease, and only the holder
 // of an attempt's token can prove it runs that attempt.
-func (s *Service) workerLease(ctx context.Context, l protocol.Lease) (store.WorkerLease, error) {
+func (s *Service) workerLease(ctx context.Context, l protocol.Lease) (ledger.WorkerLease, error) {
 	received := s.now()
 	started, _ := protocol.BootStart(l.BootID)
 	if limit := received.Add(s.cfg.MaxClockSkew); started.After(limit) {
-		return store.WorkerLease{}, fmt.Errorf("%w: lease of %s: its boot starts at %s, after now plus the max clock skew (%s)",
+		return ledger.WorkerLease{}, fmt.Errorf("%w: lease of %s: its boot starts at %s, after now plus the max clock skew (%s)",
 			ErrBadMessage, l.WorkerID(), protocol.FormatTime(started), protocol.FormatTime(limit))
 	}
 	lifetime := l.ExpiresAt.Sub(received)
 	if !l.SentAt.IsZero() {
 		lifetime = l.ExpiresAt.Sub(l.SentAt)
 	}
-	lease := store.WorkerLease{Name: l.Worker, BootID: l.BootID, BootStartedAt: started, ExpiresAt: l.ExpiresAt,
+	lease := ledger.WorkerLease{Name: l.Worker, BootID: l.BootID, BootStartedAt: started, ExpiresAt: l.ExpiresAt,
 		EndsAt: received.Add(max(lifetime, 0)), UpdatedAt: received, Seq: l.Seq}
 	for _, r := range l.Running {
 		proven, err := s.leaseProves(ctx, l, r)
 		if err != nil {
-			return store.WorkerLease{}, fmt.Errorf("lease of %s: %w", l.WorkerID(), err)
+			return ledger.WorkerLease{}, fmt.Errorf("lease of %s: %w", l.WorkerID(), err)
 		}
 		if !proven {
 			s.log.WarnContext(ctx, "lease lists an attempt it does not prove; not counted", "worker_id", l.WorkerID(),
 				"run_id", r.Run, "task", r.Task, "attempt", r.Attempt)
 			continue
 		}
-		lease.Running = append(lease.Running, store.AttemptKey{Run: r.Run, Task: r.Task, Attempt: r.Attempt})
+		lease.Running = append(lease.Running, ledger.AttemptKey{Run: r.Run, Task: r.Task, Attempt: r.Attempt})
 	}
 	return lease, nil
 }
@@ -127,7 +127,7 @@ func (s *Service) leaseProves(ctx context.Context, l protocol.Lease, r protocol.
 	}
 	inst, err := s.store.GetInstance(ctx, instanceKey(r.AttemptRef))
 	switch {
-	case errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey):
+	case errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey):
 		return false, nil
 	case err != nil:
 		return false, err

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -70,11 +70,11 @@ type Executor interface {
 	// Stop asks the executor to stop the work it started as executorID.
 	Stop(ctx context.Context, executorID string, spec jobspec.Executor) error
 	// Check tells what the executor knows of a LOST attempt it started.
-	Check(ctx context.Context, spec jobspec.Executor, inst store.Instance, a statemodel.AttemptRecord) (Evidence, error)
+	Check(ctx context.Context, spec jobspec.Executor, inst ledger.Instance, a statemodel.AttemptRecord) (Evidence, error)
 }
 
 // instanceExecutor is the executor an instance's task names.
-func instanceExecutor(inst store.Instance) (jobspec.Executor, error) {
+func instanceExecutor(inst ledger.Instance) (jobspec.Executor, error) {
 	e, err := jobspec.ParseExecutor(inst.Executor)
 	if err != nil {
 		return jobspec.Executor{}, fmt.Errorf("executor of %s: %w", inst.Key, err)
@@ -99,14 +99,14 @@ type executorEvidence struct {
 
 func (e executorEvidence) Name() string { return e.ex.Type() }
 
-func (e executorEvidence) Check(ctx context.Context, inst store.Instance, a statemodel.AttemptRecord) (Evidence, error) {
+func (e executorEvidence) Check(ctx context.Context, inst ledger.Instance, a statemodel.AttemptRecord) (Evidence, error) {
 	return e.ex.Check(ctx, e.spec, inst, a)
 }
 
 // evidenceFor lists the providers to ask about attempt a: its executor's
 // for an attempt started outside the queues, else the configured ones
 // (the worker leases first).
-func (s *Service) evidenceFor(inst store.Instance, a statemodel.AttemptRecord) []EvidenceProvider {
+func (s *Service) evidenceFor(inst ledger.Instance, a statemodel.AttemptRecord) []EvidenceProvider {
 	if a.Executor == "" || a.Executor == jobspec.ExecutorQueue {
 		return s.cfg.Evidence
 	}
@@ -124,7 +124,7 @@ func (s *Service) evidenceFor(inst store.Instance, a statemodel.AttemptRecord) [
 // stopAttempt asks a's executor to stop it (a cancel reached its timeout).
 // Queue attempts have nothing to stop: their worker learns of the cancel
 // from its heartbeat's answer.
-func (s *Service) stopAttempt(ctx context.Context, inst store.Instance, a statemodel.AttemptRecord) {
+func (s *Service) stopAttempt(ctx context.Context, inst ledger.Instance, a statemodel.AttemptRecord) {
 	if a.Executor == "" || a.Executor == jobspec.ExecutorQueue || a.ExecutorID == "" {
 		return
 	}

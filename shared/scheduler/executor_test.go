@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/memstore"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
@@ -51,7 +51,7 @@ func (e *executorDouble) Stop(_ context.Context, id string, _ jobspec.Executor) 
 	return nil
 }
 
-func (e *executorDouble) Check(_ context.Context, _ jobspec.Executor, _ store.Instance, a statemodel.AttemptRecord) (scheduler.Evidence, error) {
+func (e *executorDouble) Check(_ context.Context, _ jobspec.Executor, _ ledger.Instance, a statemodel.AttemptRecord) (scheduler.Evidence, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.checked++
@@ -153,7 +153,7 @@ func TestExecutorStartErrorIsAFailedDispatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	inst := f.instance(t, run)
-	h, err := store.FullHistory(context.Background(), f.st, inst.Key)
+	h, err := ledger.FullHistory(context.Background(), f.st, inst.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestFailedInvocationResolvesALostAttempt(t *testing.T) {
 		t.Fatalf("state %s retry at %s, attempt 1 %s %q; want UP_FOR_RETRY 1 s from now after a confirmed failure",
 			inst.Snapshot.State, inst.Snapshot.RetryAt, a1.Outcome, a1.ErrorCategory)
 	}
-	h, err := store.FullHistory(context.Background(), f.st, inst.Key)
+	h, err := ledger.FullHistory(context.Background(), f.st, inst.Key)
 	if err != nil {
 		t.Fatal(err)
 	}

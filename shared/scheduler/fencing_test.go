@@ -9,10 +9,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -52,7 +52,7 @@ func (f *fixture) deliver(t *testing.T, bodies ...any) {
 // recheck does what the delay queue's recheck message does.
 func (f *fixture) recheck(t *testing.T, run string) {
 	t.Helper()
-	if err := f.svc.FireTimer(context.Background(), store.InstanceKey{Run: run, Task: "main"}); err != nil {
+	if err := f.svc.FireTimer(context.Background(), ledger.InstanceKey{Run: run, Task: "main"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -166,7 +166,7 @@ func TestRestartedWorkersOldSuccessIsAccepted(t *testing.T) {
 	if snap.State != statemodel.StateUpForRetry || a1.Outcome != statemodel.OutcomeLost || a1.ErrorCategory != statemodel.CategoryLost {
 		t.Fatalf("restarted worker: %s %+v, want UP_FOR_RETRY at once, attempt 1 lost", snap.State, a1)
 	}
-	h, err := store.FullHistory(context.Background(), f.st, store.InstanceKey{Run: run, Task: "main"})
+	h, err := ledger.FullHistory(context.Background(), f.st, ledger.InstanceKey{Run: run, Task: "main"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runledger/runledger/shared/emulator/emulatortest"
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
@@ -36,7 +37,7 @@ func (f *fixture) createJob(t *testing.T, def string) {
 	}
 }
 
-func (f *fixture) trigger(t *testing.T, job string, logical time.Time) store.RunView {
+func (f *fixture) trigger(t *testing.T, job string, logical time.Time) ledger.RunView {
 	t.Helper()
 	v, _, err := f.svc.TriggerRun(context.Background(), scheduler.TriggerRequest{Job: job, LogicalTime: logical})
 	if err != nil {
@@ -45,7 +46,7 @@ func (f *fixture) trigger(t *testing.T, job string, logical time.Time) store.Run
 	return v
 }
 
-func (f *fixture) readRun(t *testing.T, id string) store.RunView {
+func (f *fixture) readRun(t *testing.T, id string) ledger.RunView {
 	t.Helper()
 	v, err := f.st.ReadRun(context.Background(), id)
 	if err != nil {
@@ -176,7 +177,7 @@ func TestUpstreamFailureTravelsTheWholeChainAtOnce(t *testing.T) {
 	}
 	f.createJob(t, `{"name":"chain","tasks":[`+strings.Join(tasks, ",")+`]}`)
 	v := f.trigger(t, "chain", time.Time{})
-	if err := f.svc.CancelTask(context.Background(), store.InstanceKey{Run: v.Run.ID, Task: "t00"}, "test"); err != nil {
+	if err := f.svc.CancelTask(context.Background(), ledger.InstanceKey{Run: v.Run.ID, Task: "t00"}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	after := f.readRun(t, v.Run.ID)
@@ -244,7 +245,7 @@ func TestTickPassesRotateTheirFirstShard(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	for i := range 48 {
-		if _, err := f.st.CreateJob(ctx, store.Job{Name: fmt.Sprintf("j%02d", i), Spec: json.RawMessage(`{}`), NextFireAt: f.clock.Now().Add(-time.Minute)}); err != nil {
+		if _, err := f.st.CreateJob(ctx, ledger.Job{Name: fmt.Sprintf("j%02d", i), Spec: json.RawMessage(`{}`), NextFireAt: f.clock.Now().Add(-time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -252,7 +253,7 @@ func TestTickPassesRotateTheirFirstShard(t *testing.T) {
 	for range 16 {
 		pctx, cancel := context.WithCancel(ctx)
 		var seen string
-		if _, err := f.svc.TickPassForTest(pctx, func(d store.DueTimer) {
+		if _, err := f.svc.TickPassForTest(pctx, func(d ledger.DueTimer) {
 			if seen == "" {
 				seen = d.Job
 				cancel() // a pass that runs out of time after one timer

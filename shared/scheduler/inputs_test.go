@@ -14,10 +14,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -51,7 +51,7 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 		Pools: map[string]string{"default": f.pool}, Now: f.clock.Now,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 	})
-	key := store.InstanceKey{Run: run, Task: "main"}
+	key := ledger.InstanceKey{Run: run, Task: "main"}
 
 	message := func(id string, mutate func(*protocol.Completion)) events.SQSMessage {
 		c := protocol.Completion{Run: run, Task: "main", Attempt: 1, EventID: id, Outcome: protocol.OutcomeFailed,
@@ -92,7 +92,7 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("good completion: %v %v", err, resp.BatchItemFailures)
 	}
-	h, err := store.FullHistory(ctx, f.st, key)
+	h, err := ledger.FullHistory(ctx, f.st, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestTriggerChecksTheEnvelope(t *testing.T) {
 			t.Errorf("%s: %v, want an *EnvelopeError for main, too large %v", c.name, err, c.tooLarge)
 		}
 	}
-	if runs, _, err := f.st.ListRuns(ctx, store.RunFilter{Job: "j"}); err != nil || len(runs) != 0 {
+	if runs, _, err := f.st.ListRuns(ctx, ledger.RunFilter{Job: "j"}); err != nil || len(runs) != 0 {
 		t.Fatalf("refused triggers left %d runs (%v)", len(runs), err)
 	}
 
@@ -173,7 +173,7 @@ func TestUndispatchableFailsAfterTheQueueTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := store.InstanceKey{Run: v.Run.ID, Task: "main"}
+	key := ledger.InstanceKey{Run: v.Run.ID, Task: "main"}
 	state := func() statemodel.InstanceState { return f.instance(t, v.Run.ID).Snapshot.State }
 	for _, d := range []time.Duration{time.Minute, 3 * time.Minute} {
 		f.clock.Advance(d)
@@ -193,7 +193,7 @@ func TestUndispatchableFailsAfterTheQueueTimeout(t *testing.T) {
 	if inst.Snapshot.State != statemodel.StateFailed || inst.Snapshot.Attempt != 0 {
 		t.Fatalf("after the queue timeout the instance is %s with attempt %d, want FAILED with none", inst.Snapshot.State, inst.Snapshot.Attempt)
 	}
-	h, err := store.FullHistory(ctx, f.st, key)
+	h, err := ledger.FullHistory(ctx, f.st, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := store.InstanceKey{Run: v.Run.ID, Task: "main"}
+	key := ledger.InstanceKey{Run: v.Run.ID, Task: "main"}
 	var first protocol.Envelope
 	const total = statemodel.MaxInlineAttempts + 2
 	for n := 1; n <= total; n++ {

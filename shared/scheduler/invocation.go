@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -32,9 +32,9 @@ const CategoryInvocationFailed = "invocation_failed"
 // ended or been superseded needs nothing: the record is dropped.
 func (s *Service) invocationFailed(ctx context.Context, f protocol.InvocationFailure, body string) error {
 	ref := f.Ref()
-	key := store.InstanceKey{Run: ref.Run, Task: ref.Task}
+	key := ledger.InstanceKey{Run: ref.Run, Task: ref.Task}
 	inst, err := s.store.GetInstance(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return fmt.Errorf("%w: invocation %s: %v", ErrBadMessage, f.RequestID, err)
 	}
 	if err != nil {
@@ -106,7 +106,7 @@ func (s *Service) invocationFailed(ctx context.Context, f protocol.InvocationFai
 // holdInvocationFailure sends the record again, to arrive once until has
 // passed (at most SQS's longest delay ahead; a later arrival holds it
 // again).
-func (s *Service) holdInvocationFailure(ctx context.Context, key store.InstanceKey, body string, until time.Time) error {
+func (s *Service) holdInvocationFailure(ctx context.Context, key ledger.InstanceKey, body string, until time.Time) error {
 	if s.cfg.EventsQueueURL == "" {
 		return fmt.Errorf("invocation failure of %s: the attempt's lease has not ended (no events queue to hold it in)", key)
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -29,27 +29,27 @@ func (s *Service) ParseOptions() jobspec.Options {
 }
 
 // CreateJob stores a new job with its first fire time.
-func (s *Service) CreateJob(ctx context.Context, j jobspec.Job) (store.Job, error) {
+func (s *Service) CreateJob(ctx context.Context, j jobspec.Job) (ledger.Job, error) {
 	spec, err := wire.Marshal(j)
 	if err != nil {
-		return store.Job{}, fmt.Errorf("create job %s: %w", j.Name, err)
+		return ledger.Job{}, fmt.Errorf("create job %s: %w", j.Name, err)
 	}
 	now := s.now()
 	next, _ := j.NextFire(now)
 	defer s.forgetDependents()
-	return s.store.CreateJob(ctx, store.Job{Name: j.Name, Version: 1, Spec: spec, NextFireAt: next, CreatedAt: now, UpdatedAt: now, Upstream: upstreamOf(j)})
+	return s.store.CreateJob(ctx, ledger.Job{Name: j.Name, Version: 1, Spec: spec, NextFireAt: next, CreatedAt: now, UpdatedAt: now, Upstream: upstreamOf(j)})
 }
 
 // UpdateJob replaces a job's definition if its version is still expected.
 // The schedule starts again from now.
-func (s *Service) UpdateJob(ctx context.Context, j jobspec.Job, expected int64) (store.Job, error) {
+func (s *Service) UpdateJob(ctx context.Context, j jobspec.Job, expected int64) (ledger.Job, error) {
 	cur, err := s.store.GetJob(ctx, j.Name)
 	if err != nil {
-		return store.Job{}, err
+		return ledger.Job{}, err
 	}
 	spec, err := wire.Marshal(j)
 	if err != nil {
-		return store.Job{}, fmt.Errorf("update job %s: %w", j.Name, err)
+		return ledger.Job{}, fmt.Errorf("update job %s: %w", j.Name, err)
 	}
 	now := s.now()
 	next, _ := j.NextFire(now)
@@ -72,10 +72,10 @@ func upstreamOf(j jobspec.Job) []string {
 }
 
 // LoadJob reads a job and its definition.
-func (s *Service) LoadJob(ctx context.Context, name string) (store.Job, jobspec.Job, error) {
+func (s *Service) LoadJob(ctx context.Context, name string) (ledger.Job, jobspec.Job, error) {
 	sj, err := s.store.GetJob(ctx, name)
 	if err != nil {
-		return store.Job{}, jobspec.Job{}, err
+		return ledger.Job{}, jobspec.Job{}, err
 	}
 	j, err := jobspec.Load(sj.Spec)
 	if err != nil {
@@ -100,21 +100,21 @@ type TriggerRequest struct {
 	// BackfillID and Release: the run releases Release's oldest pending
 	// slot (LogicalTime, claimed), in the run's creating write.
 	BackfillID string
-	Release    *store.Backfill
+	Release    *ledger.Backfill
 }
 
 // TriggerRun creates a run of a job and moves its first tasks on at once. It
 // reports created=false when an idempotency key or a slot already holds a
 // run, which it returns.
-func (s *Service) TriggerRun(ctx context.Context, req TriggerRequest) (store.RunView, bool, error) {
+func (s *Service) TriggerRun(ctx context.Context, req TriggerRequest) (ledger.RunView, bool, error) {
 	_, j, err := s.LoadJob(ctx, req.Job)
 	if err != nil {
-		return store.RunView{}, false, err
+		return ledger.RunView{}, false, err
 	}
 	if len(j.DependsOnJobs) > 0 && req.LogicalTime.IsZero() {
 		// The run waits for the upstream jobs' runs of its logical time;
 		// the trigger's own time would match none of them.
-		return store.RunView{}, false, &jobspec.Error{Code: protocol.CodeInvalidField, Field: "logical_time",
+		return ledger.RunView{}, false, &jobspec.Error{Code: protocol.CodeInvalidField, Field: "logical_time",
 			Message: fmt.Sprintf("logical_time is required: job %s depends on other jobs and its run waits for their runs of the same logical time.", j.Name)}
 	}
 	req.Trigger = statemodel.TriggerManual
@@ -133,7 +133,7 @@ func (s *Service) TriggerRun(ctx context.Context, req TriggerRequest) (store.Run
 // the advance that decides them and then the arming of its dependency
 // timeout. created is false when an idempotency key or a slot already
 // holds a run, which it returns, with no effects.
-func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerRequest) (store.RunView, bool, []effect, error) {
+func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerRequest) (ledger.RunView, bool, []effect, error) {
 	now := s.now()
 	logical := req.LogicalTime
 	if logical.IsZero() {
@@ -141,9 +141,9 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 	}
 	spec, err := wire.Marshal(j)
 	if err != nil {
-		return store.RunView{}, false, nil, err
+		return ledger.RunView{}, false, nil, err
 	}
-	nr := store.NewRun{
+	nr := ledger.NewRun{
 		ID: s.NewID(), Job: j.Name, LogicalTime: logical, Params: req.Params, Spec: spec, OfLiveJob: true,
 		Trigger: req.Trigger, BackfillID: req.BackfillID, Release: req.Release, ClaimSlot: req.Slot,
 		// A manual run of an explicit logical time marks its slot, so a
@@ -162,14 +162,14 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		nr.DependencyTimeoutAt = now.Add(j.DependencyTimeout())
 	}
 	if req.IdempotencyKey != "" {
-		nr.Idempotency = &store.Idempotency{Key: req.IdempotencyKey, BodyHash: req.BodyHash}
+		nr.Idempotency = &ledger.Idempotency{Key: req.IdempotencyKey, BodyHash: req.BodyHash}
 	}
 	for _, t := range j.Tasks() {
 		secret, err := newSecret()
 		if err != nil {
-			return store.RunView{}, false, nil, err
+			return ledger.RunView{}, false, nil, err
 		}
-		nr.Tasks = append(nr.Tasks, store.NewTask{
+		nr.Tasks = append(nr.Tasks, ledger.NewTask{
 			ID: t.ID, Pool: t.Pool, Payload: t.Payload, Executor: executorJSON(t.Executor), Policy: t.Policy,
 			DependsOn: t.DependsOn, TriggerRule: t.Rule, Publish: t.Publish,
 			// A task with nothing to wait for is created SCHEDULED: its
@@ -179,16 +179,16 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		})
 	}
 	if err := checkEnvelopes(nr, now); err != nil {
-		return store.RunView{}, false, nil, fmt.Errorf("start run of %s: %w", j.Name, err)
+		return ledger.RunView{}, false, nil, fmt.Errorf("start run of %s: %w", j.Name, err)
 	}
 	view, err := s.store.CreateRun(ctx, nr, now)
-	var existing *store.ExistingRunError
-	if errors.As(err, &existing) && (errors.Is(err, store.ErrIdempotentReplay) || errors.Is(err, store.ErrSlotTaken)) {
+	var existing *ledger.ExistingRunError
+	if errors.As(err, &existing) && (errors.Is(err, ledger.ErrIdempotentReplay) || errors.Is(err, ledger.ErrSlotTaken)) {
 		v, rerr := s.store.ReadRun(ctx, existing.RunID)
 		return v, false, nil, rerr
 	}
 	if err != nil {
-		return store.RunView{}, false, nil, err
+		return ledger.RunView{}, false, nil, err
 	}
 	s.log.InfoContext(ctx, "run created", "run_id", view.Run.ID, "job", j.Name, "tasks", len(nr.Tasks))
 	s.created(view)
@@ -201,7 +201,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 // waits. Otherwise each task created SCHEDULED is dispatched from the view
 // the creating write returned; a dispatch that fails leaves its task
 // SCHEDULED, and the task's timer tries again.
-func newRunEffects(view store.RunView, waitsOnJobs bool) []effect {
+func newRunEffects(view ledger.RunView, waitsOnJobs bool) []effect {
 	run := view.Run
 	if waitsOnJobs {
 		return []effect{{kind: effAdvanceRun, runID: run.ID, armDeps: true}}
@@ -233,7 +233,7 @@ func executorJSON(e jobspec.Executor) []byte {
 // schedule.
 func (s *Service) fireJob(ctx context.Context, name string, at time.Time) error {
 	sj, j, err := s.LoadJob(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -327,7 +327,7 @@ type crossJob struct {
 // finished without meeting the requirement: upstream failed. It fails
 // closed: a spec that cannot be read counts as not met, so the run waits
 // until its dependency timeout (the default one) ends it.
-func (s *Service) crossJobVerdict(ctx context.Context, run store.Run) (crossJob, error) {
+func (s *Service) crossJobVerdict(ctx context.Context, run ledger.Run) (crossJob, error) {
 	j, err := jobspec.Load(run.Spec)
 	if err != nil {
 		s.log.WarnContext(ctx, "run spec unreadable: its job dependencies count as not met", "run_id", run.ID, "error", err.Error())
@@ -363,14 +363,14 @@ func (s *Service) crossJobVerdict(ctx context.Context, run store.Run) (crossJob,
 	return s.waitOrTimeOut(run, j.DependencyTimeout(), waiting), nil
 }
 
-func (s *Service) waitOrTimeOut(run store.Run, timeout time.Duration, waiting []protocol.WaitingFor) crossJob {
+func (s *Service) waitOrTimeOut(run ledger.Run, timeout time.Duration, waiting []protocol.WaitingFor) crossJob {
 	return crossJob{Verdict: statemodel.DepsWait, Waiting: waiting, TimedOut: !s.now().Before(dependencyTimeoutAt(run, timeout))}
 }
 
 // dependencyTimeoutAt is when run's tasks still waiting on other jobs
 // end: the time stored at its creation (the one its timer falls due at),
 // or, for a run stored before runs kept it, its creation plus timeout.
-func dependencyTimeoutAt(run store.Run, timeout time.Duration) time.Time {
+func dependencyTimeoutAt(run ledger.Run, timeout time.Duration) time.Time {
 	if !run.DependencyTimeoutAt.IsZero() {
 		return run.DependencyTimeoutAt
 	}
@@ -382,13 +382,13 @@ func dependencyTimeoutAt(run store.Run, timeout time.Duration) time.Time {
 // so that the timeout fires on time rather than at the next scan of the
 // timers (the run's timer is there too, for a lost message or a timeout
 // beyond SQS's longest delay).
-func (s *Service) armDependencyTimeout(ctx context.Context, view store.RunView) {
+func (s *Service) armDependencyTimeout(ctx context.Context, view ledger.RunView) {
 	if view.Run.DependencyTimeoutAt.IsZero() || view.Run.ExecutionState.Terminal() {
 		return
 	}
 	for _, t := range view.Tasks {
 		if len(t.Instance.DependsOn) == 0 && t.Instance.Snapshot.State == statemodel.StateCreated {
-			s.armTimer(ctx, store.InstanceKey{Run: view.Run.ID}, view.Run.DependencyTimeoutAt)
+			s.armTimer(ctx, ledger.InstanceKey{Run: view.Run.ID}, view.Run.DependencyTimeoutAt)
 			return
 		}
 	}
@@ -396,7 +396,7 @@ func (s *Service) armDependencyTimeout(ctx context.Context, view store.RunView) 
 
 // WaitingFor lists what a run waits for among its job dependencies: nil
 // unless the run is unfinished and a root task is still CREATED.
-func (s *Service) WaitingFor(ctx context.Context, view store.RunView) ([]protocol.WaitingFor, error) {
+func (s *Service) WaitingFor(ctx context.Context, view ledger.RunView) ([]protocol.WaitingFor, error) {
 	if view.Run.ExecutionState.Terminal() {
 		return nil, nil
 	}
@@ -418,12 +418,12 @@ func (s *Service) WaitingFor(ctx context.Context, view store.RunView) ([]protoco
 }
 
 // runAt finds a job's run with the given logical time among its newest runs.
-func (s *Service) runAt(ctx context.Context, job string, logical time.Time) (store.Run, bool, error) {
+func (s *Service) runAt(ctx context.Context, job string, logical time.Time) (ledger.Run, bool, error) {
 	token, seen := "", 0
 	for seen < maxDependencyScan {
-		runs, next, err := s.store.ListRuns(ctx, store.RunFilter{Job: job, Token: token, Limit: 100})
+		runs, next, err := s.store.ListRuns(ctx, ledger.RunFilter{Job: job, Token: token, Limit: 100})
 		if err != nil {
-			return store.Run{}, false, err
+			return ledger.Run{}, false, err
 		}
 		for _, r := range runs {
 			if r.LogicalTime.Equal(logical) {
@@ -436,7 +436,7 @@ func (s *Service) runAt(ctx context.Context, job string, logical time.Time) (sto
 		}
 		token = next
 	}
-	return store.Run{}, false, nil
+	return ledger.Run{}, false, nil
 }
 
 // dependents yields the advance, at once, of the runs of other jobs that
@@ -444,7 +444,7 @@ func (s *Service) runAt(ctx context.Context, job string, logical time.Time) (sto
 // re-evaluation timer. It reads the finished run's dependency edges and
 // each dependent job's unfinished runs: its cost follows the dependents
 // and their live runs, not how many jobs are defined.
-func (s *Service) dependents(ctx context.Context, run store.Run) ([]effect, error) {
+func (s *Service) dependents(ctx context.Context, run ledger.Run) ([]effect, error) {
 	jobs, err := s.dependentJobs(ctx, run.Job)
 	if err != nil {
 		return nil, fmt.Errorf("wake dependents of run %s: %w", run.ID, err)

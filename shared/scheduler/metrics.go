@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"sync"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -23,7 +23,7 @@ var metricsMu sync.Mutex
 // the transitions that alarms and dashboards watch: every move to LOST or
 // FAILED, and every claim's queue wait (from transition times, never from
 // created/updated columns).
-func (s *Service) emitTransitionMetrics(key store.InstanceKey, job string, snap statemodel.Snapshot, tr *statemodel.Transition) {
+func (s *Service) emitTransitionMetrics(key ledger.InstanceKey, job string, snap statemodel.Snapshot, tr *statemodel.Transition) {
 	props := map[string]any{"run_id": key.Run, "task": key.Task, "attempt": tr.Attempt, "job": job}
 	switch {
 	case tr.To == statemodel.StateLost:
@@ -41,7 +41,7 @@ func (s *Service) emitTransitionMetrics(key store.InstanceKey, job string, snap 
 
 // emitRun writes one metric of a run; byJob also counts it under the run's
 // job (JobDimension).
-func (s *Service) emitRun(name, unit string, value float64, run store.Run, byJob bool) {
+func (s *Service) emitRun(name, unit string, value float64, run ledger.Run, byJob bool) {
 	m := metric{name: name, unit: unit, value: value, props: map[string]any{"run_id": run.ID, "job": run.Job}}
 	if byJob {
 		m.job = run.Job

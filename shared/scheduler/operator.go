@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -16,7 +16,7 @@ var ErrNotFound = errors.New("not found")
 // and stores the run's state after it, even unchanged (touch, see
 // derivation). A refused
 // event is statemodel.ErrIllegalTransition naming the state it met.
-func (s *Service) operate(ctx context.Context, key store.InstanceKey, ev statemodel.Event) (store.Result, error) {
+func (s *Service) operate(ctx context.Context, key ledger.InstanceKey, ev statemodel.Event) (ledger.Result, error) {
 	res, err := s.applyOperator(ctx, key, ev)
 	if err == nil && res.Outcome == statemodel.Applied && !res.Snapshot.State.Terminal() {
 		// Pause, resume, retry and cancel-in-progress change the run's
@@ -30,13 +30,13 @@ func (s *Service) operate(ctx context.Context, key store.InstanceKey, ev statemo
 
 // applyOperator applies one operator event to one task and follows its
 // effects, leaving the run to the caller.
-func (s *Service) applyOperator(ctx context.Context, key store.InstanceKey, ev statemodel.Event) (store.Result, error) {
+func (s *Service) applyOperator(ctx context.Context, key ledger.InstanceKey, ev statemodel.Event) (ledger.Result, error) {
 	ev.Actor = statemodel.ActorOperator
 	if ev.ID == "" {
 		ev.ID = "op:" + s.NewID()
 	}
 	res, err := s.store.Transition(ctx, key, ev, s.now(), s.policy())
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return res, fmt.Errorf("%s %s: %w", ev.Type, key, ErrNotFound)
 	}
 	if err != nil {
@@ -52,7 +52,7 @@ func (s *Service) applyOperator(ctx context.Context, key store.InstanceKey, ev s
 // CancelTask requests a task's cancel: not yet running, it is CANCELLED at
 // once (a later claim is refused); running or lost, it is CANCELLING until
 // the worker acknowledges or the cancel timeout ends.
-func (s *Service) CancelTask(ctx context.Context, key store.InstanceKey, reason string) error {
+func (s *Service) CancelTask(ctx context.Context, key ledger.InstanceKey, reason string) error {
 	_, err := s.operate(ctx, key, statemodel.Event{Type: statemodel.EvCancelRequested, Reason: reason})
 	return err
 }
@@ -61,7 +61,7 @@ func (s *Service) CancelTask(ctx context.Context, key store.InstanceKey, reason 
 // so that nothing downstream becomes UPSTREAM_FAILED and the run ends
 // CANCELLED.
 func (s *Service) CancelRun(ctx context.Context, runID, reason string) error {
-	return s.eachTask(ctx, runID, func(t store.TaskView) (statemodel.Event, bool) {
+	return s.eachTask(ctx, runID, func(t ledger.TaskView) (statemodel.Event, bool) {
 		st := t.Instance.Snapshot.State
 		return statemodel.Event{Type: statemodel.EvCancelRequested, Reason: reason},
 			!st.Terminal() && st != statemodel.StateCancelling
@@ -70,7 +70,7 @@ func (s *Service) CancelRun(ctx context.Context, runID, reason string) error {
 
 // PauseRun holds every waiting task (CREATED, SCHEDULED, UP_FOR_RETRY).
 func (s *Service) PauseRun(ctx context.Context, runID, reason string) error {
-	return s.eachTask(ctx, runID, func(t store.TaskView) (statemodel.Event, bool) {
+	return s.eachTask(ctx, runID, func(t ledger.TaskView) (statemodel.Event, bool) {
 		_, ok := statemodel.Lookup(t.Instance.Snapshot.State, statemodel.EvPause)
 		return statemodel.Event{Type: statemodel.EvPause, Reason: reason}, ok
 	})
@@ -78,16 +78,16 @@ func (s *Service) PauseRun(ctx context.Context, runID, reason string) error {
 
 // ResumeRun returns every PAUSED task to where it was.
 func (s *Service) ResumeRun(ctx context.Context, runID, reason string) error {
-	return s.eachTask(ctx, runID, func(t store.TaskView) (statemodel.Event, bool) {
+	return s.eachTask(ctx, runID, func(t ledger.TaskView) (statemodel.Event, bool) {
 		return statemodel.Event{Type: statemodel.EvResume, Reason: reason}, t.Instance.Snapshot.State == statemodel.StatePaused
 	})
 }
 
 // eachTask applies the chosen operator event to every task it picks; the
 // run must exist and at least one task must be picked.
-func (s *Service) eachTask(ctx context.Context, runID string, pick func(store.TaskView) (statemodel.Event, bool)) error {
+func (s *Service) eachTask(ctx context.Context, runID string, pick func(ledger.TaskView) (statemodel.Event, bool)) error {
 	view, err := s.store.ReadRun(ctx, runID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return fmt.Errorf("run %s: %w", runID, ErrNotFound)
 	}
 	if err != nil {
@@ -128,7 +128,7 @@ type Retry struct {
 // retry budget (the same parameters; changed parameters make a new run),
 // and with r.Downstream clears the tasks below it first. The run leaves
 // its terminal state as the task is scheduled.
-func (s *Service) RetryTask(ctx context.Context, key store.InstanceKey, r Retry) error {
+func (s *Service) RetryTask(ctx context.Context, key ledger.InstanceKey, r Retry) error {
 	retry := statemodel.Event{Type: statemodel.EvManualRetry, Operator: r.Operator, Reason: r.Reason}
 	if r.Downstream {
 		if err := s.clearDownstream(ctx, key, r); err != nil {
@@ -152,15 +152,15 @@ func (s *Service) RetryTask(ctx context.Context, key store.InstanceKey, r Retry)
 // lands, nothing re-evaluates them (their backstop timer is a full
 // DepsRecheck away), and a crash between the two leaves the task retryable
 // with its downstream cleared, so the operator's repeat completes it.
-func (s *Service) clearDownstream(ctx context.Context, key store.InstanceKey, r Retry) error {
+func (s *Service) clearDownstream(ctx context.Context, key ledger.InstanceKey, r Retry) error {
 	view, err := s.store.ReadRun(ctx, key.Run)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return fmt.Errorf("run %s: %w", key.Run, ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
-	byID := make(map[string]store.TaskView, len(view.Tasks))
+	byID := make(map[string]ledger.TaskView, len(view.Tasks))
 	for _, t := range view.Tasks {
 		byID[t.Instance.Key.Task] = t
 	}
@@ -198,7 +198,7 @@ func canTake(st statemodel.InstanceState, ev statemodel.EventType) bool {
 // MarkTask is the operator override, the one exit from a terminal state:
 // it records operator, reason and scope and shows in history as an
 // override.
-func (s *Service) MarkTask(ctx context.Context, key store.InstanceKey, succeeded bool, operator, reason string) error {
+func (s *Service) MarkTask(ctx context.Context, key ledger.InstanceKey, succeeded bool, operator, reason string) error {
 	typ := statemodel.EvOverrideFailed
 	if succeeded {
 		typ = statemodel.EvOverrideSucceeded

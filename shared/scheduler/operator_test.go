@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -31,7 +31,7 @@ func (f *fixture) finish(t *testing.T, env protocol.Envelope, outcome protocol.O
 	}
 }
 
-func states(v store.RunView) map[string]statemodel.InstanceState {
+func states(v ledger.RunView) map[string]statemodel.InstanceState {
 	out := map[string]statemodel.InstanceState{}
 	for _, t := range v.Tasks {
 		out[t.Instance.Key.Task] = t.Instance.Snapshot.State
@@ -64,7 +64,7 @@ func TestRetryWithDownstreamRerunsTheBranch(t *testing.T) {
 
 	// A task that did not fail cannot be retried, with or without its
 	// downstream, and the refusal clears nothing.
-	err := f.svc.RetryTask(ctx, store.InstanceKey{Run: v.Run.ID, Task: "a"}, scheduler.Retry{Operator: "ann", Downstream: true})
+	err := f.svc.RetryTask(ctx, ledger.InstanceKey{Run: v.Run.ID, Task: "a"}, scheduler.Retry{Operator: "ann", Downstream: true})
 	if !errors.Is(err, statemodel.ErrIllegalTransition) {
 		t.Fatalf("retry of a SUCCEEDED task: %v, want illegal transition", err)
 	}
@@ -72,7 +72,7 @@ func TestRetryWithDownstreamRerunsTheBranch(t *testing.T) {
 		t.Fatalf("a refused retry changed the tasks: %v, was %v", got, before)
 	}
 
-	if err := f.svc.RetryTask(ctx, store.InstanceKey{Run: v.Run.ID, Task: "b"}, scheduler.Retry{Operator: "ann", Reason: "fixed the input", Downstream: true}); err != nil {
+	if err := f.svc.RetryTask(ctx, ledger.InstanceKey{Run: v.Run.ID, Task: "b"}, scheduler.Retry{Operator: "ann", Reason: "fixed the input", Downstream: true}); err != nil {
 		t.Fatal(err)
 	}
 	again := f.readRun(t, v.Run.ID)
@@ -83,7 +83,7 @@ func TestRetryWithDownstreamRerunsTheBranch(t *testing.T) {
 	if again.Run.ExecutionState != statemodel.RunRunning || !again.Run.EndedAt.IsZero() {
 		t.Fatalf("run %s ended %v after the retry, want RUNNING with no end", again.Run.ExecutionState, again.Run.EndedAt)
 	}
-	h, err := store.FullHistory(ctx, f.st, store.InstanceKey{Run: v.Run.ID, Task: "c"})
+	h, err := ledger.FullHistory(ctx, f.st, ledger.InstanceKey{Run: v.Run.ID, Task: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestRetryWithDownstreamRerunsTheBranch(t *testing.T) {
 	if done.Run.ExecutionState != statemodel.RunSucceeded {
 		t.Fatalf("run %s with tasks %v, want SUCCEEDED", done.Run.ExecutionState, states(done))
 	}
-	h, err = store.FullHistory(ctx, f.st, store.InstanceKey{Run: v.Run.ID, Task: "c"})
+	h, err = ledger.FullHistory(ctx, f.st, ledger.InstanceKey{Run: v.Run.ID, Task: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,10 +124,10 @@ func TestRetryWithDownstreamRerunsTheBranch(t *testing.T) {
 // between.
 type racingReads struct {
 	scheduler.Store
-	hook func(store.RunView)
+	hook func(ledger.RunView)
 }
 
-func (s *racingReads) ReadRun(ctx context.Context, id string) (store.RunView, error) {
+func (s *racingReads) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 	v, err := s.Store.ReadRun(ctx, id)
 	if h := s.hook; err == nil && h != nil {
 		h(v)
@@ -155,14 +155,14 @@ func TestRetriedTaskFailingDuringTheRetryLeavesTheRunFailed(t *testing.T) {
 	// The worker finishes attempt 2 right after the retry's read of the run
 	// that saw it QUEUED.
 	worker := scheduler.New(base.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now})
-	racy.hook = func(seen store.RunView) {
+	racy.hook = func(seen ledger.RunView) {
 		if states(seen)["main"] != statemodel.StateQueued {
 			return
 		}
 		racy.hook = nil
 		(&fixture{svc: worker, st: base.st, q: f.q, pool: f.pool, clock: f.clock}).finish(t, f.nextEnvelope(t), "failed")
 	}
-	if err := f.svc.RetryTask(ctx, store.InstanceKey{Run: v.Run.ID, Task: "main"}, scheduler.Retry{Operator: "ann", Reason: "again"}); err != nil {
+	if err := f.svc.RetryTask(ctx, ledger.InstanceKey{Run: v.Run.ID, Task: "main"}, scheduler.Retry{Operator: "ann", Reason: "again"}); err != nil {
 		t.Fatal(err)
 	}
 	if racy.hook != nil {
@@ -203,12 +203,12 @@ func TestRetryDuringASiblingsCompletionKeepsTheRunRunning(t *testing.T) {
 		t.Fatalf("run %s with x FAILED and y RUNNING, want RUNNING", r.ExecutionState)
 	}
 
-	racy.hook = func(seen store.RunView) {
+	racy.hook = func(seen ledger.RunView) {
 		if st := states(seen); st["x"] != statemodel.StateFailed || st["y"] != statemodel.StateRunning {
 			return
 		}
 		racy.hook = nil
-		if err := f.svc.RetryTask(ctx, store.InstanceKey{Run: v.Run.ID, Task: "x"}, scheduler.Retry{Operator: "ann", Reason: "again"}); err != nil {
+		if err := f.svc.RetryTask(ctx, ledger.InstanceKey{Run: v.Run.ID, Task: "x"}, scheduler.Retry{Operator: "ann", Reason: "again"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -252,14 +252,14 @@ func TestRefusedVerdictReadsTheRunAgain(t *testing.T) {
 
 	timerRead, goTimer, timerDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	var reads atomic.Int32
-	racy.hook = func(store.RunView) {
+	racy.hook = func(ledger.RunView) {
 		switch reads.Add(1) {
 		case 1: // the completion's read, before its write
 			// a fails, and its writer crashes before advancing the run.
 			no := false
-			if _, err := base.st.Transition(ctx, store.InstanceKey{Run: v.Run.ID, Task: "a"}, statemodel.Event{
+			if _, err := base.st.Transition(ctx, ledger.InstanceKey{Run: v.Run.ID, Task: "a"}, statemodel.Event{
 				ID: "w:a:fail", Type: statemodel.EvFailed, Actor: statemodel.ActorWorker, Attempt: 1, ErrorCategory: "boom", Retryable: &no,
-			}, f.clock.Now(), store.StoredPolicy(nil)); err != nil {
+			}, f.clock.Now(), ledger.StoredPolicy(nil)); err != nil {
 				t.Error(err)
 			}
 			go func() { timerDone <- f.svc.AdvanceRun(ctx, v.Run.ID) }()

@@ -3,7 +3,7 @@ package scheduler
 import (
 	"context"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -11,40 +11,40 @@ import (
 // service only, never the store. The reads pass through.
 
 // GetJob reads a job as stored.
-func (s *Service) GetJob(ctx context.Context, name string) (store.Job, error) {
+func (s *Service) GetJob(ctx context.Context, name string) (ledger.Job, error) {
 	return s.store.GetJob(ctx, name)
 }
 
 // ListJobs lists jobs by name, a page at a time.
-func (s *Service) ListJobs(ctx context.Context, limit int, token string) ([]store.Job, string, error) {
+func (s *Service) ListJobs(ctx context.Context, limit int, token string) ([]ledger.Job, string, error) {
 	return s.store.ListJobs(ctx, limit, token)
 }
 
 // PauseJob pauses a job: its schedule stops firing until ResumeJob.
-func (s *Service) PauseJob(ctx context.Context, name string) (store.Job, error) {
+func (s *Service) PauseJob(ctx context.Context, name string) (ledger.Job, error) {
 	return s.store.SetJobPaused(ctx, name, true)
 }
 
 // DeleteJob deletes a job only when it has no unfinished run
-// (store.ErrUnfinishedRuns otherwise), in the store's conditional writes:
+// (ledger.ErrUnfinishedRuns otherwise), in the store's conditional writes:
 // a run created meanwhile either is found, or its creating write fails.
 func (s *Service) DeleteJob(ctx context.Context, name string) error {
 	return s.store.DeleteJobIfIdle(ctx, name)
 }
 
 // ReadRun reads a run with its tasks.
-func (s *Service) ReadRun(ctx context.Context, id string) (store.RunView, error) {
+func (s *Service) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 	return s.store.ReadRun(ctx, id)
 }
 
 // ListRuns lists runs newest first, a page at a time.
-func (s *Service) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, string, error) {
+func (s *Service) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, string, error) {
 	return s.store.ListRuns(ctx, f)
 }
 
 // TaskHistory pages through a task instance's transitions, oldest first;
-// store.ErrNotFound when the instance does not exist.
-func (s *Service) TaskHistory(ctx context.Context, key store.InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
+// ledger.ErrNotFound when the instance does not exist.
+func (s *Service) TaskHistory(ctx context.Context, key ledger.InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
 	if _, err := s.store.GetInstance(ctx, key); err != nil {
 		return nil, "", err
 	}

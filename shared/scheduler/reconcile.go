@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -69,12 +69,12 @@ type Evidence struct {
 // EvidenceProvider inspects one source of truth about a LOST attempt.
 type EvidenceProvider interface {
 	Name() string
-	Check(ctx context.Context, inst store.Instance, attempt statemodel.AttemptRecord) (Evidence, error)
+	Check(ctx context.Context, inst ledger.Instance, attempt statemodel.AttemptRecord) (Evidence, error)
 }
 
 // reconcileInstance handles an instance whose reconciler timer may be due:
 // lease expiry, queue timeout, cancel timeout, or LOST resolution.
-func (s *Service) reconcileInstance(ctx context.Context, key store.InstanceKey) error {
+func (s *Service) reconcileInstance(ctx context.Context, key ledger.InstanceKey) error {
 	inst, err := s.store.GetInstance(ctx, key)
 	if err != nil {
 		return fmt.Errorf("reconcile %s: %w", key, err)
@@ -137,7 +137,7 @@ func (s *Service) reconcileInstance(ctx context.Context, key store.InstanceKey) 
 // its own clock, which is within the skew of ours), so the retry this may
 // lead to never runs beside it. Every retry of a silent attempt comes out of
 // this function, so its retry_at is never earlier than that.
-func (s *Service) resolveLost(ctx context.Context, inst store.Instance) error {
+func (s *Service) resolveLost(ctx context.Context, inst ledger.Instance) error {
 	snap := inst.Snapshot
 	cur, ok := snap.Current()
 	if !ok {
@@ -225,7 +225,7 @@ func (s *Service) resolveLost(ctx context.Context, inst store.Instance) error {
 // recheckLost arms a precise timer to look at a LOST instance again at
 // at (zero: nothing to wait for), rounded up to whole seconds so that it
 // never fires before at. The evidence timer in the index is the backstop.
-func (s *Service) recheckLost(ctx context.Context, key store.InstanceKey, at time.Time) {
+func (s *Service) recheckLost(ctx context.Context, key ledger.InstanceKey, at time.Time) {
 	if at.IsZero() {
 		return
 	}
@@ -283,7 +283,7 @@ func SplitWorkerID(id string) (name, boot string) {
 	return name, boot
 }
 
-func (w WorkerLeaseEvidence) Check(ctx context.Context, inst store.Instance, a statemodel.AttemptRecord) (Evidence, error) {
+func (w WorkerLeaseEvidence) Check(ctx context.Context, inst ledger.Instance, a statemodel.AttemptRecord) (Evidence, error) {
 	name, boot := SplitWorkerID(a.WorkerID)
 	if name == "" || boot == "" {
 		return Evidence{Verdict: VerdictUnknown}, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/runledger/runledger/shared/emulator"
 	"github.com/runledger/runledger/shared/emulator/emulatortest"
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
@@ -50,7 +51,7 @@ type evidenceDouble struct {
 }
 
 func (e *evidenceDouble) Name() string { return "executor_double" }
-func (e *evidenceDouble) Check(_ context.Context, _ store.Instance, a statemodel.AttemptRecord) (scheduler.Evidence, error) {
+func (e *evidenceDouble) Check(_ context.Context, _ ledger.Instance, a statemodel.AttemptRecord) (scheduler.Evidence, error) {
 	e.asked.Add(1)
 	return scheduler.Evidence{Verdict: e.verdict.Load().(scheduler.Verdict), Detail: map[string]string{"attempt": fmt.Sprint(a.N)},
 		ErrorCategory: e.category, ExitCode: e.exit.Load(), RecheckAfter: e.recheck}, nil
@@ -83,7 +84,7 @@ type testQueue interface {
 // newFixture is the service on memstore and an in-memory queue: for the
 // tests of the service's decisions, which need neither DynamoDB's nor
 // SQS's own behaviour (the store's is held to the same contract by
-// storetest).
+// ledgertest).
 func newFixture(t *testing.T, providers ...scheduler.EvidenceProvider) *fixture {
 	t.Helper()
 	c := newClock()
@@ -181,9 +182,9 @@ func (f *fixture) runningJob(t *testing.T, spec, workerID string) (string, proto
 	return v.Run.ID, envl
 }
 
-func (f *fixture) instance(t *testing.T, run string) store.Instance {
+func (f *fixture) instance(t *testing.T, run string) ledger.Instance {
 	t.Helper()
-	inst, err := f.st.GetInstance(context.Background(), store.InstanceKey{Run: run, Task: "main"})
+	inst, err := f.st.GetInstance(context.Background(), ledger.InstanceKey{Run: run, Task: "main"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestEvidenceConfirmsSuccess(t *testing.T) {
 	if inst.Snapshot.State != statemodel.StateSucceeded {
 		t.Fatalf("state %s, want SUCCEEDED on confirmed success", inst.Snapshot.State)
 	}
-	h, err := store.FullHistory(context.Background(), f.st, inst.Key)
+	h, err := ledger.FullHistory(context.Background(), f.st, inst.Key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -18,9 +18,9 @@ func TestClassifyRefusalKeepsStoreErrors(t *testing.T) {
 	t.Parallel()
 	s := &Service{} // no store: these errors are answered before any read
 	ref := protocol.AttemptRef{Run: "r", Task: "t", Attempt: 1}
-	for _, want := range []error{store.ErrItemTooLarge, store.ErrInvalidKey, store.ErrInvalidInput} {
+	for _, want := range []error{ledger.ErrItemTooLarge, ledger.ErrInvalidKey, ledger.ErrInvalidInput} {
 		for _, route := range []string{routeClaim, routeHeartbeat, routeComplete} {
-			err := s.classifyRefusal(context.Background(), route, ref, store.Instance{}, fmt.Errorf("transition r/t: %w", want))
+			err := s.classifyRefusal(context.Background(), route, ref, ledger.Instance{}, fmt.Errorf("transition r/t: %w", want))
 			if !errors.Is(err, want) || errors.Is(err, protocol.ErrAlreadyClaimed) || errors.Is(err, statemodel.ErrIllegalTransition) {
 				t.Errorf("%s refused with %v: answered %v, want the store's error", route, want, err)
 			}

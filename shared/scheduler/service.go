@@ -25,9 +25,9 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -163,7 +163,7 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 
 // policy is the argument that makes the store decide with the instance's
 // stored policy and this service's jitter source.
-func (s *Service) policy() statemodel.Policy { return store.StoredPolicy(s.cfg.Random) }
+func (s *Service) policy() statemodel.Policy { return ledger.StoredPolicy(s.cfg.Random) }
 
 // NewID returns a ULID: unique, and sortable by creation time.
 func (s *Service) NewID() string {
@@ -172,9 +172,9 @@ func (s *Service) NewID() string {
 	return ulid.MustNew(ulid.Timestamp(s.now()), s.entropy).String()
 }
 
-// newSecret returns a new instance's attempt secret (store.Instance.Secret).
-func newSecret() (store.Secret, error) {
-	b := make(store.Secret, store.SecretBytes)
+// newSecret returns a new instance's attempt secret (ledger.Instance.Secret).
+func newSecret() (ledger.Secret, error) {
+	b := make(ledger.Secret, ledger.SecretBytes)
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("instance secret: %w", err)
 	}
@@ -193,7 +193,7 @@ const (
 // identities share an input), 128 bits in hex, the shape of a random
 // token. The same attempt always gets the same credential, and no
 // attempt's credential tells anything of another's.
-func deriveCredential(secret store.Secret, purpose string, key store.InstanceKey, n int) string {
+func deriveCredential(secret ledger.Secret, purpose string, key ledger.InstanceKey, n int) string {
 	mac := hmac.New(sha256.New, secret)
 	fmt.Fprintf(mac, "%s\x00%d:%s%d:%s%d", purpose, len(key.Run), key.Run, len(key.Task), key.Task, n)
 	return hex.EncodeToString(mac.Sum(nil)[:16])
@@ -210,7 +210,7 @@ func deriveCredential(secret store.Secret, purpose string, key store.InstanceKey
 // An instance created before instances had a secret gets a random token,
 // as every dispatch did then: of two racing senders, the one whose write
 // lost sent a token no attempt holds, and its claim is refused.
-func attemptToken(inst store.Instance, n int) (token, hash string, err error) {
+func attemptToken(inst ledger.Instance, n int) (token, hash string, err error) {
 	if len(inst.Secret) == 0 {
 		return newToken()
 	}
@@ -223,7 +223,7 @@ func attemptToken(inst store.Instance, n int) (token, hash string, err error) {
 // the token; "" for an instance without a secret, whose attempts have
 // none. The claim route takes it as a bearer while the attempt is not
 // claimed (checkToken), and answers that claim with the token.
-func attemptNonce(inst store.Instance, n int) string {
+func attemptNonce(inst ledger.Instance, n int) string {
 	if len(inst.Secret) == 0 {
 		return ""
 	}
@@ -232,7 +232,7 @@ func attemptNonce(inst store.Instance, n int) string {
 
 // nonceMatches reports whether bearer is attempt n's claim nonce, in
 // constant time.
-func nonceMatches(inst store.Instance, n int, bearer string) bool {
+func nonceMatches(inst ledger.Instance, n int, bearer string) bool {
 	nonce := attemptNonce(inst, n)
 	return nonce != "" && bearer != "" && subtle.ConstantTimeCompare([]byte(bearer), []byte(nonce)) == 1
 }
@@ -279,10 +279,10 @@ func transient(err error) bool {
 		return true
 	}
 	for _, permanent := range []error{
-		store.ErrNotFound, store.ErrInvalidKey, store.ErrInvalidInput, store.ErrItemTooLarge,
+		ledger.ErrNotFound, ledger.ErrInvalidKey, ledger.ErrInvalidInput, ledger.ErrItemTooLarge,
 		statemodel.ErrIllegalTransition, statemodel.ErrWrongActor, statemodel.ErrUnknownAttempt,
 		statemodel.ErrGuard, statemodel.ErrInvalidEvent, statemodel.ErrOperatorRequired, statemodel.ErrNotDue,
-		protocol.ErrInvalidAttemptToken, ErrBadMessage,
+		ledger.ErrInvalidPageToken, protocol.ErrInvalidAttemptToken, ErrBadMessage,
 	} {
 		if errors.Is(err, permanent) {
 			return false

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -35,7 +35,7 @@ type Moved struct {
 // and lost tasks. Every path that writes a transition calls it (through
 // recorded or follow), whatever the result's outcome: res.Transitions
 // lists what was written.
-func (s *Service) applied(ctx context.Context, res store.Result) {
+func (s *Service) applied(ctx context.Context, res ledger.Result) {
 	trs := res.Transitions
 	if len(trs) == 0 && res.Outcome == statemodel.Applied && res.Transition != nil {
 		trs = []statemodel.Transition{*res.Transition}
@@ -60,7 +60,7 @@ func (s *Service) applied(ctx context.Context, res store.Result) {
 // created tells the observers of the instances a new run created: each
 // was created, and a task created SCHEDULED had its dependencies met in
 // the same write.
-func (s *Service) created(view store.RunView) {
+func (s *Service) created(view ledger.RunView) {
 	if s.cfg.Moved == nil {
 		return
 	}
@@ -89,7 +89,7 @@ func failureReason(tr statemodel.Transition) string {
 
 // runEnded signals and measures a run that has just reached a terminal
 // execution state; nodes are its tasks as derived.
-func (s *Service) runEnded(ctx context.Context, run store.Run, nodes []statemodel.TaskNode) {
+func (s *Service) runEnded(ctx context.Context, run ledger.Run, nodes []statemodel.TaskNode) {
 	var typ protocol.SignalType
 	switch run.ExecutionState {
 	case statemodel.RunSucceeded:
@@ -138,7 +138,7 @@ func runReason(state statemodel.RunState, nodes []statemodel.TaskNode) string {
 
 // deadlineMissed signals and measures a run found unfinished at its
 // deadline (once: the caller recorded it first).
-func (s *Service) deadlineMissed(ctx context.Context, run store.Run, deadline time.Duration) {
+func (s *Service) deadlineMissed(ctx context.Context, run ledger.Run, deadline time.Duration) {
 	s.emitRun("DeadlineMissed", "Count", 1, run, false)
 	s.signal(ctx, protocol.Signal{Type: protocol.SignalRunDeadlineMissed, Time: s.now(), Job: run.Job, Run: run.ID,
 		State:  string(run.ExecutionState),

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
@@ -272,7 +273,7 @@ func checkRunConsistent(t *testing.T, f *fixture, id string, seen map[statemodel
 	}
 	for _, task := range v.Tasks {
 		key := task.Instance.Key
-		h, err := store.FullHistory(context.Background(), f.st, key)
+		h, err := ledger.FullHistory(context.Background(), f.st, key)
 		if err != nil {
 			t.Fatal(err)
 		}

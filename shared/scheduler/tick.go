@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -35,19 +35,19 @@ func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 	// A run is re-evaluated once per pass, however many of its waiting
 	// tasks' re-check timers are due.
 	advanced := map[string]bool{}
-	return s.pass(ctx, "tick", &s.tickShard, func(ctx context.Context, d store.DueTimer) (bool, error) {
-		if d.Item == store.TimerOfRun || statemodel.TimerKind(d.Kind) == statemodel.TimerDepsRecheck {
+	return s.pass(ctx, "tick", &s.tickShard, func(ctx context.Context, d ledger.DueTimer) (bool, error) {
+		if d.Item == ledger.TimerOfRun || statemodel.TimerKind(d.Kind) == statemodel.TimerDepsRecheck {
 			if advanced[d.Run] {
 				return false, nil
 			}
 			advanced[d.Run] = true
 		}
 		switch d.Item {
-		case store.TimerOfJob:
+		case ledger.TimerOfJob:
 			return true, s.fireJob(ctx, d.Job, d.At)
-		case store.TimerOfRun:
+		case ledger.TimerOfRun:
 			return true, s.AdvanceRun(ctx, d.Run)
-		case store.TimerOfBackfill:
+		case ledger.TimerOfBackfill:
 			return true, s.AdvanceBackfill(ctx, d.Backfill)
 		}
 		switch statemodel.TimerKind(d.Kind) {
@@ -63,8 +63,8 @@ func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 // resolved on evidence or, once the evidence window ends empty, by policy.
 // It stops before the context's deadline.
 func (s *Service) Reconcile(ctx context.Context) (PassStats, error) {
-	return s.pass(ctx, "reconcile", &s.reconcileShard, func(ctx context.Context, d store.DueTimer) (bool, error) {
-		if d.Item != store.TimerOfInstance {
+	return s.pass(ctx, "reconcile", &s.reconcileShard, func(ctx context.Context, d ledger.DueTimer) (bool, error) {
+		if d.Item != ledger.TimerOfInstance {
 			return false, nil
 		}
 		switch statemodel.TimerKind(d.Kind) {
@@ -79,7 +79,7 @@ func (s *Service) Reconcile(ctx context.Context) (PassStats, error) {
 // shard further than the previous pass of its kind (first counts the
 // passes), so a pass that stops at its deadline in a slow shard leaves the
 // other shards to the next passes rather than starving them.
-func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, handle func(context.Context, store.DueTimer) (bool, error)) (PassStats, error) {
+func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, handle func(context.Context, ledger.DueTimer) (bool, error)) (PassStats, error) {
 	start := time.Now()
 	now := s.now()
 	var st PassStats
@@ -132,7 +132,7 @@ func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, h
 // CREATED one has its dependencies re-evaluated; the other timers are the
 // reconciler's. A timer that is not due yet (an early delay message) waits
 // out the sub-second rest, so short timers fire on time.
-func (s *Service) FireTimer(ctx context.Context, key store.InstanceKey) error {
+func (s *Service) FireTimer(ctx context.Context, key ledger.InstanceKey) error {
 	inst, err := s.store.GetInstance(ctx, key)
 	if err != nil {
 		return fmt.Errorf("fire timer %s: %w", key, err)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -20,7 +20,7 @@ func TestRunsCarryTheirTrigger(t *testing.T) {
 	}
 	f.clock.Advance(time.Minute)
 	f.tick(t, f.svc)
-	runs, _, err := f.st.ListRuns(context.Background(), store.RunFilter{Job: "every"})
+	runs, _, err := f.st.ListRuns(context.Background(), ledger.RunFilter{Job: "every"})
 	if err != nil || len(runs) != 2 {
 		t.Fatalf("runs of the job: %d, %v; want the manual one and the slot's", len(runs), err)
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -19,8 +19,8 @@ import (
 var ErrBadMessage = errors.New("bad message")
 
 // instanceKey is the task instance an attempt belongs to.
-func instanceKey(a protocol.AttemptRef) store.InstanceKey {
-	return store.InstanceKey{Run: a.Run, Task: a.Task}
+func instanceKey(a protocol.AttemptRef) ledger.InstanceKey {
+	return ledger.InstanceKey{Run: a.Run, Task: a.Task}
 }
 
 // Worker routes, as they scope a client's event ids.
@@ -62,7 +62,7 @@ func ClientEventID(recorded string) string {
 // its token (byNonce, see checkClaimBearer); and it may come before the
 // dispatch write that follows its envelope's send, so it waits, bounded,
 // for that write when the attempt is the next one.
-func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token string, claim bool) (inst store.Instance, run store.Run, byNonce bool, err error) {
+func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token string, claim bool) (inst ledger.Instance, run ledger.Run, byNonce bool, err error) {
 	// An operational bound on real time, not domain time: an injected clock
 	// that stands still must not make a claim wait forever.
 	deadline := time.Now().Add(s.cfg.ClaimWait)
@@ -76,11 +76,11 @@ func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token 
 		} else {
 			inst, err = s.store.GetInstance(ctx, instanceKey(ref)) // the run's params do not change
 		}
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
-			return store.Instance{}, store.Run{}, false, protocol.ErrInvalidAttemptToken
+		if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
+			return ledger.Instance{}, ledger.Run{}, false, protocol.ErrInvalidAttemptToken
 		}
 		if err != nil {
-			return store.Instance{}, store.Run{}, false, err
+			return ledger.Instance{}, ledger.Run{}, false, err
 		}
 		if claim {
 			byNonce, err = s.checkClaimBearer(ctx, ref, token, inst)
@@ -92,20 +92,20 @@ func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token 
 			return inst, run, byNonce, err
 		}
 		if !claim {
-			return store.Instance{}, store.Run{}, false, protocol.ErrInvalidAttemptToken
+			return ledger.Instance{}, ledger.Run{}, false, protocol.ErrInvalidAttemptToken
 		}
 		if !time.Now().Before(deadline) {
 			// Not a wrong token yet: the dispatch write that would show
 			// it is still on its way. Refusing would make the worker drop
 			// the envelope, and the attempt would wait out its queue
 			// timeout; asking it to claim again keeps the envelope.
-			return store.Instance{}, store.Run{}, false, ErrNotDispatchedYet
+			return ledger.Instance{}, ledger.Run{}, false, ErrNotDispatchedYet
 		}
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return store.Instance{}, store.Run{}, false, ctx.Err()
+			return ledger.Instance{}, ledger.Run{}, false, ctx.Err()
 		case <-t.C:
 		}
 		pause = min(pause*2, 200*time.Millisecond)
@@ -121,7 +121,7 @@ var ErrNotDispatchedYet = errors.New("attempt not dispatched yet")
 // the caller read it: nil, protocol.ErrInvalidAttemptToken, or ErrNotDispatchedYet when
 // the attempt is the next one of an instance still waiting for its
 // dispatch write (CREATED or SCHEDULED).
-func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token string, inst store.Instance) error {
+func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token string, inst ledger.Instance) error {
 	if a, ok := inst.Snapshot.AttemptN(ref.Attempt); ok {
 		if !tokenMatches(token, a.TokenHash) {
 			return protocol.ErrInvalidAttemptToken
@@ -145,7 +145,7 @@ func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token
 // nonce read from a start environment after its process claimed is worth
 // nothing; and a claim of the next attempt whose dispatch write has not
 // landed waits for it as a token's does.
-func (s *Service) checkClaimBearer(ctx context.Context, ref protocol.AttemptRef, bearer string, inst store.Instance) (byNonce bool, err error) {
+func (s *Service) checkClaimBearer(ctx context.Context, ref protocol.AttemptRef, bearer string, inst ledger.Instance) (byNonce bool, err error) {
 	err = s.checkToken(ctx, ref, bearer, inst)
 	if !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 		return false, err
@@ -162,7 +162,7 @@ func (s *Service) checkClaimBearer(ctx context.Context, ref protocol.AttemptRef,
 func (s *Service) authorizeEvicted(ctx context.Context, ref protocol.AttemptRef, token string) error {
 	a, err := s.store.GetAttempt(ctx, instanceKey(ref), ref.Attempt)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, ledger.ErrNotFound):
 		return protocol.ErrInvalidAttemptToken
 	case err != nil:
 		return err
@@ -254,9 +254,9 @@ func wonBy(a statemodel.AttemptRecord, id, workerID string) bool {
 // payload_too_large); an older attempt is stale; a claim of an attempt
 // another worker holds is already_claimed; anything else the state does
 // not allow is illegal_transition.
-func (s *Service) classifyRefusal(ctx context.Context, route string, ref protocol.AttemptRef, before store.Instance, err error) error {
-	if transient(err) || errors.Is(err, store.ErrItemTooLarge) || errors.Is(err, store.ErrInvalidKey) ||
-		errors.Is(err, store.ErrInvalidInput) {
+func (s *Service) classifyRefusal(ctx context.Context, route string, ref protocol.AttemptRef, before ledger.Instance, err error) error {
+	if transient(err) || errors.Is(err, ledger.ErrItemTooLarge) || errors.Is(err, ledger.ErrInvalidKey) ||
+		errors.Is(err, ledger.ErrInvalidInput) {
 		return err
 	}
 	inst, rerr := s.store.GetInstance(ctx, instanceKey(ref))
@@ -292,9 +292,9 @@ func (s *Service) Heartbeat(ctx context.Context, ref protocol.AttemptRef, token,
 	switch {
 	case err == nil:
 		return protocol.HeartbeatAnswer{CancelRequested: hb.CancelRequested, LeaseExpiresAt: hb.LeaseExpiresAt, State: hb.State}, nil
-	case errors.Is(err, store.ErrStaleAttempt):
+	case errors.Is(err, ledger.ErrStaleAttempt):
 		return protocol.HeartbeatAnswer{}, protocol.ErrStaleAttempt
-	case errors.Is(err, store.ErrLostNeedsTransition):
+	case errors.Is(err, ledger.ErrLostNeedsTransition):
 		// The one heartbeat whose id matters: it moves LOST -> RUNNING.
 		ev := statemodel.Event{ID: scopedEventID(ref, routeHeartbeat, eventID), Type: statemodel.EvHeartbeat, Actor: statemodel.ActorWorker, Attempt: ref.Attempt}
 		res, terr := s.store.TransitionFrom(ctx, inst, ev, now, s.policy())
@@ -357,13 +357,13 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 // authorizeInRun reads the attempt's whole run (one Query: its task is in
 // it) and checks the token. A completion usually ends its task, and then
 // its run is advanced from this read, not from another.
-func (s *Service) authorizeInRun(ctx context.Context, ref protocol.AttemptRef, token string) (store.RunView, store.Instance, error) {
+func (s *Service) authorizeInRun(ctx context.Context, ref protocol.AttemptRef, token string) (ledger.RunView, ledger.Instance, error) {
 	view, err := s.store.ReadRun(ctx, ref.Run)
-	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
-		return store.RunView{}, store.Instance{}, protocol.ErrInvalidAttemptToken
+	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
+		return ledger.RunView{}, ledger.Instance{}, protocol.ErrInvalidAttemptToken
 	}
 	if err != nil {
-		return store.RunView{}, store.Instance{}, err
+		return ledger.RunView{}, ledger.Instance{}, err
 	}
 	for _, t := range view.Tasks {
 		if t.Instance.Key.Task != ref.Task {
@@ -375,5 +375,5 @@ func (s *Service) authorizeInRun(ctx context.Context, ref protocol.AttemptRef, t
 		}
 		return view, t.Instance, err
 	}
-	return store.RunView{}, store.Instance{}, protocol.ErrInvalidAttemptToken
+	return ledger.RunView{}, ledger.Instance{}, protocol.ErrInvalidAttemptToken
 }

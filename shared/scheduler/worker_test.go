@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/memstore"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -69,7 +69,7 @@ func TestEventIDScopedByAttemptAndRoute(t *testing.T) {
 		t.Fatalf("fail attempt 1 with the claim's id: %+v, %v; want applied, UP_FOR_RETRY", res, err)
 	}
 	f.clock.Advance(2 * time.Second)
-	if err := f.svc.FireTimer(ctx, store.InstanceKey{Run: env1.Run, Task: env1.Task}); err != nil {
+	if err := f.svc.FireTimer(ctx, ledger.InstanceKey{Run: env1.Run, Task: env1.Task}); err != nil {
 		t.Fatal(err)
 	}
 	env2 := f.nextEnvelope(t)
@@ -84,7 +84,7 @@ func TestEventIDScopedByAttemptAndRoute(t *testing.T) {
 		t.Fatalf("attempt 2 = %+v in %s, want RUNNING for w@boot", a, inst.Snapshot.State)
 	}
 	// The scheduler's own ids all hold a colon; its dependency verdict too.
-	hist, err := store.FullHistory(ctx, f.st, store.InstanceKey{Run: env1.Run, Task: env1.Task})
+	hist, err := ledger.FullHistory(ctx, f.st, ledger.InstanceKey{Run: env1.Run, Task: env1.Task})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func TestFanOutDispatchesInOneBatch(t *testing.T) {
 	for range 3 {
 		env := f.nextEnvelope(t)
 		seen[env.Task] = true
-		inst, err := f.st.GetInstance(ctx, store.InstanceKey{Run: env.Run, Task: env.Task})
+		inst, err := f.st.GetInstance(ctx, ledger.InstanceKey{Run: env.Run, Task: env.Task})
 		if err != nil || inst.Snapshot.State != statemodel.StateQueued || inst.Snapshot.Attempt != 1 {
 			t.Fatalf("task %s after the fan-out: %s attempt %d, %v; want QUEUED attempt 1", env.Task, inst.Snapshot.State, inst.Snapshot.Attempt, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
 )
 
@@ -60,7 +61,7 @@ func tm(t time.Time) types.AttributeValue {
 	if t.IsZero() {
 		return nil
 	}
-	return str(formatTime(t))
+	return str(ledger.FormatTime(t))
 }
 
 // epoch is the TTL attribute's value: seconds since the epoch.
@@ -108,7 +109,7 @@ type reader struct {
 
 func (r *reader) fail(name, want string) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: attribute %s is not %s", ErrCorruptItem, name, want)
+		r.err = fmt.Errorf("%w: attribute %s is not %s", ledger.ErrCorruptItem, name, want)
 	}
 }
 

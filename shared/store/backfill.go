@@ -4,173 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
 
-// Backfill limits (docs/api.md, "Backfill").
 const (
-	MaxBackfillSlots  = 1000
-	MaxBackfillActive = 100
-)
-
-// BackfillRun is a run a backfill released for one of its slots and has
-// not seen end yet.
-type BackfillRun struct {
-	Run  string
-	Slot time.Time
-}
-
-// Backfill is a backfill item: the slots of a range it has still to
-// release (Pending, oldest first), the runs it released that have not
-// ended (Active, at most MaxActive), and what became of the others. Every
-// slot of the range is in exactly one place:
-//
-//	Slots = Existing + len(Pending) + len(Active) + Succeeded + Failed + Cancelled
-//
-// Existing counts the slots that had a run already (found when the
-// backfill was posted, or when a release found the slot taken);
-// Cancelled counts runs that ended CANCELLED and pending slots dropped by
-// a cancel. Its State is derived (statemodel.DeriveBackfillState) and
-// stored with every write, which is a compare-and-set on Version.
-type Backfill struct {
-	ID        string // a ULID, so backfill ids sort by creation time
-	Job       string
-	From, To  time.Time
-	MaxActive int
-	Params    []byte // opaque JSON, the params of every run it releases
-
-	Slots           int
-	Existing        int
-	Pending         []time.Time
-	Active          []BackfillRun
-	Succeeded       int
-	Failed          int
-	Cancelled       int
-	CancelRequested bool
-
-	State     statemodel.BackfillState
-	CreatedAt time.Time
-	EndedAt   time.Time
-	Version   int64
-	// TimerAt is the backstop while the backfill is unfinished: the
-	// ticker settles its runs and releases its slots then, should every
-	// path that does so at once have failed.
-	TimerAt time.Time
-	// WakeAt asks a write for a backstop no later than this: the written
-	// TimerAt is the earlier of WakeAt and the store's clock + backstop.
-	// It is not stored; a caller that stopped releasing with slots still
-	// releasable sets it to now, so the next tick goes on.
-	WakeAt time.Time
-}
-
-// Created is the number of runs the backfill starts (or started).
-func (b Backfill) Created() int { return b.Slots - b.Existing }
-
-// Unfinished reports whether the backfill has slots to release or runs
-// that have not ended.
-func (b Backfill) Unfinished() bool { return len(b.Pending) > 0 || len(b.Active) > 0 }
-
-// CheckNewBackfill refuses a backfill CreateBackfill must not write: bad
-// keys, max_active outside 1..MaxBackfillActive, more than
-// MaxBackfillSlots slots, pending slots out of order or outside the range,
-// counts that do not add up, or one that released or ended anything yet.
-func CheckNewBackfill(b Backfill) error {
-	if err := checkBackfill(b.ID); err != nil {
-		return err
-	}
-	if err := checkJob(b.Job); err != nil {
-		return err
-	}
-	switch {
-	case !b.From.Before(b.To):
-		return fmt.Errorf("%w: backfill range [%s, %s) is empty", ErrInvalidInput, formatTime(b.From), formatTime(b.To))
-	case b.Slots > MaxBackfillSlots:
-		return fmt.Errorf("%w: %d slots, at most %d", ErrInvalidInput, b.Slots, MaxBackfillSlots)
-	case len(b.Active) > 0 || b.Succeeded+b.Failed+b.Cancelled > 0 || b.CancelRequested:
-		return fmt.Errorf("%w: a new backfill has released and ended nothing", ErrInvalidInput)
-	}
-	for i, t := range b.Pending {
-		if t.Before(b.From) || !t.Before(b.To) || (i > 0 && !b.Pending[i-1].Before(t)) {
-			return fmt.Errorf("%w: pending slot %s out of order or outside the range", ErrInvalidInput, formatTime(t))
-		}
-	}
-	return checkBackfillCounts(b)
-}
-
-// CheckBackfillCounts refuses a backfill whose max_active or counts are
-// out of bounds or do not add up to its slots (UpdateBackfill).
-func CheckBackfillCounts(b Backfill) error { return checkBackfillCounts(b) }
-
-func checkBackfillCounts(b Backfill) error {
-	switch {
-	case b.MaxActive < 1 || b.MaxActive > MaxBackfillActive:
-		return fmt.Errorf("%w: max_active %d outside 1..%d", ErrInvalidInput, b.MaxActive, MaxBackfillActive)
-	case len(b.Active) > b.MaxActive:
-		return fmt.Errorf("%w: %d runs active, at most %d", ErrInvalidInput, len(b.Active), b.MaxActive)
-	case b.Existing < 0 || b.Succeeded < 0 || b.Failed < 0 || b.Cancelled < 0:
-		return fmt.Errorf("%w: negative backfill count", ErrInvalidInput)
-	case b.Slots != b.Existing+len(b.Pending)+len(b.Active)+b.Succeeded+b.Failed+b.Cancelled:
-		return fmt.Errorf("%w: backfill %s counts %d slots but holds %d", ErrInvalidInput, b.ID, b.Slots,
-			b.Existing+len(b.Pending)+len(b.Active)+b.Succeeded+b.Failed+b.Cancelled)
-	}
-	return nil
-}
-
-// NextBackfill is b as a write stores it: its state derived, its end time
-// set when it ended (stamp), its backstop moved to stamp + backstop (or
-// b.WakeAt, when earlier) while unfinished, and the next version.
-func NextBackfill(b Backfill, stamp time.Time, backstop time.Duration) Backfill {
-	next := b
-	next.Pending = slices.Clone(b.Pending)
-	next.Active = slices.Clone(b.Active)
-	next.State = statemodel.DeriveBackfillState(b.Unfinished(), b.CancelRequested, b.Failed, b.Cancelled)
-	next.TimerAt, next.WakeAt = time.Time{}, time.Time{}
-	if b.Unfinished() {
-		next.TimerAt = stamp.Add(backstop)
-		if !b.WakeAt.IsZero() && b.WakeAt.Before(next.TimerAt) {
-			next.TimerAt = b.WakeAt
-		}
-	} else if next.EndedAt.IsZero() {
-		next.EndedAt = stamp
-	}
-	next.Version = b.Version + 1
-	return next
-}
-
-// ReleaseNext is b after releasing its oldest pending slot as run: the
-// slot leaves Pending and the run joins Active. It refuses (ErrInvalidInput)
-// a release of a cancelled backfill, of one with nothing pending, or one
-// past max_active: so a release decided from a copy that is still current
-// (the write's condition) never exceeds max_active.
-func ReleaseNext(b Backfill, run string, slot time.Time) (Backfill, error) {
-	switch {
-	case b.CancelRequested:
-		return b, fmt.Errorf("%w: backfill %s is cancelled", ErrInvalidInput, b.ID)
-	case len(b.Pending) == 0 || !b.Pending[0].Equal(slot):
-		return b, fmt.Errorf("%w: %s is not backfill %s's oldest pending slot", ErrInvalidInput, formatTime(slot), b.ID)
-	case len(b.Active) >= b.MaxActive:
-		return b, fmt.Errorf("%w: backfill %s has %d runs active, at most %d", ErrInvalidInput, b.ID, len(b.Active), b.MaxActive)
-	}
-	next := b
-	next.Pending = slices.Clone(b.Pending[1:])
-	next.Active = append(slices.Clone(b.Active), BackfillRun{Run: run, Slot: slot})
-	return next, nil
-}
-
-const (
-	prefixBackfill    = "BACKFILL#"
-	skBackfill        = "BACKFILL"
-	kindBackfill      = "backfill"
-	kindBackfillPtr   = "backfill_pointer"
-	timerKindBackfill = "backfill_backstop"
+	prefixBackfill  = "BACKFILL#"
+	skBackfill      = "BACKFILL"
+	kindBackfill    = "backfill"
+	kindBackfillPtr = "backfill_pointer"
 
 	attrMaxActive  = "max_active"
 	attrSlots      = "slots"
@@ -184,20 +33,10 @@ const (
 	attrBfState    = "backfill_state"
 )
 
-// TimerKindBackfill is the timer kind of a backfill's backstop.
-const TimerKindBackfill = timerKindBackfill
-
 func backfillPK(id string) string        { return prefixBackfill + id }
 func backfillPointerSK(id string) string { return prefixBackfill + id }
 
-const maxBackfillBytes = MaxSortKeyBytes - len(prefixBackfill)
-
-func checkBackfill(id string) error { return checkName("backfill", id, maxBackfillBytes) }
-
-// CheckBackfillID validates a backfill id (InvalidKeyError).
-func CheckBackfillID(id string) error { return checkBackfill(id) }
-
-func backfillItem(b Backfill) item {
+func backfillItem(b ledger.Backfill) item {
 	it := item{
 		tableschema.PK: str(backfillPK(b.ID)), tableschema.SK: str(skBackfill),
 		attrKind: str(kindBackfill), attrID: str(b.ID), attrJob: str(b.Job),
@@ -211,16 +50,16 @@ func backfillItem(b Backfill) item {
 }
 
 // backfillStateItem holds the fields UpdateBackfill and a release change.
-func backfillStateItem(b Backfill) item {
+func backfillStateItem(b ledger.Backfill) item {
 	pending := make([]string, len(b.Pending))
 	for i, t := range b.Pending {
-		pending[i] = formatTime(t)
+		pending[i] = ledger.FormatTime(t)
 	}
 	var active types.AttributeValue
 	if len(b.Active) > 0 {
 		l := make([]types.AttributeValue, len(b.Active))
 		for i, a := range b.Active {
-			l[i] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{attrRunID: str(a.Run), attrSlot: str(formatTime(a.Slot))}}
+			l[i] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{attrRunID: str(a.Run), attrSlot: str(ledger.FormatTime(a.Slot))}}
 		}
 		active = &types.AttributeValueMemberL{Value: l}
 	}
@@ -233,15 +72,15 @@ func backfillStateItem(b Backfill) item {
 	}
 	if !b.TimerAt.IsZero() {
 		it[tableschema.TimerShard] = str(timerShard(backfillPK(b.ID), skBackfill))
-		it[tableschema.TimerAt] = str(formatTime(b.TimerAt))
-		it[attrTimerKind] = str(timerKindBackfill)
+		it[tableschema.TimerAt] = str(ledger.FormatTime(b.TimerAt))
+		it[attrTimerKind] = str(ledger.TimerKindBackfill)
 	}
 	return it
 }
 
-func decodeBackfill(m map[string]types.AttributeValue) (Backfill, error) {
+func decodeBackfill(m map[string]types.AttributeValue) (ledger.Backfill, error) {
 	r := &reader{it: m}
-	b := Backfill{
+	b := ledger.Backfill{
 		ID: r.str(attrID), Job: r.str(attrJob), From: r.time(attrFrom), To: r.time(attrTo),
 		MaxActive: int(r.int(attrMaxActive)), Params: r.bytes(attrParams), Slots: int(r.int(attrSlots)),
 		Existing: int(r.int(attrExisting)), Succeeded: int(r.int(attrSucceeded)), Failed: int(r.int(attrFailed)),
@@ -258,7 +97,7 @@ func decodeBackfill(m map[string]types.AttributeValue) (Backfill, error) {
 	}
 	for _, a := range r.maps(attrActive) {
 		sub := &reader{it: a}
-		b.Active = append(b.Active, BackfillRun{Run: sub.str(attrRunID), Slot: sub.time(attrSlot)})
+		b.Active = append(b.Active, ledger.BackfillRun{Run: sub.str(attrRunID), Slot: sub.time(attrSlot)})
 		if sub.err != nil && r.err == nil {
 			r.err = sub.err
 		}
@@ -275,17 +114,17 @@ func decodeBackfill(m map[string]types.AttributeValue) (Backfill, error) {
 //
 // Its backstop is b.TimerAt, or the store's clock + its run backstop when
 // zero; a backfill with nothing to run is written ended.
-func (s *Store) CreateBackfill(ctx context.Context, b Backfill) (Backfill, error) {
+func (s *Store) CreateBackfill(ctx context.Context, b ledger.Backfill) (ledger.Backfill, error) {
 	op := func(err error) error { return fmt.Errorf("create backfill %s of job %s: %w", b.ID, b.Job, err) }
-	if err := CheckNewBackfill(b); err != nil {
-		return Backfill{}, op(err)
+	if err := ledger.CheckNewBackfill(b); err != nil {
+		return ledger.Backfill{}, op(err)
 	}
 	stamp := s.clock()
 	b = newBackfill(b, stamp, s.backstop)
 	it := backfillItem(b).present()
 	n, err := checkSize("backfill "+b.ID, it)
 	if err != nil {
-		return Backfill{}, op(err)
+		return ledger.Backfill{}, op(err)
 	}
 	ptr := item{
 		tableschema.PK: str(jobPK(b.Job)), tableschema.SK: str(backfillPointerSK(b.ID)),
@@ -299,18 +138,18 @@ func (s *Store) CreateBackfill(ctx context.Context, b Backfill) (Backfill, error
 	}, []int{n, itemSize(ptr)}, timerIndexWrites(nil, backfillItem(b)))
 	if err != nil {
 		if reasons := cancellation(err); reasons != nil && (conditionFailed(reasons, 0) || conditionFailed(reasons, 1)) {
-			return Backfill{}, op(fmt.Errorf("%w: backfill %s", ErrAlreadyExists, b.ID))
+			return ledger.Backfill{}, op(fmt.Errorf("%w: backfill %s", ledger.ErrAlreadyExists, b.ID))
 		}
-		return Backfill{}, op(translate(err))
+		return ledger.Backfill{}, op(translate(err))
 	}
 	return b, nil
 }
 
 // newBackfill is a new backfill as CreateBackfill writes it.
-func newBackfill(b Backfill, stamp time.Time, backstop time.Duration) Backfill {
+func newBackfill(b ledger.Backfill, stamp time.Time, backstop time.Duration) ledger.Backfill {
 	timer := b.TimerAt
 	b.Version = 0
-	b = NextBackfill(b, stamp, backstop)
+	b = ledger.NextBackfill(b, stamp, backstop)
 	if b.Unfinished() && !timer.IsZero() {
 		b.TimerAt = timer
 	}
@@ -321,23 +160,23 @@ func newBackfill(b Backfill, stamp time.Time, backstop time.Duration) Backfill {
 }
 
 // GetBackfill reads a backfill (strongly consistent).
-func (s *Store) GetBackfill(ctx context.Context, id string) (Backfill, error) {
+func (s *Store) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
 	op := func(err error) error { return fmt.Errorf("get backfill %s: %w", id, err) }
-	if err := checkBackfill(id); err != nil {
-		return Backfill{}, op(err)
+	if err := ledger.CheckBackfillID(id); err != nil {
+		return ledger.Backfill{}, op(err)
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: keyOf(backfillPK(id), skBackfill), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Backfill{}, op(translate(err))
+		return ledger.Backfill{}, op(translate(err))
 	}
 	if out.Item == nil {
-		return Backfill{}, op(ErrNotFound)
+		return ledger.Backfill{}, op(ledger.ErrNotFound)
 	}
 	b, err := decodeBackfill(out.Item)
 	if err != nil {
-		return Backfill{}, op(err)
+		return ledger.Backfill{}, op(err)
 	}
 	return b, nil
 }
@@ -345,13 +184,13 @@ func (s *Store) GetBackfill(ctx context.Context, id string) (Backfill, error) {
 // ListBackfills lists a job's backfills newest first: one strongly
 // consistent Query of the job's backfill pointers, then the backfills
 // (BatchGetItem). Callers page until the token is "".
-func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token string) ([]Backfill, string, error) {
+func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token string) ([]ledger.Backfill, string, error) {
 	op := func(err error) error { return fmt.Errorf("list backfills of job %s: %w", job, err) }
-	if err := checkJob(job); err != nil {
+	if err := ledger.CheckJobName(job); err != nil {
 		return nil, "", op(err)
 	}
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
 	start, err := decodeToken(token, map[string]string{tableschema.PK: jobPK(job), tableschema.SK: ""})
 	if err != nil {
@@ -362,7 +201,7 @@ func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token 
 		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true), ScanIndexForward: aws.Bool(false),
 		KeyConditionExpression: aws.String(e.prefixKey(jobPK(job), prefixBackfill)),
 		ProjectionExpression:   aws.String(e.n(attrID)),
-		Limit:                  aws.Int32(int32(min(limit, MaxListLimit))), ExclusiveStartKey: start,
+		Limit:                  aws.Int32(int32(min(limit, ledger.MaxListLimit))), ExclusiveStartKey: start,
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
 	out, err := s.db.Query(ctx, in)
@@ -376,7 +215,7 @@ func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token 
 		ids = append(ids, id)
 		keys = append(keys, keyOf(backfillPK(id), skBackfill))
 	}
-	got := map[string]Backfill{}
+	got := map[string]ledger.Backfill{}
 	var derr error
 	if err := s.batchGet(ctx, keys, func(it map[string]types.AttributeValue) {
 		b, err := decodeBackfill(it)
@@ -390,7 +229,7 @@ func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token 
 	if derr != nil {
 		return nil, "", op(derr)
 	}
-	list := make([]Backfill, 0, len(ids))
+	list := make([]ledger.Backfill, 0, len(ids))
 	for _, id := range ids {
 		if b, ok := got[id]; ok {
 			list = append(list, b)
@@ -411,17 +250,17 @@ func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token 
 //
 // Counts that do not add up to the backfill's slots are refused
 // (ErrInvalidInput) before any write.
-func (s *Store) UpdateBackfill(ctx context.Context, b Backfill) (Backfill, error) {
+func (s *Store) UpdateBackfill(ctx context.Context, b ledger.Backfill) (ledger.Backfill, error) {
 	op := func(err error) error {
 		return fmt.Errorf("update backfill %s from version %d: %w", b.ID, b.Version, err)
 	}
-	if err := checkBackfill(b.ID); err != nil {
-		return Backfill{}, op(err)
+	if err := ledger.CheckBackfillID(b.ID); err != nil {
+		return ledger.Backfill{}, op(err)
 	}
-	if err := checkBackfillCounts(b); err != nil {
-		return Backfill{}, op(err)
+	if err := ledger.CheckBackfillCounts(b); err != nil {
+		return ledger.Backfill{}, op(err)
 	}
-	next := NextBackfill(b, s.clock(), s.backstop)
+	next := ledger.NextBackfill(b, s.clock(), s.backstop)
 	e := newExpr()
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(backfillPK(b.ID), skBackfill),
@@ -434,14 +273,14 @@ func (s *Store) UpdateBackfill(ctx context.Context, b Backfill) (Backfill, error
 	if err != nil {
 		old, ok := conditionItem(err)
 		if !ok {
-			return Backfill{}, op(translate(err))
+			return ledger.Backfill{}, op(translate(err))
 		}
 		if len(old) == 0 {
-			if _, gerr := s.GetBackfill(ctx, b.ID); errors.Is(gerr, ErrNotFound) {
-				return Backfill{}, op(ErrNotFound)
+			if _, gerr := s.GetBackfill(ctx, b.ID); errors.Is(gerr, ledger.ErrNotFound) {
+				return ledger.Backfill{}, op(ledger.ErrNotFound)
 			}
 		}
-		return Backfill{}, op(ErrVersionConflict)
+		return ledger.Backfill{}, op(ledger.ErrVersionConflict)
 	}
 	size := itemSize(backfillItem(next).present())
 	s.report("update_backfill", false, []int{size}, timerIndexWrites(backfillItem(b), backfillItem(next)), consumed(out.ConsumedCapacity))
@@ -454,7 +293,7 @@ func (s *Store) UpdateBackfill(ctx context.Context, b Backfill) (Backfill, error
 // per 100 slots.
 func (s *Store) TakenSlots(ctx context.Context, job string, slots []time.Time) ([]bool, error) {
 	op := func(err error) error { return fmt.Errorf("read %d slots of job %s: %w", len(slots), job, err) }
-	if err := checkJob(job); err != nil {
+	if err := ledger.CheckJobName(job); err != nil {
 		return nil, op(err)
 	}
 	keys := make([]map[string]types.AttributeValue, len(slots))
@@ -472,21 +311,4 @@ func (s *Store) TakenSlots(ctx context.Context, job string, slots []time.Time) (
 		out[i] = held[slotSK(t)]
 	}
 	return out, nil
-}
-
-// CheckRelease refuses a new run that releases a backfill's slot unless it
-// is that backfill's run of its oldest pending slot, claims the slot, and
-// the backfill (as held) may release it now (ReleaseNext). It returns the
-// backfill as the release leaves it, before the write's stamp.
-func CheckRelease(nr NewRun) (Backfill, error) {
-	b := *nr.Release
-	switch {
-	case nr.Trigger != statemodel.TriggerBackfill || nr.BackfillID != b.ID:
-		return b, fmt.Errorf("%w: a release of backfill %s is a backfill run naming it", ErrInvalidInput, b.ID)
-	case !nr.ClaimSlot || nr.MarkSlot:
-		return b, fmt.Errorf("%w: a backfill run claims its slot", ErrInvalidInput)
-	case nr.Job != b.Job:
-		return b, fmt.Errorf("%w: backfill %s is of job %s, not %s", ErrInvalidInput, b.ID, b.Job, nr.Job)
-	}
-	return ReleaseNext(b, nr.ID, nr.LogicalTime)
 }

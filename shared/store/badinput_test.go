@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/store"
 )
 
@@ -48,13 +49,13 @@ func TestItemSizeMatchesDynamoDB(t *testing.T) {
 			}
 			return it
 		}
-		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(ts.table), Item: build(store.MaxItemSize)})
+		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(ts.table), Item: build(ledger.MaxItemSize)})
 		if err != nil {
-			t.Errorf("%s: an item of exactly %d bytes was refused: %v", name, store.MaxItemSize, err)
+			t.Errorf("%s: an item of exactly %d bytes was refused: %v", name, ledger.MaxItemSize, err)
 		}
-		_, err = db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(ts.table), Item: build(store.MaxItemSize + 1)})
+		_, err = db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(ts.table), Item: build(ledger.MaxItemSize + 1)})
 		if err == nil {
-			t.Errorf("%s: an item of %d bytes was accepted: the size rules undercount", name, store.MaxItemSize+1)
+			t.Errorf("%s: an item of %d bytes was accepted: the size rules undercount", name, ledger.MaxItemSize+1)
 		}
 	}
 }

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/ledger/ledgertest"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -51,22 +52,22 @@ func BenchmarkTransitions(b *testing.B) {
 	// Four transitions per instance; create enough instances up front.
 	perInstance := []statemodel.EventType{statemodel.EvDepsMet, statemodel.EvDispatched, statemodel.EvStarted, statemodel.EvSucceeded}
 	need := b.N/len(perInstance) + workers
-	var keys []store.InstanceKey
-	var runs []store.NewRun
-	for made := 0; made < need; made += store.MaxTasksPerRun {
-		tasks := make([]string, store.MaxTasksPerRun)
+	var keys []ledger.InstanceKey
+	var runs []ledger.NewRun
+	for made := 0; made < need; made += ledger.MaxTasksPerRun {
+		tasks := make([]string, ledger.MaxTasksPerRun)
 		for i := range tasks {
 			tasks[i] = fmt.Sprintf("t%02d", i)
 		}
-		runs = append(runs, storetest.NewRun("bench", tasks...))
+		runs = append(runs, ledgertest.NewRun("bench", tasks...))
 	}
-	storetest.Parallel(b, 4, len(runs), func(i int) error {
+	ledgertest.Parallel(b, 4, len(runs), func(i int) error {
 		_, err := ts.CreateRun(ctx, runs[i], ts.Clock.Now())
 		return err
 	})
 	for _, nr := range runs {
 		for _, task := range nr.Tasks {
-			keys = append(keys, store.InstanceKey{Run: nr.ID, Task: task.ID})
+			keys = append(keys, ledger.InstanceKey{Run: nr.ID, Task: task.ID})
 		}
 	}
 	mu.Lock()
@@ -92,14 +93,14 @@ func BenchmarkTransitions(b *testing.B) {
 					if ops.Add(1) > int64(b.N) {
 						return
 					}
-					e := storetest.Ev(typ, 0)
+					e := ledgertest.Ev(typ, 0)
 					if step > 0 {
 						e.Attempt = 1
 					}
 					if typ == statemodel.EvStarted {
 						e.WorkerID = "bench"
 					}
-					res, err := ts.Transition(ctx, keys[k], e, now, storetest.Policy())
+					res, err := ts.Transition(ctx, keys[k], e, now, ledgertest.Policy())
 					if err != nil || res.Outcome != statemodel.Applied {
 						failed.Store(fmt.Errorf("%s on %s: %s %v", e, keys[k], res.Outcome, err))
 						return

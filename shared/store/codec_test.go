@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -61,8 +62,8 @@ func lifecycle(t *testing.T) (statemodel.Snapshot, []statemodel.Transition) {
 
 func TestSnapshotRoundTrip(t *testing.T) {
 	s, hist := lifecycle(t)
-	inst := Instance{
-		Key: InstanceKey{Run: "r1", Task: "t1"}, Job: "j", Pool: "default", Payload: []byte(`{"a":1}`),
+	inst := ledger.Instance{
+		Key: ledger.InstanceKey{Run: "r1", Task: "t1"}, Job: "j", Pool: "default", Payload: []byte(`{"a":1}`),
 		Policy: statemodel.DefaultPolicy(), DependsOn: []string{"up"}, TriggerRule: statemodel.TriggerRule("all_done"),
 		Publish: true, Snapshot: s,
 	}
@@ -108,7 +109,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 
 func TestTerminalInstanceHasNoTimerAttributes(t *testing.T) {
 	s := statemodel.Snapshot{State: statemodel.StateSucceeded, Version: 3, Deadline: epoch0}
-	it := instanceItem(Instance{Key: InstanceKey{Run: "r", Task: "t"}, Snapshot: s})
+	it := instanceItem(ledger.Instance{Key: ledger.InstanceKey{Run: "r", Task: "t"}, Snapshot: s})
 	for _, a := range []string{"timer_shard", "timer_at", "timer_kind"} {
 		if v, ok := it[a]; !ok || v != nil {
 			t.Fatalf("%s is %v; want present as nil so updates REMOVE it", a, v)
@@ -126,16 +127,16 @@ func TestTimeLayoutSortsAsText(t *testing.T) {
 	}
 	for _, a := range times {
 		for _, b := range times {
-			if (formatTime(a) < formatTime(b)) != a.Before(b) {
-				t.Fatalf("%s vs %s: text order disagrees", formatTime(a), formatTime(b))
+			if (ledger.FormatTime(a) < ledger.FormatTime(b)) != a.Before(b) {
+				t.Fatalf("%s vs %s: text order disagrees", ledger.FormatTime(a), ledger.FormatTime(b))
 			}
 		}
-		back, err := parseTime(formatTime(a))
+		back, err := parseTime(ledger.FormatTime(a))
 		if err != nil || !back.Equal(a) {
 			t.Fatalf("round trip of %s: %s %v", a, back, err)
 		}
 	}
-	if n := len(formatTime(epoch0)); n != len(formatTime(epoch0.Truncate(time.Second))) {
+	if n := len(ledger.FormatTime(epoch0)); n != len(ledger.FormatTime(epoch0.Truncate(time.Second))) {
 		t.Fatalf("width varies: %d", n)
 	}
 }
@@ -180,33 +181,33 @@ func TestItemSizeRules(t *testing.T) {
 }
 
 func TestKeyChecks(t *testing.T) {
-	ok := []string{"a", "nightly-report", "t_1", strings.Repeat("j", maxJobBytes)}
+	ok := []string{"a", "nightly-report", "t_1", strings.Repeat("j", ledger.MaxJobNameBytes)}
 	for _, v := range ok {
-		if err := checkJob(v); err != nil {
+		if err := ledger.CheckJobName(v); err != nil {
 			t.Errorf("job %q: %v", v, err)
 		}
 	}
-	bad := []string{"", "a#b", strings.Repeat("j", maxJobBytes+1), "\xff"}
+	bad := []string{"", "a#b", strings.Repeat("j", ledger.MaxJobNameBytes+1), "\xff"}
 	for _, v := range bad {
-		var ike *InvalidKeyError
-		if err := checkJob(v); !errors.As(err, &ike) || !errors.Is(err, ErrInvalidKey) {
-			t.Errorf("job %q: %v, want an InvalidKeyError", clip(v), err)
+		var ike *ledger.InvalidKeyError
+		if err := ledger.CheckJobName(v); !errors.As(err, &ike) || !errors.Is(err, ledger.ErrInvalidKey) {
+			t.Errorf("job %q: %v, want an InvalidKeyError", v, err)
 		}
 	}
-	k := InstanceKey{Run: "r", Task: strings.Repeat("t", maxTaskBytes)}
-	if err := checkInstanceKey(k); err != nil {
+	k := ledger.InstanceKey{Run: "r", Task: strings.Repeat("t", ledger.MaxTaskIDBytes)}
+	if err := ledger.CheckInstanceKey(k); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(transitionSK(k.Task, 1)); n > MaxSortKeyBytes {
+	if n := len(transitionSK(k.Task, 1)); n > ledger.MaxSortKeyBytes {
 		t.Fatalf("the longest task id makes a %d-byte transition key", n)
 	}
-	if n := len(attemptSK(k.Task, 999)); n > MaxSortKeyBytes {
+	if n := len(attemptSK(k.Task, 999)); n > ledger.MaxSortKeyBytes {
 		t.Fatalf("the longest task id makes a %d-byte attempt key", n)
 	}
-	if err := checkEventID(k, strings.Repeat("e", maxEventIDBytes)); err != nil {
-		t.Fatalf("a %d-byte event id with the longest task: %v", maxEventIDBytes, err)
+	if err := ledger.CheckEventID(k, strings.Repeat("e", ledger.MaxEventIDBytes)); err != nil {
+		t.Fatalf("a %d-byte event id with the longest task: %v", ledger.MaxEventIDBytes, err)
 	}
-	if err := checkEventID(k, strings.Repeat("e", maxEventIDBytes+1)); !errors.Is(err, ErrInvalidKey) {
+	if err := ledger.CheckEventID(k, strings.Repeat("e", ledger.MaxEventIDBytes+1)); !errors.Is(err, ledger.ErrInvalidKey) {
 		t.Fatalf("an event id past its limit: %v", err)
 	}
 }
@@ -227,7 +228,7 @@ func TestTokens(t *testing.T) {
 		{"%%%", map[string]string{"pk": ""}},                               // not base64
 		{encodeToken(map[string]types.AttributeValue{"pk": str("")}), nil}, // empty
 	} {
-		if _, err := decodeToken(c.tok, c.want); !errors.Is(err, ErrInvalidToken) {
+		if _, err := decodeToken(c.tok, c.want); !errors.Is(err, ledger.ErrInvalidPageToken) {
 			t.Errorf("token %q for %v: %v, want invalid", c.tok, c.want, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -33,9 +34,7 @@ import (
 // layout (one record per TR#<task>#<seq> item) read the same way: a
 // single-record item is keyed by its own seq, which is also its last.
 const (
-	// MaxInlineHistory is the most transition records an instance item
-	// holds before its writer spills the oldest.
-	MaxInlineHistory = 8
+
 	// keepInlineHistory is how many of the newest records stay inline
 	// after a spill: each spill moves MaxInlineHistory-keepInlineHistory+1
 	// records in one item, so spills are rare and their items few.
@@ -78,7 +77,7 @@ func readHistoryList(r *reader, attr string) []statemodel.Transition {
 // write must spill first (oldest first) and which stay inline.
 func planHistory(inline []statemodel.Transition, trs ...statemodel.Transition) (spill, keep []statemodel.Transition) {
 	all := append(slices.Clone(inline), trs...)
-	if len(all) <= MaxInlineHistory && valueSize(historyList(all)) <= maxInlineHistoryBytes {
+	if len(all) <= ledger.MaxInlineHistory && valueSize(historyList(all)) <= maxInlineHistoryBytes {
 		return nil, all
 	}
 	cut := max(len(all)-keepInlineHistory, 1)
@@ -92,7 +91,7 @@ func planHistory(inline []statemodel.Transition, trs ...statemodel.Transition) (
 // putHistory writes spilled records as one history item. It has no
 // condition: its records are committed and never change, so writing them
 // again (a retry after a crash, with the same or more records) is harmless.
-func (s *Store) putHistory(ctx context.Context, key InstanceKey, trs []statemodel.Transition) error {
+func (s *Store) putHistory(ctx context.Context, key ledger.InstanceKey, trs []statemodel.Transition) error {
 	last := trs[len(trs)-1].Seq
 	it := item{
 		tableschema.PK:  str(runPK(key.Run)),
@@ -121,7 +120,7 @@ func (s *Store) putHistory(ctx context.Context, key InstanceKey, trs []statemode
 // longer holds (statemodel.MaxInlineAttempts) to their attempt items,
 // keeping any late events there. Like putHistory it precedes the instance
 // write and is harmless to repeat.
-func (s *Store) putEvictedAttempts(ctx context.Context, key InstanceKey, from, to statemodel.Snapshot) error {
+func (s *Store) putEvictedAttempts(ctx context.Context, key ledger.InstanceKey, from, to statemodel.Snapshot) error {
 	for _, a := range from.Attempts {
 		if len(to.Attempts) == 0 || a.N >= to.Attempts[0].N {
 			continue
@@ -149,18 +148,9 @@ func (s *Store) putEvictedAttempts(ctx context.Context, key InstanceKey, from, t
 	return nil
 }
 
-// historyMatches reports whether inst's inline records end where its
-// snapshot is. The write of a transition replaces the inline list with
-// the held one plus the new record, so a copy whose snapshot was moved on
-// without its history must never be written from.
-func historyMatches(inst Instance) bool {
-	n := len(inst.History)
-	return n == 0 || inst.History[n-1].Seq == inst.Snapshot.Seq
-}
-
 // spilled reports whether some of inst's records live outside its item:
 // the inline list does not start at seq 1.
-func spilled(inst Instance) bool {
+func spilled(inst ledger.Instance) bool {
 	if len(inst.History) == 0 {
 		return inst.Snapshot.Seq > 0
 	}
@@ -175,7 +165,7 @@ func spilled(inst Instance) bool {
 //
 // History items are keyed by their last record's seq, so the first item
 // the range returns may start before from.
-func (s *Store) readSpilled(ctx context.Context, key InstanceKey, from int64, want int) ([]statemodel.Transition, error) {
+func (s *Store) readSpilled(ctx context.Context, key ledger.InstanceKey, from int64, want int) ([]statemodel.Transition, error) {
 	e := newExpr()
 	upper := []byte(transitionPrefix(key.Task))
 	upper[len(upper)-1]++
@@ -201,7 +191,7 @@ func (s *Store) readSpilled(ctx context.Context, key InstanceKey, from int64, wa
 			case kindTransition:
 				recs = []statemodel.Transition{readTransition(r)}
 			default:
-				return nil, fmt.Errorf("read history of %s: %w: unexpected item kind %q", key, ErrCorruptItem, kind)
+				return nil, fmt.Errorf("read history of %s: %w: unexpected item kind %q", key, ledger.ErrCorruptItem, kind)
 			}
 			if r.err != nil {
 				return nil, fmt.Errorf("read history of %s: %w", key, r.err)
@@ -235,7 +225,7 @@ func mergeHistory(lists ...[]statemodel.Transition) []statemodel.Transition {
 // applied event's id, and this read is paid only by an event the snapshot's
 // recent ids do not know (a rejected or stale one, or any event on an
 // instance with more than statemodel.RecentEvents transitions).
-func (s *Store) seenBefore(ctx context.Context, inst Instance, id string) (statemodel.SeenEvent, bool, error) {
+func (s *Store) seenBefore(ctx context.Context, inst ledger.Instance, id string) (statemodel.SeenEvent, bool, error) {
 	find := func(trs []statemodel.Transition) (statemodel.SeenEvent, bool) {
 		for _, tr := range trs {
 			if tr.EventID == id {
@@ -266,9 +256,9 @@ func (s *Store) seenBefore(ctx context.Context, inst Instance, id string) (state
 // One GetItem of the instance, whose item holds the newest records, and,
 // when the page starts before them, one Query of the spilled ones
 // (readSpilled).
-func (s *Store) History(ctx context.Context, key InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
+func (s *Store) History(ctx context.Context, key ledger.InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
 	op := func(err error) error { return fmt.Errorf("history %s: %w", key, err) }
-	if err := checkInstanceKey(key); err != nil {
+	if err := ledger.CheckInstanceKey(key); err != nil {
 		return nil, "", op(err)
 	}
 	from, err := decodeHistoryToken(key, token)
@@ -313,26 +303,26 @@ type historyToken struct {
 	Seq  string `json:"seq"`
 }
 
-func encodeHistoryToken(key InstanceKey, seq int64) string {
+func encodeHistoryToken(key ledger.InstanceKey, seq int64) string {
 	b, _ := json.Marshal(historyToken{Run: key.Run, Task: key.Task, Seq: strconv.FormatInt(seq, 10)})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeHistoryToken(key InstanceKey, tok string) (int64, error) {
+func decodeHistoryToken(key ledger.InstanceKey, tok string) (int64, error) {
 	if tok == "" {
 		return 1, nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
-		return 0, ErrInvalidToken
+		return 0, ledger.ErrInvalidPageToken
 	}
 	var t historyToken
 	if err := json.Unmarshal(b, &t); err != nil || t.Run != key.Run || t.Task != key.Task {
-		return 0, ErrInvalidToken
+		return 0, ledger.ErrInvalidPageToken
 	}
 	seq, err := strconv.ParseInt(t.Seq, 10, 64)
 	if err != nil || seq < 1 {
-		return 0, ErrInvalidToken
+		return 0, ledger.ErrInvalidPageToken
 	}
 	return seq, nil
 }

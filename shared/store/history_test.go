@@ -10,8 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/ledger/ledgertest"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -84,18 +85,18 @@ func TestHistoryCompleteAfterACrashAtEveryWriteBoundary(t *testing.T) {
 			ctx := context.Background()
 			c := &crasher{after: after}
 			cs := store.New(env.DynamoDBClient(c.option), ts.table, store.WithClock(ts.Clock.Now))
-			v := ts.MustCreate(t, storetest.NewRun("crashes", "main"))
+			v := ts.MustCreate(t, ledgertest.NewRun("crashes", "main"))
 			key := v.Tasks[0].Instance.Key
 			now := ts.Clock.Now()
 
-			events := []statemodel.Event{storetest.Ev(statemodel.EvDepsMet, 0)}
+			events := []statemodel.Event{ledgertest.Ev(statemodel.EvDepsMet, 0)}
 			const attempts = statemodel.MaxInlineAttempts + 2
 			for n := 1; n <= attempts; n++ {
-				failed := storetest.Ev(statemodel.EvFailed, n)
+				failed := ledgertest.Ev(statemodel.EvFailed, n)
 				failed.Reason, failed.Retryable = fmt.Sprintf("attempt %d failed", n), new(bool)
-				events = append(events, storetest.Dispatch(n), storetest.Started(n, "w"), failed)
+				events = append(events, ledgertest.Dispatch(n), ledgertest.Started(n, "w"), failed)
 				if n < attempts {
-					retry := storetest.Ev(statemodel.EvManualRetry, 0)
+					retry := ledgertest.Ev(statemodel.EvManualRetry, 0)
 					retry.Operator, retry.Reason = "ana", "again"
 					events = append(events, retry)
 				}
@@ -104,7 +105,7 @@ func TestHistoryCompleteAfterACrashAtEveryWriteBoundary(t *testing.T) {
 			for i, e := range events {
 				for at := 1; ; at++ {
 					c.arm(at)
-					res, err := cs.Transition(ctx, key, e, now, storetest.Policy())
+					res, err := cs.Transition(ctx, key, e, now, ledgertest.Policy())
 					if errors.Is(err, errCrash) {
 						crashes++
 						continue
@@ -141,8 +142,8 @@ func TestHistoryCompleteAfterACrashAtEveryWriteBoundary(t *testing.T) {
 			if got, err := statemodel.Replay(hist); err != nil || !got.EqualState(inst.Snapshot) {
 				t.Fatalf("the history folds to %+v (%v), the instance is %+v", got, err, inst.Snapshot)
 			}
-			if len(inst.History) > store.MaxInlineHistory {
-				t.Fatalf("the instance item holds %d records, at most %d", len(inst.History), store.MaxInlineHistory)
+			if len(inst.History) > ledger.MaxInlineHistory {
+				t.Fatalf("the instance item holds %d records, at most %d", len(inst.History), ledger.MaxInlineHistory)
 			}
 			kinds := map[string]int{}
 			for _, it := range scanAll(t, ts.table) {
@@ -166,19 +167,19 @@ func TestHistoryPages(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
 	ctx := context.Background()
-	v := ts.MustCreate(t, storetest.NewRun("pages", "a", "b"))
+	v := ts.MustCreate(t, ledgertest.NewRun("pages", "a", "b"))
 	key := v.Tasks[0].Instance.Key
 	now := ts.Clock.Now()
-	for range 2 * store.MaxInlineHistory {
-		ts.Step(t, key, storetest.Ev(statemodel.EvPause, 0), now)
-		ts.Step(t, key, storetest.Ev(statemodel.EvResume, 0), now)
+	for range 2 * ledger.MaxInlineHistory {
+		ts.Step(t, key, ledgertest.Ev(statemodel.EvPause, 0), now)
+		ts.Step(t, key, ledgertest.Ev(statemodel.EvResume, 0), now)
 	}
 	full, err := ts.Store.FullHistory(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(full) != 4*store.MaxInlineHistory+1 {
-		t.Fatalf("%d records, want %d", len(full), 4*store.MaxInlineHistory+1)
+	if len(full) != 4*ledger.MaxInlineHistory+1 {
+		t.Fatalf("%d records, want %d", len(full), 4*ledger.MaxInlineHistory+1)
 	}
 	var paged []statemodel.Transition
 	token, pages := "", 0
@@ -209,8 +210,8 @@ func TestHistoryPages(t *testing.T) {
 	if err != nil || next == "" {
 		t.Fatalf("first page: next %q, %v", next, err)
 	}
-	other := store.InstanceKey{Run: key.Run, Task: "b"}
-	if _, _, err := ts.History(ctx, other, 3, next); !errors.Is(err, store.ErrInvalidToken) {
+	other := ledger.InstanceKey{Run: key.Run, Task: "b"}
+	if _, _, err := ts.History(ctx, other, 3, next); !errors.Is(err, ledger.ErrInvalidPageToken) {
 		t.Fatalf("another instance's token: %v, want ErrInvalidToken", err)
 	}
 }

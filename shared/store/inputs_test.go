@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/ledger/ledgertest"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -21,11 +22,11 @@ func TestAttemptsBoundedInTheInstanceItem(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
 	ctx := context.Background()
-	p := storetest.Policy()
-	v := ts.MustCreate(t, storetest.NewRun("many-attempts", "main"))
+	p := ledgertest.Policy()
+	v := ts.MustCreate(t, ledgertest.NewRun("many-attempts", "main"))
 	key := v.Tasks[0].Instance.Key
 	now := ts.Clock.Now()
-	ts.Step(t, key, storetest.Ev(statemodel.EvDepsMet, 0), now)
+	ts.Step(t, key, ledgertest.Ev(statemodel.EvDepsMet, 0), now)
 	ref := strings.Repeat("r", 2048) // the largest output_ref a worker may report
 	size := func() int {
 		return store.ItemSize(getItem(t, ts.table, "RUN#"+key.Run, "TASK#"+key.Task))
@@ -33,16 +34,16 @@ func TestAttemptsBoundedInTheInstanceItem(t *testing.T) {
 	const total = 4 * statemodel.MaxInlineAttempts
 	var sizeAtLimit int
 	for n := 1; n <= total; n++ {
-		ts.Step(t, key, storetest.Dispatch(n), now)
-		ts.Step(t, key, storetest.Started(n, "w"), now)
-		failed := storetest.Ev(statemodel.EvFailed, n)
+		ts.Step(t, key, ledgertest.Dispatch(n), now)
+		ts.Step(t, key, ledgertest.Started(n, "w"), now)
+		failed := ledgertest.Ev(statemodel.EvFailed, n)
 		failed.OutputRef, failed.ErrorCategory, failed.Retryable = ref, "boom", new(bool)
 		ts.Step(t, key, failed, now)
 		if n == statemodel.MaxInlineAttempts {
 			sizeAtLimit = size()
 		}
 		if n < total {
-			retry := storetest.Ev(statemodel.EvManualRetry, 0)
+			retry := ledgertest.Ev(statemodel.EvManualRetry, 0)
 			retry.Operator, retry.Reason = "ana", "again"
 			ts.Step(t, key, retry, now)
 		}
@@ -74,7 +75,7 @@ func TestAttemptsBoundedInTheInstanceItem(t *testing.T) {
 			t.Fatalf("attempt item %d: n %d, outcome %s, output_ref %d bytes, token hash %q", i+1, a.N, a.Outcome, len(a.OutputRef), a.TokenHash)
 		}
 	}
-	late := storetest.Ev(statemodel.EvSucceeded, 1)
+	late := ledgertest.Ev(statemodel.EvSucceeded, 1)
 	if res, err := ts.Transition(ctx, key, late, now, p); err != nil || res.Outcome != statemodel.Stale {
 		t.Fatalf("attempt 1's late success: %s, %v", res.Outcome, err)
 	}
@@ -82,7 +83,7 @@ func TestAttemptsBoundedInTheInstanceItem(t *testing.T) {
 	if err != nil || len(a1.Late) != 1 || a1.Late[0].EventID != late.ID || a1.TokenHash != "hash-1" {
 		t.Fatalf("attempt 1: %+v, %v", a1, err)
 	}
-	if _, err := ts.GetAttempt(ctx, key, total+1); !errors.Is(err, store.ErrNotFound) {
+	if _, err := ts.GetAttempt(ctx, key, total+1); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("attempt %d: %v, want ErrNotFound", total+1, err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -12,128 +11,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
 
-// Instance is one task instance item: its statemodel snapshot and what the
-// scheduler needs to dispatch it and evaluate its dependencies.
-type Instance struct {
-	Key     InstanceKey
-	Job     string
-	Pool    string
-	Payload []byte
-	// Executor is the task's executor as jobspec.Executor's JSON; nil is
-	// the pool's queue.
-	Executor    []byte
-	Policy      statemodel.Policy // Random is never stored
-	DependsOn   []string
-	TriggerRule statemodel.TriggerRule
-	Publish     bool
-	Snapshot    statemodel.Snapshot
-	// TimerAt and TimerKind are the stored timer: Snapshot.Timer() as of
-	// the last write; zero when the instance is in no timers index
-	// (terminal, PAUSED).
-	TimerAt   time.Time
-	TimerKind statemodel.TimerKind
-	// History holds the newest transition records, oldest first; older
-	// ones were spilled to history items (history.go).
-	History []statemodel.Transition
-	// Secret is the instance's attempt secret, set when its run was
-	// created (NewTask.Secret) and never changed: the scheduler derives
-	// each attempt's token from it. Empty for an instance created before
-	// instances had one. No history record, attempt item or run holds it.
-	Secret Secret
-}
-
-// SecretBytes is the length of an instance's attempt secret.
-const SecretBytes = 32
-
-// Secret is an instance's attempt secret. It prints, logs and encodes as
-// a placeholder, so a dump of an instance cannot reveal it.
-type Secret []byte
-
-const redacted = "[redacted]"
-
-func (Secret) String() string               { return redacted }
-func (Secret) GoString() string             { return redacted }
-func (Secret) LogValue() slog.Value         { return slog.StringValue(redacted) }
-func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
-
-// checkSecret refuses a secret of the wrong length; empty is none.
-func checkSecret(task string, s Secret) error {
-	if len(s) != 0 && len(s) != SecretBytes {
-		return fmt.Errorf("%w: task %s: an instance secret is %d bytes, not %d", ErrInvalidInput, task, SecretBytes, len(s))
-	}
-	return nil
-}
-
-// Node returns the instance as the DAG rules see it.
-func (i Instance) Node() statemodel.TaskNode {
-	return statemodel.TaskNode{
-		ID: i.Key.Task, DependsOn: slices.Clone(i.DependsOn), Rule: i.TriggerRule,
-		Publish: i.Publish, State: i.Snapshot.State, Started: i.Snapshot.Started(),
-	}
-}
-
-// Attempt is an attempt item: the record as the instance's transitions left
-// it, plus the late events from that attempt that arrived after a newer
-// attempt started.
-type Attempt struct {
-	statemodel.AttemptRecord
-	// Late holds the first MaxLateEvents late events; LateDropped counts
-	// the deliveries of later ones.
-	Late        []statemodel.LateEvent
-	LateDropped int
-}
-
-// Result is what a Transition did.
-type Result struct {
-	Outcome statemodel.Outcome
-	// Snapshot is the instance as stored after the call (for Duplicate,
-	// Stale and Rejected: as found).
-	Snapshot   statemodel.Snapshot
-	Transition *statemodel.Transition // Applied
-	// Transitions are every record this call wrote, in order: more than
-	// Transition when TransitionAll applied several events, and set also
-	// when it Stopped after writing some.
-	Transitions []statemodel.Transition
-	First       statemodel.SeenEvent  // Duplicate: the outcome that stands
-	Late        *statemodel.LateEvent // Stale: what was recorded on the older attempt
-	Effects     []statemodel.Effect
-	// Rounds is how many read-decide-write rounds it took (1 without
-	// contention).
-	Rounds int
-	// Instance is the instance as written (Applied, Refreshed) or as last
-	// found: a caller that goes on with it needs no read.
-	Instance Instance
-	// Stopped: TransitionAll wrote some of its events and stopped at one
-	// that did not apply; Outcome, First and Late are that event's.
-	Stopped bool
-}
-
-// Heartbeat and duplicate errors.
-var (
-	// ErrStaleAttempt: the call names an attempt older than the current one.
-	ErrStaleAttempt = errors.New("stale attempt")
-	// ErrLostNeedsTransition: a heartbeat met the instance LOST with the
-	// same attempt. That heartbeat is a real transition (the worker proved
-	// alive): the caller applies EvHeartbeat with Transition.
-	ErrLostNeedsTransition = errors.New("heartbeat in LOST is a transition")
-)
-
-// StoredPolicy returns a policy argument that makes Transition decide with
-// the policy stored on the instance, drawing jitter from random (nil: no
-// jitter). It is recognised by its zero Retry.MaxAttempts, which no valid
-// policy has.
-func StoredPolicy(random func() float64) statemodel.Policy {
-	return statemodel.Policy{Random: random}
-}
-
-func usesStoredPolicy(p statemodel.Policy) bool { return p.Retry.MaxAttempts == 0 }
-
 // instanceItem is the whole instance item.
-func instanceItem(inst Instance) item {
+func instanceItem(inst ledger.Instance) item {
 	it := instanceStatic(inst)
 	for k, v := range snapshotItem(inst.Snapshot) {
 		it[k] = v
@@ -148,7 +32,7 @@ func instanceItem(inst Instance) item {
 }
 
 // instanceStatic holds the fields set at creation and never changed.
-func instanceStatic(inst Instance) item {
+func instanceStatic(inst ledger.Instance) item {
 	return item{
 		attrKind:         str(kindInstance),
 		attrRun:          str(inst.Key.Run),
@@ -175,15 +59,15 @@ func timerItem(pk, sk string, s statemodel.Snapshot) item {
 	}
 	return item{
 		tableschema.TimerShard: str(timerShard(pk, sk)),
-		tableschema.TimerAt:    str(formatTime(at)),
+		tableschema.TimerAt:    str(ledger.FormatTime(at)),
 		attrTimerKind:          str(string(kind)),
 	}
 }
 
-func decodeInstance(m map[string]types.AttributeValue) (Instance, error) {
+func decodeInstance(m map[string]types.AttributeValue) (ledger.Instance, error) {
 	r := &reader{it: m}
-	inst := Instance{
-		Key:         InstanceKey{Run: r.str(attrRun), Task: r.str(attrTask)},
+	inst := ledger.Instance{
+		Key:         ledger.InstanceKey{Run: r.str(attrRun), Task: r.str(attrTask)},
 		Job:         r.str(attrJob),
 		Pool:        r.str(attrPool),
 		Payload:     r.bytes(attrPayload),
@@ -202,9 +86,9 @@ func decodeInstance(m map[string]types.AttributeValue) (Instance, error) {
 }
 
 // GetInstance reads one instance with a strongly consistent GetItem.
-func (s *Store) GetInstance(ctx context.Context, key InstanceKey) (Instance, error) {
-	if err := checkInstanceKey(key); err != nil {
-		return Instance{}, fmt.Errorf("get instance %s: %w", key, err)
+func (s *Store) GetInstance(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, error) {
+	if err := ledger.CheckInstanceKey(key); err != nil {
+		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
@@ -212,14 +96,14 @@ func (s *Store) GetInstance(ctx context.Context, key InstanceKey) (Instance, err
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Instance{}, fmt.Errorf("get instance %s: %w", key, translate(err))
+		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, translate(err))
 	}
 	if out.Item == nil {
-		return Instance{}, fmt.Errorf("get instance %s: %w", key, ErrNotFound)
+		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, ledger.ErrNotFound)
 	}
 	inst, err := decodeInstance(out.Item)
 	if err != nil {
-		return Instance{}, fmt.Errorf("get instance %s: %w", key, err)
+		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
 	}
 	return inst, nil
 }
@@ -230,26 +114,26 @@ func (s *Store) GetInstance(ctx context.Context, key InstanceKey) (Instance, err
 // instance let it go. Late events live in the attempt item. One strongly
 // consistent GetItem of the attempt item, and one of the instance when the
 // item holds no record.
-func (s *Store) GetAttempt(ctx context.Context, key InstanceKey, n int) (Attempt, error) {
+func (s *Store) GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (ledger.Attempt, error) {
 	op := func(err error) error { return fmt.Errorf("get attempt %s#%d: %w", key, n, err) }
-	if err := checkInstanceKey(key); err != nil {
-		return Attempt{}, op(err)
+	if err := ledger.CheckInstanceKey(key); err != nil {
+		return ledger.Attempt{}, op(err)
 	}
 	if n < 1 {
-		return Attempt{}, op(fmt.Errorf("%w: attempt %d", ErrInvalidInput, n))
+		return ledger.Attempt{}, op(fmt.Errorf("%w: attempt %d", ledger.ErrInvalidInput, n))
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: keyOf(runPK(key.Run), attemptSK(key.Task, n)), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Attempt{}, op(translate(err))
+		return ledger.Attempt{}, op(translate(err))
 	}
-	a := Attempt{AttemptRecord: statemodel.AttemptRecord{N: n}}
+	a := ledger.Attempt{AttemptRecord: statemodel.AttemptRecord{N: n}}
 	if out.Item != nil {
 		r := &reader{it: out.Item}
 		a = decodeAttempt(r)
 		if r.err != nil {
-			return Attempt{}, op(r.err)
+			return ledger.Attempt{}, op(r.err)
 		}
 	}
 	if a.HasRecord() {
@@ -257,29 +141,25 @@ func (s *Store) GetAttempt(ctx context.Context, key InstanceKey, n int) (Attempt
 	}
 	inst, err := s.GetInstance(ctx, key)
 	if err != nil {
-		return Attempt{}, op(err)
+		return ledger.Attempt{}, op(err)
 	}
 	rec, ok := inst.Snapshot.AttemptN(n)
 	if !ok {
-		return Attempt{}, op(ErrNotFound)
+		return ledger.Attempt{}, op(ledger.ErrNotFound)
 	}
 	a.AttemptRecord = rec
 	return a, nil
 }
 
-// HasRecord reports whether a holds the attempt's record, not only its
-// late events: every attempt is queued before anything else happens to it.
-func (a Attempt) HasRecord() bool { return !a.QueuedAt.IsZero() }
-
 // Transition applies event e to the instance at key: read it (strongly
 // consistent), then TransitionFrom.
-func (s *Store) Transition(ctx context.Context, key InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
-	if err := checkInstanceKey(key); err != nil {
-		return Result{}, fmt.Errorf("transition %s %s: %w", key, e, err)
+func (s *Store) Transition(ctx context.Context, key ledger.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
+	if err := ledger.CheckInstanceKey(key); err != nil {
+		return ledger.Result{}, fmt.Errorf("transition %s %s: %w", key, e, err)
 	}
 	inst, err := s.GetInstance(ctx, key)
 	if err != nil {
-		return Result{Rounds: 1}, fmt.Errorf("transition %s %s: %w", key, e, err)
+		return ledger.Result{Rounds: 1}, fmt.Errorf("transition %s %s: %w", key, e, err)
 	}
 	return s.TransitionFrom(ctx, inst, e, now, p)
 }
@@ -308,7 +188,7 @@ func (s *Store) Transition(ctx context.Context, key InstanceKey, e statemodel.Ev
 // the *statemodel.TransitionError (errors.Is with statemodel's sentinels);
 // ErrNotFound when the instance does not exist (creation is CreateRun's);
 // ErrInvalidKey before any I/O for unusable keys or event ids.
-func (s *Store) TransitionFrom(ctx context.Context, held Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+func (s *Store) TransitionFrom(ctx context.Context, held ledger.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
 	return s.TransitionAll(ctx, held, []statemodel.Event{e}, now, p)
 }
 
@@ -319,24 +199,24 @@ func (s *Store) TransitionFrom(ctx context.Context, held Instance, e statemodel.
 // together, and the Result is that event's (or the last one's, when every
 // event applied; Effects then hold every event's). An empty or partly
 // refused sequence is answered as TransitionFrom answers its one event.
-func (s *Store) TransitionAll(ctx context.Context, held Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+func (s *Store) TransitionAll(ctx context.Context, held ledger.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
 	key := held.Key
 	if len(events) == 0 {
-		return Result{}, fmt.Errorf("transition %s: %w: no event", key, ErrInvalidInput)
+		return ledger.Result{}, fmt.Errorf("transition %s: %w: no event", key, ledger.ErrInvalidInput)
 	}
 	op := func(err error) error { return fmt.Errorf("transition %s %s: %w", key, events[0], err) }
-	if err := checkInstanceKey(key); err != nil {
-		return Result{}, op(err)
+	if err := ledger.CheckInstanceKey(key); err != nil {
+		return ledger.Result{}, op(err)
 	}
 	for _, e := range events {
 		if e.ID != "" {
-			if err := checkEventID(key, e.ID); err != nil {
-				return Result{}, op(err)
+			if err := ledger.CheckEventID(key, e.ID); err != nil {
+				return ledger.Result{}, op(err)
 			}
 		}
 	}
 	inst := &held
-	if !historyMatches(held) {
+	if !ledger.HeldCopyUsable(held) {
 		inst = nil // a copy whose history is not its snapshot's: read it
 	}
 	// fresh: inst is the instance as this call read it or as a failed
@@ -344,29 +224,25 @@ func (s *Store) TransitionAll(ctx context.Context, held Instance, events []state
 	// stale) is given only from a fresh copy: from the caller's copy it is
 	// confirmed by one read first, so a stale copy never answers wrongly.
 	fresh := false
-	for round := 1; round <= MaxRounds; round++ {
+	for round := 1; round <= ledger.MaxRounds; round++ {
 		if inst == nil {
 			got, err := s.GetInstance(ctx, key)
 			if err != nil {
-				return Result{Rounds: round}, op(err)
+				return ledger.Result{Rounds: round}, op(err)
 			}
 			inst, fresh = &got, true
 		}
-		policy := p
-		if usesStoredPolicy(p) {
-			policy = inst.Policy
-			policy.Random = p.Random
-		}
+		policy := ledger.DecisionPolicy(p, inst.Policy)
 		var applied []statemodel.Decision
 		snap := inst.Snapshot
-		var res Result
+		var res ledger.Result
 		var stop *statemodel.Decision
 		for _, e := range events {
 			d := statemodel.Apply(snap, e, now, policy)
-			if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && MayHaveForgotten(*inst, d.Outcome) {
+			if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && ledger.MayHaveForgotten(*inst, d.Outcome) {
 				first, seen, err := s.seenBefore(ctx, *inst, e.ID)
 				if err != nil {
-					return Result{Outcome: d.Outcome, Snapshot: snap, Rounds: round, Instance: *inst}, op(err)
+					return ledger.Result{Outcome: d.Outcome, Snapshot: snap, Rounds: round, Instance: *inst}, op(err)
 				}
 				if seen {
 					d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
@@ -385,7 +261,7 @@ func (s *Store) TransitionAll(ctx context.Context, held Instance, events []state
 		}
 		if len(applied) == 0 || (stop != nil && stop.Outcome == statemodel.Refreshed) {
 			d := *stop
-			res = Result{Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition, First: d.First, Late: d.Late, Effects: d.Effects, Rounds: round, Instance: *inst}
+			res = ledger.Result{Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition, First: d.First, Late: d.Late, Effects: d.Effects, Rounds: round, Instance: *inst}
 			switch d.Outcome {
 			case statemodel.Duplicate:
 				return res, nil
@@ -411,7 +287,7 @@ func (s *Store) TransitionAll(ctx context.Context, held Instance, events []state
 			continue
 		}
 		last := applied[len(applied)-1]
-		res = Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Rounds: round, Instance: *inst}
+		res = ledger.Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Rounds: round, Instance: *inst}
 		for _, d := range applied {
 			res.Effects = append(res.Effects, d.Effects...)
 			res.Transitions = append(res.Transitions, *d.Transition)
@@ -438,28 +314,28 @@ func (s *Store) TransitionAll(ctx context.Context, held Instance, events []state
 		}
 		inst, fresh = moved.now, moved.now != nil // nil: re-read
 	}
-	return Result{Rounds: MaxRounds}, op(fmt.Errorf("%w after %d rounds", ErrUnsettled, MaxRounds))
+	return ledger.Result{Rounds: ledger.MaxRounds}, op(fmt.Errorf("%w after %d rounds", ledger.ErrUnsettled, ledger.MaxRounds))
 }
 
 // movedError: the instance was not as the decision assumed (the state,
 // version or lease condition failed). now is the instance as DynamoDB
 // found it, when it said.
 type movedError struct {
-	key InstanceKey
-	now *Instance
+	key ledger.InstanceKey
+	now *ledger.Instance
 }
 
 func (e *movedError) Error() string {
 	return fmt.Sprintf("instance %s moved on since it was read", e.key)
 }
 
-func (e *movedError) Unwrap() error { return ErrConflict }
+func (e *movedError) Unwrap() error { return ledger.ErrConflict }
 
 // asMoved turns the failed condition of an instance write into a
 // *movedError with the item as DynamoDB found it, so the caller decides
 // again from it; without an ALL_OLD image (an endpoint that sends none)
 // the next round re-reads. ok is false for any other error.
-func asMoved(key InstanceKey, err error) (*movedError, bool) {
+func asMoved(key ledger.InstanceKey, err error) (*movedError, bool) {
 	old, ok := conditionItem(err)
 	if !ok {
 		return nil, false
@@ -475,7 +351,7 @@ func asMoved(key InstanceKey, err error) (*movedError, bool) {
 
 // ApplyDecision writes decision d, made by statemodel.Apply from
 // inst.Snapshot (see applyDecision).
-func (s *Store) ApplyDecision(ctx context.Context, inst Instance, d statemodel.Decision) error {
+func (s *Store) ApplyDecision(ctx context.Context, inst ledger.Instance, d statemodel.Decision) error {
 	_, err := s.applyDecision(ctx, inst, d)
 	return err
 }
@@ -503,10 +379,10 @@ func (s *Store) ApplyDecision(ctx context.Context, inst Instance, d statemodel.D
 // #version = :expected_version; fails as above (ErrConflict).
 //
 // Stale: AppendLate. Duplicate and Rejected write nothing.
-func (s *Store) applyDecision(ctx context.Context, inst Instance, d statemodel.Decision) (Instance, error) {
+func (s *Store) applyDecision(ctx context.Context, inst ledger.Instance, d statemodel.Decision) (ledger.Instance, error) {
 	key := inst.Key
 	op := func(err error) error { return fmt.Errorf("apply %s to %s: %w", d.Outcome, key, err) }
-	if err := checkInstanceKey(key); err != nil {
+	if err := ledger.CheckInstanceKey(key); err != nil {
 		return inst, op(err)
 	}
 	switch d.Outcome {
@@ -516,7 +392,7 @@ func (s *Store) applyDecision(ctx context.Context, inst Instance, d statemodel.D
 		return s.refreshLease(ctx, inst, d.Snapshot, op)
 	case statemodel.Stale:
 		if d.Late == nil {
-			return inst, op(fmt.Errorf("%w: stale decision without a late event", ErrInvalidInput))
+			return inst, op(fmt.Errorf("%w: stale decision without a late event", ledger.ErrInvalidInput))
 		}
 		return inst, s.AppendLate(ctx, key, *d.Late)
 	}
@@ -525,15 +401,15 @@ func (s *Store) applyDecision(ctx context.Context, inst Instance, d statemodel.D
 
 // writeTransitions writes applied decisions, made in order from
 // inst.Snapshot, as one conditional UpdateItem (see applyDecision).
-func (s *Store) writeTransitions(ctx context.Context, inst Instance, ds []statemodel.Decision, op func(error) error) (Instance, error) {
+func (s *Store) writeTransitions(ctx context.Context, inst ledger.Instance, ds []statemodel.Decision, op func(error) error) (ledger.Instance, error) {
 	key, from := inst.Key, inst.Snapshot
 	trs := make([]statemodel.Transition, 0, len(ds))
 	expiry := false
 	for _, d := range ds {
 		if d.Transition == nil {
-			return inst, op(fmt.Errorf("%w: applied decision without a transition", ErrInvalidInput))
+			return inst, op(fmt.Errorf("%w: applied decision without a transition", ledger.ErrInvalidInput))
 		}
-		if err := checkEventID(key, d.Transition.EventID); err != nil {
+		if err := ledger.CheckEventID(key, d.Transition.EventID); err != nil {
 			return inst, op(err)
 		}
 		trs = append(trs, *d.Transition)
@@ -574,7 +450,7 @@ func (s *Store) writeTransitions(ctx context.Context, inst Instance, ds []statem
 	if expiry {
 		// A heartbeat may have refreshed the lease without bumping the
 		// version: the expiry must still be past.
-		cond += " AND " + ie.n(attrLeaseExpires) + " <= " + ie.v("now", str(formatTime(tr.ObservedAt)))
+		cond += " AND " + ie.n(attrLeaseExpires) + " <= " + ie.v("now", str(ledger.FormatTime(tr.ObservedAt)))
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(pk, sk),
@@ -598,7 +474,7 @@ func (s *Store) writeTransitions(ctx context.Context, inst Instance, ds []statem
 //
 //	condition  #state = :expected_state AND #version = :expected_version
 //	fails when a transition moved the instance: ErrConflict (*movedError).
-func (s *Store) refreshLease(ctx context.Context, inst Instance, n statemodel.Snapshot, op func(error) error) (Instance, error) {
+func (s *Store) refreshLease(ctx context.Context, inst ledger.Instance, n statemodel.Snapshot, op func(error) error) (ledger.Instance, error) {
 	pk, sk := runPK(inst.Key.Run), instanceSK(inst.Key.Task)
 	set := item{attrLeaseBeat: tm(n.Lease.LastHeartbeatAt), attrLeaseExpires: tm(n.Lease.ExpiresAt)}
 	for k, v := range timerItem(pk, sk, n) {
@@ -632,13 +508,6 @@ func (s *Store) refreshLease(ctx context.Context, inst Instance, n statemodel.Sn
 	return next, nil
 }
 
-// MaxLateEvents is how many late events an attempt item keeps (API.md):
-// the first ones. Later ones are only counted, in late_events_dropped, so
-// no flood of stale reports can grow the item. A dropped event's id is not
-// remembered (that too would grow), so a redelivery of a dropped event is
-// counted again: the count is of deliveries past the cap.
-const MaxLateEvents = 16
-
 // AppendLate records a late event on its (older) attempt's item, creating
 // the item when the attempt has none yet. The instance item is untouched: a
 // stale event never changes an instance. The caller knows the attempt
@@ -654,18 +523,18 @@ const MaxLateEvents = 16
 //
 //	attempt  Update  ADD #late_events_dropped :one
 //	condition  attribute_exists(#pk)
-func (s *Store) AppendLate(ctx context.Context, key InstanceKey, late statemodel.LateEvent) error {
+func (s *Store) AppendLate(ctx context.Context, key ledger.InstanceKey, late statemodel.LateEvent) error {
 	op := func(err error) error {
 		return fmt.Errorf("record late event %s on %s#%d: %w", late.EventID, key, late.Attempt, err)
 	}
-	if err := checkInstanceKey(key); err != nil {
+	if err := ledger.CheckInstanceKey(key); err != nil {
 		return op(err)
 	}
-	if err := checkEventID(key, late.EventID); err != nil {
+	if err := ledger.CheckEventID(key, late.EventID); err != nil {
 		return op(err)
 	}
 	if late.Attempt < 1 {
-		return op(fmt.Errorf("%w: attempt %d", ErrInvalidInput, late.Attempt))
+		return op(fmt.Errorf("%w: attempt %d", ledger.ErrInvalidInput, late.Attempt))
 	}
 	entry := lateEventItem(late).present()
 	if _, err := checkSize("late event", entry); err != nil {
@@ -683,7 +552,7 @@ func (s *Store) AppendLate(ctx context.Context, key InstanceKey, late statemodel
 		" ADD " + e.n(attrLateEventIDs) + " " + e.v("event_ids", &types.AttributeValueMemberSS{Value: []string{late.EventID}})
 	cond := "NOT contains(" + e.n(attrLateEventIDs) + ", " +
 		e.v("event_id", str(late.EventID)) + ") AND (attribute_not_exists(" + e.n(attrLateEvents) + ") OR size(" +
-		e.n(attrLateEvents) + ") < " + e.v("max", num(MaxLateEvents)) + ")"
+		e.n(attrLateEvents) + ") < " + e.v("max", num(ledger.MaxLateEvents)) + ")"
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(pk, sk),
 		UpdateExpression: aws.String(upd), ConditionExpression: aws.String(cond),
@@ -707,7 +576,7 @@ func (s *Store) AppendLate(ctx context.Context, key InstanceKey, late statemodel
 				return op(translate(rerr))
 			}
 			if got.Item == nil {
-				return op(ErrNotFound)
+				return op(ledger.ErrNotFound)
 			}
 			old = got.Item
 		}
@@ -742,7 +611,7 @@ func (s *Store) countDroppedLate(ctx context.Context, pk, sk string, op func(err
 	})
 	if err != nil {
 		if _, ok := conditionItem(err); ok {
-			return op(ErrNotFound)
+			return op(ledger.ErrNotFound)
 		}
 		return op(translate(err))
 	}
@@ -752,13 +621,6 @@ func (s *Store) countDroppedLate(ctx context.Context, pk, sk string, op func(err
 	}
 	s.report("count_dropped_late", false, []int{0}, nil, cc)
 	return nil
-}
-
-// HeartbeatResult is what a heartbeat answers the worker.
-type HeartbeatResult struct {
-	State           statemodel.InstanceState
-	CancelRequested bool
-	LeaseExpiresAt  time.Time
 }
 
 // Heartbeat renews the lease of attempt n: a cheap conditional UpdateItem,
@@ -775,23 +637,23 @@ type HeartbeatResult struct {
 // EvHeartbeat with Transition: it is a real transition); an older attempt is
 // ErrStaleAttempt; anything else a *statemodel.TransitionError
 // (ErrIllegalTransition, ErrUnknownAttempt); no item, ErrNotFound.
-func (s *Store) Heartbeat(ctx context.Context, key InstanceKey, attempt int, now time.Time, lease time.Duration) (HeartbeatResult, error) {
+func (s *Store) Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt int, now time.Time, lease time.Duration) (ledger.HeartbeatResult, error) {
 	op := func(err error) error { return fmt.Errorf("heartbeat %s#%d: %w", key, attempt, err) }
-	if err := checkInstanceKey(key); err != nil {
-		return HeartbeatResult{}, op(err)
+	if err := ledger.CheckInstanceKey(key); err != nil {
+		return ledger.HeartbeatResult{}, op(err)
 	}
 	if lease <= 0 || attempt < 1 {
-		return HeartbeatResult{}, op(fmt.Errorf("%w: lease %s, attempt %d", ErrInvalidInput, lease, attempt))
+		return ledger.HeartbeatResult{}, op(fmt.Errorf("%w: lease %s, attempt %d", ledger.ErrInvalidInput, lease, attempt))
 	}
 	pk, sk := runPK(key.Run), instanceSK(key.Task)
 	expires := now.Add(lease)
 	state := statemodel.StateRunning
-	for range MaxRounds {
+	for range ledger.MaxRounds {
 		e := newExpr()
 		set := item{attrLeaseBeat: tm(now), attrLeaseExpires: tm(expires)}
 		if state == statemodel.StateRunning {
 			set[tableschema.TimerShard] = str(timerShard(pk, sk))
-			set[tableschema.TimerAt] = str(formatTime(expires))
+			set[tableschema.TimerAt] = str(ledger.FormatTime(expires))
 			set[attrTimerKind] = str(string(statemodel.TimerLease))
 		}
 		cond := e.n(attrState) + " = " + e.v("state", str(string(state))) +
@@ -807,7 +669,7 @@ func (s *Store) Heartbeat(ctx context.Context, key InstanceKey, attempt int, now
 		if err == nil {
 			// RUNNING never has a cancel request (a requested cancel moves
 			// it to CANCELLING) and CANCELLING always has one.
-			res := HeartbeatResult{State: state, CancelRequested: state == statemodel.StateCancelling, LeaseExpiresAt: expires}
+			res := ledger.HeartbeatResult{State: state, CancelRequested: state == statemodel.StateCancelling, LeaseExpiresAt: expires}
 			var cc []types.ConsumedCapacity
 			if out.ConsumedCapacity != nil {
 				cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
@@ -822,111 +684,64 @@ func (s *Store) Heartbeat(ctx context.Context, key InstanceKey, attempt int, now
 		}
 		old, ok := conditionItem(err)
 		if !ok {
-			return HeartbeatResult{}, op(translate(err))
+			return ledger.HeartbeatResult{}, op(translate(err))
 		}
 		if len(old) == 0 {
 			found, gerr := s.GetInstance(ctx, key)
 			if gerr != nil {
-				return HeartbeatResult{}, op(gerr)
+				return ledger.HeartbeatResult{}, op(gerr)
 			}
 			old = instanceItem(found).present()
 		}
 		r := &reader{it: old}
 		cur := readSnapshot(r)
 		if r.err != nil {
-			return HeartbeatResult{}, op(r.err)
+			return ledger.HeartbeatResult{}, op(r.err)
 		}
-		next, err := heartbeatTarget(cur, attempt)
+		next, err := ledger.HeartbeatTarget(cur, attempt)
 		if err != nil {
-			return HeartbeatResult{}, op(err)
+			return ledger.HeartbeatResult{}, op(err)
 		}
 		state = next
 	}
-	return HeartbeatResult{}, op(fmt.Errorf("%w after %d rounds", ErrUnsettled, MaxRounds))
-}
-
-// heartbeatTarget says which form of the heartbeat fits the instance as
-// found, or why none does.
-func heartbeatTarget(cur statemodel.Snapshot, attempt int) (statemodel.InstanceState, error) {
-	reject := func(sentinel error, detail string) error {
-		return &statemodel.TransitionError{
-			State: cur.State, Event: statemodel.EvHeartbeat, Actor: statemodel.ActorWorker,
-			Attempt: attempt, Current: cur.Attempt, Detail: detail, Err: sentinel,
-		}
-	}
-	switch {
-	case attempt < cur.Attempt:
-		return "", fmt.Errorf("%w: attempt %d is current", ErrStaleAttempt, cur.Attempt)
-	case attempt > cur.Attempt:
-		return "", reject(statemodel.ErrUnknownAttempt, "")
-	}
-	switch cur.State {
-	case statemodel.StateRunning, statemodel.StateCancelling:
-		return cur.State, nil
-	case statemodel.StateLost:
-		return "", ErrLostNeedsTransition
-	}
-	return "", reject(statemodel.ErrIllegalTransition, "")
+	return ledger.HeartbeatResult{}, op(fmt.Errorf("%w after %d rounds", ledger.ErrUnsettled, ledger.MaxRounds))
 }
 
 // FullHistory pages History to the end.
-func (s *Store) FullHistory(ctx context.Context, key InstanceKey) ([]statemodel.Transition, error) {
-	return FullHistory(ctx, s, key)
-}
-
-// HistoryPager pages an instance's history: this store, or any other
-// implementation of the scheduler's store port.
-type HistoryPager interface {
-	History(ctx context.Context, key InstanceKey, limit int, token string) ([]statemodel.Transition, string, error)
-}
-
-// FullHistory pages h's history of the instance at key to the end.
-func FullHistory(ctx context.Context, h HistoryPager, key InstanceKey) ([]statemodel.Transition, error) {
-	var all []statemodel.Transition
-	token := ""
-	for {
-		page, next, err := h.History(ctx, key, 0, token)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page...)
-		if next == "" {
-			return all, nil
-		}
-		token = next
-	}
+func (s *Store) FullHistory(ctx context.Context, key ledger.InstanceKey) ([]statemodel.Transition, error) {
+	return ledger.FullHistory(ctx, s, key)
 }
 
 // GetInstanceAndRun reads an instance and its run in ONE strongly
 // consistent BatchGetItem: a claim answers with the attempt's envelope,
 // which holds the run's params and logical time. ErrNotFound when either
 // is missing.
-func (s *Store) GetInstanceAndRun(ctx context.Context, key InstanceKey) (Instance, Run, error) {
+func (s *Store) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, ledger.Run, error) {
 	op := func(err error) error { return fmt.Errorf("get instance %s with its run: %w", key, err) }
-	if err := checkInstanceKey(key); err != nil {
-		return Instance{}, Run{}, op(err)
+	if err := ledger.CheckInstanceKey(key); err != nil {
+		return ledger.Instance{}, ledger.Run{}, op(err)
 	}
 	keys := []map[string]types.AttributeValue{keyOf(runPK(key.Run), skRun), keyOf(runPK(key.Run), instanceSK(key.Task))}
 	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-	var inst *Instance
-	var run *Run
+	var inst *ledger.Instance
+	var run *ledger.Run
 	for try := 0; len(req) > 0; try++ {
 		out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 		if err != nil {
-			return Instance{}, Run{}, op(translate(err))
+			return ledger.Instance{}, ledger.Run{}, op(translate(err))
 		}
 		for _, it := range out.Responses[s.table] {
 			switch (&reader{it: it}).str(attrKind) {
 			case kindRun:
 				r, err := decodeRun(it)
 				if err != nil {
-					return Instance{}, Run{}, op(err)
+					return ledger.Instance{}, ledger.Run{}, op(err)
 				}
 				run = &r
 			case kindInstance:
 				i, err := decodeInstance(it)
 				if err != nil {
-					return Instance{}, Run{}, op(err)
+					return ledger.Instance{}, ledger.Run{}, op(err)
 				}
 				inst = &i
 			}
@@ -934,18 +749,18 @@ func (s *Store) GetInstanceAndRun(ctx context.Context, key InstanceKey) (Instanc
 		req = out.UnprocessedKeys
 		if len(req) > 0 {
 			if try >= conflictRetries {
-				return Instance{}, Run{}, op(fmt.Errorf("%w: unprocessed keys after %d tries", ErrThrottled, try+1))
+				return ledger.Instance{}, ledger.Run{}, op(fmt.Errorf("%w: unprocessed keys after %d tries", ledger.ErrThrottled, try+1))
 			}
 			if err := backoff(ctx, try); err != nil {
-				return Instance{}, Run{}, op(err)
+				return ledger.Instance{}, ledger.Run{}, op(err)
 			}
 		}
 	}
 	if inst == nil || run == nil {
-		return Instance{}, Run{}, op(ErrNotFound)
+		return ledger.Instance{}, ledger.Run{}, op(ledger.ErrNotFound)
 	}
 	if err := s.legacyTrigger(ctx, run); err != nil {
-		return Instance{}, Run{}, op(err)
+		return ledger.Instance{}, ledger.Run{}, op(err)
 	}
 	return *inst, *run, nil
 }

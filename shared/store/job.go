@@ -11,81 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
 )
 
-// timerKindJobFire is a job item's timer: its next scheduled fire.
-const timerKindJobFire = "job_fire"
-
-// Job is a job definition item. Spec is the definition as the API validated
-// it (JSON), opaque to the store beyond the indexed fields kept beside it.
-type Job struct {
-	Name       string
-	Version    int64
-	Paused     bool
-	Spec       []byte
-	NextFireAt time.Time // zero: manual only, or no fire left
-	// CatchupNext and CatchupLast bound the catch-up runs decided and not
-	// started yet: the schedule's slots from CatchupNext through
-	// CatchupLast (zero: none pending). See SchedulePosition.
-	CatchupNext time.Time
-	CatchupLast time.Time
-	// MissedSlots counts the slots the schedule skipped, in all: MoveSchedule
-	// and ResumeJob add to it.
-	MissedSlots int64
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	// Upstream names the jobs this job's runs wait on (depends_on_jobs), at
-	// most MaxUpstreamJobs. The store keeps one dependency edge item per
-	// upstream job, keyed by it, written and removed with the job, so the
-	// dependents of a job are one Query (ListDependents).
-	Upstream []string
-}
-
-// SchedulePosition is where a job's schedule stands: the schedule state the
-// ticker moves, apart from the definition a client edits with If-Match.
-type SchedulePosition struct {
-	// NextFireAt is the next slot the schedule fires (zero: none).
-	NextFireAt time.Time
-	// CatchupNext and CatchupLast bound the pending catch-up runs (zero:
-	// none): one run per slot of the schedule from CatchupNext through
-	// CatchupLast, started in batches, each batch moving CatchupNext on.
-	CatchupNext, CatchupLast time.Time
-}
-
-// Position is the job's schedule position.
-func (j Job) Position() SchedulePosition {
-	return SchedulePosition{NextFireAt: j.NextFireAt, CatchupNext: j.CatchupNext, CatchupLast: j.CatchupLast}
-}
-
-// TimerAt is when the job is due to the ticker: its first pending
-// catch-up slot, else its next fire; zero while paused or with nothing
-// ahead.
-func (j Job) TimerAt() time.Time {
-	switch {
-	case j.Paused:
-		return time.Time{}
-	case !j.CatchupNext.IsZero():
-		return j.CatchupNext
-	}
-	return j.NextFireAt
-}
-
-// ScheduleMove moves a job's schedule from one position to another, as
-// decided from the job at Version.
-type ScheduleMove struct {
-	Version  int64
-	From, To SchedulePosition
-	// Missed is how many slots the move skips (added to MissedSlots).
-	Missed int64
-}
-
-// MaxUpstreamJobs bounds a job's depends_on_jobs: an update that replaces
-// every edge (remove the old ones, put the new ones, write the job) stays
-// in one transaction of 1 + 2*32 actions.
-const MaxUpstreamJobs = 32
-
-func jobItem(j Job) item {
+func jobItem(j ledger.Job) item {
 	it := item{
 		tableschema.PK: str(jobPK(j.Name)), tableschema.SK: str(skJob),
 		attrKind: str(kindJob), attrJob: str(j.Name), attrVersion: num(j.Version),
@@ -103,26 +33,26 @@ func jobItem(j Job) item {
 
 // jobTimer: a job is in the timers index at TimerAt while it is not paused
 // and has pending catch-up runs or a next fire.
-func jobTimer(j Job) item {
+func jobTimer(j ledger.Job) item {
 	at := j.TimerAt()
 	if at.IsZero() {
 		return item{tableschema.TimerShard: nil, tableschema.TimerAt: nil, attrTimerKind: nil}
 	}
 	return item{
 		tableschema.TimerShard: str(timerShard(jobPK(j.Name), skJob)),
-		tableschema.TimerAt:    str(formatTime(at)),
-		attrTimerKind:          str(timerKindJobFire),
+		tableschema.TimerAt:    str(ledger.FormatTime(at)),
+		attrTimerKind:          str(ledger.TimerKindJobFire),
 	}
 }
 
 // positionItem is the attributes of a schedule position (absent when zero).
-func positionItem(p SchedulePosition) item {
+func positionItem(p ledger.SchedulePosition) item {
 	return item{attrNextFireAt: tm(p.NextFireAt), attrCatchupNext: tm(p.CatchupNext), attrCatchupLast: tm(p.CatchupLast)}
 }
 
-func decodeJob(m map[string]types.AttributeValue) (Job, error) {
+func decodeJob(m map[string]types.AttributeValue) (ledger.Job, error) {
 	r := &reader{it: m}
-	j := Job{
+	j := ledger.Job{
 		Name: r.str(attrJob), Version: r.int(attrVersion), Paused: r.bool(attrPaused),
 		Spec: r.bytes(attrSpec), NextFireAt: r.time(attrNextFireAt),
 		CatchupNext: r.time(attrCatchupNext), CatchupLast: r.time(attrCatchupLast), MissedSlots: r.int(attrMissedSlots),
@@ -130,38 +60,6 @@ func decodeJob(m map[string]types.AttributeValue) (Job, error) {
 		Upstream: r.strList(attrUpstream),
 	}
 	return j, r.err
-}
-
-// checkUpstream validates and normalises a job's upstream list: sorted,
-// each a valid job name whose edge key fits, none twice, not the job
-// itself, at most MaxUpstreamJobs.
-func checkUpstream(j *Job) error {
-	if len(j.Upstream) > MaxUpstreamJobs {
-		return fmt.Errorf("%w: %d upstream jobs, at most %d", ErrInvalidInput, len(j.Upstream), MaxUpstreamJobs)
-	}
-	up := slices.Clone(j.Upstream)
-	slices.Sort(up)
-	if len(up) > 0 {
-		if err := checkTail("dependent job", j.Name, dependentSK(j.Name), MaxSortKeyBytes); err != nil {
-			return err
-		}
-	}
-	for i, u := range up {
-		if err := checkName("upstream job", u, maxJobBytes); err != nil {
-			return err
-		}
-		switch {
-		case u == j.Name:
-			return fmt.Errorf("%w: job %s depends on itself", ErrInvalidInput, j.Name)
-		case i > 0 && up[i-1] == u:
-			return fmt.Errorf("%w: upstream job %s named twice", ErrInvalidInput, u)
-		}
-	}
-	if len(up) == 0 {
-		up = nil
-	}
-	j.Upstream = up
-	return nil
 }
 
 // edgeItem is the dependency edge of job down on job up.
@@ -201,7 +99,7 @@ func (s *Store) edgeActions(job string, before, after []string) ([]types.Transac
 //	pk = JOB#<job> AND sk BETWEEN "DEP#" AND "DEP$"
 func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error) {
 	op := func(err error) error { return fmt.Errorf("list dependents of job %s: %w", job, err) }
-	if err := checkJob(job); err != nil {
+	if err := ledger.CheckJobName(job); err != nil {
 		return nil, op(err)
 	}
 	e := newExpr()
@@ -237,20 +135,20 @@ func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error
 //	Put JOB#<name>/JOB      condition attribute_not_exists(#pk)
 //	                        fails: a job of that name exists (ErrAlreadyExists).
 //	Put JOB#<up>/DEP#<name> per upstream job, unconditional
-func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
+func (s *Store) CreateJob(ctx context.Context, j ledger.Job) (ledger.Job, error) {
 	op := func(err error) error { return fmt.Errorf("create job %s: %w", j.Name, err) }
-	if err := checkJob(j.Name); err != nil {
-		return Job{}, op(err)
+	if err := ledger.CheckJobName(j.Name); err != nil {
+		return ledger.Job{}, op(err)
 	}
-	if err := checkUpstream(&j); err != nil {
-		return Job{}, op(err)
+	if err := ledger.CheckUpstream(&j); err != nil {
+		return ledger.Job{}, op(err)
 	}
 	now := s.clock()
 	j.Version, j.CreatedAt, j.UpdatedAt = 1, now, now
 	it := jobItem(j).present()
 	size, err := checkSize("job "+j.Name, it)
 	if err != nil {
-		return Job{}, op(err)
+		return ledger.Job{}, op(err)
 	}
 	cond, names := aws.String("attribute_not_exists(#pk)"), map[string]string{"#pk": tableschema.PK}
 	if len(j.Upstream) > 0 {
@@ -260,10 +158,10 @@ func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
 		}}}, edges...)
 		err := s.transact(ctx, "create_job", actions, append([]int{size}, edgeSizes...), nil)
 		if conditionFailed(cancellation(err), 0) {
-			return Job{}, op(ErrAlreadyExists)
+			return ledger.Job{}, op(ledger.ErrAlreadyExists)
 		}
 		if err != nil {
-			return Job{}, op(cancelError(err, cancellation(err)))
+			return ledger.Job{}, op(cancelError(err, cancellation(err)))
 		}
 		return j, nil
 	}
@@ -274,9 +172,9 @@ func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
 	})
 	if err != nil {
 		if _, ok := conditionItem(err); ok {
-			return Job{}, op(ErrAlreadyExists)
+			return ledger.Job{}, op(ledger.ErrAlreadyExists)
 		}
-		return Job{}, op(translate(err))
+		return ledger.Job{}, op(translate(err))
 	}
 	s.report("create_job", false, []int{size}, nil, consumed(out.ConsumedCapacity))
 	return j, nil
@@ -290,22 +188,22 @@ func consumed(c *types.ConsumedCapacity) []types.ConsumedCapacity {
 }
 
 // GetJob reads a job (strongly consistent).
-func (s *Store) GetJob(ctx context.Context, name string) (Job, error) {
-	if err := checkJob(name); err != nil {
-		return Job{}, fmt.Errorf("get job %s: %w", name, err)
+func (s *Store) GetJob(ctx context.Context, name string) (ledger.Job, error) {
+	if err := ledger.CheckJobName(name); err != nil {
+		return ledger.Job{}, fmt.Errorf("get job %s: %w", name, err)
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: keyOf(jobPK(name), skJob), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Job{}, fmt.Errorf("get job %s: %w", name, translate(err))
+		return ledger.Job{}, fmt.Errorf("get job %s: %w", name, translate(err))
 	}
 	if out.Item == nil {
-		return Job{}, fmt.Errorf("get job %s: %w", name, ErrNotFound)
+		return ledger.Job{}, fmt.Errorf("get job %s: %w", name, ledger.ErrNotFound)
 	}
 	j, err := decodeJob(out.Item)
 	if err != nil {
-		return Job{}, fmt.Errorf("get job %s: %w", name, err)
+		return ledger.Job{}, fmt.Errorf("get job %s: %w", name, err)
 	}
 	return j, nil
 }
@@ -313,10 +211,10 @@ func (s *Store) GetJob(ctx context.Context, name string) (Job, error) {
 // ListJobs lists jobs by name from the listing index (list_pk "JOBS";
 // eventually consistent), limit per page (0: DefaultListLimit), with an
 // opaque token for the next page ("" at the end).
-func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]Job, string, error) {
+func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]ledger.Job, string, error) {
 	op := func(err error) error { return fmt.Errorf("list jobs: %w", err) }
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
 	start, err := decodeToken(token, map[string]string{
 		tableschema.ListPK: listJobs, tableschema.ListSK: "", tableschema.PK: "", tableschema.SK: skJob,
@@ -329,12 +227,12 @@ func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]Job, s
 		TableName: aws.String(s.table), IndexName: aws.String(tableschema.ListIndex),
 		KeyConditionExpression:   aws.String(e.n(tableschema.ListPK) + " = " + e.v("list_pk", str(listJobs))),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		Limit: aws.Int32(int32(min(limit, MaxListLimit))), ExclusiveStartKey: start,
+		Limit: aws.Int32(int32(min(limit, ledger.MaxListLimit))), ExclusiveStartKey: start,
 	})
 	if err != nil {
 		return nil, "", op(translate(err))
 	}
-	jobs := make([]Job, 0, len(out.Items))
+	jobs := make([]ledger.Job, 0, len(out.Items))
 	for _, it := range out.Items {
 		j, err := decodeJob(it)
 		if err != nil {
@@ -357,22 +255,22 @@ func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]Job, s
 //
 // When the upstream jobs change, the same transaction puts the new edges
 // and deletes the old ones.
-func (s *Store) UpdateJob(ctx context.Context, j Job, expected int64) (Job, error) {
+func (s *Store) UpdateJob(ctx context.Context, j ledger.Job, expected int64) (ledger.Job, error) {
 	op := func(err error) error { return fmt.Errorf("update job %s from version %d: %w", j.Name, expected, err) }
-	if err := checkJob(j.Name); err != nil {
-		return Job{}, op(err)
+	if err := ledger.CheckJobName(j.Name); err != nil {
+		return ledger.Job{}, op(err)
 	}
-	if err := checkUpstream(&j); err != nil {
-		return Job{}, op(err)
+	if err := ledger.CheckUpstream(&j); err != nil {
+		return ledger.Job{}, op(err)
 	}
 	// The stored paused flag decides the timer, so the update must know
 	// it: it is part of the version-checked state, read with the item.
 	cur, err := s.GetJob(ctx, j.Name)
 	if err != nil {
-		return Job{}, op(err)
+		return ledger.Job{}, op(err)
 	}
 	if cur.Version != expected {
-		return Job{}, op(fmt.Errorf("%w: stored version is %d", ErrVersionConflict, cur.Version))
+		return ledger.Job{}, op(fmt.Errorf("%w: stored version is %d", ledger.ErrVersionConflict, cur.Version))
 	}
 	next := cur
 	next.Spec, next.NextFireAt, next.CatchupNext, next.CatchupLast, next.Upstream = j.Spec, j.NextFireAt, j.CatchupNext, j.CatchupLast, j.Upstream
@@ -387,11 +285,11 @@ func (s *Store) UpdateJob(ctx context.Context, j Job, expected int64) (Job, erro
 //	Update JOB#<name>/JOB  SET paused, updated_at, version = :expected + 1, timer
 //	condition  #version = :expected_version (the version this call read)
 //	fails: a concurrent change; ErrVersionConflict.
-func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (Job, error) {
+func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (ledger.Job, error) {
 	op := func(err error) error { return fmt.Errorf("set job %s paused=%t: %w", name, paused, err) }
 	cur, err := s.GetJob(ctx, name)
 	if err != nil {
-		return Job{}, op(err)
+		return ledger.Job{}, op(err)
 	}
 	if cur.Paused == paused {
 		return cur, nil
@@ -415,16 +313,16 @@ func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (Job
 //	           AND next_fire_at, catchup_next, catchup_last as in m.From (absent when zero)
 //	fails: another ticker moved it, the job was paused, resumed or updated
 //	meanwhile, or it is gone: ErrConflict.
-func (s *Store) MoveSchedule(ctx context.Context, name string, m ScheduleMove) (Job, error) {
+func (s *Store) MoveSchedule(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
 	op := func(err error) error {
-		return fmt.Errorf("move schedule of job %s from %s to %s: %w", name, formatTime(m.From.NextFireAt), formatTime(m.To.NextFireAt), err)
+		return fmt.Errorf("move schedule of job %s from %s to %s: %w", name, ledger.FormatTime(m.From.NextFireAt), ledger.FormatTime(m.To.NextFireAt), err)
 	}
-	if err := checkJob(name); err != nil {
-		return Job{}, op(err)
+	if err := ledger.CheckJobName(name); err != nil {
+		return ledger.Job{}, op(err)
 	}
 	j, err := s.writePosition(ctx, name, "move_schedule", m, false, nil)
 	if err != nil {
-		return Job{}, op(err)
+		return ledger.Job{}, op(err)
 	}
 	return j, nil
 }
@@ -439,15 +337,15 @@ func (s *Store) MoveSchedule(ctx context.Context, name string, m ScheduleMove) (
 //	condition  #version = :version AND #paused = true AND the position as in m.From
 //	fails: the job changed since it was read (resumed, updated, moved) or
 //	is gone: ErrConflict.
-func (s *Store) ResumeJob(ctx context.Context, name string, m ScheduleMove) (Job, error) {
+func (s *Store) ResumeJob(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
 	op := func(err error) error { return fmt.Errorf("resume job %s from version %d: %w", name, m.Version, err) }
-	if err := checkJob(name); err != nil {
-		return Job{}, op(err)
+	if err := ledger.CheckJobName(name); err != nil {
+		return ledger.Job{}, op(err)
 	}
 	extra := item{attrPaused: boolean(false), attrVersion: num(m.Version + 1), attrUpdatedAt: tm(s.clock())}
 	j, err := s.writePosition(ctx, name, "resume_job", m, true, extra)
 	if err != nil {
-		return Job{}, op(err)
+		return ledger.Job{}, op(err)
 	}
 	return j, nil
 }
@@ -455,12 +353,12 @@ func (s *Store) ResumeJob(ctx context.Context, name string, m ScheduleMove) (Job
 // writePosition writes m.To over m.From on a job whose paused flag is
 // paused, with extra attributes set beside it, and returns the job as
 // written.
-func (s *Store) writePosition(ctx context.Context, name, opName string, m ScheduleMove, paused bool, extra item) (Job, error) {
+func (s *Store) writePosition(ctx context.Context, name, opName string, m ledger.ScheduleMove, paused bool, extra item) (ledger.Job, error) {
 	if m.Missed < 0 {
-		return Job{}, fmt.Errorf("%w: %d missed slots", ErrInvalidInput, m.Missed)
+		return ledger.Job{}, fmt.Errorf("%w: %d missed slots", ledger.ErrInvalidInput, m.Missed)
 	}
 	// The timer follows the position of the job as it will be: not paused.
-	set := jobTimer(Job{Name: name, NextFireAt: m.To.NextFireAt, CatchupNext: m.To.CatchupNext, CatchupLast: m.To.CatchupLast})
+	set := jobTimer(ledger.Job{Name: name, NextFireAt: m.To.NextFireAt, CatchupNext: m.To.CatchupNext, CatchupLast: m.To.CatchupLast})
 	for k, v := range positionItem(m.To) {
 		set[k] = v
 	}
@@ -492,13 +390,13 @@ func (s *Store) writePosition(ctx context.Context, name, opName string, m Schedu
 	})
 	if err != nil {
 		if _, ok := conditionItem(err); ok {
-			return Job{}, ErrConflict
+			return ledger.Job{}, ledger.ErrConflict
 		}
-		return Job{}, translate(err)
+		return ledger.Job{}, translate(err)
 	}
 	j, err := decodeJob(out.Attributes)
 	if err != nil {
-		return Job{}, err
+		return ledger.Job{}, err
 	}
 	s.report(opName, false, []int{itemSize(out.Attributes)}, nil, consumed(out.ConsumedCapacity))
 	return j, nil
@@ -507,11 +405,11 @@ func (s *Store) writePosition(ctx context.Context, name, opName string, m Schedu
 // writeJob writes next over cur with a version compare-and-set, and moves
 // the dependency edges in the same transaction when the upstream jobs
 // changed.
-func (s *Store) writeJob(ctx context.Context, cur, next Job, opName string, op func(error) error) (Job, error) {
+func (s *Store) writeJob(ctx context.Context, cur, next ledger.Job, opName string, op func(error) error) (ledger.Job, error) {
 	full := jobItem(next)
 	size, err := checkSize("job "+next.Name, full.present())
 	if err != nil {
-		return Job{}, op(err)
+		return ledger.Job{}, op(err)
 	}
 	e := newExpr()
 	set := jobTimer(next)
@@ -533,9 +431,9 @@ func (s *Store) writeJob(ctx context.Context, cur, next Job, opName string, op f
 		}}}, edges...)
 		err := s.transact(ctx, opName, actions, append([]int{size}, edgeSizes...), nil)
 		if reasons := cancellation(err); conditionFailed(reasons, 0) || (reasons != nil && transientCancel(reasons)) {
-			return Job{}, op(ErrVersionConflict)
+			return ledger.Job{}, op(ledger.ErrVersionConflict)
 		} else if err != nil {
-			return Job{}, op(cancelError(err, reasons))
+			return ledger.Job{}, op(cancelError(err, reasons))
 		}
 		return next, nil
 	}
@@ -550,14 +448,14 @@ func (s *Store) writeJob(ctx context.Context, cur, next Job, opName string, op f
 		if old, ok := conditionItem(err); ok {
 			if len(old) == 0 {
 				if _, gerr := s.GetJob(ctx, next.Name); gerr != nil {
-					return Job{}, op(gerr)
+					return ledger.Job{}, op(gerr)
 				}
-				return Job{}, op(ErrVersionConflict)
+				return ledger.Job{}, op(ledger.ErrVersionConflict)
 			}
 			r := &reader{it: old}
-			return Job{}, op(fmt.Errorf("%w: stored version is %d", ErrVersionConflict, r.int(attrVersion)))
+			return ledger.Job{}, op(fmt.Errorf("%w: stored version is %d", ledger.ErrVersionConflict, r.int(attrVersion)))
 		}
-		return Job{}, op(translate(err))
+		return ledger.Job{}, op(translate(err))
 	}
 	s.report(opName, false, []int{size}, nil, consumed(out.ConsumedCapacity))
 	return next, nil
@@ -574,7 +472,7 @@ func (s *Store) writeJob(ctx context.Context, cur, next Job, opName string, op f
 //	Delete JOB#<up>/DEP#<name>  per upstream job, in the same transaction
 func (s *Store) DeleteJob(ctx context.Context, name string) error {
 	op := func(err error) error { return fmt.Errorf("delete job %s: %w", name, err) }
-	if err := checkJob(name); err != nil {
+	if err := ledger.CheckJobName(name); err != nil {
 		return op(err)
 	}
 	for try := 0; ; try++ {
@@ -589,14 +487,14 @@ func (s *Store) DeleteJob(ctx context.Context, name string) error {
 		case !retry:
 			return nil
 		case try >= conflictRetries:
-			return op(ErrVersionConflict)
+			return op(ledger.ErrVersionConflict)
 		}
 	}
 }
 
 // deleteJob deletes the job as read (cur) with its edges; retry reports a
 // failed condition: the job changed or went since it was read.
-func (s *Store) deleteJob(ctx context.Context, cur Job, mark ...int64) (retry bool, err error) {
+func (s *Store) deleteJob(ctx context.Context, cur ledger.Job, mark ...int64) (retry bool, err error) {
 	e := newExpr()
 	cond := e.n(attrVersion) + " = " + e.v("read_version", num(cur.Version))
 	if len(mark) > 0 {
@@ -664,7 +562,7 @@ func jobLiveCheck(table, job string, now time.Time) types.TransactWriteItem {
 // fails the delete's condition, and the whole is tried again.
 func (s *Store) DeleteJobIfIdle(ctx context.Context, name string) error {
 	op := func(err error) error { return fmt.Errorf("delete job %s: %w", name, err) }
-	if err := checkJob(name); err != nil {
+	if err := ledger.CheckJobName(name); err != nil {
 		return op(err)
 	}
 	for try := 0; ; try++ {
@@ -683,7 +581,7 @@ func (s *Store) DeleteJobIfIdle(ctx context.Context, name string) error {
 			if err != nil || busy {
 				s.unmarkJobDeleting(ctx, name, mark)
 				if err == nil {
-					err = fmt.Errorf("%w: job %s", ErrUnfinishedRuns, name)
+					err = fmt.Errorf("%w: job %s", ledger.ErrUnfinishedRuns, name)
 				}
 				return op(err)
 			}
@@ -695,14 +593,14 @@ func (s *Store) DeleteJobIfIdle(ctx context.Context, name string) error {
 		case !retry:
 			return nil
 		case try >= conflictRetries:
-			return op(ErrVersionConflict)
+			return op(ledger.ErrVersionConflict)
 		}
 	}
 }
 
 // markJobDeleting sets the job's deletion mark if the job is still at the
 // version read; false when it changed or went.
-func (s *Store) markJobDeleting(ctx context.Context, cur Job, mark int64) (bool, error) {
+func (s *Store) markJobDeleting(ctx context.Context, cur ledger.Job, mark int64) (bool, error) {
 	e := newExpr()
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(jobPK(cur.Name), skJob),

@@ -12,8 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runledger/runledger/shared/emulator/emulatortest"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/ledger/ledgertest"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -23,8 +24,8 @@ import (
 func seedFinishedPointers(t *testing.T, ts *testStore, job string, n int) {
 	t.Helper()
 	ctx := context.Background()
-	v := ts.MustCreate(t, storetest.NewRun(job, "a"))
-	if _, err := ts.UpdateRunState(ctx, v.Run, store.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired}); err != nil {
+	v := ts.MustCreate(t, ledgertest.NewRun(job, "a"))
+	if _, err := ts.UpdateRunState(ctx, v.Run, ledger.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired}); err != nil {
 		t.Fatal(err)
 	}
 	tmpl := getItem(t, ts.table, "JOB#"+job, "RUN#"+v.Run.ID)
@@ -89,7 +90,7 @@ func TestUnfinishedRunsCostFollowsLiveWork(t *testing.T) {
 	if got := unfinishedIDs(t, counted, "wf"); len(got) != 0 {
 		t.Fatalf("unfinished runs: %v", got)
 	}
-	live := ts.MustCreate(t, storetest.NewRun("wf", "x"))
+	live := ts.MustCreate(t, ledgertest.NewRun("wf", "x"))
 	// Old runs, newer than the live one: the newest pointers do not find
 	// it, the live index does.
 	seedFinishedPointers(t, ts, "wf", 30)
@@ -114,7 +115,7 @@ func TestFormerLivePointerLeavesTheIndex(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
 	ctx := context.Background()
-	old := ts.MustCreate(t, storetest.NewRun("former", "main"))
+	old := ts.MustCreate(t, ledgertest.NewRun("former", "main"))
 	if _, live := getItem(t, ts.table, "JOB#former", "RUN#"+old.Run.ID)["live_pk"]; live {
 		t.Fatal("a new pointer carries live_pk")
 	}
@@ -132,14 +133,14 @@ func TestFormerLivePointerLeavesTheIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, err := ts.UpdateRunState(ctx, old.Run, store.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired})
+	done, err := ts.UpdateRunState(ctx, old.Run, ledger.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, live := getItem(t, ts.table, "RUN#"+done.ID, "RUN")["live_pk"]; live {
 		t.Fatal("the finished run item is still in the live index")
 	}
-	live := ts.MustCreate(t, storetest.NewRun("former", "main"))
+	live := ts.MustCreate(t, ledgertest.NewRun("former", "main"))
 	runs, err := ts.ListUnfinishedRuns(ctx, "former")
 	if err != nil || len(runs) != 1 || runs[0].ID != live.Run.ID {
 		t.Fatalf("unfinished runs %+v, %v; want only %s", runs, err, live.Run.ID)

@@ -14,9 +14,9 @@ import (
 
 	"github.com/runledger/runledger/shared/emulator"
 	"github.com/runledger/runledger/shared/emulator/emulatortest"
-	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/ledger/ledgertest"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
 )
 
 var (
@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 // table holds no instance of a run the harness did not create.
 type testStore struct {
 	*store.Store
-	*storetest.Harness
+	*ledgertest.Harness
 	table string
 }
 
@@ -51,7 +51,7 @@ var unsafeTableChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 func newStore(t testing.TB, opts ...store.Option) *testStore {
 	t.Helper()
 	ts := &testStore{table: newTable(t)}
-	ts.Harness = storetest.NewHarness(t, func(_ testing.TB, now func() time.Time) scheduler.Store {
+	ts.Harness = ledgertest.NewHarness(t, func(_ testing.TB, now func() time.Time) ledger.Store {
 		ts.Store = store.New(db, ts.table, append([]store.Option{store.WithClock(now)}, opts...)...)
 		return ts.Store
 	})
@@ -80,7 +80,7 @@ func newTable(t testing.TB) string {
 }
 
 // CreateRun creates through the harness, which registers the run.
-func (ts *testStore) CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (store.RunView, error) {
+func (ts *testStore) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (ledger.RunView, error) {
 	return ts.Harness.CreateRun(ctx, nr, now)
 }
 

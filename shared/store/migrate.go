@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
 )
 
@@ -28,7 +29,7 @@ import (
 // (docs/deploy.md); this is for the local stack and tests.
 func EnsureTable(ctx context.Context, db *dynamodb.Client, name string) ([]string, error) {
 	err := CreateTable(ctx, db, name)
-	if !errors.Is(err, ErrAlreadyExists) {
+	if !errors.Is(err, ledger.ErrAlreadyExists) {
 		return nil, err
 	}
 	op := func(err error) error { return fmt.Errorf("migrate table %s: %w", name, err) }

@@ -13,184 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
-
-// MaxTasksPerRun is the most tasks one run may have. CreateRun writes the
-// run, its per-job pointer, an optional slot claim and an optional
-// idempotency key, and one item per task (the instance, its creation
-// record inline) in ONE TransactWriteItems of at most 100 actions: 4 + 48
-// = 52 today, so the limit, which the API documents, has room to grow.
-const MaxTasksPerRun = 48
-
-// Listing limits.
-const (
-	DefaultListLimit = 50
-	MaxListLimit     = 500
-)
-
-// timerKindRunBackstop is the run item's timer: re-derive the run's state
-// even if no task completion woke it.
-const timerKindRunBackstop = "run_backstop"
-
-// Run is a run item. Its states are derived from its tasks by the caller
-// (statemodel.DeriveRunState, DerivePublication) and stored with a version
-// compare-and-set (UpdateRunState).
-type Run struct {
-	ID               string
-	Job              string
-	LogicalTime      time.Time
-	Params           []byte // opaque JSON
-	Spec             []byte // opaque JSON: the tasks as the job defined them
-	ExecutionState   statemodel.RunState
-	PublicationState statemodel.PublicationState
-	Status           statemodel.Status // ExecutionState.Status(), stored for filtering
-	CreatedAt        time.Time
-	EndedAt          time.Time
-	Version          int64
-	TimerAt          time.Time // its timer (RunTimer: the backstop, or sooner); zero once terminal
-	// Trigger is what created the run. A run stored before runs kept it
-	// is read as schedule when its job's slot at its logical time names
-	// it, else as manual (legacyTriggers).
-	Trigger statemodel.Trigger
-	// BackfillID names the backfill that released the run (trigger
-	// backfill only).
-	BackfillID string
-	// DeadlineAt is when the run should have finished (its job's
-	// deadline after its creation); zero: none. DeadlineMissedAt is when
-	// the scheduler recorded it unfinished at DeadlineAt (once; zero: not).
-	DeadlineAt       time.Time
-	DeadlineMissedAt time.Time
-	// DependencyTimeoutAt is when the run's tasks still waiting on its
-	// job dependencies end (its creation, or release, plus its job's
-	// timeouts.dependency); zero: the run waits on no other job. The
-	// run's timer falls due then at the latest, so the pass that ends
-	// them comes on time.
-	DependencyTimeoutAt time.Time
-}
-
-// NewTask is one task of a new run.
-type NewTask struct {
-	ID      string
-	Pool    string
-	Payload []byte
-	// Executor is the task's executor (jobspec.Executor's JSON); nil is the
-	// pool's queue.
-	Executor    []byte
-	Policy      statemodel.Policy
-	DependsOn   []string
-	TriggerRule statemodel.TriggerRule
-	Publish     bool
-	// Scheduled creates the task SCHEDULED (its deps.met applied in the
-	// same write), for a task the caller knows has nothing to wait for.
-	Scheduled bool
-	// Secret is the instance's attempt secret (Instance.Secret):
-	// SecretBytes random bytes, or empty for none.
-	Secret Secret
-}
-
-// Idempotency is a client's idempotency key and the hash of the body it
-// came with.
-type Idempotency struct {
-	Key      string
-	BodyHash string
-}
-
-// NewRun is everything CreateRun writes.
-type NewRun struct {
-	ID          string // a ULID, so run ids sort by creation time
-	Job         string
-	LogicalTime time.Time
-	Params      []byte
-	Spec        []byte
-	Tasks       []NewTask // 1..MaxTasksPerRun
-	Trigger     statemodel.Trigger
-	BackfillID  string // trigger backfill only
-	// ClaimSlot claims JOB#<job>/SLOT#<LogicalTime> in the same
-	// transaction (cron and one-off runs): one slot never yields two runs.
-	ClaimSlot bool
-	// MarkSlot marks JOB#<job>/SLOT#<LogicalTime> as having a run without
-	// claiming it (a manual run with an explicit logical time): the mark
-	// keeps the first run that took the slot and refuses nothing, so
-	// another manual run of that time is created, and a later claim of the
-	// slot (schedule, catch-up, backfill) finds it taken.
-	MarkSlot bool
-	// Release is the backfill as held when the run is its oldest pending
-	// slot: the backfill's write (the slot out of Pending, the run into
-	// Active) rides in the run's creating write, conditioned on the
-	// backfill's version (ErrVersionConflict when it changed).
-	Release     *Backfill
-	Idempotency *Idempotency
-	// TimerAt is the run's first backstop; zero means now + the store's
-	// run backstop (or DeadlineAt, when sooner).
-	TimerAt time.Time
-	// DeadlineAt is when the run should have finished (zero: no deadline);
-	// the run's timer falls due then at the latest.
-	DeadlineAt time.Time
-	// DependencyTimeoutAt is when its tasks waiting on other jobs end
-	// (zero: it waits on none); the run's timer falls due then at the
-	// latest.
-	DependencyTimeoutAt time.Time
-	// OfLiveJob checks, in the creating write, that the job exists and is
-	// not being deleted (DeleteJobIfIdle); ErrNotFound otherwise. The
-	// service sets it; a run of no job item (a test's) leaves it false.
-	OfLiveJob bool
-}
-
-// RunView is a whole run as one Query reads it.
-type RunView struct {
-	Run   Run
-	Tasks []TaskView // by task id
-}
-
-// TaskView is one task instance with its attempt items.
-type TaskView struct {
-	Instance Instance
-	Attempts []Attempt // by attempt number
-}
-
-// Nodes returns the run's tasks as the DAG rules see them.
-func (v RunView) Nodes() []statemodel.TaskNode {
-	out := make([]statemodel.TaskNode, len(v.Tasks))
-	for i, t := range v.Tasks {
-		out[i] = t.Instance.Node()
-	}
-	return out
-}
-
-// CreationEventID is the event id of a task's instance.created record.
-func CreationEventID(run, task string) string { return "created:" + run + ":" + task }
-
-// DepsEventID is the event id of the dependency verdict on an instance
-// whose snapshot is at seq: one verdict per stay in CREATED, so evaluators
-// that read the same snapshot send the same id (the second is a
-// duplicate), and a task cleared back to CREATED later gets a fresh one.
-func DepsEventID(seq int64) string { return fmt.Sprintf("deps:%d", seq) }
-
-// DecideNewInstance decides a new instance: instance.created, and for a task
-// the caller marked Scheduled its deps.met too, with the records both
-// leave in its history.
-func DecideNewInstance(key InstanceKey, t NewTask, now time.Time) (statemodel.Snapshot, []statemodel.Transition, error) {
-	events := []statemodel.Event{{
-		ID: CreationEventID(key.Run, key.Task), Type: statemodel.EvCreated, Actor: statemodel.ActorScheduler,
-		EventTime: now, ObservedAt: now,
-	}}
-	if t.Scheduled {
-		events = append(events, statemodel.Event{ID: DepsEventID(1), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler})
-	}
-	var snap statemodel.Snapshot
-	var hist []statemodel.Transition
-	for _, ev := range events {
-		d := statemodel.Apply(snap, ev, now, t.Policy)
-		if d.Outcome != statemodel.Applied {
-			return snap, nil, fmt.Errorf("%w: creating %s: %v", ErrInvalidInput, key, d.Err)
-		}
-		snap = d.Snapshot
-		hist = append(hist, *d.Transition)
-	}
-	return snap, hist, nil
-}
 
 // CreateRun creates a run atomically in ONE TransactWriteItems (two items
 // per run and one per task: 52 actions for MaxTasksPerRun tasks):
@@ -219,59 +45,59 @@ func DecideNewInstance(key InstanceKey, t NewTask, now time.Time) (statemodel.Sn
 // Nothing is written unless everything is. More than MaxTasksPerRun tasks is
 // ErrTooManyTasks; items over 400 KB, invalid keys and invalid policies or
 // graphs are refused before any write.
-func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunView, error) {
+func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (ledger.RunView, error) {
 	op := func(err error) error { return fmt.Errorf("create run %s of job %s: %w", nr.ID, nr.Job, err) }
-	if err := checkJob(nr.Job); err != nil {
-		return RunView{}, op(err)
+	if err := ledger.CheckJobName(nr.Job); err != nil {
+		return ledger.RunView{}, op(err)
 	}
-	if err := checkRun(nr.ID); err != nil {
-		return RunView{}, op(err)
+	if err := ledger.CheckRunID(nr.ID); err != nil {
+		return ledger.RunView{}, op(err)
 	}
-	if err := CheckTrigger(nr.Trigger, nr.BackfillID); err != nil {
-		return RunView{}, op(err)
+	if err := ledger.CheckTrigger(nr.Trigger, nr.BackfillID); err != nil {
+		return ledger.RunView{}, op(err)
 	}
 	switch {
 	case len(nr.Tasks) == 0:
-		return RunView{}, op(fmt.Errorf("%w: a run needs at least one task", ErrInvalidInput))
-	case len(nr.Tasks) > MaxTasksPerRun:
-		return RunView{}, op(fmt.Errorf("%w: %d tasks, at most %d", ErrTooManyTasks, len(nr.Tasks), MaxTasksPerRun))
+		return ledger.RunView{}, op(fmt.Errorf("%w: a run needs at least one task", ledger.ErrInvalidInput))
+	case len(nr.Tasks) > ledger.MaxTasksPerRun:
+		return ledger.RunView{}, op(fmt.Errorf("%w: %d tasks, at most %d", ledger.ErrTooManyTasks, len(nr.Tasks), ledger.MaxTasksPerRun))
 	case (nr.ClaimSlot || nr.MarkSlot) && nr.LogicalTime.IsZero():
-		return RunView{}, op(fmt.Errorf("%w: a slot claim needs a logical time", ErrInvalidInput))
+		return ledger.RunView{}, op(fmt.Errorf("%w: a slot claim needs a logical time", ledger.ErrInvalidInput))
 	case nr.ClaimSlot && nr.MarkSlot:
-		return RunView{}, op(fmt.Errorf("%w: a run claims its slot or marks it, not both", ErrInvalidInput))
+		return ledger.RunView{}, op(fmt.Errorf("%w: a run claims its slot or marks it, not both", ledger.ErrInvalidInput))
 	}
-	var released Backfill
+	var released ledger.Backfill
 	if nr.Release != nil {
-		b, err := CheckRelease(nr)
+		b, err := ledger.CheckRelease(nr)
 		if err != nil {
-			return RunView{}, op(err)
+			return ledger.RunView{}, op(err)
 		}
 		released = b
 	}
 	if nr.Idempotency != nil {
-		if err := checkTail("idempotency key", nr.Idempotency.Key, idemSK(nr.Idempotency.Key), MaxSortKeyBytes); err != nil {
-			return RunView{}, op(err)
+		if err := ledger.CheckTail("idempotency key", nr.Idempotency.Key, idemSK(nr.Idempotency.Key), ledger.MaxSortKeyBytes); err != nil {
+			return ledger.RunView{}, op(err)
 		}
 	}
 	nodes := make([]statemodel.TaskNode, len(nr.Tasks))
 	for i, t := range nr.Tasks {
-		if err := checkTask(t.ID); err != nil {
-			return RunView{}, op(err)
+		if err := ledger.CheckTaskID(t.ID); err != nil {
+			return ledger.RunView{}, op(err)
 		}
 		if err := t.Policy.Validate(); err != nil {
-			return RunView{}, op(fmt.Errorf("%w: task %s: %w", ErrInvalidInput, t.ID, err))
+			return ledger.RunView{}, op(fmt.Errorf("%w: task %s: %w", ledger.ErrInvalidInput, t.ID, err))
 		}
-		if err := checkSecret(t.ID, t.Secret); err != nil {
-			return RunView{}, op(err)
+		if err := ledger.CheckSecret(t.ID, t.Secret); err != nil {
+			return ledger.RunView{}, op(err)
 		}
 		nodes[i] = statemodel.TaskNode{ID: t.ID, DependsOn: t.DependsOn, Rule: t.TriggerRule, Publish: t.Publish, State: statemodel.StateCreated}
 	}
 	if err := statemodel.ValidateDAG(nodes); err != nil {
-		return RunView{}, op(fmt.Errorf("%w: %w", ErrInvalidInput, err))
+		return ledger.RunView{}, op(fmt.Errorf("%w: %w", ledger.ErrInvalidInput, err))
 	}
 
 	stamp := s.clock()
-	run := Run{
+	run := ledger.Run{
 		ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime, Params: nr.Params, Spec: nr.Spec,
 		ExecutionState:   statemodel.DeriveRunState(nodes).State,
 		PublicationState: statemodel.DerivePublication(nodes),
@@ -279,7 +105,7 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		DependencyTimeoutAt: nr.DependencyTimeoutAt, Trigger: nr.Trigger, BackfillID: nr.BackfillID,
 	}
 	run.Status = run.ExecutionState.Status()
-	run.TimerAt = FirstRunTimer(run, stamp, s.backstop)
+	run.TimerAt = ledger.FirstRunTimer(run, stamp, s.backstop)
 
 	var actions []types.TransactWriteItem
 	var sizes []int
@@ -306,10 +132,10 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 	const notExists = "attribute_not_exists(#pk)"
 
 	if err := put("run "+nr.ID, runItem(run), notExists, pkName, nil, false); err != nil {
-		return RunView{}, op(err)
+		return ledger.RunView{}, op(err)
 	}
 	if err := put("run pointer "+nr.ID, pointerItem(run), notExists, pkName, nil, false); err != nil {
-		return RunView{}, op(err)
+		return ledger.RunView{}, op(err)
 	}
 	slotAt, idemAt, releaseAt := -1, -1, -1
 	if nr.MarkSlot {
@@ -330,7 +156,7 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 			attrKind: str(kindSlot), attrJob: str(nr.Job), attrRunID: str(nr.ID),
 			attrLogicalTime: tm(nr.LogicalTime), attrCreatedAt: tm(now),
 		}.present()))
-		labels = append(labels, "slot mark "+formatTime(nr.LogicalTime))
+		labels = append(labels, "slot mark "+ledger.FormatTime(nr.LogicalTime))
 	}
 	if nr.Release != nil {
 		// The backfill's release, conditioned on the version held: a
@@ -338,7 +164,7 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		// cancel) fails whole, so max_active holds and a slot leaves
 		// Pending once.
 		releaseAt = len(actions)
-		next := NextBackfill(released, stamp, s.backstop)
+		next := ledger.NextBackfill(released, stamp, s.backstop)
 		e := newExpr()
 		actions = append(actions, types.TransactWriteItem{Update: &types.Update{
 			TableName: aws.String(s.table), Key: keyOf(backfillPK(released.ID), skBackfill),
@@ -357,8 +183,8 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 			attrKind: str(kindSlot), attrJob: str(nr.Job), attrRunID: str(nr.ID),
 			attrLogicalTime: tm(nr.LogicalTime), attrCreatedAt: tm(now),
 		}
-		if err := put("slot "+formatTime(nr.LogicalTime), it, notExists, pkName, nil, true); err != nil {
-			return RunView{}, op(err)
+		if err := put("slot "+ledger.FormatTime(nr.LogicalTime), it, notExists, pkName, nil, true); err != nil {
+			return ledger.RunView{}, op(err)
 		}
 	}
 	if ik := nr.Idempotency; ik != nil {
@@ -367,14 +193,14 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 			tableschema.PK: str(jobPK(nr.Job)), tableschema.SK: str(idemSK(ik.Key)),
 			attrKind: str(kindIdem), attrJob: str(nr.Job), attrRunID: str(nr.ID),
 			attrBodyHash: optStr(ik.BodyHash), attrCreatedAt: tm(now),
-			tableschema.TTL: epoch(stamp.Add(IdempotencyTTL)),
+			tableschema.TTL: epoch(stamp.Add(ledger.IdempotencyTTL)),
 		}
 		// An expired key that TTL has not deleted yet is free again.
 		cond := "attribute_not_exists(#pk) OR #expires_at < :now"
 		names := map[string]string{"#pk": tableschema.PK, "#expires_at": tableschema.TTL}
 		values := map[string]types.AttributeValue{":now": epoch(stamp)}
 		if err := put("idempotency key", it, cond, names, values, true); err != nil {
-			return RunView{}, op(err)
+			return ledger.RunView{}, op(err)
 		}
 	}
 
@@ -386,14 +212,14 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		labels = append(labels, "job "+nr.Job)
 	}
 
-	view := RunView{Run: run}
+	view := ledger.RunView{Run: run}
 	for _, t := range nr.Tasks {
-		key := InstanceKey{Run: nr.ID, Task: t.ID}
-		snap, hist, err := DecideNewInstance(key, t, now)
+		key := ledger.InstanceKey{Run: nr.ID, Task: t.ID}
+		snap, hist, err := ledger.DecideNewInstance(key, t, now)
 		if err != nil {
-			return RunView{}, op(err)
+			return ledger.RunView{}, op(err)
 		}
-		inst := Instance{
+		inst := ledger.Instance{
 			Key: key, Job: nr.Job, Pool: t.Pool, Payload: t.Payload, Executor: t.Executor, Policy: t.Policy,
 			DependsOn: t.DependsOn, TriggerRule: t.TriggerRule, Publish: t.Publish,
 			Snapshot: snap, History: hist, Secret: t.Secret,
@@ -401,13 +227,13 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 		inst.TimerAt, inst.TimerKind = snap.Timer()
 		inst.Policy.Random = nil
 		if err := put("instance "+key.String(), instanceItem(inst), notExists, pkName, nil, false); err != nil {
-			return RunView{}, op(err)
+			return ledger.RunView{}, op(err)
 		}
-		view.Tasks = append(view.Tasks, TaskView{Instance: inst})
+		view.Tasks = append(view.Tasks, ledger.TaskView{Instance: inst})
 	}
-	slices.SortFunc(view.Tasks, func(a, b TaskView) int { return strings.Compare(a.Instance.Key.Task, b.Instance.Key.Task) })
+	slices.SortFunc(view.Tasks, func(a, b ledger.TaskView) int { return strings.Compare(a.Instance.Key.Task, b.Instance.Key.Task) })
 	if err := checkTransaction("create run "+nr.ID, sizes); err != nil {
-		return RunView{}, op(err)
+		return ledger.RunView{}, op(err)
 	}
 
 	// Index entries: the run's listing and live entries (the whole item)
@@ -422,44 +248,44 @@ func (s *Store) CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunVie
 	}
 	reasons := cancellation(err)
 	if reasons == nil {
-		return RunView{}, op(translate(err))
+		return ledger.RunView{}, op(translate(err))
 	}
 	if conditionFailed(reasons, jobAt) {
-		return RunView{}, op(fmt.Errorf("%w: job %s does not exist or is being deleted", ErrNotFound, nr.Job))
+		return ledger.RunView{}, op(fmt.Errorf("%w: job %s does not exist or is being deleted", ledger.ErrNotFound, nr.Job))
 	}
 	if conditionFailed(reasons, releaseAt) {
-		return RunView{}, op(fmt.Errorf("%w: backfill %s changed since version %d", ErrVersionConflict, nr.Release.ID, nr.Release.Version))
+		return ledger.RunView{}, op(fmt.Errorf("%w: backfill %s changed since version %d", ledger.ErrVersionConflict, nr.Release.ID, nr.Release.Version))
 	}
 	if conditionFailed(reasons, idemAt) {
 		ex, err := s.existingRun(ctx, nr.Job, idemSK(nr.Idempotency.Key), reasons[idemAt].Item)
 		if err != nil {
-			return RunView{}, op(err)
+			return ledger.RunView{}, op(err)
 		}
-		ex.Err = ErrIdempotentReplay
+		ex.Err = ledger.ErrIdempotentReplay
 		if ex.BodyHash != nr.Idempotency.BodyHash {
-			ex.Err = ErrIdempotencyMismatch
+			ex.Err = ledger.ErrIdempotencyMismatch
 		}
-		return RunView{}, op(ex)
+		return ledger.RunView{}, op(ex)
 	}
 	if conditionFailed(reasons, slotAt) {
 		ex, err := s.existingRun(ctx, nr.Job, slotSK(nr.LogicalTime), reasons[slotAt].Item)
 		if err != nil {
-			return RunView{}, op(err)
+			return ledger.RunView{}, op(err)
 		}
-		ex.Err = ErrSlotTaken
-		return RunView{}, op(ex)
+		ex.Err = ledger.ErrSlotTaken
+		return ledger.RunView{}, op(ex)
 	}
 	for i := range reasons {
 		if conditionFailed(reasons, i) {
-			return RunView{}, op(fmt.Errorf("%w: %s", ErrAlreadyExists, labels[i]))
+			return ledger.RunView{}, op(fmt.Errorf("%w: %s", ledger.ErrAlreadyExists, labels[i]))
 		}
 	}
-	return RunView{}, op(cancelError(err, reasons))
+	return ledger.RunView{}, op(cancelError(err, reasons))
 }
 
 // existingRun reads the run id held by a slot or idempotency item: from the
 // failed put's ALL_OLD image, or with a read when the endpoint sent none.
-func (s *Store) existingRun(ctx context.Context, job, sk string, old map[string]types.AttributeValue) (*ExistingRunError, error) {
+func (s *Store) existingRun(ctx context.Context, job, sk string, old map[string]types.AttributeValue) (*ledger.ExistingRunError, error) {
 	if len(old) == 0 {
 		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName: aws.String(s.table), Key: keyOf(jobPK(job), sk), ConsistentRead: aws.Bool(true),
@@ -468,16 +294,16 @@ func (s *Store) existingRun(ctx context.Context, job, sk string, old map[string]
 			return nil, translate(err)
 		}
 		if out.Item == nil { // deleted since (TTL): the caller may try again
-			return nil, fmt.Errorf("%w: %s was taken and is gone", ErrConflict, sk)
+			return nil, fmt.Errorf("%w: %s was taken and is gone", ledger.ErrConflict, sk)
 		}
 		old = out.Item
 	}
 	r := &reader{it: old}
-	ex := &ExistingRunError{Job: job, RunID: r.str(attrRunID), BodyHash: r.str(attrBodyHash)}
+	ex := &ledger.ExistingRunError{Job: job, RunID: r.str(attrRunID), BodyHash: r.str(attrBodyHash)}
 	return ex, r.err
 }
 
-func runItem(r Run) item {
+func runItem(r ledger.Run) item {
 	it := item{
 		tableschema.PK: str(runPK(r.ID)), tableschema.SK: str(skRun),
 		attrKind: str(kindRun), attrRunID: str(r.ID), attrJob: str(r.Job),
@@ -494,7 +320,7 @@ func runItem(r Run) item {
 }
 
 // runStateItem holds the fields UpdateRunState changes.
-func runStateItem(r Run) item {
+func runStateItem(r ledger.Run) item {
 	it := item{
 		attrExec: str(string(r.ExecutionState)), attrPub: str(string(r.PublicationState)),
 		attrStatus: str(string(r.Status)), attrEndedAt: tm(r.EndedAt), attrVersion: num(r.Version),
@@ -502,8 +328,8 @@ func runStateItem(r Run) item {
 	}
 	if !r.ExecutionState.Terminal() && !r.TimerAt.IsZero() {
 		it[tableschema.TimerShard] = str(timerShard(runPK(r.ID), skRun))
-		it[tableschema.TimerAt] = str(formatTime(r.TimerAt))
-		it[attrTimerKind] = str(timerKindRunBackstop)
+		it[tableschema.TimerAt] = str(ledger.FormatTime(r.TimerAt))
+		it[attrTimerKind] = str(ledger.TimerKindRunBackstop)
 	}
 	// An unfinished run is in the live index (live_pk = its job, live_sk =
 	// its id); a finished one leaves it in the write that finishes it.
@@ -515,7 +341,7 @@ func runStateItem(r Run) item {
 	return it
 }
 
-func pointerItem(r Run) item {
+func pointerItem(r ledger.Run) item {
 	return item{
 		tableschema.PK: str(jobPK(r.Job)), tableschema.SK: str(pointerSK(r.ID)),
 		attrKind: str(kindPointer), attrRunID: str(r.ID), attrCreatedAt: tm(r.CreatedAt),
@@ -523,9 +349,9 @@ func pointerItem(r Run) item {
 	}
 }
 
-func decodeRun(m map[string]types.AttributeValue) (Run, error) {
+func decodeRun(m map[string]types.AttributeValue) (ledger.Run, error) {
 	r := &reader{it: m}
-	run := Run{
+	run := ledger.Run{
 		ID: r.str(attrRunID), Job: r.str(attrJob), LogicalTime: r.time(attrLogicalTime),
 		Params: r.bytes(attrParams), Spec: r.bytes(attrSpec),
 		ExecutionState:   statemodel.RunState(r.str(attrExec)),
@@ -541,25 +367,25 @@ func decodeRun(m map[string]types.AttributeValue) (Run, error) {
 }
 
 // GetRun reads a run item (strongly consistent).
-func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
-	if err := checkRun(id); err != nil {
-		return Run{}, fmt.Errorf("get run %s: %w", id, err)
+func (s *Store) GetRun(ctx context.Context, id string) (ledger.Run, error) {
+	if err := ledger.CheckRunID(id); err != nil {
+		return ledger.Run{}, fmt.Errorf("get run %s: %w", id, err)
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: keyOf(runPK(id), skRun), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Run{}, fmt.Errorf("get run %s: %w", id, translate(err))
+		return ledger.Run{}, fmt.Errorf("get run %s: %w", id, translate(err))
 	}
 	if out.Item == nil {
-		return Run{}, fmt.Errorf("get run %s: %w", id, ErrNotFound)
+		return ledger.Run{}, fmt.Errorf("get run %s: %w", id, ledger.ErrNotFound)
 	}
 	run, err := decodeRun(out.Item)
 	if err == nil {
 		err = s.legacyTrigger(ctx, &run)
 	}
 	if err != nil {
-		return Run{}, fmt.Errorf("get run %s: %w", id, err)
+		return ledger.Run{}, fmt.Errorf("get run %s: %w", id, err)
 	}
 	return run, nil
 }
@@ -573,10 +399,10 @@ func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
 // History items (TR#) sort outside that range, so they are excluded by the
 // key design, not by a filter. TaskView.Attempts lists every attempt, from
 // the instance's records and the attempt items.
-func (s *Store) ReadRun(ctx context.Context, id string) (RunView, error) {
+func (s *Store) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 	op := func(err error) error { return fmt.Errorf("read run %s: %w", id, err) }
-	if err := checkRun(id); err != nil {
-		return RunView{}, op(err)
+	if err := ledger.CheckRunID(id); err != nil {
+		return ledger.RunView{}, op(err)
 	}
 	e := newExpr()
 	in := &dynamodb.QueryInput{
@@ -586,14 +412,14 @@ func (s *Store) ReadRun(ctx context.Context, id string) (RunView, error) {
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 		ConsistentRead: aws.Bool(true),
 	}
-	var view RunView
+	var view ledger.RunView
 	found := false
 	byTask := map[string]int{}
-	attempts := map[string][]Attempt{}
+	attempts := map[string][]ledger.Attempt{}
 	for {
 		out, err := s.db.Query(ctx, in)
 		if err != nil {
-			return RunView{}, op(translate(err))
+			return ledger.RunView{}, op(translate(err))
 		}
 		for _, it := range out.Items {
 			r := &reader{it: it}
@@ -601,25 +427,25 @@ func (s *Store) ReadRun(ctx context.Context, id string) (RunView, error) {
 			case kindRun:
 				run, err := decodeRun(it)
 				if err != nil {
-					return RunView{}, op(err)
+					return ledger.RunView{}, op(err)
 				}
 				view.Run, found = run, true
 			case kindInstance:
 				inst, err := decodeInstance(it)
 				if err != nil {
-					return RunView{}, op(err)
+					return ledger.RunView{}, op(err)
 				}
 				byTask[inst.Key.Task] = len(view.Tasks)
-				view.Tasks = append(view.Tasks, TaskView{Instance: inst})
+				view.Tasks = append(view.Tasks, ledger.TaskView{Instance: inst})
 			case kindAttempt:
 				task := r.str(attrTask)
 				a := decodeAttempt(r)
 				if r.err != nil {
-					return RunView{}, op(r.err)
+					return ledger.RunView{}, op(r.err)
 				}
 				attempts[task] = append(attempts[task], a)
 			default:
-				return RunView{}, op(fmt.Errorf("%w: unexpected item kind %q in a run", ErrCorruptItem, kind))
+				return ledger.RunView{}, op(fmt.Errorf("%w: unexpected item kind %q in a run", ledger.ErrCorruptItem, kind))
 			}
 		}
 		if out.LastEvaluatedKey == nil {
@@ -628,50 +454,25 @@ func (s *Store) ReadRun(ctx context.Context, id string) (RunView, error) {
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
 	if !found {
-		return RunView{}, op(ErrNotFound)
+		return ledger.RunView{}, op(ledger.ErrNotFound)
 	}
 	if err := s.legacyTrigger(ctx, &view.Run); err != nil {
-		return RunView{}, op(err)
+		return ledger.RunView{}, op(err)
 	}
 	for task := range attempts {
 		if _, ok := byTask[task]; !ok {
-			return RunView{}, op(fmt.Errorf("%w: attempts of unknown task %s", ErrCorruptItem, task))
+			return ledger.RunView{}, op(fmt.Errorf("%w: attempts of unknown task %s", ledger.ErrCorruptItem, task))
 		}
 	}
 	for i := range view.Tasks {
 		t := &view.Tasks[i]
-		t.Attempts = MergeAttempts(attempts[t.Instance.Key.Task], t.Instance.Snapshot.Attempts)
+		t.Attempts = ledger.MergeAttempts(attempts[t.Instance.Key.Task], t.Instance.Snapshot.Attempts)
 	}
 	return view, nil
 }
 
-// MergeAttempts lists every attempt of a task by number: the records the
-// instance holds, the older ones from their attempt items, each with the
-// late events its item keeps.
-func MergeAttempts(items []Attempt, held []statemodel.AttemptRecord) []Attempt {
-	byN := make(map[int]Attempt, len(items)+len(held))
-	for _, a := range items {
-		byN[a.N] = a
-	}
-	for _, r := range held {
-		a := byN[r.N]
-		a.AttemptRecord = r
-		byN[r.N] = a
-	}
-	out := make([]Attempt, 0, len(byN))
-	for _, a := range byN {
-		if a.HasRecord() {
-			out = append(out, a)
-		}
-	}
-	// Attempt item keys are zero-padded to three digits; past 999 text
-	// order is not number order, so sort by number.
-	slices.SortFunc(out, func(a, b Attempt) int { return a.N - b.N })
-	return out
-}
-
-func decodeAttempt(r *reader) Attempt {
-	a := Attempt{AttemptRecord: readAttemptRecord(r), LateDropped: int(r.int(attrLateDropped))}
+func decodeAttempt(r *reader) ledger.Attempt {
+	a := ledger.Attempt{AttemptRecord: readAttemptRecord(r), LateDropped: int(r.int(attrLateDropped))}
 	for _, m := range r.maps(attrLateEvents) {
 		sub := &reader{it: m}
 		a.Late = append(a.Late, readLateEvent(sub))
@@ -680,14 +481,6 @@ func decodeAttempt(r *reader) Attempt {
 		}
 	}
 	return a
-}
-
-// RunFilter selects runs for ListRuns.
-type RunFilter struct {
-	Job    string            // "": every job
-	Status statemodel.Status // "": every status
-	Limit  int               // 0: DefaultListLimit; at most MaxListLimit
-	Token  string
 }
 
 // ListRuns lists runs newest first (run ids are ULIDs). Without a job it
@@ -699,13 +492,13 @@ type RunFilter struct {
 // listing index; on the runs read, for a job): a page may hold fewer than
 // Limit runs, even none, while a next token remains.
 // Callers page on until the token is "".
-func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error) {
+func (s *Store) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, string, error) {
 	op := func(err error) error { return fmt.Errorf("list runs (job %q, status %q): %w", f.Job, f.Status, err) }
 	limit := f.Limit
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
-	limit = min(limit, MaxListLimit)
+	limit = min(limit, ledger.MaxListLimit)
 	e := newExpr()
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(limit)),
@@ -716,7 +509,7 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error
 		in.KeyConditionExpression = aws.String(e.n(tableschema.ListPK) + " = " + e.v("list_pk", str(listRuns)))
 		want = map[string]string{tableschema.ListPK: listRuns, tableschema.ListSK: "", tableschema.PK: "", tableschema.SK: skRun}
 	} else {
-		if err := checkJob(f.Job); err != nil {
+		if err := ledger.CheckJobName(f.Job); err != nil {
 			return nil, "", op(err)
 		}
 		in.ConsistentRead = aws.Bool(true)
@@ -738,7 +531,7 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error
 	}
 	next := encodeToken(out.LastEvaluatedKey)
 	if f.Job == "" {
-		runs := make([]Run, 0, len(out.Items))
+		runs := make([]ledger.Run, 0, len(out.Items))
 		for _, it := range out.Items {
 			run, err := decodeRun(it)
 			if err != nil {
@@ -762,19 +555,19 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error
 	}
 	if f.Status != "" {
 		// Pointers hold no states: the filter applies to the runs read.
-		runs = slices.DeleteFunc(runs, func(r Run) bool { return r.Status != f.Status })
+		runs = slices.DeleteFunc(runs, func(r ledger.Run) bool { return r.Status != f.Status })
 	}
 	return runs, next, nil
 }
 
 // getRuns reads run items by id with BatchGetItem (100 keys per request),
 // in the order of ids; runs that vanished are left out.
-func (s *Store) getRuns(ctx context.Context, ids []string) ([]Run, error) {
+func (s *Store) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error) {
 	keys := make([]map[string]types.AttributeValue, len(ids))
 	for i, id := range ids {
 		keys[i] = keyOf(runPK(id), skRun)
 	}
-	got := make(map[string]Run, len(ids))
+	got := make(map[string]ledger.Run, len(ids))
 	var derr error
 	err := s.batchGet(ctx, keys, func(it map[string]types.AttributeValue) {
 		run, err := decodeRun(it)
@@ -789,7 +582,7 @@ func (s *Store) getRuns(ctx context.Context, ids []string) ([]Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	runs := make([]Run, 0, len(ids))
+	runs := make([]ledger.Run, 0, len(ids))
 	for _, id := range ids {
 		if r, ok := got[id]; ok {
 			runs = append(runs, r)
@@ -815,7 +608,7 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 			req = out.UnprocessedKeys
 			if len(req) > 0 {
 				if try >= conflictRetries {
-					return fmt.Errorf("%w: unprocessed keys after %d tries", ErrThrottled, try+1)
+					return fmt.Errorf("%w: unprocessed keys after %d tries", ledger.ErrThrottled, try+1)
 				}
 				if err := backoff(ctx, try); err != nil {
 					return err
@@ -827,11 +620,11 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 }
 
 // legacyTrigger is legacyTriggers of one run.
-func (s *Store) legacyTrigger(ctx context.Context, run *Run) error {
+func (s *Store) legacyTrigger(ctx context.Context, run *ledger.Run) error {
 	if run.Trigger != "" {
 		return nil
 	}
-	runs := []Run{*run}
+	runs := []ledger.Run{*run}
 	err := s.legacyTriggers(ctx, runs)
 	*run = runs[0]
 	return err
@@ -842,7 +635,7 @@ func (s *Store) legacyTrigger(ctx context.Context, run *Run) error {
 // (only schedule runs claimed slots then), manual otherwise. It reads the
 // slots of those runs only (one BatchGetItem per 100), so runs written
 // since cost nothing.
-func (s *Store) legacyTriggers(ctx context.Context, runs []Run) error {
+func (s *Store) legacyTriggers(ctx context.Context, runs []ledger.Run) error {
 	var keys []map[string]types.AttributeValue
 	for i := range runs {
 		if runs[i].Trigger == "" {
@@ -870,16 +663,6 @@ func (s *Store) legacyTriggers(ctx context.Context, runs []Run) error {
 	return nil
 }
 
-// UnfinishedRun is a job's run that has not ended, as the live index lists
-// it.
-type UnfinishedRun struct {
-	ID          string
-	LogicalTime time.Time
-	// Trigger is the run's trigger; "" for an entry of the former layout
-	// (a run pointer), whose run was not a backfill's.
-	Trigger statemodel.Trigger
-}
-
 // ListUnfinishedRuns lists a job's unfinished runs, oldest first, from the
 // sparse live index: only unfinished runs' pointers are in it, so the cost
 // follows the job's live runs, never the runs it finished before.
@@ -890,14 +673,14 @@ type UnfinishedRun struct {
 // listed, and one created a moment ago may be missing. Callers act on a
 // listed run through operations that read it again (CancelRun,
 // AdvanceRun), and HasUnfinishedRuns covers the newest runs itself.
-func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]UnfinishedRun, error) {
+func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]ledger.UnfinishedRun, error) {
 	op := func(err error) error { return fmt.Errorf("list unfinished runs of job %s: %w", job, err) }
-	if err := checkJob(job); err != nil {
+	if err := ledger.CheckJobName(job); err != nil {
 		return nil, op(err)
 	}
-	var out []UnfinishedRun
+	var out []ledger.UnfinishedRun
 	err := s.queryLive(ctx, job, 0, func(r *reader) bool {
-		out = append(out, UnfinishedRun{ID: r.str(attrRunID), LogicalTime: r.time(attrLogicalTime), Trigger: statemodel.Trigger(r.str(attrTrigger))})
+		out = append(out, ledger.UnfinishedRun{ID: r.str(attrRunID), LogicalTime: r.time(attrLogicalTime), Trigger: statemodel.Trigger(r.str(attrTrigger))})
 		return true
 	})
 	if err != nil {
@@ -910,7 +693,7 @@ func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]Unfinishe
 // page (0: DefaultListLimit), until each returns false or the entries end.
 func (s *Store) queryLive(ctx context.Context, job string, limit int, each func(*reader) bool) error {
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
 	e := newExpr()
 	in := &dynamodb.QueryInput{
@@ -975,7 +758,7 @@ const newestPointers = 10
 //     of its run (the index may still list a run that just ended).
 func (s *Store) HasUnfinishedRuns(ctx context.Context, job string, ignore ...statemodel.Trigger) (bool, error) {
 	op := func(err error) error { return fmt.Errorf("unfinished runs of job %s: %w", job, err) }
-	if err := checkJob(job); err != nil {
+	if err := ledger.CheckJobName(job); err != nil {
 		return false, op(err)
 	}
 	e := newExpr()
@@ -1014,7 +797,7 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string, ignore ...sta
 		}
 		run, gerr := s.GetRun(ctx, id)
 		switch {
-		case errors.Is(gerr, ErrNotFound):
+		case errors.Is(gerr, ledger.ErrNotFound):
 			return true
 		case gerr != nil:
 			cerr = gerr
@@ -1036,7 +819,7 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string, ignore ...sta
 // and, when it is finished (or gone), takes the pointer out of the index.
 func (s *Store) formerEntryFinished(ctx context.Context, job, id string) (bool, error) {
 	run, err := s.GetRun(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return true, s.clearFormerLiveEntry(ctx, job, id)
 	}
 	if err != nil {
@@ -1070,7 +853,7 @@ func (s *Store) clearFormerLiveEntry(ctx context.Context, job, run string) error
 		}
 		return translate(err)
 	}
-	size := itemSize(pointerItem(Run{ID: run, Job: job}).present())
+	size := itemSize(pointerItem(ledger.Run{ID: run, Job: job}).present())
 	s.report("clear_former_live_entry", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity))
 	return nil
 }
@@ -1084,16 +867,16 @@ func (s *Store) clearFormerLiveEntry(ctx context.Context, job, run string) error
 //	condition  #version = :expected_version AND #exec = :exec
 //	fails: the run was stored since it was read (ErrVersionConflict; that
 //	write armed its own timer), or it does not exist (ErrNotFound).
-func (s *Store) RearmRunBackstop(ctx context.Context, run Run) (Run, error) {
+func (s *Store) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Run, error) {
 	op := func(err error) error { return fmt.Errorf("re-arm backstop of run %s: %w", run.ID, err) }
-	if err := checkRun(run.ID); err != nil {
-		return Run{}, op(err)
+	if err := ledger.CheckRunID(run.ID); err != nil {
+		return ledger.Run{}, op(err)
 	}
 	if run.ExecutionState.Terminal() {
-		return Run{}, op(fmt.Errorf("%w: a %s run has no backstop", ErrInvalidInput, run.ExecutionState))
+		return ledger.Run{}, op(fmt.Errorf("%w: a %s run has no backstop", ledger.ErrInvalidInput, run.ExecutionState))
 	}
 	next := run
-	next.TimerAt = RunTimer(run, s.clock(), s.backstop)
+	next.TimerAt = ledger.RunTimer(run, s.clock(), s.backstop)
 	e := newExpr()
 	set := runStateItem(next)
 	upd := item{
@@ -1112,27 +895,15 @@ func (s *Store) RearmRunBackstop(ctx context.Context, run Run) (Run, error) {
 	if err != nil {
 		if old, ok := conditionItem(err); ok {
 			if len(old) == 0 {
-				return Run{}, op(ErrNotFound)
+				return ledger.Run{}, op(ledger.ErrNotFound)
 			}
-			return Run{}, op(ErrVersionConflict)
+			return ledger.Run{}, op(ledger.ErrVersionConflict)
 		}
-		return Run{}, op(translate(err))
+		return ledger.Run{}, op(translate(err))
 	}
 	size := itemSize(runItem(next).present())
 	s.report("rearm_run_backstop", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity))
 	return next, nil
-}
-
-// RunUpdate is a run's newly derived state.
-type RunUpdate struct {
-	ExecutionState   statemodel.RunState
-	PublicationState statemodel.PublicationState
-	// EndedAt is set when ExecutionState is terminal; zero means the
-	// store's clock.
-	EndedAt time.Time
-	// TimerAt is the next backstop while not terminal; zero means the
-	// store's clock + its run backstop.
-	TimerAt time.Time
 }
 
 // UpdateRunState stores a run's derived state with a compare-and-set on the
@@ -1147,13 +918,13 @@ type RunUpdate struct {
 //
 // Status is ExecutionState.Status(); it is never passed separately, so the
 // two cannot disagree.
-func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, error) {
+func (s *Store) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.RunUpdate) (ledger.Run, error) {
 	op := func(err error) error {
 		return fmt.Errorf("update run %s from version %d: %w", run.ID, run.Version, err)
 	}
-	next, err := NextRun(run, u, s.clock(), s.backstop)
+	next, err := ledger.NextRun(run, u, s.clock(), s.backstop)
 	if err != nil {
-		return Run{}, op(err)
+		return ledger.Run{}, op(err)
 	}
 	e := newExpr()
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -1167,16 +938,16 @@ func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, 
 	if err != nil {
 		old, ok := conditionItem(err)
 		if !ok {
-			return Run{}, op(translate(err))
+			return ledger.Run{}, op(translate(err))
 		}
 		if len(old) == 0 {
-			if _, gerr := s.GetRun(ctx, run.ID); errors.Is(gerr, ErrNotFound) {
-				return Run{}, op(ErrNotFound)
+			if _, gerr := s.GetRun(ctx, run.ID); errors.Is(gerr, ledger.ErrNotFound) {
+				return ledger.Run{}, op(ledger.ErrNotFound)
 			}
-			return Run{}, op(ErrVersionConflict)
+			return ledger.Run{}, op(ledger.ErrVersionConflict)
 		}
 		r := &reader{it: old}
-		return Run{}, op(fmt.Errorf("%w: stored version is %s", ErrVersionConflict, strconv.FormatInt(r.int(attrVersion), 10)))
+		return ledger.Run{}, op(fmt.Errorf("%w: stored version is %s", ledger.ErrVersionConflict, strconv.FormatInt(r.int(attrVersion), 10)))
 	}
 	size := itemSize(runItem(next).present())
 	s.report("update_run_state", false, []int{size}, runIndexWrites(run, next), consumed(out.ConsumedCapacity))
@@ -1187,7 +958,7 @@ func (s *Store) UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, 
 // next puts, moves or removes: its listing entry (the whole item), its
 // entry in the live index while unfinished (the whole item), its backstop
 // timer's entry.
-func runIndexWrites(run, next Run) []int {
+func runIndexWrites(run, next ledger.Run) []int {
 	size := itemSize(runItem(next).present())
 	out := []int{size}
 	if !run.ExecutionState.Terminal() || !next.ExecutionState.Terminal() {
@@ -1206,15 +977,15 @@ func runIndexWrites(run, next Run) []int {
 //	           AND #exec IN (:queued, :running)
 //	fails: recorded already, or the run finished first (false), or it
 //	does not exist (ErrNotFound).
-func (s *Store) MarkDeadlineMissed(ctx context.Context, run Run) (Run, bool, error) {
+func (s *Store) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.Run, bool, error) {
 	op := func(err error) error { return fmt.Errorf("mark deadline of run %s missed: %w", run.ID, err) }
-	if err := checkRun(run.ID); err != nil {
-		return Run{}, false, op(err)
+	if err := ledger.CheckRunID(run.ID); err != nil {
+		return ledger.Run{}, false, op(err)
 	}
 	if run.DeadlineAt.IsZero() {
-		return Run{}, false, op(fmt.Errorf("%w: the run has no deadline", ErrInvalidInput))
+		return ledger.Run{}, false, op(fmt.Errorf("%w: the run has no deadline", ledger.ErrInvalidInput))
 	}
-	next := DeadlineMissed(run, s.clock(), s.backstop)
+	next := ledger.DeadlineMissed(run, s.clock(), s.backstop)
 	set := runStateItem(next)
 	upd := item{
 		attrDeadlineMissed:     tm(next.DeadlineMissedAt),
@@ -1235,17 +1006,17 @@ func (s *Store) MarkDeadlineMissed(ctx context.Context, run Run) (Run, bool, err
 	if err != nil {
 		if old, ok := conditionItem(err); ok {
 			if len(old) == 0 {
-				if _, gerr := s.GetRun(ctx, run.ID); errors.Is(gerr, ErrNotFound) {
-					return Run{}, false, op(ErrNotFound)
+				if _, gerr := s.GetRun(ctx, run.ID); errors.Is(gerr, ledger.ErrNotFound) {
+					return ledger.Run{}, false, op(ledger.ErrNotFound)
 				}
 			}
-			return Run{}, false, nil
+			return ledger.Run{}, false, nil
 		}
-		return Run{}, false, op(translate(err))
+		return ledger.Run{}, false, op(translate(err))
 	}
 	stored, err := decodeRun(out.Attributes)
 	if err != nil {
-		return Run{}, false, op(err)
+		return ledger.Run{}, false, op(err)
 	}
 	size := itemSize(out.Attributes)
 	s.report("mark_deadline_missed", false, []int{size}, runIndexWrites(run, stored), consumed(out.ConsumedCapacity))
@@ -1261,7 +1032,7 @@ func (s *Store) MarkDeadlineMissed(ctx context.Context, run Run) (Run, bool, err
 //	fails: the run is past QUEUED already (started, or finished): false.
 func (s *Store) MarkRunStarted(ctx context.Context, id string) (bool, error) {
 	op := func(err error) error { return fmt.Errorf("mark run %s started: %w", id, err) }
-	if err := checkRun(id); err != nil {
+	if err := ledger.CheckRunID(id); err != nil {
 		return false, op(err)
 	}
 	e := newExpr()

@@ -9,28 +9,28 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/ledger/ledgertest"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
 
 // TestFinishedItemsLeaveTheTimersIndex: finished instances and finished
 // runs carry no timer attribute at all, so the sparse timers index holds
-// live work only. (Which timers are due is the port's: storetest.)
+// live work only. (Which timers are due is the port's: ledgertest.)
 func TestFinishedItemsLeaveTheTimersIndex(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
 	ctx := context.Background()
-	v := ts.MustCreate(t, storetest.NewRun("done", "a", "b", "c"))
+	v := ts.MustCreate(t, ledgertest.NewRun("done", "a", "b", "c"))
 	for _, task := range v.Tasks {
-		ts.Step(t, task.Instance.Key, storetest.Ev(statemodel.EvDepsSkipped, 0), ts.Clock.Now())
+		ts.Step(t, task.Instance.Key, ledgertest.Ev(statemodel.EvDepsSkipped, 0), ts.Clock.Now())
 	}
 	fresh, err := ts.ReadRun(ctx, v.Run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ts.UpdateRunState(ctx, fresh.Run, store.RunUpdate{
+	if _, err := ts.UpdateRunState(ctx, fresh.Run, ledger.RunUpdate{
 		ExecutionState: statemodel.DeriveRunState(fresh.Nodes()).State, PublicationState: statemodel.DerivePublication(fresh.Nodes()),
 	}); err != nil {
 		t.Fatal(err)
@@ -59,11 +59,11 @@ func TestRunStoredWithoutTriggerIsReadFromItsSlot(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
 	ctx := context.Background()
-	sched := storetest.NewRun("legacy", "main")
+	sched := ledgertest.NewRun("legacy", "main")
 	sched.Trigger, sched.ClaimSlot = statemodel.TriggerSchedule, true
 	ts.MustCreate(t, sched)
-	manual := storetest.NewRun("legacy", "main")
-	manual.LogicalTime = storetest.T0.Add(time.Hour)
+	manual := ledgertest.NewRun("legacy", "main")
+	manual.LogicalTime = ledgertest.T0.Add(time.Hour)
 	ts.MustCreate(t, manual)
 	for _, id := range []string{sched.ID, manual.ID} {
 		_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -88,7 +88,7 @@ func TestRunStoredWithoutTriggerIsReadFromItsSlot(t *testing.T) {
 			t.Fatalf("ReadRun %s: %q, %v; want %q", id, v.Run.Trigger, err, tr)
 		}
 	}
-	for _, f := range []store.RunFilter{{Job: "legacy"}, {}} {
+	for _, f := range []ledger.RunFilter{{Job: "legacy"}, {}} {
 		runs, _, err := ts.ListRuns(ctx, f)
 		if err != nil || len(runs) != 2 {
 			t.Fatalf("ListRuns %+v: %d runs, %v", f, len(runs), err)

@@ -6,16 +6,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-)
-
-// DynamoDB's size limits.
-const (
-	// MaxItemSize is DynamoDB's item size limit: 400 KB, attribute names
-	// and values together.
-	MaxItemSize = 400 * 1024
-	// MaxTransactionSize is the aggregate size limit of one
-	// TransactWriteItems request.
-	MaxTransactionSize = 4 * 1024 * 1024
+	"github.com/runledger/runledger/shared/ledger"
 )
 
 // itemSize computes an item's size by DynamoDB's documented rules
@@ -141,8 +132,8 @@ func floorDiv2(n int) int {
 // checkSize refuses an item over MaxItemSize before anything is written.
 func checkSize(what string, it map[string]types.AttributeValue) (int, error) {
 	n := itemSize(it)
-	if n > MaxItemSize {
-		return n, &ItemTooLargeError{Item: what, Size: n, Limit: MaxItemSize}
+	if n > ledger.MaxItemSize {
+		return n, &ledger.ItemTooLargeError{Item: what, Size: n, Limit: ledger.MaxItemSize}
 	}
 	return n, nil
 }
@@ -154,8 +145,8 @@ func checkTransaction(what string, sizes []int) error {
 	for _, n := range sizes {
 		total += n
 	}
-	if total > MaxTransactionSize {
-		return &ItemTooLargeError{Item: fmt.Sprintf("transaction %s (%d items)", what, len(sizes)), Size: total, Limit: MaxTransactionSize}
+	if total > ledger.MaxTransactionSize {
+		return &ledger.ItemTooLargeError{Item: fmt.Sprintf("transaction %s (%d items)", what, len(sizes)), Size: total, Limit: ledger.MaxTransactionSize}
 	}
 	return nil
 }

@@ -39,20 +39,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/runledger/runledger/shared/ledger"
 )
 
 // Defaults of the options.
 const (
-	// DefaultHistoryRetention is how long spilled history items live
-	// (RUNLEDGER_HISTORY_RETENTION's default).
-	DefaultHistoryRetention = 2160 * time.Hour
-	// IdempotencyTTL is how long an idempotency key holds (API: 24 h).
-	IdempotencyTTL = 24 * time.Hour
-	// DefaultRunBackstop is how far ahead a live run's re-derivation
-	// backstop timer is set.
-	DefaultRunBackstop = 5 * time.Minute
-	// MaxRounds bounds Transition's read-decide-write rounds.
-	MaxRounds = 8
+
 	// conflictRetries bounds resubmitting a transaction that failed only on
 	// TransactionConflict (another transaction held an item); its
 	// conditions are unchanged, so a resubmission is safe.
@@ -94,7 +86,7 @@ func WithCapacityReports(fn func(CapacityReport)) Option { return func(s *Store)
 func New(db *dynamodb.Client, table string, opts ...Option) *Store {
 	s := &Store{
 		db: db, table: table, clock: time.Now,
-		retention: DefaultHistoryRetention, backstop: DefaultRunBackstop,
+		retention: ledger.DefaultHistoryRetention, backstop: ledger.DefaultRunBackstop,
 		log: slog.Default(),
 	}
 	for _, o := range opts {
@@ -223,3 +215,7 @@ func conditionItem(err error) (map[string]types.AttributeValue, bool) {
 	}
 	return nil, false
 }
+
+// The DynamoDB store is the production implementation of the storage
+// contract.
+var _ ledger.Store = (*Store)(nil)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
 )
 
@@ -50,7 +51,7 @@ func CreateTable(ctx context.Context, db *dynamodb.Client, name string) error {
 	if err != nil {
 		var inUse *types.ResourceInUseException
 		if errors.As(err, &inUse) {
-			return fmt.Errorf("create table %s: %w", name, ErrAlreadyExists)
+			return fmt.Errorf("create table %s: %w", name, ledger.ErrAlreadyExists)
 		}
 		return fmt.Errorf("create table %s: %w", name, translate(err))
 	}

@@ -10,41 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
 )
-
-// ItemKind names what a due timer belongs to.
-type ItemKind string
-
-const (
-	// TimerOfJob: a job's next fire (Job is set).
-	TimerOfJob ItemKind = "job"
-	// TimerOfRun: a live run's re-derivation backstop (Run is set).
-	TimerOfRun ItemKind = "run"
-	// TimerOfInstance: a task instance's state timer (Run and Task are
-	// set; Kind says which statemodel timer).
-	TimerOfInstance ItemKind = "instance"
-	// TimerOfBackfill: an unfinished backfill's backstop (Backfill and
-	// Job are set).
-	TimerOfBackfill ItemKind = "backfill"
-)
-
-// DueTimer is one entry of the timers index whose time has come.
-type DueTimer struct {
-	Item ItemKind
-	Job  string
-	Run  string
-	Task string
-	// Backfill is the backfill of a backfill timer.
-	Backfill string
-	At       time.Time
-	// Kind is the timer's purpose: a statemodel.TimerKind for instances,
-	// "job_fire" or "run_backstop" otherwise.
-	Kind string
-}
-
-// Instance returns the instance key of an instance timer.
-func (d DueTimer) Instance() InstanceKey { return InstanceKey{Run: d.Run, Task: d.Task} }
 
 // timerIndex is the timers index's definition.
 func timerIndex() tableschema.Index {
@@ -115,15 +83,15 @@ func timerIndexWrites(old, next item) []int {
 // The index is eventually consistent: a timer just moved may still be
 // listed at its old time, so callers re-read the item (Transition does)
 // and let statemodel decide (ErrNotDue).
-func (s *Store) ListDueTimers(ctx context.Context, shard int, now time.Time, limit int, token string) ([]DueTimer, string, error) {
+func (s *Store) ListDueTimers(ctx context.Context, shard int, now time.Time, limit int, token string) ([]ledger.DueTimer, string, error) {
 	op := func(err error) error {
-		return fmt.Errorf("list due timers of shard %d at %s: %w", shard, formatTime(now), err)
+		return fmt.Errorf("list due timers of shard %d at %s: %w", shard, ledger.FormatTime(now), err)
 	}
 	if shard < 0 || shard >= tableschema.TimerShards {
-		return nil, "", op(fmt.Errorf("%w: shard %d outside 0..%d", ErrInvalidInput, shard, tableschema.TimerShards-1))
+		return nil, "", op(fmt.Errorf("%w: shard %d outside 0..%d", ledger.ErrInvalidInput, shard, tableschema.TimerShards-1))
 	}
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
 	name := tableschema.ShardName(shard)
 	start, err := decodeToken(token, map[string]string{
@@ -140,30 +108,30 @@ func (s *Store) ListDueTimers(ctx context.Context, shard int, now time.Time, lim
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName: aws.String(s.table), IndexName: aws.String(tableschema.TimerIndex),
 		KeyConditionExpression: aws.String(e.n(tableschema.TimerShard) + " = " + e.v("shard", str(name)) +
-			" AND " + e.n(tableschema.TimerAt) + " <= " + e.v("now", str(formatTime(now)))),
+			" AND " + e.n(tableschema.TimerAt) + " <= " + e.v("now", str(ledger.FormatTime(now)))),
 		ProjectionExpression:     aws.String(strings.Join(projection, ", ")),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		Limit: aws.Int32(int32(min(limit, MaxListLimit))), ExclusiveStartKey: start,
+		Limit: aws.Int32(int32(min(limit, ledger.MaxListLimit))), ExclusiveStartKey: start,
 	})
 	if err != nil {
 		return nil, "", op(translate(err))
 	}
-	due := make([]DueTimer, 0, len(out.Items))
+	due := make([]ledger.DueTimer, 0, len(out.Items))
 	for _, it := range out.Items {
 		r := &reader{it: it}
 		pk, sk := r.str(tableschema.PK), r.str(tableschema.SK)
-		d := DueTimer{At: r.time(tableschema.TimerAt), Kind: r.str(attrTimerKind)}
+		d := ledger.DueTimer{At: r.time(tableschema.TimerAt), Kind: r.str(attrTimerKind)}
 		switch {
 		case strings.HasPrefix(pk, prefixJob) && sk == skJob:
-			d.Item, d.Job = TimerOfJob, strings.TrimPrefix(pk, prefixJob)
+			d.Item, d.Job = ledger.TimerOfJob, strings.TrimPrefix(pk, prefixJob)
 		case strings.HasPrefix(pk, prefixRun) && sk == skRun:
-			d.Item, d.Run, d.Job = TimerOfRun, strings.TrimPrefix(pk, prefixRun), r.str(attrJob)
+			d.Item, d.Run, d.Job = ledger.TimerOfRun, strings.TrimPrefix(pk, prefixRun), r.str(attrJob)
 		case strings.HasPrefix(pk, prefixBackfill) && sk == skBackfill:
-			d.Item, d.Backfill, d.Job = TimerOfBackfill, strings.TrimPrefix(pk, prefixBackfill), r.str(attrJob)
+			d.Item, d.Backfill, d.Job = ledger.TimerOfBackfill, strings.TrimPrefix(pk, prefixBackfill), r.str(attrJob)
 		case strings.HasPrefix(pk, prefixRun) && strings.HasPrefix(sk, prefixTask):
-			d.Item, d.Run, d.Task, d.Job = TimerOfInstance, strings.TrimPrefix(pk, prefixRun), strings.TrimPrefix(sk, prefixTask), r.str(attrJob)
+			d.Item, d.Run, d.Task, d.Job = ledger.TimerOfInstance, strings.TrimPrefix(pk, prefixRun), strings.TrimPrefix(sk, prefixTask), r.str(attrJob)
 		default:
-			return nil, "", op(fmt.Errorf("%w: timer on unexpected item %s/%s", ErrCorruptItem, pk, sk))
+			return nil, "", op(fmt.Errorf("%w: timer on unexpected item %s/%s", ledger.ErrCorruptItem, pk, sk))
 		}
 		if r.err != nil {
 			return nil, "", op(r.err)

@@ -14,8 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/ledger/ledgertest"
 	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
 	"github.com/runledger/runledger/shared/tableschema"
 )
 
@@ -35,12 +36,12 @@ func TestTimerIndexEntriesStaySmall(t *testing.T) {
 		reports = append(reports, r)
 	}))
 	ctx := context.Background()
-	nr := storetest.NewRun("big", "main")
+	nr := ledgertest.NewRun("big", "main")
 	nr.Tasks[0].Payload = []byte(`{"blob":"` + strings.Repeat("x", 6000) + `"}`)
 	v := ts.MustCreate(t, nr)
 	key := v.Tasks[0].Instance.Key
 	now := ts.ToQueued(t, key)
-	ts.Step(t, key, storetest.Started(1, "w"), now)
+	ts.Step(t, key, ledgertest.Started(1, "w"), now)
 
 	want := []string{tableschema.PK, tableschema.SK, tableschema.TimerShard, tableschema.TimerAt, tableschema.TimerKind, tableschema.JobName}
 	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(ts.table), IndexName: aws.String(tableschema.TimerIndex)})
@@ -145,12 +146,12 @@ func TestEnsureTableMigratesTheRetiredTimersIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	name := oldLayoutTable(t, false)
-	st := store.New(db, name, store.WithClock(func() time.Time { return storetest.T0 }))
-	fire := storetest.T0.Add(time.Hour)
-	if _, err := st.CreateJob(ctx, store.Job{Name: "nightly", Spec: []byte(`{"cron":"0 2 * * *"}`), NextFireAt: fire}); err != nil {
+	st := store.New(db, name, store.WithClock(func() time.Time { return ledgertest.T0 }))
+	fire := ledgertest.T0.Add(time.Hour)
+	if _, err := st.CreateJob(ctx, ledger.Job{Name: "nightly", Spec: []byte(`{"cron":"0 2 * * *"}`), NextFireAt: fire}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CreateRun(ctx, storetest.NewRun("nightly", "a", "b"), storetest.T0); err != nil {
+	if _, err := st.CreateRun(ctx, ledgertest.NewRun("nightly", "a", "b"), ledgertest.T0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -183,22 +184,22 @@ func TestEnsureTableMigratesTheRetiredTimersIndex(t *testing.T) {
 	}
 
 	// The items written before the migration are in the new index.
-	var due []store.DueTimer
+	var due []ledger.DueTimer
 	for shard := range tableschema.TimerShards {
-		page, _, err := st.ListDueTimers(ctx, shard, storetest.T0.Add(365*24*time.Hour), 0, "")
+		page, _, err := st.ListDueTimers(ctx, shard, ledgertest.T0.Add(365*24*time.Hour), 0, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		due = append(due, page...)
 	}
-	kinds := map[store.ItemKind]int{}
+	kinds := map[ledger.ItemKind]int{}
 	for _, d := range due {
 		kinds[d.Item]++
 		if d.Job != "nightly" {
 			t.Errorf("due timer %+v: job %q, want nightly", d, d.Job)
 		}
 	}
-	if kinds[store.TimerOfJob] != 1 || kinds[store.TimerOfRun] != 1 || kinds[store.TimerOfInstance] != 2 {
+	if kinds[ledger.TimerOfJob] != 1 || kinds[ledger.TimerOfRun] != 1 || kinds[ledger.TimerOfInstance] != 2 {
 		t.Fatalf("due timers after the migration: %+v, want the job's, the run's and two instances'", due)
 	}
 
@@ -234,7 +235,7 @@ func TestEnsureTableCreatesANewTable(t *testing.T) {
 		t.Fatalf("EnsureTable: %q %v", changes, err)
 	}
 	ts := store.New(db, name)
-	if _, _, err := ts.ListDueTimers(context.Background(), 0, storetest.T0, 0, ""); err != nil {
+	if _, _, err := ts.ListDueTimers(context.Background(), 0, ledgertest.T0, 0, ""); err != nil {
 		t.Fatalf("the new table's timers index: %v", err)
 	}
 }

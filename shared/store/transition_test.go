@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/ledger/ledgertest"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -19,26 +19,26 @@ func TestDuplicateWriteFindsStandingInstance(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
 	ctx := context.Background()
-	v := ts.MustCreate(t, storetest.NewRun("dupwrite", "main"))
+	v := ts.MustCreate(t, ledgertest.NewRun("dupwrite", "main"))
 	key := v.Tasks[0].Instance.Key
 	now := ts.ToQueued(t, key)
-	ts.Step(t, key, storetest.Started(1, "w"), now)
+	ts.Step(t, key, ledgertest.Started(1, "w"), now)
 	before, err := ts.GetInstance(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	succeeded := storetest.Ev(statemodel.EvSucceeded, 1)
-	d := statemodel.Apply(before.Snapshot, succeeded, now.Add(time.Second), storetest.Policy())
+	succeeded := ledgertest.Ev(statemodel.EvSucceeded, 1)
+	d := statemodel.Apply(before.Snapshot, succeeded, now.Add(time.Second), ledgertest.Policy())
 	if d.Outcome != statemodel.Applied {
 		t.Fatalf("decision %s, want applied", d.Outcome)
 	}
 	if err := ts.ApplyDecision(ctx, before, d); err != nil {
 		t.Fatalf("the winner's write: %v", err)
 	}
-	if err := ts.ApplyDecision(ctx, before, d); !errors.Is(err, store.ErrConflict) {
+	if err := ts.ApplyDecision(ctx, before, d); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("the same decision again: err = %v, want ErrConflict", err)
 	}
-	res, err := ts.TransitionFrom(ctx, before, succeeded, now.Add(time.Second), storetest.Policy())
+	res, err := ts.TransitionFrom(ctx, before, succeeded, now.Add(time.Second), ledgertest.Policy())
 	if err != nil || res.Outcome != statemodel.Duplicate || res.Rounds != 2 {
 		t.Fatalf("the event again from the old snapshot: %s in %d rounds, err %v; want duplicate in 2", res.Outcome, res.Rounds, err)
 	}
@@ -55,17 +55,17 @@ func TestLeaseExpiryLosesToHeartbeat(t *testing.T) {
 	t.Parallel()
 	ts := newStore(t)
 	ctx := context.Background()
-	p := storetest.Policy()
-	v := ts.MustCreate(t, storetest.NewRun("lease", "main"))
+	p := ledgertest.Policy()
+	v := ts.MustCreate(t, ledgertest.NewRun("lease", "main"))
 	key := v.Tasks[0].Instance.Key
 	now := ts.ToQueued(t, key)
-	ts.Step(t, key, storetest.Started(1, "w"), now)
+	ts.Step(t, key, ledgertest.Started(1, "w"), now)
 	seen, err := ts.GetInstance(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	late := ts.Clock.Advance(p.Timeouts.Heartbeat + time.Second)
-	expired := storetest.Ev(statemodel.EvLeaseExpired, 1)
+	expired := ledgertest.Ev(statemodel.EvLeaseExpired, 1)
 	d := statemodel.Apply(seen.Snapshot, expired, late, p)
 	if d.Outcome != statemodel.Applied {
 		t.Fatalf("the model should expire the lease: %s %v", d.Outcome, d.Err)
@@ -74,7 +74,7 @@ func TestLeaseExpiryLosesToHeartbeat(t *testing.T) {
 	if err != nil || hb.CancelRequested || !hb.LeaseExpiresAt.Equal(late.Add(p.Timeouts.Heartbeat)) {
 		t.Fatalf("heartbeat: %+v, %v", hb, err)
 	}
-	if err := ts.ApplyDecision(ctx, seen, d); !errors.Is(err, store.ErrConflict) {
+	if err := ts.ApplyDecision(ctx, seen, d); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("stale lease.expired decision written: err %v, want ErrConflict", err)
 	}
 	res, err := ts.Transition(ctx, key, expired, late, p)

@@ -11,40 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/wire"
 )
-
-// AttemptKey names one attempt of one instance.
-type AttemptKey struct {
-	Run     string `json:"run"`
-	Task    string `json:"task"`
-	Attempt int    `json:"attempt"`
-}
-
-// WorkerLease is a worker process's lease: evidence for resolving LOST
-// instances. A worker that restarted has another BootID; one that died stops
-// renewing and its lease ends.
-type WorkerLease struct {
-	Name   string
-	BootID string
-	// BootStartedAt is when the process started (by its own clock; zero
-	// when unknown): of two boots of one name, the later start is the live
-	// one.
-	BootStartedAt time.Time
-	// ExpiresAt is the lease's end by the worker's clock, as it sent it.
-	ExpiresAt time.Time
-	// EndsAt is the lease's end by the scheduler's clock: when the lease
-	// was received plus the lifetime the worker gave it. Evidence reads
-	// this one, never the worker's clock.
-	EndsAt    time.Time
-	UpdatedAt time.Time
-	Running   []AttemptKey
-	// Seq increases with every lease one boot sends; SQS does not keep
-	// order, so an older lease arriving late must not replace a newer one
-	// (a graceful shutdown's final lease expires earlier than the one
-	// before it, so expiry cannot order them).
-	Seq int64
-}
 
 const workerPK = "WORKER#"
 
@@ -66,9 +35,9 @@ const workerPK = "WORKER#"
 // replaced.
 //
 // The item expires (TTL) a day after the lease ends.
-func (s *Store) PutWorkerLease(ctx context.Context, l WorkerLease) error {
+func (s *Store) PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error {
 	op := func(err error) error { return fmt.Errorf("put worker lease %s: %w", l.Name, err) }
-	if err := checkName("worker", l.Name, maxJobBytes); err != nil {
+	if err := ledger.CheckWorkerName(l.Name); err != nil {
 		return op(err)
 	}
 	running, err := wire.Marshal(l.Running)
@@ -77,7 +46,7 @@ func (s *Store) PutWorkerLease(ctx context.Context, l WorkerLease) error {
 	}
 	// The zero start is stored too, as the earliest of all, so that every
 	// item carries the attribute the condition orders by.
-	started := str(formatTime(l.BootStartedAt))
+	started := str(ledger.FormatTime(l.BootStartedAt))
 	it := item{
 		"pk": str(workerPK + l.Name), "sk": str("LEASE"),
 		"boot_id": str(l.BootID), "boot_started_at": started,
@@ -119,22 +88,22 @@ func later(a, b time.Time) time.Time {
 
 // GetWorkerLease reads a worker's lease; a worker never seen has the zero
 // lease (empty BootID).
-func (s *Store) GetWorkerLease(ctx context.Context, name string) (WorkerLease, error) {
+func (s *Store) GetWorkerLease(ctx context.Context, name string) (ledger.WorkerLease, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: keyOf(workerPK+name, "LEASE"), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return WorkerLease{}, fmt.Errorf("get worker lease %s: %w", name, translate(err))
+		return ledger.WorkerLease{}, fmt.Errorf("get worker lease %s: %w", name, translate(err))
 	}
 	if out.Item == nil {
-		return WorkerLease{Name: name}, nil
+		return ledger.WorkerLease{Name: name}, nil
 	}
 	r := &reader{it: out.Item}
-	l := WorkerLease{Name: name, BootID: r.str("boot_id"), BootStartedAt: r.time("boot_started_at"),
+	l := ledger.WorkerLease{Name: name, BootID: r.str("boot_id"), BootStartedAt: r.time("boot_started_at"),
 		ExpiresAt: r.time("lease_expires_at"), EndsAt: r.time("lease_ends_at"), UpdatedAt: r.time("updated_at"), Seq: r.int("seq")}
 	if raw := r.str("running"); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &l.Running); err != nil {
-			return l, fmt.Errorf("get worker lease %s: %w: %v", name, ErrCorruptItem, err)
+			return l, fmt.Errorf("get worker lease %s: %w: %v", name, ledger.ErrCorruptItem, err)
 		}
 	}
 	if r.err != nil {

@@ -8,12 +8,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/runledger/runledger/shared/store"
-	"github.com/runledger/runledger/shared/store/storetest"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/ledger/ledgertest"
 )
 
 // An item stored before boot start times were kept is replaced by any
-// lease. (The order of leases is the port's: storetest.)
+// lease. (The order of leases is the port's: ledgertest.)
 func TestWorkerLeaseReplacesLegacyItem(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -25,7 +25,7 @@ func TestWorkerLeaseReplacesLegacyItem(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutWorkerLease(ctx, store.WorkerLease{Name: "w2", BootID: "a", Seq: 1, ExpiresAt: storetest.T0}); err != nil {
+	if err := s.PutWorkerLease(ctx, ledger.WorkerLease{Name: "w2", BootID: "a", Seq: 1, ExpiresAt: ledgertest.T0}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.GetWorkerLease(ctx, "w2"); err != nil || got.BootID != "a" {

@@ -7,28 +7,28 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 )
 
 // CreateBackfill writes a new backfill, as the DynamoDB store does.
-func (s *Store) CreateBackfill(ctx context.Context, b store.Backfill) (store.Backfill, error) {
+func (s *Store) CreateBackfill(ctx context.Context, b ledger.Backfill) (ledger.Backfill, error) {
 	op := opError("create backfill %s of job %s", b.ID, b.Job)
-	if err := store.CheckNewBackfill(b); err != nil {
-		return store.Backfill{}, op(err)
+	if err := ledger.CheckNewBackfill(b); err != nil {
+		return ledger.Backfill{}, op(err)
 	}
-	if err := tooLarge("backfill "+b.ID, len(b.Params)+len(b.Pending)*32, store.MaxItemSize); err != nil {
-		return store.Backfill{}, op(err)
+	if err := tooLarge("backfill "+b.ID, len(b.Params)+len(b.Pending)*32, ledger.MaxItemSize); err != nil {
+		return ledger.Backfill{}, op(err)
 	}
 	if err := s.begin(ctx); err != nil {
-		return store.Backfill{}, op(err)
+		return ledger.Backfill{}, op(err)
 	}
 	defer s.mu.Unlock()
 	if _, ok := s.backfills[b.ID]; ok {
-		return store.Backfill{}, op(fmt.Errorf("%w: backfill %s", store.ErrAlreadyExists, b.ID))
+		return ledger.Backfill{}, op(fmt.Errorf("%w: backfill %s", ledger.ErrAlreadyExists, b.ID))
 	}
 	timer := b.TimerAt
 	b.Version = 0
-	b = store.NextBackfill(b, s.clock(), s.backstop)
+	b = ledger.NextBackfill(b, s.clock(), s.backstop)
 	if b.Unfinished() && !timer.IsZero() {
 		b.TimerAt = timer
 	}
@@ -40,23 +40,23 @@ func (s *Store) CreateBackfill(ctx context.Context, b store.Backfill) (store.Bac
 }
 
 // GetBackfill reads a backfill.
-func (s *Store) GetBackfill(ctx context.Context, id string) (store.Backfill, error) {
+func (s *Store) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
 	op := opError("get backfill %s", id)
-	if err := s.enter(ctx, store.CheckBackfillID(id)); err != nil {
-		return store.Backfill{}, op(err)
+	if err := s.enter(ctx, ledger.CheckBackfillID(id)); err != nil {
+		return ledger.Backfill{}, op(err)
 	}
 	defer s.mu.Unlock()
 	b, ok := s.backfills[id]
 	if !ok {
-		return store.Backfill{}, op(store.ErrNotFound)
+		return ledger.Backfill{}, op(ledger.ErrNotFound)
 	}
 	return cloneBackfill(b), nil
 }
 
 // ListBackfills lists a job's backfills newest first.
-func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token string) ([]store.Backfill, string, error) {
+func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token string) ([]ledger.Backfill, string, error) {
 	op := opError("list backfills of job %s", job)
-	if err := store.CheckJobName(job); err != nil {
+	if err := ledger.CheckJobName(job); err != nil {
 		return nil, "", op(err)
 	}
 	listing := "backfills of job " + job
@@ -68,15 +68,15 @@ func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token 
 		return nil, "", op(err)
 	}
 	defer s.mu.Unlock()
-	var list []store.Backfill
+	var list []ledger.Backfill
 	for _, b := range s.backfills {
 		if b.Job == job {
 			list = append(list, b)
 		}
 	}
-	slices.SortFunc(list, func(a, b store.Backfill) int { return strings.Compare(b.ID, a.ID) })
-	got, next := page(list, func(b store.Backfill) string { return b.ID }, descending, listing, after, listLimit(limit))
-	out := make([]store.Backfill, len(got))
+	slices.SortFunc(list, func(a, b ledger.Backfill) int { return strings.Compare(b.ID, a.ID) })
+	got, next := page(list, func(b ledger.Backfill) string { return b.ID }, descending, listing, after, listLimit(limit))
+	out := make([]ledger.Backfill, len(got))
 	for i, b := range got {
 		out[i] = cloneBackfill(b)
 	}
@@ -84,26 +84,26 @@ func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token 
 }
 
 // UpdateBackfill stores what b holds with a compare-and-set on b.Version.
-func (s *Store) UpdateBackfill(ctx context.Context, b store.Backfill) (store.Backfill, error) {
+func (s *Store) UpdateBackfill(ctx context.Context, b ledger.Backfill) (ledger.Backfill, error) {
 	op := opError("update backfill %s from version %d", b.ID, b.Version)
-	if err := store.CheckBackfillID(b.ID); err != nil {
-		return store.Backfill{}, op(err)
+	if err := ledger.CheckBackfillID(b.ID); err != nil {
+		return ledger.Backfill{}, op(err)
 	}
-	if err := store.CheckBackfillCounts(b); err != nil {
-		return store.Backfill{}, op(err)
+	if err := ledger.CheckBackfillCounts(b); err != nil {
+		return ledger.Backfill{}, op(err)
 	}
 	if err := s.begin(ctx); err != nil {
-		return store.Backfill{}, op(err)
+		return ledger.Backfill{}, op(err)
 	}
 	defer s.mu.Unlock()
 	cur, ok := s.backfills[b.ID]
 	switch {
 	case !ok:
-		return store.Backfill{}, op(store.ErrNotFound)
+		return ledger.Backfill{}, op(ledger.ErrNotFound)
 	case cur.Version != b.Version:
-		return store.Backfill{}, op(store.ErrVersionConflict)
+		return ledger.Backfill{}, op(ledger.ErrVersionConflict)
 	}
-	next := store.NextBackfill(b, s.clock(), s.backstop)
+	next := ledger.NextBackfill(b, s.clock(), s.backstop)
 	// The range, job and params never change.
 	next.Job, next.From, next.To, next.MaxActive, next.Params = cur.Job, cur.From, cur.To, cur.MaxActive, cur.Params
 	next.Slots, next.CreatedAt = cur.Slots, cur.CreatedAt
@@ -114,7 +114,7 @@ func (s *Store) UpdateBackfill(ctx context.Context, b store.Backfill) (store.Bac
 // TakenSlots reports which of a job's slots hold a run.
 func (s *Store) TakenSlots(ctx context.Context, job string, slots []time.Time) ([]bool, error) {
 	op := opError("read %d slots of job %s", len(slots), job)
-	if err := s.enter(ctx, store.CheckJobName(job)); err != nil {
+	if err := s.enter(ctx, ledger.CheckJobName(job)); err != nil {
 		return nil, op(err)
 	}
 	defer s.mu.Unlock()
@@ -129,7 +129,7 @@ func slotKey(job string, t time.Time) claimKey {
 	return claimKey{job, t.UTC().Format(time.RFC3339Nano)}
 }
 
-func cloneBackfill(b store.Backfill) store.Backfill {
+func cloneBackfill(b ledger.Backfill) ledger.Backfill {
 	b.Params = slices.Clone(b.Params)
 	b.Pending = slices.Clone(b.Pending)
 	b.Active = slices.Clone(b.Active)

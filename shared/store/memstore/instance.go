@@ -6,54 +6,54 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
 // GetInstance reads one instance.
-func (s *Store) GetInstance(ctx context.Context, key store.InstanceKey) (store.Instance, error) {
+func (s *Store) GetInstance(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, error) {
 	op := opError("get instance %s", key)
-	if err := s.enter(ctx, store.CheckInstanceKey(key)); err != nil {
-		return store.Instance{}, op(err)
+	if err := s.enter(ctx, ledger.CheckInstanceKey(key)); err != nil {
+		return ledger.Instance{}, op(err)
 	}
 	defer s.mu.Unlock()
 	in, ok := s.instances[key]
 	if !ok {
-		return store.Instance{}, op(store.ErrNotFound)
+		return ledger.Instance{}, op(ledger.ErrNotFound)
 	}
 	return cloneInstance(in.inst), nil
 }
 
 // GetAttempt reads attempt n: its record as the transitions left it, and
 // its late events.
-func (s *Store) GetAttempt(ctx context.Context, key store.InstanceKey, n int) (store.Attempt, error) {
+func (s *Store) GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (ledger.Attempt, error) {
 	op := opError("get attempt %s#%d", key, n)
-	if err := store.CheckInstanceKey(key); err != nil {
-		return store.Attempt{}, op(err)
+	if err := ledger.CheckInstanceKey(key); err != nil {
+		return ledger.Attempt{}, op(err)
 	}
 	if n < 1 {
-		return store.Attempt{}, op(fmt.Errorf("%w: attempt %d", store.ErrInvalidInput, n))
+		return ledger.Attempt{}, op(fmt.Errorf("%w: attempt %d", ledger.ErrInvalidInput, n))
 	}
 	if err := s.begin(ctx); err != nil {
-		return store.Attempt{}, op(err)
+		return ledger.Attempt{}, op(err)
 	}
 	defer s.mu.Unlock()
 	in, ok := s.instances[key]
 	if !ok || in.attempts[n] == nil {
-		return store.Attempt{}, op(store.ErrNotFound)
+		return ledger.Attempt{}, op(ledger.ErrNotFound)
 	}
 	return cloneAttempt(*in.attempts[n]), nil
 }
 
 // Transition applies event e to the instance at key, decided from the
 // stored instance (see TransitionAll).
-func (s *Store) Transition(ctx context.Context, key store.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+func (s *Store) Transition(ctx context.Context, key ledger.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
 	return s.transition(ctx, key, nil, []statemodel.Event{e}, now, p)
 }
 
 // TransitionFrom applies event e decided from held, the instance as the
 // caller holds it (see TransitionAll).
-func (s *Store) TransitionFrom(ctx context.Context, held store.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+func (s *Store) TransitionFrom(ctx context.Context, held ledger.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
 	return s.transition(ctx, held.Key, &held, []statemodel.Event{e}, now, p)
 }
 
@@ -70,9 +70,9 @@ func (s *Store) TransitionFrom(ctx context.Context, held store.Instance, e state
 // also when the snapshot no longer remembers it; a Stale event is recorded
 // as late on its attempt; a Rejected one returns the Result and an error
 // wrapping the *statemodel.TransitionError.
-func (s *Store) TransitionAll(ctx context.Context, held store.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+func (s *Store) TransitionAll(ctx context.Context, held ledger.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
 	if len(events) == 0 {
-		return store.Result{}, fmt.Errorf("transition %s: %w: no event", held.Key, store.ErrInvalidInput)
+		return ledger.Result{}, fmt.Errorf("transition %s: %w: no event", held.Key, ledger.ErrInvalidInput)
 	}
 	return s.transition(ctx, held.Key, &held, events, now, p)
 }
@@ -80,34 +80,34 @@ func (s *Store) TransitionAll(ctx context.Context, held store.Instance, events [
 // transition decides events from held (nil: the stored instance) and
 // writes what applied; when held proved stale, the next round decides
 // from the stored instance, which settles it.
-func (s *Store) transition(ctx context.Context, key store.InstanceKey, held *store.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (store.Result, error) {
+func (s *Store) transition(ctx context.Context, key ledger.InstanceKey, held *ledger.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
 	op := opError("transition %s %s", key, events[0])
-	if err := store.CheckInstanceKey(key); err != nil {
-		return store.Result{}, op(err)
+	if err := ledger.CheckInstanceKey(key); err != nil {
+		return ledger.Result{}, op(err)
 	}
 	for _, e := range events {
 		if e.ID != "" {
-			if err := store.CheckEventID(key, e.ID); err != nil {
-				return store.Result{}, op(err)
+			if err := ledger.CheckEventID(key, e.ID); err != nil {
+				return ledger.Result{}, op(err)
 			}
 		}
 	}
 	if err := s.begin(ctx); err != nil {
-		return store.Result{}, op(err)
+		return ledger.Result{}, op(err)
 	}
 	defer s.mu.Unlock()
 	in, ok := s.instances[key]
 	if !ok {
-		return store.Result{Rounds: 1}, op(store.ErrNotFound)
+		return ledger.Result{Rounds: 1}, op(ledger.ErrNotFound)
 	}
 	from, fresh := in.inst, true
-	if held != nil && store.HeldCopyUsable(*held) {
+	if held != nil && ledger.HeldCopyUsable(*held) {
 		from, fresh = cloneInstance(*held), false
 	}
-	for round := 1; round <= store.MaxRounds; round++ {
-		applied, stop, err := in.decide(from, events, now, store.DecisionPolicy(p, from.Policy))
+	for round := 1; round <= ledger.MaxRounds; round++ {
+		applied, stop, err := in.decide(from, events, now, ledger.DecisionPolicy(p, from.Policy))
 		if err != nil {
-			return store.Result{Outcome: statemodel.Applied, Snapshot: from.Snapshot, Rounds: round, Instance: cloneInstance(from)}, op(err)
+			return ledger.Result{Outcome: statemodel.Applied, Snapshot: from.Snapshot, Rounds: round, Instance: cloneInstance(from)}, op(err)
 		}
 		writes := len(applied) > 0 || stop.Outcome == statemodel.Refreshed
 		if !in.unchangedSince(from.Snapshot, applied) && (writes || !fresh) {
@@ -124,18 +124,18 @@ func (s *Store) transition(ctx context.Context, key store.InstanceKey, held *sto
 		}
 		return res, nil
 	}
-	return store.Result{Rounds: store.MaxRounds}, op(fmt.Errorf("%w after %d rounds", store.ErrUnsettled, store.MaxRounds))
+	return ledger.Result{Rounds: ledger.MaxRounds}, op(fmt.Errorf("%w after %d rounds", ledger.ErrUnsettled, ledger.MaxRounds))
 }
 
 // decide applies events in order from inst's snapshot, up to the first
 // that does not apply (stop; nil when all did). An event the snapshot may
-// have forgotten (store.MayHaveForgotten) is looked up in inst's history,
+// have forgotten (ledger.MayHaveForgotten) is looked up in inst's history,
 // the records up to its seq, as the DynamoDB store looks it up.
-func (in *instance) decide(inst store.Instance, events []statemodel.Event, now time.Time, policy statemodel.Policy) (applied []statemodel.Decision, stop *statemodel.Decision, err error) {
+func (in *instance) decide(inst ledger.Instance, events []statemodel.Event, now time.Time, policy statemodel.Policy) (applied []statemodel.Decision, stop *statemodel.Decision, err error) {
 	snap := inst.Snapshot.Clone()
 	for _, e := range events {
 		d := statemodel.Apply(snap, e, now, policy)
-		if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && store.MayHaveForgotten(inst, d.Outcome) {
+		if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && ledger.MayHaveForgotten(inst, d.Outcome) {
 			if first, seen := in.guards[e.ID]; seen && first.Seq <= inst.Snapshot.Seq {
 				d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
 			}
@@ -169,10 +169,10 @@ func (in *instance) unchangedSince(from statemodel.Snapshot, applied []statemode
 }
 
 // write stores the decisions made from inst and answers the Result.
-func (in *instance) write(from store.Instance, applied []statemodel.Decision, stop *statemodel.Decision) (store.Result, error) {
+func (in *instance) write(from ledger.Instance, applied []statemodel.Decision, stop *statemodel.Decision) (ledger.Result, error) {
 	if len(applied) == 0 {
 		d := *stop
-		res := store.Result{
+		res := ledger.Result{
 			Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition,
 			First: d.First, Late: d.Late, Effects: d.Effects, Instance: cloneInstance(from),
 		}
@@ -195,14 +195,14 @@ func (in *instance) write(from store.Instance, applied []statemodel.Decision, st
 		if rec := tr.AttemptRecord; rec != nil {
 			a := in.attempts[rec.N]
 			if a == nil {
-				a = &store.Attempt{}
+				a = &ledger.Attempt{}
 				in.attempts[rec.N] = a
 			}
 			a.AttemptRecord = *rec // the late events stay
 		}
 	}
 	last := applied[len(applied)-1]
-	res := store.Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Instance: cloneInstance(in.inst)}
+	res := ledger.Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Instance: cloneInstance(in.inst)}
 	for _, d := range applied {
 		res.Effects = append(res.Effects, d.Effects...)
 		res.Transitions = append(res.Transitions, *d.Transition)
@@ -231,7 +231,7 @@ func (in *instance) checkSize(d statemodel.Decision) error {
 	for _, a := range d.Snapshot.Attempts {
 		held += len(a.OutputRef) + len(a.ErrorCategory)
 	}
-	if err := tooLarge("instance "+in.inst.Key.String(), held, store.MaxItemSize); err != nil {
+	if err := tooLarge("instance "+in.inst.Key.String(), held, ledger.MaxItemSize); err != nil {
 		return err
 	}
 	tr := d.Transition
@@ -242,15 +242,15 @@ func (in *instance) checkSize(d statemodel.Decision) error {
 	if tr.AttemptRecord != nil {
 		record += len(tr.AttemptRecord.OutputRef) + len(tr.AttemptRecord.ErrorCategory)
 	}
-	return tooLarge(fmt.Sprintf("transition %s#%d", in.inst.Key, tr.Seq), record, store.MaxItemSize)
+	return tooLarge(fmt.Sprintf("transition %s#%d", in.inst.Key, tr.Seq), record, ledger.MaxItemSize)
 }
 
 // appendLate records a late event on its attempt: the first
-// store.MaxLateEvents once each, later ones only counted.
+// ledger.MaxLateEvents once each, later ones only counted.
 func (in *instance) appendLate(late statemodel.LateEvent) {
 	a := in.attempts[late.Attempt]
 	if a == nil {
-		a = &store.Attempt{AttemptRecord: statemodel.AttemptRecord{N: late.Attempt}}
+		a = &ledger.Attempt{AttemptRecord: statemodel.AttemptRecord{N: late.Attempt}}
 		in.attempts[late.Attempt] = a
 	}
 	for _, l := range a.Late {
@@ -258,7 +258,7 @@ func (in *instance) appendLate(late statemodel.LateEvent) {
 			return
 		}
 	}
-	if len(a.Late) >= store.MaxLateEvents {
+	if len(a.Late) >= ledger.MaxLateEvents {
 		a.LateDropped++
 		return
 	}
@@ -266,40 +266,40 @@ func (in *instance) appendLate(late statemodel.LateEvent) {
 }
 
 // Heartbeat renews attempt's lease (and, in RUNNING, the timer, which is
-// the lease): no history record, no version bump. store.HeartbeatTarget
+// the lease): no history record, no version bump. ledger.HeartbeatTarget
 // says which form fits or why none does.
-func (s *Store) Heartbeat(ctx context.Context, key store.InstanceKey, attempt int, now time.Time, lease time.Duration) (store.HeartbeatResult, error) {
+func (s *Store) Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt int, now time.Time, lease time.Duration) (ledger.HeartbeatResult, error) {
 	op := opError("heartbeat %s#%d", key, attempt)
-	if err := store.CheckInstanceKey(key); err != nil {
-		return store.HeartbeatResult{}, op(err)
+	if err := ledger.CheckInstanceKey(key); err != nil {
+		return ledger.HeartbeatResult{}, op(err)
 	}
 	if lease <= 0 || attempt < 1 {
-		return store.HeartbeatResult{}, op(fmt.Errorf("%w: lease %s, attempt %d", store.ErrInvalidInput, lease, attempt))
+		return ledger.HeartbeatResult{}, op(fmt.Errorf("%w: lease %s, attempt %d", ledger.ErrInvalidInput, lease, attempt))
 	}
 	if err := s.begin(ctx); err != nil {
-		return store.HeartbeatResult{}, op(err)
+		return ledger.HeartbeatResult{}, op(err)
 	}
 	defer s.mu.Unlock()
 	in, ok := s.instances[key]
 	if !ok {
-		return store.HeartbeatResult{}, op(store.ErrNotFound)
+		return ledger.HeartbeatResult{}, op(ledger.ErrNotFound)
 	}
-	state, err := store.HeartbeatTarget(in.inst.Snapshot, attempt)
+	state, err := ledger.HeartbeatTarget(in.inst.Snapshot, attempt)
 	if err != nil {
-		return store.HeartbeatResult{}, op(err)
+		return ledger.HeartbeatResult{}, op(err)
 	}
 	n := in.inst.Snapshot
 	n.Lease = statemodel.Lease{LastHeartbeatAt: now, ExpiresAt: now.Add(lease)}
 	in.setSnapshot(n)
-	return store.HeartbeatResult{State: state, CancelRequested: state == statemodel.StateCancelling, LeaseExpiresAt: n.Lease.ExpiresAt}, nil
+	return ledger.HeartbeatResult{State: state, CancelRequested: state == statemodel.StateCancelling, LeaseExpiresAt: n.Lease.ExpiresAt}, nil
 }
 
 // History returns an instance's transition records in seq order, at most
 // limit (0: all) per call, and the token of the next page ("" at the end).
 // An instance that does not exist has no records.
-func (s *Store) History(ctx context.Context, key store.InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
+func (s *Store) History(ctx context.Context, key ledger.InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
 	op := opError("history %s", key)
-	if err := store.CheckInstanceKey(key); err != nil {
+	if err := ledger.CheckInstanceKey(key); err != nil {
 		return nil, "", op(err)
 	}
 	listing := "history of " + key.String()
@@ -325,16 +325,16 @@ func (s *Store) History(ctx context.Context, key store.InstanceKey, limit int, t
 }
 
 // GetInstanceAndRun reads an instance and its run.
-func (s *Store) GetInstanceAndRun(ctx context.Context, key store.InstanceKey) (store.Instance, store.Run, error) {
+func (s *Store) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, ledger.Run, error) {
 	op := opError("get instance %s with its run", key)
-	if err := s.enter(ctx, store.CheckInstanceKey(key)); err != nil {
-		return store.Instance{}, store.Run{}, op(err)
+	if err := s.enter(ctx, ledger.CheckInstanceKey(key)); err != nil {
+		return ledger.Instance{}, ledger.Run{}, op(err)
 	}
 	defer s.mu.Unlock()
 	in, ok := s.instances[key]
 	run, found := s.runs[key.Run]
 	if !ok || !found {
-		return store.Instance{}, store.Run{}, op(store.ErrNotFound)
+		return ledger.Instance{}, ledger.Run{}, op(ledger.ErrNotFound)
 	}
 	return cloneInstance(in.inst), cloneRun(run), nil
 }

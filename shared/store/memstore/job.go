@@ -6,44 +6,44 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 )
 
 // CreateJob stores a new job at version 1, stamped with the store's clock,
 // with its dependency edges.
-func (s *Store) CreateJob(ctx context.Context, j store.Job) (store.Job, error) {
+func (s *Store) CreateJob(ctx context.Context, j ledger.Job) (ledger.Job, error) {
 	op := opError("create job %s", j.Name)
 	if err := checkJob(&j); err != nil {
-		return store.Job{}, op(err)
+		return ledger.Job{}, op(err)
 	}
 	if err := s.begin(ctx); err != nil {
-		return store.Job{}, op(err)
+		return ledger.Job{}, op(err)
 	}
 	defer s.mu.Unlock()
 	if _, ok := s.jobs[j.Name]; ok {
-		return store.Job{}, op(store.ErrAlreadyExists)
+		return ledger.Job{}, op(ledger.ErrAlreadyExists)
 	}
 	now := s.clock()
 	j.Version, j.CreatedAt, j.UpdatedAt = 1, now, now
-	s.putJob(store.Job{}, j)
+	s.putJob(ledger.Job{}, j)
 	return cloneJob(j), nil
 }
 
 // checkJob refuses a job the DynamoDB store refuses before any I/O and
 // normalises its upstream list.
-func checkJob(j *store.Job) error {
-	if err := store.CheckJobName(j.Name); err != nil {
+func checkJob(j *ledger.Job) error {
+	if err := ledger.CheckJobName(j.Name); err != nil {
 		return err
 	}
-	if err := store.CheckUpstream(j); err != nil {
+	if err := ledger.CheckUpstream(j); err != nil {
 		return err
 	}
-	return tooLarge("job "+j.Name, len(j.Spec), store.MaxItemSize)
+	return tooLarge("job "+j.Name, len(j.Spec), ledger.MaxItemSize)
 }
 
 // putJob stores next over cur (zero: none) and moves the dependency edges
 // from cur's upstream jobs to next's.
-func (s *Store) putJob(cur, next store.Job) {
+func (s *Store) putJob(cur, next ledger.Job) {
 	for _, up := range cur.Upstream {
 		delete(s.edges[up], cur.Name)
 	}
@@ -57,21 +57,21 @@ func (s *Store) putJob(cur, next store.Job) {
 }
 
 // GetJob reads a job.
-func (s *Store) GetJob(ctx context.Context, name string) (store.Job, error) {
+func (s *Store) GetJob(ctx context.Context, name string) (ledger.Job, error) {
 	op := opError("get job %s", name)
-	if err := s.enter(ctx, store.CheckJobName(name)); err != nil {
-		return store.Job{}, op(err)
+	if err := s.enter(ctx, ledger.CheckJobName(name)); err != nil {
+		return ledger.Job{}, op(err)
 	}
 	defer s.mu.Unlock()
 	j, ok := s.jobs[name]
 	if !ok {
-		return store.Job{}, op(store.ErrNotFound)
+		return ledger.Job{}, op(ledger.ErrNotFound)
 	}
 	return cloneJob(j), nil
 }
 
-// ListJobs lists jobs by name, limit per page (0: store.DefaultListLimit).
-func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]store.Job, string, error) {
+// ListJobs lists jobs by name, limit per page (0: ledger.DefaultListLimit).
+func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]ledger.Job, string, error) {
 	op := opError("list jobs")
 	after, err := decodeToken(token, "jobs")
 	if err != nil {
@@ -81,15 +81,15 @@ func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]store.
 		return nil, "", op(err)
 	}
 	defer s.mu.Unlock()
-	jobs := slices.SortedFunc(func(yield func(store.Job) bool) {
+	jobs := slices.SortedFunc(func(yield func(ledger.Job) bool) {
 		for _, j := range s.jobs {
 			if !yield(j) {
 				return
 			}
 		}
-	}, func(a, b store.Job) int { return strings.Compare(a.Name, b.Name) })
-	got, next := page(jobs, func(j store.Job) string { return j.Name }, ascending, "jobs", after, listLimit(limit))
-	out := make([]store.Job, len(got))
+	}, func(a, b ledger.Job) int { return strings.Compare(a.Name, b.Name) })
+	got, next := page(jobs, func(j ledger.Job) string { return j.Name }, ascending, "jobs", after, listLimit(limit))
+	out := make([]ledger.Job, len(got))
 	for i, j := range got {
 		out[i] = cloneJob(j)
 	}
@@ -99,21 +99,21 @@ func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]store.
 // UpdateJob replaces a job's spec, schedule position and upstream jobs
 // with a compare-and-set on its version; paused, the missed slots and the
 // creation time stay.
-func (s *Store) UpdateJob(ctx context.Context, j store.Job, expected int64) (store.Job, error) {
+func (s *Store) UpdateJob(ctx context.Context, j ledger.Job, expected int64) (ledger.Job, error) {
 	op := opError("update job %s from version %d", j.Name, expected)
 	if err := checkJob(&j); err != nil {
-		return store.Job{}, op(err)
+		return ledger.Job{}, op(err)
 	}
 	if err := s.begin(ctx); err != nil {
-		return store.Job{}, op(err)
+		return ledger.Job{}, op(err)
 	}
 	defer s.mu.Unlock()
 	cur, ok := s.jobs[j.Name]
 	switch {
 	case !ok:
-		return store.Job{}, op(store.ErrNotFound)
+		return ledger.Job{}, op(ledger.ErrNotFound)
 	case cur.Version != expected:
-		return store.Job{}, op(fmt.Errorf("%w: stored version is %d", store.ErrVersionConflict, cur.Version))
+		return ledger.Job{}, op(fmt.Errorf("%w: stored version is %d", ledger.ErrVersionConflict, cur.Version))
 	}
 	next := cur
 	next.Spec, next.NextFireAt, next.CatchupNext, next.CatchupLast, next.Upstream = j.Spec, j.NextFireAt, j.CatchupNext, j.CatchupLast, j.Upstream
@@ -124,15 +124,15 @@ func (s *Store) UpdateJob(ctx context.Context, j store.Job, expected int64) (sto
 
 // SetJobPaused pauses or resumes a job (a paused job has no due timer);
 // the version moves unless the flag is already as asked.
-func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (store.Job, error) {
+func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (ledger.Job, error) {
 	op := opError("set job %s paused=%t", name, paused)
-	if err := s.enter(ctx, store.CheckJobName(name)); err != nil {
-		return store.Job{}, op(err)
+	if err := s.enter(ctx, ledger.CheckJobName(name)); err != nil {
+		return ledger.Job{}, op(err)
 	}
 	defer s.mu.Unlock()
 	cur, ok := s.jobs[name]
 	if !ok {
-		return store.Job{}, op(store.ErrNotFound)
+		return ledger.Job{}, op(ledger.ErrNotFound)
 	}
 	if cur.Paused == paused {
 		return cloneJob(cur), nil
@@ -144,42 +144,42 @@ func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (sto
 }
 
 // MoveSchedule moves a running job's schedule from m.From to m.To and adds
-// m.Missed to its missed slots; store.ErrConflict unless the job is at
+// m.Missed to its missed slots; ledger.ErrConflict unless the job is at
 // m.Version, not paused, and at m.From. The version stays.
-func (s *Store) MoveSchedule(ctx context.Context, name string, m store.ScheduleMove) (store.Job, error) {
+func (s *Store) MoveSchedule(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
 	op := opError("move schedule of job %s from %s to %s", name, m.From.NextFireAt, m.To.NextFireAt)
 	j, err := s.writePosition(ctx, name, m, false)
 	if err != nil {
-		return store.Job{}, op(err)
+		return ledger.Job{}, op(err)
 	}
 	return j, nil
 }
 
 // ResumeJob resumes a paused job and moves its schedule as m says;
-// store.ErrConflict unless the job is paused, at m.Version and at m.From.
+// ledger.ErrConflict unless the job is paused, at m.Version and at m.From.
 // The version moves to m.Version+1.
-func (s *Store) ResumeJob(ctx context.Context, name string, m store.ScheduleMove) (store.Job, error) {
+func (s *Store) ResumeJob(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
 	op := opError("resume job %s from version %d", name, m.Version)
 	j, err := s.writePosition(ctx, name, m, true)
 	if err != nil {
-		return store.Job{}, op(err)
+		return ledger.Job{}, op(err)
 	}
 	return j, nil
 }
 
 // writePosition writes m.To over m.From on a job whose paused flag is
 // paused; a paused job is resumed by it.
-func (s *Store) writePosition(ctx context.Context, name string, m store.ScheduleMove, paused bool) (store.Job, error) {
+func (s *Store) writePosition(ctx context.Context, name string, m ledger.ScheduleMove, paused bool) (ledger.Job, error) {
 	if m.Missed < 0 {
-		return store.Job{}, fmt.Errorf("%w: %d missed slots", store.ErrInvalidInput, m.Missed)
+		return ledger.Job{}, fmt.Errorf("%w: %d missed slots", ledger.ErrInvalidInput, m.Missed)
 	}
-	if err := s.enter(ctx, store.CheckJobName(name)); err != nil {
-		return store.Job{}, err
+	if err := s.enter(ctx, ledger.CheckJobName(name)); err != nil {
+		return ledger.Job{}, err
 	}
 	defer s.mu.Unlock()
 	cur, ok := s.jobs[name]
 	if !ok || cur.Version != m.Version || cur.Paused != paused || !samePosition(cur.Position(), m.From) {
-		return store.Job{}, store.ErrConflict
+		return ledger.Job{}, ledger.ErrConflict
 	}
 	next := cur
 	next.NextFireAt, next.CatchupNext, next.CatchupLast = m.To.NextFireAt, m.To.CatchupNext, m.To.CatchupLast
@@ -191,20 +191,20 @@ func (s *Store) writePosition(ctx context.Context, name string, m store.Schedule
 	return cloneJob(next), nil
 }
 
-func samePosition(a, b store.SchedulePosition) bool {
+func samePosition(a, b ledger.SchedulePosition) bool {
 	return a.NextFireAt.Equal(b.NextFireAt) && a.CatchupNext.Equal(b.CatchupNext) && a.CatchupLast.Equal(b.CatchupLast)
 }
 
 // DeleteJob deletes a job and its dependency edges; its runs stay.
 func (s *Store) DeleteJob(ctx context.Context, name string) error {
 	op := opError("delete job %s", name)
-	if err := s.enter(ctx, store.CheckJobName(name)); err != nil {
+	if err := s.enter(ctx, ledger.CheckJobName(name)); err != nil {
 		return op(err)
 	}
 	defer s.mu.Unlock()
 	cur, ok := s.jobs[name]
 	if !ok {
-		return op(store.ErrNotFound)
+		return op(ledger.ErrNotFound)
 	}
 	for _, up := range cur.Upstream {
 		delete(s.edges[up], name)
@@ -216,7 +216,7 @@ func (s *Store) DeleteJob(ctx context.Context, name string) error {
 // ListDependents lists the jobs that depend on job, by name.
 func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error) {
 	op := opError("list dependents of job %s", job)
-	if err := s.enter(ctx, store.CheckJobName(job)); err != nil {
+	if err := s.enter(ctx, ledger.CheckJobName(job)); err != nil {
 		return nil, op(err)
 	}
 	defer s.mu.Unlock()
@@ -229,21 +229,21 @@ func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error
 }
 
 // DeleteJobIfIdle deletes a job only when it has no unfinished run
-// (store.ErrUnfinishedRuns otherwise): the check and the delete are one
+// (ledger.ErrUnfinishedRuns otherwise): the check and the delete are one
 // step under the store's lock, as the conditional writes of the DynamoDB
 // store make them one.
 func (s *Store) DeleteJobIfIdle(ctx context.Context, name string) error {
 	op := opError("delete job %s", name)
-	if err := s.enter(ctx, store.CheckJobName(name)); err != nil {
+	if err := s.enter(ctx, ledger.CheckJobName(name)); err != nil {
 		return op(err)
 	}
 	defer s.mu.Unlock()
 	cur, ok := s.jobs[name]
 	if !ok {
-		return op(store.ErrNotFound)
+		return op(ledger.ErrNotFound)
 	}
 	if len(s.unfinished(name)) > 0 {
-		return op(fmt.Errorf("%w: job %s", store.ErrUnfinishedRuns, name))
+		return op(fmt.Errorf("%w: job %s", ledger.ErrUnfinishedRuns, name))
 	}
 	for _, up := range cur.Upstream {
 		delete(s.edges[up], name)

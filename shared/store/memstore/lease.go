@@ -4,7 +4,7 @@ import (
 	"context"
 	"slices"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 )
 
 // PutWorkerLease stores a worker's lease if it is newer than the stored
@@ -12,9 +12,9 @@ import (
 // an earlier boot's lease, two boots whose starts are equal replace each
 // other, and within one boot a higher seq replaces a lower one. An older
 // lease is dropped without an error.
-func (s *Store) PutWorkerLease(ctx context.Context, l store.WorkerLease) error {
+func (s *Store) PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error {
 	op := opError("put worker lease %s", l.Name)
-	if err := s.enter(ctx, store.CheckWorkerName(l.Name)); err != nil {
+	if err := s.enter(ctx, ledger.CheckWorkerName(l.Name)); err != nil {
 		return op(err)
 	}
 	defer s.mu.Unlock()
@@ -31,14 +31,14 @@ func (s *Store) PutWorkerLease(ctx context.Context, l store.WorkerLease) error {
 
 // GetWorkerLease reads a worker's lease; a worker never seen has the zero
 // lease (empty BootID).
-func (s *Store) GetWorkerLease(ctx context.Context, name string) (store.WorkerLease, error) {
+func (s *Store) GetWorkerLease(ctx context.Context, name string) (ledger.WorkerLease, error) {
 	if err := s.begin(ctx); err != nil {
-		return store.WorkerLease{}, opError("get worker lease %s", name)(err)
+		return ledger.WorkerLease{}, opError("get worker lease %s", name)(err)
 	}
 	defer s.mu.Unlock()
 	l, ok := s.leases[name]
 	if !ok {
-		return store.WorkerLease{Name: name}, nil
+		return ledger.WorkerLease{Name: name}, nil
 	}
 	l.Running = slices.Clone(l.Running)
 	return l, nil

@@ -1,7 +1,7 @@
 // Package memstore is an in-memory implementation of the scheduler's store
-// port (scheduler.Store): the same answers and the same errors as the
+// port (ledger.Store): the same answers and the same errors as the
 // DynamoDB store (shared/store) for every operation of the port, held to
-// it by the contract suite (shared/store/storetest), with no emulator.
+// it by the contract suite (shared/ledger/ledgertest), with no emulator.
 // The scheduler's own tests use it to check decisions in milliseconds.
 //
 // Every operation takes one mutex, so each is atomic: where the DynamoDB
@@ -12,7 +12,7 @@
 //
 // What memstore does not model: DynamoDB's item layout and its byte-exact
 // size rules (it refuses a write whose caller-supplied bytes alone exceed
-// store.MaxItemSize or store.MaxTransactionSize, a lower bound of the real
+// ledger.MaxItemSize or ledger.MaxTransactionSize, a lower bound of the real
 // items, so whatever it refuses the DynamoDB store refuses too), TTL
 // expiry of history records, and the eventual consistency of DynamoDB's
 // indexes (its listings are always current).
@@ -28,7 +28,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -38,25 +38,25 @@ type Store struct {
 	backstop time.Duration
 
 	mu        sync.Mutex
-	jobs      map[string]store.Job
+	jobs      map[string]ledger.Job
 	edges     map[string]map[string]bool // upstream job -> dependent jobs
-	runs      map[string]store.Run
+	runs      map[string]ledger.Run
 	runsOfJob map[string][]string // job -> run ids
 	tasks     map[string][]string // run -> task ids, sorted
-	instances map[store.InstanceKey]*instance
+	instances map[ledger.InstanceKey]*instance
 	slots     map[claimKey]string // job, logical time -> run id
 	idem      map[claimKey]idemClaim
-	leases    map[string]store.WorkerLease
-	backfills map[string]store.Backfill
+	leases    map[string]ledger.WorkerLease
+	backfills map[string]ledger.Backfill
 }
 
 // instance is an instance with everything kept beside it: its history, the
 // first outcome of every event applied to it, and its attempts.
 type instance struct {
-	inst     store.Instance
+	inst     ledger.Instance
 	history  []statemodel.Transition
 	guards   map[string]statemodel.SeenEvent
-	attempts map[int]*store.Attempt
+	attempts map[int]*ledger.Attempt
 }
 
 type claimKey struct{ job, key string }
@@ -75,18 +75,18 @@ type Option func(*Store)
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
 
 // WithRunBackstop sets how far ahead a live run's backstop timer is set
-// (default store.DefaultRunBackstop).
+// (default ledger.DefaultRunBackstop).
 func WithRunBackstop(d time.Duration) Option { return func(s *Store) { s.backstop = d } }
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
 	s := &Store{
-		clock: time.Now, backstop: store.DefaultRunBackstop,
-		jobs: map[string]store.Job{}, edges: map[string]map[string]bool{},
-		runs: map[string]store.Run{}, runsOfJob: map[string][]string{}, tasks: map[string][]string{},
-		instances: map[store.InstanceKey]*instance{},
+		clock: time.Now, backstop: ledger.DefaultRunBackstop,
+		jobs: map[string]ledger.Job{}, edges: map[string]map[string]bool{},
+		runs: map[string]ledger.Run{}, runsOfJob: map[string][]string{}, tasks: map[string][]string{},
+		instances: map[ledger.InstanceKey]*instance{},
 		slots:     map[claimKey]string{}, idem: map[claimKey]idemClaim{},
-		leases: map[string]store.WorkerLease{}, backfills: map[string]store.Backfill{},
+		leases: map[string]ledger.WorkerLease{}, backfills: map[string]ledger.Backfill{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -114,16 +114,16 @@ func (s *Store) enter(ctx context.Context, invalid error) error {
 }
 
 // tooLarge refuses n caller-supplied bytes that cannot fit in one item (or
-// one transaction, with store.MaxTransactionSize as limit).
+// one transaction, with ledger.MaxTransactionSize as limit).
 func tooLarge(what string, n, limit int) error {
 	if n <= limit {
 		return nil
 	}
-	return &store.ItemTooLargeError{Item: what, Size: n, Limit: limit}
+	return &ledger.ItemTooLargeError{Item: what, Size: n, Limit: limit}
 }
 
 // Paging tokens: base64url of the listing they were issued for and the
-// key of the last entry returned. A token is refused (store.ErrInvalidToken)
+// key of the last entry returned. A token is refused (ledger.ErrInvalidPageToken)
 // by every other listing, as the DynamoDB store's are.
 type cursor struct {
 	Listing string `json:"l"`
@@ -142,11 +142,11 @@ func decodeToken(token, listing string) (after string, err error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
-		return "", store.ErrInvalidToken
+		return "", ledger.ErrInvalidPageToken
 	}
 	var c cursor
 	if err := json.Unmarshal(b, &c); err != nil || c.Listing != listing || c.After == "" {
-		return "", store.ErrInvalidToken
+		return "", ledger.ErrInvalidPageToken
 	}
 	return c.After, nil
 }
@@ -182,14 +182,14 @@ func descending(a, b string) bool { return a > b }
 // listLimit is the DynamoDB store's page size rule.
 func listLimit(limit int) int {
 	if limit <= 0 {
-		limit = store.DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
-	return min(limit, store.MaxListLimit)
+	return min(limit, ledger.MaxListLimit)
 }
 
 // The clones: nothing a caller holds aliases what the store keeps.
 
-func cloneInstance(i store.Instance) store.Instance {
+func cloneInstance(i ledger.Instance) ledger.Instance {
 	i.Payload = slices.Clone(i.Payload)
 	i.Executor = slices.Clone(i.Executor)
 	i.DependsOn = slices.Clone(i.DependsOn)
@@ -199,7 +199,7 @@ func cloneInstance(i store.Instance) store.Instance {
 	return i
 }
 
-func cloneAttempt(a store.Attempt) store.Attempt {
+func cloneAttempt(a ledger.Attempt) ledger.Attempt {
 	a.Late = slices.Clone(a.Late)
 	return a
 }
@@ -213,13 +213,13 @@ func cloneTransition(tr statemodel.Transition) statemodel.Transition {
 	return tr
 }
 
-func cloneRun(r store.Run) store.Run {
+func cloneRun(r ledger.Run) ledger.Run {
 	r.Params = slices.Clone(r.Params)
 	r.Spec = slices.Clone(r.Spec)
 	return r
 }
 
-func cloneJob(j store.Job) store.Job {
+func cloneJob(j ledger.Job) ledger.Job {
 	j.Spec = slices.Clone(j.Spec)
 	j.Upstream = slices.Clone(j.Upstream)
 	return j
@@ -238,3 +238,5 @@ func opError(format string, args ...any) func(error) error {
 	prefix := fmt.Sprintf(format, args...)
 	return func(err error) error { return fmt.Errorf("%s: %w", prefix, err) }
 }
+
+var _ ledger.Store = (*Store)(nil)

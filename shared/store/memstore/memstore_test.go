@@ -4,17 +4,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/ledger/ledgertest"
 	"github.com/runledger/runledger/shared/store/memstore"
-	"github.com/runledger/runledger/shared/store/storetest"
 )
 
 // The in-memory store is an implementation of the scheduler's port.
-var _ scheduler.Store = (*memstore.Store)(nil)
 
 // TestContract holds memstore to the port's contract suite.
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t testing.TB, now func() time.Time) scheduler.Store {
+	ledgertest.Run(t, func(t testing.TB, now func() time.Time) ledger.Store {
 		return memstore.New(memstore.WithClock(now))
 	})
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -16,28 +16,28 @@ import (
 // records, all or nothing, refusing what the DynamoDB store refuses before
 // any write. A taken idempotency key is answered before a taken slot, and
 // both before a run id that exists, as the DynamoDB store answers.
-func (s *Store) CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (store.RunView, error) {
+func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (ledger.RunView, error) {
 	op := opError("create run %s of job %s", nr.ID, nr.Job)
 	nodes, err := checkNewRun(nr)
 	if err != nil {
-		return store.RunView{}, op(err)
+		return ledger.RunView{}, op(err)
 	}
 	if err := s.begin(ctx); err != nil {
-		return store.RunView{}, op(err)
+		return ledger.RunView{}, op(err)
 	}
 	defer s.mu.Unlock()
 	if _, ok := s.jobs[nr.Job]; nr.OfLiveJob && !ok {
-		return store.RunView{}, op(fmt.Errorf("%w: job %s does not exist or is being deleted", store.ErrNotFound, nr.Job))
+		return ledger.RunView{}, op(fmt.Errorf("%w: job %s does not exist or is being deleted", ledger.ErrNotFound, nr.Job))
 	}
 	stamp := s.clock()
 	released, err := s.releasable(nr)
 	if err != nil {
-		return store.RunView{}, op(err)
+		return ledger.RunView{}, op(err)
 	}
 	if err := s.claimable(nr, stamp); err != nil {
-		return store.RunView{}, op(err)
+		return ledger.RunView{}, op(err)
 	}
-	run := store.Run{
+	run := ledger.Run{
 		ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime,
 		Params: slices.Clone(nr.Params), Spec: slices.Clone(nr.Spec),
 		ExecutionState:   statemodel.DeriveRunState(nodes).State,
@@ -46,29 +46,29 @@ func (s *Store) CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (
 		DependencyTimeoutAt: nr.DependencyTimeoutAt, Trigger: nr.Trigger, BackfillID: nr.BackfillID,
 	}
 	run.Status = run.ExecutionState.Status()
-	run.TimerAt = store.FirstRunTimer(run, stamp, s.backstop)
+	run.TimerAt = ledger.FirstRunTimer(run, stamp, s.backstop)
 	created := make([]*instance, len(nr.Tasks))
 	for i, t := range nr.Tasks {
 		in, err := newInstance(nr, t, now)
 		if err != nil {
-			return store.RunView{}, op(err)
+			return ledger.RunView{}, op(err)
 		}
 		created[i] = in
 	}
 
 	// Nothing was refused: write it all.
-	view := store.RunView{Run: cloneRun(run)}
+	view := ledger.RunView{Run: cloneRun(run)}
 	s.runs[run.ID] = run
 	s.runsOfJob[run.Job] = append(s.runsOfJob[run.Job], run.ID)
 	var ids []string
 	for _, in := range created {
 		s.instances[in.inst.Key] = in
 		ids = append(ids, in.inst.Key.Task)
-		view.Tasks = append(view.Tasks, store.TaskView{Instance: cloneInstance(in.inst)})
+		view.Tasks = append(view.Tasks, ledger.TaskView{Instance: cloneInstance(in.inst)})
 	}
 	slices.Sort(ids)
 	s.tasks[run.ID] = ids
-	slices.SortFunc(view.Tasks, func(a, b store.TaskView) int { return strings.Compare(a.Instance.Key.Task, b.Instance.Key.Task) })
+	slices.SortFunc(view.Tasks, func(a, b ledger.TaskView) int { return strings.Compare(a.Instance.Key.Task, b.Instance.Key.Task) })
 	if nr.ClaimSlot {
 		s.slots[slotKey(nr.Job, nr.LogicalTime)] = nr.ID
 	}
@@ -76,74 +76,74 @@ func (s *Store) CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (
 		s.slots[slotKey(nr.Job, nr.LogicalTime)] = nr.ID
 	}
 	if nr.Release != nil {
-		next := store.NextBackfill(released, stamp, s.backstop)
+		next := ledger.NextBackfill(released, stamp, s.backstop)
 		s.backfills[next.ID] = cloneBackfill(next)
 	}
 	if ik := nr.Idempotency; ik != nil {
-		s.idem[claimKey{nr.Job, ik.Key}] = idemClaim{run: nr.ID, bodyHash: ik.BodyHash, expires: stamp.Add(store.IdempotencyTTL)}
+		s.idem[claimKey{nr.Job, ik.Key}] = idemClaim{run: nr.ID, bodyHash: ik.BodyHash, expires: stamp.Add(ledger.IdempotencyTTL)}
 	}
 	return view, nil
 }
 
 // checkNewRun refuses a run the DynamoDB store refuses before any I/O and
 // returns its tasks as the DAG rules see them.
-func checkNewRun(nr store.NewRun) ([]statemodel.TaskNode, error) {
-	if err := store.CheckJobName(nr.Job); err != nil {
+func checkNewRun(nr ledger.NewRun) ([]statemodel.TaskNode, error) {
+	if err := ledger.CheckJobName(nr.Job); err != nil {
 		return nil, err
 	}
-	if err := store.CheckRunID(nr.ID); err != nil {
+	if err := ledger.CheckRunID(nr.ID); err != nil {
 		return nil, err
 	}
-	if err := store.CheckTrigger(nr.Trigger, nr.BackfillID); err != nil {
+	if err := ledger.CheckTrigger(nr.Trigger, nr.BackfillID); err != nil {
 		return nil, err
 	}
 	switch {
 	case len(nr.Tasks) == 0:
-		return nil, fmt.Errorf("%w: a run needs at least one task", store.ErrInvalidInput)
-	case len(nr.Tasks) > store.MaxTasksPerRun:
-		return nil, fmt.Errorf("%w: %d tasks, at most %d", store.ErrTooManyTasks, len(nr.Tasks), store.MaxTasksPerRun)
+		return nil, fmt.Errorf("%w: a run needs at least one task", ledger.ErrInvalidInput)
+	case len(nr.Tasks) > ledger.MaxTasksPerRun:
+		return nil, fmt.Errorf("%w: %d tasks, at most %d", ledger.ErrTooManyTasks, len(nr.Tasks), ledger.MaxTasksPerRun)
 	case (nr.ClaimSlot || nr.MarkSlot) && nr.LogicalTime.IsZero():
-		return nil, fmt.Errorf("%w: a slot claim needs a logical time", store.ErrInvalidInput)
+		return nil, fmt.Errorf("%w: a slot claim needs a logical time", ledger.ErrInvalidInput)
 	case nr.ClaimSlot && nr.MarkSlot:
-		return nil, fmt.Errorf("%w: a run claims its slot or marks it, not both", store.ErrInvalidInput)
+		return nil, fmt.Errorf("%w: a run claims its slot or marks it, not both", ledger.ErrInvalidInput)
 	}
 	if nr.Release != nil {
-		if _, err := store.CheckRelease(nr); err != nil {
+		if _, err := ledger.CheckRelease(nr); err != nil {
 			return nil, err
 		}
 	}
 	if nr.Idempotency != nil {
-		if err := store.CheckIdempotencyKey(nr.Idempotency.Key); err != nil {
+		if err := ledger.CheckIdempotencyKey(nr.Idempotency.Key); err != nil {
 			return nil, err
 		}
 	}
 	nodes := make([]statemodel.TaskNode, len(nr.Tasks))
 	for i, t := range nr.Tasks {
-		if err := store.CheckTaskID(t.ID); err != nil {
+		if err := ledger.CheckTaskID(t.ID); err != nil {
 			return nil, err
 		}
 		if err := t.Policy.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: task %s: %w", store.ErrInvalidInput, t.ID, err)
+			return nil, fmt.Errorf("%w: task %s: %w", ledger.ErrInvalidInput, t.ID, err)
 		}
-		if err := store.CheckSecret(t.ID, t.Secret); err != nil {
+		if err := ledger.CheckSecret(t.ID, t.Secret); err != nil {
 			return nil, err
 		}
 		nodes[i] = statemodel.TaskNode{ID: t.ID, DependsOn: t.DependsOn, Rule: t.TriggerRule, Publish: t.Publish, State: statemodel.StateCreated}
 	}
 	if err := statemodel.ValidateDAG(nodes); err != nil {
-		return nil, fmt.Errorf("%w: %w", store.ErrInvalidInput, err)
+		return nil, fmt.Errorf("%w: %w", ledger.ErrInvalidInput, err)
 	}
 	total := len(nr.Params) + len(nr.Spec)
-	if err := tooLarge("run "+nr.ID, total, store.MaxItemSize); err != nil {
+	if err := tooLarge("run "+nr.ID, total, ledger.MaxItemSize); err != nil {
 		return nil, err
 	}
 	for _, t := range nr.Tasks {
-		if err := tooLarge("instance "+nr.ID+"/"+t.ID, len(t.Payload), store.MaxItemSize); err != nil {
+		if err := tooLarge("instance "+nr.ID+"/"+t.ID, len(t.Payload), ledger.MaxItemSize); err != nil {
 			return nil, err
 		}
 		total += len(t.Payload)
 	}
-	if err := tooLarge("transaction", total, store.MaxTransactionSize); err != nil {
+	if err := tooLarge("transaction", total, ledger.MaxTransactionSize); err != nil {
 		return nil, err
 	}
 	return nodes, nil
@@ -152,56 +152,56 @@ func checkNewRun(nr store.NewRun) ([]statemodel.TaskNode, error) {
 // releasable answers the backfill a run's release leaves, or
 // ErrVersionConflict when the backfill held is not the one stored, as the
 // DynamoDB store's condition does before any other.
-func (s *Store) releasable(nr store.NewRun) (store.Backfill, error) {
+func (s *Store) releasable(nr ledger.NewRun) (ledger.Backfill, error) {
 	if nr.Release == nil {
-		return store.Backfill{}, nil
+		return ledger.Backfill{}, nil
 	}
 	if cur, ok := s.backfills[nr.Release.ID]; !ok || cur.Version != nr.Release.Version {
-		return store.Backfill{}, fmt.Errorf("%w: backfill %s changed since version %d", store.ErrVersionConflict, nr.Release.ID, nr.Release.Version)
+		return ledger.Backfill{}, fmt.Errorf("%w: backfill %s changed since version %d", ledger.ErrVersionConflict, nr.Release.ID, nr.Release.Version)
 	}
-	return store.CheckRelease(nr)
+	return ledger.CheckRelease(nr)
 }
 
 // claimable refuses a run whose idempotency key, slot or id is taken.
-func (s *Store) claimable(nr store.NewRun, stamp time.Time) error {
+func (s *Store) claimable(nr ledger.NewRun, stamp time.Time) error {
 	if ik := nr.Idempotency; ik != nil {
 		// An expired key is free again (the DynamoDB store compares epoch
 		// seconds, as TTL does).
 		if c, ok := s.idem[claimKey{nr.Job, ik.Key}]; ok && c.expires.Unix() >= stamp.Unix() {
-			ex := &store.ExistingRunError{Job: nr.Job, RunID: c.run, BodyHash: c.bodyHash, Err: store.ErrIdempotentReplay}
+			ex := &ledger.ExistingRunError{Job: nr.Job, RunID: c.run, BodyHash: c.bodyHash, Err: ledger.ErrIdempotentReplay}
 			if c.bodyHash != ik.BodyHash {
-				ex.Err = store.ErrIdempotencyMismatch
+				ex.Err = ledger.ErrIdempotencyMismatch
 			}
 			return ex
 		}
 	}
 	if nr.ClaimSlot {
 		if run, ok := s.slots[claimKey{nr.Job, nr.LogicalTime.UTC().Format(time.RFC3339Nano)}]; ok {
-			return &store.ExistingRunError{Job: nr.Job, RunID: run, Err: store.ErrSlotTaken}
+			return &ledger.ExistingRunError{Job: nr.Job, RunID: run, Err: ledger.ErrSlotTaken}
 		}
 	}
 	if _, ok := s.runs[nr.ID]; ok {
-		return fmt.Errorf("%w: run %s", store.ErrAlreadyExists, nr.ID)
+		return fmt.Errorf("%w: run %s", ledger.ErrAlreadyExists, nr.ID)
 	}
 	return nil
 }
 
-// newInstance is task t of run nr as store.DecideNewInstance decides it:
+// newInstance is task t of run nr as ledger.DecideNewInstance decides it:
 // CREATED with its creation record, or SCHEDULED for a task marked so.
-func newInstance(nr store.NewRun, t store.NewTask, now time.Time) (*instance, error) {
-	key := store.InstanceKey{Run: nr.ID, Task: t.ID}
-	snap, hist, err := store.DecideNewInstance(key, t, now)
+func newInstance(nr ledger.NewRun, t ledger.NewTask, now time.Time) (*instance, error) {
+	key := ledger.InstanceKey{Run: nr.ID, Task: t.ID}
+	snap, hist, err := ledger.DecideNewInstance(key, t, now)
 	if err != nil {
 		return nil, err
 	}
-	inst := store.Instance{
+	inst := ledger.Instance{
 		Key: key, Job: nr.Job, Pool: t.Pool, Payload: slices.Clone(t.Payload), Executor: slices.Clone(t.Executor), Policy: t.Policy,
 		DependsOn: slices.Clone(t.DependsOn), TriggerRule: t.TriggerRule, Publish: t.Publish,
 		Snapshot: snap, Secret: slices.Clone(t.Secret),
 	}
 	inst.Policy.Random = nil
 	inst.TimerAt, inst.TimerKind = timerOf(snap)
-	in := &instance{inst: inst, guards: map[string]statemodel.SeenEvent{}, attempts: map[int]*store.Attempt{}}
+	in := &instance{inst: inst, guards: map[string]statemodel.SeenEvent{}, attempts: map[int]*ledger.Attempt{}}
 	for _, tr := range hist {
 		in.history = append(in.history, cloneTransition(tr))
 		in.guards[tr.EventID] = statemodel.SeenEvent{ID: tr.EventID, Seq: tr.Seq, To: tr.To}
@@ -210,35 +210,35 @@ func newInstance(nr store.NewRun, t store.NewTask, now time.Time) (*instance, er
 }
 
 // GetRun reads a run.
-func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
+func (s *Store) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 	op := opError("get run %s", id)
-	if err := s.enter(ctx, store.CheckRunID(id)); err != nil {
-		return store.Run{}, op(err)
+	if err := s.enter(ctx, ledger.CheckRunID(id)); err != nil {
+		return ledger.Run{}, op(err)
 	}
 	defer s.mu.Unlock()
 	run, ok := s.runs[id]
 	if !ok {
-		return store.Run{}, op(store.ErrNotFound)
+		return ledger.Run{}, op(ledger.ErrNotFound)
 	}
 	return cloneRun(run), nil
 }
 
 // ReadRun reads a whole run: the run, its instances by task id, and each
 // instance's attempts by number.
-func (s *Store) ReadRun(ctx context.Context, id string) (store.RunView, error) {
+func (s *Store) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 	op := opError("read run %s", id)
-	if err := s.enter(ctx, store.CheckRunID(id)); err != nil {
-		return store.RunView{}, op(err)
+	if err := s.enter(ctx, ledger.CheckRunID(id)); err != nil {
+		return ledger.RunView{}, op(err)
 	}
 	defer s.mu.Unlock()
 	run, ok := s.runs[id]
 	if !ok {
-		return store.RunView{}, op(store.ErrNotFound)
+		return ledger.RunView{}, op(ledger.ErrNotFound)
 	}
-	view := store.RunView{Run: cloneRun(run)}
+	view := ledger.RunView{Run: cloneRun(run)}
 	for _, task := range s.tasks[id] {
-		in := s.instances[store.InstanceKey{Run: id, Task: task}]
-		tv := store.TaskView{Instance: cloneInstance(in.inst)}
+		in := s.instances[ledger.InstanceKey{Run: id, Task: task}]
+		tv := ledger.TaskView{Instance: cloneInstance(in.inst)}
 		for _, n := range slices.Sorted(maps.Keys(in.attempts)) {
 			tv.Attempts = append(tv.Attempts, cloneAttempt(*in.attempts[n]))
 		}
@@ -249,11 +249,11 @@ func (s *Store) ReadRun(ctx context.Context, id string) (store.RunView, error) {
 
 // ListRuns lists runs newest first (run ids are ULIDs), of one job or of
 // all, filtered by status.
-func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, string, error) {
+func (s *Store) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, string, error) {
 	op := opError("list runs (job %q, status %q)", f.Job, f.Status)
 	listing := "runs"
 	if f.Job != "" {
-		if err := store.CheckJobName(f.Job); err != nil {
+		if err := ledger.CheckJobName(f.Job); err != nil {
 			return nil, "", op(err)
 		}
 		listing = "runs of job " + f.Job
@@ -266,15 +266,15 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, s
 		return nil, "", op(err)
 	}
 	defer s.mu.Unlock()
-	var runs []store.Run
+	var runs []ledger.Run
 	for id, run := range s.runs {
 		if (f.Job == "" || run.Job == f.Job) && (f.Status == "" || run.Status == f.Status) {
 			runs = append(runs, s.runs[id])
 		}
 	}
-	slices.SortFunc(runs, func(a, b store.Run) int { return strings.Compare(b.ID, a.ID) })
-	got, next := page(runs, func(r store.Run) string { return r.ID }, descending, listing, after, listLimit(f.Limit))
-	out := make([]store.Run, len(got))
+	slices.SortFunc(runs, func(a, b ledger.Run) int { return strings.Compare(b.ID, a.ID) })
+	got, next := page(runs, func(r ledger.Run) string { return r.ID }, descending, listing, after, listLimit(f.Limit))
+	out := make([]ledger.Run, len(got))
 	for i, r := range got {
 		out[i] = cloneRun(r)
 	}
@@ -283,24 +283,24 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, s
 
 // UpdateRunState stores a run's derived state with a compare-and-set on
 // run.Version.
-func (s *Store) UpdateRunState(ctx context.Context, run store.Run, u store.RunUpdate) (store.Run, error) {
+func (s *Store) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.RunUpdate) (ledger.Run, error) {
 	op := opError("update run %s from version %d", run.ID, run.Version)
-	next, err := store.NextRun(run, u, s.clock(), s.backstop)
+	next, err := ledger.NextRun(run, u, s.clock(), s.backstop)
 	if err != nil {
-		return store.Run{}, op(err)
+		return ledger.Run{}, op(err)
 	}
 	if err := s.begin(ctx); err != nil {
-		return store.Run{}, op(err)
+		return ledger.Run{}, op(err)
 	}
 	defer s.mu.Unlock()
 	cur, ok := s.runs[run.ID]
 	switch {
 	case !ok:
-		return store.Run{}, op(store.ErrNotFound)
+		return ledger.Run{}, op(ledger.ErrNotFound)
 	case cur.Version != run.Version:
-		return store.Run{}, op(fmt.Errorf("%w: stored version is %d", store.ErrVersionConflict, cur.Version))
+		return ledger.Run{}, op(fmt.Errorf("%w: stored version is %d", ledger.ErrVersionConflict, cur.Version))
 	case cur.Job != run.Job:
-		return store.Run{}, op(fmt.Errorf("%w: run pointer under job %s", store.ErrNotFound, run.Job))
+		return ledger.Run{}, op(fmt.Errorf("%w: run pointer under job %s", ledger.ErrNotFound, run.Job))
 	}
 	// Only the derived fields change; the rest stays as stored.
 	cur.ExecutionState, cur.PublicationState, cur.Status = next.ExecutionState, next.PublicationState, next.Status
@@ -311,27 +311,27 @@ func (s *Store) UpdateRunState(ctx context.Context, run store.Run, u store.RunUp
 
 // RearmRunBackstop moves a live run's backstop to the clock + the run
 // backstop when the stored version and execution state are still run's.
-func (s *Store) RearmRunBackstop(ctx context.Context, run store.Run) (store.Run, error) {
+func (s *Store) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Run, error) {
 	op := opError("re-arm backstop of run %s", run.ID)
-	if err := store.CheckRunID(run.ID); err != nil {
-		return store.Run{}, op(err)
+	if err := ledger.CheckRunID(run.ID); err != nil {
+		return ledger.Run{}, op(err)
 	}
 	if run.ExecutionState.Terminal() {
-		return store.Run{}, op(fmt.Errorf("%w: a %s run has no backstop", store.ErrInvalidInput, run.ExecutionState))
+		return ledger.Run{}, op(fmt.Errorf("%w: a %s run has no backstop", ledger.ErrInvalidInput, run.ExecutionState))
 	}
 	if err := s.begin(ctx); err != nil {
-		return store.Run{}, op(err)
+		return ledger.Run{}, op(err)
 	}
 	defer s.mu.Unlock()
 	cur, ok := s.runs[run.ID]
 	switch {
 	case !ok:
-		return store.Run{}, op(store.ErrNotFound)
+		return ledger.Run{}, op(ledger.ErrNotFound)
 	case cur.Version != run.Version || cur.ExecutionState != run.ExecutionState:
-		return store.Run{}, op(store.ErrVersionConflict)
+		return ledger.Run{}, op(ledger.ErrVersionConflict)
 	}
 	next := run
-	next.TimerAt = store.RunTimer(run, s.clock(), s.backstop)
+	next.TimerAt = ledger.RunTimer(run, s.clock(), s.backstop)
 	cur.TimerAt = next.TimerAt
 	s.runs[run.ID] = cur
 	return cloneRun(next), nil
@@ -339,35 +339,35 @@ func (s *Store) RearmRunBackstop(ctx context.Context, run store.Run) (store.Run,
 
 // MarkDeadlineMissed records that run was found unfinished at its
 // deadline: false when recorded already or the run finished first.
-func (s *Store) MarkDeadlineMissed(ctx context.Context, run store.Run) (store.Run, bool, error) {
+func (s *Store) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.Run, bool, error) {
 	op := opError("mark deadline of run %s missed", run.ID)
-	if err := store.CheckRunID(run.ID); err != nil {
-		return store.Run{}, false, op(err)
+	if err := ledger.CheckRunID(run.ID); err != nil {
+		return ledger.Run{}, false, op(err)
 	}
 	if run.DeadlineAt.IsZero() {
-		return store.Run{}, false, op(fmt.Errorf("%w: the run has no deadline", store.ErrInvalidInput))
+		return ledger.Run{}, false, op(fmt.Errorf("%w: the run has no deadline", ledger.ErrInvalidInput))
 	}
 	if err := s.begin(ctx); err != nil {
-		return store.Run{}, false, op(err)
+		return ledger.Run{}, false, op(err)
 	}
 	defer s.mu.Unlock()
 	cur, ok := s.runs[run.ID]
 	switch {
 	case !ok:
-		return store.Run{}, false, op(store.ErrNotFound)
+		return ledger.Run{}, false, op(ledger.ErrNotFound)
 	case !cur.DeadlineMissedAt.IsZero() || cur.ExecutionState.Terminal():
-		return store.Run{}, false, nil
+		return ledger.Run{}, false, nil
 	}
-	next := store.DeadlineMissed(cur, s.clock(), s.backstop)
+	next := ledger.DeadlineMissed(cur, s.clock(), s.backstop)
 	cur.DeadlineMissedAt, cur.TimerAt = next.DeadlineMissedAt, next.TimerAt
 	s.runs[run.ID] = cur
 	return cloneRun(cur), true, nil
 }
 
 // ListUnfinishedRuns lists a job's unfinished runs, oldest first.
-func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]store.UnfinishedRun, error) {
+func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]ledger.UnfinishedRun, error) {
 	op := opError("list unfinished runs of job %s", job)
-	if err := s.enter(ctx, store.CheckJobName(job)); err != nil {
+	if err := s.enter(ctx, ledger.CheckJobName(job)); err != nil {
 		return nil, op(err)
 	}
 	defer s.mu.Unlock()
@@ -376,11 +376,11 @@ func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]store.Unf
 
 // unfinished lists job's unfinished runs, oldest first; the caller holds
 // the lock.
-func (s *Store) unfinished(job string) []store.UnfinishedRun {
-	var out []store.UnfinishedRun
+func (s *Store) unfinished(job string) []ledger.UnfinishedRun {
+	var out []ledger.UnfinishedRun
 	for _, id := range slices.Sorted(slices.Values(s.runsOfJob[job])) {
 		if run := s.runs[id]; !run.ExecutionState.Terminal() {
-			out = append(out, store.UnfinishedRun{ID: id, LogicalTime: run.LogicalTime, Trigger: run.Trigger})
+			out = append(out, ledger.UnfinishedRun{ID: id, LogicalTime: run.LogicalTime, Trigger: run.Trigger})
 		}
 	}
 	return out
@@ -390,7 +390,7 @@ func (s *Store) unfinished(job string) []store.UnfinishedRun {
 // runs of the ignored triggers left out.
 func (s *Store) HasUnfinishedRuns(ctx context.Context, job string, ignore ...statemodel.Trigger) (bool, error) {
 	op := opError("unfinished runs of job %s", job)
-	if err := s.enter(ctx, store.CheckJobName(job)); err != nil {
+	if err := s.enter(ctx, ledger.CheckJobName(job)); err != nil {
 		return false, op(err)
 	}
 	defer s.mu.Unlock()
@@ -406,7 +406,7 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string, ignore ...sta
 // (false: the run is past QUEUED).
 func (s *Store) MarkRunStarted(ctx context.Context, id string) (bool, error) {
 	op := opError("mark run %s started", id)
-	if err := s.enter(ctx, store.CheckRunID(id)); err != nil {
+	if err := s.enter(ctx, ledger.CheckRunID(id)); err != nil {
 		return false, op(err)
 	}
 	defer s.mu.Unlock()

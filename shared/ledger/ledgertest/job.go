@@ -1,4 +1,4 @@
-package storetest
+package ledgertest
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 )
 
 var jobCases = []Case{
@@ -23,15 +23,15 @@ var jobCases = []Case{
 func jobs(t *testing.T, h *Harness) {
 	ctx := context.Background()
 	fire := T0.Add(time.Hour)
-	j, err := h.Store.CreateJob(ctx, store.Job{Name: "nightly", Spec: []byte(`{"cron":"0 2 * * *"}`), NextFireAt: fire})
+	j, err := h.Store.CreateJob(ctx, ledger.Job{Name: "nightly", Spec: []byte(`{"cron":"0 2 * * *"}`), NextFireAt: fire})
 	if err != nil || j.Version != 1 || !j.CreatedAt.Equal(T0) || !j.UpdatedAt.Equal(T0) {
 		t.Fatalf("create: %+v %v", j, err)
 	}
-	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "nightly"}); !errors.Is(err, store.ErrAlreadyExists) {
+	if _, err := h.Store.CreateJob(ctx, ledger.Job{Name: "nightly"}); !errors.Is(err, ledger.ErrAlreadyExists) {
 		t.Fatalf("create twice: %v", err)
 	}
 	for _, name := range []string{"a", "b", "c", "d"} {
-		if _, err := h.Store.CreateJob(ctx, store.Job{Name: name}); err != nil {
+		if _, err := h.Store.CreateJob(ctx, ledger.Job{Name: name}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,7 +56,7 @@ func jobs(t *testing.T, h *Harness) {
 	if !slices.Equal(names, []string{"a", "b", "c", "d", "nightly"}) {
 		t.Fatalf("listed %v", names)
 	}
-	if _, _, err := h.Store.ListJobs(ctx, 2, "not-a-token"); !errors.Is(err, store.ErrInvalidToken) {
+	if _, _, err := h.Store.ListJobs(ctx, 2, "not-a-token"); !errors.Is(err, ledger.ErrInvalidPageToken) {
 		t.Fatalf("a made-up token: %v, want invalid token", err)
 	}
 
@@ -66,8 +66,8 @@ func jobs(t *testing.T, h *Harness) {
 		timers, _ := allDue(t, h, at, 0)
 		var out []time.Time
 		for _, d := range timers {
-			if d.Item == store.TimerOfJob {
-				if d.Job != "nightly" || d.Kind != store.TimerKindJobFire {
+			if d.Item == ledger.TimerOfJob {
+				if d.Job != "nightly" || d.Kind != ledger.TimerKindJobFire {
 					t.Errorf("job timer %+v", d)
 				}
 				out = append(out, d.At)
@@ -83,14 +83,14 @@ func jobs(t *testing.T, h *Harness) {
 		t.Fatalf("job timers at its fire: %v, want %s", got, fire)
 	}
 
-	upd, err := h.Store.UpdateJob(ctx, store.Job{Name: "nightly", Spec: []byte(`{"cron":"0 3 * * *"}`), NextFireAt: fire.Add(time.Hour)}, 1)
+	upd, err := h.Store.UpdateJob(ctx, ledger.Job{Name: "nightly", Spec: []byte(`{"cron":"0 3 * * *"}`), NextFireAt: fire.Add(time.Hour)}, 1)
 	if err != nil || upd.Version != 2 || string(upd.Spec) != `{"cron":"0 3 * * *"}` || !upd.CreatedAt.Equal(T0) {
 		t.Fatalf("update: %+v %v", upd, err)
 	}
-	if _, err := h.Store.UpdateJob(ctx, store.Job{Name: "nightly"}, 1); !errors.Is(err, store.ErrVersionConflict) {
+	if _, err := h.Store.UpdateJob(ctx, ledger.Job{Name: "nightly"}, 1); !errors.Is(err, ledger.ErrVersionConflict) {
 		t.Fatalf("update from version 1 again: %v", err)
 	}
-	if _, err := h.Store.UpdateJob(ctx, store.Job{Name: "nope"}, 1); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.UpdateJob(ctx, ledger.Job{Name: "nope"}, 1); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("update of a missing job: %v", err)
 	}
 	paused, err := h.Store.SetJobPaused(ctx, "nightly", true)
@@ -105,11 +105,11 @@ func jobs(t *testing.T, h *Harness) {
 	}
 	// The ticker's view of the fire time: a paused job's schedule does not
 	// move, and stays out of the due timers.
-	at := func(next time.Time) store.SchedulePosition { return store.SchedulePosition{NextFireAt: next} }
-	move := func(version int64, from, to time.Time) store.ScheduleMove {
-		return store.ScheduleMove{Version: version, From: at(from), To: at(to)}
+	at := func(next time.Time) ledger.SchedulePosition { return ledger.SchedulePosition{NextFireAt: next} }
+	move := func(version int64, from, to time.Time) ledger.ScheduleMove {
+		return ledger.ScheduleMove{Version: version, From: at(from), To: at(to)}
 	}
-	if _, err := h.Store.MoveSchedule(ctx, "nightly", move(3, fire.Add(time.Hour), fire.Add(25*time.Hour))); !errors.Is(err, store.ErrConflict) {
+	if _, err := h.Store.MoveSchedule(ctx, "nightly", move(3, fire.Add(time.Hour), fire.Add(25*time.Hour))); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("move a paused job's schedule: %v, want conflict", err)
 	}
 	if got := jobDue(far); len(got) != 0 {
@@ -120,13 +120,13 @@ func jobs(t *testing.T, h *Harness) {
 		t.Fatalf("resume: %+v %v", resumed, err)
 	}
 	// It advances only from the stored position and version.
-	if _, err := h.Store.MoveSchedule(ctx, "nightly", move(4, fire, fire.Add(24*time.Hour))); !errors.Is(err, store.ErrConflict) {
+	if _, err := h.Store.MoveSchedule(ctx, "nightly", move(4, fire, fire.Add(24*time.Hour))); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("advance from a fire time that is not stored: %v", err)
 	}
-	if _, err := h.Store.MoveSchedule(ctx, "nightly", move(3, fire.Add(time.Hour), fire.Add(24*time.Hour))); !errors.Is(err, store.ErrConflict) {
+	if _, err := h.Store.MoveSchedule(ctx, "nightly", move(3, fire.Add(time.Hour), fire.Add(24*time.Hour))); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("advance decided from an older version: %v", err)
 	}
-	if _, err := h.Store.MoveSchedule(ctx, "nope", move(1, fire, fire)); !errors.Is(err, store.ErrConflict) {
+	if _, err := h.Store.MoveSchedule(ctx, "nope", move(1, fire, fire)); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("advance a missing job: %v", err)
 	}
 	moved, err := h.Store.MoveSchedule(ctx, "nightly", move(4, fire.Add(time.Hour), fire.Add(25*time.Hour)))
@@ -148,10 +148,10 @@ func jobs(t *testing.T, h *Harness) {
 	if err := h.Store.DeleteJob(ctx, "nightly"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Store.GetJob(ctx, "nightly"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.GetJob(ctx, "nightly"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("get after delete: %v", err)
 	}
-	if err := h.Store.DeleteJob(ctx, "nightly"); !errors.Is(err, store.ErrNotFound) {
+	if err := h.Store.DeleteJob(ctx, "nightly"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("delete twice: %v", err)
 	}
 	if got := jobDue(far); len(got) != 0 {
@@ -171,13 +171,13 @@ func dependencyEdges(t *testing.T, h *Harness) {
 		}
 		return got
 	}
-	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "down", Upstream: []string{"up2", "up1"}}); err != nil {
+	if _, err := h.Store.CreateJob(ctx, ledger.Job{Name: "down", Upstream: []string{"up2", "up1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "side", Upstream: []string{"up1"}}); err != nil {
+	if _, err := h.Store.CreateJob(ctx, ledger.Job{Name: "side", Upstream: []string{"up1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "down", Upstream: []string{"up3"}}); !errors.Is(err, store.ErrAlreadyExists) {
+	if _, err := h.Store.CreateJob(ctx, ledger.Job{Name: "down", Upstream: []string{"up3"}}); !errors.Is(err, ledger.ErrAlreadyExists) {
 		t.Fatalf("second create: %v, want already exists", err)
 	}
 	if got := dependents("up1"); !slices.Equal(got, []string{"down", "side"}) {
@@ -190,7 +190,7 @@ func dependencyEdges(t *testing.T, h *Harness) {
 	if err != nil || !slices.Equal(j.Upstream, []string{"up1", "up2"}) {
 		t.Fatalf("stored upstream %v %v", j.Upstream, err)
 	}
-	if _, err := h.Store.UpdateJob(ctx, store.Job{Name: "down", Upstream: []string{"up2", "up3"}}, 1); err != nil {
+	if _, err := h.Store.UpdateJob(ctx, ledger.Job{Name: "down", Upstream: []string{"up2", "up3"}}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if got := dependents("up1"); !slices.Equal(got, []string{"side"}) {
@@ -199,7 +199,7 @@ func dependencyEdges(t *testing.T, h *Harness) {
 	if got := dependents("up3"); !slices.Equal(got, []string{"down"}) {
 		t.Fatalf("dependents of up3 after the update: %v", got)
 	}
-	if _, err := h.Store.UpdateJob(ctx, store.Job{Name: "down", Upstream: []string{"up1"}}, 1); !errors.Is(err, store.ErrVersionConflict) {
+	if _, err := h.Store.UpdateJob(ctx, ledger.Job{Name: "down", Upstream: []string{"up1"}}, 1); !errors.Is(err, ledger.ErrVersionConflict) {
 		t.Fatalf("stale update: %v, want version conflict", err)
 	}
 	if got := dependents("up1"); !slices.Equal(got, []string{"side"}) {
@@ -219,16 +219,16 @@ func dependencyEdges(t *testing.T, h *Harness) {
 			t.Fatalf("dependents of %s after delete: %v", up, got)
 		}
 	}
-	many := make([]string, store.MaxUpstreamJobs+1)
+	many := make([]string, ledger.MaxUpstreamJobs+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("u%d", i)
 	}
 	for name, up := range map[string][]string{"too many": many, "itself": {"loop"}, "twice": {"a", "a"}} {
-		if _, err := h.Store.CreateJob(ctx, store.Job{Name: "loop", Upstream: up}); !errors.Is(err, store.ErrInvalidInput) {
+		if _, err := h.Store.CreateJob(ctx, ledger.Job{Name: "loop", Upstream: up}); !errors.Is(err, ledger.ErrInvalidInput) {
 			t.Errorf("%s: %v, want invalid input", name, err)
 		}
 	}
-	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "loop", Upstream: []string{"a#b"}}); !errors.Is(err, store.ErrInvalidKey) {
+	if _, err := h.Store.CreateJob(ctx, ledger.Job{Name: "loop", Upstream: []string{"a#b"}}); !errors.Is(err, ledger.ErrInvalidKey) {
 		t.Errorf("an upstream job with the key separator: %v, want invalid key", err)
 	}
 }
@@ -240,7 +240,7 @@ func dependencyEdges(t *testing.T, h *Harness) {
 func scheduleCatchup(t *testing.T, h *Harness) {
 	ctx := context.Background()
 	next := T0.Add(time.Hour)
-	if _, err := h.Store.CreateJob(ctx, store.Job{Name: "hourly", Spec: []byte(`{"rate":"1h"}`), NextFireAt: T0}); err != nil {
+	if _, err := h.Store.CreateJob(ctx, ledger.Job{Name: "hourly", Spec: []byte(`{"rate":"1h"}`), NextFireAt: T0}); err != nil {
 		t.Fatal(err)
 	}
 	dueAt := func() []time.Time {
@@ -248,14 +248,14 @@ func scheduleCatchup(t *testing.T, h *Harness) {
 		timers, _ := allDue(t, h, T0.Add(1000*time.Hour), 0)
 		var out []time.Time
 		for _, d := range timers {
-			if d.Item == store.TimerOfJob {
+			if d.Item == ledger.TimerOfJob {
 				out = append(out, d.At)
 			}
 		}
 		return out
 	}
-	pending := store.SchedulePosition{NextFireAt: next, CatchupNext: T0.Add(-3 * time.Hour), CatchupLast: T0.Add(-time.Hour)}
-	j, err := h.Store.MoveSchedule(ctx, "hourly", store.ScheduleMove{Version: 1, From: store.SchedulePosition{NextFireAt: T0}, To: pending, Missed: 5})
+	pending := ledger.SchedulePosition{NextFireAt: next, CatchupNext: T0.Add(-3 * time.Hour), CatchupLast: T0.Add(-time.Hour)}
+	j, err := h.Store.MoveSchedule(ctx, "hourly", ledger.ScheduleMove{Version: 1, From: ledger.SchedulePosition{NextFireAt: T0}, To: pending, Missed: 5})
 	if err != nil || !samePos(j.Position(), pending) || j.MissedSlots != 5 || j.Version != 1 {
 		t.Fatalf("decide a catch-up: %+v %v", j, err)
 	}
@@ -264,22 +264,22 @@ func scheduleCatchup(t *testing.T, h *Harness) {
 	}
 	// A second decision from the position the first one left is refused:
 	// its slots are decided already.
-	if _, err := h.Store.MoveSchedule(ctx, "hourly", store.ScheduleMove{Version: 1, From: store.SchedulePosition{NextFireAt: T0}, To: pending, Missed: 5}); !errors.Is(err, store.ErrConflict) {
+	if _, err := h.Store.MoveSchedule(ctx, "hourly", ledger.ScheduleMove{Version: 1, From: ledger.SchedulePosition{NextFireAt: T0}, To: pending, Missed: 5}); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("a decision from a position that moved on: %v, want conflict", err)
 	}
 	// So is a move from the same next fire but another catch-up range.
 	other := pending
 	other.CatchupNext = T0.Add(-2 * time.Hour)
-	if _, err := h.Store.MoveSchedule(ctx, "hourly", store.ScheduleMove{Version: 1, From: other, To: store.SchedulePosition{NextFireAt: next}}); !errors.Is(err, store.ErrConflict) {
+	if _, err := h.Store.MoveSchedule(ctx, "hourly", ledger.ScheduleMove{Version: 1, From: other, To: ledger.SchedulePosition{NextFireAt: next}}); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("a move from another catch-up range: %v, want conflict", err)
 	}
-	if _, err := h.Store.MoveSchedule(ctx, "hourly", store.ScheduleMove{Version: 1, From: pending, To: pending, Missed: -1}); !errors.Is(err, store.ErrInvalidInput) {
+	if _, err := h.Store.MoveSchedule(ctx, "hourly", ledger.ScheduleMove{Version: 1, From: pending, To: pending, Missed: -1}); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("a negative count: %v, want invalid input", err)
 	}
 	// A batch of runs started: the range moves on.
 	half := pending
 	half.CatchupNext = T0.Add(-time.Hour)
-	if j, err = h.Store.MoveSchedule(ctx, "hourly", store.ScheduleMove{Version: 1, From: pending, To: half}); err != nil || !samePos(j.Position(), half) || j.MissedSlots != 5 {
+	if j, err = h.Store.MoveSchedule(ctx, "hourly", ledger.ScheduleMove{Version: 1, From: pending, To: half}); err != nil || !samePos(j.Position(), half) || j.MissedSlots != 5 {
 		t.Fatalf("move the range: %+v %v", j, err)
 	}
 	if got := dueAt(); len(got) != 1 || !got[0].Equal(half.CatchupNext) {
@@ -293,14 +293,14 @@ func scheduleCatchup(t *testing.T, h *Harness) {
 	if got := dueAt(); len(got) != 0 {
 		t.Fatalf("a paused job with a catch-up range is due: %v", got)
 	}
-	resumedAt := store.SchedulePosition{NextFireAt: next.Add(24 * time.Hour)}
-	if _, err := h.Store.ResumeJob(ctx, "hourly", store.ScheduleMove{Version: 1, From: half, To: resumedAt, Missed: 2}); !errors.Is(err, store.ErrConflict) {
+	resumedAt := ledger.SchedulePosition{NextFireAt: next.Add(24 * time.Hour)}
+	if _, err := h.Store.ResumeJob(ctx, "hourly", ledger.ScheduleMove{Version: 1, From: half, To: resumedAt, Missed: 2}); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("resume decided from an older version: %v, want conflict", err)
 	}
-	if _, err := h.Store.ResumeJob(ctx, "hourly", store.ScheduleMove{Version: 2, From: pending, To: resumedAt, Missed: 2}); !errors.Is(err, store.ErrConflict) {
+	if _, err := h.Store.ResumeJob(ctx, "hourly", ledger.ScheduleMove{Version: 2, From: pending, To: resumedAt, Missed: 2}); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("resume from another position: %v, want conflict", err)
 	}
-	j, err = h.Store.ResumeJob(ctx, "hourly", store.ScheduleMove{Version: 2, From: half, To: resumedAt, Missed: 2})
+	j, err = h.Store.ResumeJob(ctx, "hourly", ledger.ScheduleMove{Version: 2, From: half, To: resumedAt, Missed: 2})
 	if err != nil || j.Paused || j.Version != 3 || !samePos(j.Position(), resumedAt) || j.MissedSlots != 7 || !j.UpdatedAt.Equal(T0) {
 		t.Fatalf("resume: %+v %v", j, err)
 	}
@@ -310,17 +310,17 @@ func scheduleCatchup(t *testing.T, h *Harness) {
 	if got := dueAt(); len(got) != 1 || !got[0].Equal(resumedAt.NextFireAt) {
 		t.Fatalf("due %v after resume, want %s", got, resumedAt.NextFireAt)
 	}
-	if _, err := h.Store.ResumeJob(ctx, "hourly", store.ScheduleMove{Version: 3, From: resumedAt, To: resumedAt}); !errors.Is(err, store.ErrConflict) {
+	if _, err := h.Store.ResumeJob(ctx, "hourly", ledger.ScheduleMove{Version: 3, From: resumedAt, To: resumedAt}); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("resume a running job: %v, want conflict", err)
 	}
 	// A move of a running job with MoveSchedule's own condition.
-	if _, err := h.Store.MoveSchedule(ctx, "hourly", store.ScheduleMove{Version: 3, From: resumedAt, To: pending, Missed: 1}); err != nil {
+	if _, err := h.Store.MoveSchedule(ctx, "hourly", ledger.ScheduleMove{Version: 3, From: resumedAt, To: pending, Missed: 1}); err != nil {
 		t.Fatal(err)
 	}
 	// An update replaces the position (the new definition's) and keeps
 	// the count.
-	upd, err := h.Store.UpdateJob(ctx, store.Job{Name: "hourly", Spec: []byte(`{"rate":"2h"}`), NextFireAt: next}, 3)
-	if err != nil || !samePos(upd.Position(), store.SchedulePosition{NextFireAt: next}) || upd.MissedSlots != 8 {
+	upd, err := h.Store.UpdateJob(ctx, ledger.Job{Name: "hourly", Spec: []byte(`{"rate":"2h"}`), NextFireAt: next}, 3)
+	if err != nil || !samePos(upd.Position(), ledger.SchedulePosition{NextFireAt: next}) || upd.MissedSlots != 8 {
 		t.Fatalf("update: %+v %v", upd, err)
 	}
 	if got, err := h.Store.GetJob(ctx, "hourly"); err != nil || !samePos(got.Position(), upd.Position()) || got.MissedSlots != 8 {
@@ -328,6 +328,6 @@ func scheduleCatchup(t *testing.T, h *Harness) {
 	}
 }
 
-func samePos(a, b store.SchedulePosition) bool {
+func samePos(a, b ledger.SchedulePosition) bool {
 	return a.NextFireAt.Equal(b.NextFireAt) && a.CatchupNext.Equal(b.CatchupNext) && a.CatchupLast.Equal(b.CatchupLast)
 }

@@ -1,4 +1,4 @@
-package storetest
+package ledgertest
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -32,7 +32,7 @@ func cancelledContext(t *testing.T, h *Harness) {
 			_, err := h.Store.Transition(ctx, key, Ev(statemodel.EvDepsMet, 0), now, Policy())
 			return err
 		},
-		"create job": func() error { _, err := h.Store.CreateJob(ctx, store.Job{Name: "cancelled"}); return err },
+		"create job": func() error { _, err := h.Store.CreateJob(ctx, ledger.Job{Name: "cancelled"}); return err },
 		"read run":   func() error { _, err := h.Store.ReadRun(ctx, v.Run.ID); return err },
 	}
 	for name, call := range calls {
@@ -41,10 +41,10 @@ func cancelledContext(t *testing.T, h *Harness) {
 		}
 	}
 	bg := context.Background()
-	if _, err := h.Store.GetRun(bg, nr.ID); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.GetRun(bg, nr.ID); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("a cancelled create run wrote the run: %v", err)
 	}
-	if _, err := h.Store.GetJob(bg, "cancelled"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.GetJob(bg, "cancelled"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("a cancelled create job wrote the job: %v", err)
 	}
 	if got := h.MustInstance(t, key); got.Snapshot.State != statemodel.StateCreated {
@@ -65,7 +65,7 @@ func badInput(t *testing.T, h *Harness) {
 	history := len(h.FullHistory(t, key))
 
 	big := []byte(strings.Repeat("x", 410*1024))
-	withTasks := func(n int, payload []byte) store.NewRun {
+	withTasks := func(n int, payload []byte) ledger.NewRun {
 		tasks := make([]string, n)
 		for i := range tasks {
 			tasks[i] = fmt.Sprintf("t%02d", i)
@@ -76,7 +76,7 @@ func badInput(t *testing.T, h *Harness) {
 		}
 		return nr
 	}
-	create := func(mut func(*store.NewRun)) error {
+	create := func(mut func(*ledger.NewRun)) error {
 		nr := NewRun("bad", "main")
 		mut(&nr)
 		_, err := h.CreateRun(ctx, nr, now)
@@ -94,51 +94,51 @@ func badInput(t *testing.T, h *Harness) {
 		call func() error
 		want error
 	}{
-		{"payload over 400 KB", func() error { _, err := h.CreateRun(ctx, withTasks(1, big), now); return err }, store.ErrItemTooLarge},
+		{"payload over 400 KB", func() error { _, err := h.CreateRun(ctx, withTasks(1, big), now); return err }, ledger.ErrItemTooLarge},
 		{"run over 4 MB", func() error {
-			_, err := h.CreateRun(ctx, withTasks(store.MaxTasksPerRun, []byte(strings.Repeat("y", 90*1024))), now)
+			_, err := h.CreateRun(ctx, withTasks(ledger.MaxTasksPerRun, []byte(strings.Repeat("y", 90*1024))), now)
 			return err
-		}, store.ErrItemTooLarge},
-		{"no task", func() error { return create(func(nr *store.NewRun) { nr.Tasks = nil }) }, store.ErrInvalidInput},
-		{"49 tasks", func() error { _, err := h.CreateRun(ctx, withTasks(store.MaxTasksPerRun+1, nil), now); return err }, store.ErrTooManyTasks},
-		{"empty job", func() error { return create(func(nr *store.NewRun) { nr.Job = "" }) }, store.ErrInvalidKey},
-		{"job with separator", func() error { return create(func(nr *store.NewRun) { nr.Job = "a#b" }) }, store.ErrInvalidKey},
-		{"job over 1024 bytes", func() error { return create(func(nr *store.NewRun) { nr.Job = strings.Repeat("j", 1025) }) }, store.ErrInvalidKey},
-		{"empty run id", func() error { return create(func(nr *store.NewRun) { nr.ID = "" }) }, store.ErrInvalidKey},
-		{"task over 1000 bytes", func() error { return create(func(nr *store.NewRun) { nr.Tasks[0].ID = strings.Repeat("t", 1001) }) }, store.ErrInvalidKey},
-		{"empty task", func() error { return create(func(nr *store.NewRun) { nr.Tasks[0].ID = "" }) }, store.ErrInvalidKey},
+		}, ledger.ErrItemTooLarge},
+		{"no task", func() error { return create(func(nr *ledger.NewRun) { nr.Tasks = nil }) }, ledger.ErrInvalidInput},
+		{"49 tasks", func() error { _, err := h.CreateRun(ctx, withTasks(ledger.MaxTasksPerRun+1, nil), now); return err }, ledger.ErrTooManyTasks},
+		{"empty job", func() error { return create(func(nr *ledger.NewRun) { nr.Job = "" }) }, ledger.ErrInvalidKey},
+		{"job with separator", func() error { return create(func(nr *ledger.NewRun) { nr.Job = "a#b" }) }, ledger.ErrInvalidKey},
+		{"job over 1024 bytes", func() error { return create(func(nr *ledger.NewRun) { nr.Job = strings.Repeat("j", 1025) }) }, ledger.ErrInvalidKey},
+		{"empty run id", func() error { return create(func(nr *ledger.NewRun) { nr.ID = "" }) }, ledger.ErrInvalidKey},
+		{"task over 1000 bytes", func() error { return create(func(nr *ledger.NewRun) { nr.Tasks[0].ID = strings.Repeat("t", 1001) }) }, ledger.ErrInvalidKey},
+		{"empty task", func() error { return create(func(nr *ledger.NewRun) { nr.Tasks[0].ID = "" }) }, ledger.ErrInvalidKey},
 		{"idempotency key over 1024 bytes", func() error {
-			return create(func(nr *store.NewRun) { nr.Idempotency = &store.Idempotency{Key: strings.Repeat("k", 1100)} })
-		}, store.ErrInvalidKey},
-		{"invalid policy", func() error { return create(func(nr *store.NewRun) { nr.Tasks[0].Policy.Retry.MaxAttempts = 0 }) }, store.ErrInvalidInput},
+			return create(func(nr *ledger.NewRun) { nr.Idempotency = &ledger.Idempotency{Key: strings.Repeat("k", 1100)} })
+		}, ledger.ErrInvalidKey},
+		{"invalid policy", func() error { return create(func(nr *ledger.NewRun) { nr.Tasks[0].Policy.Retry.MaxAttempts = 0 }) }, ledger.ErrInvalidInput},
 		{"dependency cycle", func() error {
-			return create(func(nr *store.NewRun) {
-				nr.Tasks = append(nr.Tasks, store.NewTask{ID: "second", Policy: Policy(), DependsOn: []string{"main"}})
+			return create(func(nr *ledger.NewRun) {
+				nr.Tasks = append(nr.Tasks, ledger.NewTask{ID: "second", Policy: Policy(), DependsOn: []string{"main"}})
 				nr.Tasks[0].DependsOn = []string{"second"}
 			})
-		}, store.ErrInvalidInput},
-		{"job spec over 400 KB", func() error { _, err := h.Store.CreateJob(ctx, store.Job{Name: "big", Spec: big}); return err }, store.ErrItemTooLarge},
-		{"job name empty", func() error { _, err := h.Store.CreateJob(ctx, store.Job{Name: ""}); return err }, store.ErrInvalidKey},
-		{"output ref over 400 KB", func() error { _, err := h.Store.Transition(ctx, key, huge, now, Policy()); return err }, store.ErrItemTooLarge},
-		{"reason over 400 KB", func() error { _, err := h.Store.Transition(ctx, key, evidence, now, Policy()); return err }, store.ErrItemTooLarge},
-		{"event id over the key limit", func() error { _, err := h.Store.Transition(ctx, key, longID, now, Policy()); return err }, store.ErrInvalidKey},
+		}, ledger.ErrInvalidInput},
+		{"job spec over 400 KB", func() error { _, err := h.Store.CreateJob(ctx, ledger.Job{Name: "big", Spec: big}); return err }, ledger.ErrItemTooLarge},
+		{"job name empty", func() error { _, err := h.Store.CreateJob(ctx, ledger.Job{Name: ""}); return err }, ledger.ErrInvalidKey},
+		{"output ref over 400 KB", func() error { _, err := h.Store.Transition(ctx, key, huge, now, Policy()); return err }, ledger.ErrItemTooLarge},
+		{"reason over 400 KB", func() error { _, err := h.Store.Transition(ctx, key, evidence, now, Policy()); return err }, ledger.ErrItemTooLarge},
+		{"event id over the key limit", func() error { _, err := h.Store.Transition(ctx, key, longID, now, Policy()); return err }, ledger.ErrInvalidKey},
 	}
 	for _, c := range cases {
 		if err := c.call(); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
-	var tooLarge *store.ItemTooLargeError
-	if _, err := h.CreateRun(ctx, withTasks(1, big), now); !errors.As(err, &tooLarge) || tooLarge.Size <= store.MaxItemSize {
+	var tooLarge *ledger.ItemTooLargeError
+	if _, err := h.CreateRun(ctx, withTasks(1, big), now); !errors.As(err, &tooLarge) || tooLarge.Size <= ledger.MaxItemSize {
 		t.Errorf("oversized run: %v does not say the size", err)
 	}
-	if runs, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "bad"}); err != nil || len(runs) != 0 {
+	if runs, _, err := h.Store.ListRuns(ctx, ledger.RunFilter{Job: "bad"}); err != nil || len(runs) != 0 {
 		t.Errorf("bad input created runs %v (%v)", ids(runs), err)
 	}
 	if busy, err := h.Store.HasUnfinishedRuns(ctx, "bad"); err != nil || busy {
 		t.Errorf("bad input left an unfinished run of job bad: %t %v", busy, err)
 	}
-	if _, err := h.Store.GetJob(ctx, "big"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.GetJob(ctx, "big"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("an oversized job was stored: %v", err)
 	}
 	inst := h.MustInstance(t, key)

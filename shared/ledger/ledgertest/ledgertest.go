@@ -1,10 +1,10 @@
-// Package storetest is the contract suite of the scheduler's store port
-// (scheduler.Store): every behaviour of the port as a table of cases, run
+// Package ledgertest is the contract suite of the storage contract
+// (ledger.Store): every behaviour of the port as a table of cases, run
 // against each implementation (the DynamoDB store on DynamoDB Local in
 // shared/store's tests, memstore in its own). A behaviour the scheduler
 // relies on belongs here, stated through the port only, never through an
 // implementation's layout.
-package storetest
+package ledgertest
 
 import (
 	"context"
@@ -15,15 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
 // Opener returns a fresh, empty store whose clock (the times it stamps:
 // creation, idempotency expiry, backstops) is now and whose run backstop
-// is store.DefaultRunBackstop. It cleans up after itself with t.Cleanup.
-type Opener func(t testing.TB, now func() time.Time) scheduler.Store
+// is ledger.DefaultRunBackstop. It cleans up after itself with t.Cleanup.
+type Opener func(t testing.TB, now func() time.Time) ledger.Store
 
 // Case is one behaviour of the port.
 type Case struct {
@@ -81,7 +80,7 @@ func (c *Clock) Advance(d time.Duration) time.Time {
 // compared with its stored snapshot, and each attempt the snapshot holds
 // with what GetAttempt and ReadRun say of it.
 type Harness struct {
-	Store scheduler.Store
+	Store ledger.Store
 	Clock *Clock
 
 	mu   sync.Mutex
@@ -98,7 +97,7 @@ func NewHarness(t testing.TB, open Opener) *Harness {
 }
 
 // CreateRun creates a run and remembers it for the replay check.
-func (h *Harness) CreateRun(ctx context.Context, nr store.NewRun, now time.Time) (store.RunView, error) {
+func (h *Harness) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (ledger.RunView, error) {
 	v, err := h.Store.CreateRun(ctx, nr, now)
 	if err == nil {
 		h.mu.Lock()
@@ -109,7 +108,7 @@ func (h *Harness) CreateRun(ctx context.Context, nr store.NewRun, now time.Time)
 }
 
 // MustCreate creates a run at the clock's time and fails the test on error.
-func (h *Harness) MustCreate(t testing.TB, nr store.NewRun) store.RunView {
+func (h *Harness) MustCreate(t testing.TB, nr ledger.NewRun) ledger.RunView {
 	t.Helper()
 	v, err := h.CreateRun(context.Background(), nr, h.Clock.Now())
 	if err != nil {
@@ -126,9 +125,9 @@ func (h *Harness) Runs() []string {
 }
 
 // FullHistory pages History to the end.
-func (h *Harness) FullHistory(t testing.TB, key store.InstanceKey) []statemodel.Transition {
+func (h *Harness) FullHistory(t testing.TB, key ledger.InstanceKey) []statemodel.Transition {
 	t.Helper()
-	all, err := store.FullHistory(context.Background(), h.Store, key)
+	all, err := ledger.FullHistory(context.Background(), h.Store, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +135,7 @@ func (h *Harness) FullHistory(t testing.TB, key store.InstanceKey) []statemodel.
 }
 
 // Step applies an event that must be Applied and returns the result.
-func (h *Harness) Step(t testing.TB, key store.InstanceKey, e statemodel.Event, now time.Time) store.Result {
+func (h *Harness) Step(t testing.TB, key ledger.InstanceKey, e statemodel.Event, now time.Time) ledger.Result {
 	t.Helper()
 	res, err := h.Store.Transition(context.Background(), key, e, now, Policy())
 	if err != nil {
@@ -150,7 +149,7 @@ func (h *Harness) Step(t testing.TB, key store.InstanceKey, e statemodel.Event, 
 
 // ToQueued moves a fresh instance to QUEUED with attempt 1 dispatched and
 // returns the time it used.
-func (h *Harness) ToQueued(t testing.TB, key store.InstanceKey) time.Time {
+func (h *Harness) ToQueued(t testing.TB, key ledger.InstanceKey) time.Time {
 	t.Helper()
 	now := h.Clock.Now()
 	h.Step(t, key, Ev(statemodel.EvDepsMet, 0), now)
@@ -159,7 +158,7 @@ func (h *Harness) ToQueued(t testing.TB, key store.InstanceKey) time.Time {
 }
 
 // MustInstance reads an instance and fails the test on error.
-func (h *Harness) MustInstance(t testing.TB, key store.InstanceKey) store.Instance {
+func (h *Harness) MustInstance(t testing.TB, key ledger.InstanceKey) ledger.Instance {
 	t.Helper()
 	inst, err := h.Store.GetInstance(context.Background(), key)
 	if err != nil {
@@ -248,10 +247,10 @@ var runSeq atomic.Int64
 func RunID() string { return fmt.Sprintf("01RUN%020d", runSeq.Add(1)) }
 
 // NewRun is a run of job with the named tasks, no dependencies.
-func NewRun(job string, tasks ...string) store.NewRun {
-	nr := store.NewRun{ID: RunID(), Job: job, LogicalTime: T0, Trigger: statemodel.TriggerManual, Params: []byte(`{"p":1}`), Spec: []byte(`{"tasks":[]}`)}
+func NewRun(job string, tasks ...string) ledger.NewRun {
+	nr := ledger.NewRun{ID: RunID(), Job: job, LogicalTime: T0, Trigger: statemodel.TriggerManual, Params: []byte(`{"p":1}`), Spec: []byte(`{"tasks":[]}`)}
 	for _, task := range tasks {
-		nr.Tasks = append(nr.Tasks, store.NewTask{ID: task, Pool: "default", Payload: []byte(`{"x":1}`), Policy: Policy()})
+		nr.Tasks = append(nr.Tasks, ledger.NewTask{ID: task, Pool: "default", Payload: []byte(`{"x":1}`), Policy: Policy()})
 	}
 	return nr
 }
@@ -311,7 +310,7 @@ func Parallel(t testing.TB, workers, n int, fn func(i int) error) {
 }
 
 // ids returns the ids of runs.
-func ids(runs []store.Run) []string {
+func ids(runs []ledger.Run) []string {
 	out := make([]string, len(runs))
 	for i, r := range runs {
 		out[i] = r.ID
@@ -321,9 +320,9 @@ func ids(runs []store.Run) []string {
 
 // allDue lists every due timer at `at` over all shards, paging with limit,
 // and the set of shards that held one.
-func allDue(t *testing.T, h *Harness, at time.Time, limit int) ([]store.DueTimer, map[int]bool) {
+func allDue(t *testing.T, h *Harness, at time.Time, limit int) ([]ledger.DueTimer, map[int]bool) {
 	t.Helper()
-	var got []store.DueTimer
+	var got []ledger.DueTimer
 	shards := map[int]bool{}
 	for shard := range shardCount {
 		token := ""

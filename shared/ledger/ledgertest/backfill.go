@@ -1,4 +1,4 @@
-package storetest
+package ledgertest
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -44,9 +44,9 @@ func unfinishedIgnoringBackfills(t *testing.T, h *Harness) {
 
 // NewBackfill is a backfill of job with one pending slot per hour from
 // T0's hour on.
-func NewBackfill(job string, slots, maxActive int) store.Backfill {
+func NewBackfill(job string, slots, maxActive int) ledger.Backfill {
 	from := T0.Truncate(time.Hour)
-	b := store.Backfill{
+	b := ledger.Backfill{
 		ID: fmt.Sprintf("01BF%022d", runSeq.Add(1)), Job: job, From: from, To: from.Add(time.Duration(slots) * time.Hour),
 		MaxActive: maxActive, Params: []byte(`{"b":1}`), Slots: slots,
 	}
@@ -57,7 +57,7 @@ func NewBackfill(job string, slots, maxActive int) store.Backfill {
 }
 
 // ReleaseRun is the run releasing b's oldest pending slot.
-func ReleaseRun(b store.Backfill) store.NewRun {
+func ReleaseRun(b ledger.Backfill) ledger.NewRun {
 	nr := NewRun(b.Job, "main")
 	nr.Trigger, nr.BackfillID, nr.ClaimSlot = statemodel.TriggerBackfill, b.ID, true
 	nr.LogicalTime = b.Pending[0]
@@ -65,7 +65,7 @@ func ReleaseRun(b store.Backfill) store.NewRun {
 	return nr
 }
 
-func mustBackfill(t *testing.T, h *Harness, id string) store.Backfill {
+func mustBackfill(t *testing.T, h *Harness, id string) ledger.Backfill {
 	t.Helper()
 	b, err := h.Store.GetBackfill(context.Background(), id)
 	if err != nil {
@@ -85,7 +85,7 @@ func backfillReleaseAndSettle(t *testing.T, h *Harness) {
 	if err != nil || b.Version != 1 || b.State != statemodel.BackfillRunning || b.TimerAt.IsZero() || b.CreatedAt.IsZero() {
 		t.Fatalf("CreateBackfill: %+v, %v; want RUNNING at version 1 with a timer", b, err)
 	}
-	if _, err := h.Store.CreateBackfill(ctx, b); !errors.Is(err, store.ErrAlreadyExists) {
+	if _, err := h.Store.CreateBackfill(ctx, b); !errors.Is(err, ledger.ErrAlreadyExists) {
 		t.Fatalf("the same id again: %v, want ErrAlreadyExists", err)
 	}
 	first := ReleaseRun(b)
@@ -101,15 +101,15 @@ func backfillReleaseAndSettle(t *testing.T, h *Harness) {
 	stale := ReleaseRun(b)
 	stale.LogicalTime = b.Pending[1]
 	stale.Release.Pending = b.Pending[1:]
-	if _, err := h.CreateRun(ctx, stale, h.Clock.Now()); !errors.Is(err, store.ErrVersionConflict) {
+	if _, err := h.CreateRun(ctx, stale, h.Clock.Now()); !errors.Is(err, ledger.ErrVersionConflict) {
 		t.Fatalf("release from a stale copy: %v, want ErrVersionConflict", err)
 	}
 	// max_active 1: the next slot waits for the active run.
-	if _, err := h.CreateRun(ctx, ReleaseRun(got), h.Clock.Now()); !errors.Is(err, store.ErrInvalidInput) {
+	if _, err := h.CreateRun(ctx, ReleaseRun(got), h.Clock.Now()); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("release past max_active: %v, want invalid input", err)
 	}
-	for _, nr := range []store.NewRun{stale} {
-		if _, err := h.Store.GetRun(ctx, nr.ID); !errors.Is(err, store.ErrNotFound) {
+	for _, nr := range []ledger.NewRun{stale} {
+		if _, err := h.Store.GetRun(ctx, nr.ID); !errors.Is(err, ledger.ErrNotFound) {
 			t.Fatalf("a refused release wrote run %s (%v)", nr.ID, err)
 		}
 	}
@@ -118,7 +118,7 @@ func backfillReleaseAndSettle(t *testing.T, h *Harness) {
 	settled.Active, settled.Succeeded = nil, 1
 	bad := settled
 	bad.Succeeded = 2
-	if _, err := h.Store.UpdateBackfill(ctx, bad); !errors.Is(err, store.ErrInvalidInput) {
+	if _, err := h.Store.UpdateBackfill(ctx, bad); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("counts that do not add up: %v, want invalid input", err)
 	}
 	got, err = h.Store.UpdateBackfill(ctx, settled)
@@ -134,7 +134,7 @@ func backfillReleaseAndSettle(t *testing.T, h *Harness) {
 	if read := mustBackfill(t, h, b.ID); !read.TimerAt.Equal(woken.WakeAt) {
 		t.Fatalf("read back: timer %s, want %s", read.TimerAt, woken.WakeAt)
 	}
-	if _, err := h.Store.UpdateBackfill(ctx, settled); !errors.Is(err, store.ErrVersionConflict) {
+	if _, err := h.Store.UpdateBackfill(ctx, settled); !errors.Is(err, ledger.ErrVersionConflict) {
 		t.Fatalf("settle again from version 2: %v, want ErrVersionConflict", err)
 	}
 	// Another run holds the next slot: the release writes nothing.
@@ -143,8 +143,8 @@ func backfillReleaseAndSettle(t *testing.T, h *Harness) {
 	h.MustCreate(t, other)
 	taken := ReleaseRun(got)
 	_, err = h.CreateRun(ctx, taken, h.Clock.Now())
-	var ex *store.ExistingRunError
-	if !errors.Is(err, store.ErrSlotTaken) || !errors.As(err, &ex) || ex.RunID != other.ID {
+	var ex *ledger.ExistingRunError
+	if !errors.Is(err, ledger.ErrSlotTaken) || !errors.As(err, &ex) || ex.RunID != other.ID {
 		t.Fatalf("release of a taken slot: %v, want ErrSlotTaken naming %s", err, other.ID)
 	}
 	if again := mustBackfill(t, h, b.ID); again.Version != got.Version {
@@ -159,16 +159,16 @@ func backfillReleaseAndSettle(t *testing.T, h *Harness) {
 	if read := mustBackfill(t, h, b.ID); read.State != ended.State || read.Existing != 1 || read.Created() != 2 || !read.EndedAt.Equal(ended.EndedAt) {
 		t.Fatalf("read back: %+v", read)
 	}
-	if _, err := h.Store.GetBackfill(ctx, "01BFABSENT"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.GetBackfill(ctx, "01BFABSENT"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("an absent backfill: %v", err)
 	}
 	bad = NewBackfill("bf", 2, 101)
-	if _, err := h.Store.CreateBackfill(ctx, bad); !errors.Is(err, store.ErrInvalidInput) {
+	if _, err := h.Store.CreateBackfill(ctx, bad); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("max_active 101: %v, want invalid input", err)
 	}
 	bad = NewBackfill("bf", 2, 1)
 	bad.Slots = 3
-	if _, err := h.Store.CreateBackfill(ctx, bad); !errors.Is(err, store.ErrInvalidInput) {
+	if _, err := h.Store.CreateBackfill(ctx, bad); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("counts that do not add up: %v, want invalid input", err)
 	}
 }
@@ -190,11 +190,11 @@ func backfillReleaseRace(t *testing.T, h *Harness) {
 		switch {
 		case err == nil:
 			won++
-		case !errors.Is(err, store.ErrVersionConflict) && !errors.Is(err, store.ErrSlotTaken):
+		case !errors.Is(err, ledger.ErrVersionConflict) && !errors.Is(err, ledger.ErrSlotTaken):
 			t.Fatalf("a losing release: %v", err)
 		}
 	}
-	runs, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "race"})
+	runs, _, err := h.Store.ListRuns(ctx, ledger.RunFilter{Job: "race"})
 	if won != 1 || err != nil || len(runs) != 1 {
 		t.Fatalf("%d releases won, %d runs (%v); want 1", won, len(runs), err)
 	}
@@ -238,14 +238,14 @@ func backfillListingAndTimer(t *testing.T, h *Harness) {
 	if fmt.Sprint(seen) != fmt.Sprint(ids) {
 		t.Fatalf("listed %v, want %v (newest first)", seen, ids)
 	}
-	if _, _, err := h.Store.ListBackfills(ctx, "listed", 2, "bogus"); !errors.Is(err, store.ErrInvalidToken) {
+	if _, _, err := h.Store.ListBackfills(ctx, "listed", 2, "bogus"); !errors.Is(err, ledger.ErrInvalidPageToken) {
 		t.Fatalf("a bad token: %v", err)
 	}
 	due, _ := allDue(t, h, h.Clock.Now(), 0)
 	found := map[string]bool{}
 	for _, d := range due {
-		if d.Item == store.TimerOfBackfill {
-			if d.Kind != store.TimerKindBackfill || d.Job != "listed" {
+		if d.Item == ledger.TimerOfBackfill {
+			if d.Kind != ledger.TimerKindBackfill || d.Job != "listed" {
 				t.Fatalf("backfill timer %+v", d)
 			}
 			found[d.Backfill] = true
@@ -284,8 +284,8 @@ func manualRunMarksItsSlot(t *testing.T, h *Harness) {
 	claim := NewRun("marked", "main")
 	claim.Trigger, claim.ClaimSlot, claim.LogicalTime = statemodel.TriggerSchedule, true, at
 	_, err := h.CreateRun(ctx, claim, h.Clock.Now())
-	var ex *store.ExistingRunError
-	if !errors.Is(err, store.ErrSlotTaken) || !errors.As(err, &ex) || ex.RunID != made[0] {
+	var ex *ledger.ExistingRunError
+	if !errors.Is(err, ledger.ErrSlotTaken) || !errors.As(err, &ex) || ex.RunID != made[0] {
 		t.Fatalf("claim of a marked slot: %v, want ErrSlotTaken naming %s", err, made[0])
 	}
 	taken, err := h.Store.TakenSlots(ctx, "marked", []time.Time{at})
@@ -294,7 +294,7 @@ func manualRunMarksItsSlot(t *testing.T, h *Harness) {
 	}
 	both := NewRun("marked", "main")
 	both.LogicalTime, both.MarkSlot, both.ClaimSlot = at.Add(time.Hour), true, true
-	if _, err := h.CreateRun(ctx, both, h.Clock.Now()); !errors.Is(err, store.ErrInvalidInput) {
+	if _, err := h.CreateRun(ctx, both, h.Clock.Now()); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("a run that claims and marks: %v, want invalid input", err)
 	}
 }

@@ -1,4 +1,4 @@
-package storetest
+package ledgertest
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -117,7 +117,7 @@ func transitionAll(t *testing.T, h *Harness) {
 		t.Fatalf("stored %s claimed by %q, executor %q %q; want RUNNING claimed by w, executor lambda %s",
 			stored.Snapshot.State, cur.WorkerID, cur.Executor, cur.ExecutorID, dispatch.ExecutorID)
 	}
-	if _, err := h.Store.TransitionAll(ctx, stored, nil, now, Policy()); !errors.Is(err, store.ErrInvalidInput) {
+	if _, err := h.Store.TransitionAll(ctx, stored, nil, now, Policy()); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("no event: %v, want invalid input", err)
 	}
 }
@@ -166,7 +166,7 @@ func markRunStarted(t *testing.T, h *Harness) {
 	if busy, err := h.Store.HasUnfinishedRuns(ctx, "started"); err != nil || !busy {
 		t.Fatalf("a RUNNING run is not unfinished: %t %v", busy, err)
 	}
-	if _, err := h.Store.MarkRunStarted(ctx, "a#b"); !errors.Is(err, store.ErrInvalidKey) {
+	if _, err := h.Store.MarkRunStarted(ctx, "a#b"); !errors.Is(err, ledger.ErrInvalidKey) {
 		t.Fatalf("an invalid run id: %v, want invalid key", err)
 	}
 }
@@ -254,7 +254,7 @@ func runDeadline(t *testing.T, h *Harness) {
 	nr = NewRun("deadline", "main")
 	nr.DeadlineAt = at.Add(time.Second)
 	done := h.MustCreate(t, nr)
-	fin, err := h.Store.UpdateRunState(ctx, done.Run, store.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired})
+	fin, err := h.Store.UpdateRunState(ctx, done.Run, ledger.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func runDeadline(t *testing.T, h *Harness) {
 		t.Fatalf("a refused mark is no error: %v", err)
 	}
 	plain := h.MustCreate(t, NewRun("deadline", "main"))
-	if _, _, err := h.Store.MarkDeadlineMissed(ctx, plain.Run); !errors.Is(err, store.ErrInvalidInput) {
+	if _, _, err := h.Store.MarkDeadlineMissed(ctx, plain.Run); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("a run without deadline: %v, want invalid input", err)
 	}
 }
@@ -284,7 +284,7 @@ func runDependencyTimeout(t *testing.T, h *Harness) {
 		t.Helper()
 		timers, _ := allDue(t, h, at, 0)
 		for _, d := range timers {
-			if d.Item == store.TimerOfRun && d.Run == id {
+			if d.Item == ledger.TimerOfRun && d.Run == id {
 				return true
 			}
 		}
@@ -312,16 +312,16 @@ func runDependencyTimeout(t *testing.T, h *Harness) {
 	if re, err := h.Store.RearmRunBackstop(ctx, run); err != nil || !re.TimerAt.Equal(nr.DependencyTimeoutAt) {
 		t.Fatalf("re-armed before the dependency timeout: timer %s (%v), want %s", re.TimerAt, err, nr.DependencyTimeoutAt)
 	}
-	run, err = h.Store.UpdateRunState(ctx, run, store.RunUpdate{ExecutionState: statemodel.RunQueued, PublicationState: statemodel.PublicationNotRequired})
+	run, err = h.Store.UpdateRunState(ctx, run, ledger.RunUpdate{ExecutionState: statemodel.RunQueued, PublicationState: statemodel.PublicationNotRequired})
 	if err != nil || !run.TimerAt.Equal(nr.DependencyTimeoutAt) {
 		t.Fatalf("stored before the dependency timeout: timer %s (%v), want %s", run.TimerAt, err, nr.DependencyTimeoutAt)
 	}
 
 	// At the timeout: the pass's write goes back to the backstop.
 	at := h.Clock.Advance(2 * time.Second)
-	run, err = h.Store.UpdateRunState(ctx, run, store.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationNotRequired})
-	if err != nil || !run.TimerAt.Equal(at.Add(store.DefaultRunBackstop)) {
-		t.Fatalf("stored at the dependency timeout: timer %s (%v), want the backstop %s", run.TimerAt, err, at.Add(store.DefaultRunBackstop))
+	run, err = h.Store.UpdateRunState(ctx, run, ledger.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationNotRequired})
+	if err != nil || !run.TimerAt.Equal(at.Add(ledger.DefaultRunBackstop)) {
+		t.Fatalf("stored at the dependency timeout: timer %s (%v), want the backstop %s", run.TimerAt, err, at.Add(ledger.DefaultRunBackstop))
 	}
 	if stored, err := h.Store.GetRun(ctx, run.ID); err != nil || !stored.TimerAt.Equal(run.TimerAt) || !stored.DependencyTimeoutAt.Equal(nr.DependencyTimeoutAt) {
 		t.Fatalf("stored %+v (%v), want timer %s and the dependency timeout kept", stored, err, run.TimerAt)
@@ -329,7 +329,7 @@ func runDependencyTimeout(t *testing.T, h *Harness) {
 	if runDue(run.ID, at) {
 		t.Fatal("the run's timer is still due after the pass at its dependency timeout")
 	}
-	if re, err := h.Store.RearmRunBackstop(ctx, run); err != nil || !re.TimerAt.Equal(at.Add(store.DefaultRunBackstop)) {
+	if re, err := h.Store.RearmRunBackstop(ctx, run); err != nil || !re.TimerAt.Equal(at.Add(ledger.DefaultRunBackstop)) {
 		t.Fatalf("re-armed after the dependency timeout: timer %s (%v), want the backstop", re.TimerAt, err)
 	}
 
@@ -349,8 +349,8 @@ func runDependencyTimeout(t *testing.T, h *Harness) {
 	}
 	now = h.Clock.Now()
 	nr = NewRun("deps-timeout", "main")
-	nr.DependencyTimeoutAt = now.Add(store.DefaultRunBackstop + time.Minute)
-	if far := h.MustCreate(t, nr); !far.Run.TimerAt.Equal(now.Add(store.DefaultRunBackstop)) {
-		t.Fatalf("timer %s, want the backstop %s before a later dependency timeout", far.Run.TimerAt, now.Add(store.DefaultRunBackstop))
+	nr.DependencyTimeoutAt = now.Add(ledger.DefaultRunBackstop + time.Minute)
+	if far := h.MustCreate(t, nr); !far.Run.TimerAt.Equal(now.Add(ledger.DefaultRunBackstop)) {
+		t.Fatalf("timer %s, want the backstop %s before a later dependency timeout", far.Run.TimerAt, now.Add(ledger.DefaultRunBackstop))
 	}
 }

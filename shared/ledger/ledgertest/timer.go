@@ -1,4 +1,4 @@
-package storetest
+package ledgertest
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -26,10 +26,10 @@ func dueTimers(t *testing.T, h *Harness) {
 	ctx := context.Background()
 	now := h.Clock.Now()
 	const finished = 1000
-	var keys []store.InstanceKey
-	var runs []store.RunView
+	var keys []ledger.InstanceKey
+	var runs []ledger.RunView
 	for made := 0; made < finished; {
-		n := min(store.MaxTasksPerRun, finished-made)
+		n := min(ledger.MaxTasksPerRun, finished-made)
 		tasks := make([]string, n)
 		for i := range tasks {
 			tasks[i] = fmt.Sprintf("t%03d", i)
@@ -51,7 +51,7 @@ func dueTimers(t *testing.T, h *Harness) {
 			t.Fatal(err)
 		}
 		d := statemodel.DeriveRunState(fresh.Nodes())
-		if _, err := h.Store.UpdateRunState(ctx, fresh.Run, store.RunUpdate{
+		if _, err := h.Store.UpdateRunState(ctx, fresh.Run, ledger.RunUpdate{
 			ExecutionState: d.State, PublicationState: statemodel.DerivePublication(fresh.Nodes()),
 		}); err != nil || d.State != statemodel.RunSucceeded {
 			t.Fatalf("finish run %s (%s): %v", v.Run.ID, d.State, err)
@@ -75,8 +75,8 @@ func dueTimers(t *testing.T, h *Harness) {
 	got, shards := allDue(t, h, at, 3)
 	var gotTasks []string
 	for _, d := range got {
-		if d.Item != store.TimerOfInstance || d.Run != due.Run.ID || d.Kind != string(statemodel.TimerDepsRecheck) || d.Job != "live" ||
-			d.Instance() != (store.InstanceKey{Run: due.Run.ID, Task: d.Task}) {
+		if d.Item != ledger.TimerOfInstance || d.Run != due.Run.ID || d.Kind != string(statemodel.TimerDepsRecheck) || d.Job != "live" ||
+			d.Instance() != (ledger.InstanceKey{Run: due.Run.ID, Task: d.Task}) {
 			t.Errorf("unexpected due timer %+v", d)
 		}
 		gotTasks = append(gotTasks, d.Task)
@@ -96,7 +96,7 @@ func dueTimers(t *testing.T, h *Harness) {
 		}
 	}
 	for _, shard := range []int{-1, shardCount} {
-		if _, _, err := h.Store.ListDueTimers(ctx, shard, at, 0, ""); !errors.Is(err, store.ErrInvalidInput) {
+		if _, _, err := h.Store.ListDueTimers(ctx, shard, at, 0, ""); !errors.Is(err, ledger.ErrInvalidInput) {
 			t.Fatalf("shard %d: %v, want invalid input", shard, err)
 		}
 	}
@@ -109,12 +109,12 @@ func instanceTimerFollowsState(t *testing.T, h *Harness) {
 	v := h.MustCreate(t, NewRun("timers", "main"))
 	key := v.Tasks[0].Instance.Key
 	p := Policy()
-	instanceDue := func(at time.Time) []store.DueTimer {
+	instanceDue := func(at time.Time) []ledger.DueTimer {
 		t.Helper()
 		timers, _ := allDue(t, h, at, 0)
-		var out []store.DueTimer
+		var out []ledger.DueTimer
 		for _, d := range timers {
-			if d.Item == store.TimerOfInstance {
+			if d.Item == ledger.TimerOfInstance {
 				out = append(out, d)
 			}
 		}

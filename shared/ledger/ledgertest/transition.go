@@ -1,4 +1,4 @@
-package storetest
+package ledgertest
 
 import (
 	"context"
@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
 type outcome struct {
-	res store.Result
+	res ledger.Result
 	err error
 }
 
@@ -154,7 +154,7 @@ func sameEventConcurrently(t *testing.T, h *Harness) {
 
 // toAttempt2Running loses attempt 1 (lease expiry, evidence window), retries
 // and claims attempt 2; it returns the time it reached.
-func toAttempt2Running(t *testing.T, h *Harness, key store.InstanceKey) time.Time {
+func toAttempt2Running(t *testing.T, h *Harness, key ledger.InstanceKey) time.Time {
 	t.Helper()
 	p := Policy()
 	now := h.ToQueued(t, key)
@@ -214,7 +214,7 @@ func lateSuccessFromOlderAttempt(t *testing.T, h *Harness) {
 	}
 }
 
-// lateEventsCapped: an attempt keeps its first store.MaxLateEvents late
+// lateEventsCapped: an attempt keeps its first ledger.MaxLateEvents late
 // events and counts the deliveries of later ones, so no flood of stale
 // reports grows it; a kept event delivered again is kept once.
 func lateEventsCapped(t *testing.T, h *Harness) {
@@ -229,7 +229,7 @@ func lateEventsCapped(t *testing.T, h *Harness) {
 	h.Step(t, key, Ev(statemodel.EvRetryDue, 0), now)
 	h.Step(t, key, Dispatch(2), now)
 
-	const sent = store.MaxLateEvents + 4
+	const sent = ledger.MaxLateEvents + 4
 	var first statemodel.Event
 	for i := range sent {
 		late := Ev(statemodel.EvSucceeded, 1)
@@ -248,9 +248,9 @@ func lateEventsCapped(t *testing.T, h *Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.Late) != store.MaxLateEvents || a.LateDropped != sent-store.MaxLateEvents || a.Late[0].EventID != first.ID {
+	if len(a.Late) != ledger.MaxLateEvents || a.LateDropped != sent-ledger.MaxLateEvents || a.Late[0].EventID != first.ID {
 		t.Fatalf("attempt 1 keeps %d late events and counts %d dropped; want %d (first %s) and %d",
-			len(a.Late), a.LateDropped, store.MaxLateEvents, first.ID, sent-store.MaxLateEvents)
+			len(a.Late), a.LateDropped, ledger.MaxLateEvents, first.ID, sent-ledger.MaxLateEvents)
 	}
 }
 
@@ -364,15 +364,15 @@ func attemptsBeyondTheSnapshot(t *testing.T, h *Harness) {
 	if err != nil || len(a1.Late) != 1 || a1.Late[0].EventID != late.ID || a1.TokenHash != "hash-1" {
 		t.Fatalf("attempt 1: %+v, %v", a1, err)
 	}
-	if _, err := h.Store.GetAttempt(ctx, key, total+1); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.GetAttempt(ctx, key, total+1); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("attempt %d: %v, want ErrNotFound", total+1, err)
 	}
-	if _, err := h.Store.GetAttempt(ctx, key, 0); !errors.Is(err, store.ErrInvalidInput) {
+	if _, err := h.Store.GetAttempt(ctx, key, 0); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("attempt 0: %v, want ErrInvalidInput", err)
 	}
 }
 
-// storedPolicy: store.StoredPolicy decides with the instance's own policy.
+// storedPolicy: ledger.StoredPolicy decides with the instance's own policy.
 func storedPolicy(t *testing.T, h *Harness) {
 	nr := NewRun("stored-policy", "main")
 	nr.Tasks[0].Policy.Retry.MaxAttempts = 1 // no retry
@@ -380,7 +380,7 @@ func storedPolicy(t *testing.T, h *Harness) {
 	key := v.Tasks[0].Instance.Key
 	now := h.ToQueued(t, key)
 	h.Step(t, key, Started(1, "w"), now)
-	res, err := h.Store.Transition(context.Background(), key, Ev(statemodel.EvFailed, 1), now, store.StoredPolicy(nil))
+	res, err := h.Store.Transition(context.Background(), key, Ev(statemodel.EvFailed, 1), now, ledger.StoredPolicy(nil))
 	if err != nil || res.Outcome != statemodel.Applied || res.Snapshot.State != statemodel.StateFailed {
 		t.Fatalf("failure under the stored policy (one attempt): %s %s %v; want FAILED", res.Outcome, res.Snapshot.State, err)
 	}
@@ -389,8 +389,8 @@ func storedPolicy(t *testing.T, h *Harness) {
 // transitionErrors: a missing instance, a rejected event, a malformed one.
 func transitionErrors(t *testing.T, h *Harness) {
 	ctx := context.Background()
-	_, err := h.Store.Transition(ctx, store.InstanceKey{Run: "missing", Task: "main"}, Ev(statemodel.EvDepsMet, 0), T0, Policy())
-	if !errors.Is(err, store.ErrNotFound) {
+	_, err := h.Store.Transition(ctx, ledger.InstanceKey{Run: "missing", Task: "main"}, Ev(statemodel.EvDepsMet, 0), T0, Policy())
+	if !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("missing instance: %v, want not found", err)
 	}
 	v := h.MustCreate(t, NewRun("errs", "main"))
@@ -408,7 +408,7 @@ func transitionErrors(t *testing.T, h *Harness) {
 	if res, err := h.Store.Transition(ctx, key, noID, T0, Policy()); res.Outcome != statemodel.Rejected || !errors.Is(err, statemodel.ErrInvalidEvent) {
 		t.Fatalf("an event without an id: %s %v, want rejected, invalid event", res.Outcome, err)
 	}
-	if _, err := h.Store.Transition(ctx, store.InstanceKey{Run: key.Run, Task: "a#b"}, Ev(statemodel.EvDepsMet, 0), T0, Policy()); !errors.Is(err, store.ErrInvalidKey) {
+	if _, err := h.Store.Transition(ctx, ledger.InstanceKey{Run: key.Run, Task: "a#b"}, Ev(statemodel.EvDepsMet, 0), T0, Policy()); !errors.Is(err, ledger.ErrInvalidKey) {
 		t.Fatalf("a task id with the key separator: %v, want invalid key", err)
 	}
 	if got := h.MustInstance(t, key); got.Snapshot.Version != v.Tasks[0].Instance.Snapshot.Version {
@@ -441,7 +441,7 @@ func historyPages(t *testing.T, h *Harness) {
 		if next == "" {
 			break
 		}
-		if _, _, err := h.Store.History(ctx, v.Tasks[1].Instance.Key, 2, next); !errors.Is(err, store.ErrInvalidToken) {
+		if _, _, err := h.Store.History(ctx, v.Tasks[1].Instance.Key, 2, next); !errors.Is(err, ledger.ErrInvalidPageToken) {
 			t.Fatalf("a token of %s on %s: %v, want invalid token", key, v.Tasks[1].Instance.Key, err)
 		}
 		token = next
@@ -450,10 +450,10 @@ func historyPages(t *testing.T, h *Harness) {
 		t.Fatalf("history seqs %v, want 1..5 in order", seqs)
 	}
 	first := h.FullHistory(t, key)[0]
-	if first.Event != statemodel.EvCreated || first.EventID != store.CreationEventID(key.Run, key.Task) || first.To != statemodel.StateCreated {
+	if first.Event != statemodel.EvCreated || first.EventID != ledger.CreationEventID(key.Run, key.Task) || first.To != statemodel.StateCreated {
 		t.Fatalf("first record %+v, want instance.created", first)
 	}
-	if _, _, err := h.Store.History(ctx, key, 0, "not-a-token"); !errors.Is(err, store.ErrInvalidToken) {
+	if _, _, err := h.Store.History(ctx, key, 0, "not-a-token"); !errors.Is(err, ledger.ErrInvalidPageToken) {
 		t.Fatalf("a made-up token: %v, want invalid token", err)
 	}
 }

@@ -1,4 +1,4 @@
-package storetest
+package ledgertest
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -62,7 +62,7 @@ func heartbeat(t *testing.T, h *Harness) {
 
 	now = h.Clock.Advance(p.Timeouts.Cancel + time.Second)
 	h.Step(t, key, Ev(statemodel.EvCancelTimeout, 1), now)
-	if _, err := h.Store.Heartbeat(ctx, key, 1, now, p.Timeouts.Heartbeat); !errors.Is(err, store.ErrLostNeedsTransition) {
+	if _, err := h.Store.Heartbeat(ctx, key, 1, now, p.Timeouts.Heartbeat); !errors.Is(err, ledger.ErrLostNeedsTransition) {
 		t.Fatalf("heartbeat while lost: %v, want ErrLostNeedsTransition", err)
 	}
 	res := h.Step(t, key, Ev(statemodel.EvHeartbeat, 1), now)
@@ -73,20 +73,20 @@ func heartbeat(t *testing.T, h *Harness) {
 	if _, err := h.Store.Heartbeat(ctx, key, 1, now, p.Timeouts.Heartbeat); !errors.Is(err, statemodel.ErrIllegalTransition) {
 		t.Fatalf("heartbeat after cancel: %v, want illegal transition", err)
 	}
-	if _, err := h.Store.Heartbeat(ctx, store.InstanceKey{Run: "nope", Task: "main"}, 1, now, time.Minute); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.Heartbeat(ctx, ledger.InstanceKey{Run: "nope", Task: "main"}, 1, now, time.Minute); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("heartbeat of a missing instance: %v, want not found", err)
 	}
 	for name, call := range map[string]func() error{
 		"no lease":  func() error { _, err := h.Store.Heartbeat(ctx, key, 1, now, 0); return err },
 		"attempt 0": func() error { _, err := h.Store.Heartbeat(ctx, key, 0, now, time.Minute); return err },
 		"an invalid key": func() error {
-			_, err := h.Store.Heartbeat(ctx, store.InstanceKey{Run: key.Run, Task: "a#b"}, 1, now, 1)
+			_, err := h.Store.Heartbeat(ctx, ledger.InstanceKey{Run: key.Run, Task: "a#b"}, 1, now, 1)
 			return err
 		},
 	} {
-		want := store.ErrInvalidInput
+		want := ledger.ErrInvalidInput
 		if name == "an invalid key" {
-			want = store.ErrInvalidKey
+			want = ledger.ErrInvalidKey
 		}
 		if err := call(); !errors.Is(err, want) {
 			t.Errorf("heartbeat with %s: %v, want %v", name, err, want)
@@ -111,7 +111,7 @@ func heartbeatOfAnOlderAttempt(t *testing.T, h *Harness) {
 	h.Step(t, key, Ev(statemodel.EvRetryDue, 0), now)
 	h.Step(t, key, Dispatch(2), now)
 	h.Step(t, key, Started(2, "w2"), now)
-	if _, err := h.Store.Heartbeat(ctx, key, 1, now, time.Minute); !errors.Is(err, store.ErrStaleAttempt) {
+	if _, err := h.Store.Heartbeat(ctx, key, 1, now, time.Minute); !errors.Is(err, ledger.ErrStaleAttempt) {
 		t.Fatalf("heartbeat of attempt 1: %v, want stale attempt", err)
 	}
 	if res := h.Step(t, key, Succeeded(2), now); res.Snapshot.State != statemodel.StateSucceeded {

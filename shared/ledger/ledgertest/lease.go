@@ -1,4 +1,4 @@
-package storetest
+package ledgertest
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 )
 
 var leaseCases = []Case{
@@ -23,14 +23,14 @@ func workerLeaseOrder(t *testing.T, h *Harness) {
 		t.Fatalf("a worker never seen: %+v %v, want the zero lease", got, err)
 	}
 	oldStart, newStart := T0, T0.Add(5*time.Second)
-	lease := func(boot string, started time.Time, seq int64) store.WorkerLease {
-		return store.WorkerLease{Name: "w1", BootID: boot, BootStartedAt: started, Seq: seq,
+	lease := func(boot string, started time.Time, seq int64) ledger.WorkerLease {
+		return ledger.WorkerLease{Name: "w1", BootID: boot, BootStartedAt: started, Seq: seq,
 			ExpiresAt: T0.Add(time.Minute), EndsAt: T0.Add(time.Minute + time.Duration(seq)*time.Second), UpdatedAt: T0,
-			Running: []store.AttemptKey{{Run: "r", Task: "t", Attempt: int(seq)}}}
+			Running: []ledger.AttemptKey{{Run: "r", Task: "t", Attempt: int(seq)}}}
 	}
 	steps := []struct {
 		name     string
-		put      store.WorkerLease
+		put      ledger.WorkerLease
 		wantBoot string
 		wantSeq  int64
 	}{
@@ -60,10 +60,10 @@ func workerLeaseOrder(t *testing.T, h *Harness) {
 		t.Fatal(err)
 	}
 	if !got.BootStartedAt.Equal(newStart) || !got.EndsAt.Equal(T0.Add(time.Minute+2*time.Second)) || !got.ExpiresAt.Equal(T0.Add(time.Minute)) ||
-		!got.UpdatedAt.Equal(T0) || len(got.Running) != 1 || got.Running[0] != (store.AttemptKey{Run: "r", Task: "t", Attempt: 2}) {
+		!got.UpdatedAt.Equal(T0) || len(got.Running) != 1 || got.Running[0] != (ledger.AttemptKey{Run: "r", Task: "t", Attempt: 2}) {
 		t.Fatalf("stored lease %+v: a field was lost", got)
 	}
-	if err := h.Store.PutWorkerLease(ctx, store.WorkerLease{Name: "a#b", BootID: "x"}); !errors.Is(err, store.ErrInvalidKey) {
+	if err := h.Store.PutWorkerLease(ctx, ledger.WorkerLease{Name: "a#b", BootID: "x"}); !errors.Is(err, ledger.ErrInvalidKey) {
 		t.Fatalf("a worker name with the key separator: %v, want invalid key", err)
 	}
 }
@@ -73,7 +73,7 @@ func workerLeaseOrder(t *testing.T, h *Harness) {
 func workerLeaseUnorderedBoots(t *testing.T, h *Harness) {
 	ctx := context.Background()
 	for _, boot := range []string{"a", "b", "a"} {
-		if err := h.Store.PutWorkerLease(ctx, store.WorkerLease{Name: "w2", BootID: boot, Seq: 1, ExpiresAt: T0}); err != nil {
+		if err := h.Store.PutWorkerLease(ctx, ledger.WorkerLease{Name: "w2", BootID: boot, Seq: 1, ExpiresAt: T0}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := h.Store.GetWorkerLease(ctx, "w2")

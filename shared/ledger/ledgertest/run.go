@@ -1,4 +1,4 @@
-package storetest
+package ledgertest
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -35,7 +35,7 @@ var runCases = []Case{
 // one, is refused and writes nothing.
 func runTrigger(t *testing.T, h *Harness) {
 	ctx := context.Background()
-	var made []store.NewRun
+	var made []ledger.NewRun
 	for _, tr := range statemodel.AllTriggers() {
 		nr := NewRun("trig", "main")
 		nr.Trigger = tr
@@ -46,7 +46,7 @@ func runTrigger(t *testing.T, h *Harness) {
 		made = append(made, nr)
 	}
 	for _, nr := range made {
-		check := func(how string, r store.Run, err error) {
+		check := func(how string, r ledger.Run, err error) {
 			t.Helper()
 			if err != nil || r.Trigger != nr.Trigger || r.BackfillID != nr.BackfillID {
 				t.Fatalf("%s %s: trigger %q backfill %q (%v); want %q %q", how, nr.ID, r.Trigger, r.BackfillID, err, nr.Trigger, nr.BackfillID)
@@ -56,10 +56,10 @@ func runTrigger(t *testing.T, h *Harness) {
 		check("GetRun", r, err)
 		v, err := h.Store.ReadRun(ctx, nr.ID)
 		check("ReadRun", v.Run, err)
-		_, r, err = h.Store.GetInstanceAndRun(ctx, store.InstanceKey{Run: nr.ID, Task: "main"})
+		_, r, err = h.Store.GetInstanceAndRun(ctx, ledger.InstanceKey{Run: nr.ID, Task: "main"})
 		check("GetInstanceAndRun", r, err)
 	}
-	runs, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "trig"})
+	runs, _, err := h.Store.ListRuns(ctx, ledger.RunFilter{Job: "trig"})
 	if err != nil || len(runs) != len(made) {
 		t.Fatalf("ListRuns: %d runs, %v", len(runs), err)
 	}
@@ -68,19 +68,19 @@ func runTrigger(t *testing.T, h *Harness) {
 			t.Fatalf("ListRuns: run %s has trigger %q", r.ID, r.Trigger)
 		}
 	}
-	bad := []func(*store.NewRun){
-		func(nr *store.NewRun) { nr.Trigger = "" },
-		func(nr *store.NewRun) { nr.Trigger = "cron" },
-		func(nr *store.NewRun) { nr.Trigger = statemodel.TriggerBackfill },
-		func(nr *store.NewRun) { nr.BackfillID = "01BACKFILL" },
+	bad := []func(*ledger.NewRun){
+		func(nr *ledger.NewRun) { nr.Trigger = "" },
+		func(nr *ledger.NewRun) { nr.Trigger = "cron" },
+		func(nr *ledger.NewRun) { nr.Trigger = statemodel.TriggerBackfill },
+		func(nr *ledger.NewRun) { nr.BackfillID = "01BACKFILL" },
 	}
 	for i, mutate := range bad {
 		nr := NewRun("trig-bad", "main")
 		mutate(&nr)
-		if _, err := h.CreateRun(ctx, nr, h.Clock.Now()); !errors.Is(err, store.ErrInvalidInput) {
+		if _, err := h.CreateRun(ctx, nr, h.Clock.Now()); !errors.Is(err, ledger.ErrInvalidInput) {
 			t.Fatalf("bad trigger #%d: %v, want invalid input", i, err)
 		}
-		if _, err := h.Store.GetRun(ctx, nr.ID); !errors.Is(err, store.ErrNotFound) {
+		if _, err := h.Store.GetRun(ctx, nr.ID); !errors.Is(err, ledger.ErrNotFound) {
 			t.Fatalf("bad trigger #%d wrote run %s (%v)", i, nr.ID, err)
 		}
 	}
@@ -96,19 +96,19 @@ func scheduledTasksAndRunStart(t *testing.T, h *Harness) {
 	nr.Tasks[0].Scheduled = true
 	nr.Tasks[1].DependsOn = []string{"root"}
 	v := h.MustCreate(t, nr)
-	root := store.InstanceKey{Run: v.Run.ID, Task: "root"}
+	root := ledger.InstanceKey{Run: v.Run.ID, Task: "root"}
 	inst, run, err := h.Store.GetInstanceAndRun(ctx, root)
 	if err != nil || inst.Snapshot.State != statemodel.StateScheduled || run.ID != v.Run.ID || string(run.Params) != string(nr.Params) {
 		t.Fatalf("GetInstanceAndRun: %s, run %q, %v; want SCHEDULED with its run", inst.Snapshot.State, run.ID, err)
 	}
 	hist := h.FullHistory(t, root)
-	if len(hist) != 2 || hist[1].Event != statemodel.EvDepsMet || hist[1].EventID != store.DepsEventID(1) {
+	if len(hist) != 2 || hist[1].Event != statemodel.EvDepsMet || hist[1].EventID != ledger.DepsEventID(1) {
 		t.Fatalf("root's history %+v: want created, deps.met", hist)
 	}
-	if leaf := h.MustInstance(t, store.InstanceKey{Run: v.Run.ID, Task: "leaf"}); leaf.Snapshot.State != statemodel.StateCreated {
+	if leaf := h.MustInstance(t, ledger.InstanceKey{Run: v.Run.ID, Task: "leaf"}); leaf.Snapshot.State != statemodel.StateCreated {
 		t.Fatalf("leaf is %s, want CREATED", leaf.Snapshot.State)
 	}
-	if _, _, err := h.Store.GetInstanceAndRun(ctx, store.InstanceKey{Run: v.Run.ID, Task: "absent"}); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := h.Store.GetInstanceAndRun(ctx, ledger.InstanceKey{Run: v.Run.ID, Task: "absent"}); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("GetInstanceAndRun of a missing task: %v", err)
 	}
 	for i, want := range []bool{true, false} {
@@ -122,7 +122,7 @@ func scheduledTasksAndRunStart(t *testing.T, h *Harness) {
 		t.Fatalf("run after MarkRunStarted: %+v, %v; want RUNNING at version %d", got, err, v.Run.Version+1)
 	}
 	// A version read before the mark no longer stores.
-	if _, err := h.Store.UpdateRunState(ctx, v.Run, store.RunUpdate{ExecutionState: statemodel.RunQueued, PublicationState: v.Run.PublicationState}); !errors.Is(err, store.ErrVersionConflict) {
+	if _, err := h.Store.UpdateRunState(ctx, v.Run, ledger.RunUpdate{ExecutionState: statemodel.RunQueued, PublicationState: v.Run.PublicationState}); !errors.Is(err, ledger.ErrVersionConflict) {
 		t.Fatalf("UpdateRunState from the version before the mark: %v, want ErrVersionConflict", err)
 	}
 }
@@ -158,23 +158,23 @@ func slotClaimRace(t *testing.T, h *Harness) {
 			if a.err == nil {
 				continue
 			}
-			var ex *store.ExistingRunError
-			if !errors.Is(a.err, store.ErrSlotTaken) || !errors.As(a.err, &ex) || ex.RunID != winner {
+			var ex *ledger.ExistingRunError
+			if !errors.Is(a.err, ledger.ErrSlotTaken) || !errors.As(a.err, &ex) || ex.RunID != winner {
 				t.Fatalf("round %d caller %d: %v; want ErrSlotTaken naming %s", round, i, a.err, winner)
 			}
-			if _, err := h.Store.GetRun(ctx, a.run); !errors.Is(err, store.ErrNotFound) {
+			if _, err := h.Store.GetRun(ctx, a.run); !errors.Is(err, ledger.ErrNotFound) {
 				t.Fatalf("round %d: losing run %s exists (%v)", round, a.run, err)
 			}
 		}
 	}
-	runs, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "cron"})
+	runs, _, err := h.Store.ListRuns(ctx, ledger.RunFilter{Job: "cron"})
 	if err != nil || len(runs) != 5 {
 		t.Fatalf("job has %d runs (%v), want 5", len(runs), err)
 	}
 	nr := NewRun("cron", "x")
 	nr.ClaimSlot = true
 	nr.LogicalTime = time.Time{}
-	if _, err := h.CreateRun(ctx, nr, h.Clock.Now()); !errors.Is(err, store.ErrInvalidInput) {
+	if _, err := h.CreateRun(ctx, nr, h.Clock.Now()); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("a slot claim without a logical time: %v, want invalid input", err)
 	}
 }
@@ -184,28 +184,28 @@ func slotClaimRace(t *testing.T, h *Harness) {
 func idempotencyKey(t *testing.T, h *Harness) {
 	ctx := context.Background()
 	first := NewRun("idem", "main")
-	first.Idempotency = &store.Idempotency{Key: "k-1", BodyHash: "h1"}
+	first.Idempotency = &ledger.Idempotency{Key: "k-1", BodyHash: "h1"}
 	h.MustCreate(t, first)
 
 	again := NewRun("idem", "main")
-	again.Idempotency = &store.Idempotency{Key: "k-1", BodyHash: "h1"}
+	again.Idempotency = &ledger.Idempotency{Key: "k-1", BodyHash: "h1"}
 	_, err := h.CreateRun(ctx, again, h.Clock.Now())
-	var ex *store.ExistingRunError
-	if !errors.Is(err, store.ErrIdempotentReplay) || !errors.As(err, &ex) || ex.RunID != first.ID || ex.BodyHash != "h1" {
+	var ex *ledger.ExistingRunError
+	if !errors.Is(err, ledger.ErrIdempotentReplay) || !errors.As(err, &ex) || ex.RunID != first.ID || ex.BodyHash != "h1" {
 		t.Fatalf("same key, same body: %v; want replay of %s", err, first.ID)
 	}
 	other := NewRun("idem", "main")
-	other.Idempotency = &store.Idempotency{Key: "k-1", BodyHash: "h2"}
-	if _, err := h.CreateRun(ctx, other, h.Clock.Now()); !errors.Is(err, store.ErrIdempotencyMismatch) || !errors.As(err, &ex) || ex.RunID != first.ID {
+	other.Idempotency = &ledger.Idempotency{Key: "k-1", BodyHash: "h2"}
+	if _, err := h.CreateRun(ctx, other, h.Clock.Now()); !errors.Is(err, ledger.ErrIdempotencyMismatch) || !errors.As(err, &ex) || ex.RunID != first.ID {
 		t.Fatalf("same key, other body: %v; want mismatch naming %s", err, first.ID)
 	}
 	// The same key of another job is another key.
 	elsewhere := NewRun("idem-2", "main")
-	elsewhere.Idempotency = &store.Idempotency{Key: "k-1", BodyHash: "h2"}
+	elsewhere.Idempotency = &ledger.Idempotency{Key: "k-1", BodyHash: "h2"}
 	h.MustCreate(t, elsewhere)
-	h.Clock.Advance(store.IdempotencyTTL + time.Second)
+	h.Clock.Advance(ledger.IdempotencyTTL + time.Second)
 	later := NewRun("idem", "main")
-	later.Idempotency = &store.Idempotency{Key: "k-1", BodyHash: "h2"}
+	later.Idempotency = &ledger.Idempotency{Key: "k-1", BodyHash: "h2"}
 	if _, err := h.CreateRun(ctx, later, h.Clock.Now()); err != nil {
 		t.Fatalf("expired key: %v", err)
 	}
@@ -221,10 +221,10 @@ func runs(t *testing.T, h *Harness) {
 	nr.Tasks[1].Executor = []byte(`{"type":"lambda","function":"fn"}`)
 	v := h.MustCreate(t, nr)
 	if v.Run.ExecutionState != statemodel.RunQueued || v.Run.PublicationState != statemodel.PublicationPending || v.Run.Version != 1 ||
-		!v.Run.TimerAt.Equal(T0.Add(store.DefaultRunBackstop)) {
+		!v.Run.TimerAt.Equal(T0.Add(ledger.DefaultRunBackstop)) {
 		t.Fatalf("new run %+v", v.Run)
 	}
-	if _, err := h.CreateRun(ctx, nr, T0); !errors.Is(err, store.ErrAlreadyExists) {
+	if _, err := h.CreateRun(ctx, nr, T0); !errors.Is(err, ledger.ErrAlreadyExists) {
 		t.Fatalf("same run id again: %v", err)
 	}
 	other := h.MustCreate(t, NewRun("other", "main"))
@@ -253,45 +253,45 @@ func runs(t *testing.T, h *Harness) {
 	if in, err := h.Store.GetInstance(ctx, read.Tasks[1].Instance.Key); err != nil || string(in.Executor) != string(nr.Tasks[1].Executor) {
 		t.Fatalf("get instance: executor %q (%v)", in.Executor, err)
 	}
-	if _, err := h.Store.ReadRun(ctx, "absent"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.ReadRun(ctx, "absent"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("read of a missing run: %v", err)
 	}
-	if _, err := h.Store.GetRun(ctx, "absent"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.GetRun(ctx, "absent"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("get of a missing run: %v", err)
 	}
 
 	// Listings: global newest first, per job, by status.
-	all, _, err := h.Store.ListRuns(ctx, store.RunFilter{})
+	all, _, err := h.Store.ListRuns(ctx, ledger.RunFilter{})
 	if err != nil || len(all) != 2 || all[0].ID != other.Run.ID || all[1].ID != v.Run.ID {
 		t.Fatalf("global listing %v (%v), want newest first", ids(all), err)
 	}
-	page, next, err := h.Store.ListRuns(ctx, store.RunFilter{Limit: 1})
+	page, next, err := h.Store.ListRuns(ctx, ledger.RunFilter{Limit: 1})
 	if err != nil || len(page) != 1 || next == "" {
 		t.Fatalf("first page %v next %q (%v)", ids(page), next, err)
 	}
-	page, _, err = h.Store.ListRuns(ctx, store.RunFilter{Limit: 1, Token: next})
+	page, _, err = h.Store.ListRuns(ctx, ledger.RunFilter{Limit: 1, Token: next})
 	if err != nil || len(page) != 1 || page[0].ID != v.Run.ID {
 		t.Fatalf("second page %v (%v)", ids(page), err)
 	}
-	if _, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "wf", Token: next}); !errors.Is(err, store.ErrInvalidToken) {
+	if _, _, err := h.Store.ListRuns(ctx, ledger.RunFilter{Job: "wf", Token: next}); !errors.Is(err, ledger.ErrInvalidPageToken) {
 		t.Fatalf("a global token on a job listing: %v, want invalid token", err)
 	}
-	byJob, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "wf"})
+	byJob, _, err := h.Store.ListRuns(ctx, ledger.RunFilter{Job: "wf"})
 	if err != nil || len(byJob) != 1 || byJob[0].ID != v.Run.ID || byJob[0].ExecutionState != statemodel.RunQueued {
 		t.Fatalf("job listing %v (%v)", ids(byJob), err)
 	}
 
 	// Derived state with a version compare-and-set.
-	running, err := h.Store.UpdateRunState(ctx, read.Run, store.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationPending})
+	running, err := h.Store.UpdateRunState(ctx, read.Run, ledger.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationPending})
 	if err != nil || running.Version != 2 || running.Status != statemodel.StatusRunning {
 		t.Fatalf("to RUNNING: %+v %v", running, err)
 	}
 	// A second finisher that read version 1 cannot regress it.
-	if _, err := h.Store.UpdateRunState(ctx, read.Run, store.RunUpdate{ExecutionState: statemodel.RunQueued, PublicationState: statemodel.PublicationPending}); !errors.Is(err, store.ErrVersionConflict) {
+	if _, err := h.Store.UpdateRunState(ctx, read.Run, ledger.RunUpdate{ExecutionState: statemodel.RunQueued, PublicationState: statemodel.PublicationPending}); !errors.Is(err, ledger.ErrVersionConflict) {
 		t.Fatalf("stale run update: %v, want version conflict", err)
 	}
 	end := h.Clock.Advance(time.Minute)
-	done, err := h.Store.UpdateRunState(ctx, running, store.RunUpdate{ExecutionState: statemodel.RunFailed, PublicationState: statemodel.PublicationFailed})
+	done, err := h.Store.UpdateRunState(ctx, running, ledger.RunUpdate{ExecutionState: statemodel.RunFailed, PublicationState: statemodel.PublicationFailed})
 	if err != nil || !done.EndedAt.Equal(end) || !done.TimerAt.IsZero() {
 		t.Fatalf("to FAILED: %+v %v", done, err)
 	}
@@ -300,20 +300,20 @@ func runs(t *testing.T, h *Harness) {
 		!stored.TimerAt.IsZero() || !stored.EndedAt.Equal(end) || string(stored.Spec) != `{"tasks":[]}` {
 		t.Fatalf("stored run %+v %v", stored, err)
 	}
-	failed, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "wf", Status: statemodel.StatusFailed})
+	failed, _, err := h.Store.ListRuns(ctx, ledger.RunFilter{Job: "wf", Status: statemodel.StatusFailed})
 	if err != nil || len(failed) != 1 {
 		t.Fatalf("failed runs of wf: %v %v", ids(failed), err)
 	}
-	failed, _, err = h.Store.ListRuns(ctx, store.RunFilter{Status: statemodel.StatusFailed})
+	failed, _, err = h.Store.ListRuns(ctx, ledger.RunFilter{Status: statemodel.StatusFailed})
 	if err != nil || len(failed) != 1 || failed[0].ID != v.Run.ID {
 		t.Fatalf("failed runs: %v %v", ids(failed), err)
 	}
 	missing := read.Run
 	missing.ID = "gone"
-	if _, err := h.Store.UpdateRunState(ctx, missing, store.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationPending}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.UpdateRunState(ctx, missing, ledger.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationPending}); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("update of a missing run: %v", err)
 	}
-	if _, err := h.Store.UpdateRunState(ctx, stored, store.RunUpdate{ExecutionState: "BOGUS", PublicationState: statemodel.PublicationPending}); !errors.Is(err, store.ErrInvalidInput) {
+	if _, err := h.Store.UpdateRunState(ctx, stored, ledger.RunUpdate{ExecutionState: "BOGUS", PublicationState: statemodel.PublicationPending}); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("update to an unknown state: %v", err)
 	}
 }
@@ -354,20 +354,20 @@ func liveIndex(t *testing.T, h *Harness) {
 	if got := unfinished("wf"); !slices.Equal(got, []string{a.Run.ID, b.Run.ID}) {
 		t.Fatalf("unfinished runs of wf: %v, want %s and %s", got, a.Run.ID, b.Run.ID)
 	}
-	running, err := h.Store.UpdateRunState(ctx, a.Run, store.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationNotRequired})
+	running, err := h.Store.UpdateRunState(ctx, a.Run, ledger.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationNotRequired})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := unfinished("wf"); len(got) != 2 {
 		t.Fatalf("a RUNNING run left the unfinished runs: %v", got)
 	}
-	if _, err := h.Store.UpdateRunState(ctx, running, store.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired}); err != nil {
+	if _, err := h.Store.UpdateRunState(ctx, running, ledger.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired}); err != nil {
 		t.Fatal(err)
 	}
 	if got := unfinished("wf"); !slices.Equal(got, []string{b.Run.ID}) || !busy("wf") {
 		t.Fatalf("after %s ended: %v (busy %t), want only %s", a.Run.ID, got, busy("wf"), b.Run.ID)
 	}
-	if _, err := h.Store.UpdateRunState(ctx, b.Run, store.RunUpdate{ExecutionState: statemodel.RunCancelled, PublicationState: statemodel.PublicationNotRequired}); err != nil {
+	if _, err := h.Store.UpdateRunState(ctx, b.Run, ledger.RunUpdate{ExecutionState: statemodel.RunCancelled, PublicationState: statemodel.PublicationNotRequired}); err != nil {
 		t.Fatal(err)
 	}
 	if got := unfinished("wf"); len(got) != 0 || busy("wf") {
@@ -376,7 +376,7 @@ func liveIndex(t *testing.T, h *Harness) {
 	if !busy("other") {
 		t.Fatal("job other has an unfinished run")
 	}
-	if _, err := h.Store.ListUnfinishedRuns(ctx, "a#b"); !errors.Is(err, store.ErrInvalidKey) {
+	if _, err := h.Store.ListUnfinishedRuns(ctx, "a#b"); !errors.Is(err, ledger.ErrInvalidKey) {
 		t.Fatalf("unfinished runs of an invalid job name: %v", err)
 	}
 }
@@ -386,13 +386,13 @@ func liveIndex(t *testing.T, h *Harness) {
 func rearmRunBackstop(t *testing.T, h *Harness) {
 	ctx := context.Background()
 	v := h.MustCreate(t, NewRun("wf", "x"))
-	now := h.Clock.Advance(store.DefaultRunBackstop + time.Minute)
+	now := h.Clock.Advance(ledger.DefaultRunBackstop + time.Minute)
 	due := func() int {
 		timers, _ := allDue(t, h, now, 0)
 		n := 0
 		for _, d := range timers {
-			if d.Item == store.TimerOfRun && d.Run == v.Run.ID {
-				if d.Job != "wf" || d.Kind != store.TimerKindRunBackstop {
+			if d.Item == ledger.TimerOfRun && d.Run == v.Run.ID {
+				if d.Job != "wf" || d.Kind != ledger.TimerKindRunBackstop {
 					t.Errorf("run backstop listed as %+v", d)
 				}
 				n++
@@ -412,30 +412,30 @@ func rearmRunBackstop(t *testing.T, h *Harness) {
 		t.Fatal(err)
 	}
 	stored, err := h.Store.GetRun(ctx, v.Run.ID)
-	if err != nil || !stored.TimerAt.Equal(now.Add(store.DefaultRunBackstop)) || !got.TimerAt.Equal(stored.TimerAt) ||
+	if err != nil || !stored.TimerAt.Equal(now.Add(ledger.DefaultRunBackstop)) || !got.TimerAt.Equal(stored.TimerAt) ||
 		stored.Version != run.Version || stored.ExecutionState != run.ExecutionState {
-		t.Fatalf("re-armed run %+v (%v), want timer %s at version %d", stored, err, now.Add(store.DefaultRunBackstop), run.Version)
+		t.Fatalf("re-armed run %+v (%v), want timer %s at version %d", stored, err, now.Add(ledger.DefaultRunBackstop), run.Version)
 	}
 	if due() != 0 {
 		t.Fatal("the re-armed backstop is still listed as due")
 	}
-	moved, err := h.Store.UpdateRunState(ctx, stored, store.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationNotRequired})
+	moved, err := h.Store.UpdateRunState(ctx, stored, ledger.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationNotRequired})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Store.RearmRunBackstop(ctx, run); !errors.Is(err, store.ErrVersionConflict) {
+	if _, err := h.Store.RearmRunBackstop(ctx, run); !errors.Is(err, ledger.ErrVersionConflict) {
 		t.Fatalf("re-arm from a stale read: %v, want version conflict", err)
 	}
-	done, err := h.Store.UpdateRunState(ctx, moved, store.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired})
+	done, err := h.Store.UpdateRunState(ctx, moved, ledger.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: statemodel.PublicationNotRequired})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Store.RearmRunBackstop(ctx, done); !errors.Is(err, store.ErrInvalidInput) {
+	if _, err := h.Store.RearmRunBackstop(ctx, done); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("re-arm of a finished run: %v, want invalid input", err)
 	}
 	gone := moved
 	gone.ID = "gone"
-	if _, err := h.Store.RearmRunBackstop(ctx, gone); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.RearmRunBackstop(ctx, gone); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("re-arm of a missing run: %v, want not found", err)
 	}
 }
@@ -449,16 +449,16 @@ func rearmRunBackstop(t *testing.T, h *Harness) {
 // wrong length is refused and nothing is written.
 func instanceSecret(t *testing.T, h *Harness) {
 	ctx := context.Background()
-	secret := make(store.Secret, store.SecretBytes)
+	secret := make(ledger.Secret, ledger.SecretBytes)
 	for i := range secret {
 		secret[i] = byte(0xA0 + i)
 	}
 	nr := NewRun("secret", "kept", "legacy")
 	nr.Tasks[0].Secret = slices.Clone(secret)
 	v := h.MustCreate(t, nr)
-	kept := store.InstanceKey{Run: nr.ID, Task: "kept"}
-	legacy := store.InstanceKey{Run: nr.ID, Task: "legacy"}
-	check := func(how string, inst store.Instance, want store.Secret) {
+	kept := ledger.InstanceKey{Run: nr.ID, Task: "kept"}
+	legacy := ledger.InstanceKey{Run: nr.ID, Task: "legacy"}
+	check := func(how string, inst ledger.Instance, want ledger.Secret) {
 		t.Helper()
 		if !bytes.Equal(inst.Secret, want) {
 			t.Fatalf("%s: instance %s has secret %x, want %x", how, inst.Key, []byte(inst.Secret), []byte(want))
@@ -525,19 +525,19 @@ func instanceSecret(t *testing.T, h *Harness) {
 		t.Fatal(err)
 	}
 	hidden("the run", r)
-	runs, _, err := h.Store.ListRuns(ctx, store.RunFilter{Job: "secret"})
+	runs, _, err := h.Store.ListRuns(ctx, ledger.RunFilter{Job: "secret"})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("ListRuns: %d runs, %v", len(runs), err)
 	}
 	hidden("the run's listing", runs)
 
-	for _, n := range []int{1, store.SecretBytes - 1, store.SecretBytes + 1} {
+	for _, n := range []int{1, ledger.SecretBytes - 1, ledger.SecretBytes + 1} {
 		bad := NewRun("secret-bad", "main")
-		bad.Tasks[0].Secret = make(store.Secret, n)
-		if _, err := h.CreateRun(ctx, bad, h.Clock.Now()); !errors.Is(err, store.ErrInvalidInput) {
+		bad.Tasks[0].Secret = make(ledger.Secret, n)
+		if _, err := h.CreateRun(ctx, bad, h.Clock.Now()); !errors.Is(err, ledger.ErrInvalidInput) {
 			t.Fatalf("a secret of %d bytes: %v, want invalid input", n, err)
 		}
-		if _, err := h.Store.GetRun(ctx, bad.ID); !errors.Is(err, store.ErrNotFound) {
+		if _, err := h.Store.GetRun(ctx, bad.ID); !errors.Is(err, ledger.ErrNotFound) {
 			t.Fatalf("a secret of %d bytes wrote run %s (%v)", n, bad.ID, err)
 		}
 	}

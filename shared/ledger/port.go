@@ -1,0 +1,141 @@
+package ledger
+
+import (
+	"context"
+	"time"
+
+	"github.com/runledger/runledger/statemodel"
+)
+
+// Store is the storage contract: everything the scheduler reads and
+// writes, and nothing else, in this package's records. The DynamoDB store (shared/store) and the in-memory
+// one (shared/store/memstore) implement it, and one contract suite
+// (ledgertest) holds both to the same behaviour.
+//
+// Errors are this package's sentinels (ErrNotFound, ErrVersionConflict,
+// ...) and statemodel's for a rejected event, whatever the implementation.
+type Store interface {
+	Runs
+	Instances
+	Timers
+	Jobs
+	WorkerLeases
+	Backfills
+}
+
+// Backfills keeps backfills: the slots of a range still to release, the
+// runs released and not ended, and what became of the others. Releasing a
+// slot is CreateRun with NewRun.Release, in the run's creating write.
+type Backfills interface {
+	// CreateBackfill writes a new backfill (CheckNewBackfill).
+	CreateBackfill(ctx context.Context, b Backfill) (Backfill, error)
+	GetBackfill(ctx context.Context, id string) (Backfill, error)
+	// ListBackfills lists a job's backfills newest first; callers page
+	// until the token is "".
+	ListBackfills(ctx context.Context, job string, limit int, token string) ([]Backfill, string, error)
+	// UpdateBackfill stores what b holds now with a compare-and-set on
+	// b.Version (ErrVersionConflict when another write won).
+	UpdateBackfill(ctx context.Context, b Backfill) (Backfill, error)
+	// TakenSlots reports which of a job's slots hold a run, in order.
+	TakenSlots(ctx context.Context, job string, slots []time.Time) ([]bool, error)
+}
+
+// Runs creates runs, reads them whole, stores their derived state, and
+// answers from the live-work indexes: the unfinished runs of a job and the
+// jobs that depend on one.
+type Runs interface {
+	// CreateRun writes a run, its instances (CREATED, or SCHEDULED when
+	// marked so) and their first records atomically; a taken slot or idempotency key is an
+	// *ExistingRunError.
+	CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunView, error)
+	// ReadRun reads a run with its instances and attempts, tasks by id.
+	ReadRun(ctx context.Context, id string) (RunView, error)
+	GetRun(ctx context.Context, id string) (Run, error)
+	// ListRuns lists runs newest first; callers page until the token is "".
+	ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error)
+	// UpdateRunState stores a derived state with a compare-and-set on
+	// run.Version (ErrVersionConflict when another write won).
+	UpdateRunState(ctx context.Context, run Run, u RunUpdate) (Run, error)
+	// RearmRunBackstop moves a live run's backstop timer ahead when its
+	// state and version are still run's.
+	RearmRunBackstop(ctx context.Context, run Run) (Run, error)
+	// ListUnfinishedRuns lists a job's unfinished runs, oldest first.
+	ListUnfinishedRuns(ctx context.Context, job string) ([]UnfinishedRun, error)
+	// HasUnfinishedRuns reports whether a job has a run that has not
+	// ended, leaving out the runs of the ignored triggers.
+	HasUnfinishedRuns(ctx context.Context, job string, ignore ...statemodel.Trigger) (bool, error)
+	// MarkRunStarted moves a QUEUED run to RUNNING with one conditional
+	// write and no read; false when the run is past QUEUED.
+	MarkRunStarted(ctx context.Context, id string) (bool, error)
+	// MarkDeadlineMissed records that an unfinished run was found at or
+	// past its deadline, with one conditional write, and answers the run
+	// as stored; false when it was recorded already or the run finished.
+	MarkDeadlineMissed(ctx context.Context, run Run) (Run, bool, error)
+	// ListDependents lists the jobs whose depends_on_jobs name job.
+	ListDependents(ctx context.Context, job string) ([]string, error)
+}
+
+// Instances moves task instances through the state machine: every change
+// of state is a Transition decided by statemodel from the stored snapshot
+// and written conditionally, so a race costs a re-decision, never a wrong
+// write.
+type Instances interface {
+	GetInstance(ctx context.Context, key InstanceKey) (Instance, error)
+	// GetInstanceAndRun reads an instance and its run in one call.
+	GetInstanceAndRun(ctx context.Context, key InstanceKey) (Instance, Run, error)
+	// GetAttempt reads attempt n, also one the instance no longer holds.
+	GetAttempt(ctx context.Context, key InstanceKey, n int) (Attempt, error)
+	// Transition applies e at now under policy p (StoredPolicy: the
+	// instance's own) and answers what it did (Result).
+	Transition(ctx context.Context, key InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error)
+	// TransitionFrom is Transition decided from the instance the caller
+	// holds, with no read unless it proves stale; Result.Instance is the
+	// instance as written.
+	TransitionFrom(ctx context.Context, held Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error)
+	// TransitionAll applies events in order as one write, stopping at the
+	// first that does not apply (deps.met and dispatch.accepted).
+	TransitionAll(ctx context.Context, held Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (Result, error)
+	// Heartbeat renews attempt's lease without a history record.
+	Heartbeat(ctx context.Context, key InstanceKey, attempt int, now time.Time, lease time.Duration) (HeartbeatResult, error)
+	// History pages an instance's transition records in order.
+	History(ctx context.Context, key InstanceKey, limit int, token string) ([]statemodel.Transition, string, error)
+}
+
+// Timers lists what is due: job fires, run backstops and instance timers.
+type Timers interface {
+	// ListDueTimers lists shard's timers due at now (shard in
+	// 0..tableschema.TimerShards-1), oldest first, paged.
+	ListDueTimers(ctx context.Context, shard int, now time.Time, limit int, token string) ([]DueTimer, string, error)
+}
+
+// Jobs keeps job definitions and their schedule state.
+type Jobs interface {
+	CreateJob(ctx context.Context, j Job) (Job, error)
+	GetJob(ctx context.Context, name string) (Job, error)
+	ListJobs(ctx context.Context, limit int, token string) ([]Job, string, error)
+	// UpdateJob replaces a job's definition with a compare-and-set on its
+	// version.
+	UpdateJob(ctx context.Context, j Job, expected int64) (Job, error)
+	SetJobPaused(ctx context.Context, name string, paused bool) (Job, error)
+	// MoveSchedule moves a running job's schedule position (next fire,
+	// pending catch-up) and adds to its missed slots, conditioned on the
+	// version and position the move was decided from (ErrConflict
+	// otherwise).
+	MoveSchedule(ctx context.Context, name string, m ScheduleMove) (Job, error)
+	// ResumeJob resumes a paused job and moves its schedule in the same
+	// conditional write (ErrConflict when it changed since read).
+	ResumeJob(ctx context.Context, name string, m ScheduleMove) (Job, error)
+	DeleteJob(ctx context.Context, name string) error
+	// DeleteJobIfIdle deletes a job only when it has no unfinished run
+	// (ErrUnfinishedRuns), in conditional writes: a run created
+	// meanwhile is found, or its creating write (NewRun.OfLiveJob) fails.
+	DeleteJobIfIdle(ctx context.Context, name string) error
+}
+
+// WorkerLeases keeps each worker process's lease, the evidence for
+// resolving LOST instances.
+type WorkerLeases interface {
+	// PutWorkerLease stores l unless the stored lease is newer.
+	PutWorkerLease(ctx context.Context, l WorkerLease) error
+	GetWorkerLease(ctx context.Context, name string) (WorkerLease, error)
+}
