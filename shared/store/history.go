@@ -219,13 +219,13 @@ func mergeHistory(lists ...[]statemodel.Transition) []statemodel.Transition {
 	return slices.CompactFunc(all, func(a, b statemodel.Transition) bool { return a.Seq == b.Seq })
 }
 
-// seenBefore looks an event id up in the whole history of inst: its inline
+// SeenBefore looks an event id up in the whole history of inst: its inline
 // records first, then, when some were spilled, the history items. It
 // replaces a guard item per event: the history already records every
 // applied event's id, and this read is paid only by an event the snapshot's
 // recent ids do not know (a rejected or stale one, or any event on an
 // instance with more than statemodel.RecentEvents transitions).
-func (s *Store) seenBefore(ctx context.Context, inst ledger.Instance, id string) (statemodel.SeenEvent, bool, error) {
+func (s *Store) SeenBefore(ctx context.Context, inst ledger.Instance, id string) (statemodel.SeenEvent, bool, error) {
 	find := func(trs []statemodel.Transition) (statemodel.SeenEvent, bool) {
 		for _, tr := range trs {
 			if tr.EventID == id {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -151,224 +150,55 @@ func (s *Store) GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (
 	return a, nil
 }
 
-// Transition applies event e to the instance at key: read it (strongly
-// consistent), then TransitionFrom.
+// Transition applies event e to the instance at key: the decision loop
+// (ledger.Transition) on this store's reads and conditional writes.
 func (s *Store) Transition(ctx context.Context, key ledger.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	if err := ledger.CheckInstanceKey(key); err != nil {
-		return ledger.Result{}, fmt.Errorf("transition %s %s: %w", key, e, err)
-	}
-	inst, err := s.GetInstance(ctx, key)
-	if err != nil {
-		return ledger.Result{Rounds: 1}, fmt.Errorf("transition %s %s: %w", key, e, err)
-	}
-	return s.TransitionFrom(ctx, inst, e, now, p)
+	return ledger.Transition(ctx, s, key, e, now, p)
 }
 
-// TransitionFrom applies event e to inst, the instance as the caller last
-// read or wrote it: decide with statemodel.Apply at now under policy p (or
-// the stored policy, see StoredPolicy), write the decision (ApplyDecision).
-// The write is conditioned on the state and version decided from, so a
-// stale copy costs one more round, never a wrong write.
-//
-// A failed condition is never retried blindly. The instance as it stood
-// when the condition failed (DynamoDB returns it) is classified again by
-// statemodel: the event may now be a Duplicate (another delivery of it
-// won), Stale (a newer attempt started), Rejected (another event moved the
-// instance where this one has no row: a lost claim race ends here), or
-// still Applied on the newer state. At most MaxRounds rounds, then
-// ErrUnsettled.
-//
-// Duplicates: the snapshot's recent ids answer most. An event they do not
-// know is looked up in the instance's whole history (seenBefore) when
-// statemodel would reject it or call it stale, and before it is applied to
-// an instance whose oldest ids have left the recent list, so an old
-// duplicate is answered with its first outcome and never applied twice.
-//
-// Errors: a Rejected outcome returns the Result and a non-nil error wrapping
-// the *statemodel.TransitionError (errors.Is with statemodel's sentinels);
-// ErrNotFound when the instance does not exist (creation is CreateRun's);
-// ErrInvalidKey before any I/O for unusable keys or event ids.
+// TransitionFrom applies event e decided from held (ledger.TransitionFrom).
 func (s *Store) TransitionFrom(ctx context.Context, held ledger.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	return s.TransitionAll(ctx, held, []statemodel.Event{e}, now, p)
+	return ledger.TransitionFrom(ctx, s, held, e, now, p)
 }
 
-// TransitionAll applies events in order to held in ONE write, each decided
-// on the snapshot the one before it left (deps.met and dispatch.accepted of
-// a task whose envelope was just sent). The sequence stops at the first
-// event that is not Applied: the events applied before it are written
-// together, and the Result is that event's (or the last one's, when every
-// event applied; Effects then hold every event's). An empty or partly
-// refused sequence is answered as TransitionFrom answers its one event.
+// TransitionAll applies events in order to held as one write
+// (ledger.TransitionAll).
 func (s *Store) TransitionAll(ctx context.Context, held ledger.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	key := held.Key
-	if len(events) == 0 {
-		return ledger.Result{}, fmt.Errorf("transition %s: %w: no event", key, ledger.ErrInvalidInput)
-	}
-	op := func(err error) error { return fmt.Errorf("transition %s %s: %w", key, events[0], err) }
-	if err := ledger.CheckInstanceKey(key); err != nil {
-		return ledger.Result{}, op(err)
-	}
-	for _, e := range events {
-		if e.ID != "" {
-			if err := ledger.CheckEventID(key, e.ID); err != nil {
-				return ledger.Result{}, op(err)
-			}
-		}
-	}
-	inst := &held
-	if !ledger.HeldCopyUsable(held) {
-		inst = nil // a copy whose history is not its snapshot's: read it
-	}
-	// fresh: inst is the instance as this call read it or as a failed
-	// write found it. An answer that writes nothing (rejected, duplicate,
-	// stale) is given only from a fresh copy: from the caller's copy it is
-	// confirmed by one read first, so a stale copy never answers wrongly.
-	fresh := false
-	for round := 1; round <= ledger.MaxRounds; round++ {
-		if inst == nil {
-			got, err := s.GetInstance(ctx, key)
-			if err != nil {
-				return ledger.Result{Rounds: round}, op(err)
-			}
-			inst, fresh = &got, true
-		}
-		policy := ledger.DecisionPolicy(p, inst.Policy)
-		var applied []statemodel.Decision
-		snap := inst.Snapshot
-		var res ledger.Result
-		var stop *statemodel.Decision
-		for _, e := range events {
-			d := statemodel.Apply(snap, e, now, policy)
-			if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && ledger.MayHaveForgotten(*inst, d.Outcome) {
-				first, seen, err := s.seenBefore(ctx, *inst, e.ID)
-				if err != nil {
-					return ledger.Result{Outcome: d.Outcome, Snapshot: snap, Rounds: round, Instance: *inst}, op(err)
-				}
-				if seen {
-					d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
-				}
-			}
-			if d.Outcome != statemodel.Applied {
-				stop = &d
-				break
-			}
-			applied = append(applied, d)
-			snap = d.Snapshot
-		}
-		if len(applied) == 0 && !fresh && stop.Outcome != statemodel.Refreshed {
-			inst = nil // confirm the refusal against the instance as it stands
-			continue
-		}
-		if len(applied) == 0 || (stop != nil && stop.Outcome == statemodel.Refreshed) {
-			d := *stop
-			res = ledger.Result{Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition, First: d.First, Late: d.Late, Effects: d.Effects, Rounds: round, Instance: *inst}
-			switch d.Outcome {
-			case statemodel.Duplicate:
-				return res, nil
-			case statemodel.Rejected:
-				return res, op(d.Err)
-			case statemodel.Stale:
-				if err := s.AppendLate(ctx, key, *d.Late); err != nil {
-					return res, op(err)
-				}
-				return res, nil
-			}
-			// Refreshed: a heartbeat that changes no state.
-			written, err := s.refreshLease(ctx, *inst, d.Snapshot, op)
-			if err == nil {
-				res.Instance = written
-				return res, nil
-			}
-			var moved *movedError
-			if !errors.As(err, &moved) {
-				return res, err
-			}
-			inst, fresh = moved.now, moved.now != nil
-			continue
-		}
-		last := applied[len(applied)-1]
-		res = ledger.Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Rounds: round, Instance: *inst}
-		for _, d := range applied {
-			res.Effects = append(res.Effects, d.Effects...)
-			res.Transitions = append(res.Transitions, *d.Transition)
-		}
-		if stop != nil {
-			res.Outcome, res.First, res.Late, res.Stopped = stop.Outcome, stop.First, stop.Late, true
-		}
-		written, err := s.writeTransitions(ctx, *inst, applied, op)
-		if err == nil {
-			res.Instance = written
-			switch {
-			case stop != nil && stop.Outcome == statemodel.Rejected:
-				return res, op(stop.Err)
-			case stop != nil && stop.Outcome == statemodel.Stale:
-				if err := s.AppendLate(ctx, key, *stop.Late); err != nil {
-					return res, op(err)
-				}
-			}
-			return res, nil
-		}
-		var moved *movedError
-		if !errors.As(err, &moved) {
-			return res, err
-		}
-		inst, fresh = moved.now, moved.now != nil // nil: re-read
-	}
-	return ledger.Result{Rounds: ledger.MaxRounds}, op(fmt.Errorf("%w after %d rounds", ledger.ErrUnsettled, ledger.MaxRounds))
+	return ledger.TransitionAll(ctx, s, held, events, now, p)
 }
 
-// movedError: the instance was not as the decision assumed (the state,
-// version or lease condition failed). now is the instance as DynamoDB
-// found it, when it said.
-type movedError struct {
-	key ledger.InstanceKey
-	now *ledger.Instance
-}
-
-func (e *movedError) Error() string {
-	return fmt.Sprintf("instance %s moved on since it was read", e.key)
-}
-
-func (e *movedError) Unwrap() error { return ledger.ErrConflict }
-
-// asMoved turns the failed condition of an instance write into a
-// *movedError with the item as DynamoDB found it, so the caller decides
-// again from it; without an ALL_OLD image (an endpoint that sends none)
-// the next round re-reads. ok is false for any other error.
-func asMoved(key ledger.InstanceKey, err error) (*movedError, bool) {
+// asConflict turns the failed condition of an instance write into a
+// *ledger.ConflictError with the item as DynamoDB found it, so the loop
+// decides again from it; without an ALL_OLD image (an endpoint that sends
+// none) the next round re-reads. ok is false for any other error.
+func asConflict(key ledger.InstanceKey, err error) (*ledger.ConflictError, bool) {
 	old, ok := conditionItem(err)
 	if !ok {
 		return nil, false
 	}
-	moved := &movedError{key: key}
+	conflict := &ledger.ConflictError{Key: key}
 	if len(old) > 0 {
 		if found, derr := decodeInstance(old); derr == nil {
-			moved.now = &found
+			conflict.Current = &found
 		}
 	}
-	return moved, true
+	return conflict, true
 }
 
-// ApplyDecision writes decision d, made by statemodel.Apply from
-// inst.Snapshot (see applyDecision).
-func (s *Store) ApplyDecision(ctx context.Context, inst ledger.Instance, d statemodel.Decision) error {
-	_, err := s.applyDecision(ctx, inst, d)
-	return err
-}
-
-// applyDecision writes decision d and returns the instance as written.
+// WriteInstance writes decisions made from from.Snapshot and returns the
+// instance as written (ledger.InstanceStorage).
 //
 // Applied: ONE conditional UpdateItem of the instance, preceded only when
 // a list is full by the spills of history.go:
 //
 //	instance  Update  SET the new snapshot, the timer attributes (REMOVE them
 //	                  when the new state waits on no time) and the inline
-//	                  history with the transition record appended
+//	                  history with the transition records appended
 //	          condition  #state = :expected_state AND #version = :expected_version
 //	                     [lease.expired: AND #lease_expires_at <= :now]
 //	          fails when another transition (or, for lease.expired, a
-//	          heartbeat) got there first: ErrConflict (*movedError with the
-//	          item as found).
+//	          heartbeat) got there first: *ledger.ConflictError with the
+//	          item as found.
 //
 // The state change, its history record and the event's id (in the
 // snapshot's recent ids and in the record) are one atomic write: there is
@@ -376,41 +206,37 @@ func (s *Store) ApplyDecision(ctx context.Context, inst ledger.Instance, d state
 //
 // Refreshed (a heartbeat that changes no state): one UpdateItem of the
 // instance's lease and timer, condition #state = :expected_state AND
-// #version = :expected_version; fails as above (ErrConflict).
-//
-// Stale: AppendLate. Duplicate and Rejected write nothing.
-func (s *Store) applyDecision(ctx context.Context, inst ledger.Instance, d statemodel.Decision) (ledger.Instance, error) {
-	key := inst.Key
-	op := func(err error) error { return fmt.Errorf("apply %s to %s: %w", d.Outcome, key, err) }
-	if err := ledger.CheckInstanceKey(key); err != nil {
-		return inst, op(err)
+// #version = :expected_version; fails as above.
+func (s *Store) WriteInstance(ctx context.Context, from ledger.Instance, ds []statemodel.Decision) (ledger.Instance, error) {
+	if err := ledger.CheckInstanceKey(from.Key); err != nil {
+		return from, err
 	}
-	switch d.Outcome {
-	case statemodel.Applied:
-		return s.writeTransitions(ctx, inst, []statemodel.Decision{d}, op)
-	case statemodel.Refreshed:
-		return s.refreshLease(ctx, inst, d.Snapshot, op)
-	case statemodel.Stale:
-		if d.Late == nil {
-			return inst, op(fmt.Errorf("%w: stale decision without a late event", ledger.ErrInvalidInput))
+	switch {
+	case len(ds) == 1 && ds[0].Outcome == statemodel.Refreshed:
+		return s.refreshLease(ctx, from, ds[0].Snapshot)
+	case len(ds) == 0:
+		return from, fmt.Errorf("%w: no decision to write", ledger.ErrInvalidInput)
+	}
+	for _, d := range ds {
+		if d.Outcome != statemodel.Applied {
+			return from, fmt.Errorf("%w: a %s decision among the written ones", ledger.ErrInvalidInput, d.Outcome)
 		}
-		return inst, s.AppendLate(ctx, key, *d.Late)
 	}
-	return inst, nil
+	return s.writeTransitions(ctx, from, ds)
 }
 
 // writeTransitions writes applied decisions, made in order from
-// inst.Snapshot, as one conditional UpdateItem (see applyDecision).
-func (s *Store) writeTransitions(ctx context.Context, inst ledger.Instance, ds []statemodel.Decision, op func(error) error) (ledger.Instance, error) {
+// inst.Snapshot, as one conditional UpdateItem (see WriteInstance).
+func (s *Store) writeTransitions(ctx context.Context, inst ledger.Instance, ds []statemodel.Decision) (ledger.Instance, error) {
 	key, from := inst.Key, inst.Snapshot
 	trs := make([]statemodel.Transition, 0, len(ds))
 	expiry := false
 	for _, d := range ds {
 		if d.Transition == nil {
-			return inst, op(fmt.Errorf("%w: applied decision without a transition", ledger.ErrInvalidInput))
+			return inst, fmt.Errorf("%w: applied decision without a transition", ledger.ErrInvalidInput)
 		}
 		if err := ledger.CheckEventID(key, d.Transition.EventID); err != nil {
-			return inst, op(err)
+			return inst, err
 		}
 		trs = append(trs, *d.Transition)
 		expiry = expiry || d.Transition.Event == statemodel.EvLeaseExpired
@@ -428,15 +254,15 @@ func (s *Store) writeTransitions(ctx context.Context, inst ledger.Instance, ds [
 	full := instanceItem(next)
 	fullSize, err := checkSize("instance "+key.String(), full.present())
 	if err != nil {
-		return inst, op(err)
+		return inst, err
 	}
 	if len(spill) > 0 {
 		if err := s.putHistory(ctx, key, spill); err != nil {
-			return inst, op(err)
+			return inst, err
 		}
 	}
 	if err := s.putEvictedAttempts(ctx, key, from, d.Snapshot); err != nil {
-		return inst, op(err)
+		return inst, err
 	}
 
 	ie := newExpr()
@@ -460,10 +286,10 @@ func (s *Store) writeTransitions(ctx context.Context, inst ledger.Instance, ds [
 		ReturnConsumedCapacity:              s.returnCapacity(),
 	})
 	if err != nil {
-		if moved, ok := asMoved(key, err); ok {
-			return inst, op(moved)
+		if conflict, ok := asConflict(key, err); ok {
+			return inst, conflict
 		}
-		return inst, op(translate(err))
+		return inst, translate(err)
 	}
 	s.report("transition", false, []int{fullSize}, timerIndexWrites(instanceItem(inst), full), consumed(out.ConsumedCapacity))
 	return next, nil
@@ -473,8 +299,8 @@ func (s *Store) writeTransitions(ctx context.Context, inst ledger.Instance, ds [
 // history, no version bump.
 //
 //	condition  #state = :expected_state AND #version = :expected_version
-//	fails when a transition moved the instance: ErrConflict (*movedError).
-func (s *Store) refreshLease(ctx context.Context, inst ledger.Instance, n statemodel.Snapshot, op func(error) error) (ledger.Instance, error) {
+//	fails when a transition moved the instance: *ledger.ConflictError.
+func (s *Store) refreshLease(ctx context.Context, inst ledger.Instance, n statemodel.Snapshot) (ledger.Instance, error) {
 	pk, sk := runPK(inst.Key.Run), instanceSK(inst.Key.Task)
 	set := item{attrLeaseBeat: tm(n.Lease.LastHeartbeatAt), attrLeaseExpires: tm(n.Lease.ExpiresAt)}
 	for k, v := range timerItem(pk, sk, n) {
@@ -494,10 +320,10 @@ func (s *Store) refreshLease(ctx context.Context, inst ledger.Instance, n statem
 		ReturnConsumedCapacity:              s.returnCapacity(),
 	})
 	if err != nil {
-		if moved, ok := asMoved(inst.Key, err); ok {
-			return inst, op(moved)
+		if conflict, ok := asConflict(inst.Key, err); ok {
+			return inst, conflict
 		}
-		return inst, op(translate(err))
+		return inst, translate(err)
 	}
 	var cc []types.ConsumedCapacity
 	if out.ConsumedCapacity != nil {

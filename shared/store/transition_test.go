@@ -32,10 +32,10 @@ func TestDuplicateWriteFindsStandingInstance(t *testing.T) {
 	if d.Outcome != statemodel.Applied {
 		t.Fatalf("decision %s, want applied", d.Outcome)
 	}
-	if err := ts.ApplyDecision(ctx, before, d); err != nil {
+	if _, err := ts.WriteInstance(ctx, before, []statemodel.Decision{d}); err != nil {
 		t.Fatalf("the winner's write: %v", err)
 	}
-	if err := ts.ApplyDecision(ctx, before, d); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := ts.WriteInstance(ctx, before, []statemodel.Decision{d}); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("the same decision again: err = %v, want ErrConflict", err)
 	}
 	res, err := ts.TransitionFrom(ctx, before, succeeded, now.Add(time.Second), ledgertest.Policy())
@@ -74,7 +74,7 @@ func TestLeaseExpiryLosesToHeartbeat(t *testing.T) {
 	if err != nil || hb.CancelRequested || !hb.LeaseExpiresAt.Equal(late.Add(p.Timeouts.Heartbeat)) {
 		t.Fatalf("heartbeat: %+v, %v", hb, err)
 	}
-	if err := ts.ApplyDecision(ctx, seen, d); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := ts.WriteInstance(ctx, seen, []statemodel.Decision{d}); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("stale lease.expired decision written: err %v, want ErrConflict", err)
 	}
 	res, err := ts.Transition(ctx, key, expired, late, p)

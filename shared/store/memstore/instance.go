@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -45,149 +44,62 @@ func (s *Store) GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (
 	return cloneAttempt(*in.attempts[n]), nil
 }
 
-// Transition applies event e to the instance at key, decided from the
-// stored instance (see TransitionAll).
+// Transition applies event e to the instance at key: the decision loop
+// (ledger.Transition) on this store's reads and conditional writes, so a
+// test on memstore meets the races the DynamoDB store meets.
 func (s *Store) Transition(ctx context.Context, key ledger.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	return s.transition(ctx, key, nil, []statemodel.Event{e}, now, p)
+	return ledger.Transition(ctx, s, key, e, now, p)
 }
 
-// TransitionFrom applies event e decided from held, the instance as the
-// caller holds it (see TransitionAll).
+// TransitionFrom applies event e decided from held (ledger.TransitionFrom).
 func (s *Store) TransitionFrom(ctx context.Context, held ledger.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	return s.transition(ctx, held.Key, &held, []statemodel.Event{e}, now, p)
+	return ledger.TransitionFrom(ctx, s, held, e, now, p)
 }
 
-// TransitionAll applies events in order to held as one write: it stops at
-// the first event that does not apply, keeping those applied before it.
-//
-// As the DynamoDB store does, it decides from held, not from the stored
-// instance: a decision that writes (Applied, Refreshed) is written only
-// when the stored instance is still in held's state and version (and, for
-// lease.expired, its lease is still past), else it is decided again from
-// the stored instance; a decision that writes nothing (Rejected,
-// Duplicate, Stale) made from held is confirmed against the stored
-// instance, as the DynamoDB store confirms it with a read. An event applied before answers Duplicate with its first outcome,
-// also when the snapshot no longer remembers it; a Stale event is recorded
-// as late on its attempt; a Rejected one returns the Result and an error
-// wrapping the *statemodel.TransitionError.
+// TransitionAll applies events in order to held as one write
+// (ledger.TransitionAll).
 func (s *Store) TransitionAll(ctx context.Context, held ledger.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	if len(events) == 0 {
-		return ledger.Result{}, fmt.Errorf("transition %s: %w: no event", held.Key, ledger.ErrInvalidInput)
-	}
-	return s.transition(ctx, held.Key, &held, events, now, p)
+	return ledger.TransitionAll(ctx, s, held, events, now, p)
 }
 
-// transition decides events from held (nil: the stored instance) and
-// writes what applied; when held proved stale, the next round decides
-// from the stored instance, which settles it.
-func (s *Store) transition(ctx context.Context, key ledger.InstanceKey, held *ledger.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	op := opError("transition %s %s", key, events[0])
-	if err := ledger.CheckInstanceKey(key); err != nil {
-		return ledger.Result{}, op(err)
-	}
-	for _, e := range events {
-		if e.ID != "" {
-			if err := ledger.CheckEventID(key, e.ID); err != nil {
-				return ledger.Result{}, op(err)
-			}
-		}
-	}
-	if err := s.begin(ctx); err != nil {
-		return ledger.Result{}, op(err)
+// WriteInstance writes decisions made from from.Snapshot when the stored
+// instance is still in from's state and version (and, for lease.expired,
+// its lease is still past), as the DynamoDB store's condition does; else
+// it answers a *ledger.ConflictError with the instance as it stands
+// (ledger.InstanceStorage).
+func (s *Store) WriteInstance(ctx context.Context, from ledger.Instance, ds []statemodel.Decision) (ledger.Instance, error) {
+	if err := s.enter(ctx, ledger.CheckInstanceKey(from.Key)); err != nil {
+		return from, err
 	}
 	defer s.mu.Unlock()
-	in, ok := s.instances[key]
+	in, ok := s.instances[from.Key]
 	if !ok {
-		return ledger.Result{Rounds: 1}, op(ledger.ErrNotFound)
+		return from, ledger.ErrNotFound
 	}
-	from, fresh := in.inst, true
-	if held != nil && ledger.HeldCopyUsable(*held) {
-		from, fresh = cloneInstance(*held), false
+	refresh := len(ds) == 1 && ds[0].Outcome == statemodel.Refreshed
+	if len(ds) == 0 {
+		return from, fmt.Errorf("%w: no decision to write", ledger.ErrInvalidInput)
 	}
-	for round := 1; round <= ledger.MaxRounds; round++ {
-		applied, stop, err := in.decide(from, events, now, ledger.DecisionPolicy(p, from.Policy))
-		if err != nil {
-			return ledger.Result{Outcome: statemodel.Applied, Snapshot: from.Snapshot, Rounds: round, Instance: cloneInstance(from)}, op(err)
+	for _, d := range ds {
+		if refresh {
+			break
 		}
-		writes := len(applied) > 0 || stop.Outcome == statemodel.Refreshed
-		if !in.unchangedSince(from.Snapshot, applied) && (writes || !fresh) {
-			// held proved stale (a write's condition failed, or a refusal
-			// from the caller's copy was confirmed against the stored
-			// instance): decide again from the stored instance.
-			from, fresh = in.inst, true
-			continue
-		}
-		res, err := in.write(from, applied, stop)
-		res.Rounds = round
-		if err != nil {
-			return res, op(err)
-		}
-		return res, nil
-	}
-	return ledger.Result{Rounds: ledger.MaxRounds}, op(fmt.Errorf("%w after %d rounds", ledger.ErrUnsettled, ledger.MaxRounds))
-}
-
-// decide applies events in order from inst's snapshot, up to the first
-// that does not apply (stop; nil when all did). An event the snapshot may
-// have forgotten (ledger.MayHaveForgotten) is looked up in inst's history,
-// the records up to its seq, as the DynamoDB store looks it up.
-func (in *instance) decide(inst ledger.Instance, events []statemodel.Event, now time.Time, policy statemodel.Policy) (applied []statemodel.Decision, stop *statemodel.Decision, err error) {
-	snap := inst.Snapshot.Clone()
-	for _, e := range events {
-		d := statemodel.Apply(snap, e, now, policy)
-		if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && ledger.MayHaveForgotten(inst, d.Outcome) {
-			if first, seen := in.guards[e.ID]; seen && first.Seq <= inst.Snapshot.Seq {
-				d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
-			}
-		}
-		if d.Outcome != statemodel.Applied {
-			return applied, &d, nil
+		if d.Outcome != statemodel.Applied || d.Transition == nil {
+			return from, fmt.Errorf("%w: a %s decision among the written ones", ledger.ErrInvalidInput, d.Outcome)
 		}
 		if err := in.checkSize(d); err != nil {
-			return nil, nil, err
-		}
-		applied = append(applied, d)
-		snap = d.Snapshot
-	}
-	return applied, nil, nil
-}
-
-// unchangedSince is the DynamoDB store's write condition: the stored
-// instance is in the state and version decided from, and a lease.expired
-// meets a lease that is still past.
-func (in *instance) unchangedSince(from statemodel.Snapshot, applied []statemodel.Decision) bool {
-	cur := in.inst.Snapshot
-	if cur.State != from.State || cur.Version != from.Version {
-		return false
-	}
-	for _, d := range applied {
-		if tr := d.Transition; tr.Event == statemodel.EvLeaseExpired && cur.Lease.ExpiresAt.After(tr.ObservedAt) {
-			return false
+			return from, err
 		}
 	}
-	return true
-}
-
-// write stores the decisions made from inst and answers the Result.
-func (in *instance) write(from ledger.Instance, applied []statemodel.Decision, stop *statemodel.Decision) (ledger.Result, error) {
-	if len(applied) == 0 {
-		d := *stop
-		res := ledger.Result{
-			Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition,
-			First: d.First, Late: d.Late, Effects: d.Effects, Instance: cloneInstance(from),
-		}
-		switch d.Outcome {
-		case statemodel.Rejected:
-			return res, d.Err
-		case statemodel.Stale:
-			in.appendLate(*d.Late)
-		case statemodel.Refreshed:
-			in.setSnapshot(d.Snapshot)
-			res.Instance = cloneInstance(in.inst)
-		}
-		return res, nil
+	if !in.unchangedSince(from.Snapshot, ds) {
+		cur := cloneInstance(in.inst)
+		return from, &ledger.ConflictError{Key: from.Key, Current: &cur}
 	}
-	for _, d := range applied {
+	if refresh {
+		in.setSnapshot(ds[0].Snapshot)
+		return cloneInstance(in.inst), nil
+	}
+	for _, d := range ds {
 		tr := *d.Transition
 		in.setSnapshot(d.Snapshot)
 		in.history = append(in.history, cloneTransition(tr))
@@ -201,22 +113,69 @@ func (in *instance) write(from ledger.Instance, applied []statemodel.Decision, s
 			a.AttemptRecord = *rec // the late events stay
 		}
 	}
-	last := applied[len(applied)-1]
-	res := ledger.Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Instance: cloneInstance(in.inst)}
-	for _, d := range applied {
-		res.Effects = append(res.Effects, d.Effects...)
-		res.Transitions = append(res.Transitions, *d.Transition)
+	return cloneInstance(in.inst), nil
+}
+
+// unchangedSince is the DynamoDB store's write condition: the stored
+// instance is in the state and version decided from, and a lease.expired
+// meets a lease that is still past.
+func (in *instance) unchangedSince(from statemodel.Snapshot, ds []statemodel.Decision) bool {
+	cur := in.inst.Snapshot
+	if cur.State != from.State || cur.Version != from.Version {
+		return false
 	}
-	if stop != nil {
-		res.Outcome, res.First, res.Late, res.Stopped = stop.Outcome, stop.First, stop.Late, true
-		switch stop.Outcome {
-		case statemodel.Rejected:
-			return res, stop.Err
-		case statemodel.Stale:
-			in.appendLate(*stop.Late)
+	for _, d := range ds {
+		if tr := d.Transition; tr != nil && tr.Event == statemodel.EvLeaseExpired && cur.Lease.ExpiresAt.After(tr.ObservedAt) {
+			return false
 		}
 	}
-	return res, nil
+	return true
+}
+
+// AppendLate records a late event on its attempt: the first
+// ledger.MaxLateEvents once each, later ones only counted.
+func (s *Store) AppendLate(ctx context.Context, key ledger.InstanceKey, late statemodel.LateEvent) error {
+	op := opError("record late event %s on %s#%d", late.EventID, key, late.Attempt)
+	if err := ledger.CheckInstanceKey(key); err != nil {
+		return op(err)
+	}
+	if err := ledger.CheckEventID(key, late.EventID); err != nil {
+		return op(err)
+	}
+	if late.Attempt < 1 {
+		return op(fmt.Errorf("%w: attempt %d", ledger.ErrInvalidInput, late.Attempt))
+	}
+	if err := s.begin(ctx); err != nil {
+		return op(err)
+	}
+	defer s.mu.Unlock()
+	in, ok := s.instances[key]
+	if !ok {
+		return op(ledger.ErrNotFound)
+	}
+	in.appendLate(late)
+	return nil
+}
+
+// SeenBefore looks an event id up in inst's history, the records up to
+// its seq (ledger.InstanceStorage).
+func (s *Store) SeenBefore(ctx context.Context, inst ledger.Instance, id string) (statemodel.SeenEvent, bool, error) {
+	if seen, ok := inst.Snapshot.Seen(id); ok {
+		return seen, true, nil
+	}
+	if err := s.begin(ctx); err != nil {
+		return statemodel.SeenEvent{}, false, err
+	}
+	defer s.mu.Unlock()
+	in, ok := s.instances[inst.Key]
+	if !ok {
+		return statemodel.SeenEvent{}, false, nil
+	}
+	first, seen := in.guards[id]
+	if !seen || first.Seq > inst.Snapshot.Seq {
+		return statemodel.SeenEvent{}, false, nil
+	}
+	return first, true, nil
 }
 
 func (in *instance) setSnapshot(n statemodel.Snapshot) {
@@ -245,8 +204,7 @@ func (in *instance) checkSize(d statemodel.Decision) error {
 	return tooLarge(fmt.Sprintf("transition %s#%d", in.inst.Key, tr.Seq), record, ledger.MaxItemSize)
 }
 
-// appendLate records a late event on its attempt: the first
-// ledger.MaxLateEvents once each, later ones only counted.
+// appendLate records a late event on its attempt.
 func (in *instance) appendLate(late statemodel.LateEvent) {
 	a := in.attempts[late.Attempt]
 	if a == nil {
