@@ -47,65 +47,12 @@ import (
 // graphs are refused before any write.
 func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (ledger.RunView, error) {
 	op := func(err error) error { return fmt.Errorf("create run %s of job %s: %w", nr.ID, nr.Job, err) }
-	if err := ledger.CheckJobName(nr.Job); err != nil {
+	nodes, released, err := ledger.CheckNewRun(nr)
+	if err != nil {
 		return ledger.RunView{}, op(err)
 	}
-	if err := ledger.CheckRunID(nr.ID); err != nil {
-		return ledger.RunView{}, op(err)
-	}
-	if err := ledger.CheckTrigger(nr.Trigger, nr.BackfillID); err != nil {
-		return ledger.RunView{}, op(err)
-	}
-	switch {
-	case len(nr.Tasks) == 0:
-		return ledger.RunView{}, op(fmt.Errorf("%w: a run needs at least one task", ledger.ErrInvalidInput))
-	case len(nr.Tasks) > ledger.MaxTasksPerRun:
-		return ledger.RunView{}, op(fmt.Errorf("%w: %d tasks, at most %d", ledger.ErrTooManyTasks, len(nr.Tasks), ledger.MaxTasksPerRun))
-	case (nr.ClaimSlot || nr.MarkSlot) && nr.LogicalTime.IsZero():
-		return ledger.RunView{}, op(fmt.Errorf("%w: a slot claim needs a logical time", ledger.ErrInvalidInput))
-	case nr.ClaimSlot && nr.MarkSlot:
-		return ledger.RunView{}, op(fmt.Errorf("%w: a run claims its slot or marks it, not both", ledger.ErrInvalidInput))
-	}
-	var released ledger.Backfill
-	if nr.Release != nil {
-		b, err := ledger.CheckRelease(nr)
-		if err != nil {
-			return ledger.RunView{}, op(err)
-		}
-		released = b
-	}
-	if nr.Idempotency != nil {
-		if err := ledger.CheckTail("idempotency key", nr.Idempotency.Key, idemSK(nr.Idempotency.Key), ledger.MaxSortKeyBytes); err != nil {
-			return ledger.RunView{}, op(err)
-		}
-	}
-	nodes := make([]statemodel.TaskNode, len(nr.Tasks))
-	for i, t := range nr.Tasks {
-		if err := ledger.CheckTaskID(t.ID); err != nil {
-			return ledger.RunView{}, op(err)
-		}
-		if err := t.Policy.Validate(); err != nil {
-			return ledger.RunView{}, op(fmt.Errorf("%w: task %s: %w", ledger.ErrInvalidInput, t.ID, err))
-		}
-		if err := ledger.CheckSecret(t.ID, t.Secret); err != nil {
-			return ledger.RunView{}, op(err)
-		}
-		nodes[i] = statemodel.TaskNode{ID: t.ID, DependsOn: t.DependsOn, Rule: t.TriggerRule, Publish: t.Publish, State: statemodel.StateCreated}
-	}
-	if err := statemodel.ValidateDAG(nodes); err != nil {
-		return ledger.RunView{}, op(fmt.Errorf("%w: %w", ledger.ErrInvalidInput, err))
-	}
-
 	stamp := s.clock()
-	run := ledger.Run{
-		ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime, Params: nr.Params, Spec: nr.Spec,
-		ExecutionState:   statemodel.DeriveRunState(nodes).State,
-		PublicationState: statemodel.DerivePublication(nodes),
-		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt, DeadlineAt: nr.DeadlineAt,
-		DependencyTimeoutAt: nr.DependencyTimeoutAt, Trigger: nr.Trigger, BackfillID: nr.BackfillID,
-	}
-	run.Status = run.ExecutionState.Status()
-	run.TimerAt = ledger.FirstRunTimer(run, stamp, s.backstop)
+	run := ledger.NewRunRecord(nr, nodes, now, stamp, s.backstop)
 
 	var actions []types.TransactWriteItem
 	var sizes []int
@@ -214,19 +161,11 @@ func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) 
 
 	view := ledger.RunView{Run: run}
 	for _, t := range nr.Tasks {
-		key := ledger.InstanceKey{Run: nr.ID, Task: t.ID}
-		snap, hist, err := ledger.DecideNewInstance(key, t, now)
+		inst, err := ledger.NewInstance(nr, t, now)
 		if err != nil {
 			return ledger.RunView{}, op(err)
 		}
-		inst := ledger.Instance{
-			Key: key, Job: nr.Job, Pool: t.Pool, Payload: t.Payload, Executor: t.Executor, Policy: t.Policy,
-			DependsOn: t.DependsOn, TriggerRule: t.TriggerRule, Publish: t.Publish,
-			Snapshot: snap, History: hist, Secret: t.Secret,
-		}
-		inst.TimerAt, inst.TimerKind = snap.Timer()
-		inst.Policy.Random = nil
-		if err := put("instance "+key.String(), instanceItem(inst), notExists, pkName, nil, false); err != nil {
+		if err := put("instance "+inst.Key.String(), instanceItem(inst), notExists, pkName, nil, false); err != nil {
 			return ledger.RunView{}, op(err)
 		}
 		view.Tasks = append(view.Tasks, ledger.TaskView{Instance: inst})
@@ -242,7 +181,7 @@ func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) 
 	for _, t := range view.Tasks {
 		index = append(index, timerIndexWrites(nil, instanceItem(t.Instance))...)
 	}
-	err := s.transact(ctx, "create_run", actions, sizes, index)
+	err = s.transact(ctx, "create_run", actions, sizes, index)
 	if err == nil {
 		return view, nil
 	}

@@ -37,16 +37,7 @@ func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) 
 	if err := s.claimable(nr, stamp); err != nil {
 		return ledger.RunView{}, op(err)
 	}
-	run := ledger.Run{
-		ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime,
-		Params: slices.Clone(nr.Params), Spec: slices.Clone(nr.Spec),
-		ExecutionState:   statemodel.DeriveRunState(nodes).State,
-		PublicationState: statemodel.DerivePublication(nodes),
-		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt, DeadlineAt: nr.DeadlineAt,
-		DependencyTimeoutAt: nr.DependencyTimeoutAt, Trigger: nr.Trigger, BackfillID: nr.BackfillID,
-	}
-	run.Status = run.ExecutionState.Status()
-	run.TimerAt = ledger.FirstRunTimer(run, stamp, s.backstop)
+	run := ledger.NewRunRecord(nr, nodes, now, stamp, s.backstop)
 	created := make([]*instance, len(nr.Tasks))
 	for i, t := range nr.Tasks {
 		in, err := newInstance(nr, t, now)
@@ -85,53 +76,13 @@ func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) 
 	return view, nil
 }
 
-// checkNewRun refuses a run the DynamoDB store refuses before any I/O and
-// returns its tasks as the DAG rules see them.
+// checkNewRun refuses a run no store may create (ledger.CheckNewRun) and
+// one whose bytes cannot fit in its items or its transaction, and returns
+// its tasks as the DAG rules see them.
 func checkNewRun(nr ledger.NewRun) ([]statemodel.TaskNode, error) {
-	if err := ledger.CheckJobName(nr.Job); err != nil {
+	nodes, _, err := ledger.CheckNewRun(nr)
+	if err != nil {
 		return nil, err
-	}
-	if err := ledger.CheckRunID(nr.ID); err != nil {
-		return nil, err
-	}
-	if err := ledger.CheckTrigger(nr.Trigger, nr.BackfillID); err != nil {
-		return nil, err
-	}
-	switch {
-	case len(nr.Tasks) == 0:
-		return nil, fmt.Errorf("%w: a run needs at least one task", ledger.ErrInvalidInput)
-	case len(nr.Tasks) > ledger.MaxTasksPerRun:
-		return nil, fmt.Errorf("%w: %d tasks, at most %d", ledger.ErrTooManyTasks, len(nr.Tasks), ledger.MaxTasksPerRun)
-	case (nr.ClaimSlot || nr.MarkSlot) && nr.LogicalTime.IsZero():
-		return nil, fmt.Errorf("%w: a slot claim needs a logical time", ledger.ErrInvalidInput)
-	case nr.ClaimSlot && nr.MarkSlot:
-		return nil, fmt.Errorf("%w: a run claims its slot or marks it, not both", ledger.ErrInvalidInput)
-	}
-	if nr.Release != nil {
-		if _, err := ledger.CheckRelease(nr); err != nil {
-			return nil, err
-		}
-	}
-	if nr.Idempotency != nil {
-		if err := ledger.CheckIdempotencyKey(nr.Idempotency.Key); err != nil {
-			return nil, err
-		}
-	}
-	nodes := make([]statemodel.TaskNode, len(nr.Tasks))
-	for i, t := range nr.Tasks {
-		if err := ledger.CheckTaskID(t.ID); err != nil {
-			return nil, err
-		}
-		if err := t.Policy.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: task %s: %w", ledger.ErrInvalidInput, t.ID, err)
-		}
-		if err := ledger.CheckSecret(t.ID, t.Secret); err != nil {
-			return nil, err
-		}
-		nodes[i] = statemodel.TaskNode{ID: t.ID, DependsOn: t.DependsOn, Rule: t.TriggerRule, Publish: t.Publish, State: statemodel.StateCreated}
-	}
-	if err := statemodel.ValidateDAG(nodes); err != nil {
-		return nil, fmt.Errorf("%w: %w", ledger.ErrInvalidInput, err)
 	}
 	total := len(nr.Params) + len(nr.Spec)
 	if err := tooLarge("run "+nr.ID, total, ledger.MaxItemSize); err != nil {
@@ -186,21 +137,16 @@ func (s *Store) claimable(nr ledger.NewRun, stamp time.Time) error {
 	return nil
 }
 
-// newInstance is task t of run nr as ledger.DecideNewInstance decides it:
-// CREATED with its creation record, or SCHEDULED for a task marked so.
+// newInstance is task t of run nr as ledger.NewInstance creates it, its
+// records kept in the instance's history.
 func newInstance(nr ledger.NewRun, t ledger.NewTask, now time.Time) (*instance, error) {
-	key := ledger.InstanceKey{Run: nr.ID, Task: t.ID}
-	snap, hist, err := ledger.DecideNewInstance(key, t, now)
+	inst, err := ledger.NewInstance(nr, t, now)
 	if err != nil {
 		return nil, err
 	}
-	inst := ledger.Instance{
-		Key: key, Job: nr.Job, Pool: t.Pool, Payload: slices.Clone(t.Payload), Executor: slices.Clone(t.Executor), Policy: t.Policy,
-		DependsOn: slices.Clone(t.DependsOn), TriggerRule: t.TriggerRule, Publish: t.Publish,
-		Snapshot: snap, Secret: slices.Clone(t.Secret),
-	}
-	inst.Policy.Random = nil
-	inst.TimerAt, inst.TimerKind = timerOf(snap)
+	hist := inst.History
+	inst.History = nil // kept whole in the instance's history
+	inst.TimerAt, inst.TimerKind = timerOf(inst.Snapshot)
 	in := &instance{inst: inst, guards: map[string]statemodel.SeenEvent{}, attempts: map[int]*ledger.Attempt{}}
 	for _, tr := range hist {
 		in.history = append(in.history, cloneTransition(tr))
