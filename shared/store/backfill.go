@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -165,16 +164,7 @@ func (s *Store) GetBackfill(ctx context.Context, id string) (ledger.Backfill, er
 	if err := ledger.CheckBackfillID(id); err != nil {
 		return ledger.Backfill{}, op(err)
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: keyOf(backfillPK(id), skBackfill), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return ledger.Backfill{}, op(translate(err))
-	}
-	if out.Item == nil {
-		return ledger.Backfill{}, op(ledger.ErrNotFound)
-	}
-	b, err := decodeBackfill(out.Item)
+	b, err := getItem(ctx, s, backfillPK(id), skBackfill, decodeBackfill)
 	if err != nil {
 		return ledger.Backfill{}, op(err)
 	}
@@ -261,26 +251,9 @@ func (s *Store) UpdateBackfill(ctx context.Context, b ledger.Backfill) (ledger.B
 		return ledger.Backfill{}, op(err)
 	}
 	next := ledger.NextBackfill(b, s.clock(), s.backstop)
-	e := newExpr()
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: keyOf(backfillPK(b.ID), skBackfill),
-		UpdateExpression:         aws.String(e.update(backfillStateItem(next))),
-		ConditionExpression:      aws.String(e.n(attrVersion) + " = " + e.v("expected_version", num(b.Version))),
-		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              s.returnCapacity(),
-	})
+	out, err := s.versionedUpdate(ctx, backfillPK(b.ID), skBackfill, backfillStateItem(next), b.Version, nil)
 	if err != nil {
-		old, ok := conditionItem(err)
-		if !ok {
-			return ledger.Backfill{}, op(translate(err))
-		}
-		if len(old) == 0 {
-			if _, gerr := s.GetBackfill(ctx, b.ID); errors.Is(gerr, ledger.ErrNotFound) {
-				return ledger.Backfill{}, op(ledger.ErrNotFound)
-			}
-		}
-		return ledger.Backfill{}, op(ledger.ErrVersionConflict)
+		return ledger.Backfill{}, op(err)
 	}
 	size := itemSize(backfillItem(next).present())
 	s.report("update_backfill", false, []int{size}, timerIndexWrites(backfillItem(b), backfillItem(next)), consumed(out.ConsumedCapacity))

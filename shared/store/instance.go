@@ -89,18 +89,7 @@ func (s *Store) GetInstance(ctx context.Context, key ledger.InstanceKey) (ledger
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.table),
-		Key:            keyOf(runPK(key.Run), instanceSK(key.Task)),
-		ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, translate(err))
-	}
-	if out.Item == nil {
-		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, ledger.ErrNotFound)
-	}
-	inst, err := decodeInstance(out.Item)
+	inst, err := getItem(ctx, s, runPK(key.Run), instanceSK(key.Task), decodeInstance)
 	if err != nil {
 		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
 	}

@@ -192,16 +192,7 @@ func (s *Store) GetJob(ctx context.Context, name string) (ledger.Job, error) {
 	if err := ledger.CheckJobName(name); err != nil {
 		return ledger.Job{}, fmt.Errorf("get job %s: %w", name, err)
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: keyOf(jobPK(name), skJob), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return ledger.Job{}, fmt.Errorf("get job %s: %w", name, translate(err))
-	}
-	if out.Item == nil {
-		return ledger.Job{}, fmt.Errorf("get job %s: %w", name, ledger.ErrNotFound)
-	}
-	j, err := decodeJob(out.Item)
+	j, err := getItem(ctx, s, jobPK(name), skJob, decodeJob)
 	if err != nil {
 		return ledger.Job{}, fmt.Errorf("get job %s: %w", name, err)
 	}
@@ -411,7 +402,6 @@ func (s *Store) writeJob(ctx context.Context, cur, next ledger.Job, opName strin
 	if err != nil {
 		return ledger.Job{}, op(err)
 	}
-	e := newExpr()
 	set := jobTimer(next)
 	set[attrSpec] = bin(next.Spec)
 	for k, v := range positionItem(next.Position()) {
@@ -421,8 +411,9 @@ func (s *Store) writeJob(ctx context.Context, cur, next ledger.Job, opName strin
 	set[attrUpdatedAt] = tm(next.UpdatedAt)
 	set[attrVersion] = num(next.Version)
 	set[attrUpstream] = strList(next.Upstream)
-	cond := e.n(attrVersion) + " = " + e.v("expected_version", num(cur.Version))
 	if !slices.Equal(cur.Upstream, next.Upstream) {
+		e := newExpr()
+		cond := e.n(attrVersion) + " = " + e.v("expected_version", num(cur.Version))
 		edges, edgeSizes := s.edgeActions(next.Name, cur.Upstream, next.Upstream)
 		actions := append([]types.TransactWriteItem{{Update: &types.Update{
 			TableName: aws.String(s.table), Key: keyOf(jobPK(next.Name), skJob),
@@ -437,25 +428,9 @@ func (s *Store) writeJob(ctx context.Context, cur, next ledger.Job, opName strin
 		}
 		return next, nil
 	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: keyOf(jobPK(next.Name), skJob),
-		UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              s.returnCapacity(),
-	})
+	out, err := s.versionedUpdate(ctx, jobPK(next.Name), skJob, set, cur.Version, nil)
 	if err != nil {
-		if old, ok := conditionItem(err); ok {
-			if len(old) == 0 {
-				if _, gerr := s.GetJob(ctx, next.Name); gerr != nil {
-					return ledger.Job{}, op(gerr)
-				}
-				return ledger.Job{}, op(ledger.ErrVersionConflict)
-			}
-			r := &reader{it: old}
-			return ledger.Job{}, op(fmt.Errorf("%w: stored version is %d", ledger.ErrVersionConflict, r.int(attrVersion)))
-		}
-		return ledger.Job{}, op(translate(err))
+		return ledger.Job{}, op(err)
 	}
 	s.report(opName, false, []int{size}, nil, consumed(out.ConsumedCapacity))
 	return next, nil

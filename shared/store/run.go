@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -310,16 +309,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 	if err := ledger.CheckRunID(id); err != nil {
 		return ledger.Run{}, fmt.Errorf("get run %s: %w", id, err)
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: keyOf(runPK(id), skRun), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return ledger.Run{}, fmt.Errorf("get run %s: %w", id, translate(err))
-	}
-	if out.Item == nil {
-		return ledger.Run{}, fmt.Errorf("get run %s: %w", id, ledger.ErrNotFound)
-	}
-	run, err := decodeRun(out.Item)
+	run, err := getItem(ctx, s, runPK(id), skRun, decodeRun)
 	if err == nil {
 		err = s.legacyTrigger(ctx, &run)
 	}
@@ -816,29 +806,15 @@ func (s *Store) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Ru
 	}
 	next := run
 	next.TimerAt = ledger.RunTimer(run, s.clock(), s.backstop)
-	e := newExpr()
 	set := runStateItem(next)
 	upd := item{
 		tableschema.TimerShard: set[tableschema.TimerShard], tableschema.TimerAt: set[tableschema.TimerAt],
 		attrTimerKind: set[attrTimerKind],
 	}
-	cond := e.n(attrVersion) + " = " + e.v("expected_version", num(run.Version)) +
-		" AND " + e.n(attrExec) + " = " + e.v("exec", str(string(run.ExecutionState)))
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: keyOf(runPK(run.ID), skRun),
-		UpdateExpression: aws.String(e.update(upd)), ConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              s.returnCapacity(),
-	})
+	sameState := func(e *expr) string { return e.n(attrExec) + " = " + e.v("exec", str(string(run.ExecutionState))) }
+	out, err := s.versionedUpdate(ctx, runPK(run.ID), skRun, upd, run.Version, sameState)
 	if err != nil {
-		if old, ok := conditionItem(err); ok {
-			if len(old) == 0 {
-				return ledger.Run{}, op(ledger.ErrNotFound)
-			}
-			return ledger.Run{}, op(ledger.ErrVersionConflict)
-		}
-		return ledger.Run{}, op(translate(err))
+		return ledger.Run{}, op(err)
 	}
 	size := itemSize(runItem(next).present())
 	s.report("rearm_run_backstop", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity))
@@ -865,28 +841,9 @@ func (s *Store) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.Run
 	if err != nil {
 		return ledger.Run{}, op(err)
 	}
-	e := newExpr()
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: keyOf(runPK(run.ID), skRun),
-		UpdateExpression:         aws.String(e.update(runStateItem(next))),
-		ConditionExpression:      aws.String(e.n(attrVersion) + " = " + e.v("expected_version", num(run.Version))),
-		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              s.returnCapacity(),
-	})
+	out, err := s.versionedUpdate(ctx, runPK(run.ID), skRun, runStateItem(next), run.Version, nil)
 	if err != nil {
-		old, ok := conditionItem(err)
-		if !ok {
-			return ledger.Run{}, op(translate(err))
-		}
-		if len(old) == 0 {
-			if _, gerr := s.GetRun(ctx, run.ID); errors.Is(gerr, ledger.ErrNotFound) {
-				return ledger.Run{}, op(ledger.ErrNotFound)
-			}
-			return ledger.Run{}, op(ledger.ErrVersionConflict)
-		}
-		r := &reader{it: old}
-		return ledger.Run{}, op(fmt.Errorf("%w: stored version is %s", ledger.ErrVersionConflict, strconv.FormatInt(r.int(attrVersion), 10)))
+		return ledger.Run{}, op(err)
 	}
 	size := itemSize(runItem(next).present())
 	s.report("update_run_state", false, []int{size}, runIndexWrites(run, next), consumed(out.ConsumedCapacity))
