@@ -5,7 +5,7 @@
 // stores apply (key checks, new-run checks, run timers, the decision
 // policy).
 //
-// It imports only statemodel and tableschema: the DynamoDB store
+// It imports only statemodel: the DynamoDB store
 // (shared/store), the in-memory one (shared/store/memstore) and the
 // contract suite (ledgertest) import it, never the other way round.
 package ledger

@@ -5,6 +5,9 @@ import (
 	"fmt"
 )
 
+// The storage errors, declared once for every store: every error a store
+// returns wraps one of these (or a statemodel sentinel for a rejected
+// event) together with the operation and the key it concerned.
 var (
 	// ErrNotFound: the item (job, run, instance) does not exist.
 	ErrNotFound = errors.New("not found")
@@ -41,13 +44,13 @@ var (
 	// ErrInvalidKey: a key part is empty, too long or contains the key
 	// separator (InvalidKeyError). Nothing was written.
 	ErrInvalidKey = errors.New("invalid key")
-	// ErrInvalidToken: a paging token that this store did not issue for
-	// this listing.
+	// ErrInvalidPageToken: a paging token that the store did not issue
+	// for this listing. Permanent: retrying the same token fails again.
 	ErrInvalidPageToken = errors.New("invalid next token")
 	// ErrInvalidInput: an argument the store cannot write (no tasks, a
 	// heartbeat without a lease duration, ...).
 	ErrInvalidInput = errors.New("invalid input")
-	// ErrThrottled: DynamoDB refused the request for capacity or request
+	// ErrThrottled: the database refused the request for capacity or request
 	// rate. Transient.
 	ErrThrottled = errors.New("throttled")
 	// ErrCorruptItem: a stored item does not decode. Never expected.
@@ -70,7 +73,7 @@ func (e *ExistingRunError) Error() string {
 func (e *ExistingRunError) Unwrap() error { return e.Err }
 
 // ItemTooLargeError says which item is too large and by how much. Size is
-// computed by DynamoDB's documented rules (see itemSize).
+// computed by DynamoDB's documented rules (the DynamoDB store's itemSize).
 type ItemTooLargeError struct {
 	Item  string // the item's kind and key, or "transaction"
 	Size  int    // bytes

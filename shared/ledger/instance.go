@@ -172,8 +172,7 @@ func heartbeatTarget(cur statemodel.Snapshot, attempt int) (statemodel.InstanceS
 	return "", reject(statemodel.ErrIllegalTransition, "")
 }
 
-// HistoryPager pages an instance's history: this store, or any other
-// implementation of the scheduler's store port.
+// HistoryPager pages an instance's history: any Store.
 type HistoryPager interface {
 	History(ctx context.Context, key InstanceKey, limit int, token string) ([]statemodel.Transition, string, error)
 }

@@ -72,12 +72,13 @@ func Transition(ctx context.Context, s InstanceStorage, key InstanceKey, e state
 
 // TransitionFrom applies event e to inst, the instance as the caller last
 // read or wrote it: decide with statemodel.Apply at now under policy p (or
-// the stored policy, see StoredPolicy), write the decision (ApplyDecision).
+// the stored policy, see StoredPolicy), write the decision (WriteInstance).
 // The write is conditioned on the state and version decided from, so a
 // stale copy costs one more round, never a wrong write.
 //
 // A failed condition is never retried blindly. The instance as it stood
-// when the condition failed (DynamoDB returns it) is classified again by
+// when the condition failed (the *ConflictError carries it; without it, one
+// read) is classified again by
 // statemodel: the event may now be a Duplicate (another delivery of it
 // won), Stale (a newer attempt started), Rejected (another event moved the
 // instance where this one has no row: a lost claim race ends here), or
@@ -85,7 +86,7 @@ func Transition(ctx context.Context, s InstanceStorage, key InstanceKey, e state
 // ErrUnsettled.
 //
 // Duplicates: the snapshot's recent ids answer most. An event they do not
-// know is looked up in the instance's whole history (seenBefore) when
+// know is looked up in the instance's whole history (SeenBefore) when
 // statemodel would reject it or call it stale, and before it is applied to
 // an instance whose oldest ids have left the recent list, so an old
 // duplicate is answered with its first outcome and never applied twice.

@@ -10,15 +10,14 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 )
 
-// The store's errors. Every error that leaves the package wraps one of these
-// (or a statemodel sentinel for a rejected event) together with the
-// operation and the key it concerned; SDK errors never leave it bare.
+// The DynamoDB store's own errors, beside the ledger's. Every error that
+// leaves the package wraps one of these or of the ledger's (or a
+// statemodel sentinel for a rejected event) together with the operation
+// and the key it concerned; SDK errors never leave it bare.
 var (
-
 	// ErrTableNotFound: the table itself does not exist. It is also an
 	// ErrNotFound.
 	ErrTableNotFound = fmt.Errorf("table %w", ledger.ErrNotFound)
-
 	// ErrTableLayout: an existing table has an index of this version's name
 	// but another key schema or projection, which DynamoDB cannot change in
 	// place (EnsureTable).
