@@ -1,14 +1,15 @@
-// Package memstore is an in-memory implementation of the scheduler's store
-// port (ledger.Store): the same answers and the same errors as the
-// DynamoDB store (shared/store) for every operation of the port, held to
-// it by the contract suite (shared/ledger/ledgertest), with no emulator.
-// The scheduler's own tests use it to check decisions in milliseconds.
+// Package memstore is an in-memory implementation of the storage contract
+// (ledger.Store): the same answers and the same errors as the DynamoDB
+// store (shared/store) for every operation, held to it by the contract
+// suite (shared/ledger/ledgertest), with no emulator. The scheduler's own
+// tests use it to check decisions in milliseconds.
 //
-// Every operation takes one mutex, so each is atomic: where the DynamoDB
-// store writes conditionally and re-decides on a failed condition,
-// memstore decides once from the state under the lock, which is the
-// answer the DynamoDB store settles on. Decisions are statemodel's and the
-// store package's exported rules; nothing is re-derived here.
+// It is storage only. Its mutex makes each read and each conditional write
+// atomic, as one DynamoDB call is; a task instance's changes are decided
+// by the ledger's decision loop (ledger.TransitionAll) between a read and
+// a conditional write (WriteInstance), exactly as on DynamoDB, so tests on
+// memstore meet the same read-decide-write races. Rules are the ledger's
+// and statemodel's; nothing is re-derived here.
 //
 // What memstore does not model: DynamoDB's item layout and its byte-exact
 // size rules (it refuses a write whose caller-supplied bytes alone exceed
