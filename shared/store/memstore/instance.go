@@ -74,7 +74,9 @@ func (s *Store) WriteInstance(ctx context.Context, from ledger.Instance, ds []st
 	defer s.mu.Unlock()
 	in, ok := s.instances[from.Key]
 	if !ok {
-		return from, ledger.ErrNotFound
+		// DynamoDB's condition fails on a missing item too, and returns
+		// no item: the loop reads, and finds none.
+		return from, &ledger.ConflictError{Key: from.Key}
 	}
 	refresh := len(ds) == 1 && ds[0].Outcome == statemodel.Refreshed
 	if len(ds) == 0 {
