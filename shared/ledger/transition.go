@@ -13,9 +13,9 @@ import (
 // store writes conditionally, a failed condition is decided again from the
 // instance as it stands, a refusal is confirmed, and an event the
 // snapshot may have forgotten is looked up in the whole history. A store
-// offers only the reads and conditional writes of InstanceStorage; its
-// Transition, TransitionFrom and TransitionAll methods call these
-// functions with itself.
+// offers only the reads and conditional writes of InstanceStorage, and
+// embeds a Decider, whose Transition, TransitionFrom and TransitionAll
+// methods call these functions with the store.
 
 // InstanceStorage is what the decision loop needs of a store: reads and
 // conditional writes of one instance, no decisions.
@@ -222,4 +222,45 @@ func TransitionAll(ctx context.Context, s InstanceStorage, held Instance, events
 		inst, fresh = conflict.Current, conflict.Current != nil // nil: re-read
 	}
 	return Result{Rounds: MaxRounds}, op(fmt.Errorf("%w after %d rounds", ErrUnsettled, MaxRounds))
+}
+
+// Decider gives a store the decision loop as its Transition,
+// TransitionFrom and TransitionAll methods, run on the store's own reads
+// and writes: a store embeds it, set to itself (Decider{Storage: s}), and
+// so implements Instances' transitions without writing them again.
+type Decider struct {
+	Storage InstanceStorage
+}
+
+// Transition applies e to the instance at key (see the function
+// Transition).
+func (d Decider) Transition(ctx context.Context, key InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+	return Transition(ctx, d.Storage, key, e, now, p)
+}
+
+// TransitionFrom applies e decided from held (see the function
+// TransitionFrom).
+func (d Decider) TransitionFrom(ctx context.Context, held Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+	return TransitionFrom(ctx, d.Storage, held, e, now, p)
+}
+
+// TransitionAll applies events in order to held as one write (see the
+// function TransitionAll).
+func (d Decider) TransitionAll(ctx context.Context, held Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+	return TransitionAll(ctx, d.Storage, held, events, now, p)
+}
+
+// CheckLateEvent refuses a late event no store may record: a bad key or
+// event id, or no attempt number.
+func CheckLateEvent(key InstanceKey, late statemodel.LateEvent) error {
+	if err := CheckInstanceKey(key); err != nil {
+		return err
+	}
+	if err := CheckEventID(key, late.EventID); err != nil {
+		return err
+	}
+	if late.Attempt < 1 {
+		return fmt.Errorf("%w: attempt %d", ErrInvalidInput, late.Attempt)
+	}
+	return nil
 }

@@ -139,23 +139,6 @@ func (s *Store) GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (
 	return a, nil
 }
 
-// Transition applies event e to the instance at key: the decision loop
-// (ledger.Transition) on this store's reads and conditional writes.
-func (s *Store) Transition(ctx context.Context, key ledger.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	return ledger.Transition(ctx, s, key, e, now, p)
-}
-
-// TransitionFrom applies event e decided from held (ledger.TransitionFrom).
-func (s *Store) TransitionFrom(ctx context.Context, held ledger.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	return ledger.TransitionFrom(ctx, s, held, e, now, p)
-}
-
-// TransitionAll applies events in order to held as one write
-// (ledger.TransitionAll).
-func (s *Store) TransitionAll(ctx context.Context, held ledger.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	return ledger.TransitionAll(ctx, s, held, events, now, p)
-}
-
 // asConflict turns the failed condition of an instance write into a
 // *ledger.ConflictError with the item as DynamoDB found it, so the loop
 // decides again from it; without an ALL_OLD image (an endpoint that sends
@@ -342,14 +325,8 @@ func (s *Store) AppendLate(ctx context.Context, key ledger.InstanceKey, late sta
 	op := func(err error) error {
 		return fmt.Errorf("record late event %s on %s#%d: %w", late.EventID, key, late.Attempt, err)
 	}
-	if err := ledger.CheckInstanceKey(key); err != nil {
+	if err := ledger.CheckLateEvent(key, late); err != nil {
 		return op(err)
-	}
-	if err := ledger.CheckEventID(key, late.EventID); err != nil {
-		return op(err)
-	}
-	if late.Attempt < 1 {
-		return op(fmt.Errorf("%w: attempt %d", ledger.ErrInvalidInput, late.Attempt))
 	}
 	entry := lateEventItem(late).present()
 	if _, err := checkSize("late event", entry); err != nil {

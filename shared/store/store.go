@@ -53,6 +53,9 @@ const (
 
 // Store is the DynamoDB store of one table. It is safe for concurrent use.
 type Store struct {
+	// Decider runs the decision loop (ledger.TransitionAll and the rest)
+	// on this store's reads and conditional writes.
+	ledger.Decider
 	db        *dynamodb.Client
 	table     string
 	clock     func() time.Time
@@ -92,6 +95,7 @@ func New(db *dynamodb.Client, table string, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	s.Decider = ledger.Decider{Storage: s}
 	return s
 }
 

@@ -44,24 +44,6 @@ func (s *Store) GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (
 	return cloneAttempt(*in.attempts[n]), nil
 }
 
-// Transition applies event e to the instance at key: the decision loop
-// (ledger.Transition) on this store's reads and conditional writes, so a
-// test on memstore meets the races the DynamoDB store meets.
-func (s *Store) Transition(ctx context.Context, key ledger.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	return ledger.Transition(ctx, s, key, e, now, p)
-}
-
-// TransitionFrom applies event e decided from held (ledger.TransitionFrom).
-func (s *Store) TransitionFrom(ctx context.Context, held ledger.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	return ledger.TransitionFrom(ctx, s, held, e, now, p)
-}
-
-// TransitionAll applies events in order to held as one write
-// (ledger.TransitionAll).
-func (s *Store) TransitionAll(ctx context.Context, held ledger.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	return ledger.TransitionAll(ctx, s, held, events, now, p)
-}
-
 // WriteInstance writes decisions made from from.Snapshot when the stored
 // instance is still in from's state and version (and, for lease.expired,
 // its lease is still past), as the DynamoDB store's condition does; else
@@ -138,14 +120,8 @@ func (in *instance) unchangedSince(from statemodel.Snapshot, ds []statemodel.Dec
 // ledger.MaxLateEvents once each, later ones only counted.
 func (s *Store) AppendLate(ctx context.Context, key ledger.InstanceKey, late statemodel.LateEvent) error {
 	op := opError("record late event %s on %s#%d", late.EventID, key, late.Attempt)
-	if err := ledger.CheckInstanceKey(key); err != nil {
+	if err := ledger.CheckLateEvent(key, late); err != nil {
 		return op(err)
-	}
-	if err := ledger.CheckEventID(key, late.EventID); err != nil {
-		return op(err)
-	}
-	if late.Attempt < 1 {
-		return op(fmt.Errorf("%w: attempt %d", ledger.ErrInvalidInput, late.Attempt))
 	}
 	if err := s.begin(ctx); err != nil {
 		return op(err)

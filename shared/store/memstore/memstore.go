@@ -35,6 +35,10 @@ import (
 
 // Store is an in-memory store. It is safe for concurrent use.
 type Store struct {
+	// Decider runs the decision loop (ledger.TransitionAll and the rest)
+	// on this store's reads and conditional writes, so a test on memstore
+	// meets the races the DynamoDB store meets.
+	ledger.Decider
 	clock    func() time.Time
 	backstop time.Duration
 
@@ -92,6 +96,7 @@ func New(opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	s.Decider = ledger.Decider{Storage: s}
 	return s
 }
 
