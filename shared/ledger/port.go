@@ -125,8 +125,8 @@ type Jobs interface {
 	// ResumeJob resumes a paused job and moves its schedule in the same
 	// conditional write (ErrConflict when it changed since read).
 	ResumeJob(ctx context.Context, name string, m ScheduleMove) (Job, error)
-	DeleteJob(ctx context.Context, name string) error
-	// DeleteJobIfIdle deletes a job only when it has no unfinished run
+	// DeleteJobIfIdle deletes a job and its dependency edges (its runs
+	// stay readable) only when it has no unfinished run
 	// (ErrUnfinishedRuns), in conditional writes: a run created
 	// meanwhile is found, or its creating write (NewRun.OfLiveJob) fails.
 	DeleteJobIfIdle(ctx context.Context, name string) error

@@ -436,46 +436,13 @@ func (s *Store) writeJob(ctx context.Context, cur, next ledger.Job, opName strin
 	return next, nil
 }
 
-// DeleteJob deletes a job definition and its dependency edges. Its runs,
-// pointers, slot claims and idempotency keys stay (past runs stay
-// readable); whether it may be deleted (no unfinished runs:
-// HasUnfinishedRuns) is the API's decision.
-//
-//	Delete JOB#<name>/JOB       condition #version = :read_version
-//	                            fails: it changed or went since it was read:
-//	                            read again (ErrNotFound once gone).
-//	Delete JOB#<up>/DEP#<name>  per upstream job, in the same transaction
-func (s *Store) DeleteJob(ctx context.Context, name string) error {
-	op := func(err error) error { return fmt.Errorf("delete job %s: %w", name, err) }
-	if err := ledger.CheckJobName(name); err != nil {
-		return op(err)
-	}
-	for try := 0; ; try++ {
-		cur, err := s.GetJob(ctx, name)
-		if err != nil {
-			return op(err)
-		}
-		retry, err := s.deleteJob(ctx, cur)
-		switch {
-		case err != nil:
-			return op(err)
-		case !retry:
-			return nil
-		case try >= conflictRetries:
-			return op(ledger.ErrVersionConflict)
-		}
-	}
-}
-
 // deleteJob deletes the job as read (cur) with its edges; retry reports a
 // failed condition: the job changed or went since it was read.
-func (s *Store) deleteJob(ctx context.Context, cur ledger.Job, mark ...int64) (retry bool, err error) {
+func (s *Store) deleteJob(ctx context.Context, cur ledger.Job, mark int64) (retry bool, err error) {
 	e := newExpr()
-	cond := e.n(attrVersion) + " = " + e.v("read_version", num(cur.Version))
-	if len(mark) > 0 {
-		// DeleteJobIfIdle's: the job still carries this caller's mark.
-		cond += " AND " + e.n(attrDeleting) + " = " + e.v("mark", num(mark[0]))
-	}
+	// The job is as read and still carries this caller's mark.
+	cond := e.n(attrVersion) + " = " + e.v("read_version", num(cur.Version)) +
+		" AND " + e.n(attrDeleting) + " = " + e.v("mark", num(mark))
 	if len(cur.Upstream) == 0 {
 		_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(s.table), Key: keyOf(jobPK(cur.Name), skJob), ConditionExpression: aws.String(cond),
@@ -523,8 +490,10 @@ func jobLiveCheck(table, job string, now time.Time) types.TransactWriteItem {
 	}}
 }
 
-// DeleteJobIfIdle deletes a job only when it has no unfinished run, as
-// conditional writes, so no run is created in between:
+// DeleteJobIfIdle deletes a job definition and its dependency edges
+// (its runs, pointers, slot claims and idempotency keys stay: past runs
+// stay readable) only when it has no unfinished run, as conditional
+// writes, so no run is created in between:
 //
 //	mark    Update JOB#<job>/JOB  SET deleting = :now   #version = :read_version
 //	check   the job's live runs (HasUnfinishedRuns, a consistent query)

@@ -145,13 +145,13 @@ func jobs(t *testing.T, h *Harness) {
 	if _, err := h.Store.MoveSchedule(ctx, "nightly", move(4, time.Time{}, fire)); err != nil {
 		t.Fatalf("a next fire again: %v", err)
 	}
-	if err := h.Store.DeleteJob(ctx, "nightly"); err != nil {
+	if err := h.Store.DeleteJobIfIdle(ctx, "nightly"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.Store.GetJob(ctx, "nightly"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("get after delete: %v", err)
 	}
-	if err := h.Store.DeleteJob(ctx, "nightly"); !errors.Is(err, ledger.ErrNotFound) {
+	if err := h.Store.DeleteJobIfIdle(ctx, "nightly"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("delete twice: %v", err)
 	}
 	if got := jobDue(far); len(got) != 0 {
@@ -211,7 +211,7 @@ func dependencyEdges(t *testing.T, h *Harness) {
 	if got := dependents("up3"); !slices.Equal(got, []string{"down"}) {
 		t.Fatalf("pausing moved edges: dependents of up3 %v", got)
 	}
-	if err := h.Store.DeleteJob(ctx, "down"); err != nil {
+	if err := h.Store.DeleteJobIfIdle(ctx, "down"); err != nil {
 		t.Fatal(err)
 	}
 	for _, up := range []string{"up2", "up3"} {

@@ -195,24 +195,6 @@ func samePosition(a, b ledger.SchedulePosition) bool {
 	return a.NextFireAt.Equal(b.NextFireAt) && a.CatchupNext.Equal(b.CatchupNext) && a.CatchupLast.Equal(b.CatchupLast)
 }
 
-// DeleteJob deletes a job and its dependency edges; its runs stay.
-func (s *Store) DeleteJob(ctx context.Context, name string) error {
-	op := opError("delete job %s", name)
-	if err := s.enter(ctx, ledger.CheckJobName(name)); err != nil {
-		return op(err)
-	}
-	defer s.mu.Unlock()
-	cur, ok := s.jobs[name]
-	if !ok {
-		return op(ledger.ErrNotFound)
-	}
-	for _, up := range cur.Upstream {
-		delete(s.edges[up], name)
-	}
-	delete(s.jobs, name)
-	return nil
-}
-
 // ListDependents lists the jobs that depend on job, by name.
 func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error) {
 	op := opError("list dependents of job %s", job)
