@@ -161,6 +161,9 @@ func Apply(s Snapshot, e Event, now time.Time, p Policy) Decision {
 	if !ok {
 		return reject(s, e, ErrIllegalTransition, "")
 	}
+	if why := signalRefusal(s, e); why != "" {
+		return reject(s, e, ErrGuard, why)
+	}
 	tr, err := decide(s, e, now, p)
 	if err != nil {
 		return Decision{Outcome: Rejected, Snapshot: s, Err: err}
@@ -226,6 +229,9 @@ func decide(s Snapshot, e Event, now time.Time, p Policy) (Transition, error) {
 		}
 		if e.Actor == ActorWorker {
 			a.ExitCode = e.ExitCode
+			a.OutputRef = e.OutputRef
+		}
+		if signalEvent(e.Type) {
 			a.OutputRef = e.OutputRef
 		}
 		if e.Type == EvEvidenceFailed && e.ExitCode != nil {
@@ -419,8 +425,12 @@ func decide(s Snapshot, e Event, now time.Time, p Policy) (Transition, error) {
 		tr.Deadline = now
 
 	case EvCancelRequested:
-		switch s.State {
-		case StateRunning, StateLost:
+		switch {
+		case s.State == StateRunning && s.SignalAttempt():
+			// Nothing runs it: nothing to wait for.
+			tr.To = StateCancelled
+			endAttempt(OutcomeCancelled, CategoryCancelled)
+		case s.State == StateRunning || s.State == StateLost:
 			tr.To = StateCancelling
 			tr.CancelRequested = true
 			tr.Deadline = now.Add(p.Timeouts.Cancel)
@@ -470,6 +480,41 @@ func decide(s Snapshot, e Event, now time.Time, p Policy) (Transition, error) {
 		tr.To = StateCreated
 		tr.Scope = "downstream"
 		tr.Deadline = now.Add(p.DepsRecheck)
+
+	case EvSignalRequested:
+		// Started by the scheduler at once: no claim, no lease; the run
+		// timeout is its one timer.
+		if cur.Claimed() {
+			return guard(ErrGuard, "attempt already started")
+		}
+		tr.To = StateRunning
+		a := cur
+		a.StartedAt = now
+		a.ClaimEventID = e.ID
+		tr.AttemptRecord = &a
+		tr.Deadline = now.Add(p.Timeouts.Run)
+
+	case EvSignalSucceeded:
+		tr.To = StateSucceeded
+		tr.CancelRequested = false
+		endAttempt(OutcomeSucceeded, "")
+
+	case EvSignalFailed:
+		category := e.ErrorCategory
+		if category == "" {
+			category = CategoryRejected
+		}
+		retryOrFail(e.retryable())
+		tr.CancelRequested = false
+		endAttempt(OutcomeFailed, category)
+
+	case EvSignalTimeout:
+		if now.Before(s.Deadline) {
+			return guard(ErrNotDue, "run timeout not reached")
+		}
+		retryOrFail(true)
+		tr.CancelRequested = false
+		endAttempt(OutcomeTimeout, CategoryTimeout)
 
 	case EvManualRetry:
 		tr.To = StateScheduled

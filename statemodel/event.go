@@ -56,6 +56,15 @@ const (
 	// (UPSTREAM_FAILED or SKIPPED) to CREATED, to be evaluated again: the
 	// retry of an upstream task with its downstream (scope "downstream").
 	EvOverrideCleared EventType = "override.cleared"
+
+	// Signal tasks (executor "signal"): no worker runs them. The
+	// scheduler starts the attempt at once (QUEUED -> RUNNING, no lease),
+	// a person or an outside system settles it through the signal route
+	// (actor operator), and the run timeout is its only timer.
+	EvSignalRequested EventType = "signal.requested"
+	EvSignalSucceeded EventType = "signal.succeeded"
+	EvSignalFailed    EventType = "signal.failed"
+	EvSignalTimeout   EventType = "signal.timeout"
 )
 
 // AllEventTypes lists every event type in the order of the life cycle.
@@ -67,6 +76,7 @@ func AllEventTypes() []EventType {
 		EvEvidenceOK, EvEvidenceFailed, EvNeverStarted, EvWindowExpired,
 		EvRetryDue, EvCancelRequested, EvPause, EvResume,
 		EvOverrideSucceeded, EvOverrideFailed, EvManualRetry, EvOverrideCleared,
+		EvSignalRequested, EvSignalSucceeded, EvSignalFailed, EvSignalTimeout,
 	}
 }
 
@@ -77,7 +87,8 @@ func (t EventType) Fenced() bool {
 	switch t {
 	case EvStarted, EvHeartbeat, EvSucceeded, EvFailed, EvCancelled,
 		EvLeaseExpired, EvQueueTimeout, EvCancelTimeout,
-		EvEvidenceOK, EvEvidenceFailed, EvNeverStarted, EvWindowExpired:
+		EvEvidenceOK, EvEvidenceFailed, EvNeverStarted, EvWindowExpired,
+		EvSignalRequested, EvSignalSucceeded, EvSignalFailed, EvSignalTimeout:
 		return true
 	}
 	return false
@@ -124,4 +135,6 @@ const (
 	// recorded in the transition's evidence (error_category), as no
 	// attempt exists to carry it.
 	CategoryDispatchFailed = "dispatch_failed"
+	// CategoryRejected: a signal task's signal said failed.
+	CategoryRejected = "rejected"
 )

@@ -203,9 +203,32 @@ func checkEdge(apply applyFunc, s Snapshot, hist []Transition, e Event, d Decisi
 	}
 	// 7. A success reported by the current attempt is never lost.
 	if cur, ok := s.Current(); ok && e.Type == EvSucceeded && e.Attempt == s.Attempt && !s.State.Terminal() &&
-		cur.Claimed() && cur.Outcome.Undecided() {
+		cur.Claimed() && cur.Outcome.Undecided() && !cur.Signal() {
 		if _, dup := s.Seen(e.ID); !dup && n.State != StateSucceeded {
 			bad(7, "current attempt's success left the instance %s (%s: %v)", n.State, d.Outcome, d.Err)
+		}
+	}
+	// 7s. A signal task's success signal for the current attempt, while it
+	// waits, is never lost either.
+	if e.Type == EvSignalSucceeded && e.Attempt == s.Attempt && s.State == StateRunning && s.SignalAttempt() {
+		if _, dup := s.Seen(e.ID); !dup && n.State != StateSucceeded {
+			bad(7, "current signal attempt's success left the instance %s (%s: %v)", n.State, d.Outcome, d.Err)
+		}
+	}
+	// 10. A signal task's attempt has no lease and is never LOST or
+	// CANCELLING; waiting, its one timer is the run timeout.
+	if n.SignalAttempt() {
+		if n.State == StateLost || n.State == StateCancelling {
+			bad(10, "signal attempt %d is %s", n.Attempt, n.State)
+		}
+		if n.Lease != (Lease{}) {
+			bad(10, "signal attempt %d has a lease", n.Attempt)
+		}
+		if _, kind := n.Timer(); n.State == StateRunning && kind != TimerSignal {
+			bad(10, "running signal attempt has timer %q", kind)
+		}
+		if e.Actor == ActorWorker && (d.Outcome == Applied || d.Outcome == Refreshed) && s.SignalAttempt() && e.Attempt == s.Attempt {
+			bad(10, "a worker's %s applied to a signal attempt", e.Type)
 		}
 	}
 	// 8. Retries never exceed the policy's maximum.

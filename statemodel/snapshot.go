@@ -103,7 +103,8 @@ type Snapshot struct {
 	RetryAt time.Time
 	// Deadline is the timer of every timed state but RUNNING (whose timer is
 	// the lease): dependency backstop, dispatch due, queue timeout, retry_at,
-	// evidence deadline, cancel deadline.
+	// evidence deadline, cancel deadline; and a RUNNING signal attempt's
+	// run timeout, as it has no lease.
 	Deadline        time.Time
 	CancelRequested bool
 	// PausedFrom is where resume returns to.
@@ -137,6 +138,8 @@ const (
 	TimerRetry        TimerKind = "retry"
 	TimerEvidence     TimerKind = "evidence"
 	TimerCancel       TimerKind = "cancel"
+	// TimerSignal: a RUNNING signal attempt's run timeout.
+	TimerSignal TimerKind = "signal_timeout"
 )
 
 // Timer is when the instance's owner must act next, derived from its state.
@@ -150,6 +153,9 @@ func (s Snapshot) Timer() (time.Time, TimerKind) {
 	case StateQueued:
 		return s.Deadline, TimerQueueTimeout
 	case StateRunning:
+		if s.SignalAttempt() {
+			return s.Deadline, TimerSignal
+		}
 		return s.Lease.ExpiresAt, TimerLease
 	case StateUpForRetry:
 		return s.Deadline, TimerRetry

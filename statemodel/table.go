@@ -74,7 +74,7 @@ var table = []Row{
 	{StateQueued, EvCancelRequested, ActorOperator, to(StateCancelled), false, "the fenced claim refuses it after"},
 	{StateUpForRetry, EvCancelRequested, ActorOperator, to(StateCancelled), false, ""},
 	{StatePaused, EvCancelRequested, ActorOperator, to(StateCancelled), false, ""},
-	{StateRunning, EvCancelRequested, ActorOperator, to(StateCancelling), false, ""},
+	{StateRunning, EvCancelRequested, ActorOperator, to(StateCancelling, StateCancelled), false, "a signal attempt, which nothing runs, ends at once"},
 	{StateLost, EvCancelRequested, ActorOperator, to(StateCancelling), false, ""},
 
 	{StateCreated, EvPause, ActorOperator, to(StatePaused), false, ""},
@@ -98,6 +98,11 @@ var table = []Row{
 
 	{StateUpstreamFailed, EvOverrideCleared, ActorOperator, to(StateCreated), false, "an upstream task is retried with its downstream"},
 	{StateSkipped, EvOverrideCleared, ActorOperator, to(StateCreated), false, "an upstream task is retried with its downstream"},
+
+	{StateQueued, EvSignalRequested, ActorScheduler, to(StateRunning), false, "current attempt, a signal attempt; no lease, run timeout armed"},
+	{StateRunning, EvSignalSucceeded, ActorOperator, to(StateSucceeded), false, "current attempt, a signal attempt"},
+	{StateRunning, EvSignalFailed, ActorOperator, to(StateUpForRetry, StateFailed), false, "current attempt, a signal attempt; retry by policy"},
+	{StateRunning, EvSignalTimeout, ActorReconciler, to(StateUpForRetry, StateFailed), false, "current signal attempt; run timeout passed; retry by policy"},
 }
 
 func to(s ...InstanceState) []InstanceState { return s }
