@@ -20,7 +20,9 @@ func signalAlphabet() []Event {
 	w := func(id string, t EventType, n int) Event {
 		return Event{ID: id, Type: t, Actor: ActorWorker, Attempt: n, WorkerID: "W"}
 	}
-	r := func(id string, t EventType, n int) Event { return Event{ID: id, Type: t, Actor: ActorReconciler, Attempt: n} }
+	r := func(id string, t EventType, n int) Event {
+		return Event{ID: id, Type: t, Actor: ActorReconciler, Attempt: n}
+	}
 	op := func(id string, t EventType) Event {
 		return Event{ID: id, Type: t, Actor: ActorOperator, Operator: "ana", Reason: "model check"}
 	}
