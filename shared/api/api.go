@@ -99,6 +99,7 @@ const (
 	authNone    authKind = iota // healthz, openapi, the dashboard's page and assets
 	authClient                  // API key or gateway
 	authAttempt                 // bearer attempt token, checked by the service
+	authSignal                  // the API key, or a signal attempt's token the service checks
 )
 
 type route struct {

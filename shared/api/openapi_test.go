@@ -111,6 +111,8 @@ func securityFor(a authKind) string {
 		return "none"
 	case authAttempt:
 		return "attemptToken"
+	case authSignal:
+		return "apiKey,attemptToken"
 	}
 	return "client"
 }

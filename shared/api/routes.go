@@ -50,6 +50,7 @@ func (h *Handler) routes() []route {
 		{"POST", "/v1/runs/{run}/tasks/{task}/retry", "Give a failed task a new attempt.", authClient, h.retryTask},
 		{"POST", "/v1/runs/{run}/tasks/{task}/mark-succeeded", "Operator override: succeeded.", authClient, h.markSucceeded},
 		{"POST", "/v1/runs/{run}/tasks/{task}/mark-failed", "Operator override: failed.", authClient, h.markFailed},
+		{"POST", "/v1/runs/{run}/tasks/{task}/signal", "Settle a waiting signal task (bearer: API key, or the attempt token of its task.signal_requested).", authSignal, h.signalTask},
 
 		{"GET", "/v1/events", "Events of the local stack (runs ended, tasks failed or lost, deadlines missed), oldest first.", authClient, h.events},
 

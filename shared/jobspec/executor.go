@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/runledger/runledger/shared/wire"
+	"github.com/runledger/runledger/statemodel"
 )
 
 // Executor types (docs/api.md, "Executors").
@@ -21,6 +22,11 @@ const (
 	// ExecutorECS starts an ECS task (RunTask) whose container claims the
 	// attempt.
 	ExecutorECS = "ecs"
+	// ExecutorSignal runs nothing: the attempt starts at once and waits
+	// for a signal (an approval, an outside system's callback) through
+	// the signal route, bounded by its run timeout (default
+	// DefaultSignalRunTimeout).
+	ExecutorSignal = statemodel.ExecutorSignal
 )
 
 // ECS launch types.
@@ -127,6 +133,7 @@ var executorFields = map[string][]string{
 	ExecutorQueue:  {"type"},
 	ExecutorLambda: {"type", "function"},
 	ExecutorECS:    {"type", "cluster", "task_definition", "container", "subnets", "security_groups", "launch_type"},
+	ExecutorSignal: {"type"},
 }
 
 // awsChars are the characters ECS and Lambda accept in these fields
@@ -153,14 +160,14 @@ func (d *decoder) executor(raw json.RawMessage, field string, mode parseMode) Ex
 	if v := get(head, "type"); v != nil {
 		e.Type = d.str(v, tf)
 	} else {
-		d.fail(fieldError(tf, `is required ("queue", "lambda" or "ecs")`))
+		d.fail(fieldError(tf, `is required ("queue", "lambda", "ecs" or "signal")`))
 	}
 	if d.err != nil {
 		return e
 	}
 	keys, ok := executorFields[e.Type]
 	if !ok {
-		d.fail(fieldError(tf, `must be "queue", "lambda" or "ecs", not %q`, e.Type))
+		d.fail(fieldError(tf, `must be "queue", "lambda", "ecs" or "signal", not %q`, e.Type))
 		return e
 	}
 	m := d.object(raw, field, keys...)
@@ -173,6 +180,8 @@ func (d *decoder) executor(raw json.RawMessage, field string, mode parseMode) Ex
 			"is not a Lambda function this deployment may invoke")
 	case ExecutorECS:
 		d.ecs(m, field, &e, mode)
+	case ExecutorSignal:
+		return Executor{Type: ExecutorSignal}
 	}
 	return e
 }
@@ -325,6 +334,8 @@ func (e Executor) String() string {
 		return fmt.Sprintf("lambda %s", e.Function)
 	case ExecutorECS:
 		return fmt.Sprintf("ecs %s on %s", e.TaskDefinition, e.Cluster)
+	case ExecutorSignal:
+		return ExecutorSignal
 	}
 	return ExecutorQueue
 }

@@ -109,6 +109,7 @@ func parse(body []byte, mode parseMode) (Job, *Error) {
 	var j Job
 	steps := []func(*decoder, map[string]json.RawMessage, *Job, parseMode){
 		readName, readSchedule, readPool, readPayload, readPolicy, readOverlap, readExecutor, readTasks, readJobDeps,
+		readSignalDefaults,
 	}
 	for _, step := range steps {
 		step(d, top, &j, mode)

@@ -18,11 +18,14 @@ const (
 	SignalTaskFailed        SignalType = "task.failed"
 	SignalTaskLost          SignalType = "task.lost"
 	SignalRunDeadlineMissed SignalType = "run.deadline_missed"
+	// SignalTaskSignalRequested: a signal task's attempt started and
+	// waits for its signal; the event carries the attempt's token.
+	SignalTaskSignalRequested SignalType = "task.signal_requested"
 )
 
 // SignalTypes lists every signal type.
 func SignalTypes() []SignalType {
-	return []SignalType{SignalRunSucceeded, SignalRunFailed, SignalRunCancelled, SignalTaskFailed, SignalTaskLost, SignalRunDeadlineMissed}
+	return []SignalType{SignalRunSucceeded, SignalRunFailed, SignalRunCancelled, SignalTaskFailed, SignalTaskLost, SignalRunDeadlineMissed, SignalTaskSignalRequested}
 }
 
 // SignalSource is the EventBridge source of every signal, what a rule's
@@ -43,6 +46,9 @@ type Signal struct {
 	Attempt int        `json:"attempt"`
 	State   string     `json:"state"`
 	Reason  string     `json:"reason"`
+	// Token is a task.signal_requested's attempt token, which authorizes
+	// that attempt's signal (and nothing else); absent on other events.
+	Token string `json:"token,omitempty"`
 }
 
 // MarshalJSON writes the contract's shape.

@@ -259,6 +259,9 @@ func (s *Service) recordDispatch(ctx context.Context, p *pendingDispatch, msgID 
 		accepted.Evidence = map[string]string{"executor": p.spec.Type, "executor_id": msgID}
 	}
 	events := append(p.events, accepted)
+	if p.spec.Type == jobspec.ExecutorSignal {
+		events = append(events, signalStartEvent(n))
+	}
 	res, err := s.store.TransitionAll(ctx, p.inst, events, s.now(), s.policy())
 	if err != nil {
 		return dispatched{inst: p.inst, err: fmt.Errorf("dispatch %s#%d: record: %w", key, n, err)}
@@ -272,6 +275,9 @@ func (s *Service) recordDispatch(ctx context.Context, p *pendingDispatch, msgID 
 		s.log.InfoContext(ctx, "duplicate dispatch", "run_id", key.Run, "task", key.Task, "attempt", n, "outcome", string(res.Outcome))
 	}
 	s.applied(ctx, res)
+	if p.spec.Type == jobspec.ExecutorSignal && res.Outcome == statemodel.Applied {
+		s.signalRequested(ctx, res.Instance, n, p.env.Token)
+	}
 	return dispatched{inst: res.Instance, more: effectsOf(res)}
 }
 

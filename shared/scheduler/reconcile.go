@@ -84,6 +84,13 @@ func (s *Service) reconcileInstance(ctx context.Context, key ledger.InstanceKey)
 	var ev statemodel.Event
 	switch snap.State {
 	case statemodel.StateRunning:
+		if snap.SignalAttempt() {
+			if now.Before(snap.Deadline) {
+				return nil
+			}
+			ev = signalTimeoutEvent(snap)
+			break
+		}
 		if now.Before(snap.Lease.ExpiresAt) {
 			return nil
 		}

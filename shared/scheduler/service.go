@@ -146,6 +146,7 @@ func New(st Store, q Queue, cfg Config) *Service {
 	}
 	svc := &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
 		executors: map[string]Executor{}}
+	svc.executors[jobspec.ExecutorSignal] = signalExecutor{}
 	for _, ex := range cfg.Executors {
 		svc.executors[ex.Type()] = ex
 	}

@@ -68,7 +68,7 @@ func (s *Service) Reconcile(ctx context.Context) (PassStats, error) {
 			return false, nil
 		}
 		switch statemodel.TimerKind(d.Kind) {
-		case statemodel.TimerLease, statemodel.TimerQueueTimeout, statemodel.TimerCancel, statemodel.TimerEvidence:
+		case statemodel.TimerLease, statemodel.TimerQueueTimeout, statemodel.TimerCancel, statemodel.TimerEvidence, statemodel.TimerSignal:
 			return true, s.reconcileInstance(ctx, d.Instance())
 		}
 		return false, nil

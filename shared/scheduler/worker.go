@@ -123,7 +123,7 @@ var ErrNotDispatchedYet = errors.New("attempt not dispatched yet")
 // dispatch write (CREATED or SCHEDULED).
 func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token string, inst ledger.Instance) error {
 	if a, ok := inst.Snapshot.AttemptN(ref.Attempt); ok {
-		if !tokenMatches(token, a.TokenHash) {
+		if !tokenMatches(token, a.TokenHash) || signalTokenRefused(inst, ref.Attempt) {
 			return protocol.ErrInvalidAttemptToken
 		}
 		return nil

@@ -1,0 +1,151 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// signalExecutor is the executor of signal tasks (jobspec.ExecutorSignal):
+// it starts nothing. Its attempt is recorded as dispatched and started in
+// one write (recordDispatch adds signal.requested to dispatch.accepted),
+// and then waits for POST /v1/runs/{run}/tasks/{task}/signal (SignalTask)
+// or its run timeout (the reconciler's signal.timeout). It is never LOST,
+// so it is never asked for evidence, nor to stop.
+type signalExecutor struct{}
+
+func (signalExecutor) Type() string { return jobspec.ExecutorSignal }
+
+func (signalExecutor) Start(_ context.Context, env protocol.Envelope, _ jobspec.Executor) (string, error) {
+	return fmt.Sprintf("signal:%d", env.Attempt), nil
+}
+
+func (signalExecutor) Stop(context.Context, string, jobspec.Executor) error { return nil }
+
+func (signalExecutor) Check(context.Context, jobspec.Executor, ledger.Instance, statemodel.AttemptRecord) (Evidence, error) {
+	return Evidence{Verdict: VerdictUnknown}, nil
+}
+
+// signalStartEvent starts signal attempt n, in the write that records its
+// dispatch.
+func signalStartEvent(n int) statemodel.Event {
+	return statemodel.Event{ID: fmt.Sprintf("signal-start:%d", n), Type: statemodel.EvSignalRequested,
+		Actor: statemodel.ActorScheduler, Attempt: n}
+}
+
+// signalTimeoutEvent is the reconciler's event for a waiting signal
+// attempt whose run timeout passed.
+func signalTimeoutEvent(snap statemodel.Snapshot) statemodel.Event {
+	return statemodel.Event{ID: fmt.Sprintf("signal-timeout:%d", snap.Attempt), Type: statemodel.EvSignalTimeout,
+		Reason: "no signal within the run timeout"}
+}
+
+// signalRequested announces a started signal attempt: the
+// task.signal_requested event carries the attempt's token, the one
+// credential (besides the API key) its signal accepts.
+func (s *Service) signalRequested(ctx context.Context, inst ledger.Instance, n int, token string) {
+	s.signal(ctx, protocol.Signal{Type: protocol.SignalTaskSignalRequested, Job: inst.Job, Run: inst.Key.Run,
+		Task: inst.Key.Task, Attempt: n, State: string(statemodel.StateRunning), Token: token,
+		Reason: fmt.Sprintf("waiting for a signal until %s", protocol.FormatTime(inst.Snapshot.Deadline))})
+}
+
+// SignalAuth is who sends a signal: the operator (the API key), or the
+// holder of one attempt's token.
+type SignalAuth struct {
+	// Token is the bearer attempt token; "" when the operator signals.
+	Token string
+}
+
+// SignalTask settles a waiting signal task's attempt: succeeded, or
+// failed (the retry policy decides what follows). The transition's actor
+// is the operator and its evidence holds who decided (by).
+//
+// The operator's signal concerns the current attempt. A token's concerns
+// the attempt it was derived for: a token that matches no held signal
+// attempt is protocol.ErrInvalidAttemptToken; an older attempt's is
+// recorded as a late event on it and answered protocol.ErrStaleAttempt.
+// The same event id again answers nil with nothing written (the first
+// outcome stands). A task that is not a signal task waiting for its
+// signal is statemodel.ErrIllegalTransition.
+func (s *Service) SignalTask(ctx context.Context, key ledger.InstanceKey, req protocol.SignalRequest, auth SignalAuth) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	inst, err := s.store.GetInstance(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
+		if auth.Token != "" {
+			return protocol.ErrInvalidAttemptToken
+		}
+		return fmt.Errorf("signal %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	n := inst.Snapshot.Attempt
+	if auth.Token != "" {
+		if n, err = signalAttemptOf(inst, auth.Token); err != nil {
+			return err
+		}
+	}
+	ev := signalEvent(req, n, auth, s.NewID)
+	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
+	if err != nil {
+		if transient(err) {
+			return err
+		}
+		return fmt.Errorf("%w: task %s is %s, not a signal task waiting for its signal: %v",
+			statemodel.ErrIllegalTransition, key, inst.Snapshot.State, err)
+	}
+	switch res.Outcome {
+	case statemodel.Stale:
+		return protocol.ErrStaleAttempt
+	case statemodel.Applied:
+		s.follow(ctx, res)
+	}
+	return nil
+}
+
+// signalAttemptOf is the signal attempt whose token token is.
+func signalAttemptOf(inst ledger.Instance, token string) (int, error) {
+	for _, a := range inst.Snapshot.Attempts {
+		if a.Signal() && tokenMatches(token, a.TokenHash) {
+			return a.N, nil
+		}
+	}
+	return 0, protocol.ErrInvalidAttemptToken
+}
+
+// signalEvent is the event of a signal for attempt n. Its id is the
+// client's event id (one per task, whichever attempt it names, so a
+// repeated signal is a duplicate even after a retry), else a fresh one.
+func signalEvent(req protocol.SignalRequest, n int, auth SignalAuth, newID func() string) statemodel.Event {
+	typ := statemodel.EvSignalSucceeded
+	if req.Outcome == protocol.SignalFailed {
+		typ = statemodel.EvSignalFailed
+	}
+	id := req.EventID
+	if id == "" {
+		id = newID()
+	}
+	via := "api_key"
+	if auth.Token != "" {
+		via = "attempt_token"
+	}
+	return statemodel.Event{
+		ID: "signal:" + id, Type: typ, Actor: statemodel.ActorOperator, Attempt: n,
+		Reason: req.Reason, Operator: req.By, OutputRef: req.OutputRef,
+		Evidence: map[string]string{"by": req.By, "authorized_by": via, "outcome": req.Outcome},
+	}
+}
+
+// signalTokenRefused: a worker route refuses a signal attempt's token,
+// which authorizes its signal and nothing else.
+func signalTokenRefused(inst ledger.Instance, n int) bool {
+	a, ok := inst.Snapshot.AttemptN(n)
+	return ok && a.Signal()
+}
