@@ -82,6 +82,10 @@ const (
 	CodeConflict          = string(protocol.CodeConflict)
 	CodeIllegalTransition = string(protocol.CodeIllegalTransition)
 	CodeInternal          = string(protocol.CodeInternal)
+	// CodeStaleAttempt: a signal with an older attempt's token.
+	CodeStaleAttempt = string(protocol.CodeStaleAttempt)
+	// CodeInvalidToken: a signal with a token that is no attempt's of the task.
+	CodeInvalidToken = string(protocol.CodeInvalidToken)
 )
 
 // maxAnswerBytes bounds what the client reads of one answer.

@@ -74,6 +74,10 @@ func TestEveryCallIsADocumentedOperation(t *testing.T) {
 		func() error { _, err := c.MarkSucceeded(ctx, "r1", "main", "ann", "checked"); return err },
 		func() error { _, err := c.MarkFailed(ctx, "r1", "main", "ann", "checked"); return err },
 		func() error {
+			_, err := c.Signal(ctx, "r1", "gate", SignalRequest{Outcome: SignalSucceeded, By: "ann", Reason: "ok", EventID: "e1"})
+			return err
+		},
+		func() error {
 			_, err := c.ListEvents(ctx, EventFilter{Since: time.Now(), Page: Page{Limit: 10, NextToken: "3"}})
 			return err
 		},

@@ -158,7 +158,7 @@ func TestSignalTaskApprovedThroughToken(t *testing.T) {
 	}
 }
 
-// A rejection (by the operator's API key) fails the signal task with no
+// A rejection (by the operator, through the CLI) fails the signal task with no
 // retry left; its downstream follows the trigger rules: publish
 // (all_success) ends UPSTREAM_FAILED, cleanup (all_done) runs.
 func TestSignalTaskRejectedFailsDownstream(t *testing.T) {
@@ -171,8 +171,9 @@ func TestSignalTaskRejectedFailsDownstream(t *testing.T) {
 	s.createJob(approvalJob("rejection", map[string]any{"retry": map[string]any{"max_attempts": 1}}))
 	run := s.trigger("rejection", nil)
 	s.signalToken(run, "gate", 1)
-	s.signal("Bearer "+s.key, run, "gate", map[string]any{"outcome": "failed", "by": "ana", "reason": "numbers look wrong"}).
-		must(t, http.StatusOK)
+	c := newCLI(t, s)
+	c.must(t, 2, "runs", "signal", run, "gate", "--approve", "--reject")
+	c.must(t, 0, "runs", "signal", run, "gate", "--reject", "--by", "ana", "--reason", "numbers look wrong")
 	d := s.waitRun(run, 30*time.Second, "FAILED")
 	if st := d.task("gate").State; st != "FAILED" {
 		t.Fatalf("gate %s", st)

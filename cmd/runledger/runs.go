@@ -29,7 +29,7 @@ func newRunsCmd() *cobra.Command {
 	cmd.AddCommand(
 		newRunsListCmd(&api), newRunsShowCmd(&api), newRunsHistoryCmd(&api), newRunsCancelCmd(&api),
 		newRunsRetryCmd(&api), newRunsMarkCmd(&api, "mark-succeeded"), newRunsMarkCmd(&api, "mark-failed"),
-		newRunsWatchCmd(&api),
+		newRunsWatchCmd(&api), newRunsSignalCmd(&api),
 	)
 	return cmd
 }
@@ -184,19 +184,20 @@ func newRunsCancelCmd(api *apiFlags) *cobra.Command {
 type operatorFlags struct{ operator, reason string }
 
 func (o *operatorFlags) register(fs *pflag.FlagSet, reasonRequired bool) {
-	def := ""
-	if u, err := user.Current(); err == nil {
-		def = u.Username
-	}
-	if v := os.Getenv("USER"); def == "" && v != "" {
-		def = v
-	}
-	fs.StringVar(&o.operator, "operator", def, "who acts, kept in history")
+	fs.StringVar(&o.operator, "operator", currentUser(), "who acts, kept in history")
 	help := "why, kept in history"
 	if reasonRequired {
 		help += " (required)"
 	}
 	fs.StringVar(&o.reason, "reason", "", help)
+}
+
+// currentUser is who acts by default: the user name.
+func currentUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return os.Getenv("USER")
 }
 
 func newRunsRetryCmd(api *apiFlags) *cobra.Command {
