@@ -496,6 +496,22 @@ function taskPanel(view, apply) {
       await apply(out, true);
     },
   });
+  // A signal task waiting for its signal: Approve and Reject settle it
+  // (POST .../signal), and who decided shows in the transitions.
+  const current = t.attempts.find((a) => a.n === t.attempt);
+  const waitsForSignal = t.state === "RUNNING" && current?.executor === "signal";
+  const signal = (outcome, title, text) => () => confirmAction({
+    title, text, yes: title.split(" ")[0],
+    fields: [{ name: "by", label: "By", required: true, value: operator() }, { name: "reason", label: "Reason", multiline: true }],
+    act: async (v) => {
+      sessionStorage.setItem(OPERATOR, v.by);
+      const body = { outcome, by: v.by };
+      if (v.reason) body.reason = v.reason;
+      const out = await api("POST", `${base}/signal`, body);
+      banner(`${title.replace("?", "")}: done.`, true);
+      await apply(out, true);
+    },
+  });
   const fact = (k, v) => h("div", {}, h("dt", {}, k), h("dd", {}, v));
   const hist = view.histories.get(t.task);
   return [
@@ -510,8 +526,11 @@ function taskPanel(view, apply) {
       fact("Queue wait (latest)", duration(t.metrics?.queue_wait_ms)),
       fact("Run time (latest)", duration(t.metrics?.run_ms)),
       t.retry_at ? fact("Retry at (UTC)", time(t.retry_at, true)) : null,
-      t.cancel_requested ? fact("Cancel", "requested") : null),
+      t.cancel_requested ? fact("Cancel", "requested") : null,
+      waitsForSignal ? fact("Waiting for", "a signal: approve or reject") : null),
     h("div", { class: "actions", role: "group", "aria-label": `Actions on task ${t.task}` },
+      waitsForSignal ? h("button", { type: "button", class: "primary", id: "approve-task", onclick: signal("succeeded", `Approve ${t.task}?`, "The task succeeds and the run goes on; recorded in the history with your name and reason.") }, "Approve") : null,
+      waitsForSignal ? h("button", { type: "button", class: "danger", id: "reject-task", onclick: signal("failed", `Reject ${t.task}?`, "The task fails (its retry policy decides what follows); recorded in the history with your name and reason.") }, "Reject") : null,
       h("button", { type: "button", class: "danger", id: "cancel-task", onclick: act("cancel", `Cancel task ${t.task}?`, "Not yet running: cancelled at once. Running: its worker is asked to stop.") }, "Cancel task"),
       h("button", { type: "button", id: "retry-task", onclick: act("retry", `Retry task ${t.task}?`, "A failed or cancelled task gets a new attempt; earlier attempts keep their record.") }, "Retry"),
       h("button", { type: "button", id: "mark-succeeded", onclick: act("mark-succeeded", `Mark ${t.task} succeeded?`, "An operator override: recorded in the history with your name and reason.", true) }, "Mark succeeded"),
