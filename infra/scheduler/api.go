@@ -39,6 +39,11 @@ func Routes() []Route {
 		{awsapigatewayv2.HttpMethod_POST, "/v1/attempts/claim", true},
 		{awsapigatewayv2.HttpMethod_POST, "/v1/attempts/heartbeat", true},
 		{awsapigatewayv2.HttpMethod_POST, "/v1/attempts/complete", true},
+		// A signal task's callback: the token of its task.signal_requested
+		// event is the authorizer (checked by the handler), so a partner's
+		// system calls back without the operator's credentials. More
+		// specific than /v1/runs/{proxy+}, so the gateway routes it here.
+		{awsapigatewayv2.HttpMethod_POST, "/v1/runs/{run}/tasks/{task}/signal", true},
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/jobs", false},
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/jobs/{proxy+}", false},
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/runs", false},
