@@ -18,7 +18,9 @@ import (
 // the four evidence verdicts on attempts 1 and 2; retry timers; a dispatch
 // that fails for good (in every SCHEDULED, the resubmit's included); and the
 // operator's cancel, a pause/resume pair, an override and a manual
-// retry. Every event may be delivered at any moment and any number of times
+// retry; and a signal task's start, approval, rejection and run timeout,
+// which attempts a worker runs must refuse (TestModelCheckSignalTasks
+// explores a signal task's own alphabet). Every event may be delivered at any moment and any number of times
 // (duplicates), in any order (reordering, late events from older attempts
 // after a newer one started, lease expiry racing a late success, cancel
 // racing completion).
@@ -86,6 +88,13 @@ func alphabet() []Event {
 	evs = append(evs, r("never-started-2", EvNeverStarted, 2))
 	// Appended last: the fuzz corpus indexes the alphabet.
 	evs = append(evs, sc("dispatch-failed", EvDispatchFailed), sc("deps-timeout", EvDepsTimeout))
+	// A signal task's events, which a worker's attempts must refuse
+	// (signalAlphabet explores a signal task's own life).
+	evs = append(evs,
+		Event{ID: "signal-start-1", Type: EvSignalRequested, Actor: ActorScheduler, Attempt: 1},
+		Event{ID: "approve-1", Type: EvSignalSucceeded, Actor: ActorOperator, Attempt: 1},
+		Event{ID: "reject-2", Type: EvSignalFailed, Actor: ActorOperator, Attempt: 2},
+		Event{ID: "signal-timeout-1", Type: EvSignalTimeout, Actor: ActorReconciler, Attempt: 1})
 	return evs
 }
 
@@ -122,7 +131,7 @@ func snapshotKey(s Snapshot) string {
 	return string(b)
 }
 
-// checkEdge checks invariants 1-4 and 6-9 on one step s --e--> d, and
+// checkEdge checks invariants 1-4 and 6-10 on one step s --e--> d, and
 // invariant 5 on the history that led to d. It returns the violations.
 func checkEdge(apply applyFunc, s Snapshot, hist []Transition, e Event, d Decision, now time.Time, p Policy) []string {
 	var v []string
@@ -214,6 +223,10 @@ func checkEdge(apply applyFunc, s Snapshot, hist []Transition, e Event, d Decisi
 		if _, dup := s.Seen(e.ID); !dup && n.State != StateSucceeded {
 			bad(7, "current signal attempt's success left the instance %s (%s: %v)", n.State, d.Outcome, d.Err)
 		}
+	}
+	// 10. A signal event never applies to a worker's attempt.
+	if signalEvent(e.Type) && d.Outcome == Applied && !s.SignalAttempt() {
+		bad(10, "%s applied to attempt %d, which a worker runs", e.Type, s.Attempt)
 	}
 	// 10. A signal task's attempt has no lease and is never LOST or
 	// CANCELLING; waiting, its one timer is the run timeout.
