@@ -126,6 +126,13 @@ func TestSignalTaskApprovedThroughToken(t *testing.T) {
 		}
 		oneSentence(t, name, r)
 	}
+	op := map[string]any{"outcome": "succeeded", "by": "ana"}
+	if r := s.signal("Bearer "+s.key, run, "cleanup", op); r.Status != http.StatusConflict || r.code() != "illegal_transition" {
+		t.Errorf("signal of a waiting CREATED task: %d %s", r.Status, r.Raw)
+	}
+	if r := s.signal("Bearer "+s.key, "no-such-run", "gate", op); r.Status != http.StatusNotFound || r.code() != "not_found" {
+		t.Errorf("signal of an unknown run: %d %s", r.Status, r.Raw)
+	}
 	if after := len(s.history(run, "gate")); after != before {
 		t.Fatalf("bad signals wrote %d records", after-before)
 	}
