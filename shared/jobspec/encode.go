@@ -39,6 +39,7 @@ type (
 		Executor       *Executor       `json:"executor,omitempty"`
 		Tasks          []taskJSON      `json:"tasks"`
 		DependsOnJobs  []jobDepJSON    `json:"depends_on_jobs"`
+		OnEvent        []onEventJSON   `json:"on_event,omitempty"`
 	}
 	scheduleJSON struct {
 		Cron     string `json:"cron,omitempty"`
@@ -116,6 +117,9 @@ func (j Job) wire() jobJSON {
 	}
 	for _, d := range j.DependsOnJobs {
 		out.DependsOnJobs = append(out.DependsOnJobs, jobDepJSON{Job: d.Job, Require: string(d.Require)})
+	}
+	for _, t := range j.OnEvent {
+		out.OnEvent = append(out.OnEvent, t.wire())
 	}
 	return out
 }

@@ -112,6 +112,9 @@ type Job struct {
 	// the effective view.
 	TaskDefs      []TaskDef
 	DependsOnJobs []JobDependency
+	// OnEvent are the events that start a run (at most MaxOnEvent; an
+	// event starts a run for the first entry it matches).
+	OnEvent []EventTrigger
 }
 
 // TaskDef is one task as defined. Empty Pool, nil Payload and nil fields

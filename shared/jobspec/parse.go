@@ -91,6 +91,7 @@ type parseMode struct {
 var jobFields = []string{
 	"name", "schedule", "pool", "payload", "retry", "timeouts",
 	"evidence_window", "overlap", "executor", "tasks", "depends_on_jobs", "deadline",
+	"on_event",
 }
 
 func parse(body []byte, mode parseMode) (Job, *Error) {
@@ -110,6 +111,7 @@ func parse(body []byte, mode parseMode) (Job, *Error) {
 	steps := []func(*decoder, map[string]json.RawMessage, *Job, parseMode){
 		readName, readSchedule, readPool, readPayload, readPolicy, readOverlap, readExecutor, readTasks, readJobDeps,
 		readSignalDefaults,
+		readOnEvent,
 	}
 	for _, step := range steps {
 		step(d, top, &j, mode)
