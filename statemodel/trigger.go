@@ -15,11 +15,14 @@ const (
 	// TriggerCatchup: a slot the schedule missed, run by the job's catch-up
 	// policy.
 	TriggerCatchup Trigger = "catchup"
+	// TriggerEvent: an event matched one of the job's on_event entries;
+	// such a run also names its event.
+	TriggerEvent Trigger = "event"
 )
 
 // AllTriggers lists every trigger.
 func AllTriggers() []Trigger {
-	return []Trigger{TriggerSchedule, TriggerManual, TriggerBackfill, TriggerCatchup}
+	return []Trigger{TriggerSchedule, TriggerManual, TriggerBackfill, TriggerCatchup, TriggerEvent}
 }
 
 // Valid reports whether t is one of AllTriggers.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -59,6 +60,8 @@ type Run struct {
 	// run's timer falls due then at the latest, so the pass that ends
 	// them comes on time.
 	DependencyTimeoutAt time.Time
+	// Event names the event that started the run (trigger event only).
+	Event *protocol.RunEvent
 }
 
 // NewTask is one task of a new run.
@@ -127,6 +130,8 @@ type NewRun struct {
 	// not being deleted (DeleteJobIfIdle); ErrNotFound otherwise. The
 	// service sets it; a run of no job item (a test's) leaves it false.
 	OfLiveJob bool
+	// Event names the event that starts the run (trigger event only).
+	Event *protocol.RunEvent
 }
 
 // RunView is a whole run as one Query reads it.

@@ -36,6 +36,9 @@ type Run struct {
 	// WaitingFor lists the upstream jobs' runs this run waits for while its
 	// root tasks wait on depends_on_jobs; empty otherwise (and left out).
 	WaitingFor []WaitingFor `json:"waiting_for,omitempty"`
+	// Event names the event that started the run (trigger event only;
+	// left out otherwise).
+	Event *RunEvent `json:"event,omitempty"`
 }
 
 // MarshalJSON writes the contract's shape.

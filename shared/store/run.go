@@ -250,6 +250,7 @@ func runItem(r ledger.Run) item {
 		attrTrigger: optStr(string(r.Trigger)), attrBackfill: optStr(r.BackfillID),
 		attrDeadlineAt: tm(r.DeadlineAt), attrDeadlineMissed: tm(r.DeadlineMissedAt),
 		attrDepsTimeoutAt: tm(r.DependencyTimeoutAt),
+		attrRunEvent:      eventAttr(r.Event),
 	}
 	for k, v := range runStateItem(r) {
 		it[k] = v
@@ -300,6 +301,7 @@ func decodeRun(m map[string]types.AttributeValue) (ledger.Run, error) {
 		Trigger: statemodel.Trigger(r.str(attrTrigger)), BackfillID: r.str(attrBackfill),
 		DeadlineAt: r.time(attrDeadlineAt), DeadlineMissedAt: r.time(attrDeadlineMissed),
 		DependencyTimeoutAt: r.time(attrDepsTimeoutAt),
+		Event:               r.runEvent(),
 	}
 	return run, r.err
 }

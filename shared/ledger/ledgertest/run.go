@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -42,6 +44,9 @@ func runTrigger(t *testing.T, h *Harness) {
 		if tr == statemodel.TriggerBackfill {
 			nr.BackfillID = "01BACKFILL"
 		}
+		if tr == statemodel.TriggerEvent {
+			nr.Event = &protocol.RunEvent{ID: "ev-1", Source: "shop", DetailType: "Order Placed"}
+		}
 		h.MustCreate(t, nr)
 		made = append(made, nr)
 	}
@@ -50,6 +55,9 @@ func runTrigger(t *testing.T, h *Harness) {
 			t.Helper()
 			if err != nil || r.Trigger != nr.Trigger || r.BackfillID != nr.BackfillID {
 				t.Fatalf("%s %s: trigger %q backfill %q (%v); want %q %q", how, nr.ID, r.Trigger, r.BackfillID, err, nr.Trigger, nr.BackfillID)
+			}
+			if !reflect.DeepEqual(r.Event, nr.Event) {
+				t.Fatalf("%s %s: event %+v, want %+v", how, nr.ID, r.Event, nr.Event)
 			}
 		}
 		r, err := h.Store.GetRun(ctx, nr.ID)
