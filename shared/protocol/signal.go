@@ -21,11 +21,15 @@ const (
 	// SignalTaskSignalRequested: a signal task's attempt started and
 	// waits for its signal; the event carries the attempt's token.
 	SignalTaskSignalRequested SignalType = "task.signal_requested"
+	// SignalEventTriggerFailed: an event matched a job's on_event entry
+	// and its params did not render, so no run was made.
+	SignalEventTriggerFailed SignalType = "event.trigger_failed"
 )
 
 // SignalTypes lists every signal type.
 func SignalTypes() []SignalType {
-	return []SignalType{SignalRunSucceeded, SignalRunFailed, SignalRunCancelled, SignalTaskFailed, SignalTaskLost, SignalRunDeadlineMissed, SignalTaskSignalRequested}
+	return []SignalType{SignalRunSucceeded, SignalRunFailed, SignalRunCancelled, SignalTaskFailed, SignalTaskLost, SignalRunDeadlineMissed,
+		SignalTaskSignalRequested, SignalEventTriggerFailed}
 }
 
 // SignalSource is the EventBridge source of every signal, what a rule's
@@ -41,7 +45,7 @@ type Signal struct {
 	Type    SignalType `json:"type"`
 	Time    time.Time  `json:"time"`
 	Job     string     `json:"job"`
-	Run     string     `json:"run"`
+	Run     string     `json:"run" null:"zero"`
 	Task    string     `json:"task" null:"zero"`
 	Attempt int        `json:"attempt"`
 	State   string     `json:"state"`
@@ -49,6 +53,9 @@ type Signal struct {
 	// Token is a task.signal_requested's attempt token, which authorizes
 	// that attempt's signal (and nothing else); absent on other events.
 	Token string `json:"token,omitempty"`
+	// EventID names the event of an event.trigger_failed (left out
+	// otherwise).
+	EventID string `json:"event_id,omitempty"`
 }
 
 // MarshalJSON writes the contract's shape.

@@ -138,6 +138,7 @@ func decidePaused(sched jobspec.Schedule, from, now time.Time) catchupDecision {
 // past maxDecideSteps of a frequent schedule paused for months: the
 // resume answers with the part it decided.
 func (s *Service) ResumeJob(ctx context.Context, name string) (ledger.Job, error) {
+	defer s.forgetEventIndex()
 	for try := 0; ; try++ {
 		sj, j, err := s.LoadJob(ctx, name)
 		if err != nil || !sj.Paused {

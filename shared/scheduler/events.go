@@ -44,6 +44,11 @@ func (s *Service) HandleEvents(ctx context.Context, ev events.SQSEvent) (events.
 }
 
 func (s *Service) handleEvent(ctx context.Context, body string) error {
+	if IsEventEnvelope(body) {
+		// An EventBridge rule's delivery (the trigger queue).
+		_, err := s.StartFromEvent(ctx, []byte(body))
+		return err
+	}
 	m, err := protocol.DecodeEvent(body)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadMessage, err)

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,6 +38,7 @@ func (s *Service) CreateJob(ctx context.Context, j jobspec.Job) (ledger.Job, err
 	now := s.now()
 	next, _ := j.NextFire(now)
 	defer s.forgetDependents()
+	defer s.forgetEventIndex()
 	return s.store.CreateJob(ctx, ledger.Job{Name: j.Name, Version: 1, Spec: spec, NextFireAt: next, CreatedAt: now, UpdatedAt: now, Upstream: upstreamOf(j)})
 }
 
@@ -58,6 +60,7 @@ func (s *Service) UpdateJob(ctx context.Context, j jobspec.Job, expected int64) 
 	// one decided and had not started yet are dropped with it.
 	cur.CatchupNext, cur.CatchupLast = time.Time{}, time.Time{}
 	defer s.forgetDependents()
+	defer s.forgetEventIndex()
 	return s.store.UpdateJob(ctx, cur, expected)
 }
 
@@ -101,6 +104,10 @@ type TriggerRequest struct {
 	// slot (LogicalTime, claimed), in the run's creating write.
 	BackfillID string
 	Release    *ledger.Backfill
+	// Event names the event that starts the run (trigger event), and
+	// RunID is the id the run gets ("": a new one).
+	Event *protocol.RunEvent
+	RunID string
 }
 
 // TriggerRun creates a run of a job and moves its first tasks on at once. It
@@ -144,11 +151,12 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		return ledger.RunView{}, false, nil, err
 	}
 	nr := ledger.NewRun{
-		ID: s.NewID(), Job: j.Name, LogicalTime: logical, Params: req.Params, Spec: spec, OfLiveJob: true,
+		ID: cmp.Or(req.RunID, s.NewID()), Job: j.Name, LogicalTime: logical, Params: req.Params, Spec: spec, OfLiveJob: true,
 		Trigger: req.Trigger, BackfillID: req.BackfillID, Release: req.Release, ClaimSlot: req.Slot,
 		// A manual run of an explicit logical time marks its slot, so a
 		// backfill of that slot counts it as existing.
 		MarkSlot: req.Trigger == statemodel.TriggerManual && !req.LogicalTime.IsZero(),
+		Event:    req.Event,
 	}
 	if j.Deadline > 0 {
 		// Counted from the moment the run may start: its release, for a

@@ -22,6 +22,7 @@ func (s *Service) ListJobs(ctx context.Context, limit int, token string) ([]ledg
 
 // PauseJob pauses a job: its schedule stops firing until ResumeJob.
 func (s *Service) PauseJob(ctx context.Context, name string) (ledger.Job, error) {
+	defer s.forgetEventIndex()
 	return s.store.SetJobPaused(ctx, name, true)
 }
 
@@ -29,6 +30,7 @@ func (s *Service) PauseJob(ctx context.Context, name string) (ledger.Job, error)
 // (ledger.ErrUnfinishedRuns otherwise), in the store's conditional writes:
 // a run created meanwhile either is found, or its creating write fails.
 func (s *Service) DeleteJob(ctx context.Context, name string) error {
+	defer s.forgetEventIndex()
 	return s.store.DeleteJobIfIdle(ctx, name)
 }
 

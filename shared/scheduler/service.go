@@ -116,6 +116,9 @@ type Service struct {
 	// deps caches the dependency edges read per job (dependentJobs).
 	depsMu sync.Mutex
 	deps   map[string]dependentsEntry
+
+	// events caches the on_event index (eventIndex).
+	events eventIndexCache
 }
 
 // New builds a Service.

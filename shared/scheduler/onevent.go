@@ -1,0 +1,323 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/runledger/runledger/shared/eventpattern"
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/wire"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// Events start runs (docs/api.md, "Starting runs from events"): an event
+// as EventBridge delivers it is matched against every job's on_event
+// patterns, through an index built from the jobs' definitions, and each
+// job it matches gets one run, whose idempotency key in that job is the
+// event's id.
+
+// The account and region of the events PutEvents builds (the local
+// stack's; in AWS, EventBridge fills in its own).
+const (
+	LocalEventAccount = "000000000000"
+	LocalEventRegion  = "local"
+)
+
+// MaxPutEntries bounds the entries of one PutEvents call, as EventBridge's.
+const MaxPutEntries = 10
+
+// eventIndexTTL is how long a process trusts the on_event index it built.
+// Job writes through this service drop it at once; a job written in
+// another process (another Lambda instance) is seen within the TTL.
+const eventIndexTTL = 10 * time.Second
+
+// EventEntry is one entry of PutEvents: an event to deliver.
+type EventEntry struct {
+	Source     string
+	DetailType string
+	// Detail is a JSON object.
+	Detail    json.RawMessage
+	Resources []string
+	// Time is the event's time (zero: now).
+	Time time.Time
+}
+
+// EventOutcome is what one event did: the runs it started or found
+// already started by an earlier delivery, and the jobs whose params did
+// not render.
+type EventOutcome struct {
+	Runs   []string
+	Failed []string
+}
+
+// eventEnvelope is an event as EventBridge delivers it to a target.
+type eventEnvelope struct {
+	Version    string          `json:"version"`
+	ID         string          `json:"id"`
+	DetailType string          `json:"detail-type"`
+	Source     string          `json:"source"`
+	Account    string          `json:"account"`
+	Time       string          `json:"time"`
+	Region     string          `json:"region"`
+	Resources  []string        `json:"resources"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+// PutEvents delivers entries as EventBridge would: each gets an id and is
+// matched at once. It returns the ids, in order. Entries are checked by
+// the caller (the API); an entry whose detail is not a JSON object is an
+// error.
+func (s *Service) PutEvents(ctx context.Context, entries []EventEntry) ([]string, error) {
+	ids := make([]string, 0, len(entries))
+	for i, e := range entries {
+		id, err := newEventID()
+		if err != nil {
+			return nil, err
+		}
+		at := e.Time
+		if at.IsZero() {
+			at = s.now()
+		}
+		resources := e.Resources
+		if resources == nil {
+			resources = []string{}
+		}
+		raw, err := wire.Marshal(eventEnvelope{Version: "0", ID: id, DetailType: e.DetailType, Source: e.Source,
+			Account: LocalEventAccount, Time: protocol.FormatTime(at), Region: LocalEventRegion, Resources: resources, Detail: e.Detail})
+		if err != nil {
+			return nil, fmt.Errorf("put event %d: %w", i, err)
+		}
+		if _, err := s.StartFromEvent(ctx, raw); err != nil {
+			return nil, fmt.Errorf("put event %d: %w", i, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// newEventID is a random UUID, the form of EventBridge's event ids.
+func newEventID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}
+
+// IsEventEnvelope reports whether a queue message's body is an event as
+// an EventBridge rule delivers it (rather than a worker's message).
+func IsEventEnvelope(body string) bool {
+	var probe struct {
+		DetailType *string `json:"detail-type"`
+		Source     *string `json:"source"`
+	}
+	return json.Unmarshal([]byte(body), &probe) == nil && probe.DetailType != nil && probe.Source != nil
+}
+
+// StartFromEvent matches one event (EventBridge's JSON) against the jobs'
+// on_event entries and starts one run of each job it matches, for the
+// first entry that does: trigger event, logical time the event's time,
+// params rendered over the event, the event's id as the idempotency key.
+// A delivery of an event seen before starts nothing new. An event without
+// an id is ErrBadMessage.
+func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome, error) {
+	ev, err := eventpattern.DecodeEvent(raw)
+	if err != nil {
+		return EventOutcome{}, fmt.Errorf("%w: event: %v", ErrBadMessage, err)
+	}
+	id, _ := ev["id"].(string)
+	if id == "" || ledger.CheckIdempotencyKey(id) != nil {
+		return EventOutcome{}, fmt.Errorf("%w: the event has no usable id", ErrBadMessage)
+	}
+	logical := s.now()
+	if t, ok := ev["time"].(string); ok {
+		if parsed, err := time.Parse(time.RFC3339, t); err == nil {
+			logical = parsed.UTC()
+		}
+	}
+	ix, err := s.eventIndex(ctx)
+	if err != nil {
+		return EventOutcome{}, err
+	}
+	var out EventOutcome
+	for _, hit := range ix.index.Match(ev) {
+		job := ix.jobs[hit.Key]
+		runID, err := s.startFromEvent(ctx, job, hit.Pattern, id, logical, ev)
+		var rf *renderFailure
+		switch {
+		case errors.As(err, &rf):
+			out.Failed = append(out.Failed, job.spec.Name)
+		case errors.Is(err, ledger.ErrNotFound):
+			// Deleted since the index was built.
+		case err != nil:
+			return out, err
+		case runID != "":
+			out.Runs = append(out.Runs, runID)
+		}
+	}
+	return out, nil
+}
+
+type renderFailure struct{ err error }
+
+func (r *renderFailure) Error() string { return r.err.Error() }
+
+// startFromEvent starts the run of one matched job and moves it on. It
+// returns the run's id ("" when the key was used by another request).
+func (s *Service) startFromEvent(ctx context.Context, job indexedJob, entry int, eventID string, logical time.Time, ev map[string]any) (string, error) {
+	j := job.spec
+	runID := s.NewID()
+	params, err := j.OnEvent[entry].RenderParams(jobspec.NewEventTemplateData(j.Name, runID, logical, ev))
+	if err != nil {
+		s.log.WarnContext(ctx, "event trigger failed", "job", j.Name, "event_id", eventID, "error", err.Error())
+		s.signal(ctx, protocol.Signal{Type: protocol.SignalEventTriggerFailed, Time: s.now(), Job: j.Name,
+			EventID: eventID, Reason: fmt.Sprintf("on_event[%d].params: %v", entry, err)})
+		return "", &renderFailure{err}
+	}
+	source, _ := ev["source"].(string)
+	detailType, _ := ev["detail-type"].(string)
+	sum := sha256.Sum256([]byte("event\x00" + eventID))
+	view, created, effs, err := s.startRun(ctx, j, TriggerRequest{
+		Job: j.Name, Params: params, LogicalTime: logical, Trigger: statemodel.TriggerEvent, RunID: runID,
+		IdempotencyKey: eventID, BodyHash: hex.EncodeToString(sum[:]),
+		Event: &protocol.RunEvent{ID: eventID, Source: source, DetailType: detailType},
+	})
+	if errors.Is(err, ledger.ErrIdempotencyMismatch) {
+		// A manual trigger used the event's id as its key: that run stands.
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("start run of %s for event %s: %w", j.Name, eventID, err)
+	}
+	if created {
+		s.perform(ctx, effs...)
+	}
+	return view.Run.ID, nil
+}
+
+// indexedJob is a job of the on_event index at one version.
+type indexedJob struct {
+	version int64
+	paused  bool
+	spec    jobspec.Job
+}
+
+// eventIndex is the on_event patterns of every job, compiled once per job
+// version.
+type eventIndex struct {
+	index *eventpattern.Index
+	jobs  map[string]indexedJob
+	built time.Time
+}
+
+// eventIndexCache is the Service's current index; nil until built or
+// after a job write.
+type eventIndexCache struct {
+	mu  sync.Mutex
+	cur *eventIndex
+	// gen counts job writes: an index built across one is not kept.
+	gen uint64
+}
+
+// forgetEventIndex drops the index: a job was written.
+func (s *Service) forgetEventIndex() {
+	s.events.mu.Lock()
+	s.events.cur = nil
+	s.events.gen++
+	s.events.mu.Unlock()
+}
+
+// eventIndex returns the index, rebuilding it when it is older than
+// eventIndexTTL or a job was written since. A rebuild lists the jobs and
+// reuses the compiled definition of every job whose version is unchanged.
+func (s *Service) eventIndex(ctx context.Context) (*eventIndex, error) {
+	now := time.Now() // an operational bound on real time, not domain time
+	s.events.mu.Lock()
+	cur, gen := s.events.cur, s.events.gen
+	s.events.mu.Unlock()
+	if cur != nil && now.Sub(cur.built) < eventIndexTTL {
+		return cur, nil
+	}
+	var prev map[string]indexedJob
+	if cur != nil {
+		prev = cur.jobs
+	}
+	next, err := s.buildEventIndex(ctx, prev, now)
+	if err != nil {
+		return nil, err
+	}
+	s.events.mu.Lock()
+	if s.events.gen == gen {
+		s.events.cur = next
+	}
+	s.events.mu.Unlock()
+	return next, nil
+}
+
+func (s *Service) buildEventIndex(ctx context.Context, prev map[string]indexedJob, now time.Time) (*eventIndex, error) {
+	jobs := map[string]indexedJob{}
+	var entries []eventpattern.Entry
+	token := ""
+	for {
+		page, next, err := s.store.ListJobs(ctx, ledger.MaxListLimit, token)
+		if err != nil {
+			return nil, fmt.Errorf("event index: %w", err)
+		}
+		for _, sj := range page {
+			ij, ok := prev[sj.Name]
+			if !ok || ij.version != sj.Version {
+				if ij, ok = s.loadIndexedJob(ctx, sj); !ok {
+					continue
+				}
+			}
+			ij.paused = sj.Paused
+			// Every job is kept, so the next rebuild loads only the
+			// changed ones; only those with on_event are indexed.
+			jobs[sj.Name] = ij
+			if len(ij.spec.OnEvent) == 0 || ij.paused {
+				continue
+			}
+			pats := make([]*eventpattern.Pattern, len(ij.spec.OnEvent))
+			for i, t := range ij.spec.OnEvent {
+				pats[i] = t.Compiled()
+			}
+			entries = append(entries, eventpattern.Entry{Key: sj.Name, Patterns: pats})
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	return &eventIndex{index: eventpattern.NewIndex(entries), jobs: jobs, built: now}, nil
+}
+
+// loadIndexedJob reads a job's definition; one that fails to load is left
+// out of the index (and logged).
+func (s *Service) loadIndexedJob(ctx context.Context, sj ledger.Job) (indexedJob, bool) {
+	spec := sj.Spec
+	if len(spec) == 0 {
+		full, err := s.store.GetJob(ctx, sj.Name)
+		if err != nil {
+			return indexedJob{}, false
+		}
+		spec = full.Spec
+	}
+	j, err := jobspec.Load(spec)
+	if err != nil {
+		s.log.ErrorContext(ctx, "event index: job definition does not load", "job", sj.Name, "error", err.Error())
+		return indexedJob{}, false
+	}
+	return indexedJob{version: sj.Version, spec: j}, true
+}
