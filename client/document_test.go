@@ -82,6 +82,10 @@ func TestEveryCallIsADocumentedOperation(t *testing.T) {
 			return err
 		},
 		func() error {
+			_, err := c.PutEvents(ctx, PutEventsEntry{Source: "shop", DetailType: "Order Placed", Detail: `{"order_id":"o-1"}`})
+			return err
+		},
+		func() error {
 			_, err := c.Backfill(ctx, "nightly", BackfillRequest{From: time.Now().Add(-48 * time.Hour), To: time.Now(), MaxActive: 3, Params: map[string]any{"a": 1}})
 			return err
 		},

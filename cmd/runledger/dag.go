@@ -21,7 +21,11 @@ func drawRun(w io.Writer, d client.RunDetail) error {
 	if r.PublicationState != "" && r.PublicationState != statemodel.PublicationNotRequired {
 		fmt.Fprintf(w, "  publication %s", r.PublicationState)
 	}
-	fmt.Fprintf(w, "\n  logical time %s  created %s  ended %s\n\n", when(r.LogicalTime), when(r.CreatedAt), when(r.EndedAt))
+	fmt.Fprintf(w, "\n  logical time %s  created %s  ended %s\n", when(r.LogicalTime), when(r.CreatedAt), when(r.EndedAt))
+	if r.Event != nil {
+		fmt.Fprintf(w, "  started by event %s  source %s  detail-type %s\n", r.Event.ID, r.Event.Source, r.Event.DetailType)
+	}
+	fmt.Fprintln(w)
 	t := newTable(w, "TASK", "STATE", "ATTEMPT", "DEP WAIT", "QUEUE WAIT", "RUN TIME", "DETAIL")
 	for _, l := range dagLines(d.Tasks) {
 		task := l.task

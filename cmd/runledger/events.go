@@ -55,6 +55,7 @@ deadline. A deployed stack publishes them to its EventBridge bus instead
 	api.register(cmd.Flags())
 	cmd.Flags().StringVar(&since, "since", "", "only events at or after this time: RFC 3339, or a duration back from now (10m)")
 	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many events")
+	cmd.AddCommand(newEventsPutCmd())
 	return cmd
 }
 

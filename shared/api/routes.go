@@ -53,6 +53,7 @@ func (h *Handler) routes() []route {
 		{"POST", "/v1/runs/{run}/tasks/{task}/signal", "Settle a waiting signal task (bearer: API key, or the attempt token of its task.signal_requested).", authSignal, h.signalTask},
 
 		{"GET", "/v1/events", "Events of the local stack (runs ended, tasks failed or lost, deadlines missed), oldest first.", authClient, h.events},
+		{"POST", "/v1/events/put", "Deliver events (PutEvents' body): each job whose on_event matches gets a run.", authClient, h.putEvents},
 
 		{"POST", "/v1/attempts/claim", "Claim an attempt (bearer: attempt token, or its one-time claim nonce).", authAttempt, h.claim},
 		{"POST", "/v1/attempts/heartbeat", "Renew an attempt's lease (bearer: attempt token).", authAttempt, h.heartbeat},

@@ -465,6 +465,7 @@ function runHeader(view, apply) {
       fact("Ended (UTC)", time(r.ended_at)),
       fact("Duration", runDuration(r, nowFor(view))),
       r.trigger ? fact("Trigger", r.trigger + (r.backfill_id ? ` (${r.backfill_id})` : "")) : null,
+      r.event ? fact("Event", h("span", { id: "run-event" }, h("code", {}, r.event.id), ` ${r.event.source} · ${r.event.detail_type}`)) : null,
       r.params && Object.keys(r.params).length ? fact("Params", h("code", {}, JSON.stringify(r.params))) : null),
     h("div", { class: "actions", role: "group", "aria-label": "Run actions" },
       h("button", { type: "button", class: "danger", id: "cancel-run", disabled: finished, onclick: act("cancel", "Cancel this run?",

@@ -1,0 +1,41 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/scheduler"
+)
+
+// putEvents delivers events as EventBridge's PutEvents would (the local
+// stack's ingress; in AWS the buses' rules deliver them to the trigger
+// queue): each matching job gets a run before the answer.
+func (h *Handler) putEvents(w http.ResponseWriter, r *http.Request) error {
+	var b protocol.PutEvents
+	if err := decode(r, &b, false); err != nil {
+		return err
+	}
+	if err := b.Check(); err != nil {
+		return err
+	}
+	entries := make([]scheduler.EventEntry, len(b.Entries))
+	for i, e := range b.Entries {
+		var at time.Time
+		if e.Time != "" {
+			at, _ = time.Parse(time.RFC3339, e.Time) // Check parsed it
+		}
+		entries[i] = scheduler.EventEntry{Source: e.Source, DetailType: e.DetailType, Detail: e.CompactDetail(),
+			Resources: e.Resources, Time: at}
+	}
+	ids, err := h.svc.PutEvents(r.Context(), entries)
+	if err != nil {
+		return err
+	}
+	answer := protocol.PutEventsAnswer{Entries: make([]protocol.PutEventsEntryAnswer, len(ids))}
+	for i, id := range ids {
+		answer.Entries[i].EventID = id
+	}
+	writeJSON(w, http.StatusOK, answer)
+	return nil
+}
