@@ -25,7 +25,7 @@ type PutEventsEntry struct {
 
 // PutEventsAnswer is the answer of POST /v1/events/put.
 type PutEventsAnswer struct {
-	FailedEntryCount int                   `json:"FailedEntryCount"`
+	FailedEntryCount int                    `json:"FailedEntryCount"`
 	Entries          []PutEventsEntryAnswer `json:"Entries"`
 }
 
