@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +153,29 @@ func TestBadInputWritesNothing(t *testing.T) {
 			"schedule": map[string]any{"cron": "0 2 * * *", "catchup_window": "8761h"}}, nil, 422, "invalid_field"},
 		{"a lambda function the deployment does not allow", "key", "POST", "/v1/jobs", map[string]any{"name": "badlambda",
 			"executor": map[string]any{"type": "lambda", "function": "not-allowed"}}, nil, 422, "invalid_field"},
+		// Wave 3: event-triggered runs.
+		{"on_event pattern with a matcher not accepted", "key", "POST", "/v1/jobs", map[string]any{"name": "badpattern",
+			"on_event": []any{map[string]any{"pattern": map[string]any{"detail": map[string]any{"x": []any{map[string]any{"wildcard": "a*"}}}}}}}, nil, 422, "invalid_field"},
+		{"on_event pattern over a field not named", "key", "POST", "/v1/jobs", map[string]any{"name": "badpattern",
+			"on_event": []any{map[string]any{"pattern": map[string]any{"time": []any{"x"}}}}}, nil, 422, "invalid_field"},
+		{"on_event params template that does not parse", "key", "POST", "/v1/jobs", map[string]any{"name": "badparams",
+			"on_event": []any{map[string]any{"pattern": map[string]any{"source": []any{"shop"}}, "params": map[string]any{"order": "{{.Event"}}}}, nil, 422, "invalid_field"},
+		{"on_event bad on update", "key", "PUT", "/v1/jobs/victim", map[string]any{"name": "victim",
+			"on_event": []any{map[string]any{"pattern": map[string]any{"source": "shop"}}}}, []string{"If-Match", "1"}, 422, "invalid_field"},
+		{"events put malformed JSON", "key", "POST", "/v1/events/put", `{"Entries": [`, nil, 400, "invalid_json"},
+		{"events put without the API key", "", "POST", "/v1/events/put", map[string]any{"Entries": []any{
+			map[string]any{"Source": "shop", "DetailType": "x", "Detail": "{}"}}}, nil, 401, "unauthorized"},
+		{"events put with no entries", "key", "POST", "/v1/events/put", map[string]any{"Entries": []any{}}, nil, 422, "invalid_field"},
+		{"events put with 11 entries", "key", "POST", "/v1/events/put", map[string]any{"Entries": slices.Repeat([]any{
+			map[string]any{"Source": "shop", "DetailType": "x", "Detail": "{}"}}, 11)}, nil, 422, "invalid_field"},
+		{"events put Detail not a JSON object", "key", "POST", "/v1/events/put", map[string]any{"Entries": []any{
+			map[string]any{"Source": "shop", "DetailType": "x", "Detail": "[1]"}}}, nil, 422, "invalid_field"},
+		{"events put without a source", "key", "POST", "/v1/events/put", map[string]any{"Entries": []any{
+			map[string]any{"DetailType": "x", "Detail": "{}"}}}, nil, 422, "invalid_field"},
+		{"events put Detail over 64 KiB", "key", "POST", "/v1/events/put", map[string]any{"Entries": []any{
+			map[string]any{"Source": "shop", "DetailType": "x", "Detail": `{"b":"` + big(65*1024) + `"}`}}}, nil, 413, "payload_too_large"},
+		{"events put with an unknown field", "key", "POST", "/v1/events/put", map[string]any{"Entries": []any{
+			map[string]any{"Source": "shop", "DetailType": "x", "Detail": "{}", "Extra": 1}}}, nil, 422, "invalid_field"},
 	}
 	before, counts := s.tableItems(), s.queueCounts()
 	for _, c := range cases {

@@ -1,0 +1,176 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/app"
+	"github.com/runledger/runledger/shared/devstack"
+)
+
+// eventRunDoc is the part of a run answer an event run adds.
+type eventRunDoc struct {
+	Run struct {
+		ID          string            `json:"id"`
+		Trigger     string            `json:"trigger"`
+		LogicalTime string            `json:"logical_time"`
+		Params      map[string]string `json:"params"`
+		Event       *struct {
+			ID         string `json:"id"`
+			Source     string `json:"source"`
+			DetailType string `json:"detail_type"`
+		} `json:"event"`
+	} `json:"run"`
+}
+
+func (s *stack) runIDsOf(job string) []string {
+	s.t.Helper()
+	r := s.call("GET", "/v1/runs?job="+url.QueryEscape(job), nil).must(s.t, http.StatusOK)
+	var page struct {
+		Runs []struct {
+			ID string `json:"id"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(r.Raw, &page); err != nil {
+		s.t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range page.Runs {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+func (s *stack) putEvent(source, detailType, detail, at string) string {
+	s.t.Helper()
+	entry := map[string]any{"Source": source, "DetailType": detailType, "Detail": detail}
+	if at != "" {
+		entry["Time"] = at
+	}
+	r := s.call("POST", "/v1/events/put", map[string]any{"Entries": []any{entry}}).must(s.t, http.StatusOK)
+	var a struct {
+		FailedEntryCount int
+		Entries          []struct{ EventId string }
+	}
+	if err := json.Unmarshal(r.Raw, &a); err != nil || a.FailedEntryCount != 0 || len(a.Entries) != 1 || a.Entries[0].EventId == "" {
+		s.t.Fatalf("put answer %s (%v)", r.Raw, err)
+	}
+	return a.Entries[0].EventId
+}
+
+// An event put starts the matching job's run with params from the event
+// (and runs it to the end on the demo worker); a job whose pattern does
+// not match gets nothing; a non-matching event starts nothing.
+func TestEventPutStartsTheMatchingJob(t *testing.T) {
+	s := startStack(t, devstack.Options{DemoWorker: true})
+	s.createJob(map[string]any{"name": "fulfil", "pool": "demo", "on_event": []any{map[string]any{
+		"pattern": map[string]any{"source": []any{"shop"}, "detail-type": []any{"Order Placed"},
+			"detail": map[string]any{"total": []any{map[string]any{"numeric": []any{">", 0}}}}},
+		"params": map[string]any{"order": "{{.Event.detail.order_id}}", "source": "{{.Event.source}}"},
+	}}})
+	s.createJob(map[string]any{"name": "refunds", "pool": "demo", "on_event": []any{map[string]any{
+		"pattern": map[string]any{"source": []any{"shop"}, "detail-type": []any{"Order Refunded"}},
+	}}})
+
+	id := s.putEvent("shop", "Order Placed", `{"order_id": "o-42", "total": 12.5}`, "2026-11-30T10:00:00Z")
+	runs := s.runIDsOf("fulfil")
+	if len(runs) != 1 {
+		t.Fatalf("fulfil has runs %v after the put answered, want 1", runs)
+	}
+	var d eventRunDoc
+	if err := json.Unmarshal(s.call("GET", "/v1/runs/"+runs[0], nil).must(t, http.StatusOK).Raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Run.Trigger != "event" || d.Run.Event == nil || d.Run.Event.ID != id || d.Run.Event.Source != "shop" || d.Run.Event.DetailType != "Order Placed" {
+		t.Fatalf("run %+v: want trigger event naming event %s", d.Run, id)
+	}
+	if lt, err := time.Parse(time.RFC3339, d.Run.LogicalTime); err != nil || !lt.Equal(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)) || d.Run.Params["order"] != "o-42" || d.Run.Params["source"] != "shop" {
+		t.Fatalf("run logical time %s params %v: want the event's time and its order", d.Run.LogicalTime, d.Run.Params)
+	}
+	s.waitRun(runs[0], 60*time.Second, "SUCCEEDED")
+	if r := s.runIDsOf("refunds"); len(r) != 0 {
+		t.Fatalf("refunds has runs %v, want none", r)
+	}
+
+	s.putEvent("shop", "Order Placed", `{"order_id": "o-43", "total": 0}`, "")
+	s.putEvent("warehouse", "Order Placed", `{"order_id": "o-44", "total": 3}`, "")
+	if r := s.runIDsOf("fulfil"); len(r) != 1 {
+		t.Fatalf("non-matching events started runs: fulfil has %v", r)
+	}
+}
+
+// The same event delivered twice (an EventBridge rule's delivery to the
+// queue the events function drains, redelivered) makes one run; a params
+// template that fails makes none and an event.trigger_failed event.
+func TestSameEventTwiceMakesOneRun(t *testing.T) {
+	s := startStack(t, devstack.Options{})
+	s.createJob(map[string]any{"name": "fulfil", "on_event": []any{map[string]any{
+		"pattern": map[string]any{"source": []any{"shop"}},
+		"params":  map[string]any{"order": "{{.Event.detail.order_id}}"},
+	}}})
+	envelope := func(id string, detail string) string {
+		return fmt.Sprintf(`{"version": "0", "id": %q, "detail-type": "Order Placed", "source": "shop", "account": "123456789012",
+			"time": "2026-11-30T10:00:00Z", "region": "eu-west-1", "resources": [], "detail": %s}`, id, detail)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := s.Info.Queues[app.QueueEvents]
+	deliver := func(body string) {
+		if _, err := s.Queue.Send(ctx, events, body, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drained := func(what string) {
+		eventually(t, 30*time.Second, what, func() (bool, string) {
+			c := s.queueCounts()[app.QueueEvents]
+			return c.Total() == 0, fmt.Sprint(c)
+		})
+	}
+	deliver(envelope("dup-event-1", `{"order_id": "o-1"}`))
+	eventually(t, 30*time.Second, "the event's run", func() (bool, string) {
+		r := s.runIDsOf("fulfil")
+		return len(r) == 1, fmt.Sprint(r)
+	})
+	deliver(envelope("dup-event-1", `{"order_id": "o-1"}`))
+	drained("the second delivery consumed")
+	if r := s.runIDsOf("fulfil"); len(r) != 1 {
+		t.Fatalf("two deliveries of one event made runs %v, want 1", r)
+	}
+	// The put route too: an event put once more under a new id is a new run.
+	s.putEvent("shop", "Order Placed", `{"order_id": "o-2"}`, "")
+	if r := s.runIDsOf("fulfil"); len(r) != 2 {
+		t.Fatalf("a second event made runs %v, want 2", r)
+	}
+
+	bad := s.putEvent("shop", "Order Placed", `{"sku": "no order id"}`, "")
+	if r := s.runIDsOf("fulfil"); len(r) != 2 {
+		t.Fatalf("an event whose params fail made a run: %v", r)
+	}
+	r := s.call("GET", "/v1/events", nil).must(t, http.StatusOK)
+	var page struct {
+		Events []struct {
+			Type    string  `json:"type"`
+			Job     string  `json:"job"`
+			Run     *string `json:"run"`
+			EventID string  `json:"event_id"`
+			Reason  string  `json:"reason"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(r.Raw, &page); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range page.Events {
+		if e.Type == "event.trigger_failed" && e.Job == "fulfil" && e.EventID == bad && e.Run == nil && e.Reason != "" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no event.trigger_failed for event %s: %s", bad, r.Raw)
+	}
+}
