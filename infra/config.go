@@ -58,6 +58,10 @@ const (
 	// "wireOnFailure": true}, an object in cdk.json or its JSON as a string
 	// with -c.
 	keyLambda = "runledger:lambda"
+	// keyEventTriggers names the buses and sources whose events may start
+	// runs: {"buses": ["default"], "sources": ["shop"]}, an object in
+	// cdk.json or its JSON as a string with -c.
+	keyEventTriggers = "runledger:eventTriggers"
 )
 
 // readConfig builds the app's configuration from a context lookup (the
@@ -224,6 +228,7 @@ func readConfig(get func(key string) any) (config, error) {
 	}
 	p.ECS = readObject[scheduler.ECSExecutor](get(keyECS), `{"clusters": [...], "taskDefinitions": [...]}`, func(err error) { fail(keyECS, err) })
 	p.Lambda = readObject[scheduler.LambdaExecutor](get(keyLambda), `{"functions": [...], "wireOnFailure": true}`, func(err error) { fail(keyLambda, err) })
+	p.EventTriggers = readObject[scheduler.EventTriggers](get(keyEventTriggers), `{"buses": [...], "sources": [...]}`, func(err error) { fail(keyEventTriggers, err) })
 	return c, errors.Join(errs...)
 }
 

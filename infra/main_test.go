@@ -99,6 +99,10 @@ func runTests(m *testing.M) int {
 				Functions:     []string{"etl-fn", "arn:aws:lambda:eu-west-1:123456789012:function:report:live"},
 				WireOnFailure: true,
 			},
+			EventTriggers: &scheduler.EventTriggers{
+				Buses:   []string{"default", "arn:aws:events:eu-west-1:123456789012:event-bus/orders"},
+				Sources: []string{"shop", "aws.s3"},
+			},
 		},
 	})
 	// The Jwt stack also stands for the first deploy of an index migration.
@@ -207,23 +211,23 @@ func TestResourceCounts(t *testing.T) {
 	}{
 		{full, map[string]int{
 			"AWS::DynamoDB::Table": 1,
-			// (2 pools + events + delay) queues, each with its DLQ.
-			"AWS::SQS::Queue":                 8,
-			"AWS::SQS::QueuePolicy":           8, // each denies plain HTTP
+			// (2 pools + events + delay + trigger) queues, each with its DLQ.
+			"AWS::SQS::Queue":                 10,
+			"AWS::SQS::QueuePolicy":           10, // each denies plain HTTP
 			"AWS::Lambda::Function":           5,
 			"AWS::Logs::LogGroup":             6, // the functions' and the API's access log
 			"AWS::IAM::Role":                  5,
 			"AWS::IAM::Policy":                5,
-			"AWS::Lambda::EventSourceMapping": 3, // events <- events, delay; worker <- default
-			"AWS::Events::Rule":               2,
+			"AWS::Lambda::EventSourceMapping": 4, // events <- events, delay, trigger; worker <- default
+			"AWS::Events::Rule":               4, // ticker, reconciler, a trigger rule per bus
 			"AWS::ApiGatewayV2::Api":          1,
 			"AWS::ApiGatewayV2::Stage":        1,
 			"AWS::ApiGatewayV2::Integration":  1,
-			"AWS::ApiGatewayV2::Route":        15,
+			"AWS::ApiGatewayV2::Route":        16,
 			// One invoke permission per route, one per schedule.
-			"AWS::Lambda::Permission": 17,
-			// 4 DLQs + InstanceLost + RunFailed + QueueWaitP99 + errors and throttles of 5 functions.
-			"AWS::CloudWatch::Alarm":     17,
+			"AWS::Lambda::Permission": 18,
+			// 5 DLQs + InstanceLost + RunFailed + QueueWaitP99 + errors and throttles of 5 functions.
+			"AWS::CloudWatch::Alarm":     18,
 			"AWS::Events::EventBus":      1,
 			"AWS::CloudWatch::Dashboard": 1,
 			"AWS::SNS::Topic":            1,
@@ -246,8 +250,8 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Stage":        1,
 			"AWS::ApiGatewayV2::Integration":  1,
 			"AWS::ApiGatewayV2::Authorizer":   1,
-			"AWS::ApiGatewayV2::Route":        15,
-			"AWS::Lambda::Permission":         17,
+			"AWS::ApiGatewayV2::Route":        16,
+			"AWS::Lambda::Permission":         18,
 			"AWS::CloudWatch::Alarm":          13,
 			"AWS::CloudWatch::Dashboard":      1,
 			"AWS::Events::EventBus":           1,
@@ -431,6 +435,7 @@ func TestEventSources(t *testing.T) {
 	want := []mapping{
 		{scheduler.FunctionEvents, logicalID(s, "EventsQueue")},
 		{scheduler.FunctionEvents, logicalID(s, "DelayQueue")},
+		{scheduler.FunctionEvents, logicalID(s, "TriggerQueue")},
 		{scheduler.FunctionWorker, logicalID(s, "PoolQueue-default")},
 	}
 	less := func(a, b mapping) int { return strings.Compare(a.function+a.queue, b.function+b.queue) }
@@ -509,7 +514,8 @@ func TestQueuesEncryptedWithDeadLetters(t *testing.T) {
 		dlqs[dlq] = true
 	}
 	// Every queue is either a source with its own DLQ or that DLQ.
-	if want := len(full.cfg.Props.Pools) + 2; sources != want || len(dlqs) != want || len(queues) != 2*want {
+	// Pools, events, delay and the trigger queue.
+	if want := len(full.cfg.Props.Pools) + 3; sources != want || len(dlqs) != want || len(queues) != 2*want {
 		t.Errorf("%d source queues and %d DLQs of %d queues, want %d and %d", sources, len(dlqs), len(queues), want, want)
 	}
 }
@@ -695,6 +701,7 @@ func TestRoutes(t *testing.T) {
 		"ANY /v1/runs/{proxy+}",
 		"ANY /v1/backfills/{proxy+}",
 		"GET /v1/events",
+		"POST /v1/events/put",
 		"GET /metrics",
 	}
 	for _, tc := range []struct {
@@ -893,6 +900,9 @@ func TestSchedules(t *testing.T) {
 	t.Parallel()
 	targets := map[string]string{}
 	for id, r := range full.ofType("AWS::Events::Rule") {
+		if r.Properties["EventPattern"] != nil {
+			continue // a trigger rule (TestTriggerRules)
+		}
 		if r.Properties["ScheduleExpression"] != "rate(1 minute)" || r.Properties["State"] != "ENABLED" {
 			t.Errorf("%s: schedule %v, state %v", id, r.Properties["ScheduleExpression"], r.Properties["State"])
 		}
@@ -943,7 +953,7 @@ func TestAlarms(t *testing.T) {
 		}
 	}
 	want := map[string]int{
-		"AWS/SQS/ApproximateNumberOfMessagesVisible": 4,
+		"AWS/SQS/ApproximateNumberOfMessagesVisible": 5,
 		"Runledger/InstanceLost":                     1,
 		"Runledger/RunFailed":                        1,
 		"Runledger/QueueWait":                        1,

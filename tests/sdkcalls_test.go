@@ -153,6 +153,8 @@ func TestSDKCallsOfEachFunction(t *testing.T) {
 		"executor": map[string]any{"type": "ecs", "cluster": "batch", "task_definition": "etl", "container": "main", "launch_type": "EC2"},
 		"timeouts": map[string]any{"heartbeat": "30s", "cancel": "2s"}})
 	call("POST", "/v1/jobs/q/runs", map[string]any{})
+	call("POST", "/v1/jobs", map[string]any{"name": "ev", "pool": "default",
+		"on_event": []any{map[string]any{"pattern": map[string]any{"source": []any{"shop"}}}}})
 	run1 := call("POST", "/v1/jobs/e/runs", map[string]any{})["run"].(map[string]any)["id"].(string)
 	call("GET", "/v1/jobs", nil)
 	call("GET", "/v1/runs?job=e", nil)
@@ -175,6 +177,14 @@ func TestSDKCallsOfEachFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	receiveInto(t, base.Queue, apps["events"], bc.DelayQueueURL)
+	// An EventBridge rule's delivery from the trigger queue: the events
+	// function lists the jobs, matches ev and starts its run (dispatch).
+	delivery := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-trigger", EventSource: "aws:sqs",
+		Body: `{"version":"0","id":"iam-event-1","detail-type":"Order Placed","source":"shop","account":"123456789012",` +
+			`"time":"2026-01-01T00:00:00Z","region":"eu-west-1","resources":[],"detail":{}}`}}}
+	if resp, err := apps["events"].HandleEvents(t.Context(), delivery); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("trigger delivery: %v %v", resp, err)
+	}
 	flush("events")
 
 	// ticker and reconciler: past every lease and deadline.

@@ -45,7 +45,11 @@ func (s *Scheduler) queues() []namedQueue {
 	for _, pool := range sortedKeys(s.PoolQueues) {
 		out = append(out, namedQueue{"Pool-" + pool, "pool " + pool, s.PoolQueues[pool]})
 	}
-	return append(out, namedQueue{"Events", "events", s.EventsQueue}, namedQueue{"Delay", "delay", s.DelayQueue})
+	out = append(out, namedQueue{"Events", "events", s.EventsQueue}, namedQueue{"Delay", "delay", s.DelayQueue})
+	if s.TriggerQueue != nil {
+		out = append(out, namedQueue{"Trigger", "trigger", *s.TriggerQueue})
+	}
+	return out
 }
 
 func (s *Scheduler) addAlarms(p Props) {

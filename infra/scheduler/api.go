@@ -49,6 +49,9 @@ func Routes() []Route {
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/runs", false},
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/runs/{proxy+}", false},
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/backfills/{proxy+}", false},
+		// Events put by an operator start runs in AWS too (the buses'
+		// rules are the usual way in).
+		{awsapigatewayv2.HttpMethod_POST, "/v1/events/put", false},
 		// Served by the local stack only: in AWS both answer 404, and
 		// only to an operator.
 		{awsapigatewayv2.HttpMethod_GET, "/v1/events", false},

@@ -50,7 +50,9 @@ type tableAccess struct {
 //   - api: jobs and runs CRUD, the listing index for newest-first and by-name
 //     listings; triggering a run dispatches at once (pools), a delayed timer
 //     goes to the delay queue, a completion may be forwarded to events.
-//   - events: applies completions, dispatches downstream tasks at once.
+//   - events: applies completions, dispatches downstream tasks at once;
+//     starts the runs of events from the trigger queue, listing the jobs
+//     (the listing index) to match them.
 //   - ticker, reconciler: the timers index finds due work; both dispatch and
 //     arm short delayed timers.
 //   - every function that moves runs on (all but the worker): the live
@@ -62,7 +64,7 @@ type tableAccess struct {
 //     events queue; it never touches the table.
 var accessByFunction = map[string]tableAccess{
 	FunctionAPI:        {items: true, indexes: []string{tableschema.ListIndex, tableschema.LiveIndex}, sendTo: []string{"pools", "delay", "events"}, publish: true},
-	FunctionEvents:     {items: true, indexes: []string{tableschema.LiveIndex}, sendTo: []string{"pools", "delay"}, publish: true},
+	FunctionEvents:     {items: true, indexes: []string{tableschema.LiveIndex, tableschema.ListIndex}, sendTo: []string{"pools", "delay"}, publish: true},
 	FunctionTicker:     {items: true, indexes: []string{tableschema.TimerIndex, tableschema.LiveIndex}, sendTo: []string{"pools", "delay"}, publish: true},
 	FunctionReconciler: {items: true, indexes: []string{tableschema.TimerIndex, tableschema.LiveIndex}, sendTo: []string{"pools", "delay"}, publish: true},
 	FunctionWorker:     {sendTo: []string{"events"}},

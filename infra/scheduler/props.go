@@ -149,6 +149,10 @@ type Props struct {
 	// Lambda, when set, allows the lambda executor on its functions
 	// (lambda.go). Nil: a job naming a lambda executor is refused.
 	Lambda *LambdaExecutor
+
+	// EventTriggers, when set, names the event buses and sources whose
+	// events may start runs (triggers.go). Nil: none.
+	EventTriggers *EventTriggers
 }
 
 var poolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$`)
@@ -288,6 +292,9 @@ func (p Props) validate() error {
 		errs = append(errs, err)
 	}
 	if err := p.Lambda.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := p.EventTriggers.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

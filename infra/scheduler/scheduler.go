@@ -53,6 +53,9 @@ type Scheduler struct {
 	EventBus    awsevents.EventBus
 	EventsQueue QueuePair
 	DelayQueue  QueuePair
+	// TriggerQueue receives the events of Props.EventTriggers' rules;
+	// nil without them.
+	TriggerQueue *QueuePair
 	// PoolQueues holds each worker pool's dispatch queue, by pool name.
 	PoolQueues map[string]QueuePair
 	// Functions holds the deployed functions by name (see FunctionNames);
@@ -198,6 +201,7 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 	s.wireExecutorsAllowed(p)
 	s.wireECS(p)
 	s.wireLambda(p)
+	s.wireTriggers(p)
 	s.addAlarms(p)
 	s.addDashboard()
 	if err := s.checkEnvironments(p); err != nil {
