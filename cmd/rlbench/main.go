@@ -25,7 +25,7 @@ import (
 	"github.com/runledger/runledger/shared/emulator"
 )
 
-var scenarioNames = []string{"chain", "throughput", "timer", "cost", "scaling"}
+var scenarioNames = []string{"chain", "throughput", "timer", "cost", "scaling", "events"}
 
 func main() {
 	only := flag.String("only", strings.Join(scenarioNames, ","), "scenarios to run, comma-separated: "+strings.Join(scenarioNames, ", "))
@@ -34,6 +34,7 @@ func main() {
 	throughputRuns := flag.Int("throughput-runs", 1000, "runs started in the throughput burst")
 	timerRuns := flag.Int("timer-runs", 50, "runs of the timer precision scenario")
 	scaleRuns := flag.Int("scale-runs", 100000, "finished runs written into the scaling scenario's full table")
+	eventRuns := flag.Int("event-runs", 100, "events put one after another in the events scenario")
 	verbose := flag.Bool("v", false, "log warnings of the stack and workers to stderr, and add details to the summary")
 	flag.Parse()
 
@@ -48,11 +49,13 @@ func main() {
 	defer stop()
 	os.Exit(run(ctx, want, *cpuProfile, *verbose, scenarioArgs{
 		chainRuns: *chainRuns, throughputRuns: *throughputRuns, timerRuns: *timerRuns, scaleRuns: *scaleRuns,
+		eventRuns: *eventRuns,
 	}))
 }
 
 type scenarioArgs struct {
 	chainRuns, throughputRuns, timerRuns, scaleRuns int
+	eventRuns                                       int
 }
 
 func run(ctx context.Context, want []string, cpuProfile string, verbose bool, args scenarioArgs) int {
@@ -89,6 +92,7 @@ func run(ctx context.Context, want []string, cpuProfile string, verbose bool, ar
 		"timer":      func(ctx context.Context) error { return b.timerPrecision(ctx, args.timerRuns) },
 		"cost":       b.cost,
 		"scaling":    func(ctx context.Context) error { return b.scaling(ctx, args.scaleRuns) },
+		"events":     func(ctx context.Context) error { return b.events(ctx, args.eventRuns) },
 	}
 	failed := 0
 	for _, name := range scenarioNames {
