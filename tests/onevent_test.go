@@ -174,3 +174,28 @@ func TestSameEventTwiceMakesOneRun(t *testing.T) {
 		t.Fatalf("no event.trigger_failed for event %s: %s", bad, r.Raw)
 	}
 }
+
+// runledger events put starts the matching job's run; runs show names the
+// event that started it.
+func TestCLIEventsPutAndShow(t *testing.T) {
+	s := startStack(t, devstack.Options{})
+	c := newCLI(t, s)
+	s.createJob(map[string]any{"name": "fulfil", "on_event": []any{map[string]any{
+		"pattern": map[string]any{"source": []any{"shop"}, "detail-type": []any{"Order Placed"}},
+		"params":  map[string]any{"order": "{{.Event.detail.order_id}}"},
+	}}})
+	r := c.must(t, 0, "events", "put", "--source", "shop", "--detail-type", "Order Placed", "--detail", `{"order_id": "o-7"}`, "-o", "json")
+	var answer struct {
+		Entries []struct{ EventId string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &answer); err != nil || len(answer.Entries) != 1 {
+		t.Fatalf("events put -o json: %v\n%s", err, r)
+	}
+	runs := s.runIDsOf("fulfil")
+	if len(runs) != 1 {
+		t.Fatalf("fulfil has runs %v, want 1", runs)
+	}
+	show := c.must(t, 0, "runs", "show", runs[0])
+	mustContain(t, "runs show", show.stdout, "started by event "+answer.Entries[0].EventId, "source shop", "detail-type Order Placed")
+	c.must(t, 2, "events", "put", "--source", "shop")
+}
