@@ -64,6 +64,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyECS:                `{"clusters": ["batch"], "taskDefinitions": [{"family": "etl", "taskRoleArn": "arn:aws:iam::123456789012:role/etl"}]}`,
 			keyRunFailedAlarm:     "true",
 			keyLambda:             `{"functions": ["etl-fn"], "wireOnFailure": true}`,
+			keyEventTriggers:      `{"buses": ["default"], "sources": ["shop"]}`,
 		}, func(c *config) {
 			c.StackName = "Sched"
 			c.AlarmEmail = "ops@example.com"
@@ -88,6 +89,7 @@ func TestReadConfigValues(t *testing.T) {
 					TaskDefinitions: []scheduler.ECSTaskDefinition{{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl"}}},
 				RunFailedAlarm: true,
 				Lambda:         &scheduler.LambdaExecutor{Functions: []string{"etl-fn"}, WireOnFailure: true},
+				EventTriggers:  &scheduler.EventTriggers{Buses: []string{"default"}, Sources: []string{"shop"}},
 			}
 		}},
 		{"JSON, as cdk.json gives them", map[string]any{
@@ -100,6 +102,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyKeepRetiredIndexes: false,
 			keyECS:                map[string]any{"clusters": []any{"a", "b"}, "taskDefinitions": []any{map[string]any{"family": "etl"}}},
 			keyLambda:             map[string]any{"functions": []any{"arn:aws:lambda:eu-west-1:123456789012:function:etl"}},
+			keyEventTriggers:      map[string]any{"buses": []any{"orders"}, "sources": []any{"shop", "aws.s3"}},
 		}, func(c *config) {
 			c.AlarmTopicArn = "arn:aws:sns:eu-west-1:123456789012:ops"
 			c.Props.Pools = []string{"default", "batch"}
@@ -109,6 +112,7 @@ func TestReadConfigValues(t *testing.T) {
 			c.Props.MaxReceiveCount = 7
 			c.Props.ECS = &scheduler.ECSExecutor{Clusters: []string{"a", "b"}, TaskDefinitions: []scheduler.ECSTaskDefinition{{Family: "etl"}}}
 			c.Props.Lambda = &scheduler.LambdaExecutor{Functions: []string{"arn:aws:lambda:eu-west-1:123456789012:function:etl"}}
+			c.Props.EventTriggers = &scheduler.EventTriggers{Buses: []string{"orders"}, Sources: []string{"shop", "aws.s3"}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,11 +139,12 @@ func TestReadConfigErrors(t *testing.T) {
 		keyReserved:           "api",
 		keyECS:                `{"cluster": "typo"}`,
 		keyLambda:             `{"function": "etl"}`,
+		keyEventTriggers:      `{"bus": "default"}`,
 	}))
 	if err == nil {
 		t.Fatal("want errors")
 	}
-	for _, key := range []string{keyTickerRate, keyRemovalPolicy, keyDeletionProtection, keyPools, keyReserved, keyECS, keyLambda} {
+	for _, key := range []string{keyTickerRate, keyRemovalPolicy, keyDeletionProtection, keyPools, keyReserved, keyECS, keyLambda, keyEventTriggers} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s: %v", key, err)
 		}
