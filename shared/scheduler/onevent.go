@@ -220,36 +220,51 @@ type eventIndex struct {
 	index *eventpattern.Index
 	jobs  map[string]indexedJob
 	built time.Time
-}
-
-// eventIndexCache is the Service's current index; nil until built or
-// after a job write.
-type eventIndexCache struct {
-	mu  sync.Mutex
-	cur *eventIndex
-	// gen counts job writes: an index built across one is not kept.
+	// gen is the count of job writes it was built after.
 	gen uint64
 }
 
-// forgetEventIndex drops the index: a job was written.
+// eventIndexCache is the Service's latest index (nil until built); it is
+// stale once a job was written after it was built, or eventIndexTTL
+// after, and a rebuild reuses its jobs whose version is unchanged.
+type eventIndexCache struct {
+	// building is held by the one rebuild at a time: the records of a
+	// batch that all find the index stale wait for one listing.
+	building sync.Mutex
+	mu       sync.Mutex
+	cur      *eventIndex
+	// gen counts job writes through this service.
+	gen uint64
+}
+
+// forgetEventIndex makes the index stale: a job was written.
 func (s *Service) forgetEventIndex() {
 	s.events.mu.Lock()
-	s.events.cur = nil
 	s.events.gen++
 	s.events.mu.Unlock()
 }
 
 // eventIndex returns the index, rebuilding it when it is older than
-// eventIndexTTL or a job was written since. A rebuild lists the jobs and
+// eventIndexTTL or a job was written since, one rebuild at a time. A rebuild lists the jobs and
 // reuses the compiled definition of every job whose version is unchanged.
 func (s *Service) eventIndex(ctx context.Context) (*eventIndex, error) {
-	now := time.Now() // an operational bound on real time, not domain time
-	s.events.mu.Lock()
-	cur, gen := s.events.cur, s.events.gen
-	s.events.mu.Unlock()
-	if cur != nil && now.Sub(cur.built) < eventIndexTTL {
+	fresh := func() (*eventIndex, uint64, bool) {
+		now := time.Now() // an operational bound on real time, not domain time
+		s.events.mu.Lock()
+		defer s.events.mu.Unlock()
+		cur := s.events.cur
+		return cur, s.events.gen, cur != nil && cur.gen == s.events.gen && now.Sub(cur.built) < eventIndexTTL
+	}
+	if cur, _, ok := fresh(); ok {
 		return cur, nil
 	}
+	s.events.building.Lock()
+	defer s.events.building.Unlock()
+	cur, gen, ok := fresh()
+	if ok {
+		return cur, nil
+	}
+	now := time.Now()
 	var prev map[string]indexedJob
 	if cur != nil {
 		prev = cur.jobs
@@ -258,10 +273,11 @@ func (s *Service) eventIndex(ctx context.Context) (*eventIndex, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Built from a listing that began after write gen: a write since
+	// leaves it stale, and the next event rebuilds from it.
+	next.gen = gen
 	s.events.mu.Lock()
-	if s.events.gen == gen {
-		s.events.cur = next
-	}
+	s.events.cur = next
 	s.events.mu.Unlock()
 	return next, nil
 }
