@@ -223,9 +223,9 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Api":          1,
 			"AWS::ApiGatewayV2::Stage":        1,
 			"AWS::ApiGatewayV2::Integration":  1,
-			"AWS::ApiGatewayV2::Route":        16,
+			"AWS::ApiGatewayV2::Route":        17,
 			// One invoke permission per route, one per schedule.
-			"AWS::Lambda::Permission": 18,
+			"AWS::Lambda::Permission": 19,
 			// 5 DLQs + InstanceLost + RunFailed + QueueWaitP99 + errors and throttles of 5 functions.
 			"AWS::CloudWatch::Alarm":     18,
 			"AWS::Events::EventBus":      1,
@@ -250,8 +250,8 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Stage":        1,
 			"AWS::ApiGatewayV2::Integration":  1,
 			"AWS::ApiGatewayV2::Authorizer":   1,
-			"AWS::ApiGatewayV2::Route":        16,
-			"AWS::Lambda::Permission":         18,
+			"AWS::ApiGatewayV2::Route":        17,
+			"AWS::Lambda::Permission":         19,
 			"AWS::CloudWatch::Alarm":          13,
 			"AWS::CloudWatch::Dashboard":      1,
 			"AWS::Events::EventBus":           1,
