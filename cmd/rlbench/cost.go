@@ -30,26 +30,31 @@ type costStack struct {
 	*devstack.Stack
 	reader *store.Store // uncounted: the bench's own polling costs nothing
 	meter  *meter
+	heat   *heatTrace
 }
 
 func (b *bench) startCostStack(ctx context.Context) (*costStack, error) {
-	m := &meter{}
+	m, h := &meter{}, newHeatTrace()
 	st, err := b.startStack(ctx, devstack.Options{
 		TickInterval:    time.Hour,
-		DynamoDBOptions: []func(*dynamodb.Options){m.dynamoOption},
+		DynamoDBOptions: []func(*dynamodb.Options){m.dynamoOption, h.dynamoOption},
 		SQSOptions:      []func(*sqs.Options){m.sqsOption},
 		CapacityReports: m.storeReport,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &costStack{Stack: st, meter: m, reader: store.New(b.env.DynamoDBClient(), st.Info.Table, store.WithLogger(b.log))}, nil
+	return &costStack{Stack: st, meter: m, heat: h, reader: store.New(b.env.DynamoDBClient(), st.Info.Table, store.WithLogger(b.log))}, nil
 }
 
 // usage is everything the cost scenario counts, at one moment.
 type usage struct {
 	c local.Snapshot
 	m meterCounts
+	// run is the measured run's id; heat its calls' loads on each
+	// partition (heatTrace).
+	run  string
+	heat []partitionLoad
 }
 
 func (cs *costStack) usage() usage { return usage{c: cs.Counters.Snapshot(), m: cs.meter.snapshot()} }
@@ -79,6 +84,7 @@ func (cs *costStack) measure(ctx context.Context, api *apiClient, job string, pa
 	}
 	cs.meter.clearWrites()
 	before := quiet()
+	cs.heat.take()
 	id, err := api.trigger(ctx, job, params)
 	if err != nil {
 		return runCost{}, usage{}, err
@@ -91,7 +97,7 @@ func (cs *costStack) measure(ctx context.Context, api *apiClient, job string, pa
 		return runCost{}, usage{}, fmt.Errorf("cost run %s ended %s", id, r.ExecutionState)
 	}
 	after := quiet()
-	d := usage{c: after.c.Sub(before.c), m: after.m.sub(before.m)}
+	d := usage{c: after.c.Sub(before.c), m: after.m.sub(before.m), run: id, heat: cs.heat.take()}
 	c := runCost{
 		SQSRequests: float64(d.c.SQSRequests() - d.m.EmptyReceives),
 		Invocations: float64(d.c.Invocations()),
@@ -191,6 +197,9 @@ func (b *bench) cost(ctx context.Context) error {
 			last.m.ReportedRRU, last.m.ReadRequests, last.m.UnreportedReads, last.m.ReportedWCU, last.m.WriteRequests,
 			last.m.ComputedWCU)
 		b.rep.detail("  DynamoDB time of the last sample (calls x mean): %s", fmtLatency(last.m.Latency))
+		if k.name == "single" {
+			b.reportHeat(last, k.job)
+		}
 		b.rep.detail("  writes of the last sample (computed: item KB, x2 in a transaction; index entry writes x1):\n%s", fmtWrites(last.m.Writes))
 	}
 	return nil

@@ -87,3 +87,14 @@ func formatValue(v float64) string {
 		return fmt.Sprintf("%.4g", v)
 	}
 }
+
+// figureNamed prints a figure with the name of what sets it (a key shape)
+// as one more key=value field after the unit.
+func (r *report) figureNamed(name string, value float64, unit, by string) {
+	if by == "" {
+		by = "none"
+	}
+	line := fmt.Sprintf("BENCH %s value=%s unit=%s by=%s", name, formatValue(value), unit, by)
+	fmt.Println(line)
+	r.lines = append(r.lines, line)
+}

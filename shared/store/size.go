@@ -169,3 +169,7 @@ func writeUnits(sizes []int, transactional bool) float64 {
 	}
 	return total
 }
+
+// ItemSize is an item's size by DynamoDB's documented rules, as the store
+// counts it for its capacity reports (the bench's heat model uses it).
+func ItemSize(it map[string]types.AttributeValue) int { return itemSize(it) }
