@@ -239,6 +239,8 @@ func (s *Scheduler) newTable(p Props) awsdynamodb.Table {
 		case tableschema.ProjectInclude:
 			gsi.ProjectionType = awsdynamodb.ProjectionType_INCLUDE
 			gsi.NonKeyAttributes = jsii.Strings(ix.NonKeyAttributes...)
+		case tableschema.ProjectKeysOnly:
+			gsi.ProjectionType = awsdynamodb.ProjectionType_KEYS_ONLY
 		default:
 			panic(fmt.Errorf("table schema index %s: unknown projection %q", ix.Name, ix.Projection))
 		}

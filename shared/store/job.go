@@ -223,13 +223,15 @@ func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]ledger
 	if err != nil {
 		return nil, "", op(translate(err))
 	}
-	jobs := make([]ledger.Job, 0, len(out.Items))
+	// The index holds the keys only: the jobs are read by name.
+	names := make([]string, 0, len(out.Items))
 	for _, it := range out.Items {
-		j, err := decodeJob(it)
-		if err != nil {
-			return nil, "", op(err)
-		}
-		jobs = append(jobs, j)
+		r := &reader{it: it}
+		names = append(names, r.str(tableschema.ListSK))
+	}
+	jobs, err := s.getJobs(ctx, names)
+	if err != nil {
+		return nil, "", op(err)
 	}
 	return jobs, encodeToken(out.LastEvaluatedKey), nil
 }

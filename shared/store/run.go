@@ -246,7 +246,7 @@ func runItem(r ledger.Run) item {
 		tableschema.PK: str(runPK(r.ID)), tableschema.SK: str(skRun),
 		attrKind: str(kindRun), attrRunID: str(r.ID), attrJob: str(r.Job),
 		attrLogicalTime: tm(r.LogicalTime), attrParams: bin(r.Params), attrSpec: bin(r.Spec),
-		attrCreatedAt: tm(r.CreatedAt), tableschema.ListPK: str(listRuns), tableschema.ListSK: str(r.ID),
+		attrCreatedAt: tm(r.CreatedAt), tableschema.ListPK: str(runListShard(r.ID)), tableschema.ListSK: str(r.ID),
 		attrTrigger: optStr(string(r.Trigger)), attrBackfill: optStr(r.BackfillID),
 		attrDeadlineAt: tm(r.DeadlineAt), attrDeadlineMissed: tm(r.DeadlineMissedAt),
 		attrDepsTimeoutAt: tm(r.DependencyTimeoutAt),
@@ -415,13 +415,13 @@ func decodeAttempt(r *reader) ledger.Attempt {
 }
 
 // ListRuns lists runs newest first (run ids are ULIDs). Without a job it
-// reads the listing index (list_pk "RUNS", eventually consistent); with a
-// job it reads the job's run pointers (strongly consistent) and then the
-// runs themselves (BatchGetItem).
+// merges the listing index's run shards (listAllRuns, eventually
+// consistent); with a job it reads the job's run pointers (strongly
+// consistent). Either way the runs themselves are then read with
+// BatchGetItem.
 //
-// The status filter is applied after paging (a FilterExpression on the
-// listing index; on the runs read, for a job): a page may hold fewer than
-// Limit runs, even none, while a next token remains.
+// The status filter is applied after paging, to the runs read: a page may
+// hold fewer than Limit runs, even none, while a next token remains.
 // Callers page on until the token is "".
 func (s *Store) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, string, error) {
 	op := func(err error) error { return fmt.Errorf("list runs (job %q, status %q): %w", f.Job, f.Status, err) }
@@ -430,28 +430,24 @@ func (s *Store) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run,
 		limit = ledger.DefaultListLimit
 	}
 	limit = min(limit, ledger.MaxListLimit)
+	if f.Job == "" {
+		runs, next, err := s.listAllRuns(ctx, f, limit)
+		if err != nil {
+			return nil, "", op(err)
+		}
+		return runs, next, nil
+	}
+	if err := ledger.CheckJobName(f.Job); err != nil {
+		return nil, "", op(err)
+	}
 	e := newExpr()
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(limit)),
-	}
-	var want map[string]string
-	if f.Job == "" {
-		in.IndexName = aws.String(tableschema.ListIndex)
-		in.KeyConditionExpression = aws.String(e.n(tableschema.ListPK) + " = " + e.v("list_pk", str(listRuns)))
-		want = map[string]string{tableschema.ListPK: listRuns, tableschema.ListSK: "", tableschema.PK: "", tableschema.SK: skRun}
-	} else {
-		if err := ledger.CheckJobName(f.Job); err != nil {
-			return nil, "", op(err)
-		}
-		in.ConsistentRead = aws.Bool(true)
-		in.KeyConditionExpression = aws.String(e.prefixKey(jobPK(f.Job), prefixRun))
-		want = map[string]string{tableschema.PK: jobPK(f.Job), tableschema.SK: ""}
-	}
-	if f.Status != "" && f.Job == "" {
-		in.FilterExpression = aws.String(e.n(attrStatus) + " = " + e.v("status", str(string(f.Status))))
+		ConsistentRead:         aws.Bool(true),
+		KeyConditionExpression: aws.String(e.prefixKey(jobPK(f.Job), prefixRun)),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
-	start, err := decodeToken(f.Token, want)
+	start, err := decodeToken(f.Token, map[string]string{tableschema.PK: jobPK(f.Job), tableschema.SK: ""})
 	if err != nil {
 		return nil, "", op(err)
 	}
@@ -461,20 +457,6 @@ func (s *Store) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run,
 		return nil, "", op(translate(err))
 	}
 	next := encodeToken(out.LastEvaluatedKey)
-	if f.Job == "" {
-		runs := make([]ledger.Run, 0, len(out.Items))
-		for _, it := range out.Items {
-			run, err := decodeRun(it)
-			if err != nil {
-				return nil, "", op(err)
-			}
-			runs = append(runs, run)
-		}
-		if err := s.legacyTriggers(ctx, runs); err != nil {
-			return nil, "", op(err)
-		}
-		return runs, next, nil
-	}
 	ids := make([]string, 0, len(out.Items))
 	for _, it := range out.Items {
 		r := &reader{it: it}

@@ -89,9 +89,9 @@ func TestTimerIndexEntriesStaySmall(t *testing.T) {
 	}
 }
 
-// oldLayoutTable creates a table as versions before the INCLUDE projection
-// did: the retired timers index, projecting whole items, where the schema
-// now has its replacement. With variant set, the replacement is there
+// oldLayoutTable creates a table as versions before the INCLUDE and
+// KEYS_ONLY projections did: the retired timers and listing indexes,
+// projecting whole items, where the schema now has their replacements. With variant set, the replacement is there
 // under its own name but with the retired index's projection.
 func oldLayoutTable(t *testing.T, variant bool) string {
 	t.Helper()
@@ -108,11 +108,16 @@ func oldLayoutTable(t *testing.T, variant bool) string {
 		}
 	}
 	var gsis []types.GlobalSecondaryIndex
+	retired := map[string]tableschema.Index{}
+	for _, ix := range sc.Retired {
+		retired[ix.Name] = ix
+	}
 	for _, ix := range sc.Indexes {
-		if ix.Name == tableschema.TimerIndex {
-			ix = sc.Retired[0]
-			if variant {
-				ix.Name = tableschema.TimerIndex
+		if ix.Replaces != "" {
+			name := ix.Name
+			ix = retired[ix.Replaces]
+			if variant && name == tableschema.TimerIndex {
+				ix.Name = name
 			}
 		}
 		gsis = append(gsis, types.GlobalSecondaryIndex{
@@ -161,9 +166,11 @@ func TestEnsureTableMigratesTheRetiredTimersIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("migrated in %v: %v", time.Since(start).Round(time.Millisecond), changes)
-	if len(changes) != 2 || !strings.HasPrefix(changes[0], "added index "+tableschema.TimerIndex) ||
-		!strings.HasPrefix(changes[1], "deleted retired index "+tableschema.RetiredTimerIndex) {
-		t.Fatalf("changes %q, want the new timers index added and the retired one deleted", changes)
+	if len(changes) != 4 || !strings.HasPrefix(changes[0], "added index "+tableschema.TimerIndex) ||
+		!strings.HasPrefix(changes[1], "added index "+tableschema.ListIndex) ||
+		!strings.HasPrefix(changes[2], "deleted retired index "+tableschema.RetiredTimerIndex) ||
+		!strings.HasPrefix(changes[3], "deleted retired index "+tableschema.RetiredListIndex) {
+		t.Fatalf("changes %q, want the new timers and listing indexes added and the retired ones deleted", changes)
 	}
 	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
 	if err != nil {
@@ -176,7 +183,7 @@ func TestEnsureTableMigratesTheRetiredTimersIndex(t *testing.T) {
 	}
 	slices.Sort(got)
 	wantIx := []string{
-		"listing ACTIVE ALL []", "live ACTIVE ALL []",
+		tableschema.ListIndex + " ACTIVE KEYS_ONLY []", "live ACTIVE ALL []",
 		tableschema.TimerIndex + " ACTIVE INCLUDE [" + tableschema.TimerKind + " " + tableschema.JobName + "]",
 	}
 	if !slices.Equal(got, wantIx) {
@@ -201,6 +208,17 @@ func TestEnsureTableMigratesTheRetiredTimersIndex(t *testing.T) {
 	}
 	if kinds[ledger.TimerOfJob] != 1 || kinds[ledger.TimerOfRun] != 1 || kinds[ledger.TimerOfInstance] != 2 {
 		t.Fatalf("due timers after the migration: %+v, want the job's, the run's and two instances'", due)
+	}
+
+	// The run and the job written before the migration are listed from
+	// the new listing index.
+	runs, _, err := st.ListRuns(ctx, ledger.RunFilter{})
+	if err != nil || len(runs) != 1 || runs[0].Job != "nightly" {
+		t.Fatalf("runs listed after the migration: %+v %v, want the one run", runs, err)
+	}
+	jobs, _, err := st.ListJobs(ctx, 0, "")
+	if err != nil || len(jobs) != 1 || jobs[0].Name != "nightly" {
+		t.Fatalf("jobs listed after the migration: %+v %v, want nightly", jobs, err)
 	}
 
 	again, err := store.EnsureTable(ctx, db, name)

@@ -32,6 +32,10 @@ const (
 	// costs what its keys and those attributes cost, whatever else the item
 	// holds.
 	ProjectInclude Projection = "INCLUDE"
+	// ProjectKeysOnly copies the table's and the index's keys only: an
+	// entry costs the same small amount whatever the item holds, and a
+	// write that changes no key writes no entry.
+	ProjectKeysOnly Projection = "KEYS_ONLY"
 )
 
 // Index is a global secondary index.
@@ -88,10 +92,19 @@ const (
 	RetiredTimerIndex = "timers"
 
 	// The listing index serves the newest-first and by-name listings that a
-	// Query on the main key cannot (all jobs, all runs).
-	ListIndex = "listing"
+	// Query on the main key cannot (all jobs, all runs). It projects the
+	// keys only: an entry is written once, when the item is created (its
+	// keys never change), and readers read the items it names.
+	// A run's list_pk is one of RunListShards shard values, so runs spread
+	// their entries over as many partitions. "listing_v2" replaced
+	// "listing", which projected whole items (every write of a run wrote
+	// its entry again).
+	ListIndex = "listing_v2"
 	ListPK    = "list_pk"
 	ListSK    = "list_sk"
+
+	// RetiredListIndex is the listing index before the KEYS_ONLY projection.
+	RetiredListIndex = "listing"
 
 	// The live index is sparse too: a run item carries LivePK (its job) and
 	// LiveSK (its id) only while the run is unfinished, so "the unfinished
@@ -109,12 +122,19 @@ const (
 // due-timer writes and reads never concentrate on one partition.
 const TimerShards = 16
 
+// RunListShards is how many list_pk values the runs' listing entries are
+// spread over (by a hash of the run id), so that no partition of the
+// listing index takes every run's entry.
+const RunListShards = 32
+
 // ShardName returns the timer shard partition value for shard n.
 func ShardName(n int) string { return fmt.Sprintf("T#%02d", n) }
 
 var (
 	timerShard = Attribute{Name: TimerShard, Type: String}
 	timerAt    = Attribute{Name: TimerAt, Type: String}
+	listPK     = Attribute{Name: ListPK, Type: String}
+	listSK     = Attribute{Name: ListSK, Type: String}
 )
 
 // Table returns the table definition.
@@ -128,12 +148,16 @@ func Table() Schema {
 				Projection: ProjectInclude, NonKeyAttributes: []string{TimerKind, JobName},
 				Replaces: RetiredTimerIndex,
 			},
-			// The listing's and the live index's readers decode whole items.
-			{Name: ListIndex, PartitionKey: Attribute{Name: ListPK, Type: String}, SortKey: Attribute{Name: ListSK, Type: String}, Projection: ProjectAll},
+			{
+				Name: ListIndex, PartitionKey: listPK, SortKey: listSK, Projection: ProjectKeysOnly,
+				Replaces: RetiredListIndex,
+			},
+			// The live index's readers decode whole items.
 			{Name: LiveIndex, PartitionKey: Attribute{Name: LivePK, Type: String}, SortKey: Attribute{Name: LiveSK, Type: String}, Projection: ProjectAll},
 		},
 		Retired: []Index{
 			{Name: RetiredTimerIndex, PartitionKey: timerShard, SortKey: timerAt, Projection: ProjectAll},
+			{Name: RetiredListIndex, PartitionKey: listPK, SortKey: listSK, Projection: ProjectAll},
 		},
 		TTLAttribute: TTL,
 	}

@@ -45,7 +45,7 @@ func TestIndexLayouts(t *testing.T) {
 		}
 		names[ix.Name] = true
 		switch ix.Projection {
-		case ProjectAll:
+		case ProjectAll, ProjectKeysOnly:
 			if len(ix.NonKeyAttributes) > 0 {
 				t.Errorf("index %q projects all attributes and lists %v", ix.Name, ix.NonKeyAttributes)
 			}

@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/tableschema"
+)
+
+// The runs' listing is sharded: a run's listing entry has list_pk
+// RUNS#nn, nn a stable hash of its id over tableschema.RunListShards, so
+// the runs of the whole deployment spread their entries over that many
+// partitions of the listing index instead of one. The newest-first
+// listing merges the shards: a page queries each shard for its newest
+// entries below the page's start and keeps the newest of them all. Runs
+// created before the sharding carry list_pk RUNS and are read as one more
+// shard.
+
+// runListShard is the list_pk of a run's listing entry.
+func runListShard(run string) string {
+	sum := sha256.Sum256([]byte(run))
+	return fmt.Sprintf("%s#%02d", listRuns, binary.BigEndian.Uint32(sum[:4])%tableschema.RunListShards)
+}
+
+// runListPartitions are every list_pk value a run's entry may have: the
+// shards and the value of the runs listed before the sharding.
+func runListPartitions() []string {
+	out := make([]string, 0, tableschema.RunListShards+1)
+	for n := range tableschema.RunListShards {
+		out = append(out, fmt.Sprintf("%s#%02d", listRuns, n))
+	}
+	return append(out, listRuns)
+}
+
+// listAllRuns is ListRuns without a job: the newest limit runs below the
+// token's run id over every shard, read whole (BatchGetItem), the status
+// filter applied to the runs read. The token is the last run id of the
+// page, opaque to callers.
+func (s *Store) listAllRuns(ctx context.Context, f ledger.RunFilter, limit int) ([]ledger.Run, string, error) {
+	want := map[string]string{tableschema.ListPK: listRuns, tableschema.ListSK: ""}
+	start, err := decodeToken(f.Token, want)
+	if err != nil {
+		return nil, "", err
+	}
+	before := ""
+	if start != nil {
+		before = start[tableschema.ListSK].(*types.AttributeValueMemberS).Value
+	}
+	ids, more, err := s.newestListed(ctx, runListPartitions(), before, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	runs, err := s.getRuns(ctx, ids)
+	if err != nil {
+		return nil, "", err
+	}
+	if f.Status != "" {
+		runs = slices.DeleteFunc(runs, func(r ledger.Run) bool { return r.Status != f.Status })
+	}
+	next := ""
+	if more {
+		next = encodeToken(map[string]types.AttributeValue{
+			tableschema.ListPK: str(listRuns), tableschema.ListSK: str(ids[len(ids)-1]),
+		})
+	}
+	return runs, next, nil
+}
+
+// newestListed queries the listing index's partitions at once, each for
+// its newest limit entries whose list_sk sorts below before ("": from the
+// newest), and merges them: the newest limit list_sk values over all of
+// them, and whether any entry is left after those.
+func (s *Store) newestListed(ctx context.Context, partitions []string, before string, limit int) ([]string, bool, error) {
+	type answer struct {
+		keys []string
+		more bool
+		err  error
+	}
+	answers := make([]answer, len(partitions))
+	var wg sync.WaitGroup
+	for i, pk := range partitions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := newExpr()
+			cond := e.n(tableschema.ListPK) + " = " + e.v("list_pk", str(pk))
+			if before != "" {
+				cond += " AND " + e.n(tableschema.ListSK) + " < " + e.v("before", str(before))
+			}
+			out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+				TableName: aws.String(s.table), IndexName: aws.String(tableschema.ListIndex),
+				KeyConditionExpression:   aws.String(cond),
+				ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+				ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(limit)),
+			})
+			if err != nil {
+				answers[i].err = translate(err)
+				return
+			}
+			for _, it := range out.Items {
+				r := &reader{it: it}
+				answers[i].keys = append(answers[i].keys, r.str(tableschema.ListSK))
+			}
+			answers[i].more = out.LastEvaluatedKey != nil
+		}()
+	}
+	wg.Wait()
+	var all []string
+	more := false
+	for _, a := range answers {
+		if a.err != nil {
+			return nil, false, a.err
+		}
+		all = append(all, a.keys...)
+		more = more || a.more
+	}
+	slices.SortFunc(all, func(a, b string) int { return strings.Compare(b, a) })
+	all = slices.Compact(all)
+	if len(all) > limit {
+		all, more = all[:limit], true
+	}
+	return all, more, nil
+}
+
+// getJobs reads job items by name with BatchGetItem, in the order of
+// names; jobs that vanished are left out.
+func (s *Store) getJobs(ctx context.Context, names []string) ([]ledger.Job, error) {
+	keys := make([]map[string]types.AttributeValue, len(names))
+	for i, n := range names {
+		keys[i] = keyOf(jobPK(n), skJob)
+	}
+	got := make(map[string]ledger.Job, len(names))
+	var derr error
+	err := s.batchGet(ctx, keys, func(it map[string]types.AttributeValue) {
+		j, err := decodeJob(it)
+		if err != nil && derr == nil {
+			derr = err
+		}
+		got[j.Name] = j
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]ledger.Job, 0, len(names))
+	for _, n := range names {
+		if j, ok := got[n]; ok {
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs, nil
+}

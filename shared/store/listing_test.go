@@ -1,0 +1,71 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/ledger/ledgertest"
+	"github.com/runledger/runledger/shared/tableschema"
+)
+
+// TestRunsListingSpreadsOverShardsAndKeepsUnshardedRuns: new runs' listing
+// entries land on several list_pk shards (RUNS#nn), and a run listed before
+// the sharding (list_pk RUNS) is still listed, in its place newest first.
+func TestRunsListingSpreadsOverShardsAndKeepsUnshardedRuns(t *testing.T) {
+	t.Parallel()
+	ts := newStore(t)
+	ctx := context.Background()
+	var want []string
+	shards := map[string]bool{}
+	for range 12 {
+		v := ts.MustCreate(t, ledgertest.NewRun("shards", "main"))
+		want = append(want, v.Run.ID)
+		lp := getItem(t, ts.table, "RUN#"+v.Run.ID, "RUN")[tableschema.ListPK].(*types.AttributeValueMemberS).Value
+		if !strings.HasPrefix(lp, "RUNS#") {
+			t.Fatalf("run %s listed under %q, want a RUNS# shard", v.Run.ID, lp)
+		}
+		shards[lp] = true
+	}
+	if len(shards) < 3 {
+		t.Fatalf("12 runs on %d listing shards %v, want them spread", len(shards), shards)
+	}
+	// One run as written before the sharding.
+	legacy := want[5]
+	_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(ts.table),
+		Key: map[string]types.AttributeValue{
+			tableschema.PK: &types.AttributeValueMemberS{Value: "RUN#" + legacy}, tableschema.SK: &types.AttributeValueMemberS{Value: "RUN"},
+		},
+		UpdateExpression:          aws.String("SET #lp = :runs"),
+		ExpressionAttributeNames:  map[string]string{"#lp": tableschema.ListPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":runs": &types.AttributeValueMemberS{Value: "RUNS"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(want, func(a, b string) int { return strings.Compare(b, a) })
+	var got []string
+	token := ""
+	for {
+		page, next, err := ts.ListRuns(ctx, ledger.RunFilter{Limit: 4, Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			got = append(got, r.ID)
+		}
+		if token = next; token == "" {
+			break
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+}
