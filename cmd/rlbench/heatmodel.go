@@ -196,7 +196,11 @@ const (
 
 // shardCounts is how many values each sharded key shape spreads over.
 func shardCounts() map[string]int {
-	return map[string]int{"T#nn": tableschema.TimerShards}
+	return map[string]int{
+		"T#nn":         tableschema.TimerShards,
+		"RUNS#nn":      tableschema.RunListShards,
+		"JOB#<job>#nn": tableschema.LiveShards,
+	}
 }
 
 // reportHeat prints the heat model of one measured single-task run of job

@@ -162,3 +162,31 @@ func (s *Store) getJobs(ctx context.Context, names []string) ([]ledger.Job, erro
 	}
 	return jobs, nil
 }
+
+// liveShardCount is tableschema.LiveShards.
+const liveShardCount = tableschema.LiveShards
+
+// liveShard is the live_pk of a run's entry in the live index.
+func liveShard(job, run string) string {
+	sum := sha256.Sum256([]byte(run))
+	return fmt.Sprintf("%s#%02d", jobPK(job), binary.BigEndian.Uint32(sum[:4])%liveShardCount)
+}
+
+// liveShards lists every live_pk value of a job's entries: its shards and
+// the unsharded value of the entries written before the sharding.
+func liveShards(job string) []string {
+	out := make([]string, 0, liveShardCount+1)
+	for n := range liveShardCount {
+		out = append(out, fmt.Sprintf("%s#%02d", jobPK(job), n))
+	}
+	return append(out, jobPK(job))
+}
+
+// listingEntrySize is the size of an item's entry in the keys-only listing
+// index: the table's keys and the index's.
+func listingEntrySize(it item) int {
+	return itemSize(item{
+		tableschema.PK: it[tableschema.PK], tableschema.SK: it[tableschema.SK],
+		tableschema.ListPK: it[tableschema.ListPK], tableschema.ListSK: it[tableschema.ListSK],
+	}.present())
+}

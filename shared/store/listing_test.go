@@ -69,3 +69,52 @@ func TestRunsListingSpreadsOverShardsAndKeepsUnshardedRuns(t *testing.T) {
 		t.Fatalf("listed %v, want %v", got, want)
 	}
 }
+
+// TestLiveIndexSpreadsAJobOverShardsAndKeepsUnshardedEntries: one job's
+// unfinished runs carry live_pk on several of its shards (JOB#<job>#nn),
+// a run item written before the sharding (live_pk JOB#<job>) still counts,
+// and ListUnfinishedRuns answers them all once, oldest first.
+func TestLiveIndexSpreadsAJobOverShardsAndKeepsUnshardedEntries(t *testing.T) {
+	t.Parallel()
+	ts := newStore(t)
+	ctx := context.Background()
+	var want []string
+	shards := map[string]bool{}
+	for range 10 {
+		v := ts.MustCreate(t, ledgertest.NewRun("spread", "main"))
+		want = append(want, v.Run.ID)
+		lp := getItem(t, ts.table, "RUN#"+v.Run.ID, "RUN")[tableschema.LivePK].(*types.AttributeValueMemberS).Value
+		if !strings.HasPrefix(lp, "JOB#spread#") {
+			t.Fatalf("run %s live under %q, want a JOB#spread# shard", v.Run.ID, lp)
+		}
+		shards[lp] = true
+	}
+	if len(shards) < 3 {
+		t.Fatalf("10 runs on %d live shards %v, want them spread", len(shards), shards)
+	}
+	legacy := want[3]
+	_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(ts.table),
+		Key: map[string]types.AttributeValue{
+			tableschema.PK: &types.AttributeValueMemberS{Value: "RUN#" + legacy}, tableschema.SK: &types.AttributeValueMemberS{Value: "RUN"},
+		},
+		UpdateExpression:          aws.String("SET #lp = :job"),
+		ExpressionAttributeNames:  map[string]string{"#lp": tableschema.LivePK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":job": &types.AttributeValueMemberS{Value: "JOB#spread"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want)
+	live, err := ts.ListUnfinishedRuns(ctx, "spread")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range live {
+		got = append(got, r.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("unfinished runs %v, want %v", got, want)
+	}
+}

@@ -174,9 +174,9 @@ func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) 
 		return ledger.RunView{}, op(err)
 	}
 
-	// Index entries: the run's listing and live entries (the whole item)
-	// and its backstop timer, and each instance's timer.
-	index := append([]int{sizes[0], sizes[0]}, timerIndexWrites(nil, runItem(run))...)
+	// Index entries: the run's listing entry (its keys) and live entry
+	// (the whole item), its backstop timer, and each instance's timer.
+	index := append([]int{listingEntrySize(runItem(run)), sizes[0]}, timerIndexWrites(nil, runItem(run))...)
 	for _, t := range view.Tasks {
 		index = append(index, timerIndexWrites(nil, instanceItem(t.Instance))...)
 	}
@@ -270,11 +270,12 @@ func runStateItem(r ledger.Run) item {
 		it[tableschema.TimerAt] = str(ledger.FormatTime(r.TimerAt))
 		it[attrTimerKind] = str(ledger.TimerKindRunBackstop)
 	}
-	// An unfinished run is in the live index (live_pk = its job, live_sk =
-	// its id); a finished one leaves it in the write that finishes it.
+	// An unfinished run is in the live index (live_pk = one of its job's
+	// live shards, live_sk = its id); a finished one leaves it in the write
+	// that finishes it.
 	it[tableschema.LivePK], it[tableschema.LiveSK] = nil, nil
 	if !r.ExecutionState.Terminal() {
-		it[tableschema.LivePK] = str(jobPK(r.Job))
+		it[tableschema.LivePK] = str(liveShard(r.Job, r.ID))
 		it[tableschema.LiveSK] = str(r.ID)
 	}
 	return it
@@ -599,19 +600,36 @@ func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]ledger.Un
 	if err != nil {
 		return nil, op(err)
 	}
+	// Oldest first over the shards (run ids are ULIDs); a run listed by
+	// two shards (its entry read while it moved) once.
+	slices.SortFunc(out, func(a, b ledger.UnfinishedRun) int { return strings.Compare(a.ID, b.ID) })
+	out = slices.CompactFunc(out, func(a, b ledger.UnfinishedRun) bool { return a.ID == b.ID })
 	return out, nil
 }
 
-// queryLive pages through a job's entries of the live index, limit per
-// page (0: DefaultListLimit), until each returns false or the entries end.
+// queryLive pages through a job's entries of the live index, shard after
+// shard (liveShards), limit per page (0: DefaultListLimit), until each
+// returns false or the entries end.
 func (s *Store) queryLive(ctx context.Context, job string, limit int, each func(*reader) bool) error {
+	for _, pk := range liveShards(job) {
+		more, err := s.queryLiveShard(ctx, pk, limit, each)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// queryLiveShard is queryLive on one live_pk value; false when each asked
+// to stop.
+func (s *Store) queryLiveShard(ctx context.Context, livePK string, limit int, each func(*reader) bool) (bool, error) {
 	if limit <= 0 {
 		limit = ledger.DefaultListLimit
 	}
 	e := newExpr()
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), IndexName: aws.String(tableschema.LiveIndex),
-		KeyConditionExpression: aws.String(e.n(tableschema.LivePK) + " = " + e.v("live_pk", str(jobPK(job)))),
+		KeyConditionExpression: aws.String(e.n(tableschema.LivePK) + " = " + e.v("live_pk", str(livePK))),
 		ProjectionExpression:   aws.String(e.n(tableschema.PK) + ", " + e.n(attrRunID) + ", " + e.n(attrLogicalTime) + ", " + e.n(attrExec) + ", " + e.n(attrTrigger)),
 		Limit:                  aws.Int32(int32(limit)),
 	}
@@ -619,7 +637,7 @@ func (s *Store) queryLive(ctx context.Context, job string, limit int, each func(
 	for {
 		out, err := s.db.Query(ctx, in)
 		if err != nil {
-			return translate(err)
+			return false, translate(err)
 		}
 		for _, it := range out.Items {
 			r := &reader{it: it}
@@ -632,7 +650,7 @@ func (s *Store) queryLive(ctx context.Context, job string, limit int, each func(
 				// leaves the index.
 				finished, err := s.formerEntryFinished(ctx, strings.TrimPrefix(pk, prefixJob), r.str(attrRunID))
 				if err != nil {
-					return err
+					return false, err
 				}
 				if finished {
 					continue
@@ -640,14 +658,14 @@ func (s *Store) queryLive(ctx context.Context, job string, limit int, each func(
 			}
 			more := each(r)
 			if r.err != nil {
-				return r.err
+				return false, r.err
 			}
 			if !more {
-				return nil
+				return false, nil
 			}
 		}
 		if out.LastEvaluatedKey == nil {
-			return nil
+			return true, nil
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
@@ -835,12 +853,12 @@ func (s *Store) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.Run
 }
 
 // runIndexWrites lists the index entries a run item's write from run to
-// next puts, moves or removes: its listing entry (the whole item), its
-// entry in the live index while unfinished (the whole item), its backstop
-// timer's entry.
+// next puts, changes or removes: its entry in the live index while
+// unfinished (the whole item), its backstop timer's entry. Its listing
+// entry holds keys only, which never change: no write.
 func runIndexWrites(run, next ledger.Run) []int {
 	size := itemSize(runItem(next).present())
-	out := []int{size}
+	var out []int
 	if !run.ExecutionState.Terminal() || !next.ExecutionState.Terminal() {
 		out = append(out, size)
 	}
@@ -934,6 +952,6 @@ func (s *Store) MarkRunStarted(ctx context.Context, id string) (bool, error) {
 		return false, op(translate(err))
 	}
 	size := itemSize(out.Attributes)
-	s.report("mark_run_started", false, []int{size}, []int{size, size}, consumed(out.ConsumedCapacity)) // listing and live entries
+	s.report("mark_run_started", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity)) // the live entry
 	return true, nil
 }

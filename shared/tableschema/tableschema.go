@@ -106,8 +106,9 @@ const (
 	// RetiredListIndex is the listing index before the KEYS_ONLY projection.
 	RetiredListIndex = "listing"
 
-	// The live index is sparse too: a run item carries LivePK (its job) and
-	// LiveSK (its id) only while the run is unfinished, so "the unfinished
+	// The live index is sparse too: a run item carries LivePK (one of its
+	// job's LiveShards shards) and LiveSK (its id) only while the run is
+	// unfinished, so "the unfinished
 	// runs of a job" (overlap policies, DELETE of a job) costs what is live,
 	// never what the job ran before, and the write that finishes a run
 	// takes it out.
@@ -126,6 +127,12 @@ const TimerShards = 16
 // spread over (by a hash of the run id), so that no partition of the
 // listing index takes every run's entry.
 const RunListShards = 32
+
+// LiveShards is how many live_pk values one job's unfinished runs are
+// spread over in the live index (JOB#<job>#nn, by a hash of the run id),
+// so that one job's runs (each puts, changes and removes its entry) do not
+// all write one partition.
+const LiveShards = 8
 
 // ShardName returns the timer shard partition value for shard n.
 func ShardName(n int) string { return fmt.Sprintf("T#%02d", n) }
