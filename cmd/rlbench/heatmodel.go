@@ -106,7 +106,7 @@ func shapeOf(key, run, job string, shards map[string]int) (shape string, scope k
 	return shape, scope, n
 }
 
-var shardSuffix = regexp.MustCompile(`#[0-9]{2}$`)
+var shardSuffix = regexp.MustCompile(`#[0-9]{2,3}$`)
 
 // replaceWord replaces job where it is the whole name: after a '#' or at
 // the start, and before a '#' or at the end.

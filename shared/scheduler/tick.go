@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,26 +76,34 @@ func (s *Service) Reconcile(ctx context.Context) (PassStats, error) {
 	})
 }
 
-// pass lists and handles the due timers of every shard. Each pass starts one
-// shard further than the previous pass of its kind (first counts the
-// passes), so a pass that stops at its deadline in a slow shard leaves the
+// pass lists and handles the due timers of every shard. Each pass starts
+// shardStride shards further than the previous pass of its kind (first
+// counts the passes), so a pass that stops at its deadline in a slow shard leaves the
 // other shards to the next passes rather than starving them.
 func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, handle func(context.Context, ledger.DueTimer) (bool, error)) (PassStats, error) {
 	start := time.Now()
 	now := s.now()
 	var st PassStats
 	var errs []error
-	from := int(first.Add(1)-1) % tableschema.TimerShards
+	from := int((first.Add(1)-1)*shardStride) % tableschema.TimerShards
+	firsts := s.firstDuePages(ctx, now)
 	for i := range tableschema.TimerShards {
 		shard := (from + i) % tableschema.TimerShards
 		token := ""
-		for {
+		for page := 0; ; page++ {
 			if s.deadlineReached(ctx) {
 				st.Stopped = true
 				st.Duration = time.Since(start)
 				return st, errors.Join(errs...)
 			}
-			due, next, err := s.store.ListDueTimers(ctx, shard, now, 0, token)
+			var due []ledger.DueTimer
+			var next string
+			var err error
+			if page == 0 {
+				due, next, err = firsts[shard].due, firsts[shard].next, firsts[shard].err
+			} else {
+				due, next, err = s.store.ListDueTimers(ctx, shard, now, 0, token)
+			}
 			if err != nil {
 				errs = append(errs, err)
 				st.Errors++
@@ -125,6 +134,47 @@ func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, h
 	}
 	st.Duration = time.Since(start)
 	return st, errors.Join(errs...)
+}
+
+// shardStride is how far each pass starts from the previous one's first
+// shard: odd, so the passes start at every shard in turn, and large, so
+// that consecutive passes start far apart on a ring of sparse shards.
+const shardStride = 157
+
+// duePage is the first page of one shard's due timers.
+type duePage struct {
+	due  []ledger.DueTimer
+	next string
+	err  error
+}
+
+// shardReaders is how many shards a pass lists at once.
+const shardReaders = 16
+
+// firstDuePages lists the first page of every timer shard's due timers,
+// shardReaders shards at once: a pass reads many shards (they keep each
+// index partition under its write limit), and one after the other they
+// would take that many round trips.
+func (s *Service) firstDuePages(ctx context.Context, now time.Time) []duePage {
+	out := make([]duePage, tableschema.TimerShards)
+	shards := make(chan int)
+	var wg sync.WaitGroup
+	for range shardReaders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for shard := range shards {
+				p := &out[shard]
+				p.due, p.next, p.err = s.store.ListDueTimers(ctx, shard, now, 0, "")
+			}
+		}()
+	}
+	for shard := range tableschema.TimerShards {
+		shards <- shard
+	}
+	close(shards)
+	wg.Wait()
+	return out
 }
 
 // FireTimer acts on one instance whose timer may be due: a due retry

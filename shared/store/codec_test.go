@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -239,7 +240,7 @@ func TestTokens(t *testing.T) {
 
 func TestTimerShardIsStableAndSpread(t *testing.T) {
 	seen := map[string]bool{}
-	for i := range 200 {
+	for i := range 4000 {
 		pk, sk := runPK("r"+strings.Repeat("x", i)), instanceSK("t")
 		a, b := timerShard(pk, sk), timerShard(pk, sk)
 		if a != b {
@@ -247,7 +248,7 @@ func TestTimerShardIsStableAndSpread(t *testing.T) {
 		}
 		seen[a] = true
 	}
-	if len(seen) != 16 {
-		t.Fatalf("200 keys fell in %d of 16 shards", len(seen))
+	if len(seen) != tableschema.TimerShards {
+		t.Fatalf("4000 keys fell in %d of %d shards", len(seen), tableschema.TimerShards)
 	}
 }
