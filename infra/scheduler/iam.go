@@ -79,8 +79,9 @@ func queriedIndexes(reads []string, keepRetired bool) []string {
 	if !keepRetired {
 		return out
 	}
-	for _, ix := range tableschema.Table().Indexes {
-		if ix.Replaces != "" && slices.Contains(reads, ix.Name) {
+	sc := tableschema.Table()
+	for _, ix := range sc.Indexes {
+		if ix.Replaces == sc.Migrating().Name && slices.Contains(reads, ix.Name) {
 			out = append(out, ix.Replaces)
 		}
 	}

@@ -104,9 +104,9 @@ type Props struct {
 	RemovalPolicy awscdk.RemovalPolicy
 	// DeletionProtection is the table's deletion protection. Default true.
 	DeletionProtection *bool
-	// KeepRetiredIndexes keeps the table's retired indexes
-	// (tableschema.Schema.Retired) beside the indexes that replaced them,
-	// and the Query grants on them: the first deploy of the two-deploy
+	// KeepRetiredIndexes keeps the retired index of the newest migration
+	// (tableschema.Schema.Migrating) beside the index that replaced it,
+	// and the Query grants on it: the first deploy of the two-deploy
 	// index migration (docs/deploy.md). CloudFormation creates or deletes
 	// one index per update, so a stack that has a retired index deploys
 	// once with this set (adding the replacement), then once without

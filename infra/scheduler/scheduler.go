@@ -225,7 +225,7 @@ func (s *Scheduler) newTable(p Props) awsdynamodb.Table {
 	})
 	indexes := schema.Indexes
 	if p.KeepRetiredIndexes {
-		indexes = append(append([]tableschema.Index{}, indexes...), schema.Retired...)
+		indexes = append(append([]tableschema.Index{}, indexes...), schema.Migrating())
 	}
 	for _, ix := range indexes {
 		gsi := &awsdynamodb.GlobalSecondaryIndexProps{

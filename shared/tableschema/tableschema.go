@@ -175,6 +175,15 @@ func Table() Schema {
 	}
 }
 
+// Migrating is the retired index of the newest migration: the one the CDK
+// stack keeps in the first of the two deploys (an update may create or
+// delete one index only). Retired lists indexes in the order they were
+// retired, so it is the last; a stack that still has an older retired
+// index upgrades through the version that retired it first.
+func (s Schema) Migrating() Index {
+	return s.Retired[len(s.Retired)-1]
+}
+
 // Attributes lists every key attribute of the table and its indexes once,
 // as DynamoDB's AttributeDefinitions wants them.
 func (s Schema) Attributes() []Attribute {
