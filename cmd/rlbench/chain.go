@@ -41,14 +41,7 @@ func (b *bench) chain(ctx context.Context, chainRuns int) error {
 	defer stop()
 	api := newAPIClient(st.Info.APIURL, st.Info.APIKey)
 
-	tasks := make([]map[string]any, chainSteps)
-	for i := range tasks {
-		tasks[i] = map[string]any{"id": fmt.Sprintf("s%02d", i)}
-		if i > 0 {
-			tasks[i]["depends_on"] = []string{fmt.Sprintf("s%02d", i-1)}
-		}
-	}
-	if err := api.createJob(ctx, map[string]any{"name": "chain", "pool": pool, "tasks": tasks}); err != nil {
+	if err := api.createJob(ctx, map[string]any{"name": "chain", "pool": pool, "tasks": chainTasks(chainSteps)}); err != nil {
 		return err
 	}
 	var totals []float64

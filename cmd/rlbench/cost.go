@@ -144,6 +144,7 @@ func (b *bench) cost(ctx context.Context) error {
 	for _, def := range []map[string]any{
 		{"name": "cost-ok", "pool": pool},
 		{"name": "cost-retry", "pool": pool, "retry": map[string]any{"max_attempts": 2, "initial_interval": "1s", "jitter": "none"}},
+		{"name": "cost-chain", "pool": pool, "tasks": chainTasks(costChainSteps)},
 	} {
 		if err := api.createJob(ctx, def); err != nil {
 			return err
@@ -159,6 +160,7 @@ func (b *bench) cost(ctx context.Context) error {
 		{"single", "cost-ok", nil},
 		{"retry", "cost-retry", map[string]any{"fail_first": true}},
 	}
+	medians := map[string]runCost{}
 	for _, k := range kinds {
 		var samples []runCost
 		var last usage
@@ -171,6 +173,7 @@ func (b *bench) cost(ctx context.Context) error {
 			last = u
 		}
 		c := medianCost(samples)
+		medians[k.name] = c
 		total, parts := c.usd()
 		p := "cost_" + k.name + "_"
 		b.rep.figure(p+"dynamodb_rru", c.RRU, "RRU")
@@ -202,7 +205,55 @@ func (b *bench) cost(ctx context.Context) error {
 		}
 		b.rep.detail("  writes of the last sample (computed: item KB, x2 in a transaction; index entry writes x1):\n%s", fmtWrites(last.m.Writes))
 	}
+	return b.chainStepCost(ctx, cs, api, medians["single"])
+}
+
+// costChainSteps is the length of the chain whose marginal step the cost
+// scenario prices.
+const costChainSteps = 10
+
+// chainStepCost measures a run of costChainSteps sequential tasks three
+// times and prices one step of it: the median chain run less the median
+// single-task run, over the steps it adds. That is what a step of a
+// multi-task run costs beyond the run's own fixed part (trigger, creation,
+// the run's start and end).
+func (b *bench) chainStepCost(ctx context.Context, cs *costStack, api *apiClient, single runCost) error {
+	var samples []runCost
+	for range 3 {
+		c, _, err := cs.measure(ctx, api, "cost-chain", nil)
+		if err != nil {
+			return err
+		}
+		samples = append(samples, c)
+	}
+	chain := medianCost(samples)
+	n := float64(costChainSteps - 1)
+	step := runCost{
+		RRU: (chain.RRU - single.RRU) / n, WRU: (chain.WRU - single.WRU) / n,
+		SQSRequests: (chain.SQSRequests - single.SQSRequests) / n, Invocations: (chain.Invocations - single.Invocations) / n,
+		GBSeconds: (chain.GBSeconds - single.GBSeconds) / n, APIRequests: (chain.APIRequests - single.APIRequests) / n,
+		DynamoDBCalls: (chain.DynamoDBCalls - single.DynamoDBCalls) / n,
+	}
+	total, parts := step.usd()
+	b.rep.figure("cost_chain_step_usd_per_1m_steps", total*1e6, "USD")
+	b.rep.figure("cost_chain_step_dynamodb_calls", step.DynamoDBCalls, "calls")
+	b.rep.note("cost, a step of a chain: $%.2f per 1M steps ((a %d-task chain run - a single-task run) / %d, medians of 3): %s\n"+
+		"  per step %.1f RRU, %.1f WRU, %.1f DynamoDB calls, %.1f SQS requests, %.1f Lambda invocations, %.1f API requests",
+		total*1e6, costChainSteps, costChainSteps-1, fmtParts(parts),
+		step.RRU, step.WRU, step.DynamoDBCalls, step.SQSRequests, step.Invocations, step.APIRequests)
 	return nil
+}
+
+// chainTasks is the task list of a chain of n sequential tasks.
+func chainTasks(n int) []map[string]any {
+	tasks := make([]map[string]any, n)
+	for i := range tasks {
+		tasks[i] = map[string]any{"id": fmt.Sprintf("s%02d", i)}
+		if i > 0 {
+			tasks[i]["depends_on"] = []string{fmt.Sprintf("s%02d", i-1)}
+		}
+	}
+	return tasks
 }
 
 func medianCost(cs []runCost) runCost {
