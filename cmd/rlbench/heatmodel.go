@@ -120,12 +120,16 @@ func replaceWord(s, job, with string) string {
 	return strings.Join(parts, "#")
 }
 
-// groupShapes sums one run's partition loads by (index, shape).
+// groupShapes sums one run's partition loads by (index, shape). A shape's
+// shard count is shards["index:shape"], else shards["shape"].
 func groupShapes(loads []partitionLoad, run, job string, shards map[string]int) []shapeLoad {
 	var out []shapeLoad
 	at := map[string]int{}
 	for _, l := range loads {
 		shape, scope, n := shapeOf(l.Key, run, job, shards)
+		if m, ok := shards[l.Index+":"+shape]; ok {
+			n = m
+		}
 		k := l.Index + ":" + shape
 		i, ok := at[k]
 		if !ok {
@@ -197,9 +201,10 @@ const (
 // shardCounts is how many values each sharded key shape spreads over.
 func shardCounts() map[string]int {
 	return map[string]int{
-		"T#nn":         tableschema.TimerShards,
-		"RUNS#nn":      tableschema.RunListShards,
-		"JOB#<job>#nn": tableschema.LiveShards,
+		"T#nn":               tableschema.TimerShards,
+		"RUNS#nn":            tableschema.RunListShards,
+		"live:JOB#<job>#nn":  tableschema.LiveShards,
+		"table:JOB#<job>#nn": tableschema.JobShards,
 	}
 }
 

@@ -68,6 +68,12 @@ func TestHeatModelArithmetic(t *testing.T) {
 	if u := reads.utilization(200); math.Abs(u-0.5) > 1e-9 {
 		t.Errorf("utilization at 200 runs/s = %v, want 0.5", u)
 	}
+	// A shard count named with the index wins over the shape's own.
+	sharded := groupShapes([]partitionLoad{{Index: "live", Key: "JOB#j#03", WCU: 4}, {Index: "table", Key: "JOB#j#05", WCU: 4}},
+		"R1", "j", map[string]int{"live:JOB#<job>#nn": 8, "table:JOB#<job>#nn": 16})
+	if len(sharded) != 2 || sharded[0].Shards != 8 || sharded[1].Shards != 16 {
+		t.Errorf("sharded shapes %+v, want live on 8 shards and table on 16", sharded)
+	}
 	// Only a job's shapes: table-wide is uncapped, one job is capped.
 	jobOnly := groupShapes([]partitionLoad{{Index: "table", Key: "JOB#j", WCU: 4}}, "R1", "j", nil)
 	if r := heatModel(jobOnly, false, 1); !math.IsInf(r.MaxRate, 1) || r.Hottest != "" {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/runledger/runledger/shared/devstack"
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -185,7 +186,7 @@ func readTemplates(ctx context.Context, db *dynamodb.Client, table, job string, 
 		ptr, err := db.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 			Key: map[string]types.AttributeValue{
-				tableschema.PK: &types.AttributeValueMemberS{Value: "JOB#" + job},
+				tableschema.PK: &types.AttributeValueMemberS{Value: store.RunPointerPK(job, id)},
 				tableschema.SK: &types.AttributeValueMemberS{Value: "RUN#" + id},
 			},
 		})
@@ -305,29 +306,33 @@ func renameValue(v types.AttributeValue, from, to string) types.AttributeValue {
 	return v
 }
 
-// countPointers counts the job's run pointers: the runs the job lists.
+// countPointers counts the job's run pointers over their partitions: the
+// runs the job lists.
 func countPointers(ctx context.Context, db *dynamodb.Client, table, job string) (int, error) {
-	in := &dynamodb.QueryInput{
-		TableName:              aws.String(table),
-		KeyConditionExpression: aws.String("#pk = :pk AND begins_with(#sk, :run)"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": tableschema.PK, "#sk": tableschema.SK,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": &types.AttributeValueMemberS{Value: "JOB#" + job}, ":run": &types.AttributeValueMemberS{Value: "RUN#"},
-		},
-		Select: types.SelectCount,
-	}
 	total := 0
-	for {
-		out, err := db.Query(ctx, in)
-		if err != nil {
-			return 0, fmt.Errorf("count runs of %s: %w", job, err)
+	for _, pk := range store.RunPointerPartitions(job) {
+		in := &dynamodb.QueryInput{
+			TableName:              aws.String(table),
+			KeyConditionExpression: aws.String("#pk = :pk AND begins_with(#sk, :run)"),
+			ExpressionAttributeNames: map[string]string{
+				"#pk": tableschema.PK, "#sk": tableschema.SK,
+			},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":pk": &types.AttributeValueMemberS{Value: pk}, ":run": &types.AttributeValueMemberS{Value: "RUN#"},
+			},
+			Select: types.SelectCount,
 		}
-		total += int(out.Count)
-		if out.LastEvaluatedKey == nil {
-			return total, nil
+		for {
+			out, err := db.Query(ctx, in)
+			if err != nil {
+				return 0, fmt.Errorf("count runs of %s: %w", job, err)
+			}
+			total += int(out.Count)
+			if out.LastEvaluatedKey == nil {
+				break
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
 		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return total, nil
 }

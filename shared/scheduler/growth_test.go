@@ -76,7 +76,7 @@ func (f *fixture) seedFinishedRuns(t *testing.T, job string, n int) {
 	}
 	db := env.DynamoDBClient()
 	got, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &[]string{f.table}[0], ConsistentRead: &[]bool{true}[0],
-		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "JOB#" + job}, "sk": &types.AttributeValueMemberS{Value: "RUN#" + v.Run.ID}}})
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: store.RunPointerPK(job, v.Run.ID)}, "sk": &types.AttributeValueMemberS{Value: "RUN#" + v.Run.ID}}})
 	if err != nil || got.Item == nil {
 		t.Fatalf("pointer of %s: %v", v.Run.ID, err)
 	}

@@ -110,6 +110,7 @@ const (
 	kindSlot       = "slot"
 	kindIdem       = "idempotency"
 	kindPointer    = "run_pointer"
+	kindGate       = "job_gate"
 	kindRun        = "run"
 	kindInstance   = "instance"
 	kindAttempt    = "attempt"

@@ -150,33 +150,25 @@ func (s *Store) CreateJob(ctx context.Context, j ledger.Job) (ledger.Job, error)
 	if err != nil {
 		return ledger.Job{}, op(err)
 	}
+	// One transaction: the job, its gates (open: a job of this name
+	// deleted before leaves closed ones) and its dependency edges.
 	cond, names := aws.String("attribute_not_exists(#pk)"), map[string]string{"#pk": tableschema.PK}
-	if len(j.Upstream) > 0 {
-		edges, edgeSizes := s.edgeActions(j.Name, nil, j.Upstream)
-		actions := append([]types.TransactWriteItem{{Put: &types.Put{
-			TableName: aws.String(s.table), Item: it, ConditionExpression: cond, ExpressionAttributeNames: names,
-		}}}, edges...)
-		err := s.transact(ctx, "create_job", actions, append([]int{size}, edgeSizes...), nil)
-		if conditionFailed(cancellation(err), 0) {
-			return ledger.Job{}, op(ledger.ErrAlreadyExists)
-		}
-		if err != nil {
-			return ledger.Job{}, op(cancelError(err, cancellation(err)))
-		}
-		return j, nil
+	edges, edgeSizes := s.edgeActions(j.Name, nil, j.Upstream)
+	gates := s.gatePuts(j.Name, nil)
+	actions := append([]types.TransactWriteItem{{Put: &types.Put{
+		TableName: aws.String(s.table), Item: it, ConditionExpression: cond, ExpressionAttributeNames: names,
+	}}}, gates...)
+	sizes := append([]int{size}, edgeSizes...)
+	for _, g := range gates {
+		sizes = append(sizes, itemSize(g.Put.Item))
 	}
-	out, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: it,
-		ConditionExpression: cond, ExpressionAttributeNames: names,
-		ReturnConsumedCapacity: s.returnCapacity(),
-	})
+	err = s.transact(ctx, "create_job", append(actions, edges...), sizes, nil)
+	if conditionFailed(cancellation(err), 0) {
+		return ledger.Job{}, op(ledger.ErrAlreadyExists)
+	}
 	if err != nil {
-		if _, ok := conditionItem(err); ok {
-			return ledger.Job{}, op(ledger.ErrAlreadyExists)
-		}
-		return ledger.Job{}, op(translate(err))
+		return ledger.Job{}, op(cancelError(err, cancellation(err)))
 	}
-	s.report("create_job", false, []int{size}, nil, consumed(out.ConsumedCapacity))
 	return j, nil
 }
 
@@ -445,21 +437,13 @@ func (s *Store) deleteJob(ctx context.Context, cur ledger.Job, mark int64) (retr
 	// The job is as read and still carries this caller's mark.
 	cond := e.n(attrVersion) + " = " + e.v("read_version", num(cur.Version)) +
 		" AND " + e.n(attrDeleting) + " = " + e.v("mark", num(mark))
-	if len(cur.Upstream) == 0 {
-		_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-			TableName: aws.String(s.table), Key: keyOf(jobPK(cur.Name), skJob), ConditionExpression: aws.String(cond),
-			ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		})
-		if _, ok := conditionItem(err); ok {
-			return true, nil
-		}
-		return false, translate(err)
-	}
 	edges, _ := s.edgeActions(cur.Name, cur.Upstream, nil)
 	actions := append([]types.TransactWriteItem{{Delete: &types.Delete{
 		TableName: aws.String(s.table), Key: keyOf(jobPK(cur.Name), skJob), ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 	}}}, edges...)
+	// The gates close for good: no run of the deleted job from now on.
+	actions = append(actions, s.gatePuts(cur.Name, item{attrDeleted: &types.AttributeValueMemberBOOL{Value: true}})...)
 	err = s.transact(ctx, "delete_job", actions, nil, nil)
 	reasons := cancellation(err)
 	switch {
@@ -480,16 +464,47 @@ const attrDeleting = "deleting"
 // DeleteJobIfIdle that took longer starts again.
 const deletingMarkTTL = time.Minute
 
-// jobLiveCheck is CreateRun's condition on the job item (NewRun.OfLiveJob):
-// it exists and carries no live deletion mark.
-func jobLiveCheck(table, job string, now time.Time) types.TransactWriteItem {
+// jobGateCheck is CreateRun's condition (NewRun.OfLiveJob) on the gate of
+// the run's job shard: the job was not deleted and carries no live
+// deletion mark. The gates of a job repeat its deletion state on each of
+// its shards, so that one job's runs do not all check one item (a check
+// costs a write); a job created before the gates has none, and its runs
+// pass until its first deletion attempt writes them.
+func jobGateCheck(table, job, run string, now time.Time) types.TransactWriteItem {
 	e := newExpr()
-	cond := "attribute_exists(" + e.n(tableschema.PK) + ") AND (attribute_not_exists(" + e.n(attrDeleting) + ") OR " +
+	cond := "attribute_not_exists(" + e.n(attrDeleted) + ") AND (attribute_not_exists(" + e.n(attrDeleting) + ") OR " +
 		e.n(attrDeleting) + " < " + e.v("stale", num(now.Add(-deletingMarkTTL).UnixMilli())) + ")"
 	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-		TableName: aws.String(table), Key: keyOf(jobPK(job), skJob), ConditionExpression: aws.String(cond),
+		TableName: aws.String(table), Key: keyOf(jobShard(job, run), skGate), ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 	}}
+}
+
+// skGate is the sort key of a job shard's gate item; attrDeleted marks the
+// gates of a deleted job (a new job of the name writes fresh gates).
+const (
+	skGate      = "GATE"
+	attrDeleted = "deleted"
+)
+
+// gateActions are one action per gate of job, made by action(key).
+func gateActions(job string, action func(key map[string]types.AttributeValue) types.TransactWriteItem) []types.TransactWriteItem {
+	out := make([]types.TransactWriteItem, 0, tableschema.JobShards)
+	for n := range tableschema.JobShards {
+		out = append(out, action(keyOf(jobShardN(job, n), skGate)))
+	}
+	return out
+}
+
+// gatePuts puts job's gates anew with extra attributes (none: open).
+func (s *Store) gatePuts(job string, extra item) []types.TransactWriteItem {
+	return gateActions(job, func(key map[string]types.AttributeValue) types.TransactWriteItem {
+		it := item{tableschema.PK: key[tableschema.PK], tableschema.SK: key[tableschema.SK], attrKind: str(kindGate), attrJob: str(job)}
+		for k, v := range extra {
+			it[k] = v
+		}
+		return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it.present()}}
+	})
 }
 
 // DeleteJobIfIdle deletes a job definition and its dependency edges
@@ -548,26 +563,47 @@ func (s *Store) DeleteJobIfIdle(ctx context.Context, name string) error {
 // version read; false when it changed or went.
 func (s *Store) markJobDeleting(ctx context.Context, cur ledger.Job, mark int64) (bool, error) {
 	e := newExpr()
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	actions := []types.TransactWriteItem{{Update: &types.Update{
 		TableName: aws.String(s.table), Key: keyOf(jobPK(cur.Name), skJob),
 		UpdateExpression:         aws.String("SET " + e.n(attrDeleting) + " = " + e.v("mark", num(mark))),
 		ConditionExpression:      aws.String(e.n(attrVersion) + " = " + e.v("read_version", num(cur.Version))),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-	})
-	if _, ok := conditionItem(err); ok {
+	}}}
+	// The same mark on every gate, in the same write: a run whose creation
+	// checks its gate after this fails, one before it is found live.
+	actions = append(actions, gateActions(cur.Name, func(key map[string]types.AttributeValue) types.TransactWriteItem {
+		g := newExpr()
+		return types.TransactWriteItem{Update: &types.Update{
+			TableName: aws.String(s.table), Key: key,
+			UpdateExpression: aws.String("SET " + g.n(attrDeleting) + " = " + g.v("mark", num(mark)) +
+				", " + g.n(attrKind) + " = " + g.v("kind", str(kindGate)) + ", " + g.n(attrJob) + " = " + g.v("job", str(cur.Name))),
+			ExpressionAttributeNames: g.nameMap(), ExpressionAttributeValues: g.valueMap(),
+		}}
+	})...)
+	err := s.transact(ctx, "mark_job_deleting", actions, nil, nil)
+	if conditionFailed(cancellation(err), 0) {
 		return false, nil
 	}
-	return err == nil, translate(err)
+	if err != nil {
+		return false, cancelError(err, cancellation(err))
+	}
+	return true, nil
 }
 
 // unmarkJobDeleting removes this caller's deletion mark; a failure leaves
 // it to expire (deletingMarkTTL).
 func (s *Store) unmarkJobDeleting(ctx context.Context, name string, mark int64) {
-	e := newExpr()
-	_, _ = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: keyOf(jobPK(name), skJob),
-		UpdateExpression:         aws.String("REMOVE " + e.n(attrDeleting)),
-		ConditionExpression:      aws.String(e.n(attrDeleting) + " = " + e.v("mark", num(mark))),
-		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-	})
+	keys := []map[string]types.AttributeValue{keyOf(jobPK(name), skJob)}
+	for n := range tableschema.JobShards {
+		keys = append(keys, keyOf(jobShardN(name, n), skGate))
+	}
+	for _, key := range keys {
+		e := newExpr()
+		_, _ = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(s.table), Key: key,
+			UpdateExpression:         aws.String("REMOVE " + e.n(attrDeleting)),
+			ConditionExpression:      aws.String(e.n(attrDeleting) + " = " + e.v("mark", num(mark))),
+			ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		})
+	}
 }

@@ -81,6 +81,25 @@ func (s *Store) listAllRuns(ctx context.Context, f ledger.RunFilter, limit int) 
 // newest), and merges them: the newest limit list_sk values over all of
 // them, and whether any entry is left after those.
 func (s *Store) newestListed(ctx context.Context, partitions []string, before string, limit int) ([]string, bool, error) {
+	return s.newestMerged(ctx, partitions, limit, func(pk string) *dynamodb.QueryInput {
+		e := newExpr()
+		cond := e.n(tableschema.ListPK) + " = " + e.v("list_pk", str(pk))
+		if before != "" {
+			cond += " AND " + e.n(tableschema.ListSK) + " < " + e.v("before", str(before))
+		}
+		return &dynamodb.QueryInput{
+			TableName: aws.String(s.table), IndexName: aws.String(tableschema.ListIndex),
+			KeyConditionExpression:   aws.String(cond),
+			ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		}
+	}, func(it map[string]types.AttributeValue) string { return (&reader{it: it}).str(tableschema.ListSK) }, "")
+}
+
+// newestMerged runs query(partition) on every partition at once, newest
+// first, limit each, takes key(item) of each item (a run id), leaves out
+// exclude (a BETWEEN's inclusive end), and merges: the newest limit ids
+// over all of them, and whether any is left after those.
+func (s *Store) newestMerged(ctx context.Context, partitions []string, limit int, query func(pk string) *dynamodb.QueryInput, key func(map[string]types.AttributeValue) string, exclude string) ([]string, bool, error) {
 	type answer struct {
 		keys []string
 		more bool
@@ -92,24 +111,21 @@ func (s *Store) newestListed(ctx context.Context, partitions []string, before st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e := newExpr()
-			cond := e.n(tableschema.ListPK) + " = " + e.v("list_pk", str(pk))
-			if before != "" {
-				cond += " AND " + e.n(tableschema.ListSK) + " < " + e.v("before", str(before))
+			in := query(pk)
+			n := limit
+			if exclude != "" {
+				n++ // the excluded item may be among them
 			}
-			out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-				TableName: aws.String(s.table), IndexName: aws.String(tableschema.ListIndex),
-				KeyConditionExpression:   aws.String(cond),
-				ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-				ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(limit)),
-			})
+			in.ScanIndexForward, in.Limit = aws.Bool(false), aws.Int32(int32(n))
+			out, err := s.db.Query(ctx, in)
 			if err != nil {
 				answers[i].err = translate(err)
 				return
 			}
 			for _, it := range out.Items {
-				r := &reader{it: it}
-				answers[i].keys = append(answers[i].keys, r.str(tableschema.ListSK))
+				if k := key(it); k != exclude {
+					answers[i].keys = append(answers[i].keys, k)
+				}
 			}
 			answers[i].more = out.LastEvaluatedKey != nil
 		}()
@@ -190,3 +206,58 @@ func listingEntrySize(it item) int {
 		tableschema.ListPK: it[tableschema.ListPK], tableschema.ListSK: it[tableschema.ListSK],
 	}.present())
 }
+
+// A job's run pointers and gates are spread over tableschema.JobShards
+// partitions JOB#<job>#nn (the run id's hash picks the shard): a run's
+// creating write puts its pointer and checks its shard's gate there, not
+// in JOB#<job>, which every run of the job would otherwise write.
+
+// jobShard is the partition of a run's pointer and of the gate its
+// creation checks.
+func jobShard(job, run string) string {
+	sum := sha256.Sum256([]byte(run))
+	return jobShardN(job, int(binary.BigEndian.Uint32(sum[:4])%tableschema.JobShards))
+}
+
+func jobShardN(job string, n int) string { return fmt.Sprintf("%s#%02d", jobPK(job), n) }
+
+// pointerPartitions lists every partition a job's run pointers may be in:
+// its shards and JOB#<job>, where pointers were written before the
+// sharding.
+func pointerPartitions(job string) []string {
+	out := make([]string, 0, tableschema.JobShards+1)
+	for n := range tableschema.JobShards {
+		out = append(out, jobShardN(job, n))
+	}
+	return append(out, jobPK(job))
+}
+
+// newestPointers reads the run ids of a job's newest pointers below before
+// ("": from the newest), limit of them, merged over the pointer
+// partitions (strongly consistent), and whether any is left after those.
+func (s *Store) newestPointerIDs(ctx context.Context, job, before string, limit int) ([]string, bool, error) {
+	return s.newestMerged(ctx, pointerPartitions(job), limit, func(pk string) *dynamodb.QueryInput {
+		e := newExpr()
+		var cond string
+		if before == "" {
+			cond = e.prefixKey(pk, prefixRun)
+		} else {
+			cond = e.n(tableschema.PK) + " = " + e.v("pk", str(pk)) + " AND " +
+				e.n(tableschema.SK) + " BETWEEN " + e.v("lo", str(prefixRun)) + " AND " + e.v("hi", str(pointerSK(before)))
+		}
+		return &dynamodb.QueryInput{
+			TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+			KeyConditionExpression:   aws.String(cond),
+			ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+			ProjectionExpression: aws.String(e.n(attrRunID)),
+		}
+	}, func(it map[string]types.AttributeValue) string { return (&reader{it: it}).str(attrRunID) }, before)
+}
+
+// RunPointerPK is the partition key of a run's pointer (the bench clones
+// pointers, the tests read them).
+func RunPointerPK(job, run string) string { return jobShard(job, run) }
+
+// RunPointerPartitions lists every partition key a job's run pointers may
+// have (the bench counts a job's runs).
+func RunPointerPartitions(job string) []string { return pointerPartitions(job) }

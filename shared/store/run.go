@@ -153,7 +153,7 @@ func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) 
 	jobAt := -1
 	if nr.OfLiveJob {
 		jobAt = len(actions)
-		actions = append(actions, jobLiveCheck(s.table, nr.Job, stamp))
+		actions = append(actions, jobGateCheck(s.table, nr.Job, nr.ID, stamp))
 		sizes = append(sizes, 0)
 		labels = append(labels, "job "+nr.Job)
 	}
@@ -283,7 +283,7 @@ func runStateItem(r ledger.Run) item {
 
 func pointerItem(r ledger.Run) item {
 	return item{
-		tableschema.PK: str(jobPK(r.Job)), tableschema.SK: str(pointerSK(r.ID)),
+		tableschema.PK: str(jobShard(r.Job, r.ID)), tableschema.SK: str(pointerSK(r.ID)),
 		attrKind: str(kindPointer), attrRunID: str(r.ID), attrCreatedAt: tm(r.CreatedAt),
 		attrLogicalTime: tm(r.LogicalTime),
 	}
@@ -441,27 +441,23 @@ func (s *Store) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run,
 	if err := ledger.CheckJobName(f.Job); err != nil {
 		return nil, "", op(err)
 	}
-	e := newExpr()
-	in := &dynamodb.QueryInput{
-		TableName: aws.String(s.table), ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(limit)),
-		ConsistentRead:         aws.Bool(true),
-		KeyConditionExpression: aws.String(e.prefixKey(jobPK(f.Job), prefixRun)),
-	}
-	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
+	// The job's pointers, merged over its shards; the token is the last
+	// run id of the page, opaque to callers.
 	start, err := decodeToken(f.Token, map[string]string{tableschema.PK: jobPK(f.Job), tableschema.SK: ""})
 	if err != nil {
 		return nil, "", op(err)
 	}
-	in.ExclusiveStartKey = start
-	out, err := s.db.Query(ctx, in)
-	if err != nil {
-		return nil, "", op(translate(err))
+	before := ""
+	if start != nil {
+		before = strings.TrimPrefix(start[tableschema.SK].(*types.AttributeValueMemberS).Value, prefixRun)
 	}
-	next := encodeToken(out.LastEvaluatedKey)
-	ids := make([]string, 0, len(out.Items))
-	for _, it := range out.Items {
-		r := &reader{it: it}
-		ids = append(ids, r.str(attrRunID))
+	ids, more, err := s.newestPointerIDs(ctx, f.Job, before, limit)
+	if err != nil {
+		return nil, "", op(err)
+	}
+	next := ""
+	if more && len(ids) > 0 {
+		next = encodeToken(map[string]types.AttributeValue{tableschema.PK: str(jobPK(f.Job)), tableschema.SK: str(pointerSK(ids[len(ids)-1]))})
 	}
 	runs, err := s.getRuns(ctx, ids)
 	if err != nil {
@@ -692,21 +688,9 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string, ignore ...sta
 	if err := ledger.CheckJobName(job); err != nil {
 		return false, op(err)
 	}
-	e := newExpr()
-	in := &dynamodb.QueryInput{
-		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true), ScanIndexForward: aws.Bool(false),
-		KeyConditionExpression: aws.String(e.prefixKey(jobPK(job), prefixRun)),
-		ProjectionExpression:   aws.String(e.n(attrRunID)),
-		Limit:                  aws.Int32(newestPointers),
-	}
-	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
-	out, err := s.db.Query(ctx, in)
+	ids, _, err := s.newestPointerIDs(ctx, job, "", newestPointers)
 	if err != nil {
-		return false, op(translate(err))
-	}
-	ids := make([]string, 0, len(out.Items))
-	for _, it := range out.Items {
-		ids = append(ids, (&reader{it: it}).str(attrRunID))
+		return false, op(err)
 	}
 	newest, err := s.getRuns(ctx, ids)
 	if err != nil {

@@ -139,6 +139,12 @@ const RunListShards = 32
 // all write one partition.
 const LiveShards = 8
 
+// JobShards is how many partitions of the table one job's per-run items
+// are spread over (JOB#<job>#nn, by a hash of the run id): each run's
+// pointer, and the gate item its creating write checks, so that one job's
+// runs do not all write one partition.
+const JobShards = 16
+
 // ShardName returns the timer shard partition value for shard n.
 func ShardName(n int) string { return fmt.Sprintf("T#%02d", n) }
 
