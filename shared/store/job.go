@@ -513,12 +513,14 @@ func (s *Store) gatePuts(job string, extra item) []types.TransactWriteItem {
 // writes, so no run is created in between:
 //
 //	mark    Update JOB#<job>/JOB  SET deleting = :now   #version = :read_version
+//	        and each gate JOB#<job>#nn/GATE the same, in one transaction
 //	check   the job's live runs (HasUnfinishedRuns, a consistent query)
 //	        any: REMOVE deleting, and ErrUnfinishedRuns
 //	delete  Delete JOB#<job>/JOB (and its edges)  #version = :read_version AND deleting = :mark
+//	        and close each gate (deleted), in one transaction
 //
-// A run's creating write checks the job item carries no live mark
-// (NewRun.OfLiveJob), so a run created after the mark fails, and one
+// A run's creating write checks its shard's gate is not closed and carries
+// no live mark (NewRun.OfLiveJob, jobGateCheck), so a run created after the mark fails, and one
 // created before it is found by the check. A write to the job in between
 // fails the delete's condition, and the whole is tried again.
 func (s *Store) DeleteJobIfIdle(ctx context.Context, name string) error {
