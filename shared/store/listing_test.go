@@ -2,9 +2,12 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -116,5 +119,58 @@ func TestLiveIndexSpreadsAJobOverShardsAndKeepsUnshardedEntries(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("unfinished runs %v, want %v", got, want)
+	}
+}
+
+// TestJobGatesCloseOnDeleteAndOpenOnCreate: a job's runs check the gate of
+// their pointer's shard; a delete closes every gate, so no run of the
+// deleted job passes on any shard, and a new job of the name opens them. A
+// job written before the gates (none) still takes runs.
+func TestJobGatesCloseOnDeleteAndOpenOnCreate(t *testing.T) {
+	t.Parallel()
+	ts := newStore(t)
+	ctx := context.Background()
+	ofJob := func() ledger.NewRun {
+		nr := ledgertest.NewRun("gated", "main")
+		nr.OfLiveJob = true
+		return nr
+	}
+	if _, err := ts.CreateJob(ctx, ledger.Job{Name: "gated"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.DeleteJobIfIdle(ctx, "gated"); err != nil {
+		t.Fatal(err)
+	}
+	ts.Clock.Advance(2 * time.Minute) // past the deletion mark's life: the gates stay closed
+	for range 20 {                    // runs of many shards: every one is refused
+		if _, err := ts.CreateRun(ctx, ofJob(), ts.Clock.Now()); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("a run of the deleted job: %v, want ErrNotFound", err)
+		}
+	}
+	if _, err := ts.CreateJob(ctx, ledger.Job{Name: "gated"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if _, err := ts.CreateRun(ctx, ofJob(), ts.Clock.Now()); err != nil {
+			t.Fatalf("a run of the job created again: %v", err)
+		}
+	}
+
+	// A job as written before the gates: no gate items.
+	if _, err := ts.CreateJob(ctx, ledger.Job{Name: "older"}); err != nil {
+		t.Fatal(err)
+	}
+	for n := range tableschema.JobShards {
+		_, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(ts.table), Key: map[string]types.AttributeValue{
+			tableschema.PK: &types.AttributeValueMemberS{Value: fmt.Sprintf("JOB#older#%02d", n)}, tableschema.SK: &types.AttributeValueMemberS{Value: "GATE"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	nr := ledgertest.NewRun("older", "main")
+	nr.OfLiveJob = true
+	if _, err := ts.CreateRun(ctx, nr, ts.Clock.Now()); err != nil {
+		t.Fatalf("a run of a job without gates: %v", err)
 	}
 }
