@@ -84,7 +84,8 @@ group, then SIGKILL after --kill-grace.
 
 The API and queues come from flags, else RUNLEDGER_API_URL,
 RUNLEDGER_POOL_QUEUE_URL and RUNLEDGER_EVENTS_QUEUE_URL, else
-.runledger/local.json.`,
+.runledger/local.json. Completions go to the API's complete route, and to
+the events queue only when the API cannot be reached.`,
 		Example: `  runledger worker exec --pool shell --allow python3 --allow /srv/etl/bin/*
   runledger worker exec --pool etl --allow /srv/etl/bin/* --allow-env REGION --allow-env 'ETL_*' --allow-dir /srv/etl --pass-env AWS_PROFILE
   runledger worker exec --pool batch --concurrency 4 --allow-any`,

@@ -234,18 +234,21 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // config is a worker config against the fixture, with short intervals.
+// Its completions go to the events queue, where these tests read them;
+// complete_test.go tests the complete route first.
 func (f *fixture) config(name string) worker.Config {
 	return worker.Config{
-		APIURL:         f.apiURL,
-		PoolQueueURL:   f.pool,
-		EventsQueueURL: f.events,
-		Name:           name,
-		Queue:          f.q,
-		Logger:         testLogger(f.t).With("test_worker", name),
-		PollWait:       time.Second,
-		LeaseInterval:  time.Second,
-		ShutdownGrace:  5 * time.Second,
-		StopTimeout:    time.Second,
+		QueueCompletions: true,
+		APIURL:           f.apiURL,
+		PoolQueueURL:     f.pool,
+		EventsQueueURL:   f.events,
+		Name:             name,
+		Queue:            f.q,
+		Logger:           testLogger(f.t).With("test_worker", name),
+		PollWait:         time.Second,
+		LeaseInterval:    time.Second,
+		ShutdownGrace:    5 * time.Second,
+		StopTimeout:      time.Second,
 	}
 }
 

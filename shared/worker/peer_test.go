@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,9 @@ type peer struct {
 	unavailable map[worker.AttemptRef]bool
 	calls       []peerCall
 	completions map[string]string // event id -> result
+	// completeFault, when set for an attempt, is the status and code its
+	// completions are answered with instead of the contract's answer.
+	completeFault map[worker.AttemptRef][2]string
 }
 
 type peerAttempt struct {
@@ -58,6 +62,8 @@ func newPeer(t *testing.T) (*peer, *httptest.Server) {
 		latest:      map[[2]string]int{},
 		unavailable: map[worker.AttemptRef]bool{},
 		completions: map[string]string{},
+
+		completeFault: map[worker.AttemptRef][2]string{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/attempts/claim", p.claim)
@@ -137,6 +143,13 @@ func (p *peer) supersede(ref worker.AttemptRef) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.latest[[2]string{ref.Run, ref.Task}] = ref.Attempt + 1
+}
+
+// failCompletes makes the complete route answer status and code for ref.
+func (p *peer) failCompletes(ref worker.AttemptRef, status int, code string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.completeFault[ref] = [2]string{strconv.Itoa(status), code}
 }
 
 func (p *peer) setUnavailable(ref worker.AttemptRef) {
@@ -251,6 +264,11 @@ func (p *peer) complete(w http.ResponseWriter, r *http.Request) {
 	defer p.mu.Unlock()
 	call, a, b := p.begin(w, r, "complete")
 	if call == nil {
+		return
+	}
+	if fault, ok := p.completeFault[call.Ref]; ok {
+		status, _ := strconv.Atoi(fault[0])
+		p.answerLocked(w, call, status, fault[1], nil)
 		return
 	}
 	if _, ok := p.completions[b.EventID]; ok {

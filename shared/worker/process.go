@@ -132,7 +132,8 @@ func (w *Worker) process(d delivery, m mode) disposition {
 		log.ErrorContext(ctx, "completion not reported; leaving the message", "err", err, "event_id", comp.EventID)
 		return dispositionRetry
 	}
-	// Only now may the message go: the report is durable on the events queue.
+	// Only now may the message go: the API has the report, or it is
+	// durable on the events queue.
 	stopKeep()
 	keepWG.Wait()
 	w.deleteMessage(ctx, d, log)
@@ -429,11 +430,25 @@ func (w *Worker) keepHidden(ctx context.Context, d delivery, log *slog.Logger) {
 	}
 }
 
-// report sends the completion to the events queue, retrying with backoff
-// until it is accepted or ctx ends. Every try carries the same event id.
+// report completes the attempt through the API's complete route; when
+// the route is unreachable (or Config.QueueCompletions says so) it sends
+// the completion to the events queue, retrying with backoff until it is
+// accepted or ctx ends. Every try carries the same event id. A 4xx answer
+// of the route is final: nothing more is sent.
 func (w *Worker) report(ctx context.Context, c Completion, log *slog.Logger) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("report %s: %w", c.Ref(), err)
+	}
+	if !w.cfg.QueueCompletions {
+		switch route, err := w.completeOverRoute(ctx, c, log); route {
+		case routeDone, routeFinal:
+			return nil
+		default:
+			if ctx.Err() != nil {
+				return fmt.Errorf("report %s: %w", c.Ref(), err)
+			}
+			log.WarnContext(ctx, "complete route unreachable; sending the completion to the events queue", "err", err, "event_id", c.EventID)
+		}
 	}
 	body, err := wire.Marshal(c)
 	if err != nil {

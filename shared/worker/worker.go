@@ -1,7 +1,8 @@
 // Package worker is the worker SDK: it takes attempt envelopes from a
 // pool's dispatch queue, claims each attempt (synchronously, fenced by its
 // token), runs the user's Handler while heartbeating and keeping the
-// message hidden, and reports the outcome durably on the events queue
+// message hidden, and reports the outcome (through the API's complete
+// route, or durably on the events queue when the route is unreachable)
 // before it lets the message go.
 //
 // The same processing runs in two modes: Run, a long-running process that
@@ -126,6 +127,15 @@ type Config struct {
 	DeadlineReserve time.Duration
 	// DefaultHeartbeatInterval applies to envelopes without one.
 	DefaultHeartbeatInterval time.Duration
+
+	// QueueCompletions sends every completion to the events queue. By
+	// default the worker completes through the API's complete route and
+	// uses the events queue only when the route is unreachable (no
+	// connection, a timeout, 429 or a 5xx); a 4xx answer is final.
+	QueueCompletions bool
+	// CompleteTimeout bounds one completion over HTTP before the events
+	// queue takes it. Default DefaultCompleteTimeout.
+	CompleteTimeout time.Duration
 }
 
 // Worker runs attempts of one pool. Create it with New.
@@ -213,6 +223,7 @@ func New(cfg Config, h Handler) (*Worker, error) {
 		{"stop timeout", &cfg.StopTimeout, DefaultStopTimeout},
 		{"deadline reserve", &cfg.DeadlineReserve, DefaultDeadlineReserve},
 		{"default heartbeat interval", &cfg.DefaultHeartbeatInterval, DefaultHeartbeatInterval},
+		{"complete timeout", &cfg.CompleteTimeout, DefaultCompleteTimeout},
 	}
 	for _, d := range defaults {
 		if *d.d < 0 {
