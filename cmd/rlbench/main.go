@@ -32,7 +32,8 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process: handlers, worker, SDK clients) to this file")
 	chainRuns := flag.Int("chain-runs", 5, "measured runs of the chain")
 	throughputRuns := flag.Int("throughput-runs", 1000, "runs started in the throughput burst")
-	timerRuns := flag.Int("timer-runs", 50, "runs of the timer precision scenario")
+	timerRuns := flag.Int("timer-runs", 50, "runs of the timer precision scenario (0: skip it)")
+	timerBurstRuns := flag.Int("timer-burst-runs", 1000, "retry timers due at one instant in the timer scenario's burst (0: skip it)")
 	scaleRuns := flag.Int("scale-runs", 100000, "finished runs written into the scaling scenario's full table")
 	eventRuns := flag.Int("event-runs", 100, "events put one after another in the events scenario")
 	verbose := flag.Bool("v", false, "log warnings of the stack and workers to stderr, and add details to the summary")
@@ -49,13 +50,13 @@ func main() {
 	defer stop()
 	os.Exit(run(ctx, want, *cpuProfile, *verbose, scenarioArgs{
 		chainRuns: *chainRuns, throughputRuns: *throughputRuns, timerRuns: *timerRuns, scaleRuns: *scaleRuns,
-		eventRuns: *eventRuns,
+		eventRuns: *eventRuns, timerBurstRuns: *timerBurstRuns,
 	}))
 }
 
 type scenarioArgs struct {
 	chainRuns, throughputRuns, timerRuns, scaleRuns int
-	eventRuns                                       int
+	eventRuns, timerBurstRuns                       int
 }
 
 func run(ctx context.Context, want []string, cpuProfile string, verbose bool, args scenarioArgs) int {
@@ -89,10 +90,18 @@ func run(ctx context.Context, want []string, cpuProfile string, verbose bool, ar
 	scenarios := map[string]func(context.Context) error{
 		"chain":      func(ctx context.Context) error { return b.chain(ctx, args.chainRuns) },
 		"throughput": func(ctx context.Context) error { return b.throughput(ctx, args.throughputRuns) },
-		"timer":      func(ctx context.Context) error { return b.timerPrecision(ctx, args.timerRuns) },
-		"cost":       b.cost,
-		"scaling":    func(ctx context.Context) error { return b.scaling(ctx, args.scaleRuns) },
-		"events":     func(ctx context.Context) error { return b.events(ctx, args.eventRuns) },
+		"timer": func(ctx context.Context) error {
+			if args.timerRuns > 0 {
+				if err := b.timerPrecision(ctx, args.timerRuns); err != nil || args.timerBurstRuns == 0 {
+					return err
+				}
+				b.dropTables(ctx)
+			}
+			return b.timerBurst(ctx, args.timerBurstRuns)
+		},
+		"cost":    b.cost,
+		"scaling": func(ctx context.Context) error { return b.scaling(ctx, args.scaleRuns) },
+		"events":  func(ctx context.Context) error { return b.events(ctx, args.eventRuns) },
 	}
 	failed := 0
 	for _, name := range scenarioNames {

@@ -32,16 +32,25 @@ const dispatchGrace = 2 * time.Second
 // dispatches due SCHEDULED instances, fires due retries, re-evaluates
 // waiting CREATED instances and backstops live runs and backfills. It reads only the
 // sparse timers index, so its cost follows live work, not history.
+// Retries due before the next pass (up to retryLookahead ahead) are
+// listed now and each fired at its time, so a retry the scan alone
+// dispatches (one further away than a delay message reaches) is not a
+// ticker period late.
 func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 	// A run is re-evaluated once per pass, however many of its waiting
 	// tasks' re-check timers are due.
+	var mu sync.Mutex
 	advanced := map[string]bool{}
-	return s.pass(ctx, "tick", &s.tickShard, func(ctx context.Context, d ledger.DueTimer) (bool, error) {
+	lookahead := min(s.cfg.TickerPeriod, retryLookahead)
+	return s.pass(ctx, "tick", &s.tickShard, lookahead, func(ctx context.Context, d ledger.DueTimer) (bool, error) {
 		if d.Item == ledger.TimerOfRun || statemodel.TimerKind(d.Kind) == statemodel.TimerDepsRecheck {
-			if advanced[d.Run] {
+			mu.Lock()
+			seen := advanced[d.Run]
+			advanced[d.Run] = true
+			mu.Unlock()
+			if seen {
 				return false, nil
 			}
-			advanced[d.Run] = true
 		}
 		switch d.Item {
 		case ledger.TimerOfJob:
@@ -64,7 +73,7 @@ func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 // resolved on evidence or, once the evidence window ends empty, by policy.
 // It stops before the context's deadline.
 func (s *Service) Reconcile(ctx context.Context) (PassStats, error) {
-	return s.pass(ctx, "reconcile", &s.reconcileShard, func(ctx context.Context, d ledger.DueTimer) (bool, error) {
+	return s.pass(ctx, "reconcile", &s.reconcileShard, 0, func(ctx context.Context, d ledger.DueTimer) (bool, error) {
 		if d.Item != ledger.TimerOfInstance {
 			return false, nil
 		}
@@ -76,25 +85,54 @@ func (s *Service) Reconcile(ctx context.Context) (PassStats, error) {
 	})
 }
 
+// Limits of a pass over the timers index.
+const (
+	// passParallelism bounds the instance timers a pass acts on at once:
+	// each is a few store calls and a send, independent of the others
+	// (and fenced by the store's compare-and-set), so a burst of due
+	// retries is dispatched in parallel, not one after another.
+	passParallelism = 16
+	// retryLookahead is how far ahead of now the ticker lists retries,
+	// each then fired at its time; bounded so a pass of a long ticker
+	// period does not wait out the period.
+	retryLookahead = 2 * time.Second
+)
+
+// passState is what the goroutines of one pass share.
+type passState struct {
+	mu   sync.Mutex
+	st   PassStats
+	errs []error
+}
+
 // pass lists and handles the due timers of every shard. Each pass starts
 // shardStride shards further than the previous pass of its kind (first
 // counts the passes), so a pass that stops at its deadline in a slow shard leaves the
-// other shards to the next passes rather than starving them.
-func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, handle func(context.Context, ledger.DueTimer) (bool, error)) (PassStats, error) {
+// other shards to the next passes rather than starving them. Instance
+// timers are handled up to passParallelism at once; job, run and backfill
+// timers one after another, in the index's order. Retries due within
+// lookahead of now are listed too, and each handled once due.
+func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, lookahead time.Duration, handle func(context.Context, ledger.DueTimer) (bool, error)) (PassStats, error) {
 	start := time.Now()
 	now := s.now()
-	var st PassStats
-	var errs []error
+	ps := &passState{}
+	sem := make(chan struct{}, passParallelism)
+	var wg sync.WaitGroup
+	finish := func(stopped bool) (PassStats, error) {
+		wg.Wait()
+		ps.st.Stopped = stopped
+		ps.st.Duration = time.Since(start)
+		return ps.st, errors.Join(ps.errs...)
+	}
 	from := int((first.Add(1)-1)*shardStride) % tableschema.TimerShards
-	firsts := s.firstDuePages(ctx, now)
+	until := now.Add(lookahead)
+	firsts := s.firstDuePages(ctx, until)
 	for i := range tableschema.TimerShards {
 		shard := (from + i) % tableschema.TimerShards
 		token := ""
 		for page := 0; ; page++ {
 			if s.deadlineReached(ctx) {
-				st.Stopped = true
-				st.Duration = time.Since(start)
-				return st, errors.Join(errs...)
+				return finish(true)
 			}
 			var due []ledger.DueTimer
 			var next string
@@ -102,29 +140,41 @@ func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, h
 			if page == 0 {
 				due, next, err = firsts[shard].due, firsts[shard].next, firsts[shard].err
 			} else {
-				due, next, err = s.store.ListDueTimers(ctx, shard, now, 0, token)
+				due, next, err = s.store.ListDueTimers(ctx, shard, until, ledger.MaxListLimit, token)
 			}
 			if err != nil {
-				errs = append(errs, err)
-				st.Errors++
+				ps.fail(err)
 				break
 			}
-			st.Due += len(due)
 			for _, d := range due {
 				if s.deadlineReached(ctx) {
 					break
 				}
-				acted, err := handle(ctx, d)
-				if acted {
-					st.Handled++
+				early := d.At.After(now)
+				if early && (d.Item != ledger.TimerOfInstance || statemodel.TimerKind(d.Kind) != statemodel.TimerRetry) {
+					continue // not due; the next pass's
 				}
-				if err != nil {
-					st.Errors++
-					s.log.WarnContext(ctx, name+" timer", "item", string(d.Item), "job", d.Job, "run_id", d.Run, "task", d.Task, "kind", d.Kind, "error", err.Error())
-					if transient(err) {
-						errs = append(errs, err)
-					}
+				ps.listed()
+				if d.Item != ledger.TimerOfInstance {
+					s.handleTimer(ctx, name, ps, handle, d)
+					continue
 				}
+				if early {
+					// It takes a slot once due: waiting holds none.
+					wg.Go(func() {
+						if s.sleepUntil(ctx, d.At) {
+							sem <- struct{}{}
+							defer func() { <-sem }()
+							s.handleTimer(ctx, name, ps, handle, d)
+						}
+					})
+					continue
+				}
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					s.handleTimer(ctx, name, ps, handle, d)
+				})
 			}
 			if next == "" {
 				break
@@ -132,8 +182,54 @@ func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, h
 			token = next
 		}
 	}
-	st.Duration = time.Since(start)
-	return st, errors.Join(errs...)
+	return finish(false)
+}
+
+// handleTimer hands one due timer to the pass's handler and counts it.
+func (s *Service) handleTimer(ctx context.Context, name string, ps *passState, handle func(context.Context, ledger.DueTimer) (bool, error), d ledger.DueTimer) {
+	acted, err := handle(ctx, d)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if acted {
+		ps.st.Handled++
+	}
+	if err != nil {
+		ps.st.Errors++
+		s.log.WarnContext(ctx, name+" timer", "item", string(d.Item), "job", d.Job, "run_id", d.Run, "task", d.Task, "kind", d.Kind, "error", err.Error())
+		if transient(err) {
+			ps.errs = append(ps.errs, err)
+		}
+	}
+}
+
+func (ps *passState) listed() {
+	ps.mu.Lock()
+	ps.st.Due++
+	ps.mu.Unlock()
+}
+
+func (ps *passState) fail(err error) {
+	ps.mu.Lock()
+	ps.errs = append(ps.errs, err)
+	ps.st.Errors++
+	ps.mu.Unlock()
+}
+
+// sleepUntil waits until at by the scheduler's clock (real time paces the
+// wait), or until ctx ends; it reports whether at came.
+func (s *Service) sleepUntil(ctx context.Context, at time.Time) bool {
+	wait := at.Sub(s.now())
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // shardStride is how far each pass starts from the previous one's first
@@ -155,7 +251,7 @@ const shardReaders = 16
 // shardReaders shards at once: a pass reads many shards (they keep each
 // index partition under its write limit), and one after the other they
 // would take that many round trips.
-func (s *Service) firstDuePages(ctx context.Context, now time.Time) []duePage {
+func (s *Service) firstDuePages(ctx context.Context, until time.Time) []duePage {
 	out := make([]duePage, tableschema.TimerShards)
 	shards := make(chan int)
 	var wg sync.WaitGroup
@@ -165,7 +261,7 @@ func (s *Service) firstDuePages(ctx context.Context, now time.Time) []duePage {
 			defer wg.Done()
 			for shard := range shards {
 				p := &out[shard]
-				p.due, p.next, p.err = s.store.ListDueTimers(ctx, shard, now, 0, "")
+				p.due, p.next, p.err = s.store.ListDueTimers(ctx, shard, until, ledger.MaxListLimit, "")
 			}
 		}()
 	}
