@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 FUNCTIONS := api events ticker reconciler worker
 
-.PHONY: test test-go test-infra test-lambda deps run bench functions synth generate vet clean
+.PHONY: test test-go test-infra test-lambda deps run bench bench-peer functions synth generate vet clean
 
 # The Go tests start the emulators themselves (shared/emulator) and must stop
 # them. RUNLEDGER_TEST_SESSION marks this run: every emulator started under it
@@ -137,6 +137,29 @@ bench: deps
 	@mkdir -p .runledger
 	$(GO) build -o .runledger/rlbench ./cmd/rlbench
 	.runledger/rlbench $(BENCH_FLAGS)
+
+# The peer comparison (docs/bench.md, "Beside Temporal"): the Temporal
+# CLI's dev server, built from the Go module proxy at the pinned version
+# into .tools/ (later versions carry a replace directive, which `go
+# install` refuses), and cmd/rlpeer, a module of its own so that the
+# Temporal SDK stays out of runledger's module. rlpeer starts the dev
+# server on 127.0.0.1 (SQLite in WAL mode, poll rates of 1,000), runs the
+# chain, throughput and timer scenarios against it and then rlbench's, three
+# times each, and prints the medians with their ratios and the load. Not
+# part of `make test`. Flags go through PEER_FLAGS, e.g. PEER_FLAGS="-rounds 1".
+TEMPORAL_CLI_MODULE := github.com/temporalio/cli/cmd/temporal
+TEMPORAL_CLI_VERSION := v1.5.1
+TEMPORAL := .tools/temporal-$(TEMPORAL_CLI_VERSION)/temporal
+
+bench-peer: deps
+	@mkdir -p .runledger
+	@if [ ! -x $(TEMPORAL) ]; then \
+	  echo "GOBIN=$(dir $(TEMPORAL)) $(GO) install $(TEMPORAL_CLI_MODULE)@$(TEMPORAL_CLI_VERSION)"; \
+	  GOBIN="$(CURDIR)/$(dir $(TEMPORAL))" $(GO) install $(TEMPORAL_CLI_MODULE)@$(TEMPORAL_CLI_VERSION) || exit 1; \
+	fi
+	$(GO) build -o .runledger/rlbench ./cmd/rlbench
+	cd cmd/rlpeer && $(GO) build -o ../../.runledger/rlpeer .
+	.runledger/rlpeer -temporal $(TEMPORAL) -rlbench .runledger/rlbench $(PEER_FLAGS)
 
 generate:
 	$(GO) generate ./statemodel
