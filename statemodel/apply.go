@@ -234,6 +234,9 @@ func decide(s Snapshot, e Event, now time.Time, p Policy) (Transition, error) {
 		if signalEvent(e.Type) {
 			a.OutputRef = e.OutputRef
 		}
+		if o == OutcomeSucceeded && e.Output != nil {
+			a.Output = e.Output
+		}
 		if e.Type == EvEvidenceFailed && e.ExitCode != nil {
 			// The executor saw the process exit (an ECS task's container).
 			a.ExitCode = e.ExitCode

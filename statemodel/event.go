@@ -117,6 +117,9 @@ type Event struct {
 	ErrorCategory string
 	Retryable     *bool // nil means retryable
 	OutputRef     string
+	// Output is the attempt's output as JSON; kept on the attempt record
+	// when the event ends it succeeded.
+	Output []byte
 }
 
 func (e Event) retryable() bool { return e.Retryable == nil || *e.Retryable }

@@ -1,6 +1,7 @@
 package statemodel
 
 import (
+	"bytes"
 	"slices"
 	"time"
 )
@@ -43,6 +44,10 @@ type AttemptRecord struct {
 	Outcome         AttemptOutcome
 	OutputRef       string
 	ClaimEventID    string // the winning claim's event id: its retry is answered again
+	// Output is the JSON value a successful attempt reported (at most 16
+	// KiB, checked by the caller); nil when none. Only a succeeded
+	// outcome keeps it.
+	Output []byte
 }
 
 // Claimed reports whether a worker ever took the attempt.
@@ -243,5 +248,6 @@ func (a AttemptRecord) Equal(b AttemptRecord) bool {
 		a.WorkerID == b.WorkerID && a.SpendsBudget == b.SpendsBudget &&
 		a.QueuedAt.Equal(b.QueuedAt) && a.StartedAt.Equal(b.StartedAt) && a.EndedAt.Equal(b.EndedAt) &&
 		a.LastHeartbeatAt.Equal(b.LastHeartbeatAt) && a.ErrorCategory == b.ErrorCategory &&
-		a.Outcome == b.Outcome && a.OutputRef == b.OutputRef && a.ClaimEventID == b.ClaimEventID
+		a.Outcome == b.Outcome && a.OutputRef == b.OutputRef && a.ClaimEventID == b.ClaimEventID &&
+		bytes.Equal(a.Output, b.Output)
 }

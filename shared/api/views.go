@@ -71,6 +71,7 @@ func renderTask(t ledger.TaskView) protocol.Task {
 		CancelRequested: snap.CancelRequested,
 		Metrics:         protocol.Metrics{DependencyWaitMS: ms(m.DependencyWait), QueueWaitMS: ms(latest.QueueWait), RunMS: ms(latest.RunTime)},
 		Attempts:        []protocol.Attempt{},
+		Output:          ledger.SucceededOutput(snap),
 	}
 	if v.DependsOn == nil {
 		v.DependsOn = []string{}

@@ -78,6 +78,13 @@ type Vars struct {
 	LogicalDate string
 	// Params are the run's parameters; a missing key fails the template.
 	Params map[string]any
+	// Inputs are the outputs of the task's direct upstream tasks, by
+	// task (worker.Task.Inputs), decoded.
+	Inputs map[string]any
+	// Item and Index are a map child's element and position (nil and 0
+	// for another task).
+	Item  any
+	Index int
 }
 
 // VarsOf builds the template variables of an attempt.
@@ -93,6 +100,9 @@ func VarsOf(t worker.Task) (Vars, error) {
 		if err := dec.Decode(&v.Params); err != nil {
 			return Vars{}, fmt.Errorf("params are not a JSON object: %w", err)
 		}
+	}
+	if err := addInputVars(&v, t); err != nil {
+		return Vars{}, err
 	}
 	return v, nil
 }

@@ -214,6 +214,12 @@ func (h *Handler) environ(t worker.Task, c Command) []string {
 // run starts the process, streams its output to the log, and waits for it
 // or for ctx; then it maps how the process ended to the handler's result.
 func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.Logger) error {
+	outFile, err := newOutputFile()
+	if err != nil {
+		return fmt.Errorf("exec %s: %w", t.Ref(), err)
+	}
+	defer os.Remove(outFile)
+	c.Env = append(c.Env, EnvOutput+"="+outFile)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("exec %s: %w", t.Ref(), err)
@@ -282,7 +288,10 @@ func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.L
 			"burst", h.cfg.OutputBurst, "per_second", h.cfg.OutputPerSecond)
 	}
 
-	return h.result(ctx, t, c, cmd.ProcessState, waitErr, stopped, tail.String())
+	if err := h.result(ctx, t, c, cmd.ProcessState, waitErr, stopped, tail.String()); err != nil {
+		return err
+	}
+	return takeOutput(t, outFile)
 }
 
 // stop sends SIGTERM to the group, SIGKILL after the grace period, and

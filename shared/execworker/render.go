@@ -1,6 +1,7 @@
 package execworker
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -62,6 +63,13 @@ func render(field, text string, v Vars) (string, error) {
 		"html":     func(a ...any) (string, error) { return spend(template.HTMLEscaper(a...)) },
 		"js":       func(a ...any) (string, error) { return spend(template.JSEscaper(a...)) },
 		"urlquery": func(a ...any) (string, error) { return spend(template.URLQueryEscaper(a...)) },
+		"json": func(a any) (string, error) {
+			b, err := json.Marshal(a)
+			if err != nil {
+				return "", err
+			}
+			return spend(string(b))
+		},
 		stepFunc: func() (string, error) {
 			if steps++; steps > MaxRangeSteps {
 				return "", fmt.Errorf("range loops more than %d times", MaxRangeSteps)

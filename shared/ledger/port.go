@@ -21,6 +21,7 @@ type Store interface {
 	Jobs
 	WorkerLeases
 	Backfills
+	Outputs
 }
 
 // Backfills keeps backfills: the slots of a range still to release, the

@@ -58,6 +58,10 @@ type Completion struct {
 	// Retryable is nil for the API's default (true).
 	Retryable *bool
 	OutputRef string
+	// Output is the attempt's output: any JSON value, at most
+	// MaxOutputBytes encoded; nil for none. A succeeded attempt keeps it,
+	// and the direct downstream tasks get it in their claim's inputs.
+	Output json.RawMessage
 	// Reason says in words why the attempt ended as it did (for a failure,
 	// the tail of the error output); at most MaxReasonBytes, recorded in
 	// the transition's reason and shown in the instance's history.
@@ -80,19 +84,20 @@ func (c Completion) Ref() AttemptRef {
 func (c Completion) IsRetryable() bool { return c.Retryable == nil || *c.Retryable }
 
 type completionJSON struct {
-	Kind          string  `json:"kind,omitempty"`
-	Run           string  `json:"run"`
-	Task          string  `json:"task"`
-	Attempt       int     `json:"attempt"`
-	EventID       string  `json:"event_id"`
-	Outcome       Outcome `json:"outcome"`
-	ExitCode      *int    `json:"exit_code,omitempty"`
-	ErrorCategory string  `json:"error_category,omitempty"`
-	Retryable     *bool   `json:"retryable,omitempty"`
-	OutputRef     string  `json:"output_ref,omitempty"`
-	Reason        string  `json:"reason,omitempty"`
-	EventTime     *string `json:"event_time,omitempty"`
-	Token         string  `json:"token,omitempty"`
+	Kind          string          `json:"kind,omitempty"`
+	Run           string          `json:"run"`
+	Task          string          `json:"task"`
+	Attempt       int             `json:"attempt"`
+	EventID       string          `json:"event_id"`
+	Outcome       Outcome         `json:"outcome"`
+	ExitCode      *int            `json:"exit_code,omitempty"`
+	ErrorCategory string          `json:"error_category,omitempty"`
+	Retryable     *bool           `json:"retryable,omitempty"`
+	OutputRef     string          `json:"output_ref,omitempty"`
+	Output        json.RawMessage `json:"output,omitempty"`
+	Reason        string          `json:"reason,omitempty"`
+	EventTime     *string         `json:"event_time,omitempty"`
+	Token         string          `json:"token,omitempty"`
 }
 
 // MarshalJSON writes the contract's shape.
@@ -100,7 +105,7 @@ func (c Completion) MarshalJSON() ([]byte, error) {
 	return wire.Marshal(completionJSON{
 		Run: c.Run, Task: c.Task, Attempt: c.Attempt, EventID: c.EventID, Outcome: c.Outcome,
 		ExitCode: c.ExitCode, ErrorCategory: c.ErrorCategory, Retryable: c.Retryable,
-		OutputRef: c.OutputRef, Reason: c.Reason, EventTime: NullTime(c.EventTime), Token: c.Token,
+		OutputRef: c.OutputRef, Output: c.Output, Reason: c.Reason, EventTime: NullTime(c.EventTime), Token: c.Token,
 	})
 }
 
@@ -126,7 +131,7 @@ func (c *Completion) UnmarshalJSON(b []byte) error {
 	*c = Completion{
 		Run: w.Run, Task: w.Task, Attempt: w.Attempt, EventID: w.EventID, Outcome: w.Outcome,
 		ExitCode: w.ExitCode, ErrorCategory: w.ErrorCategory, Retryable: w.Retryable,
-		OutputRef: w.OutputRef, Reason: w.Reason, EventTime: t, Token: w.Token,
+		OutputRef: w.OutputRef, Output: nullToNil(w.Output), Reason: w.Reason, EventTime: t, Token: w.Token,
 	}
 	return nil
 }
@@ -148,6 +153,9 @@ func (c Completion) Validate() error {
 		return fmt.Errorf("completion %s: %w", c.Ref(), malformed("outcome", "outcome must be succeeded, failed or cancelled."))
 	}
 	if err := CheckReportFields(c.OutputRef, c.ErrorCategory, c.Reason); err != nil {
+		return fmt.Errorf("completion %s: %w", c.Ref(), err)
+	}
+	if err := CheckOutput(c.Output); err != nil {
 		return fmt.Errorf("completion %s: %w", c.Ref(), err)
 	}
 	return nil

@@ -65,24 +65,35 @@ type Envelope struct {
 	// claim answer and no invocation carries it. Empty for an attempt
 	// that has none.
 	ClaimNonce string
+	// Inputs are the outputs of the task's direct upstream tasks that
+	// succeeded with one, by task. Only a claim answer's envelope carries
+	// them (never a queue message).
+	Inputs map[string]json.RawMessage
+	// Item and Index are a map child's element of the rendered array and
+	// its position; only a claim answer's envelope carries them.
+	Item  json.RawMessage
+	Index *int
 }
 
 // Ref is the attempt the envelope carries.
 func (e Envelope) Ref() AttemptRef { return AttemptRef{Run: e.Run, Task: e.Task, Attempt: e.Attempt} }
 
 type envelopeJSON struct {
-	Job               string          `json:"job,omitempty"`
-	Run               string          `json:"run"`
-	Task              string          `json:"task"`
-	Attempt           int             `json:"attempt"`
-	Token             string          `json:"token"`
-	Pool              string          `json:"pool"`
-	LogicalTime       *string         `json:"logical_time,omitempty"`
-	Payload           json.RawMessage `json:"payload,omitempty"`
-	Params            json.RawMessage `json:"params,omitempty"`
-	HeartbeatInterval string          `json:"heartbeat_interval,omitempty"`
-	RunTimeout        string          `json:"run_timeout,omitempty"`
-	ClaimBy           *string         `json:"claim_by,omitempty"`
+	Job               string                     `json:"job,omitempty"`
+	Run               string                     `json:"run"`
+	Task              string                     `json:"task"`
+	Attempt           int                        `json:"attempt"`
+	Token             string                     `json:"token"`
+	Pool              string                     `json:"pool"`
+	LogicalTime       *string                    `json:"logical_time,omitempty"`
+	Payload           json.RawMessage            `json:"payload,omitempty"`
+	Params            json.RawMessage            `json:"params,omitempty"`
+	HeartbeatInterval string                     `json:"heartbeat_interval,omitempty"`
+	RunTimeout        string                     `json:"run_timeout,omitempty"`
+	ClaimBy           *string                    `json:"claim_by,omitempty"`
+	Inputs            map[string]json.RawMessage `json:"inputs,omitempty"`
+	Item              json.RawMessage            `json:"item,omitempty"`
+	Index             *int                       `json:"index,omitempty"`
 }
 
 // MarshalJSON writes the envelope in the contract's shape: durations as Go
@@ -93,6 +104,7 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 		LogicalTime: NullTime(e.LogicalTime),
 		Payload:     e.Payload, Params: e.Params,
 		ClaimBy: NullTime(e.ClaimBy),
+		Inputs:  e.Inputs, Item: e.Item, Index: e.Index,
 	}
 	if e.HeartbeatInterval != 0 {
 		w.HeartbeatInterval = e.HeartbeatInterval.String()
@@ -132,6 +144,7 @@ func (e *Envelope) UnmarshalJSON(b []byte) error {
 		LogicalTime: logical,
 		Payload:     nullToNil(w.Payload), Params: nullToNil(w.Params),
 		HeartbeatInterval: hb, RunTimeout: rt, ClaimBy: claimBy,
+		Inputs: w.Inputs, Item: w.Item, Index: w.Index,
 	}
 	return nil
 }

@@ -82,6 +82,9 @@ type Task struct {
 	CancelRequested bool                     `json:"cancel_requested"`
 	Metrics         Metrics                  `json:"metrics"`
 	Attempts        []Attempt                `json:"attempts"`
+	// Output is the output of the task's successful attempt (a map task:
+	// its children's outputs); absent when none.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // MarshalJSON writes the contract's shape.

@@ -198,9 +198,12 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 			return protocol.ClaimAnswer{}, err
 		}
 	}
-	claimed := func(snap statemodel.Snapshot) protocol.ClaimAnswer {
+	claimed := func(snap statemodel.Snapshot) (protocol.ClaimAnswer, error) {
 		env := claimEnvelope(inst, run, ref.Attempt, token)
-		return protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: snap.Lease.ExpiresAt, Envelope: &env}
+		if err := s.addInputs(ctx, inst, &env); err != nil {
+			return protocol.ClaimAnswer{}, err
+		}
+		return protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: snap.Lease.ExpiresAt, Envelope: &env}, nil
 	}
 	id := scopedEventID(ref, routeClaim, eventID)
 	// Refuse a claim of an older attempt here: the store would record it as
@@ -221,14 +224,14 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 			effs = slices.DeleteFunc(effs, func(e effect) bool { return e.kind == effRunStarted })
 		}
 		s.perform(ctx, effs...)
-		return claimed(res.Snapshot), nil
+		return claimed(res.Snapshot)
 	case byNonce && err == nil && res.Outcome == statemodel.Duplicate:
 		// A claim with this event id won since our read: the nonce was used.
 		return protocol.ClaimAnswer{}, protocol.ErrInvalidAttemptToken
 	case err == nil && res.Outcome == statemodel.Duplicate:
 		// res.Snapshot is the instance as it stands after any race.
 		if cur, _ := res.Snapshot.AttemptN(ref.Attempt); wonBy(cur, id, workerID) {
-			return claimed(res.Snapshot), nil
+			return claimed(res.Snapshot)
 		}
 		return protocol.ClaimAnswer{}, protocol.ErrAlreadyClaimed
 	case err == nil && res.Outcome == statemodel.Stale:
@@ -334,6 +337,7 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 		ID: scopedEventID(ref, routeComplete, c.EventID), Type: typ, Actor: statemodel.ActorWorker, Attempt: c.Attempt,
 		EventTime: c.EventTime, ExitCode: c.ExitCode, ErrorCategory: c.ErrorCategory,
 		Retryable: c.Retryable, OutputRef: c.OutputRef, Reason: c.Reason,
+		Output: protocol.CompactOutput(c.Output),
 	}
 	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
 	if err != nil {

@@ -80,6 +80,7 @@ const (
 	attrErrorCategory  = "error_category"
 	attrOutcome        = "outcome"
 	attrOutputRef      = "output_ref"
+	attrOutput         = "output"
 	attrClaimEventID   = "claim_event_id"
 	attrN              = "n"
 	attrID             = "id"
@@ -226,6 +227,7 @@ func attemptRecordItem(a statemodel.AttemptRecord) item {
 		attrOutcome:       optStr(string(a.Outcome)),
 		attrOutputRef:     optStr(a.OutputRef),
 		attrClaimEventID:  optStr(a.ClaimEventID),
+		attrOutput:        optStr(string(a.Output)),
 	}
 }
 
@@ -246,7 +248,16 @@ func readAttemptRecord(r *reader) statemodel.AttemptRecord {
 		Outcome:         statemodel.AttemptOutcome(r.str(attrOutcome)),
 		OutputRef:       r.str(attrOutputRef),
 		ClaimEventID:    r.str(attrClaimEventID),
+		Output:          optBytes(r.str(attrOutput)),
 	}
+}
+
+// optBytes is nil for the empty string.
+func optBytes(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return []byte(s)
 }
 
 func lateEventItem(l statemodel.LateEvent) item {

@@ -48,6 +48,10 @@ type Task struct {
 
 	out   *taskOutput
 	fence *leaseFence
+	// inputs, item and index come from the claim answer's envelope.
+	inputs map[string]json.RawMessage
+	item   json.RawMessage
+	index  *int
 }
 
 // FencingDeadline is when, by the worker's clock (Config.Clock), the worker
@@ -109,8 +113,9 @@ func (t Task) SetOutputRef(ref string) error {
 }
 
 type taskOutput struct {
-	mu  sync.Mutex
-	ref string
+	mu     sync.Mutex
+	ref    string
+	output json.RawMessage
 }
 
 func (o *taskOutput) get() string {

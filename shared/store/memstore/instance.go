@@ -166,7 +166,7 @@ func (in *instance) setSnapshot(n statemodel.Snapshot) {
 func (in *instance) checkSize(d statemodel.Decision) error {
 	held := len(in.inst.Payload)
 	for _, a := range d.Snapshot.Attempts {
-		held += len(a.OutputRef) + len(a.ErrorCategory)
+		held += len(a.OutputRef) + len(a.ErrorCategory) + len(a.Output)
 	}
 	if err := tooLarge("instance "+in.inst.Key.String(), held, ledger.MaxItemSize); err != nil {
 		return err
@@ -177,7 +177,7 @@ func (in *instance) checkSize(d statemodel.Decision) error {
 		record += len(k) + len(v)
 	}
 	if tr.AttemptRecord != nil {
-		record += len(tr.AttemptRecord.OutputRef) + len(tr.AttemptRecord.ErrorCategory)
+		record += len(tr.AttemptRecord.OutputRef) + len(tr.AttemptRecord.ErrorCategory) + len(tr.AttemptRecord.Output)
 	}
 	return tooLarge(fmt.Sprintf("transition %s#%d", in.inst.Key, tr.Seq), record, ledger.MaxItemSize)
 }
