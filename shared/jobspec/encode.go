@@ -74,6 +74,7 @@ type (
 		Executor    *Executor       `json:"executor,omitempty"`
 		Retry       *retryJSON      `json:"retry,omitempty"`
 		Timeouts    *timeoutsJSON   `json:"timeouts,omitempty"`
+		Map         *Map            `json:"map,omitempty"`
 	}
 	jobDepJSON struct {
 		Job     string `json:"job"`
@@ -113,6 +114,7 @@ func (j Job) wire() jobJSON {
 		out.Tasks = append(out.Tasks, taskJSON{
 			ID: t.ID, DependsOn: deps, TriggerRule: string(t.TriggerRule.Effective()), Publish: t.Publish,
 			Pool: t.Pool, Payload: t.Payload, Executor: t.Executor, Retry: t.Retry.wire(), Timeouts: t.Timeouts.wire(),
+			Map: t.Map,
 		})
 	}
 	for _, d := range j.DependsOnJobs {

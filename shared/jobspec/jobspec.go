@@ -131,6 +131,9 @@ type TaskDef struct {
 	Executor *Executor
 	Retry    Retry
 	Timeouts Timeouts
+	// Map, when set, makes the task a map task: one child per element
+	// of the array its Over renders.
+	Map *Map
 }
 
 // Retry is the retry part of a definition. A nil field is not set: at the

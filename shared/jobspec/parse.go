@@ -331,7 +331,7 @@ func readOverlap(d *decoder, top map[string]json.RawMessage, j *Job, _ parseMode
 	}
 }
 
-var taskFields = []string{"id", "depends_on", "trigger_rule", "publish", "pool", "payload", "executor", "retry", "timeouts"}
+var taskFields = []string{"id", "depends_on", "trigger_rule", "publish", "pool", "payload", "executor", "retry", "timeouts", "map"}
 
 func readExecutor(d *decoder, top map[string]json.RawMessage, j *Job, mode parseMode) {
 	j.Executor = d.executor(get(top, "executor"), "executor", mode)
@@ -416,6 +416,9 @@ func (d *decoder) task(raw json.RawMessage, field string, mode parseMode) TaskDe
 	t.Timeouts = d.timeouts(get(m, "timeouts"), field+".timeouts")
 	if d.err == nil && t.Timeouts.Dependency != nil {
 		d.fail(fieldError(field+".timeouts.dependency", "applies to the whole run: set it in the job's timeouts"))
+	}
+	if v := get(m, "map"); v != nil {
+		t.Map = d.mapSpec(v, field+".map")
 	}
 	return t
 }

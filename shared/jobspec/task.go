@@ -25,6 +25,8 @@ type Task struct {
 	// and evidence window, then each retry and timeouts field the task sets.
 	// Policy.Random is nil: the scheduler supplies its own source.
 	Policy statemodel.Policy
+	// Map is the task's fan-out; nil for a task that is not a map task.
+	Map *Map
 }
 
 // Policy is the job-level policy: statemodel.DefaultPolicy with the job's
@@ -45,6 +47,7 @@ func (j Job) Tasks() []Task {
 		t := Task{
 			ID: d.ID, DependsOn: slices.Clone(d.DependsOn), Rule: d.TriggerRule.Effective(),
 			Publish: d.Publish, Pool: d.Pool, Payload: d.Payload, Policy: d.policy(jobPolicy),
+			Map: d.Map,
 		}
 		if t.Pool == "" {
 			t.Pool = j.Pool

@@ -39,6 +39,12 @@ type Instance struct {
 	// each attempt's token from it. Empty for an instance created before
 	// instances had one. No history record, attempt item or run holds it.
 	Secret Secret
+	// Item is a map child's element of its map's rendered array; nil for
+	// any other task.
+	Item []byte
+	// Map is a map task's fan-out (the scheduler's JSON); nil for any
+	// other task.
+	Map []byte
 }
 
 // SecretBytes is the length of an instance's attempt secret.

@@ -95,7 +95,7 @@ func NewInstance(nr NewRun, t NewTask, now time.Time) (Instance, error) {
 	inst := Instance{
 		Key: key, Job: nr.Job, Pool: t.Pool, Payload: slices.Clone(t.Payload), Executor: slices.Clone(t.Executor), Policy: t.Policy,
 		DependsOn: slices.Clone(t.DependsOn), TriggerRule: t.TriggerRule, Publish: t.Publish,
-		Snapshot: snap, History: hist, Secret: slices.Clone(t.Secret),
+		Snapshot: snap, History: hist, Secret: slices.Clone(t.Secret), Item: slices.Clone(t.Item), Map: slices.Clone(t.Map),
 	}
 	inst.Policy.Random = nil
 	inst.TimerAt, inst.TimerKind = snap.Timer()

@@ -22,6 +22,7 @@ type Store interface {
 	WorkerLeases
 	Backfills
 	Outputs
+	Maps
 }
 
 // Backfills keeps backfills: the slots of a range still to release, the

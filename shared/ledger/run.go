@@ -82,6 +82,10 @@ type NewTask struct {
 	// Secret is the instance's attempt secret (Instance.Secret):
 	// SecretBytes random bytes, or empty for none.
 	Secret Secret
+	// Item is a map child's element (Instance.Item).
+	Item []byte
+	// Map is a map task's fan-out (Instance.Map).
+	Map []byte
 }
 
 // Idempotency is a client's idempotency key and the hash of the body it
@@ -138,6 +142,9 @@ type NewRun struct {
 type RunView struct {
 	Run   Run
 	Tasks []TaskView // by task id
+	// Maps are the map items of the run's map tasks that expanded, by
+	// task: their counts (MapState).
+	Maps map[string]MapState
 }
 
 // TaskView is one task instance with its attempt items.

@@ -147,6 +147,9 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 	if snap.State != want {
 		return nil, dispatched{inst: inst}
 	}
+	if len(inst.Map) > 0 {
+		return nil, s.startMap(ctx, e)
+	}
 	if e.depsMet && verdictFirst(inst) {
 		written, won, err := s.writeVerdict(ctx, inst)
 		if !won {

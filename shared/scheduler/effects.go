@@ -39,6 +39,9 @@ const (
 	// other jobs' runs, after its advance and the dispatches that yielded,
 	// and arms its dependency timeout if a root task still waits.
 	effArmDependencyTimeout
+	// effMapStep moves a map task on (key) after one of its children
+	// ended or it started: release, or its end (mapping.go).
+	effMapStep
 )
 
 // effect is one thing to do after a write, with what the writer held, so
@@ -142,6 +145,8 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 		return s.dependents(ctx, *e.run)
 	case effAdvanceBackfill:
 		return s.advanceBackfill(ctx, e.run.BackfillID, e.run, 0)
+	case effMapStep:
+		return s.mapStep(ctx, e.key)
 	}
 	return nil, nil
 }
@@ -182,6 +187,8 @@ func (k effectKind) String() string {
 		return "advance_backfill"
 	case effArmDependencyTimeout:
 		return "arm_dependency_timeout"
+	case effMapStep:
+		return "map_step"
 	}
 	return "unknown"
 }
@@ -204,6 +211,11 @@ func effectsOf(res ledger.Result) []effect {
 		case statemodel.EffectDispatch:
 			out = append(out, effect{kind: effDispatch, key: key, inst: res.Instance, runID: key.Run})
 		case statemodel.EffectNotifyDownstream:
+			if parent, ok := parentKey(key); ok {
+				// A map child: its map moves on, not its run.
+				out = append(out, effect{kind: effMapStep, key: parent, runID: key.Run})
+				continue
+			}
 			out = append(out, effect{kind: effAdvanceRun, runID: key.Run})
 		}
 	}

@@ -185,6 +185,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 			Scheduled: len(t.DependsOn) == 0 && len(j.DependsOnJobs) == 0,
 			Secret:    secret,
 		})
+		withMap(&nr.Tasks[len(nr.Tasks)-1], t)
 	}
 	if err := checkEnvelopes(nr, now); err != nil {
 		return ledger.RunView{}, false, nil, fmt.Errorf("start run of %s: %w", j.Name, err)

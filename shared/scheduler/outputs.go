@@ -14,6 +14,9 @@ import (
 // none for a task without upstream tasks). The queue message never
 // carries them: it stays small, and an output is read when it is needed.
 func (s *Service) addInputs(ctx context.Context, inst ledger.Instance, env *protocol.Envelope) error {
+	if _, i, ok := ledger.ParseChild(inst.Key.Task); ok {
+		env.Item, env.Index = inst.Item, &i
+	}
 	if len(inst.DependsOn) == 0 {
 		return nil
 	}

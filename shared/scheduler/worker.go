@@ -362,6 +362,9 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 // it) and checks the token. A completion usually ends its task, and then
 // its run is advanced from this read, not from another.
 func (s *Service) authorizeInRun(ctx context.Context, ref protocol.AttemptRef, token string) (ledger.RunView, ledger.Instance, error) {
+	if _, ok := parentKey(instanceKey(ref)); ok {
+		return s.authorizeChild(ctx, ref, token)
+	}
 	view, err := s.store.ReadRun(ctx, ref.Run)
 	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
 		return ledger.RunView{}, ledger.Instance{}, protocol.ErrInvalidAttemptToken

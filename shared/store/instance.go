@@ -45,6 +45,8 @@ func instanceStatic(inst ledger.Instance) item {
 		attrTriggerRule:  optStr(string(inst.TriggerRule)),
 		attrPublish:      optBool(inst.Publish),
 		attrSecret:       bin(inst.Secret),
+		attrMapItem:      bin(inst.Item),
+		attrMapSpec:      bin(inst.Map),
 	}
 }
 
@@ -79,6 +81,8 @@ func decodeInstance(m map[string]types.AttributeValue) (ledger.Instance, error) 
 		TimerAt:     r.time(tableschema.TimerAt),
 		TimerKind:   statemodel.TimerKind(r.str(attrTimerKind)),
 		Secret:      r.bytes(attrSecret),
+		Item:        r.bytes(attrMapItem),
+		Map:         r.bytes(attrMapSpec),
 	}
 	inst.History = readHistoryList(r, attrHistory)
 	return inst, r.err
@@ -249,6 +253,20 @@ func (s *Store) writeTransitions(ctx context.Context, inst ledger.Instance, ds [
 		// A heartbeat may have refreshed the lease without bumping the
 		// version: the expiry must still be past.
 		cond += " AND " + ie.n(attrLeaseExpires) + " <= " + ie.v("now", str(ledger.FormatTime(tr.ObservedAt)))
+	}
+	if change := ledger.MapCountChange(key, from.State, d.Snapshot.State); change != nil {
+		// A map child entering or leaving an end: its map's counts move
+		// in the same atomic write.
+		update := &types.Update{
+			TableName: aws.String(s.table), Key: keyOf(pk, sk),
+			UpdateExpression: aws.String(ie.update(set)), ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: ie.nameMap(), ExpressionAttributeValues: ie.valueMap(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}
+		if err := s.writeChildEnd(ctx, key, update, change); err != nil {
+			return inst, err
+		}
+		return next, nil
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(pk, sk),

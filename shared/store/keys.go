@@ -32,11 +32,16 @@ const (
 
 func parseTime(s string) (time.Time, error) { return time.Parse(ledger.TimeLayout, s) }
 
-func jobPK(job string) string       { return prefixJob + job }
-func runPK(run string) string       { return prefixRun + run }
-func instanceSK(task string) string { return prefixTask + task }
+func jobPK(job string) string { return prefixJob + job }
+func runPK(run string) string { return prefixRun + run }
+func instanceSK(task string) string {
+	if parent, i, ok := ledger.ParseChild(task); ok {
+		return childSK(parent, i)
+	}
+	return prefixTask + task
+}
 func attemptSK(task string, n int) string {
-	return fmt.Sprintf("%s%s%s%03d", prefixTask, task, attemptInfix, n)
+	return fmt.Sprintf("%s%s%03d", instanceSK(task), attemptInfix, n)
 }
 func transitionSK(task string, seq int64) string {
 	return fmt.Sprintf("%s%s%s%010d", prefixTransition, task, ledger.KeySep, seq)

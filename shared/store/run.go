@@ -376,6 +376,15 @@ func (s *Store) ReadRun(ctx context.Context, id string) (ledger.RunView, error) 
 					return ledger.RunView{}, op(r.err)
 				}
 				attempts[task] = append(attempts[task], a)
+			case kindMap:
+				m, err := decodeMap(it)
+				if err != nil {
+					return ledger.RunView{}, op(err)
+				}
+				if view.Maps == nil {
+					view.Maps = map[string]ledger.MapState{}
+				}
+				view.Maps[m.Task] = m
 			default:
 				return ledger.RunView{}, op(fmt.Errorf("%w: unexpected item kind %q in a run", ledger.ErrCorruptItem, kind))
 			}

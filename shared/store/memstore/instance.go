@@ -83,6 +83,12 @@ func (s *Store) WriteInstance(ctx context.Context, from ledger.Instance, ds []st
 		in.setSnapshot(ds[0].Snapshot)
 		return cloneInstance(in.inst), nil
 	}
+	if change := ledger.MapCountChange(from.Key, from.Snapshot.State, ds[len(ds)-1].Snapshot.State); change != nil {
+		// A map child's end moves its map's counts in the same write.
+		if err := s.addChildEnd(from.Key, change); err != nil {
+			return from, err
+		}
+	}
 	for _, d := range ds {
 		tr := *d.Transition
 		in.setSnapshot(d.Snapshot)

@@ -53,6 +53,7 @@ type Store struct {
 	idem      map[claimKey]idemClaim
 	leases    map[string]ledger.WorkerLease
 	backfills map[string]ledger.Backfill
+	maps      map[ledger.InstanceKey]*memMap // run, map task -> its item
 }
 
 // instance is an instance with everything kept beside it: its history, the
@@ -200,6 +201,8 @@ func cloneInstance(i ledger.Instance) ledger.Instance {
 	i.Executor = slices.Clone(i.Executor)
 	i.DependsOn = slices.Clone(i.DependsOn)
 	i.Secret = slices.Clone(i.Secret)
+	i.Item = slices.Clone(i.Item)
+	i.Map = slices.Clone(i.Map)
 	i.Policy.Random = nil
 	i.Snapshot = i.Snapshot.Clone()
 	return i

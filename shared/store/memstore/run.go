@@ -189,6 +189,12 @@ func (s *Store) ReadRun(ctx context.Context, id string) (ledger.RunView, error) 
 			tv.Attempts = append(tv.Attempts, cloneAttempt(*in.attempts[n]))
 		}
 		view.Tasks = append(view.Tasks, tv)
+		if m, ok := s.mapOf(id, task); ok {
+			if view.Maps == nil {
+				view.Maps = map[string]ledger.MapState{}
+			}
+			view.Maps[task] = m.state
+		}
 	}
 	return view, nil
 }

@@ -1,0 +1,409 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// A map task (docs/api.md, "Fan-out over a list") runs as its children.
+// When its dependencies are met its attempt starts at once, with no
+// worker (one write: deps.met, dispatch.accepted and attempt.started),
+// over is rendered, and the map item is created with the rendered
+// elements (CreateMap). Children are then released in batches: one
+// conditional write of the map item (ReleaseChildren) moves its release
+// mark, then the released children's instances are written (SCHEDULED)
+// and dispatched as any task. A child's final write moves the map's counts
+// in the same atomic write (the store's WriteInstance), and its effect
+// (effMapStep) reads the map item once: it releases the next children, or,
+// when all ended, ends the map task, which the run then derives from as
+// from any task. No child step reads the run's tasks or its siblings.
+
+// CategoryInvalidMap: over did not render a JSON array within the limits.
+const CategoryInvalidMap = "invalid_map"
+
+// CategoryChildrenFailed: more children than tolerated ended other than
+// SUCCEEDED.
+const CategoryChildrenFailed = "children_failed"
+
+// mapParentLease is the lease of a map task's attempt: it has no worker
+// to heartbeat, and runs as long as its children do.
+const mapParentLease = 365 * 24 * time.Hour
+
+// releaseBatch bounds the children one step releases (and writes in one
+// transaction).
+const releaseBatch = 100
+
+// mapRecord is a map task's Instance.Map: its fan-out, and the timeouts
+// its children take from the task (the map task's own attempt has no
+// worker, so its lease and cancel wait are mapParentLease).
+type mapRecord struct {
+	jobspec.Map
+	Heartbeat time.Duration `json:"heartbeat"`
+	Cancel    time.Duration `json:"cancel"`
+}
+
+// withMap makes nt a map task's NewTask when t is one.
+func withMap(nt *ledger.NewTask, t jobspec.Task) {
+	if t.Map == nil {
+		return
+	}
+	rec := mapRecord{Map: *t.Map, Heartbeat: nt.Policy.Timeouts.Heartbeat, Cancel: nt.Policy.Timeouts.Cancel}
+	nt.Map, _ = json.Marshal(rec)
+	nt.Policy.Timeouts.Heartbeat = mapParentLease
+	nt.Policy.Timeouts.Cancel = mapParentLease
+}
+
+func mapRecordOf(inst ledger.Instance) (mapRecord, error) {
+	var rec mapRecord
+	if err := json.Unmarshal(inst.Map, &rec); err != nil {
+		return rec, fmt.Errorf("map task %s: %w", inst.Key, err)
+	}
+	return rec, nil
+}
+
+// parentKey is the map task of a child.
+func parentKey(child ledger.InstanceKey) (ledger.InstanceKey, bool) {
+	p, _, ok := ledger.ParseChild(child.Task)
+	return ledger.InstanceKey{Run: child.Run, Task: p}, ok
+}
+
+// mapCache keeps what a map's steps need and never changes: its parent
+// instance's static fields, its run, and its element chunks. Bounded.
+type mapCache struct {
+	mu     sync.Mutex
+	parent map[ledger.InstanceKey]mapParent
+	chunks map[string][][]byte
+}
+
+type mapParent struct {
+	inst ledger.Instance
+	run  ledger.Run
+	rec  mapRecord
+}
+
+const mapCacheSize = 256
+
+var maps = &mapCache{parent: map[ledger.InstanceKey]mapParent{}, chunks: map[string][][]byte{}}
+
+func (s *Service) mapParentOf(ctx context.Context, key ledger.InstanceKey) (mapParent, error) {
+	maps.mu.Lock()
+	p, ok := maps.parent[key]
+	maps.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	inst, run, err := s.store.GetInstanceAndRun(ctx, key)
+	if err != nil {
+		return p, err
+	}
+	rec, err := mapRecordOf(inst)
+	if err != nil {
+		return p, err
+	}
+	inst.History, inst.Snapshot = nil, statemodel.Snapshot{}
+	p = mapParent{inst: inst, run: run, rec: rec}
+	maps.mu.Lock()
+	if len(maps.parent) >= mapCacheSize {
+		clear(maps.parent)
+	}
+	maps.parent[key] = p
+	maps.mu.Unlock()
+	return p, nil
+}
+
+func (s *Service) mapItems(ctx context.Context, key ledger.InstanceKey, c int) ([][]byte, error) {
+	id := fmt.Sprintf("%s/%s#%d", key.Run, key.Task, c)
+	maps.mu.Lock()
+	items, ok := maps.chunks[id]
+	maps.mu.Unlock()
+	if ok {
+		return items, nil
+	}
+	items, err := s.store.MapItems(ctx, key.Run, key.Task, c)
+	if err != nil {
+		return nil, err
+	}
+	maps.mu.Lock()
+	if len(maps.chunks) >= mapCacheSize {
+		clear(maps.chunks)
+	}
+	maps.chunks[id] = items
+	maps.mu.Unlock()
+	return items, nil
+}
+
+// startMap starts a map task whose dependencies are met (e is its
+// dispatch effect): its attempt starts with no worker, its over is
+// rendered and its map item created; then its first children go.
+func (s *Service) startMap(ctx context.Context, e effect) dispatched {
+	inst := e.inst
+	snap := inst.Snapshot
+	n := snap.Attempt + 1
+	_, hash, err := attemptToken(inst, n)
+	if err != nil {
+		return dispatched{inst: inst, err: err}
+	}
+	var evs []statemodel.Event
+	if snap.State == statemodel.StateCreated {
+		evs = append(evs, statemodel.Event{ID: ledger.DepsEventID(snap.Seq), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler})
+	}
+	evs = append(evs,
+		statemodel.Event{ID: fmt.Sprintf("dispatch:%d", n), Type: statemodel.EvDispatched, Actor: statemodel.ActorExecutor,
+			Attempt: n, TokenHash: hash, ExecutorID: "map", Executor: "map"},
+		statemodel.Event{ID: fmt.Sprintf("map-start:%d", n), Type: statemodel.EvStarted, Actor: statemodel.ActorWorker,
+			Attempt: n, WorkerID: "map"})
+	res, err := s.store.TransitionAll(ctx, inst, evs, s.now(), s.policy())
+	if err != nil || res.Outcome != statemodel.Applied || res.Stopped {
+		// Another evaluator started it (or it moved on): nothing to do.
+		return dispatched{inst: res.Instance, err: err}
+	}
+	s.applied(ctx, res)
+	more := effectsOf(res)
+	started := res.Instance
+	run := ledger.Run{}
+	if e.run != nil {
+		run = *e.run
+	} else if run, err = s.store.GetRun(ctx, inst.Key.Run); err != nil {
+		return dispatched{inst: started, more: more, err: err}
+	}
+	rec, err := mapRecordOf(inst)
+	if err != nil {
+		return dispatched{inst: started, more: more, err: err}
+	}
+	items, rerr := s.renderOver(ctx, inst, run, rec.Map)
+	if rerr != nil {
+		ended, emore, err := s.endMap(ctx, started, nil, CategoryInvalidMap, rerr.Error())
+		return dispatched{inst: ended, more: append(more, emore...), err: err}
+	}
+	m := ledger.MapState{Run: inst.Key.Run, Task: inst.Key.Task, Total: len(items), MaxParallel: rec.MaxParallel, Tolerated: rec.ToleratedFailures}
+	raw := make([][]byte, len(items))
+	for i, it := range items {
+		raw[i] = it
+	}
+	if err := s.store.CreateMap(ctx, m, raw); err != nil && !errors.Is(err, ledger.ErrConflict) {
+		return dispatched{inst: started, more: more, err: err}
+	}
+	more = append(more, effect{kind: effMapStep, key: inst.Key, runID: inst.Key.Run})
+	return dispatched{inst: started, more: more}
+}
+
+// renderOver renders a map's over with the run's names and the task's
+// inputs.
+func (s *Service) renderOver(ctx context.Context, inst ledger.Instance, run ledger.Run, m jobspec.Map) ([]json.RawMessage, error) {
+	v := jobspec.OverVars{Job: run.Job, Run: run.ID, Trigger: string(run.Trigger), Params: map[string]any{}, Inputs: map[string]any{}}
+	if !run.LogicalTime.IsZero() {
+		v.LogicalTime = protocol.FormatTime(run.LogicalTime)
+		v.LogicalDate = run.LogicalTime.UTC().Format(time.DateOnly)
+	}
+	if len(run.Params) > 0 {
+		if err := decodeNumbers(run.Params, &v.Params); err != nil {
+			return nil, fmt.Errorf("%w: params: %v", jobspec.ErrInvalidMap, err)
+		}
+	}
+	if len(inst.DependsOn) > 0 {
+		outs, err := s.store.GetOutputs(ctx, inst.Key.Run, inst.DependsOn)
+		if err != nil {
+			return nil, err
+		}
+		for t, o := range outs {
+			var x any
+			if err := decodeNumbers(o, &x); err == nil {
+				v.Inputs[t] = x
+			}
+		}
+	}
+	return m.RenderOver(v)
+}
+
+func decodeNumbers(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
+// mapStep moves a map on after a child's end (or its start): one read of
+// the map item, then the release of the next children, or the map task's
+// end once every child ended.
+func (s *Service) mapStep(ctx context.Context, key ledger.InstanceKey) ([]effect, error) {
+	for round := 0; round < maxAdvanceRounds; round++ {
+		m, err := s.store.GetMap(ctx, key.Run, key.Task)
+		if err != nil {
+			return nil, err
+		}
+		if m.Ended() {
+			return s.finishMap(ctx, key, m)
+		}
+		k := min(m.Free(), releaseBatch)
+		if k == 0 {
+			return nil, nil
+		}
+		if _, err := s.store.ReleaseChildren(ctx, m, k); errors.Is(err, ledger.ErrVersionConflict) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		return s.createChildren(ctx, key, m.Next, k)
+	}
+	return nil, fmt.Errorf("map %s: %w after %d rounds", key, ledger.ErrUnsettled, maxAdvanceRounds)
+}
+
+// createChildren writes released children from..from+k-1 and returns
+// their dispatches.
+func (s *Service) createChildren(ctx context.Context, key ledger.InstanceKey, from, k int) ([]effect, error) {
+	p, err := s.mapParentOf(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	policy := p.inst.Policy
+	policy.Timeouts.Heartbeat, policy.Timeouts.Cancel = p.rec.Heartbeat, p.rec.Cancel
+	nr := ledger.NewRun{ID: key.Run, Job: p.inst.Job}
+	now := s.now()
+	children := make([]ledger.Instance, 0, k)
+	for i := from; i < from+k; i++ {
+		items, err := s.mapItems(ctx, key, i/ledger.MapItemsPerChunk)
+		if err != nil {
+			return nil, err
+		}
+		secret, err := newSecret()
+		if err != nil {
+			return nil, err
+		}
+		child, err := ledger.NewInstance(nr, ledger.NewTask{
+			ID: ledger.ChildTask(key.Task, i), Pool: p.inst.Pool, Payload: p.inst.Payload, Executor: p.inst.Executor,
+			Policy: policy, Scheduled: true, Secret: secret, Item: items[i%ledger.MapItemsPerChunk],
+		}, now)
+		if err != nil {
+			return nil, err
+		}
+		children = append(children, child)
+	}
+	if err := s.store.CreateChildren(ctx, children); err != nil {
+		return nil, err
+	}
+	run := p.run
+	effs := make([]effect, len(children))
+	for i, c := range children {
+		effs[i] = effect{kind: effDispatch, key: c.Key, inst: c, run: &run, runID: key.Run}
+	}
+	return effs, nil
+}
+
+// finishMap ends a map task whose children all ended: its output (the
+// children's outputs, in index order) is kept, then its attempt ends,
+// conditioned on its state: it ends once.
+func (s *Service) finishMap(ctx context.Context, key ledger.InstanceKey, m ledger.MapState) ([]effect, error) {
+	inst, err := s.store.GetInstance(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if st := inst.Snapshot.State; st != statemodel.StateRunning && st != statemodel.StateCancelling {
+		return nil, nil
+	}
+	if !m.Succeeds() || inst.Snapshot.State == statemodel.StateCancelling {
+		_, more, err := s.endMap(ctx, inst, nil, CategoryChildrenFailed,
+			fmt.Sprintf("%d of %d children ended other than SUCCEEDED (%d tolerated)", m.Total-m.Succeeded, m.Total, m.Tolerated))
+		return more, err
+	}
+	out, truncated, err := s.childrenOutput(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.SetMapOutput(ctx, key.Run, key.Task, out, truncated); err != nil {
+		return nil, err
+	}
+	_, more, err := s.endMap(ctx, inst, out, "", "")
+	return more, err
+}
+
+// childrenOutput builds the array of the children's outputs (null for one
+// without); nil and truncated beyond ledger.MaxMapOutputBytes.
+func (s *Service) childrenOutput(ctx context.Context, key ledger.InstanceKey) ([]byte, bool, error) {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	token := ""
+	first := true
+	for {
+		page, next, err := s.store.ListChildren(ctx, key.Run, key.Task, 1000, token)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, c := range page {
+			if !first {
+				b.WriteByte(',')
+			}
+			first = false
+			if o := ledger.SucceededOutput(c.Snapshot); o != nil {
+				b.Write(o)
+			} else {
+				b.WriteString("null")
+			}
+			if b.Len() > ledger.MaxMapOutputBytes {
+				return nil, true, nil
+			}
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	b.WriteByte(']')
+	if b.Len() > ledger.MaxMapOutputBytes {
+		return nil, true, nil
+	}
+	return b.Bytes(), false, nil
+}
+
+// endMap ends a map task's attempt: succeeded with out when category is
+// empty, else failed (not retried) with category and reason; a map task
+// whose cancel was requested acknowledges it.
+func (s *Service) endMap(ctx context.Context, inst ledger.Instance, out []byte, category, reason string) (ledger.Instance, []effect, error) {
+	n := inst.Snapshot.Attempt
+	ev := statemodel.Event{ID: fmt.Sprintf("map-end:%d", n), Actor: statemodel.ActorWorker, Attempt: n, Reason: reason}
+	switch {
+	case inst.Snapshot.State == statemodel.StateCancelling:
+		ev.Type, ev.ErrorCategory = statemodel.EvCancelled, statemodel.CategoryCancelled
+	case category == "":
+		ev.Type, ev.Output = statemodel.EvSucceeded, out
+		if len(out) > protocol.MaxOutputBytes {
+			ev.Output = nil // kept in the map's output item, not twice in the instance
+		}
+	default:
+		ev.Type, ev.ErrorCategory, ev.Retryable = statemodel.EvFailed, category, new(bool)
+	}
+	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
+	if err != nil {
+		return inst, nil, err
+	}
+	if res.Outcome != statemodel.Applied {
+		return res.Instance, nil, nil
+	}
+	s.applied(ctx, res)
+	return res.Instance, effectsOf(res), nil
+}
+
+// authorizeChild is authorizeInRun for a map child: its instance alone
+// (one GetItem), never its run's tasks or its siblings.
+func (s *Service) authorizeChild(ctx context.Context, ref protocol.AttemptRef, token string) (ledger.RunView, ledger.Instance, error) {
+	inst, err := s.store.GetInstance(ctx, instanceKey(ref))
+	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
+		return ledger.RunView{}, ledger.Instance{}, protocol.ErrInvalidAttemptToken
+	}
+	if err != nil {
+		return ledger.RunView{}, ledger.Instance{}, err
+	}
+	err = s.checkToken(ctx, ref, token, inst)
+	if errors.Is(err, ErrNotDispatchedYet) {
+		err = protocol.ErrInvalidAttemptToken
+	}
+	return ledger.RunView{}, inst, err
+}

@@ -1,0 +1,217 @@
+package scheduler_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// drainEnvelopes takes every envelope the pool holds now.
+func (f *fixture) drainEnvelopes(t *testing.T) []protocol.Envelope {
+	t.Helper()
+	var out []protocol.Envelope
+	for {
+		msgs, err := f.q.Receive(context.Background(), f.pool, queue.ReceiveOptions{MaxMessages: 10, Wait: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			return out
+		}
+		for _, m := range msgs {
+			env, err := protocol.ParseEnvelope(m.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, env)
+		}
+	}
+}
+
+// mapDriver works a run's envelopes as a worker pool would, completing
+// them in random order, and checks that at most max children are claimed
+// and not completed at any time.
+type mapDriver struct {
+	f        *fixture
+	rng      *rand.Rand
+	inFlight int
+	most     int
+	inputs   map[string]map[string]json.RawMessage // task -> its claim's inputs
+	complete func(env protocol.Envelope, claim protocol.ClaimAnswer) protocol.Completion
+}
+
+func (d *mapDriver) run(t *testing.T, runID string) {
+	t.Helper()
+	ctx := context.Background()
+	var held []protocol.Envelope
+	var answers []protocol.ClaimAnswer
+	for round := 0; round < 10000; round++ {
+		for _, env := range d.f.drainEnvelopes(t) {
+			ans, err := d.f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", fmt.Sprintf("claim-%d", round))
+			if err != nil {
+				t.Fatalf("claim %s: %v", env.Ref(), err)
+			}
+			if _, _, child := ledger.ParseChild(env.Task); child {
+				d.inFlight++
+				d.most = max(d.most, d.inFlight)
+			}
+			d.inputs[env.Task] = ans.Envelope.Inputs
+			held = append(held, env)
+			answers = append(answers, ans)
+		}
+		if len(held) == 0 {
+			v, err := d.f.st.ReadRun(ctx, runID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Run.ExecutionState.Terminal() {
+				return
+			}
+			t.Fatalf("run %s is %s with nothing to work on", runID, v.Run.ExecutionState)
+		}
+		i := d.rng.IntN(len(held))
+		env, ans := held[i], answers[i]
+		held, answers = append(held[:i], held[i+1:]...), append(answers[:i], answers[i+1:]...)
+		c := d.complete(env, ans)
+		c.Run, c.Task, c.Attempt, c.EventID = env.Run, env.Task, env.Attempt, fmt.Sprintf("done-%d", round)
+		if _, _, child := ledger.ParseChild(env.Task); child {
+			d.inFlight--
+		}
+		if _, err := d.f.svc.Complete(ctx, c, env.Token); err != nil {
+			t.Fatalf("complete %s: %v", env.Ref(), err)
+		}
+		if d.rng.IntN(4) == 0 {
+			// A duplicate delivery of the same completion changes nothing.
+			if res, err := d.f.svc.Complete(ctx, c, env.Token); err != nil || res.Result != string(statemodel.Duplicate) {
+				t.Fatalf("duplicate completion of %s: %+v, %v", env.Ref(), res, err)
+			}
+		}
+	}
+	t.Fatal("the run did not end")
+}
+
+// TestMapFansOutOverAnUpstreamOutput: a map over an upstream task's
+// output runs one child per element, with its item and index, never more
+// than max_parallel at once, in any completion order; it succeeds with
+// one failure tolerated, its counts and output are as the children
+// ended, and its downstream task gets the output as its input.
+func TestMapFansOutOverAnUpstreamOutput(t *testing.T) {
+	for seed := range uint64(5) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			f := newFixture(t)
+			f.createJob(t, `{"name":"fan","retry":{"max_attempts":1},"tasks":[
+				{"id":"list"},
+				{"id":"each","depends_on":["list"],"map":{"over":"{{json .Inputs.list.files}}","max_parallel":3,"tolerated_failures":1}},
+				{"id":"sum","depends_on":["each"]}]}`)
+			v := f.trigger(t, "fan", time.Time{})
+			const n = 25
+			files := make([]int, n)
+			for i := range files {
+				files[i] = i
+			}
+			d := &mapDriver{f: f, rng: rand.New(rand.NewPCG(seed, 7)), inputs: map[string]map[string]json.RawMessage{}}
+			d.complete = func(env protocol.Envelope, ans protocol.ClaimAnswer) protocol.Completion {
+				switch env.Task {
+				case "list":
+					out, _ := json.Marshal(map[string]any{"files": files})
+					return protocol.Completion{Outcome: protocol.OutcomeSucceeded, Output: out}
+				case "sum":
+					return protocol.Completion{Outcome: protocol.OutcomeSucceeded}
+				}
+				var item int
+				if err := json.Unmarshal(ans.Envelope.Item, &item); err != nil || ans.Envelope.Index == nil ||
+					*ans.Envelope.Index != item || env.Task != ledger.ChildTask("each", item) {
+					t.Fatalf("child %s: item %s, index %v", env.Task, ans.Envelope.Item, ans.Envelope.Index)
+				}
+				if item == 7 {
+					return protocol.Completion{Outcome: protocol.OutcomeFailed, ErrorCategory: "boom", Retryable: new(bool)}
+				}
+				return protocol.Completion{Outcome: protocol.OutcomeSucceeded, Output: json.RawMessage(fmt.Sprint(item * 2))}
+			}
+			d.run(t, v.Run.ID)
+			if d.most > 3 || d.most < 2 {
+				t.Errorf("at most %d children were in flight at once, want 2..3 (max_parallel 3)", d.most)
+			}
+			view := f.readRun(t, v.Run.ID)
+			if view.Run.ExecutionState != statemodel.RunSucceeded {
+				t.Errorf("run %s", view.Run.ExecutionState)
+			}
+			for _, tv := range view.Tasks {
+				if tv.Instance.Snapshot.State != statemodel.StateSucceeded {
+					t.Errorf("%s is %s", tv.Instance.Key.Task, tv.Instance.Snapshot.State)
+				}
+			}
+			want := ledger.MapState{Run: v.Run.ID, Task: "each", Total: n, Next: n, Succeeded: n - 1, Failed: 1, MaxParallel: 3, Tolerated: 1}
+			if got := view.Maps["each"]; got != want {
+				t.Errorf("map counts %+v, want %+v", got, want)
+			}
+			out, truncated, err := f.st.GetMapOutput(context.Background(), v.Run.ID, "each")
+			var wantOut []any
+			for i := range n {
+				if i == 7 {
+					wantOut = append(wantOut, nil)
+				} else {
+					wantOut = append(wantOut, i*2)
+				}
+			}
+			wantJSON, _ := json.Marshal(wantOut)
+			if err != nil || truncated || string(out) != string(wantJSON) {
+				t.Errorf("map output %s (truncated %v, %v), want %s", out, truncated, err, wantJSON)
+			}
+			if got := string(d.inputs["sum"]["each"]); got != string(wantJSON) {
+				t.Errorf("sum's input from each: %s", got)
+			}
+			if len(view.Tasks) != 3 {
+				t.Errorf("the run reads %d tasks, want its 3 static ones", len(view.Tasks))
+			}
+		})
+	}
+}
+
+// TestMapOverEdgeCases: over that is not a JSON array fails the map task
+// with invalid_map (and its run); an empty array succeeds at once; more
+// failures than tolerated fail it.
+func TestMapOverEdgeCases(t *testing.T) {
+	for name, c := range map[string]struct {
+		over     string
+		fail     bool
+		state    statemodel.InstanceState
+		category string
+	}{
+		"not an array":        {`{"a":1}`, false, statemodel.StateFailed, "invalid_map"},
+		"not json":            {`[1,`, false, statemodel.StateFailed, "invalid_map"},
+		"missing input":       {`{{json .Inputs.nothing.x}}`, false, statemodel.StateFailed, "invalid_map"},
+		"empty":               {`[]`, false, statemodel.StateSucceeded, ""},
+		"too many failures":   {`[1,2]`, true, statemodel.StateFailed, "children_failed"},
+		"all children follow": {`[1,2,3]`, false, statemodel.StateSucceeded, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			spec, _ := json.Marshal(map[string]any{"name": "m", "retry": map[string]any{"max_attempts": 1},
+				"tasks": []any{map[string]any{"id": "each", "map": map[string]any{"over": c.over, "max_parallel": 2}}}})
+			f.createJob(t, string(spec))
+			v := f.trigger(t, "m", time.Time{})
+			d := &mapDriver{f: f, rng: rand.New(rand.NewPCG(1, 2)), inputs: map[string]map[string]json.RawMessage{}}
+			d.complete = func(env protocol.Envelope, ans protocol.ClaimAnswer) protocol.Completion {
+				if c.fail {
+					return protocol.Completion{Outcome: protocol.OutcomeFailed, ErrorCategory: "boom", Retryable: new(bool)}
+				}
+				return protocol.Completion{Outcome: protocol.OutcomeSucceeded}
+			}
+			d.run(t, v.Run.ID)
+			inst := f.readRun(t, v.Run.ID).Tasks[0].Instance
+			cur, _ := inst.Snapshot.Current()
+			if inst.Snapshot.State != c.state || cur.ErrorCategory != c.category {
+				t.Errorf("map task %s (%q), want %s (%q)", inst.Snapshot.State, cur.ErrorCategory, c.state, c.category)
+			}
+		})
+	}
+}

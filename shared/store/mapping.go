@@ -1,0 +1,325 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/tableschema"
+)
+
+// Map items (docs/store.md), in the run's partition:
+//
+//	RUN#MAP#<task>        the map's counts (ledger.MapState), read with the
+//	                      run (ReadRun's range, RUN .. TASK#\uffff)
+//	MAP#<task>#I#nnn      chunk nnn of its rendered elements
+//	MAP#<task>#O          the map's output, once it ended
+//	MAP#<task>#C#nnnnn    child nnnnn's instance (its attempts: ...#ATT#nnn)
+//
+// MAP# sorts before RUN, so ReadRun reads none of the children.
+const (
+	prefixMap    = "MAP#"
+	kindMap      = "map"
+	kindMapItems = "map_items"
+	attrMapItem  = "map_item"
+	attrMapSpec  = "map_spec"
+	attrItems    = "items"
+	attrTotal    = "total"
+	attrNext     = "next"
+	attrRunning  = "running"
+	attrMaxPar   = "max_parallel"
+	attrTolerate = "tolerated"
+)
+
+func mapSK(task string) string             { return "RUN#" + prefixMap + task }
+func mapOutputSK(task string) string       { return prefixMap + task + "#O" }
+func mapChunkSK(task string, c int) string { return fmt.Sprintf("%s%s#I#%03d", prefixMap, task, c) }
+func childSK(task string, i int) string    { return fmt.Sprintf("%s%s#C#%05d", prefixMap, task, i) }
+func childPrefix(task string) string       { return prefixMap + task + "#C#" }
+
+func mapItem(m ledger.MapState) item {
+	return item{
+		tableschema.PK: str(runPK(m.Run)), tableschema.SK: str(mapSK(m.Task)),
+		attrKind: str(kindMap), attrRun: str(m.Run), attrTask: str(m.Task),
+		attrTotal: num(int64(m.Total)), attrNext: num(int64(m.Next)), attrRunning: num(int64(m.Running)),
+		attrSucceeded: num(int64(m.Succeeded)), attrFailed: num(int64(m.Failed)), attrCancelledN: num(int64(m.Cancelled)),
+		attrMaxPar: num(int64(m.MaxParallel)), attrTolerate: num(int64(m.Tolerated)),
+	}
+}
+
+func decodeMap(it map[string]types.AttributeValue) (ledger.MapState, error) {
+	r := &reader{it: it}
+	m := ledger.MapState{
+		Run: r.str(attrRun), Task: r.str(attrTask),
+		Total: int(r.int(attrTotal)), Next: int(r.int(attrNext)), Running: int(r.int(attrRunning)),
+		Succeeded: int(r.int(attrSucceeded)), Failed: int(r.int(attrFailed)), Cancelled: int(r.int(attrCancelledN)),
+		MaxParallel: int(r.int(attrMaxPar)), Tolerated: int(r.int(attrTolerate)),
+	}
+	return m, r.err
+}
+
+// CreateMap writes the map item and its element chunks in one
+// TransactWriteItems, the map item conditioned on not existing.
+func (s *Store) CreateMap(ctx context.Context, m ledger.MapState, items [][]byte) error {
+	op := func(err error) error { return fmt.Errorf("create map %s/%s: %w", m.Run, m.Task, err) }
+	if err := ledger.CheckMapKey(m.Run, m.Task); err != nil {
+		return op(err)
+	}
+	e := newExpr()
+	actions := []types.TransactWriteItem{{Put: &types.Put{
+		TableName: aws.String(s.table), Item: mapItem(m).present(),
+		ConditionExpression:      aws.String("attribute_not_exists(" + e.n(tableschema.PK) + ")"),
+		ExpressionAttributeNames: e.nameMap(),
+	}}}
+	for c := 0; c*ledger.MapItemsPerChunk < len(items); c++ {
+		chunk := items[c*ledger.MapItemsPerChunk : min(len(items), (c+1)*ledger.MapItemsPerChunk)]
+		l := make([]types.AttributeValue, len(chunk))
+		for i, b := range chunk {
+			l[i] = &types.AttributeValueMemberB{Value: b}
+		}
+		it := item{
+			tableschema.PK: str(runPK(m.Run)), tableschema.SK: str(mapChunkSK(m.Task, c)),
+			attrKind: str(kindMapItems), attrItems: &types.AttributeValueMemberL{Value: l},
+		}
+		actions = append(actions, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it.present()}})
+	}
+	err := s.transact(ctx, "create_map", actions, nil, nil)
+	if reasons := cancellation(err); conditionFailed(reasons, 0) {
+		return op(ledger.ErrConflict)
+	} else if err != nil {
+		return op(cancelError(err, reasons))
+	}
+	return nil
+}
+
+// GetMap reads a map item with a strongly consistent GetItem.
+func (s *Store) GetMap(ctx context.Context, run, task string) (ledger.MapState, error) {
+	if err := ledger.CheckMapKey(run, task); err != nil {
+		return ledger.MapState{}, err
+	}
+	m, err := getItem(ctx, s, runPK(run), mapSK(task), decodeMap)
+	if err != nil {
+		return ledger.MapState{}, fmt.Errorf("get map %s/%s: %w", run, task, err)
+	}
+	return m, nil
+}
+
+// MapItems reads one chunk of a map's elements (GetItem).
+func (s *Store) MapItems(ctx context.Context, run, task string, c int) ([][]byte, error) {
+	if err := ledger.CheckMapKey(run, task); err != nil {
+		return nil, err
+	}
+	items, err := getItem(ctx, s, runPK(run), mapChunkSK(task, c), func(it map[string]types.AttributeValue) ([][]byte, error) {
+		l, ok := it[attrItems].(*types.AttributeValueMemberL)
+		if !ok {
+			return nil, errors.New("a map chunk without items")
+		}
+		out := make([][]byte, len(l.Value))
+		for i, v := range l.Value {
+			if b, ok := v.(*types.AttributeValueMemberB); ok {
+				out[i] = b.Value
+			}
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("map items %s/%s#%d: %w", run, task, c, err)
+	}
+	return items, nil
+}
+
+// ReleaseChildren is one conditional UpdateItem of the map item.
+func (s *Store) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (ledger.MapState, error) {
+	if err := ledger.CheckMapKey(m.Run, m.Task); err != nil {
+		return m, err
+	}
+	if k < 1 || m.Next+k > m.Total {
+		return m, fmt.Errorf("%w: release %d of %d..%d", ledger.ErrInvalidInput, k, m.Next, m.Total)
+	}
+	e := newExpr()
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(runPK(m.Run), mapSK(m.Task)),
+		UpdateExpression: aws.String("ADD " + e.n(attrNext) + " " + e.v("k", num(int64(k))) + ", " + e.n(attrRunning) + " " + e.v("k2", num(int64(k)))),
+		ConditionExpression: aws.String(e.n(attrNext) + " = " + e.v("next", num(int64(m.Next))) +
+			" AND " + e.n(attrRunning) + " <= " + e.v("room", num(int64(m.MaxParallel-k)))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if err != nil {
+		if _, ok := conditionItem(err); ok {
+			return m, ledger.ErrVersionConflict
+		}
+		return m, fmt.Errorf("release children of %s/%s: %w", m.Run, m.Task, translate(err))
+	}
+	return decodeMap(out.Attributes)
+}
+
+// CreateChildren writes children's instances, up to 100 in one
+// TransactWriteItems, each conditioned on not existing; a batch that
+// meets an existing child is written one by one, skipping those.
+func (s *Store) CreateChildren(ctx context.Context, insts []ledger.Instance) error {
+	put := func(inst ledger.Instance) types.TransactWriteItem {
+		e := newExpr()
+		return types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(s.table), Item: instanceItem(inst).present(),
+			ConditionExpression:      aws.String("attribute_not_exists(" + e.n(tableschema.PK) + ")"),
+			ExpressionAttributeNames: e.nameMap(),
+		}}
+	}
+	for start := 0; start < len(insts); start += 100 {
+		batch := insts[start:min(len(insts), start+100)]
+		actions := make([]types.TransactWriteItem, len(batch))
+		for i, inst := range batch {
+			if err := ledger.CheckInstanceKey(inst.Key); err != nil {
+				return err
+			}
+			actions[i] = put(inst)
+		}
+		err := s.transact(ctx, "create_children", actions, nil, nil)
+		if err == nil {
+			continue
+		}
+		if reasons := cancellation(err); reasons == nil || transientCancel(reasons) {
+			return fmt.Errorf("create children: %w", translate(err))
+		}
+		for _, inst := range batch {
+			if err := s.transact(ctx, "create_children", []types.TransactWriteItem{put(inst)}, nil, nil); err != nil {
+				if reasons := cancellation(err); conditionFailed(reasons, 0) {
+					continue
+				}
+				return fmt.Errorf("create child %s: %w", inst.Key, translate(err))
+			}
+		}
+	}
+	return nil
+}
+
+// ListChildren queries a map's children in index order.
+func (s *Store) ListChildren(ctx context.Context, run, task string, limit int, token string) ([]ledger.Instance, string, error) {
+	op := func(err error) error { return fmt.Errorf("list children of %s/%s: %w", run, task, err) }
+	if err := ledger.CheckMapKey(run, task); err != nil {
+		return nil, "", op(err)
+	}
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	start, err := decodeToken(token, map[string]string{tableschema.PK: runPK(run), tableschema.SK: ""})
+	if err != nil {
+		return nil, "", op(err)
+	}
+	if start != nil {
+		if sk, _ := start[tableschema.SK].(*types.AttributeValueMemberS); sk == nil || !strings.HasPrefix(sk.Value, childPrefix(task)) {
+			return nil, "", op(ledger.ErrInvalidPageToken)
+		}
+	}
+	var out []ledger.Instance
+	for len(out) < limit {
+		e := newExpr()
+		// Attempt items of children sort among them; a page is read past
+		// them.
+		res, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName: aws.String(s.table), KeyConditionExpression: aws.String(e.prefixKey(runPK(run), childPrefix(task))),
+			ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+			ConsistentRead: aws.Bool(true), ExclusiveStartKey: start, Limit: aws.Int32(int32(limit - len(out))),
+		})
+		if err != nil {
+			return nil, "", op(translate(err))
+		}
+		for _, it := range res.Items {
+			if (&reader{it: it}).str(attrKind) != kindInstance {
+				continue
+			}
+			inst, err := decodeInstance(it)
+			if err != nil {
+				return nil, "", op(err)
+			}
+			out = append(out, inst)
+		}
+		start = res.LastEvaluatedKey
+		if len(start) == 0 {
+			return out, "", nil
+		}
+	}
+	return out, encodeToken(start), nil
+}
+
+// writeChildEnd writes a map child's transition (update, conditioned as
+// any instance write) and ADDs change to its map's counts, in one
+// TransactWriteItems: the counts move exactly when the child's state
+// does. A failed condition on the child is a *ledger.ConflictError with
+// the child as found, as for any instance write.
+func (s *Store) writeChildEnd(ctx context.Context, key ledger.InstanceKey, update *types.Update, change map[string]int) error {
+	parent, _, _ := ledger.ParseChild(key.Task)
+	e := newExpr()
+	var adds []string
+	for _, name := range []string{attrRunning, attrSucceeded, attrFailed, attrCancelledN} {
+		if n := change[name]; n != 0 {
+			adds = append(adds, e.n(name)+" "+e.v("add_"+name, num(int64(n))))
+		}
+	}
+	counts := &types.Update{
+		TableName: aws.String(s.table), Key: keyOf(runPK(key.Run), mapSK(parent)),
+		UpdateExpression:         aws.String("ADD " + strings.Join(adds, ", ")),
+		ConditionExpression:      aws.String("attribute_exists(" + e.n(tableschema.PK) + ")"),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+	}
+	err := s.transact(ctx, "child_end", []types.TransactWriteItem{{Update: update}, {Update: counts}}, nil, nil)
+	if err == nil {
+		return nil
+	}
+	reasons := cancellation(err)
+	if conditionFailed(reasons, 0) {
+		conflict := &ledger.ConflictError{Key: key}
+		if old := reasons[0].Item; len(old) > 0 {
+			if found, derr := decodeInstance(old); derr == nil {
+				conflict.Current = &found
+			}
+		}
+		return conflict
+	}
+	if conditionFailed(reasons, 1) {
+		return fmt.Errorf("child %s: %w: its map item is missing", key, ledger.ErrNotFound)
+	}
+	return cancelError(err, reasons)
+}
+
+// SetMapOutput writes a map's output item (PutItem; the same output
+// again changes nothing).
+func (s *Store) SetMapOutput(ctx context.Context, run, task string, out []byte, truncated bool) error {
+	if err := ledger.CheckMapKey(run, task); err != nil {
+		return err
+	}
+	it := item{
+		tableschema.PK: str(runPK(run)), tableschema.SK: str(mapOutputSK(task)),
+		attrKind: str("map_output"), attrOutput: optStr(string(out)), "output_truncated": optBool(truncated),
+	}
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: it.present()}); err != nil {
+		return fmt.Errorf("set map output %s/%s: %w", run, task, translate(err))
+	}
+	return nil
+}
+
+// GetMapOutput reads a map's output item: ErrNotFound before it ended.
+func (s *Store) GetMapOutput(ctx context.Context, run, task string) ([]byte, bool, error) {
+	if err := ledger.CheckMapKey(run, task); err != nil {
+		return nil, false, err
+	}
+	type got struct {
+		out       []byte
+		truncated bool
+	}
+	g, err := getItem(ctx, s, runPK(run), mapOutputSK(task), func(it map[string]types.AttributeValue) (got, error) {
+		r := &reader{it: it}
+		return got{optBytes(r.str(attrOutput)), r.bool("output_truncated")}, r.err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("get map output %s/%s: %w", run, task, err)
+	}
+	return g.out, g.truncated, nil
+}
