@@ -43,6 +43,7 @@ func (h *Handler) routes() []route {
 		{"GET", "/v1/runs", "List runs, newest first.", authClient, h.listRuns},
 		{"GET", "/v1/runs/{run}", "Get a run with its tasks and attempts.", authClient, h.getRun},
 		{"GET", "/v1/runs/{run}/tasks/{task}/history", "A task's transition history.", authClient, h.history},
+		{"GET", "/v1/runs/{run}/tasks/{task}/children", "A map task's children, in index order.", authClient, h.children},
 		{"POST", "/v1/runs/{run}/cancel", "Cancel a run.", authClient, h.cancelRun},
 		{"POST", "/v1/runs/{run}/pause", "Pause a run's waiting tasks.", authClient, h.pauseRun},
 		{"POST", "/v1/runs/{run}/resume", "Resume a run's paused tasks.", authClient, h.resumeRun},
@@ -89,6 +90,9 @@ func (h *Handler) runBody(ctx context.Context, v ledger.RunView) (protocol.RunDe
 	tasks := make([]protocol.Task, len(v.Tasks))
 	for i, t := range v.Tasks {
 		tasks[i] = renderTask(t)
+	}
+	if err := h.addMaps(ctx, v, tasks); err != nil {
+		return protocol.RunDetail{}, err
 	}
 	run := renderRun(v.Run)
 	run.WaitingFor = waiting

@@ -85,7 +85,31 @@ type Task struct {
 	// Output is the output of the task's successful attempt (a map task:
 	// its children's outputs); absent when none.
 	Output json.RawMessage `json:"output,omitempty"`
+	// OutputTruncated: a map task's output would be over 256 KiB, so it
+	// is null.
+	OutputTruncated bool `json:"output_truncated,omitempty"`
+	// Map is a map task's children's counts, once it expanded.
+	Map *MapCounts `json:"map,omitempty"`
 }
+
+// MapCounts are a map task's children by where they stand.
+type MapCounts struct {
+	Total     int `json:"total"`
+	Pending   int `json:"pending"`
+	Running   int `json:"running"`
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+}
+
+// ChildrenPage is a page of a map task's children, in index order.
+type ChildrenPage struct {
+	Children  []Task `json:"children"`
+	NextToken string `json:"next_token" null:"zero"`
+}
+
+// MarshalJSON writes the contract's shape.
+func (p ChildrenPage) MarshalJSON() ([]byte, error) { return marshalView(p) }
 
 // MarshalJSON writes the contract's shape.
 func (t Task) MarshalJSON() ([]byte, error) { return marshalView(t) }
