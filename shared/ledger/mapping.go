@@ -91,6 +91,10 @@ type Maps interface {
 	// Running, in one write conditioned on Next being m.Next and Running
 	// leaving room for k: ErrVersionConflict when it does not.
 	ReleaseChildren(ctx context.Context, m MapState, k int) (MapState, error)
+	// CloseMap releases no more children: the pending ones count as
+	// cancelled, in one write conditioned on Next being m.Next
+	// (ErrVersionConflict when it moved).
+	CloseMap(ctx context.Context, m MapState) (MapState, error)
 	// CreateChildren writes released children's instances; one that
 	// exists already is left as it is.
 	CreateChildren(ctx context.Context, insts []Instance) error

@@ -42,6 +42,9 @@ const (
 	// effMapStep moves a map task on (key) after one of its children
 	// ended or it started: release, or its end (mapping.go).
 	effMapStep
+	// effMapCancel stops a map task's releases and cancels its children
+	// (key: the map task, whose cancel was requested).
+	effMapCancel
 )
 
 // effect is one thing to do after a write, with what the writer held, so
@@ -147,6 +150,8 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 		return s.advanceBackfill(ctx, e.run.BackfillID, e.run, 0)
 	case effMapStep:
 		return s.mapStep(ctx, e.key)
+	case effMapCancel:
+		return s.cancelMap(ctx, e.key)
 	}
 	return nil, nil
 }
@@ -189,6 +194,8 @@ func (k effectKind) String() string {
 		return "arm_dependency_timeout"
 	case effMapStep:
 		return "map_step"
+	case effMapCancel:
+		return "map_cancel"
 	}
 	return "unknown"
 }
@@ -218,6 +225,9 @@ func effectsOf(res ledger.Result) []effect {
 			}
 			out = append(out, effect{kind: effAdvanceRun, runID: key.Run})
 		}
+	}
+	if tr := res.Transition; tr != nil && tr.To == statemodel.StateCancelling && len(res.Instance.Map) > 0 {
+		out = append(out, effect{kind: effMapCancel, key: key, runID: key.Run})
 	}
 	if tr := res.Transition; tr != nil && tr.From == statemodel.StateQueued && !tr.To.Terminal() {
 		// docs/api.md's QUEUED run means no task started yet.

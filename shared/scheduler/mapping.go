@@ -421,3 +421,55 @@ func (s *Service) Children(ctx context.Context, run, task string, limit int, tok
 	}
 	return s.store.ListChildren(ctx, run, task, limit, token)
 }
+
+// cancelMap stops a map task whose cancel was requested: its pending
+// children are counted cancelled and never released (one conditional
+// write of the map item), its released children that did not end get a
+// cancel request, and once all ended the map task acknowledges its
+// cancel (finishMap).
+func (s *Service) cancelMap(ctx context.Context, key ledger.InstanceKey) ([]effect, error) {
+	var m ledger.MapState
+	for round := 0; ; round++ {
+		cur, err := s.store.GetMap(ctx, key.Run, key.Task)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return nil, nil // not expanded: nothing runs
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m, err = s.store.CloseMap(ctx, cur); err == nil {
+			break
+		}
+		if !errors.Is(err, ledger.ErrVersionConflict) || round == maxAdvanceRounds {
+			return nil, err
+		}
+	}
+	token := ""
+	for {
+		page, next, err := s.store.ListChildren(ctx, key.Run, key.Task, 1000, token)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range page {
+			st := c.Snapshot.State
+			if st.Terminal() || st == statemodel.StateCancelling {
+				continue
+			}
+			ev := statemodel.Event{ID: "map-cancel:" + key.Task, Type: statemodel.EvCancelRequested, Actor: statemodel.ActorOperator, Reason: "its map task was cancelled"}
+			res, err := s.store.TransitionFrom(ctx, c, ev, s.now(), s.policy())
+			if err != nil {
+				s.log.WarnContext(ctx, "cancel map child", "run_id", key.Run, "task", c.Key.Task, "error", err.Error())
+				continue
+			}
+			s.follow(ctx, res)
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if m.Ended() {
+		return s.finishMap(ctx, key, m)
+	}
+	return nil, nil
+}

@@ -215,3 +215,102 @@ func TestMapOverEdgeCases(t *testing.T) {
 		})
 	}
 }
+
+// TestMapCancelReachesEveryChild: cancelling the run stops the releases
+// (the pending children count cancelled), cancels the running children,
+// and the map task ends CANCELLED once they acknowledge. In a race of the
+// run's cancel with the last child's completion the map task ends exactly
+// once, either way.
+func TestMapCancelReachesEveryChild(t *testing.T) {
+	ctx := context.Background()
+	t.Run("running children", func(t *testing.T) {
+		f := newFixture(t)
+		f.createJob(t, `{"name":"m","retry":{"max_attempts":1},"tasks":[{"id":"each","map":{"over":"[1,2,3,4,5,6,7,8,9,10]","max_parallel":2}}]}`)
+		v := f.trigger(t, "m", time.Time{})
+		envs := f.drainEnvelopes(t)
+		if len(envs) != 2 {
+			t.Fatalf("%d children dispatched, want 2", len(envs))
+		}
+		for i, env := range envs {
+			if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", fmt.Sprintf("c%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.svc.CancelRun(ctx, v.Run.ID, "stop"); err != nil {
+			t.Fatal(err)
+		}
+		for i, env := range envs {
+			inst, err := f.st.GetInstance(ctx, ledger.InstanceKey{Run: env.Run, Task: env.Task})
+			if err != nil || inst.Snapshot.State != statemodel.StateCancelling {
+				t.Fatalf("child %s is %s after the cancel (%v)", env.Task, inst.Snapshot.State, err)
+			}
+			c := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: fmt.Sprintf("ack%d", i), Outcome: protocol.OutcomeCancelled}
+			if _, err := f.svc.Complete(ctx, c, env.Token); err != nil {
+				t.Fatal(err)
+			}
+		}
+		view := f.readRun(t, v.Run.ID)
+		if st := view.Tasks[0].Instance.Snapshot.State; st != statemodel.StateCancelled || view.Run.ExecutionState != statemodel.RunCancelled {
+			t.Errorf("map task %s, run %s", st, view.Run.ExecutionState)
+		}
+		if m := view.Maps["each"]; m.Cancelled != 10 || m.Running != 0 || m.Next != 10 {
+			t.Errorf("counts %+v", m)
+		}
+		if left := f.drainEnvelopes(t); len(left) != 0 {
+			t.Errorf("%d children were dispatched after the cancel", len(left))
+		}
+	})
+	t.Run("racing the last child", func(t *testing.T) {
+		for round := range 30 {
+			f := newFixture(t)
+			f.createJob(t, `{"name":"m","retry":{"max_attempts":1},"tasks":[{"id":"each","map":{"over":"[1]","max_parallel":1}}]}`)
+			v := f.trigger(t, "m", time.Time{})
+			env := f.drainEnvelopes(t)[0]
+			if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", "c"); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 2)
+			go func() {
+				c := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: 1, EventID: "done", Outcome: protocol.OutcomeSucceeded}
+				_, err := f.svc.Complete(ctx, c, env.Token)
+				done <- err
+			}()
+			go func() { done <- f.svc.CancelRun(ctx, v.Run.ID, "stop") }()
+			for range 2 {
+				if err := <-done; err != nil {
+					t.Logf("round %d: %v", round, err)
+				}
+			}
+			// A cancel that came first waits for the child's acknowledgement.
+			if inst, _ := f.st.GetInstance(ctx, ledger.InstanceKey{Run: env.Run, Task: env.Task}); inst.Snapshot.State == statemodel.StateCancelling {
+				c := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: 1, EventID: "ack", Outcome: protocol.OutcomeCancelled}
+				if _, err := f.svc.Complete(ctx, c, env.Token); err != nil {
+					t.Fatal(err)
+				}
+			}
+			view := f.readRun(t, v.Run.ID)
+			parent := view.Tasks[0].Instance
+			if !parent.Snapshot.State.Terminal() || !view.Run.ExecutionState.Terminal() {
+				t.Fatalf("round %d: map task %s, run %s", round, parent.Snapshot.State, view.Run.ExecutionState)
+			}
+			ends := 0
+			for _, tr := range mapHistory(t, f, parent.Key) {
+				if tr.To.Terminal() {
+					ends++
+				}
+			}
+			if ends != 1 {
+				t.Fatalf("round %d: the map task ended %d times", round, ends)
+			}
+		}
+	})
+}
+
+func mapHistory(t *testing.T, f *fixture, key ledger.InstanceKey) []statemodel.Transition {
+	t.Helper()
+	all, err := ledger.FullHistory(context.Background(), f.st, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
+}

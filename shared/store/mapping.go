@@ -323,3 +323,29 @@ func (s *Store) GetMapOutput(ctx context.Context, run, task string) ([]byte, boo
 	}
 	return g.out, g.truncated, nil
 }
+
+// CloseMap is one conditional UpdateItem of the map item.
+func (s *Store) CloseMap(ctx context.Context, m ledger.MapState) (ledger.MapState, error) {
+	if err := ledger.CheckMapKey(m.Run, m.Task); err != nil {
+		return m, err
+	}
+	pending := m.Total - m.Next
+	if pending <= 0 {
+		return m, nil
+	}
+	e := newExpr()
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(runPK(m.Run), mapSK(m.Task)),
+		UpdateExpression:         aws.String("ADD " + e.n(attrNext) + " " + e.v("p", num(int64(pending))) + ", " + e.n(attrCancelledN) + " " + e.v("p2", num(int64(pending)))),
+		ConditionExpression:      aws.String(e.n(attrNext) + " = " + e.v("next", num(int64(m.Next)))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if err != nil {
+		if _, ok := conditionItem(err); ok {
+			return m, ledger.ErrVersionConflict
+		}
+		return m, fmt.Errorf("close map %s/%s: %w", m.Run, m.Task, translate(err))
+	}
+	return decodeMap(out.Attributes)
+}

@@ -207,3 +207,22 @@ func (s *Store) GetMapOutput(ctx context.Context, run, task string) ([]byte, boo
 	}
 	return slices.Clone(m.output.out), m.output.truncated, nil
 }
+
+// CloseMap counts a map's pending children cancelled, conditioned as the
+// DynamoDB store's write.
+func (s *Store) CloseMap(ctx context.Context, m ledger.MapState) (ledger.MapState, error) {
+	if err := s.enter(ctx, ledger.CheckMapKey(m.Run, m.Task)); err != nil {
+		return m, err
+	}
+	defer s.mu.Unlock()
+	cur, ok := s.mapOf(m.Run, m.Task)
+	if !ok {
+		return m, ledger.ErrNotFound
+	}
+	if cur.state.Next != m.Next {
+		return m, ledger.ErrVersionConflict
+	}
+	cur.state.Cancelled += cur.state.Total - cur.state.Next
+	cur.state.Next = cur.state.Total
+	return cur.state, nil
+}
