@@ -180,6 +180,13 @@ func (s *Service) startMap(ctx context.Context, e effect) dispatched {
 	if err != nil {
 		return dispatched{inst: started, more: more, err: err}
 	}
+	if _, err := s.store.GetMap(ctx, inst.Key.Run, inst.Key.Task); err == nil {
+		// Reopened by a child's retry: its children stand; it ends when
+		// they have.
+		return dispatched{inst: started, more: append(more, effect{kind: effMapStep, key: inst.Key, runID: inst.Key.Run})}
+	} else if !errors.Is(err, ledger.ErrNotFound) {
+		return dispatched{inst: started, more: more, err: err}
+	}
 	items, rerr := s.renderOver(ctx, inst, run, rec.Map)
 	if rerr != nil {
 		ended, emore, err := s.endMap(ctx, started, nil, CategoryInvalidMap, rerr.Error())
@@ -472,4 +479,26 @@ func (s *Service) cancelMap(ctx context.Context, key ledger.InstanceKey) ([]effe
 		return s.finishMap(ctx, key, m)
 	}
 	return nil, nil
+}
+
+// reopenMap gives a map task that ended FAILED or CANCELLED a new
+// attempt when an operator retried one of its children (key): it runs
+// again until its children have ended, and is decided from their counts
+// then.
+func (s *Service) reopenMap(ctx context.Context, key ledger.InstanceKey, retry statemodel.Event) error {
+	parent, ok := parentKey(key)
+	if !ok {
+		return nil
+	}
+	inst, err := s.store.GetInstance(ctx, parent)
+	if err != nil {
+		return err
+	}
+	if st := inst.Snapshot.State; st != statemodel.StateFailed && st != statemodel.StateCancelled {
+		return nil
+	}
+	retry.ID = ""
+	retry.Reason = fmt.Sprintf("child %s retried: %s", key.Task, retry.Reason)
+	_, err = s.operate(ctx, parent, retry)
+	return err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -313,4 +314,45 @@ func mapHistory(t *testing.T, f *fixture, key ledger.InstanceKey) []statemodel.T
 		t.Fatal(err)
 	}
 	return all
+}
+
+// TestMapChildRetryReopensTheMap: an operator's retry of a failed child
+// of a FAILED map task reopens it; when the child then succeeds, the map
+// task and its run succeed.
+func TestMapChildRetryReopensTheMap(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.createJob(t, `{"name":"m","retry":{"max_attempts":1},"tasks":[{"id":"each","map":{"over":"[0,1,2]","max_parallel":3}}]}`)
+	v := f.trigger(t, "m", time.Time{})
+	d := &mapDriver{f: f, rng: rand.New(rand.NewPCG(3, 4)), inputs: map[string]map[string]json.RawMessage{}}
+	fail := true
+	d.complete = func(env protocol.Envelope, ans protocol.ClaimAnswer) protocol.Completion {
+		if env.Task == "each[1]" && fail {
+			return protocol.Completion{Outcome: protocol.OutcomeFailed, ErrorCategory: "boom", Retryable: new(bool)}
+		}
+		return protocol.Completion{Outcome: protocol.OutcomeSucceeded, Output: json.RawMessage(`"ok"`)}
+	}
+	d.run(t, v.Run.ID)
+	if st := f.readRun(t, v.Run.ID).Run.ExecutionState; st != statemodel.RunFailed {
+		t.Fatalf("run %s, want FAILED", st)
+	}
+	fail = false
+	if err := f.svc.RetryTask(ctx, ledger.InstanceKey{Run: v.Run.ID, Task: "each[1]"}, scheduler.Retry{Operator: "ana", Reason: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	view := f.readRun(t, v.Run.ID)
+	if st := view.Tasks[0].Instance.Snapshot.State; st.Terminal() {
+		t.Fatalf("the map task is %s after its child's retry, want it reopened", st)
+	}
+	d.run(t, v.Run.ID)
+	view = f.readRun(t, v.Run.ID)
+	if view.Run.ExecutionState != statemodel.RunSucceeded || view.Tasks[0].Instance.Snapshot.State != statemodel.StateSucceeded {
+		t.Errorf("after the retried child succeeded: run %s, map task %s", view.Run.ExecutionState, view.Tasks[0].Instance.Snapshot.State)
+	}
+	if m := view.Maps["each"]; m.Succeeded != 3 || m.Failed != 0 || m.Running != 0 {
+		t.Errorf("counts %+v", m)
+	}
+	if out, _, err := f.st.GetMapOutput(ctx, v.Run.ID, "each"); err != nil || string(out) != `["ok","ok","ok"]` {
+		t.Errorf("output %s (%v)", out, err)
+	}
 }

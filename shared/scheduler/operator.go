@@ -136,6 +136,9 @@ func (s *Service) RetryTask(ctx context.Context, key ledger.InstanceKey, r Retry
 		}
 	}
 	_, err := s.operate(ctx, key, retry)
+	if err == nil {
+		err = s.reopenMap(ctx, key, retry)
+	}
 	if err != nil && r.Downstream && !errors.Is(err, ErrNotFound) {
 		// The retry lost a race after the clears: whatever the task is
 		// now decides the cleared tasks again.
