@@ -63,6 +63,7 @@ func TestEveryCallIsADocumentedOperation(t *testing.T) {
 		},
 		func() error { _, err := c.GetRun(ctx, "r1"); return err },
 		func() error { _, err := c.History(ctx, "r1", "main", Page{Limit: 3}); return err },
+		func() error { _, err := c.Children(ctx, "r1", "each", Page{Limit: 3}); return err },
 		func() error { _, err := c.CancelRun(ctx, "r1", "why"); return err },
 		func() error { _, err := c.PauseRun(ctx, "r1", ""); return err },
 		func() error { _, err := c.ResumeRun(ctx, "r1", ""); return err },
