@@ -288,6 +288,7 @@ func (s *Service) createChildren(ctx context.Context, key ledger.InstanceKey, fr
 		child, err := ledger.NewInstance(nr, ledger.NewTask{
 			ID: ledger.ChildTask(key.Task, i), Pool: p.inst.Pool, Payload: p.inst.Payload, Executor: p.inst.Executor,
 			Policy: policy, Scheduled: true, Secret: secret, Item: items[i%ledger.MapItemsPerChunk],
+			TriggerRule: statemodel.TriggerRule("").Effective(),
 		}, now)
 		if err != nil {
 			return nil, err
