@@ -356,3 +356,63 @@ func TestMapChildRetryReopensTheMap(t *testing.T) {
 		t.Errorf("output %s (%v)", out, err)
 	}
 }
+
+// TestMapChildLostAndResolved: a child whose worker went silent is LOST,
+// then retried by the timers; its late report is stale; the counts see
+// one end of it, and the map task ends once.
+func TestMapChildLostAndResolved(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.createJob(t, `{"name":"m","timeouts":{"heartbeat":"10s"},"evidence_window":"1m",
+		"retry":{"max_attempts":3,"initial_interval":"1s","jitter":"none"},
+		"tasks":[{"id":"each","map":{"over":"[0,1]","max_parallel":2}}]}`)
+	v := f.trigger(t, "m", time.Time{})
+	envs := f.drainEnvelopes(t)
+	if len(envs) != 2 {
+		t.Fatalf("%d children dispatched", len(envs))
+	}
+	for i, env := range envs {
+		if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", fmt.Sprintf("c%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok := func(env protocol.Envelope, id string) protocol.CompleteAnswer {
+		t.Helper()
+		ans, err := f.svc.Complete(ctx, protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: id, Outcome: protocol.OutcomeSucceeded}, env.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ans
+	}
+	ok(envs[0], "done0")
+	// envs[1]'s worker goes silent: LOST, then retried after the evidence
+	// window.
+	var retried []protocol.Envelope
+	for step := 0; step < 20 && len(retried) == 0; step++ {
+		f.clock.Advance(15 * time.Second)
+		if err := f.svc.FireTimer(ctx, ledger.InstanceKey{Run: envs[1].Run, Task: envs[1].Task}); err != nil {
+			t.Fatal(err)
+		}
+		retried = f.drainEnvelopes(t)
+	}
+	if len(retried) != 1 || retried[0].Task != envs[1].Task || retried[0].Attempt != 2 {
+		t.Fatalf("after the lease ran out: %v", retried)
+	}
+	if m := f.readRun(t, v.Run.ID).Maps["each"]; m.Running != 1 || m.Succeeded != 1 {
+		t.Fatalf("counts while the child was LOST and retried: %+v", m)
+	}
+	if _, err := f.svc.Claim(ctx, refOf(retried[0]), retried[0].Token, "w2@boot", "c2"); err != nil {
+		t.Fatal(err)
+	}
+	if ans, err := f.svc.Complete(ctx, protocol.Completion{Run: envs[1].Run, Task: envs[1].Task, Attempt: 1, EventID: "late", Outcome: protocol.OutcomeSucceeded}, envs[1].Token); err == nil && ans.Result != string(statemodel.Stale) {
+		t.Fatalf("the lost attempt's late report: %+v", ans)
+	}
+	ok(retried[0], "done1")
+	view := f.readRun(t, v.Run.ID)
+	if m := view.Maps["each"]; m.Running != 0 || m.Succeeded != 2 || m.Failed != 0 {
+		t.Errorf("counts %+v", m)
+	}
+	if st := view.Tasks[0].Instance.Snapshot.State; st != statemodel.StateSucceeded || view.Run.ExecutionState != statemodel.RunSucceeded {
+		t.Errorf("map task %s, run %s", st, view.Run.ExecutionState)
+	}
+}
