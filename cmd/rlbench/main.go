@@ -25,7 +25,7 @@ import (
 	"github.com/runledger/runledger/shared/emulator"
 )
 
-var scenarioNames = []string{"chain", "throughput", "timer", "cost", "scaling", "events"}
+var scenarioNames = []string{"chain", "throughput", "timer", "cost", "scaling", "events", "map"}
 
 func main() {
 	only := flag.String("only", strings.Join(scenarioNames, ","), "scenarios to run, comma-separated: "+strings.Join(scenarioNames, ", "))
@@ -36,6 +36,7 @@ func main() {
 	timerBurstRuns := flag.Int("timer-burst-runs", 1000, "retry timers due at one instant in the timer scenario's burst (0: skip it)")
 	scaleRuns := flag.Int("scale-runs", 100000, "finished runs written into the scaling scenario's full table")
 	eventRuns := flag.Int("event-runs", 100, "events put one after another in the events scenario")
+	mapChildren := flag.Int("map-children", 10000, "children of the map scenario's large map")
 	verbose := flag.Bool("v", false, "log warnings of the stack and workers to stderr, and add details to the summary")
 	flag.Parse()
 
@@ -50,13 +51,13 @@ func main() {
 	defer stop()
 	os.Exit(run(ctx, want, *cpuProfile, *verbose, scenarioArgs{
 		chainRuns: *chainRuns, throughputRuns: *throughputRuns, timerRuns: *timerRuns, scaleRuns: *scaleRuns,
-		eventRuns: *eventRuns, timerBurstRuns: *timerBurstRuns,
+		eventRuns: *eventRuns, timerBurstRuns: *timerBurstRuns, mapChildren: *mapChildren,
 	}))
 }
 
 type scenarioArgs struct {
 	chainRuns, throughputRuns, timerRuns, scaleRuns int
-	eventRuns, timerBurstRuns                       int
+	eventRuns, timerBurstRuns, mapChildren          int
 }
 
 func run(ctx context.Context, want []string, cpuProfile string, verbose bool, args scenarioArgs) int {
@@ -102,6 +103,7 @@ func run(ctx context.Context, want []string, cpuProfile string, verbose bool, ar
 		"cost":    b.cost,
 		"scaling": func(ctx context.Context) error { return b.scaling(ctx, args.scaleRuns) },
 		"events":  func(ctx context.Context) error { return b.events(ctx, args.eventRuns) },
+		"map":     func(ctx context.Context) error { return b.mapScenario(ctx, args.mapChildren) },
 	}
 	failed := 0
 	for _, name := range scenarioNames {

@@ -51,6 +51,7 @@ func detail(t client.Task) string {
 	if t.CancelRequested && !t.State.Terminal() {
 		parts = append(parts, "cancel requested")
 	}
+	parts = append(parts, mapAndOutput(t)...)
 	return strings.Join(parts, " ")
 }
 

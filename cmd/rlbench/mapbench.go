@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/runledger/runledger/shared/app"
+	"github.com/runledger/runledger/shared/worker"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// mapBench runs a job of one map task over n no-op children (max_parallel
+// 100) on the metered stack and answers its wall time and its DynamoDB
+// calls by kind, and their time, per child.
+func (b *bench) mapRun(ctx context.Context, cs *costStack, api *apiClient, n int) (wall time.Duration, perChild map[string]float64, stepMS float64, err error) {
+	items := make([]int, n)
+	for i := range items {
+		items[i] = i
+	}
+	job := fmt.Sprintf("map-%d", n)
+	if err := api.createJob(ctx, map[string]any{"name": job, "pool": pool,
+		"tasks": []any{map[string]any{"id": "each", "map": map[string]any{"over": "{{json .Params.items}}", "max_parallel": 100}}}}); err != nil {
+		return 0, nil, 0, err
+	}
+	before := cs.meter.snapshot()
+	t0 := time.Now()
+	id, err := api.trigger(ctx, job, map[string]any{"items": items})
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	runs, err := waitRuns(ctx, cs.reader, []string{id}, 30*time.Minute)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	wall = time.Since(t0)
+	if r := runs[id]; r.ExecutionState != statemodel.RunSucceeded {
+		return 0, nil, 0, fmt.Errorf("map run %s ended %s", id, r.ExecutionState)
+	}
+	d := cs.meter.snapshot().sub(before)
+	perChild = map[string]float64{}
+	var total time.Duration
+	for op, t := range d.Latency {
+		perChild[op] = float64(t.N) / float64(n)
+		total += t.Total
+	}
+	return wall, perChild, ms(total) / float64(n), nil
+}
+
+// mapScenario is the map scenario: a map of 100 and one of children
+// no-op children, their calls per child by kind against a single-task
+// run's, the parent reads per child, and how a child's DynamoDB time
+// scales between them.
+func (b *bench) mapScenario(ctx context.Context, children int) error {
+	cs, err := b.startCostStack(ctx)
+	if err != nil {
+		return err
+	}
+	defer cs.Stop(context.Background())
+	stop, err := cs.StartWorker(app.Worker{
+		Pool: pool, Name: "map", Concurrency: 120, LeaseInterval: time.Hour,
+		Handler: func(context.Context, worker.Task) error { return nil },
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	api := newAPIClient(cs.Info.APIURL, cs.Info.APIKey)
+	if err := api.createJob(ctx, map[string]any{"name": "map-single", "pool": pool}); err != nil {
+		return err
+	}
+	single, _, err := cs.measure(ctx, api, "map-single", nil)
+	if err != nil {
+		return err
+	}
+	_, _, smallStep, err := b.mapRun(ctx, cs, api, 100)
+	if err != nil {
+		return err
+	}
+	wall, big, bigStep, err := b.mapRun(ctx, cs, api, children)
+	if err != nil {
+		return err
+	}
+	b.rep.figure(fmt.Sprintf("map_%dk_wall_s", children/1000), wall.Seconds(), "s")
+	sum := 0.0
+	for _, op := range slices.Sorted(maps.Keys(big)) {
+		b.rep.figure("map_calls_per_child_"+op, big[op], "calls")
+		sum += big[op]
+	}
+	b.rep.figure("map_calls_per_child", sum, "calls")
+	b.rep.figure("map_single_run_calls", single.DynamoDBCalls, "calls")
+	// A child's completion reads its own instance (GetItem), and its step
+	// reads the map item (GetItem): the GetItems past one per child are the
+	// parent's.
+	b.rep.figure("map_parent_reads_per_child", big["GetItem"]-1, "reads")
+	b.rep.figure("map_child_step_ratio_10k_vs_100", bigStep/smallStep, "ratio")
+	b.rep.note("map: %d no-op children (max_parallel 100) in %.1f s; %.2f DynamoDB calls per child (single-task run: %.0f; target <= %.0f) %v;\n"+
+		"  DynamoDB time per child %.2f ms (map of 100: %.2f ms, ratio %.2f, target <= 1.2)",
+		children, wall.Seconds(), sum, single.DynamoDBCalls, single.DynamoDBCalls+2, big, bigStep, smallStep, bigStep/smallStep)
+	return nil
+}
