@@ -528,7 +528,10 @@ function taskPanel(view, apply) {
       fact("Run time (latest)", duration(t.metrics?.run_ms)),
       t.retry_at ? fact("Retry at (UTC)", time(t.retry_at, true)) : null,
       t.cancel_requested ? fact("Cancel", "requested") : null,
-      waitsForSignal ? fact("Waiting for", "a signal: approve or reject") : null),
+      waitsForSignal ? fact("Waiting for", "a signal: approve or reject") : null,
+      t.map ? fact("Children", `${t.map.total} in all: ${t.map.pending} pending, ${t.map.running} running, ${t.map.succeeded} succeeded, ${t.map.failed} failed, ${t.map.cancelled} cancelled`) : null,
+      t.output !== undefined ? fact("Output", h("code", { id: "task-output" }, clip(JSON.stringify(t.output), 200))) : null,
+      t.output_truncated ? fact("Output", "over 256 KiB: read the children") : null),
     h("div", { class: "actions", role: "group", "aria-label": `Actions on task ${t.task}` },
       waitsForSignal ? h("button", { type: "button", class: "primary", id: "approve-task", onclick: signal("succeeded", `Approve ${t.task}?`, "The task succeeds and the run goes on; recorded in the history with your name and reason.") }, "Approve") : null,
       waitsForSignal ? h("button", { type: "button", class: "danger", id: "reject-task", onclick: signal("failed", `Reject ${t.task}?`, "The task fails (its retry policy decides what follows); recorded in the history with your name and reason.") }, "Reject") : null,
@@ -536,11 +539,43 @@ function taskPanel(view, apply) {
       h("button", { type: "button", id: "retry-task", onclick: act("retry", `Retry task ${t.task}?`, "A failed or cancelled task gets a new attempt; earlier attempts keep their record.") }, "Retry"),
       h("button", { type: "button", id: "mark-succeeded", onclick: act("mark-succeeded", `Mark ${t.task} succeeded?`, "An operator override: recorded in the history with your name and reason.", true) }, "Mark succeeded"),
       h("button", { type: "button", id: "mark-failed", onclick: act("mark-failed", `Mark ${t.task} failed?`, "An operator override: recorded in the history with your name and reason.", true) }, "Mark failed")),
+    t.map ? h("h2", {}, "Children of ", h("code", {}, t.task)) : null,
+    t.map ? childrenTable(runID, t.task) : null,
     h("h2", {}, "Attempts of ", h("code", {}, t.task)),
     attemptsTable(t),
     h("h2", {}, "Transitions of ", h("code", {}, t.task)),
     hist ? timeline(t, hist) : h("p", { class: "muted" }, "Loading the history…"),
   ];
+}
+
+function clip(s, n) { return s.length > n ? s.slice(0, n) + "…" : s; }
+
+// childrenTable pages a map task's children (100 at a time, in index
+// order): the run's page never loads them all.
+function childrenTable(runID, task) {
+  const body = h("tbody", {});
+  const more = h("button", { type: "button", id: "children-more" }, "More children");
+  const wrap = h("div", { class: "scroll" }, h("table", { id: "children" },
+    h("thead", {}, h("tr", {}, ["Child", "State", "Attempt", "Queue wait", "Run time", "Output"].map((c) => h("th", { scope: "col" }, c)))), body), more);
+  let token = "";
+  const load = async () => {
+    more.disabled = true;
+    const q = new URLSearchParams({ limit: "100" });
+    if (token) q.set("next_token", token);
+    const page = await api("GET", `/v1/runs/${encodeURIComponent(runID)}/tasks/${encodeURIComponent(task)}/children?${q}`);
+    for (const c of page.children) {
+      body.append(h("tr", { "data-child": c.task },
+        h("td", {}, h("code", {}, c.task)), h("td", {}, badge(c.state)), h("td", { class: "num" }, String(c.attempt)),
+        h("td", { class: "num" }, duration(c.metrics?.queue_wait_ms)), h("td", { class: "num" }, duration(c.metrics?.run_ms)),
+        h("td", {}, c.output !== undefined ? h("code", {}, clip(JSON.stringify(c.output), 60)) : "—")));
+    }
+    token = page.next_token || "";
+    more.hidden = !token;
+    more.disabled = false;
+  };
+  more.addEventListener("click", () => load().catch((e) => banner(String(e))));
+  load().catch((e) => banner(String(e)));
+  return wrap;
 }
 
 function attemptsTable(t) {

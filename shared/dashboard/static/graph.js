@@ -87,7 +87,10 @@ export function drawGraph(container, tasks, selected, onSelect) {
   const nodes = el("g");
   for (const t of tasks) {
     const p = place.get(t.task);
-    const rule = (t.depends_on || []).length ? `rule ${t.trigger_rule || "all_success"}` : "no upstream";
+    const ruleOnly = (t.depends_on || []).length ? `rule ${t.trigger_rule || "all_success"}` : "no upstream";
+    // A map task is one node: its children's counts stand in its last line.
+    const rule = t.map ? `map ${t.map.succeeded}/${t.map.total} ok` + (t.map.running ? ` · ${t.map.running} running` : "") +
+      (t.map.failed ? ` · ${t.map.failed} failed` : "") : ruleOnly;
     const stateText = t.state.replaceAll("_", " ") + (t.attempt > 1 ? ` · attempt ${t.attempt}` : "");
     const g = el("g", {
       class: `node st-${t.state}${t.task === selected ? " selected" : ""}`, tabindex: 0, role: "button",
