@@ -19,7 +19,11 @@ const maxAdvanceRounds = 8
 // re-evaluation timer, and by the API's operator actions; a task's
 // completion reaches advance through its effects.
 func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
-	return s.advanceRun(ctx, runID, false)
+	if err := s.advanceRun(ctx, runID, false); err != nil {
+		return err
+	}
+	s.perform(ctx, s.mapBackstop(ctx, runID)...)
+	return nil
 }
 
 // advanceRun is AdvanceRun; touch stores the run's state even when it is

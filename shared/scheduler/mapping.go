@@ -503,3 +503,20 @@ func (s *Service) reopenMap(ctx context.Context, key ledger.InstanceKey, retry s
 	_, err = s.operate(ctx, parent, retry)
 	return err
 }
+
+// mapBackstop is the run timer's look at its running map tasks: a step
+// for each, so a map whose step was lost (a process stopped after a
+// child's write, an effect left undone) moves on at the run's next timer.
+func (s *Service) mapBackstop(ctx context.Context, runID string) []effect {
+	view, err := s.store.ReadRun(ctx, runID)
+	if err != nil {
+		return nil
+	}
+	var effs []effect
+	for _, t := range view.Tasks {
+		if _, ok := view.Maps[t.Instance.Key.Task]; ok && t.Instance.Snapshot.State == statemodel.StateRunning {
+			effs = append(effs, effect{kind: effMapStep, key: t.Instance.Key, runID: runID})
+		}
+	}
+	return effs
+}
