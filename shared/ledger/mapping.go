@@ -87,9 +87,11 @@ type Maps interface {
 	GetMap(ctx context.Context, run, task string) (MapState, error)
 	// MapItems reads chunk c of a map's elements.
 	MapItems(ctx context.Context, run, task string, c int) ([][]byte, error)
-	// ReleaseChildren moves Next from m.Next to m.Next+k and adds k to
-	// Running, in one write conditioned on Next being m.Next and Running
-	// leaving room for k: ErrVersionConflict when it does not.
+	// ReleaseChildren moves Next from m.Next to m.Next+k, in one write
+	// conditioned on Next being m.Next (ErrVersionConflict when it moved).
+	// m is the map as the caller read it: with Next unchanged, Running can
+	// only have fallen since, so room it showed is there (CheckMapRelease
+	// refuses a k it has no room for).
 	ReleaseChildren(ctx context.Context, m MapState, k int) (MapState, error)
 	// CloseMap releases no more children: the pending ones count as
 	// cancelled, in one write conditioned on Next being m.Next
@@ -133,6 +135,15 @@ func MapCountChange(key InstanceKey, from, to statemodel.InstanceState) map[stri
 		add[b]++
 	}
 	return add
+}
+
+// CheckMapRelease refuses a release of k children that m, as the caller
+// read it, has no room or no children for.
+func CheckMapRelease(m MapState, k int) error {
+	if k < 1 || m.Next+k > m.Total || k > m.MaxParallel-m.Running {
+		return fmt.Errorf("%w: release %d of %d..%d with %d of %d running", ErrInvalidInput, k, m.Next, m.Total, m.Running, m.MaxParallel)
+	}
+	return nil
 }
 
 // CheckMapKey checks a map's run and task.

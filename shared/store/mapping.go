@@ -27,6 +27,7 @@ const (
 	prefixMap    = "MAP#"
 	kindMap      = "map"
 	kindMapItems = "map_items"
+	kindMapShard = "map_shard"
 	attrMapItem  = "map_item"
 	attrMapSpec  = "map_spec"
 	attrItems    = "items"
@@ -37,7 +38,14 @@ const (
 	attrTolerate = "tolerated"
 )
 
-func mapSK(task string) string             { return "RUN#" + prefixMap + task }
+func mapSK(task string) string { return "RUN#" + prefixMap + task }
+
+// mapShards spreads a map's end counts over shard items (child i counts
+// in shard i % mapShards), so children ending together do not contend
+// for one item in their transactions.
+const mapShards = 32
+
+func mapShardSK(task string, i int) string { return fmt.Sprintf("%s#S#%02d", mapSK(task), i%mapShards) }
 func mapOutputSK(task string) string       { return prefixMap + task + "#O" }
 func mapChunkSK(task string, c int) string { return fmt.Sprintf("%s%s#I#%03d", prefixMap, task, c) }
 func childSK(task string, i int) string    { return fmt.Sprintf("%s%s#C#%05d", prefixMap, task, i) }
@@ -51,6 +59,37 @@ func mapItem(m ledger.MapState) item {
 		attrSucceeded: num(int64(m.Succeeded)), attrFailed: num(int64(m.Failed)), attrCancelledN: num(int64(m.Cancelled)),
 		attrMaxPar: num(int64(m.MaxParallel)), attrTolerate: num(int64(m.Tolerated)),
 	}
+}
+
+// addMapItem adds a map item or one of its count shards (which sort
+// after it) to maps, by task.
+func addMapItem(maps map[string]ledger.MapState, it map[string]types.AttributeValue) error {
+	r := &reader{it: it}
+	switch r.str(attrKind) {
+	case kindMap:
+		m, err := decodeMap(it)
+		if err != nil {
+			return err
+		}
+		maps[m.Task] = m
+	case kindMapShard:
+		m, ok := maps[r.str(attrTask)]
+		if !ok {
+			return nil // a shard written before its map item is read: nothing to add to
+		}
+		m.Succeeded += int(r.int(attrSucceeded))
+		m.Failed += int(r.int(attrFailed))
+		m.Cancelled += int(r.int(attrCancelledN))
+		maps[m.Task] = m
+		return r.err
+	}
+	return nil
+}
+
+// finishMapState derives Running: the released children not ended.
+func finishMapState(m ledger.MapState) ledger.MapState {
+	m.Running = m.Next - m.Succeeded - m.Failed - m.Cancelled
+	return m
 }
 
 func decodeMap(it map[string]types.AttributeValue) (ledger.MapState, error) {
@@ -103,11 +142,27 @@ func (s *Store) GetMap(ctx context.Context, run, task string) (ledger.MapState, 
 	if err := ledger.CheckMapKey(run, task); err != nil {
 		return ledger.MapState{}, err
 	}
-	m, err := getItem(ctx, s, runPK(run), mapSK(task), decodeMap)
+	e := newExpr()
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(s.table),
+		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(runPK(run))) + " AND " + e.n(tableschema.SK) +
+			" BETWEEN " + e.v("first", str(mapSK(task))) + " AND " + e.v("last", str(mapSK(task)+"#\uffff"))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(), ConsistentRead: aws.Bool(true),
+	})
 	if err != nil {
-		return ledger.MapState{}, fmt.Errorf("get map %s/%s: %w", run, task, err)
+		return ledger.MapState{}, fmt.Errorf("get map %s/%s: %w", run, task, translate(err))
 	}
-	return m, nil
+	maps := map[string]ledger.MapState{}
+	for _, it := range out.Items {
+		if err := addMapItem(maps, it); err != nil {
+			return ledger.MapState{}, fmt.Errorf("get map %s/%s: %w", run, task, err)
+		}
+	}
+	m, ok := maps[task]
+	if !ok {
+		return ledger.MapState{}, fmt.Errorf("get map %s/%s: %w", run, task, ledger.ErrNotFound)
+	}
+	return finishMapState(m), nil
 }
 
 // MapItems reads one chunk of a map's elements (GetItem).
@@ -139,17 +194,15 @@ func (s *Store) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (
 	if err := ledger.CheckMapKey(m.Run, m.Task); err != nil {
 		return m, err
 	}
-	if k < 1 || m.Next+k > m.Total {
-		return m, fmt.Errorf("%w: release %d of %d..%d", ledger.ErrInvalidInput, k, m.Next, m.Total)
+	if err := ledger.CheckMapRelease(m, k); err != nil {
+		return m, err
 	}
 	e := newExpr()
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(runPK(m.Run), mapSK(m.Task)),
-		UpdateExpression: aws.String("ADD " + e.n(attrNext) + " " + e.v("k", num(int64(k))) + ", " + e.n(attrRunning) + " " + e.v("k2", num(int64(k)))),
-		ConditionExpression: aws.String(e.n(attrNext) + " = " + e.v("next", num(int64(m.Next))) +
-			" AND " + e.n(attrRunning) + " <= " + e.v("room", num(int64(m.MaxParallel-k)))),
+		UpdateExpression:         aws.String("ADD " + e.n(attrNext) + " " + e.v("k", num(int64(k)))),
+		ConditionExpression:      aws.String(e.n(attrNext) + " = " + e.v("next", num(int64(m.Next)))),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		ReturnValues: types.ReturnValueAllNew,
 	})
 	if err != nil {
 		if _, ok := conditionItem(err); ok {
@@ -157,7 +210,9 @@ func (s *Store) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (
 		}
 		return m, fmt.Errorf("release children of %s/%s: %w", m.Run, m.Task, translate(err))
 	}
-	return decodeMap(out.Attributes)
+	m.Next += k
+	m.Running += k
+	return m, nil
 }
 
 // CreateChildren writes children's instances, up to 100 in one
@@ -255,18 +310,21 @@ func (s *Store) ListChildren(ctx context.Context, run, task string, limit int, t
 // does. A failed condition on the child is a *ledger.ConflictError with
 // the child as found, as for any instance write.
 func (s *Store) writeChildEnd(ctx context.Context, key ledger.InstanceKey, update *types.Update, change map[string]int) error {
-	parent, _, _ := ledger.ParseChild(key.Task)
+	parent, i, _ := ledger.ParseChild(key.Task)
 	e := newExpr()
 	var adds []string
-	for _, name := range []string{attrRunning, attrSucceeded, attrFailed, attrCancelledN} {
+	for _, name := range []string{attrSucceeded, attrFailed, attrCancelledN} {
 		if n := change[name]; n != 0 {
 			adds = append(adds, e.n(name)+" "+e.v("add_"+name, num(int64(n))))
 		}
 	}
+	if len(adds) == 0 {
+		adds = append(adds, e.n(attrSucceeded)+" "+e.v("zero", num(0)))
+	}
 	counts := &types.Update{
-		TableName: aws.String(s.table), Key: keyOf(runPK(key.Run), mapSK(parent)),
-		UpdateExpression:         aws.String("ADD " + strings.Join(adds, ", ")),
-		ConditionExpression:      aws.String("attribute_exists(" + e.n(tableschema.PK) + ")"),
+		TableName: aws.String(s.table), Key: keyOf(runPK(key.Run), mapShardSK(parent, i)),
+		UpdateExpression: aws.String("SET " + e.n(attrKind) + " = " + e.v("kind", str(kindMapShard)) + ", " + e.n(attrRun) + " = " + e.v("run", str(key.Run)) +
+			", " + e.n(attrTask) + " = " + e.v("task", str(parent)) + " ADD " + strings.Join(adds, ", ")),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 	}
 	err := s.transact(ctx, "child_end", []types.TransactWriteItem{{Update: update}, {Update: counts}}, nil, nil)
@@ -282,9 +340,6 @@ func (s *Store) writeChildEnd(ctx context.Context, key ledger.InstanceKey, updat
 			}
 		}
 		return conflict
-	}
-	if conditionFailed(reasons, 1) {
-		return fmt.Errorf("child %s: %w: its map item is missing", key, ledger.ErrNotFound)
 	}
 	return cancelError(err, reasons)
 }
@@ -334,12 +389,11 @@ func (s *Store) CloseMap(ctx context.Context, m ledger.MapState) (ledger.MapStat
 		return m, nil
 	}
 	e := newExpr()
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(runPK(m.Run), mapSK(m.Task)),
 		UpdateExpression:         aws.String("ADD " + e.n(attrNext) + " " + e.v("p", num(int64(pending))) + ", " + e.n(attrCancelledN) + " " + e.v("p2", num(int64(pending)))),
 		ConditionExpression:      aws.String(e.n(attrNext) + " = " + e.v("next", num(int64(m.Next)))),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		ReturnValues: types.ReturnValueAllNew,
 	})
 	if err != nil {
 		if _, ok := conditionItem(err); ok {
@@ -347,5 +401,7 @@ func (s *Store) CloseMap(ctx context.Context, m ledger.MapState) (ledger.MapStat
 		}
 		return m, fmt.Errorf("close map %s/%s: %w", m.Run, m.Task, translate(err))
 	}
-	return decodeMap(out.Attributes)
+	m.Next += pending
+	m.Cancelled += pending
+	return m, nil
 }

@@ -376,15 +376,13 @@ func (s *Store) ReadRun(ctx context.Context, id string) (ledger.RunView, error) 
 					return ledger.RunView{}, op(r.err)
 				}
 				attempts[task] = append(attempts[task], a)
-			case kindMap:
-				m, err := decodeMap(it)
-				if err != nil {
-					return ledger.RunView{}, op(err)
-				}
+			case kindMap, kindMapShard:
 				if view.Maps == nil {
 					view.Maps = map[string]ledger.MapState{}
 				}
-				view.Maps[m.Task] = m
+				if err := addMapItem(view.Maps, it); err != nil {
+					return ledger.RunView{}, op(err)
+				}
 			default:
 				return ledger.RunView{}, op(fmt.Errorf("%w: unexpected item kind %q in a run", ledger.ErrCorruptItem, kind))
 			}
@@ -396,6 +394,9 @@ func (s *Store) ReadRun(ctx context.Context, id string) (ledger.RunView, error) 
 	}
 	if !found {
 		return ledger.RunView{}, op(ledger.ErrNotFound)
+	}
+	for task, m := range view.Maps {
+		view.Maps[task] = finishMapState(m)
 	}
 	if err := s.legacyTrigger(ctx, &view.Run); err != nil {
 		return ledger.RunView{}, op(err)

@@ -47,8 +47,8 @@ func mapChildrenAndCounts(t *testing.T, h *Harness) {
 	if _, err := h.Store.ReleaseChildren(ctx, m, 1); !errors.Is(err, ledger.ErrVersionConflict) {
 		t.Fatalf("a release from a stale mark: %v, want ErrVersionConflict", err)
 	}
-	if _, err := h.Store.ReleaseChildren(ctx, got, 2); !errors.Is(err, ledger.ErrVersionConflict) {
-		t.Fatalf("a release past max_parallel: %v, want ErrVersionConflict", err)
+	if _, err := h.Store.ReleaseChildren(ctx, got, 2); !errors.Is(err, ledger.ErrInvalidInput) {
+		t.Fatalf("a release past max_parallel: %v, want ErrInvalidInput", err)
 	}
 	now := h.Clock.Now()
 	var children []ledger.Instance

@@ -85,14 +85,14 @@ func (s *Store) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (
 		return m, err
 	}
 	defer s.mu.Unlock()
-	if k < 1 || m.Next+k > m.Total {
-		return m, fmt.Errorf("%w: release %d of %d..%d", ledger.ErrInvalidInput, k, m.Next, m.Total)
+	if err := ledger.CheckMapRelease(m, k); err != nil {
+		return m, err
 	}
 	cur, ok := s.mapOf(m.Run, m.Task)
 	if !ok {
 		return m, ledger.ErrNotFound
 	}
-	if cur.state.Next != m.Next || cur.state.Running > m.MaxParallel-k {
+	if cur.state.Next != m.Next {
 		return m, ledger.ErrVersionConflict
 	}
 	cur.state.Next += k
