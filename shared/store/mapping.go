@@ -16,8 +16,9 @@ import (
 
 // Map items (docs/store.md), in the run's partition:
 //
-//	RUN#MAP#<task>        the map's counts (ledger.MapState), read with the
+//	RUN#MAP#<task>        the map item (ledger.MapState), read with the
 //	                      run (ReadRun's range, RUN .. TASK#\uffff)
+//	RUN#MAP#<task>#S#nn   the end counts of the children i % 32 = nn
 //	MAP#<task>#I#nnn      chunk nnn of its rendered elements
 //	MAP#<task>#O          the map's output, once it ended
 //	MAP#<task>#C#nnnnn    child nnnnn's instance (its attempts: ...#ATT#nnn)
