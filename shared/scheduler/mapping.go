@@ -40,8 +40,10 @@ const CategoryChildrenFailed = "children_failed"
 const mapParentLease = 365 * 24 * time.Hour
 
 // releaseBatch bounds the children one step releases (and writes in one
-// transaction).
-const releaseBatch = 100
+// transaction): a map's first step runs in the write that started it (a
+// trigger's answer waits for it), so a large max_parallel is reached over
+// the next steps, each child's end releasing what room there is.
+const releaseBatch = 25
 
 // mapRecord is a map task's Instance.Map: its fan-out, and the timeouts
 // its children take from the task (the map task's own attempt has no
