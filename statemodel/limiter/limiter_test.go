@@ -1,0 +1,90 @@
+package limiter
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestEnterAdmitsOnlyWithRoomAndNobodyWaiting(t *testing.T) {
+	s := State{Limit: 1}
+	s, ok, _, err := s.Enter(Rate{}, mt0, MaxWaiting)
+	if err != nil || !ok || s.Active != 1 {
+		t.Fatalf("first run: admitted %v, %+v, %v", ok, s, err)
+	}
+	s, ok, why, err := s.Enter(Rate{}, mt0, MaxWaiting)
+	if err != nil || ok || why != ReasonConcurrency || s.Waiting != 1 {
+		t.Fatalf("second run: admitted %v (%s), %+v, %v", ok, why, s, err)
+	}
+	s = s.Release()
+	if _, ok, _, _ := s.Enter(Rate{}, mt0, MaxWaiting); ok {
+		t.Fatal("a new run was admitted ahead of a waiting one")
+	}
+	n, ok := s.AdmitWaiting(Rate{}, mt0)
+	if !ok || n.Active != 1 || n.Waiting != 0 || n.Version <= s.Version {
+		t.Fatalf("head not admitted: %v %+v", ok, n)
+	}
+}
+
+func TestEnterRefusesBeyondTheQueue(t *testing.T) {
+	s := State{Limit: 1, Active: 1, Waiting: MaxWaiting}
+	if _, _, _, err := s.Enter(Rate{}, mt0, MaxWaiting); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("err = %v, want ErrQueueFull", err)
+	}
+}
+
+func TestRateWindowSlides(t *testing.T) {
+	r := Rate{Runs: 2, Per: time.Minute}
+	var s State
+	for i := range 2 {
+		var ok bool
+		s, ok, _, _ = s.Enter(r, mt0.Add(time.Duration(i)*10*time.Second), MaxWaiting)
+		if !ok {
+			t.Fatalf("run %d not admitted", i)
+		}
+	}
+	now := mt0.Add(30 * time.Second)
+	if ok, why := s.Room(r, now); ok || why != ReasonRateLimit {
+		t.Fatalf("room %v (%s) with the window full", ok, why)
+	}
+	if at := s.RateRoomAt(r, now); !at.Equal(mt0.Add(time.Minute)) {
+		t.Fatalf("room at %v, want %v", at, mt0.Add(time.Minute))
+	}
+	if ok, _ := s.Room(r, mt0.Add(time.Minute)); !ok {
+		t.Fatal("no room once the first admission left the window")
+	}
+}
+
+func TestPlaceOrderIsSortKeyOrder(t *testing.T) {
+	ps := []Place{
+		{Priority: 3, CreatedAt: mt0.Add(time.Second), RunID: "b"},
+		{Priority: 1, CreatedAt: mt0.Add(time.Hour), RunID: "z"},
+		{Priority: 3, CreatedAt: mt0, RunID: "c"},
+		{Priority: 3, CreatedAt: mt0, RunID: "a"},
+		{Priority: 5, CreatedAt: mt0, RunID: "a"},
+	}
+	byBefore := slices.Clone(ps)
+	slices.SortFunc(byBefore, func(a, b Place) int {
+		if a.Before(b) {
+			return -1
+		}
+		return 1
+	})
+	byKey := slices.Clone(ps)
+	slices.SortFunc(byKey, func(a, b Place) int {
+		if a.SortKey() < b.SortKey() {
+			return -1
+		}
+		return 1
+	})
+	if !slices.Equal(byBefore, byKey) {
+		t.Fatalf("orders differ:\n%v\n%v", byBefore, byKey)
+	}
+	for _, p := range ps {
+		back, err := ParseSortKey(p.SortKey())
+		if err != nil || back.RunID != p.RunID || !back.CreatedAt.Equal(p.CreatedAt) || back.Priority != p.Priority {
+			t.Fatalf("round trip of %v: %v %v", p, back, err)
+		}
+	}
+}
