@@ -31,6 +31,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 	// cases run.
 	s.createJob(map[string]any{"name": "yearly", "schedule": map[string]any{"cron": "0 0 1 1 *", "timezone": "UTC"}})
 	run := s.trigger("victim", nil)
+	// A job of the concurrency group "warehouse": another job may not give
+	// the group another limit.
+	s.createJob(map[string]any{"name": "pooled", "concurrency": map[string]any{"limit": 2, "group": "warehouse"}})
 
 	// Attempt 1: claimed and failed by hand; attempt 2 is then queued.
 	env1 := takeEnvelope(t, s, run, 1)
@@ -176,6 +179,28 @@ func TestBadInputWritesNothing(t *testing.T) {
 			map[string]any{"Source": "shop", "DetailType": "x", "Detail": `{"b":"` + big(65*1024) + `"}`}}}, nil, 413, "payload_too_large"},
 		{"events put with an unknown field", "key", "POST", "/v1/events/put", map[string]any{"Entries": []any{
 			map[string]any{"Source": "shop", "DetailType": "x", "Detail": "{}", "Extra": 1}}}, nil, 422, "invalid_field"},
+		// Wave 3: flow control.
+		{"job priority 0", "key", "POST", "/v1/jobs", map[string]any{"name": "prio0", "priority": 0}, nil, 422, "invalid_field"},
+		{"job priority 6", "key", "POST", "/v1/jobs", map[string]any{"name": "prio6", "priority": 6}, nil, 422, "invalid_field"},
+		{"concurrency limit 0", "key", "POST", "/v1/jobs", map[string]any{"name": "conc0",
+			"concurrency": map[string]any{"limit": 0}}, nil, 422, "invalid_field"},
+		{"concurrency limit 10001", "key", "POST", "/v1/jobs", map[string]any{"name": "conc10001",
+			"concurrency": map[string]any{"limit": 10001}}, nil, 422, "invalid_field"},
+		{"concurrency key that does not parse", "key", "POST", "/v1/jobs", map[string]any{"name": "badkey",
+			"concurrency": map[string]any{"limit": 1, "key": "{{.Params.customer"}}, nil, 422, "invalid_field"},
+		{"task concurrency limit 0", "key", "POST", "/v1/jobs", map[string]any{"name": "taskconc",
+			"tasks": []any{map[string]any{"id": "t", "concurrency": map[string]any{"limit": 0}}}}, nil, 422, "invalid_field"},
+		{"rate_limit runs 1001", "key", "POST", "/v1/jobs", map[string]any{"name": "rate1001",
+			"rate_limit": map[string]any{"runs": 1001, "per": "1m"}}, nil, 422, "invalid_field"},
+		{"rate_limit per 25h", "key", "POST", "/v1/jobs", map[string]any{"name": "rate25h",
+			"rate_limit": map[string]any{"runs": 1, "per": "25h"}}, nil, 422, "invalid_field"},
+		{"group limit disagreement", "key", "POST", "/v1/jobs", map[string]any{"name": "pooled2",
+			"concurrency": map[string]any{"limit": 3, "group": "warehouse"}}, nil, 422, "invalid_field"},
+		{"group limit disagreement on update", "key", "PUT", "/v1/jobs/victim", map[string]any{"name": "victim",
+			"concurrency": map[string]any{"limit": 5, "group": "warehouse"}}, []string{"If-Match", "1"}, 422, "invalid_field"},
+		{"trigger priority 6", "key", "POST", "/v1/jobs/victim/runs", map[string]any{"priority": 6}, nil, 422, "invalid_field"},
+		{"backfill priority 0", "key", "POST", "/v1/jobs/yearly/backfill",
+			map[string]any{"from": "2000-01-01T00:00:00Z", "to": "2003-01-01T00:00:00Z", "priority": 0}, nil, 422, "invalid_field"},
 	}
 	before, counts := s.tableItems(), s.queueCounts()
 	for _, c := range cases {

@@ -19,6 +19,7 @@ type backfillBody struct {
 	To        *string         `json:"to"`
 	MaxActive *int            `json:"max_active"`
 	Params    json.RawMessage `json:"params"`
+	Priority  *int            `json:"priority"`
 }
 
 // createBackfill answers 201 with the new backfill at once: its first
@@ -49,6 +50,9 @@ func (h *Handler) createBackfill(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req.Params = params
+	if req.Priority, err = bodyPriority(b.Priority); err != nil {
+		return err
+	}
 	bf, err := h.svc.CreateBackfill(r.Context(), req)
 	if err != nil {
 		return err

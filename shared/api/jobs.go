@@ -200,6 +200,7 @@ func checkParams(raw json.RawMessage) (json.RawMessage, error) {
 type triggerBody struct {
 	Params      json.RawMessage `json:"params"`
 	LogicalTime *string         `json:"logical_time"`
+	Priority    *int            `json:"priority"`
 }
 
 // triggerRun answers 201 with a new run, or 200 with the run an earlier
@@ -221,6 +222,9 @@ func (h *Handler) triggerRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	b.Params = params
 	req := scheduler.TriggerRequest{Job: r.PathValue("job"), Params: b.Params}
+	if req.Priority, err = bodyPriority(b.Priority); err != nil {
+		return err
+	}
 	if b.LogicalTime != nil {
 		t, err := protocol.ParseTime(*b.LogicalTime)
 		if err != nil {

@@ -27,19 +27,22 @@ func FormatDuration(d time.Duration) string {
 // The JSON shapes of a definition (docs/api.md, POST /v1/jobs).
 type (
 	jobJSON struct {
-		Name           string          `json:"name"`
-		Schedule       *scheduleJSON   `json:"schedule,omitempty"`
-		Pool           string          `json:"pool"`
-		Payload        json.RawMessage `json:"payload,omitempty"`
-		Retry          *retryJSON      `json:"retry,omitempty"`
-		Timeouts       *timeoutsJSON   `json:"timeouts,omitempty"`
-		EvidenceWindow string          `json:"evidence_window"`
-		Deadline       string          `json:"deadline,omitempty"`
-		Overlap        Overlap         `json:"overlap"`
-		Executor       *Executor       `json:"executor,omitempty"`
-		Tasks          []taskJSON      `json:"tasks"`
-		DependsOnJobs  []jobDepJSON    `json:"depends_on_jobs"`
-		OnEvent        []onEventJSON   `json:"on_event,omitempty"`
+		Name           string           `json:"name"`
+		Schedule       *scheduleJSON    `json:"schedule,omitempty"`
+		Pool           string           `json:"pool"`
+		Payload        json.RawMessage  `json:"payload,omitempty"`
+		Retry          *retryJSON       `json:"retry,omitempty"`
+		Timeouts       *timeoutsJSON    `json:"timeouts,omitempty"`
+		EvidenceWindow string           `json:"evidence_window"`
+		Deadline       string           `json:"deadline,omitempty"`
+		Overlap        Overlap          `json:"overlap"`
+		Executor       *Executor        `json:"executor,omitempty"`
+		Tasks          []taskJSON       `json:"tasks"`
+		DependsOnJobs  []jobDepJSON     `json:"depends_on_jobs"`
+		Concurrency    *concurrencyJSON `json:"concurrency,omitempty"`
+		RateLimit      *rateLimitJSON   `json:"rate_limit,omitempty"`
+		Priority       *int             `json:"priority,omitempty"`
+		OnEvent        []onEventJSON    `json:"on_event,omitempty"`
 	}
 	scheduleJSON struct {
 		Cron     string `json:"cron,omitempty"`
@@ -65,16 +68,17 @@ type (
 		Dependency string `json:"dependency,omitempty"`
 	}
 	taskJSON struct {
-		ID          string          `json:"id"`
-		DependsOn   []string        `json:"depends_on"`
-		TriggerRule string          `json:"trigger_rule"`
-		Publish     bool            `json:"publish"`
-		Pool        string          `json:"pool,omitempty"`
-		Payload     json.RawMessage `json:"payload,omitempty"`
-		Executor    *Executor       `json:"executor,omitempty"`
-		Retry       *retryJSON      `json:"retry,omitempty"`
-		Timeouts    *timeoutsJSON   `json:"timeouts,omitempty"`
-		Map         *Map            `json:"map,omitempty"`
+		ID          string           `json:"id"`
+		DependsOn   []string         `json:"depends_on"`
+		TriggerRule string           `json:"trigger_rule"`
+		Publish     bool             `json:"publish"`
+		Pool        string           `json:"pool,omitempty"`
+		Payload     json.RawMessage  `json:"payload,omitempty"`
+		Executor    *Executor        `json:"executor,omitempty"`
+		Retry       *retryJSON       `json:"retry,omitempty"`
+		Timeouts    *timeoutsJSON    `json:"timeouts,omitempty"`
+		Concurrency *concurrencyJSON `json:"concurrency,omitempty"`
+		Map         *Map             `json:"map,omitempty"`
 	}
 	jobDepJSON struct {
 		Job     string `json:"job"`
@@ -98,6 +102,7 @@ func (j Job) wire() jobJSON {
 		Retry: j.Retry.wire(), Timeouts: j.Timeouts.wire(),
 		EvidenceWindow: FormatDuration(j.EvidenceWindow), Overlap: j.Overlap,
 		Tasks: []taskJSON{}, DependsOnJobs: []jobDepJSON{},
+		Concurrency: j.Concurrency.wire(), RateLimit: j.RateLimit.wire(), Priority: wirePriority(j.Priority),
 	}
 	if !j.Executor.IsQueue() {
 		e := j.Executor
@@ -114,7 +119,8 @@ func (j Job) wire() jobJSON {
 		out.Tasks = append(out.Tasks, taskJSON{
 			ID: t.ID, DependsOn: deps, TriggerRule: string(t.TriggerRule.Effective()), Publish: t.Publish,
 			Pool: t.Pool, Payload: t.Payload, Executor: t.Executor, Retry: t.Retry.wire(), Timeouts: t.Timeouts.wire(),
-			Map: t.Map,
+			Map:         t.Map,
+			Concurrency: t.Concurrency.wire(),
 		})
 	}
 	for _, d := range j.DependsOnJobs {

@@ -115,6 +115,11 @@ type Job struct {
 	// OnEvent are the events that start a run (at most MaxOnEvent; an
 	// event starts a run for the first entry it matches).
 	OnEvent []EventTrigger
+	// Concurrency and RateLimit, when set, put the job's runs through
+	// limiters; Priority (1 first .. 5 last, default 3) orders their wait.
+	Concurrency *Concurrency
+	RateLimit   *RateLimit
+	Priority    int
 }
 
 // TaskDef is one task as defined. Empty Pool, nil Payload and nil fields
@@ -134,6 +139,9 @@ type TaskDef struct {
 	// Map, when set, makes the task a map task: one child per element
 	// of the array its Over renders.
 	Map *Map
+	// Concurrency, when set, bounds the task's attempts in flight across
+	// every job naming its group.
+	Concurrency *Concurrency
 }
 
 // Retry is the retry part of a definition. A nil field is not set: at the

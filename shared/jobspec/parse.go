@@ -92,6 +92,7 @@ var jobFields = []string{
 	"name", "schedule", "pool", "payload", "retry", "timeouts",
 	"evidence_window", "overlap", "executor", "tasks", "depends_on_jobs", "deadline",
 	"on_event",
+	"concurrency", "rate_limit", "priority",
 }
 
 func parse(body []byte, mode parseMode) (Job, *Error) {
@@ -109,7 +110,7 @@ func parse(body []byte, mode parseMode) (Job, *Error) {
 	}
 	var j Job
 	steps := []func(*decoder, map[string]json.RawMessage, *Job, parseMode){
-		readName, readSchedule, readPool, readPayload, readPolicy, readOverlap, readExecutor, readTasks, readJobDeps,
+		readName, readSchedule, readPool, readPayload, readPolicy, readOverlap, readExecutor, readTasks, readJobDeps, readFlow,
 		readSignalDefaults,
 		readOnEvent,
 	}
@@ -331,7 +332,7 @@ func readOverlap(d *decoder, top map[string]json.RawMessage, j *Job, _ parseMode
 	}
 }
 
-var taskFields = []string{"id", "depends_on", "trigger_rule", "publish", "pool", "payload", "executor", "retry", "timeouts", "map"}
+var taskFields = []string{"id", "depends_on", "trigger_rule", "publish", "pool", "payload", "executor", "retry", "timeouts", "map", "concurrency"}
 
 func readExecutor(d *decoder, top map[string]json.RawMessage, j *Job, mode parseMode) {
 	j.Executor = d.executor(get(top, "executor"), "executor", mode)
@@ -420,6 +421,7 @@ func (d *decoder) task(raw json.RawMessage, field string, mode parseMode) TaskDe
 	if v := get(m, "map"); v != nil {
 		t.Map = d.mapSpec(v, field+".map")
 	}
+	t.Concurrency = d.concurrency(get(m, "concurrency"), field+".concurrency")
 	return t
 }
 

@@ -45,6 +45,8 @@ type BackfillRequest struct {
 	From, To  time.Time
 	MaxActive int // 0: DefaultBackfillMaxActive
 	Params    json.RawMessage
+	// Priority of the backfill's runs; 0: the job's plus one, at most 5.
+	Priority int
 }
 
 // CreateBackfill checks a backfill, writes it, and releases its first

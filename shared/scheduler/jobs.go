@@ -31,6 +31,9 @@ func (s *Service) ParseOptions() jobspec.Options {
 
 // CreateJob stores a new job with its first fire time.
 func (s *Service) CreateJob(ctx context.Context, j jobspec.Job) (ledger.Job, error) {
+	if err := s.checkGroupLimits(ctx, j); err != nil {
+		return ledger.Job{}, err
+	}
 	spec, err := wire.Marshal(j)
 	if err != nil {
 		return ledger.Job{}, fmt.Errorf("create job %s: %w", j.Name, err)
@@ -45,6 +48,9 @@ func (s *Service) CreateJob(ctx context.Context, j jobspec.Job) (ledger.Job, err
 // UpdateJob replaces a job's definition if its version is still expected.
 // The schedule starts again from now.
 func (s *Service) UpdateJob(ctx context.Context, j jobspec.Job, expected int64) (ledger.Job, error) {
+	if err := s.checkGroupLimits(ctx, j); err != nil {
+		return ledger.Job{}, err
+	}
 	cur, err := s.store.GetJob(ctx, j.Name)
 	if err != nil {
 		return ledger.Job{}, err
@@ -96,6 +102,9 @@ type TriggerRequest struct {
 	// first one created.
 	IdempotencyKey string
 	BodyHash       string
+	// Priority, if not zero, overrides the job's priority for this run
+	// (checked 1..5 by the caller).
+	Priority int
 	// Slot claims the job's slot at LogicalTime: one slot, one run.
 	Slot bool
 	// Trigger is what creates the run (TriggerRun: manual).
