@@ -23,6 +23,7 @@ type Store interface {
 	Backfills
 	Outputs
 	Maps
+	Limiters
 }
 
 // Backfills keeps backfills: the slots of a range still to release, the

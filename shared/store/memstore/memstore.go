@@ -54,6 +54,7 @@ type Store struct {
 	leases    map[string]ledger.WorkerLease
 	backfills map[string]ledger.Backfill
 	maps      map[ledger.InstanceKey]*memMap // run, map task -> its item
+	limiters  map[string]*limiterRec
 }
 
 // instance is an instance with everything kept beside it: its history, the

@@ -1,0 +1,312 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runledger/runledger/statemodel/limiter"
+)
+
+// Limiters keeps flow-control limiters (statemodel/limiter): one limiter
+// item (its limit, how many runs are active and waiting, the admissions in
+// the rate window and a version), one waiting item per run in its queue,
+// kept in admission order, and one admitted item per active run, all under
+// the limiter's one partition key. A store only reads and writes; the
+// decisions are the limiter model's, taken by this package's EnterLimiter,
+// AdmitNext, LeaveLimiter and the rest between a read and a conditional
+// write, so every admission is a conditional write on the limiter item.
+type Limiters interface {
+	// GetLimiter reads a limiter item; a limiter never written is the zero
+	// State (Version 0).
+	GetLimiter(ctx context.Context, name string) (limiter.State, error)
+	// ListWaiting reads the first limit waiting items in admission order.
+	ListWaiting(ctx context.Context, name string, limit int) ([]Waiting, error)
+	// ListAdmitted reads the admitted items (the active runs), by run id.
+	ListAdmitted(ctx context.Context, name string) ([]Admitted, error)
+	// WriteLimiter writes w in one atomic write whose conditions are: the
+	// limiter item's version is still w.Expected (0: no item), each put
+	// waiting or admitted item is new and each deleted one is there. A
+	// failed condition is ErrVersionConflict and writes nothing.
+	WriteLimiter(ctx context.Context, w LimiterWrite) error
+}
+
+// Waiting is a run waiting in a limiter's queue.
+type Waiting struct {
+	limiter.Place
+	Paused bool
+}
+
+// Admitted is a run active in a limiter.
+type Admitted struct {
+	RunID      string
+	AdmittedAt time.Time
+}
+
+// LimiterWrite is one conditional write of a limiter: its new State and
+// the waiting and admitted items it adds, replaces or removes.
+type LimiterWrite struct {
+	Name     string
+	Expected int64
+	State    limiter.State
+	// PutWaiting adds a waiting item (condition: new) unless Replace,
+	// which overwrites one that is there (pause, resume).
+	PutWaiting    *Waiting
+	Replace       bool
+	DeleteWaiting *limiter.Place
+	PutAdmitted   *Admitted
+	// DeleteAdmitted is a run id whose admitted item must be there.
+	DeleteAdmitted string
+}
+
+// ErrLimitQueueFull: a limiter already has limiter.MaxWaiting runs
+// waiting; the API answers 429 limit_queue_full.
+var ErrLimitQueueFull = errors.New("limit queue full")
+
+// limiterRetries bounds the read-decide-write rounds of one limiter
+// operation under contention.
+const limiterRetries = 64
+
+// CheckLimiterName refuses a limiter name no key can hold.
+func CheckLimiterName(name string) error {
+	return CheckTail("limiter", name, "LIMITER#"+name, MaxPartitionKeyBytes)
+}
+
+// Entry is a new run entering a limiter.
+type Entry struct {
+	Limiter string
+	Limit   int // 0: no concurrency limit
+	Rate    limiter.Rate
+	Place   limiter.Place
+}
+
+// Entered is what became of an entry: admitted at once, or waiting (and
+// why).
+type Entered struct {
+	Admitted   bool
+	AdmittedAt time.Time
+	Reason     string
+}
+
+// EnterLimiter admits a new run at once when nobody waits and there is
+// room, else puts it in the queue; ErrLimitQueueFull beyond
+// limiter.MaxWaiting. A run already in the limiter answers where it is.
+func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Entered, error) {
+	if err := CheckLimiterName(e.Limiter); err != nil {
+		return Entered{}, err
+	}
+	for range limiterRetries {
+		st, err := s.GetLimiter(ctx, e.Limiter)
+		if err != nil {
+			return Entered{}, err
+		}
+		cur := st
+		cur.Limit = e.Limit
+		n, admitted, why, err := cur.Enter(e.Rate, now, limiter.MaxWaiting)
+		if err != nil {
+			return Entered{}, fmt.Errorf("enter limiter %s: %w", e.Limiter, ErrLimitQueueFull)
+		}
+		w := LimiterWrite{Name: e.Limiter, Expected: st.Version, State: n}
+		if admitted {
+			w.PutAdmitted = &Admitted{RunID: e.Place.RunID, AdmittedAt: now}
+		} else {
+			w.PutWaiting = &Waiting{Place: e.Place}
+		}
+		err = s.WriteLimiter(ctx, w)
+		if errors.Is(err, ErrVersionConflict) {
+			if where, ok, rerr := findRun(ctx, s, e.Limiter, e.Place); rerr != nil || ok {
+				return where, rerr
+			}
+			continue
+		}
+		if err != nil {
+			return Entered{}, err
+		}
+		return Entered{Admitted: admitted, AdmittedAt: w.admittedAt(), Reason: why}, nil
+	}
+	return Entered{}, fmt.Errorf("enter limiter %s: %w", e.Limiter, ErrUnsettled)
+}
+
+func (w LimiterWrite) admittedAt() time.Time {
+	if w.PutAdmitted == nil {
+		return time.Time{}
+	}
+	return w.PutAdmitted.AdmittedAt
+}
+
+// findRun reports whether a run is in the limiter already (a retried
+// entry whose first write landed).
+func findRun(ctx context.Context, s Limiters, name string, p limiter.Place) (Entered, bool, error) {
+	e, err := FindInLimiter(ctx, s, name, p.RunID)
+	return e, err == nil && (e.Admitted || e.Reason != ""), err
+}
+
+// FindInLimiter reports where a run stands in a limiter: admitted, waiting
+// (Reason set: concurrency, or rate_limit when the limiter has room for
+// it but its window is full), or neither (the zero Entered). A caller that
+// may be repeating an entry (the ticker's repair) looks first: a run
+// enters a limiter once.
+func FindInLimiter(ctx context.Context, s Limiters, name, runID string) (Entered, error) {
+	adm, err := s.ListAdmitted(ctx, name)
+	if err != nil {
+		return Entered{}, err
+	}
+	for _, a := range adm {
+		if a.RunID == runID {
+			return Entered{Admitted: true, AdmittedAt: a.AdmittedAt}, nil
+		}
+	}
+	st, err := s.GetLimiter(ctx, name)
+	if err != nil {
+		return Entered{}, err
+	}
+	ws, err := s.ListWaiting(ctx, name, st.Waiting)
+	if err != nil {
+		return Entered{}, err
+	}
+	for _, w := range ws {
+		if w.RunID == runID {
+			why := limiter.ReasonConcurrency
+			if st.Limit == 0 || st.Active < st.Limit {
+				why = limiter.ReasonRateLimit
+			}
+			return Entered{Reason: why}, nil
+		}
+	}
+	return Entered{}, nil
+}
+
+// AdmitNext admits waiting runs in order while the limiter has room (the
+// paused passed over), each by a write conditioned on the limiter's
+// version as read with the queue's head, and answers them. It is the
+// hand-off every write that makes room calls; the ticker calls it to
+// repair a hand-off lost in a crash. It stops at the first look that finds
+// no room or nobody waiting.
+func AdmitNext(ctx context.Context, s Limiters, name string, rate limiter.Rate, now time.Time) ([]Admitted, error) {
+	var out []Admitted
+	for tries := 0; tries < limiterRetries; {
+		st, err := s.GetLimiter(ctx, name)
+		if err != nil {
+			return out, err
+		}
+		if ok, _ := st.Room(rate, now); !ok || st.Waiting == 0 {
+			return out, nil
+		}
+		head, err := firstUnpaused(ctx, s, name, st.Waiting)
+		if err != nil || head == nil {
+			return out, err
+		}
+		n, ok := st.AdmitWaiting(rate, now)
+		if !ok {
+			return out, nil
+		}
+		a := Admitted{RunID: head.RunID, AdmittedAt: now}
+		err = s.WriteLimiter(ctx, LimiterWrite{Name: name, Expected: st.Version, State: n, DeleteWaiting: &head.Place, PutAdmitted: &a})
+		if errors.Is(err, ErrVersionConflict) {
+			tries++
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, a)
+	}
+	return out, fmt.Errorf("admit next of limiter %s: %w", name, ErrUnsettled)
+}
+
+func firstUnpaused(ctx context.Context, s Limiters, name string, waiting int) (*Waiting, error) {
+	ws, err := s.ListWaiting(ctx, name, waiting)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ws {
+		if !ws[i].Paused {
+			return &ws[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// LeaveLimiter gives back an ended run's room: its admitted item deleted
+// and the count lowered in one write. It reports false when the run held
+// nothing (left already): it is safe to repeat. The caller then calls
+// AdmitNext.
+func LeaveLimiter(ctx context.Context, s Limiters, name, runID string) (bool, error) {
+	return changeLimiter(ctx, s, name, func(st limiter.State, adm []Admitted, _ []Waiting) (LimiterWrite, bool) {
+		for _, a := range adm {
+			if a.RunID == runID {
+				return LimiterWrite{State: st.Release(), DeleteAdmitted: runID}, true
+			}
+		}
+		return LimiterWrite{}, false
+	})
+}
+
+// WithdrawWaiting takes a waiting run out of the queue (cancelled before
+// admission); false when it was not waiting.
+func WithdrawWaiting(ctx context.Context, s Limiters, name, runID string) (bool, error) {
+	return changeLimiter(ctx, s, name, func(st limiter.State, _ []Admitted, ws []Waiting) (LimiterWrite, bool) {
+		for _, w := range ws {
+			if w.RunID == runID {
+				return LimiterWrite{State: st.Withdraw(), DeleteWaiting: &w.Place}, true
+			}
+		}
+		return LimiterWrite{}, false
+	})
+}
+
+// PauseWaiting marks a waiting run paused (passed over, keeping its
+// place) or resumed; false when it was not waiting.
+func PauseWaiting(ctx context.Context, s Limiters, name, runID string, paused bool) (bool, error) {
+	return changeLimiter(ctx, s, name, func(st limiter.State, _ []Admitted, ws []Waiting) (LimiterWrite, bool) {
+		for _, w := range ws {
+			if w.RunID == runID && w.Paused != paused {
+				w.Paused = paused
+				return LimiterWrite{State: st.Touch(), PutWaiting: &w, Replace: true}, true
+			}
+		}
+		return LimiterWrite{}, false
+	})
+}
+
+// SetLimiterLimit stores a limiter's new limit (a job update); the caller
+// then calls AdmitNext. Lowering it stops nothing already active.
+func SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (bool, error) {
+	return changeLimiter(ctx, s, name, func(st limiter.State, _ []Admitted, _ []Waiting) (LimiterWrite, bool) {
+		if st.Version == 0 || st.Limit == limit {
+			return LimiterWrite{}, false
+		}
+		return LimiterWrite{State: st.SetLimit(limit)}, true
+	})
+}
+
+// changeLimiter runs one read-decide-write round until its write lands or
+// decide says there is nothing to do.
+func changeLimiter(ctx context.Context, s Limiters, name string, decide func(limiter.State, []Admitted, []Waiting) (LimiterWrite, bool)) (bool, error) {
+	for range limiterRetries {
+		st, err := s.GetLimiter(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		adm, err := s.ListAdmitted(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		ws, err := s.ListWaiting(ctx, name, st.Waiting)
+		if err != nil {
+			return false, err
+		}
+		w, ok := decide(st, adm, ws)
+		if !ok {
+			return false, nil
+		}
+		w.Name, w.Expected = name, st.Version
+		err = s.WriteLimiter(ctx, w)
+		if errors.Is(err, ErrVersionConflict) {
+			continue
+		}
+		return err == nil, err
+	}
+	return false, fmt.Errorf("limiter %s: %w", name, ErrUnsettled)
+}

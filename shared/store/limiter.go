@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/tableschema"
+	"github.com/runledger/runledger/statemodel/limiter"
+)
+
+// A limiter's items share one partition key (docs/store.md, "Limiters"):
+//
+//	LIMITER#<name>/STATE             limit, active, waiting, admits, version
+//	LIMITER#<name>/WAIT#<place>      one per waiting run, in admission order
+//	LIMITER#<name>/ADMIT#<run>       one per active run
+const (
+	limiterPrefix   = "LIMITER#"
+	skLimiterState  = "STATE"
+	prefixLimWait   = "WAIT#"
+	prefixLimAdmit  = "ADMIT#"
+	attrLimit       = "limit"
+	attrWaiting     = "waiting"
+	attrAdmits      = "admits"
+	attrPriority    = "priority"
+	attrAdmittedAt  = "admitted_at"
+	kindLimiter     = "LIMITER"
+	kindLimWaiting  = "LIMITER_WAIT"
+	kindLimAdmitted = "LIMITER_ADMIT"
+)
+
+func limiterPK(name string) string { return limiterPrefix + name }
+
+// GetLimiter implements ledger.Limiters with one consistent GetItem.
+func (s *Store) GetLimiter(ctx context.Context, name string) (limiter.State, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: keyOf(limiterPK(name), skLimiterState), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return limiter.State{}, fmt.Errorf("get limiter %s: %w", name, translate(err))
+	}
+	if out.Item == nil {
+		return limiter.State{}, nil
+	}
+	r := &reader{it: out.Item}
+	st := limiter.State{Limit: int(r.int(attrLimit)), Active: int(r.int(attrActive)), Waiting: int(r.int(attrWaiting)), Version: r.int(attrVersion)}
+	for _, t := range r.strList(attrAdmits) {
+		at, err := time.Parse(time.RFC3339Nano, t)
+		if err != nil {
+			return st, fmt.Errorf("get limiter %s: %w: admits: %v", name, ledger.ErrCorruptItem, err)
+		}
+		st.Admits = append(st.Admits, at)
+	}
+	if r.err != nil {
+		return st, fmt.Errorf("get limiter %s: %w", name, r.err)
+	}
+	return st, nil
+}
+
+// ListWaiting implements ledger.Limiters: a consistent Query of the
+// waiting items, whose sort keys are in admission order.
+func (s *Store) ListWaiting(ctx context.Context, name string, limit int) ([]ledger.Waiting, error) {
+	var out []ledger.Waiting
+	if limit <= 0 {
+		return nil, nil
+	}
+	err := s.queryLimiter(ctx, name, prefixLimWait, limit, func(r *reader) {
+		p, err := limiter.ParseSortKey(r.str(tableschema.SK)[len(prefixLimWait):])
+		if err != nil && r.err == nil {
+			r.err = fmt.Errorf("%w: %v", ledger.ErrCorruptItem, err)
+		}
+		out = append(out, ledger.Waiting{Place: p, Paused: r.bool(attrPaused)})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list waiting of limiter %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// ListAdmitted implements ledger.Limiters.
+func (s *Store) ListAdmitted(ctx context.Context, name string) ([]ledger.Admitted, error) {
+	var out []ledger.Admitted
+	err := s.queryLimiter(ctx, name, prefixLimAdmit, 0, func(r *reader) {
+		out = append(out, ledger.Admitted{RunID: r.str(attrRun), AdmittedAt: r.time(attrAdmittedAt)})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list admitted of limiter %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// queryLimiter pages through the limiter's items under prefix, at most
+// limit of them (0: all).
+func (s *Store) queryLimiter(ctx context.Context, name, prefix string, limit int, each func(*reader)) error {
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression: aws.String(e.prefixKey(limiterPK(name), prefix)),
+	}
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
+	n := 0
+	for {
+		if limit > 0 {
+			in.Limit = aws.Int32(int32(min(limit-n, 1000)))
+		}
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return translate(err)
+		}
+		for _, it := range out.Items {
+			r := &reader{it: it}
+			each(r)
+			if r.err != nil {
+				return r.err
+			}
+			n++
+		}
+		if out.LastEvaluatedKey == nil || (limit > 0 && n >= limit) {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// WriteLimiter implements ledger.Limiters in ONE TransactWriteItems:
+//
+//	limiter   Put     LIMITER#<name>/STATE       version = :expected
+//	                                             (attribute_not_exists(pk) for 0)
+//	waiting   Put     .../WAIT#<place>           attribute_not_exists(pk)
+//	                                             (attribute_exists for a replace)
+//	          Delete  .../WAIT#<place>           attribute_exists(pk)
+//	admitted  Put     .../ADMIT#<run>            attribute_not_exists(pk)
+//	          Delete  .../ADMIT#<run>            attribute_exists(pk)
+//
+// Any condition failing is ErrVersionConflict: the limiter moved since
+// the caller's read, which reads again.
+func (s *Store) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) error {
+	op := func(err error) error { return fmt.Errorf("write limiter %s: %w", w.Name, err) }
+	if err := ledger.CheckLimiterName(w.Name); err != nil {
+		return op(err)
+	}
+	pk := limiterPK(w.Name)
+	names := map[string]string{"#pk": tableschema.PK}
+	notExists, exists := aws.String("attribute_not_exists(#pk)"), aws.String("attribute_exists(#pk)")
+	state := limiterItem(pk, w.State)
+	put := &types.Put{TableName: aws.String(s.table), Item: state, ExpressionAttributeNames: names, ConditionExpression: notExists}
+	if w.Expected != 0 {
+		put.ConditionExpression = aws.String("#v = :v")
+		put.ExpressionAttributeNames = map[string]string{"#v": attrVersion}
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(w.Expected)}
+	}
+	actions := []types.TransactWriteItem{{Put: put}}
+	sizes := []int{itemSize(state)}
+	add := func(a types.TransactWriteItem, size int) {
+		actions = append(actions, a)
+		sizes = append(sizes, size)
+	}
+	if p := w.DeleteWaiting; p != nil {
+		add(types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimWait+p.SortKey()),
+			ConditionExpression: exists, ExpressionAttributeNames: names}}, 0)
+	}
+	if p := w.PutWaiting; p != nil {
+		it := item{
+			tableschema.PK: str(pk), tableschema.SK: str(prefixLimWait + p.SortKey()), attrKind: str(kindLimWaiting),
+			attrRun: str(p.RunID), attrPriority: num(int64(p.Priority)), attrCreatedAt: tm(p.CreatedAt), attrPaused: optBool(p.Paused),
+		}.present()
+		cond := notExists
+		if w.Replace {
+			cond = exists
+		}
+		add(types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it, ConditionExpression: cond, ExpressionAttributeNames: names}}, itemSize(it))
+	}
+	if id := w.DeleteAdmitted; id != "" {
+		add(types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimAdmit+id),
+			ConditionExpression: exists, ExpressionAttributeNames: names}}, 0)
+	}
+	if a := w.PutAdmitted; a != nil {
+		it := item{
+			tableschema.PK: str(pk), tableschema.SK: str(prefixLimAdmit + a.RunID), attrKind: str(kindLimAdmitted),
+			attrRun: str(a.RunID), attrAdmittedAt: tm(a.AdmittedAt),
+		}.present()
+		add(types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it, ConditionExpression: notExists, ExpressionAttributeNames: names}}, itemSize(it))
+	}
+	err := s.transact(ctx, "write_limiter", actions, sizes, nil)
+	if err != nil {
+		if reasons := cancellation(err); reasons != nil {
+			for i := range actions {
+				if conditionFailed(reasons, i) {
+					return op(ledger.ErrVersionConflict)
+				}
+			}
+		}
+		return op(translate(err))
+	}
+	return nil
+}
+
+func limiterItem(pk string, st limiter.State) map[string]types.AttributeValue {
+	var admits []string
+	for _, t := range st.Admits {
+		admits = append(admits, t.UTC().Format(time.RFC3339Nano))
+	}
+	return item{
+		tableschema.PK: str(pk), tableschema.SK: str(skLimiterState), attrKind: str(kindLimiter),
+		attrLimit: num(int64(st.Limit)), attrActive: num(int64(st.Active)), attrWaiting: num(int64(st.Waiting)),
+		attrAdmits: strList(admits), attrVersion: num(st.Version),
+	}.present()
+}
