@@ -206,6 +206,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, protocol.CodeConflict, "This Idempotency-Key was used with another body.")
 	case errors.Is(err, ledger.ErrAlreadyExists):
 		writeError(w, protocol.CodeConflict, "It exists already.")
+	case errors.Is(err, ledger.ErrLimitQueueFull):
+		writeError(w, protocol.CodeLimitQueueFull, "The run's limiter already has 10,000 runs waiting; nothing was written.")
 	case errors.Is(err, ledger.ErrItemTooLarge):
 		writeError(w, protocol.CodePayloadTooLarge, "The item would be over DynamoDB's 400 KB limit.")
 	case errors.Is(err, ledger.ErrTooManyTasks):

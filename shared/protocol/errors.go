@@ -56,6 +56,9 @@ const (
 	CodeInvalidTimezone Code = "invalid_timezone"
 	// CodeDependencyCycle: the tasks' depends_on form a cycle. 422.
 	CodeDependencyCycle Code = "dependency_cycle"
+	// CodeLimitQueueFull: the run's limiter already has 10,000 runs
+	// waiting; nothing was written. 429.
+	CodeLimitQueueFull Code = "limit_queue_full"
 	// CodeInternal: anything else; the detail is logged, never answered.
 	// Safe to retry. 500.
 	CodeInternal Code = "internal"
@@ -80,6 +83,7 @@ var codeStatus = map[Code]int{
 	CodeInvalidCron:        http.StatusUnprocessableEntity,
 	CodeInvalidTimezone:    http.StatusUnprocessableEntity,
 	CodeDependencyCycle:    http.StatusUnprocessableEntity,
+	CodeLimitQueueFull:     http.StatusTooManyRequests,
 	CodeInternal:           http.StatusInternalServerError,
 	CodeUnavailable:        http.StatusServiceUnavailable,
 }
@@ -92,7 +96,7 @@ func Codes() []Code {
 		CodeConflict, CodeIllegalTransition, CodeAlreadyClaimed, CodeStaleAttempt,
 		CodeVersionConflict, CodePayloadTooLarge, CodeMisdirectedRequest,
 		CodeInvalidField, CodeInvalidCron, CodeInvalidTimezone, CodeDependencyCycle,
-		CodeInternal, CodeUnavailable,
+		CodeLimitQueueFull, CodeInternal, CodeUnavailable,
 	}
 }
 
