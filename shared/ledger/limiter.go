@@ -58,6 +58,10 @@ type LimiterWrite struct {
 	PutAdmitted   *Admitted
 	// DeleteAdmitted is a run id whose admitted item must be there.
 	DeleteAdmitted string
+	// AbsentWaiting and AbsentAdmitted are items that must not be there
+	// (an entry: the run is in the limiter once, waiting or admitted).
+	AbsentWaiting  *limiter.Place
+	AbsentAdmitted string
 }
 
 // ErrLimitQueueFull: a limiter already has limiter.MaxWaiting runs
@@ -110,8 +114,10 @@ func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Ente
 		w := LimiterWrite{Name: e.Limiter, Expected: st.Version, State: n}
 		if admitted {
 			w.PutAdmitted = &Admitted{RunID: e.Place.RunID, AdmittedAt: now}
+			w.AbsentWaiting = &e.Place
 		} else {
 			w.PutWaiting = &Waiting{Place: e.Place}
+			w.AbsentAdmitted = e.Place.RunID
 		}
 		err = s.WriteLimiter(ctx, w)
 		if errors.Is(err, ErrVersionConflict) {

@@ -198,6 +198,7 @@ func (s *Service) storeDerived(ctx context.Context, r ledger.Run, nodes []statem
 		s.log.InfoContext(ctx, "run finished", "run_id", runID, "job", r.Job,
 			"execution_state", string(updated.ExecutionState), "publication_state", string(updated.PublicationState))
 		s.runEnded(ctx, updated, nodes)
+		s.releaseRun(ctx, updated)
 	}
 	if finished || published {
 		// A dependent may wait for PUBLISHED, which can come before
@@ -230,6 +231,7 @@ func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending ma
 	}
 	var effs []effect
 	cross := crossJobCache{}
+	var adm admission
 	refused := map[string]bool{} // moved by someone else: the next read tells
 	for {
 		progressed := false
@@ -246,6 +248,15 @@ func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending ma
 					return nodes, effs, nil, err
 				}
 				verdict, timedOut = c.Verdict, c.TimedOut
+				if verdict == statemodel.DepsMet {
+					ok, err := adm.admitted(ctx, s, view.Run)
+					if err != nil {
+						return nodes, effs, nil, err
+					}
+					if !ok {
+						continue // waiting in its limiter: stays CREATED
+					}
+				}
 			}
 			var typ statemodel.EventType
 			reason := ""

@@ -2,8 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/statemodel/limiter"
 )
 
 // checkGroupLimits refuses j when a job of a group it names gives that
@@ -45,4 +51,153 @@ func namesGroup(j jobspec.Job) bool {
 		}
 	}
 	return false
+}
+
+// A run of a job with a concurrency limit is created with every task
+// CREATED and enters its limiter (ledger.EnterLimiter) the first time
+// advance would release a root task: admitted, its roots are released as
+// any run's; waiting, they stay CREATED and the run QUEUED. The run that
+// ends leaves its limiter and hands its room on (ledger.AdmitNext), and
+// each run admitted then is advanced. A waiting run's CREATED tasks keep
+// their re-evaluation timer: a pass that finds the run still waiting
+// repairs its limiter (a run ended whose release was lost in a crash) and
+// tries the queue again.
+
+// runLimiter is the concurrency limiter a run enters, "" for a run of a
+// job without one.
+func runLimiter(run ledger.Run) (jobspec.Job, string) {
+	j, err := jobspec.Load(run.Spec)
+	if err != nil || j.Concurrency == nil {
+		return j, ""
+	}
+	key, err := jobspec.RenderKey(j.Concurrency.Key, keyData(run))
+	if err != nil {
+		key = "" // a run the scheduler started: its key falls back to ""
+	}
+	return j, j.ConcurrencyLimiterName(key)
+}
+
+// keyData is what a limiter key renders over: the names worker exec
+// offers.
+func keyData(run ledger.Run) map[string]any {
+	var params any = map[string]any{}
+	if len(run.Params) > 0 {
+		_ = json.Unmarshal(run.Params, &params)
+	}
+	return map[string]any{
+		"Job": run.Job, "Run": run.ID, "Params": params, "Trigger": string(run.Trigger),
+		"LogicalTime": protocol.FormatTime(run.LogicalTime), "LogicalDate": run.LogicalTime.UTC().Format(time.DateOnly),
+	}
+}
+
+// runPlace is a run's place in its limiter's queue.
+func runPlace(j jobspec.Job, run ledger.Run) limiter.Place {
+	prio := j.Priority
+	if run.BackfillID != "" {
+		prio = j.BackfillPriority()
+	}
+	return limiter.Place{Priority: prio, CreatedAt: run.CreatedAt, RunID: run.ID}
+}
+
+// admission answers, once per evaluation, whether a run may release its
+// root tasks.
+type admission struct {
+	decided, ok bool
+}
+
+func (a *admission) admitted(ctx context.Context, s *Service, run ledger.Run) (bool, error) {
+	if a.decided {
+		return a.ok, nil
+	}
+	ok, err := s.admitRun(ctx, run)
+	if err != nil {
+		return false, err
+	}
+	a.decided, a.ok = true, ok
+	return ok, nil
+}
+
+// admitRun enters run in its limiter unless it is there already, and
+// reports whether it is admitted.
+func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
+	j, name := runLimiter(run)
+	if name == "" {
+		return true, nil
+	}
+	at, err := ledger.FindInLimiter(ctx, s.store, name, run.ID)
+	if err != nil {
+		return false, err
+	}
+	if at.Admitted {
+		return true, nil
+	}
+	if at.Reason != "" {
+		// Still waiting: repair a hand-off lost in a crash, then look
+		// again.
+		if err := s.repairLimiter(ctx, name); err != nil {
+			return false, err
+		}
+		at, err = ledger.FindInLimiter(ctx, s.store, name, run.ID)
+		return at.Admitted, err
+	}
+	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: name, Limit: j.Concurrency.Limit, Place: runPlace(j, run)}, s.now())
+	if err != nil {
+		return false, err
+	}
+	return e.Admitted, nil
+}
+
+// repairLimiter releases the room of admitted runs that ended (a release
+// lost between a run's end and its handler's next write) and hands the
+// room on.
+func (s *Service) repairLimiter(ctx context.Context, name string) error {
+	adm, err := s.store.ListAdmitted(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, a := range adm {
+		r, err := s.store.GetRun(ctx, a.RunID)
+		if errors.Is(err, ledger.ErrNotFound) || (err == nil && r.ExecutionState.Terminal()) {
+			if _, err := ledger.LeaveLimiter(ctx, s.store, name, a.RunID); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return s.handOn(ctx, name)
+}
+
+// handOn admits the limiter's next runs while it has room, and advances
+// each, which releases its root tasks.
+func (s *Service) handOn(ctx context.Context, name string) error {
+	got, err := ledger.AdmitNext(ctx, s.store, name, limiter.Rate{}, s.now())
+	var effs []effect
+	for _, a := range got {
+		effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID})
+	}
+	s.perform(ctx, effs...)
+	return err
+}
+
+// releaseRun gives an ended run's room back (or takes it out of the queue,
+// when it ended waiting: cancelled) and hands the room on.
+func (s *Service) releaseRun(ctx context.Context, run ledger.Run) {
+	_, name := runLimiter(run)
+	if name == "" {
+		return
+	}
+	left, err := ledger.LeaveLimiter(ctx, s.store, name, run.ID)
+	if err == nil && !left {
+		_, err = ledger.WithdrawWaiting(ctx, s.store, name, run.ID)
+	}
+	if err == nil {
+		err = s.handOn(ctx, name)
+	}
+	if err != nil {
+		// The next waiting run's re-evaluation repairs it.
+		s.log.WarnContext(ctx, "limiter hand-off failed", "run_id", run.ID, "limiter", name, "error", err.Error())
+	}
 }

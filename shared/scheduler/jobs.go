@@ -191,7 +191,8 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 			DependsOn: t.DependsOn, TriggerRule: t.Rule, Publish: t.Publish,
 			// A task with nothing to wait for is created SCHEDULED: its
 			// dependency verdict is part of the run's creating write.
-			Scheduled: len(t.DependsOn) == 0 && len(j.DependsOnJobs) == 0,
+			// A run of a limited job releases its roots once admitted.
+			Scheduled: len(t.DependsOn) == 0 && len(j.DependsOnJobs) == 0 && j.Concurrency == nil,
 			Secret:    secret,
 		})
 		withMap(&nr.Tasks[len(nr.Tasks)-1], t)
@@ -210,7 +211,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 	}
 	s.log.InfoContext(ctx, "run created", "run_id", view.Run.ID, "job", j.Name, "tasks", len(nr.Tasks))
 	s.created(view)
-	return view, true, newRunEffects(view, len(j.DependsOnJobs) > 0), nil
+	return view, true, newRunEffects(view, len(j.DependsOnJobs) > 0 || j.Concurrency != nil), nil
 }
 
 // newRunEffects are what moves a new run on. When its root tasks wait on

@@ -186,6 +186,14 @@ func (s *Store) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) error {
 		}.present()
 		add(types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it, ConditionExpression: notExists, ExpressionAttributeNames: names}}, itemSize(it))
 	}
+	if p := w.AbsentWaiting; p != nil {
+		add(types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimWait+p.SortKey()),
+			ConditionExpression: notExists, ExpressionAttributeNames: names}}, 0)
+	}
+	if id := w.AbsentAdmitted; id != "" {
+		add(types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimAdmit+id),
+			ConditionExpression: notExists, ExpressionAttributeNames: names}}, 0)
+	}
 	err := s.transact(ctx, "write_limiter", actions, sizes, nil)
 	if err != nil {
 		if reasons := cancellation(err); reasons != nil {

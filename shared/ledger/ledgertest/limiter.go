@@ -70,6 +70,11 @@ func testLimiterOrder(t *testing.T, h *Harness) {
 			t.Fatalf("entry %s: %+v", p.RunID, e)
 		}
 	}
+	// A repeated entry of the admitted run, racing as the ticker's repair
+	// may, finds it admitted and writes nothing.
+	if again := enter(t, h, name, 1, place(0, 3)); !again.Admitted {
+		t.Fatalf("a repeated entry of the admitted run: %+v", again)
+	}
 	if again, err := ledger.FindInLimiter(ctx, h.Store, name, "run-000"); err != nil || !again.Admitted {
 		t.Fatalf("the admitted run found as %+v, %v", again, err)
 	}

@@ -100,6 +100,16 @@ func (s *Store) WriteLimiter(_ context.Context, w ledger.LimiterWrite) error {
 			return conflict
 		}
 	}
+	if p := w.AbsentWaiting; p != nil {
+		if _, there := l.waiting[p.SortKey()]; there {
+			return conflict
+		}
+	}
+	if id := w.AbsentAdmitted; id != "" {
+		if _, there := l.admitted[id]; there {
+			return conflict
+		}
+	}
 	l.state = w.State
 	l.state.Admits = slices.Clone(w.State.Admits)
 	if p := w.DeleteWaiting; p != nil {
