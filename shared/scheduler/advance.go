@@ -248,14 +248,17 @@ func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending ma
 					return nodes, effs, nil, err
 				}
 				verdict, timedOut = c.Verdict, c.TimedOut
-				if verdict == statemodel.DepsMet {
-					ok, err := adm.admitted(ctx, s, view.Run)
-					if err != nil {
-						return nodes, effs, nil, err
-					}
-					if !ok {
-						continue // waiting in its limiter: stays CREATED
-					}
+			}
+			if verdict == statemodel.DepsMet {
+				// Any task, not only a root: one whose upstream ended
+				// without running (cancelled) may be due while the run
+				// still waits in its limiter.
+				ok, err := adm.admitted(ctx, s, view.Run)
+				if err != nil {
+					return nodes, effs, nil, err
+				}
+				if !ok {
+					continue // waiting in its limiter: stays CREATED
 				}
 			}
 			var typ statemodel.EventType

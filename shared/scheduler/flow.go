@@ -144,6 +144,13 @@ func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// This pass's view may be older than the run's end (a cancel): a run
+	// that ended before its entry landed leaves again at once. One that
+	// ends after this read is released by its ender, who finds it entered.
+	if now, err := s.store.GetRun(ctx, run.ID); err == nil && now.ExecutionState.Terminal() {
+		s.releaseRun(ctx, now)
+		return false, nil
+	}
 	return e.Admitted, nil
 }
 
@@ -189,9 +196,18 @@ func (s *Service) releaseRun(ctx context.Context, run ledger.Run) {
 	if name == "" {
 		return
 	}
-	left, err := ledger.LeaveLimiter(ctx, s.store, name, run.ID)
-	if err == nil && !left {
-		_, err = ledger.WithdrawWaiting(ctx, s.store, name, run.ID)
+	// The run is admitted, waiting or neither; a hand-off may admit it
+	// between a look at one and the other, so look until one write lands
+	// or it is in neither.
+	var err error
+	for range 3 {
+		var left, withdrawn bool
+		if left, err = ledger.LeaveLimiter(ctx, s.store, name, run.ID); err != nil || left {
+			break
+		}
+		if withdrawn, err = ledger.WithdrawWaiting(ctx, s.store, name, run.ID); err != nil || withdrawn {
+			break
+		}
 	}
 	if err == nil {
 		err = s.handOn(ctx, name)

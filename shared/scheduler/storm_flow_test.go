@@ -1,0 +1,214 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/store/memstore"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// stormLimitedJob is the storm's DAG with a concurrency limit of 3 runs
+// per customer.
+const stormLimitedJob = `{"name":"stormlim","retry":{"max_attempts":2,"initial_interval":"1s","jitter":"none"},
+	"timeouts":{"heartbeat":"10s","queue":"1m"},"evidence_window":"20s",
+	"concurrency":{"limit":3,"key":"{{.Params.customer}}"},
+	"tasks":[{"id":"a"},{"id":"b","depends_on":["a"]},{"id":"c","depends_on":["b"]},{"id":"d","depends_on":["a"]},
+	{"id":"alert","depends_on":["c","d"],"trigger_rule":"one_failed"}]}`
+
+const stormLimit = 3
+
+// The storm on runs of a limited job: workers that succeed, fail and
+// crash, an operator who cancels tasks and runs (waiting ones too),
+// pauses and resumes, and the timers, all at once. Once calm, every run
+// ended (0 stuck), and at no moment were more than the limit of one
+// customer's runs active (0 excess), active meaning from the first
+// dispatch of any of its tasks to its end.
+func TestStormRespectsConcurrencyLimits(t *testing.T) {
+	c := newClock()
+	q := newMemQueue()
+	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
+	f := assemble(memstore.New(memstore.WithClock(c.Now), memstore.WithRunBackstop(10000*time.Hour)), q, pool, c, "", nil)
+	limitedStorm(t, f, 30, 300)
+}
+
+// The same on DynamoDB Local and the SQS emulator.
+func TestStormRespectsConcurrencyLimitsOnDynamoDBLocal(t *testing.T) {
+	f := newEmulatorFixtureWith(t, []store.Option{store.WithRunBackstop(10000 * time.Hour)})
+	limitedStorm(t, f, 10, 80)
+}
+
+func limitedStorm(t *testing.T, f *fixture, runs, ops int) {
+	t.Helper()
+	f.createJob(t, stormLimitedJob)
+	customer := map[string]string{}
+	var ids []string
+	for i := range runs {
+		who := []string{"a", "b"}[i%2]
+		v := f.triggerWith(t, "stormlim", fmt.Sprintf(`{"customer":%q}`, who))
+		ids = append(ids, v.Run.ID)
+		customer[v.Run.ID] = who
+		f.clock.Advance(time.Millisecond)
+	}
+	c := &storm{f: f, claim: map[string]map[string]bool{}}
+	ctx, stop := context.WithCancel(context.Background())
+	var workers, weather sync.WaitGroup
+	for i := range 3 {
+		workers.Go(func() { c.work(ctx, t, i) })
+	}
+	done := make(chan struct{})
+	weather.Go(func() {
+		operateLimited(ctx, t, f, ids, ops)
+		close(done)
+	})
+	weather.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			f.clock.Advance(3 * time.Second)
+			if _, err := f.svc.Tick(ctx); err != nil {
+				t.Error(err)
+			}
+			if _, err := f.svc.Reconcile(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	weather.Wait()
+	c.calm.Store(true)
+	for _, id := range ids {
+		if err := f.svc.ResumeRun(ctx, id, "calm"); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) {
+			t.Fatal(err)
+		}
+	}
+	for pass := 0; ; pass++ {
+		open := openTasks(t, f, ids)
+		if len(open) == 0 {
+			break
+		}
+		if pass == 3000 {
+			t.Fatalf("stuck: tasks still open after the storm and %d timer passes: %v", pass, open)
+		}
+		f.clock.Advance(5 * time.Second)
+		if _, err := f.svc.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.svc.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	workers.Wait()
+	seen := map[statemodel.EventType]int{}
+	for _, id := range ids {
+		checkRunConsistent(t, f, id, seen)
+	}
+	excess, stuck := limitExcess(t, f, ids, customer)
+	fmt.Printf("limited storm: %d runs, %d excess, %d stuck\n", len(ids), excess, stuck)
+	if excess != 0 || stuck != 0 {
+		t.Errorf("%d runs active beyond the limit, %d runs not ended", excess, stuck)
+	}
+	for _, who := range []string{"a", "b"} {
+		st, err := f.st.GetLimiter(context.Background(), "stormlim/"+who)
+		if err != nil || st.Active != 0 || st.Waiting != 0 {
+			t.Errorf("limiter %s after the storm: %+v, %v", who, st, err)
+		}
+	}
+}
+
+// operateLimited cancels tasks and runs, pauses and resumes runs at
+// random, n times. (Retries and marks of an ended run reopen it, which
+// this storm leaves out.)
+func operateLimited(ctx context.Context, t *testing.T, f *fixture, runs []string, n int) {
+	rng := rand.New(rand.NewPCG(42, 7))
+	for range n {
+		id := runs[rng.IntN(len(runs))]
+		v, err := f.st.ReadRun(ctx, id)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		key := v.Tasks[rng.IntN(len(v.Tasks))].Instance.Key
+		switch p := rng.IntN(10); {
+		case p < 1:
+			err = f.svc.CancelTask(ctx, key, "storm")
+		case p < 2:
+			err = f.svc.CancelRun(ctx, id, "storm")
+		case p < 6:
+			err = f.svc.PauseRun(ctx, id, "storm")
+		default:
+			err = f.svc.ResumeRun(ctx, id, "storm")
+		}
+		if err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) {
+			t.Errorf("operator on %s: %v", key, err)
+		}
+	}
+}
+
+// limitExcess sweeps each customer's runs' active intervals (first
+// dispatch of any task to the run's end, half open) and answers the most
+// runs active at once beyond the limit, and the runs not ended.
+func limitExcess(t *testing.T, f *fixture, ids []string, customer map[string]string) (excess, stuck int) {
+	type edge struct {
+		at time.Time
+		d  int
+		id string
+	}
+	edges := map[string][]edge{}
+	for _, id := range ids {
+		v, err := f.st.ReadRun(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !v.Run.ExecutionState.Terminal() {
+			stuck++
+			continue
+		}
+		var first time.Time
+		for _, tv := range v.Tasks {
+			for _, a := range tv.Instance.Snapshot.Attempts {
+				if !a.QueuedAt.IsZero() && (first.IsZero() || a.QueuedAt.Before(first)) {
+					first = a.QueuedAt
+				}
+			}
+			for _, a := range tv.Attempts {
+				if !a.QueuedAt.IsZero() && (first.IsZero() || a.QueuedAt.Before(first)) {
+					first = a.QueuedAt
+				}
+			}
+		}
+		if first.IsZero() {
+			continue // never dispatched: cancelled while waiting
+		}
+		edges[customer[id]] = append(edges[customer[id]], edge{first, 1, id}, edge{v.Run.EndedAt, -1, id})
+	}
+	for _, es := range edges {
+		slices.SortFunc(es, func(x, y edge) int {
+			if c := x.at.Compare(y.at); c != 0 {
+				return c
+			}
+			return x.d - y.d // an end before a start at the same instant
+		})
+		n := 0
+		active := map[string]bool{}
+		for _, e := range es {
+			n += e.d
+			active[e.id] = e.d > 0
+			if n > stormLimit {
+				t.Logf("at %v: %d active: %v", e.at, n, active)
+			}
+			excess = max(excess, n-stormLimit)
+		}
+	}
+	return excess, stuck
+}
