@@ -25,7 +25,7 @@ import (
 	"github.com/runledger/runledger/shared/emulator"
 )
 
-var scenarioNames = []string{"chain", "throughput", "timer", "cost", "scaling", "events", "map"}
+var scenarioNames = []string{"chain", "throughput", "timer", "cost", "scaling", "events", "map", "flow"}
 
 func main() {
 	only := flag.String("only", strings.Join(scenarioNames, ","), "scenarios to run, comma-separated: "+strings.Join(scenarioNames, ", "))
@@ -37,6 +37,7 @@ func main() {
 	scaleRuns := flag.Int("scale-runs", 100000, "finished runs written into the scaling scenario's full table")
 	eventRuns := flag.Int("event-runs", 100, "events put one after another in the events scenario")
 	mapChildren := flag.Int("map-children", 10000, "children of the map scenario's large map")
+	flowRuns := flag.Int("flow-runs", 1000, "runs of each burst of the flow scenario")
 	verbose := flag.Bool("v", false, "log warnings of the stack and workers to stderr, and add details to the summary")
 	flag.Parse()
 
@@ -51,13 +52,13 @@ func main() {
 	defer stop()
 	os.Exit(run(ctx, want, *cpuProfile, *verbose, scenarioArgs{
 		chainRuns: *chainRuns, throughputRuns: *throughputRuns, timerRuns: *timerRuns, scaleRuns: *scaleRuns,
-		eventRuns: *eventRuns, timerBurstRuns: *timerBurstRuns, mapChildren: *mapChildren,
+		eventRuns: *eventRuns, timerBurstRuns: *timerBurstRuns, mapChildren: *mapChildren, flowRuns: *flowRuns,
 	}))
 }
 
 type scenarioArgs struct {
-	chainRuns, throughputRuns, timerRuns, scaleRuns int
-	eventRuns, timerBurstRuns, mapChildren          int
+	chainRuns, throughputRuns, timerRuns, scaleRuns  int
+	eventRuns, timerBurstRuns, mapChildren, flowRuns int
 }
 
 func run(ctx context.Context, want []string, cpuProfile string, verbose bool, args scenarioArgs) int {
@@ -104,6 +105,7 @@ func run(ctx context.Context, want []string, cpuProfile string, verbose bool, ar
 		"scaling": func(ctx context.Context) error { return b.scaling(ctx, args.scaleRuns) },
 		"events":  func(ctx context.Context) error { return b.events(ctx, args.eventRuns) },
 		"map":     func(ctx context.Context) error { return b.mapScenario(ctx, args.mapChildren) },
+		"flow":    func(ctx context.Context) error { return b.flow(ctx, args.flowRuns) },
 	}
 	failed := 0
 	for _, name := range scenarioNames {
