@@ -25,6 +25,9 @@ type Limiters interface {
 	ListWaiting(ctx context.Context, name string, limit int) ([]Waiting, error)
 	// ListAdmitted reads the admitted items (the active runs), by run id.
 	ListAdmitted(ctx context.Context, name string) ([]Admitted, error)
+	// FindRun reads a run's admitted item and its waiting item at place
+	// (nil when absent): two key reads, whatever the queue's length.
+	FindRun(ctx context.Context, name string, place limiter.Place) (*Admitted, *Waiting, error)
 	// WriteLimiter writes w in one atomic write whose conditions are: the
 	// limiter item's version is still w.Expected (0: no item), each put
 	// waiting or admitted item is new and each deleted one is there. A
@@ -144,43 +147,32 @@ func (w LimiterWrite) admittedAt() time.Time {
 // findRun reports whether a run is in the limiter already (a retried
 // entry whose first write landed).
 func findRun(ctx context.Context, s Limiters, name string, p limiter.Place) (Entered, bool, error) {
-	e, err := FindInLimiter(ctx, s, name, p.RunID)
+	e, err := FindInLimiter(ctx, s, name, p)
 	return e, err == nil && (e.Admitted || e.Reason != ""), err
 }
 
-// FindInLimiter reports where a run stands in a limiter: admitted, waiting
-// (Reason set: concurrency, or rate_limit when the limiter has room for
-// it but its window is full), or neither (the zero Entered). A caller that
-// may be repeating an entry (the ticker's repair) looks first: a run
-// enters a limiter once.
-func FindInLimiter(ctx context.Context, s Limiters, name, runID string) (Entered, error) {
-	adm, err := s.ListAdmitted(ctx, name)
-	if err != nil {
+// FindInLimiter reports where a run stands in a limiter, by its place:
+// admitted, waiting (Reason set: concurrency, or rate_limit when the
+// limiter has room for it but its window is full), or neither (the zero
+// Entered). A caller that may be repeating an entry (the ticker's repair)
+// looks first: a run enters a limiter once.
+func FindInLimiter(ctx context.Context, s Limiters, name string, p limiter.Place) (Entered, error) {
+	a, w, err := s.FindRun(ctx, name, p)
+	if err != nil || (a == nil && w == nil) {
 		return Entered{}, err
 	}
-	for _, a := range adm {
-		if a.RunID == runID {
-			return Entered{Admitted: true, AdmittedAt: a.AdmittedAt}, nil
-		}
+	if a != nil {
+		return Entered{Admitted: true, AdmittedAt: a.AdmittedAt}, nil
 	}
 	st, err := s.GetLimiter(ctx, name)
 	if err != nil {
 		return Entered{}, err
 	}
-	ws, err := s.ListWaiting(ctx, name, st.Waiting)
-	if err != nil {
-		return Entered{}, err
+	why := limiter.ReasonConcurrency
+	if st.Limit == 0 || st.Active < st.Limit {
+		why = limiter.ReasonRateLimit
 	}
-	for _, w := range ws {
-		if w.RunID == runID {
-			why := limiter.ReasonConcurrency
-			if st.Limit == 0 || st.Active < st.Limit {
-				why = limiter.ReasonRateLimit
-			}
-			return Entered{Reason: why}, nil
-		}
-	}
-	return Entered{}, nil
+	return Entered{Reason: why}, nil
 }
 
 // AdmitNext admits waiting runs in order while the limiter has room (the
@@ -239,73 +231,73 @@ func firstUnpaused(ctx context.Context, s Limiters, name string, waiting int) (*
 // nothing (left already): it is safe to repeat. The caller then calls
 // AdmitNext.
 func LeaveLimiter(ctx context.Context, s Limiters, name, runID string) (bool, error) {
-	return changeLimiter(ctx, s, name, func(st limiter.State, adm []Admitted, _ []Waiting) (LimiterWrite, bool) {
-		for _, a := range adm {
-			if a.RunID == runID {
-				return LimiterWrite{State: st.Release(), DeleteAdmitted: runID}, true
-			}
+	return changeRun(ctx, s, name, limiter.Place{RunID: runID}, func(st limiter.State, a *Admitted, _ *Waiting) (LimiterWrite, bool) {
+		if a == nil {
+			return LimiterWrite{}, false
 		}
-		return LimiterWrite{}, false
+		return LimiterWrite{State: st.Release(), DeleteAdmitted: runID}, true
 	})
 }
 
 // WithdrawWaiting takes a waiting run out of the queue (cancelled before
 // admission); false when it was not waiting.
-func WithdrawWaiting(ctx context.Context, s Limiters, name, runID string) (bool, error) {
-	return changeLimiter(ctx, s, name, func(st limiter.State, _ []Admitted, ws []Waiting) (LimiterWrite, bool) {
-		for _, w := range ws {
-			if w.RunID == runID {
-				return LimiterWrite{State: st.Withdraw(), DeleteWaiting: &w.Place}, true
-			}
+func WithdrawWaiting(ctx context.Context, s Limiters, name string, p limiter.Place) (bool, error) {
+	return changeRun(ctx, s, name, p, func(st limiter.State, _ *Admitted, w *Waiting) (LimiterWrite, bool) {
+		if w == nil {
+			return LimiterWrite{}, false
 		}
-		return LimiterWrite{}, false
+		return LimiterWrite{State: st.Withdraw(), DeleteWaiting: &w.Place}, true
 	})
 }
 
 // PauseWaiting marks a waiting run paused (passed over, keeping its
 // place) or resumed; false when it was not waiting.
-func PauseWaiting(ctx context.Context, s Limiters, name, runID string, paused bool) (bool, error) {
-	return changeLimiter(ctx, s, name, func(st limiter.State, _ []Admitted, ws []Waiting) (LimiterWrite, bool) {
-		for _, w := range ws {
-			if w.RunID == runID && w.Paused != paused {
-				w.Paused = paused
-				return LimiterWrite{State: st.Touch(), PutWaiting: &w, Replace: true}, true
-			}
+func PauseWaiting(ctx context.Context, s Limiters, name string, p limiter.Place, paused bool) (bool, error) {
+	return changeRun(ctx, s, name, p, func(st limiter.State, _ *Admitted, w *Waiting) (LimiterWrite, bool) {
+		if w == nil || w.Paused == paused {
+			return LimiterWrite{}, false
 		}
-		return LimiterWrite{}, false
+		n := *w
+		n.Paused = paused
+		return LimiterWrite{State: st.Touch(), PutWaiting: &n, Replace: true}, true
+	})
+}
+
+// changeRun is changeLimiter for a write about one run, which reads only
+// that run's items.
+func changeRun(ctx context.Context, s Limiters, name string, p limiter.Place, decide func(limiter.State, *Admitted, *Waiting) (LimiterWrite, bool)) (bool, error) {
+	return changeLimiter(ctx, s, name, func(ctx context.Context, st limiter.State) (LimiterWrite, bool, error) {
+		a, w, err := s.FindRun(ctx, name, p)
+		if err != nil {
+			return LimiterWrite{}, false, err
+		}
+		lw, ok := decide(st, a, w)
+		return lw, ok, nil
 	})
 }
 
 // SetLimiterLimit stores a limiter's new limit (a job update); the caller
 // then calls AdmitNext. Lowering it stops nothing already active.
 func SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (bool, error) {
-	return changeLimiter(ctx, s, name, func(st limiter.State, _ []Admitted, _ []Waiting) (LimiterWrite, bool) {
+	return changeLimiter(ctx, s, name, func(_ context.Context, st limiter.State) (LimiterWrite, bool, error) {
 		if st.Version == 0 || st.Limit == limit {
-			return LimiterWrite{}, false
+			return LimiterWrite{}, false, nil
 		}
-		return LimiterWrite{State: st.SetLimit(limit)}, true
+		return LimiterWrite{State: st.SetLimit(limit)}, true, nil
 	})
 }
 
 // changeLimiter runs one read-decide-write round until its write lands or
 // decide says there is nothing to do.
-func changeLimiter(ctx context.Context, s Limiters, name string, decide func(limiter.State, []Admitted, []Waiting) (LimiterWrite, bool)) (bool, error) {
+func changeLimiter(ctx context.Context, s Limiters, name string, decide func(context.Context, limiter.State) (LimiterWrite, bool, error)) (bool, error) {
 	for range limiterRetries {
 		st, err := s.GetLimiter(ctx, name)
 		if err != nil {
 			return false, err
 		}
-		adm, err := s.ListAdmitted(ctx, name)
-		if err != nil {
+		w, ok, err := decide(ctx, st)
+		if err != nil || !ok {
 			return false, err
-		}
-		ws, err := s.ListWaiting(ctx, name, st.Waiting)
-		if err != nil {
-			return false, err
-		}
-		w, ok := decide(st, adm, ws)
-		if !ok {
-			return false, nil
 		}
 		w.Name, w.Expected = name, st.Version
 		err = s.WriteLimiter(ctx, w)

@@ -124,7 +124,8 @@ func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
 	if name == "" {
 		return true, nil
 	}
-	at, err := ledger.FindInLimiter(ctx, s.store, name, run.ID)
+	place := runPlace(j, run)
+	at, err := ledger.FindInLimiter(ctx, s.store, name, place)
 	if err != nil {
 		return false, err
 	}
@@ -137,10 +138,10 @@ func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
 		if err := s.repairLimiter(ctx, name); err != nil {
 			return false, err
 		}
-		at, err = ledger.FindInLimiter(ctx, s.store, name, run.ID)
+		at, err = ledger.FindInLimiter(ctx, s.store, name, place)
 		return at.Admitted, err
 	}
-	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: name, Limit: j.Concurrency.Limit, Place: runPlace(j, run)}, s.now())
+	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: name, Limit: j.Concurrency.Limit, Place: place}, s.now())
 	if err != nil {
 		return false, err
 	}
@@ -192,7 +193,7 @@ func (s *Service) handOn(ctx context.Context, name string) error {
 // releaseRun gives an ended run's room back (or takes it out of the queue,
 // when it ended waiting: cancelled) and hands the room on.
 func (s *Service) releaseRun(ctx context.Context, run ledger.Run) {
-	_, name := runLimiter(run)
+	j, name := runLimiter(run)
 	if name == "" {
 		return
 	}
@@ -205,7 +206,7 @@ func (s *Service) releaseRun(ctx context.Context, run ledger.Run) {
 		if left, err = ledger.LeaveLimiter(ctx, s.store, name, run.ID); err != nil || left {
 			break
 		}
-		if withdrawn, err = ledger.WithdrawWaiting(ctx, s.store, name, run.ID); err != nil || withdrawn {
+		if withdrawn, err = ledger.WithdrawWaiting(ctx, s.store, name, runPlace(j, run)); err != nil || withdrawn {
 			break
 		}
 	}

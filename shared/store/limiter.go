@@ -127,6 +127,35 @@ func (s *Store) queryLimiter(ctx context.Context, name, prefix string, limit int
 	}
 }
 
+// FindRun implements ledger.Limiters with two consistent key reads.
+func (s *Store) FindRun(ctx context.Context, name string, p limiter.Place) (*ledger.Admitted, *ledger.Waiting, error) {
+	get := func(sk string) (*reader, error) {
+		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(s.table), Key: keyOf(limiterPK(name), sk), ConsistentRead: aws.Bool(true),
+		})
+		if err != nil || out.Item == nil {
+			return nil, translate(err)
+		}
+		return &reader{it: out.Item}, nil
+	}
+	var a *ledger.Admitted
+	var w *ledger.Waiting
+	r, err := get(prefixLimAdmit + p.RunID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("find run %s in limiter %s: %w", p.RunID, name, err)
+	}
+	if r != nil {
+		a = &ledger.Admitted{RunID: p.RunID, AdmittedAt: r.time(attrAdmittedAt)}
+	}
+	if r, err = get(prefixLimWait + p.SortKey()); err != nil {
+		return nil, nil, fmt.Errorf("find run %s in limiter %s: %w", p.RunID, name, err)
+	}
+	if r != nil {
+		w = &ledger.Waiting{Place: p, Paused: r.bool(attrPaused)}
+	}
+	return a, w, nil
+}
+
 // WriteLimiter implements ledger.Limiters in ONE TransactWriteItems:
 //
 //	limiter   Put     LIMITER#<name>/STATE       version = :expected

@@ -75,10 +75,10 @@ func testLimiterOrder(t *testing.T, h *Harness) {
 	if again := enter(t, h, name, 1, place(0, 3)); !again.Admitted {
 		t.Fatalf("a repeated entry of the admitted run: %+v", again)
 	}
-	if again, err := ledger.FindInLimiter(ctx, h.Store, name, "run-000"); err != nil || !again.Admitted {
+	if again, err := ledger.FindInLimiter(ctx, h.Store, name, place(0, 3)); err != nil || !again.Admitted {
 		t.Fatalf("the admitted run found as %+v, %v", again, err)
 	}
-	if w, err := ledger.FindInLimiter(ctx, h.Store, name, "run-001"); err != nil || w.Admitted || w.Reason == "" {
+	if w, err := ledger.FindInLimiter(ctx, h.Store, name, place(1, 3)); err != nil || w.Admitted || w.Reason == "" {
 		t.Fatalf("a waiting run found as %+v, %v", w, err)
 	}
 	ws, err := h.Store.ListWaiting(ctx, name, 10)
@@ -190,13 +190,13 @@ func testLimiterPauseWithdraw(t *testing.T, h *Harness) {
 	enter(t, h, name, 1, place(1, 1))
 	enter(t, h, name, 1, place(2, 3))
 	enter(t, h, name, 1, place(3, 3))
-	if ok, err := ledger.PauseWaiting(ctx, h.Store, name, "run-001", true); err != nil || !ok {
+	if ok, err := ledger.PauseWaiting(ctx, h.Store, name, place(1, 1), true); err != nil || !ok {
 		t.Fatalf("pause: %v %v", ok, err)
 	}
-	if ok, err := ledger.WithdrawWaiting(ctx, h.Store, name, "run-002"); err != nil || !ok {
+	if ok, err := ledger.WithdrawWaiting(ctx, h.Store, name, place(2, 3)); err != nil || !ok {
 		t.Fatalf("withdraw: %v %v", ok, err)
 	}
-	if ok, err := ledger.WithdrawWaiting(ctx, h.Store, name, "run-002"); err != nil || ok {
+	if ok, err := ledger.WithdrawWaiting(ctx, h.Store, name, place(2, 3)); err != nil || ok {
 		t.Fatalf("second withdraw: %v %v", ok, err)
 	}
 	if _, err := ledger.LeaveLimiter(ctx, h.Store, name, "run-000"); err != nil {
@@ -210,7 +210,7 @@ func testLimiterPauseWithdraw(t *testing.T, h *Harness) {
 	if len(ws) != 1 || ws[0].RunID != "run-001" || !ws[0].Paused {
 		t.Fatalf("queue %+v: the paused run keeps its place", ws)
 	}
-	if ok, err := ledger.PauseWaiting(ctx, h.Store, name, "run-001", false); err != nil || !ok {
+	if ok, err := ledger.PauseWaiting(ctx, h.Store, name, place(1, 1), false); err != nil || !ok {
 		t.Fatalf("resume: %v %v", ok, err)
 	}
 	ledger.LeaveLimiter(ctx, h.Store, name, "run-003")

@@ -67,6 +67,22 @@ func (s *Store) ListAdmitted(_ context.Context, name string) ([]ledger.Admitted,
 	return out, nil
 }
 
+// FindRun implements ledger.Limiters.
+func (s *Store) FindRun(_ context.Context, name string, p limiter.Place) (*ledger.Admitted, *ledger.Waiting, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.limiter(name)
+	var a *ledger.Admitted
+	var w *ledger.Waiting
+	if x, ok := l.admitted[p.RunID]; ok {
+		a = &x
+	}
+	if x, ok := l.waiting[p.SortKey()]; ok {
+		w = &x
+	}
+	return a, w, nil
+}
+
 // WriteLimiter implements ledger.Limiters: every condition is checked
 // before anything changes, as one transaction.
 func (s *Store) WriteLimiter(_ context.Context, w ledger.LimiterWrite) error {
