@@ -535,6 +535,7 @@ func (s *Store) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKey) (
 	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 	var inst *ledger.Instance
 	var run *ledger.Run
+	ref := ""
 	for try := 0; len(req) > 0; try++ {
 		out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 		if err != nil {
@@ -547,7 +548,7 @@ func (s *Store) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKey) (
 				if err != nil {
 					return ledger.Instance{}, ledger.Run{}, op(err)
 				}
-				run = &r
+				run, ref = &r, specRefOf(it)
 			case kindInstance:
 				i, err := decodeInstance(it)
 				if err != nil {
@@ -568,6 +569,9 @@ func (s *Store) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKey) (
 	}
 	if inst == nil || run == nil {
 		return ledger.Instance{}, ledger.Run{}, op(ledger.ErrNotFound)
+	}
+	if err := s.runSpec(ctx, run, ref); err != nil {
+		return ledger.Instance{}, ledger.Run{}, op(err)
 	}
 	if err := s.legacyTrigger(ctx, run); err != nil {
 		return ledger.Instance{}, ledger.Run{}, op(err)

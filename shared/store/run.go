@@ -180,6 +180,9 @@ func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) 
 	for _, t := range view.Tasks {
 		index = append(index, timerIndexWrites(nil, instanceItem(t.Instance))...)
 	}
+	if err := s.ensureRunSpec(ctx, nr.Job, run.Spec); err != nil {
+		return ledger.RunView{}, op(err)
+	}
 	err = s.transact(ctx, "create_run", actions, sizes, index)
 	if err == nil {
 		return view, nil
@@ -245,7 +248,7 @@ func runItem(r ledger.Run) item {
 	it := item{
 		tableschema.PK: str(runPK(r.ID)), tableschema.SK: str(skRun),
 		attrKind: str(kindRun), attrRunID: str(r.ID), attrJob: str(r.Job),
-		attrLogicalTime: tm(r.LogicalTime), attrParams: bin(r.Params), attrSpec: bin(r.Spec),
+		attrLogicalTime: tm(r.LogicalTime), attrParams: bin(r.Params), attrSpecRef: optStr(runSpecRef(r.Spec)),
 		attrCreatedAt: tm(r.CreatedAt), tableschema.ListPK: str(runListShard(r.ID)), tableschema.ListSK: str(r.ID),
 		attrTrigger: optStr(string(r.Trigger)), attrBackfill: optStr(r.BackfillID),
 		attrDeadlineAt: tm(r.DeadlineAt), attrDeadlineMissed: tm(r.DeadlineMissedAt),
@@ -312,7 +315,14 @@ func (s *Store) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 	if err := ledger.CheckRunID(id); err != nil {
 		return ledger.Run{}, fmt.Errorf("get run %s: %w", id, err)
 	}
-	run, err := getItem(ctx, s, runPK(id), skRun, decodeRun)
+	ref := ""
+	run, err := getItem(ctx, s, runPK(id), skRun, func(m map[string]types.AttributeValue) (ledger.Run, error) {
+		ref = specRefOf(m)
+		return decodeRun(m)
+	})
+	if err == nil {
+		err = s.runSpec(ctx, &run, ref)
+	}
 	if err == nil {
 		err = s.legacyTrigger(ctx, &run)
 	}
@@ -345,7 +355,7 @@ func (s *Store) ReadRun(ctx context.Context, id string) (ledger.RunView, error) 
 		ConsistentRead: aws.Bool(true),
 	}
 	var view ledger.RunView
-	found := false
+	found, ref := false, ""
 	byTask := map[string]int{}
 	attempts := map[string][]ledger.Attempt{}
 	for {
@@ -361,7 +371,7 @@ func (s *Store) ReadRun(ctx context.Context, id string) (ledger.RunView, error) 
 				if err != nil {
 					return ledger.RunView{}, op(err)
 				}
-				view.Run, found = run, true
+				view.Run, found, ref = run, true, specRefOf(it)
 			case kindInstance:
 				inst, err := decodeInstance(it)
 				if err != nil {
@@ -397,6 +407,9 @@ func (s *Store) ReadRun(ctx context.Context, id string) (ledger.RunView, error) 
 	}
 	for task, m := range view.Maps {
 		view.Maps[task] = finishMapState(m)
+	}
+	if err := s.runSpec(ctx, &view.Run, ref); err != nil {
+		return ledger.RunView{}, op(err)
 	}
 	if err := s.legacyTrigger(ctx, &view.Run); err != nil {
 		return ledger.RunView{}, op(err)
@@ -488,13 +501,14 @@ func (s *Store) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error)
 		keys[i] = keyOf(runPK(id), skRun)
 	}
 	got := make(map[string]ledger.Run, len(ids))
+	refs := make(map[string]string, len(ids))
 	var derr error
 	err := s.batchGet(ctx, keys, func(it map[string]types.AttributeValue) {
 		run, err := decodeRun(it)
 		if err != nil && derr == nil {
 			derr = err
 		}
-		got[run.ID] = run
+		got[run.ID], refs[run.ID] = run, specRefOf(it)
 	})
 	if err == nil {
 		err = derr
@@ -503,10 +517,15 @@ func (s *Store) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error)
 		return nil, err
 	}
 	runs := make([]ledger.Run, 0, len(ids))
+	var specRefs []string
 	for _, id := range ids {
 		if r, ok := got[id]; ok {
 			runs = append(runs, r)
+			specRefs = append(specRefs, refs[id])
 		}
+	}
+	if err := s.runSpecs(ctx, runs, specRefs); err != nil {
+		return nil, err
 	}
 	return runs, s.legacyTriggers(ctx, runs)
 }
@@ -907,6 +926,9 @@ func (s *Store) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.
 		return ledger.Run{}, false, op(translate(err))
 	}
 	stored, err := decodeRun(out.Attributes)
+	if err == nil {
+		err = s.runSpec(ctx, &stored, specRefOf(out.Attributes))
+	}
 	if err != nil {
 		return ledger.Run{}, false, op(err)
 	}

@@ -63,6 +63,7 @@ type Store struct {
 	backstop  time.Duration
 	log       *slog.Logger
 	capacity  func(CapacityReport)
+	specs     *specCache // run specs written or read (runspec.go)
 }
 
 // Option configures a Store.
@@ -90,7 +91,7 @@ func New(db *dynamodb.Client, table string, opts ...Option) *Store {
 	s := &Store{
 		db: db, table: table, clock: time.Now,
 		retention: ledger.DefaultHistoryRetention, backstop: ledger.DefaultRunBackstop,
-		log: slog.Default(),
+		log: slog.Default(), specs: &specCache{},
 	}
 	for _, o := range opts {
 		o(s)
