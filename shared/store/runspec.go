@@ -127,7 +127,7 @@ func (s *Store) ensureRunSpec(ctx context.Context, job string, spec []byte) erro
 // runSpecs fills the Spec of runs read without one: refs[i] is the
 // content name run i's item holds ("" when the item carried its spec
 // inline, or had none). Specs this process knows come from its cache, the
-// others from ONE BatchGetItem per 100.
+// others from one GetItem (one spec) or one BatchGetItem per 100.
 func (s *Store) runSpecs(ctx context.Context, runs []ledger.Run, refs []string) error {
 	var keys []map[string]types.AttributeValue
 	asked := map[string]bool{}
@@ -147,10 +147,22 @@ func (s *Store) runSpecs(ctx context.Context, runs []ledger.Run, refs []string) 
 	if len(keys) == 0 {
 		return nil
 	}
-	err := s.batchGet(ctx, keys, func(it map[string]types.AttributeValue) {
+	keep := func(it map[string]types.AttributeValue) {
 		r := &reader{it: it}
 		s.specs.put(r.str(attrJob), r.str(attrSpecRef), r.bytes(attrSpec))
-	})
+	}
+	var err error
+	if len(keys) == 1 {
+		// One spec: a GetItem, the call every reader of one run makes.
+		var out *dynamodb.GetItemOutput
+		out, err = s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: keys[0], ConsistentRead: aws.Bool(true)})
+		if err == nil && out.Item != nil {
+			keep(out.Item)
+		}
+		err = translate(err)
+	} else {
+		err = s.batchGet(ctx, keys, keep)
+	}
 	if err != nil {
 		return fmt.Errorf("read run specs: %w", err)
 	}

@@ -9,10 +9,11 @@
 //	slot claim       JOB#<name>  SLOT#<logical time>       run id; one slot never yields two runs
 //	idempotency key  JOB#<name>  IDEM#<key>                run id, body hash, TTL +24 h
 //	run pointer      JOB#<name>  RUN#<run>                 newest first per job, written once with the run
+//	run spec         JOB#<name>  SPEC#<content hash>       a job spec runs were created with, immutable (runspec.go)
 //	dependency edge  JOB#<up>    DEP#<down>                job <down> depends on job <up>; written with <down>
 //	backfill pointer JOB#<name>  BACKFILL#<id>             newest first per job, written once with the backfill
 //	backfill         BACKFILL#<id> BACKFILL                pending slots, active runs, counts, version CAS, backstop timer
-//	run              RUN#<run>   RUN                       derived states, version CAS, listing RUNS/<run>, timer (backstop, deadline, dependency timeout), live index while unfinished
+//	run              RUN#<run>   RUN                       spec_ref, derived states, version CAS, listing RUNS/<run>, timer (backstop, deadline, dependency timeout), live index while unfinished
 //	instance         RUN#<run>   TASK#<task>               the statemodel.Snapshot (recent event ids, latest
 //	                                                       attempts), dispatch data, timer, newest history records
 //	attempt          RUN#<run>   TASK#<task>#ATT#nnn       late events; the record once the instance let it go
