@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -72,11 +73,12 @@ type specCache struct {
 
 func specKey(job, ref string) string { return job + "\x00" + ref }
 
+// get answers a copy: a caller may change the spec of the run it holds.
 func (c *specCache) get(job, ref string) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	spec, ok := c.specs[specKey(job, ref)]
-	return spec, ok
+	return slices.Clone(spec), ok
 }
 
 func (c *specCache) put(job, ref string, spec []byte) {
@@ -86,7 +88,7 @@ func (c *specCache) put(job, ref string, spec []byte) {
 		c.specs, c.bytes = map[string][]byte{}, 0
 	}
 	if _, ok := c.specs[specKey(job, ref)]; !ok {
-		c.specs[specKey(job, ref)] = spec
+		c.specs[specKey(job, ref)] = slices.Clone(spec)
 		c.bytes += len(spec)
 	}
 }
