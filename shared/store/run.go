@@ -41,6 +41,11 @@ import (
 //	             inline, or, for a task marked Scheduled, in SCHEDULED with
 //	             its deps.met record too (decided by statemodel.Apply at now).
 //
+// Before it, the run's job spec is written to its run spec item
+// (JOB#<job>/SPEC#<hash>, runspec.go) unless this process wrote or read it
+// already: one PutItem per process and distinct spec, whatever happens to
+// the transaction after.
+//
 // Nothing is written unless everything is. More than MaxTasksPerRun tasks is
 // ErrTooManyTasks; items over 400 KB, invalid keys and invalid policies or
 // graphs are refused before any write.
