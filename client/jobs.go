@@ -139,18 +139,22 @@ type Trigger struct {
 	Params any
 	// LogicalTime is the run's logical time; zero: the trigger time.
 	LogicalTime time.Time
+	// Priority orders the run in its limiters' queues, 1 first .. 5
+	// last; 0: the job's.
+	Priority int
 }
 
 type triggerBody struct {
 	Params      json.RawMessage `json:"params,omitempty"`
 	LogicalTime *string         `json:"logical_time,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
 }
 
 // TriggerRun starts a run of a job. created is false when an earlier call
 // with the same IdempotencyKey created the run (the API's 200 rather than
 // 201).
 func (c *Client) TriggerRun(ctx context.Context, job string, t Trigger) (run RunDetail, created bool, err error) {
-	var body triggerBody
+	body := triggerBody{Priority: t.Priority}
 	if t.Params != nil {
 		if body.Params, err = encodeBody(t.Params); err != nil {
 			return RunDetail{}, false, err

@@ -25,6 +25,9 @@ func drawRun(w io.Writer, d client.RunDetail) error {
 	if r.Event != nil {
 		fmt.Fprintf(w, "  started by event %s  source %s  detail-type %s\n", r.Event.ID, r.Event.Source, r.Event.DetailType)
 	}
+	if line := admissionLine(r); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	fmt.Fprintln(w)
 	t := newTable(w, "TASK", "STATE", "ATTEMPT", "DEP WAIT", "QUEUE WAIT", "RUN TIME", "DETAIL")
 	for _, l := range dagLines(d.Tasks) {

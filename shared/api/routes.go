@@ -96,6 +96,9 @@ func (h *Handler) runBody(ctx context.Context, v ledger.RunView) (protocol.RunDe
 	}
 	run := renderRun(v.Run)
 	run.WaitingFor = waiting
+	if run.Admission, err = h.svc.Admission(ctx, v); err != nil {
+		return protocol.RunDetail{}, err
+	}
 	return protocol.RunDetail{Run: run, Tasks: tasks}, nil
 }
 

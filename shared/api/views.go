@@ -41,7 +41,7 @@ func renderRun(r ledger.Run) protocol.Run {
 		ExecutionState: exec, PublicationState: r.PublicationState,
 		Status: exec.Status(), CreatedAt: r.CreatedAt, EndedAt: r.EndedAt,
 		Trigger: r.Trigger, BackfillID: r.BackfillID,
-		Event: r.Event,
+		Event: r.Event, Priority: scheduler.RunPriority(r),
 	}
 }
 

@@ -75,7 +75,7 @@ func NewRunRecord(nr NewRun, nodes []statemodel.TaskNode, now, stamp time.Time, 
 		PublicationState: statemodel.DerivePublication(nodes),
 		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt, DeadlineAt: nr.DeadlineAt,
 		DependencyTimeoutAt: nr.DependencyTimeoutAt, Trigger: nr.Trigger, BackfillID: nr.BackfillID,
-		Event: nr.Event,
+		Event: nr.Event, Priority: nr.Priority,
 	}
 	run.Status = run.ExecutionState.Status()
 	run.TimerAt = FirstRunTimer(run, stamp, backstop)

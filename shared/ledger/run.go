@@ -62,6 +62,9 @@ type Run struct {
 	DependencyTimeoutAt time.Time
 	// Event names the event that started the run (trigger event only).
 	Event *protocol.RunEvent
+	// Priority is the run's place in its limiters' queues: 1 first .. 5
+	// last; 0 for a run stored before runs kept it (its job's then).
+	Priority int
 }
 
 // NewTask is one task of a new run.
@@ -105,6 +108,7 @@ type NewRun struct {
 	Tasks       []NewTask // 1..MaxTasksPerRun
 	Trigger     statemodel.Trigger
 	BackfillID  string // trigger backfill only
+	Priority    int    // 1..5; 0: none stored
 	// ClaimSlot claims JOB#<job>/SLOT#<LogicalTime> in the same
 	// transaction (cron and one-off runs): one slot never yields two runs.
 	ClaimSlot bool

@@ -39,6 +39,12 @@ type Run struct {
 	// Event names the event that started the run (trigger event only;
 	// left out otherwise).
 	Event *RunEvent `json:"event,omitempty"`
+	// Priority is the run's admission order in its limiters: 1 first .. 5
+	// last.
+	Priority int `json:"priority"`
+	// Admission is where the run stands in its limiter (left out for a
+	// job without limits).
+	Admission *Admission `json:"admission,omitempty"`
 }
 
 // MarshalJSON writes the contract's shape.

@@ -9,6 +9,7 @@ import (
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/statemodel"
 	"github.com/runledger/runledger/statemodel/limiter"
 )
 
@@ -90,13 +91,37 @@ func keyData(run ledger.Run) map[string]any {
 	}
 }
 
-// runPlace is a run's place in its limiter's queue.
-func runPlace(j jobspec.Job, run ledger.Run) limiter.Place {
-	prio := j.Priority
-	if run.BackfillID != "" {
-		prio = j.BackfillPriority()
+// startPriority is the priority a new run is stored with: the request's,
+// else the job's (a backfill's run: one step lower, at most 5).
+func startPriority(j jobspec.Job, req TriggerRequest) int {
+	switch {
+	case req.Priority != 0:
+		return req.Priority
+	case req.Trigger == statemodel.TriggerBackfill:
+		return j.BackfillPriority()
 	}
-	return limiter.Place{Priority: prio, CreatedAt: run.CreatedAt, RunID: run.ID}
+	return j.Priority
+}
+
+// RunPriority is a run's priority: the one it was stored with, else (a run
+// stored before runs kept it) its job's, a backfill's run one step lower.
+func RunPriority(run ledger.Run) int {
+	if run.Priority != 0 {
+		return run.Priority
+	}
+	j, err := jobspec.Load(run.Spec)
+	if err != nil || j.Priority == 0 {
+		return limiter.PriorityDefault
+	}
+	if run.BackfillID != "" {
+		return j.BackfillPriority()
+	}
+	return j.Priority
+}
+
+// runPlace is a run's place in its limiter's queue.
+func runPlace(_ jobspec.Job, run ledger.Run) limiter.Place {
+	return limiter.Place{Priority: RunPriority(run), CreatedAt: run.CreatedAt, RunID: run.ID}
 }
 
 // admission answers, once per evaluation, whether a run may release its
@@ -217,4 +242,58 @@ func (s *Service) releaseRun(ctx context.Context, run ledger.Run) {
 		// The next waiting run's re-evaluation repairs it.
 		s.log.WarnContext(ctx, "limiter hand-off failed", "run_id", run.ID, "limiter", name, "error", err.Error())
 	}
+}
+
+// placeCounted bounds the queue an answer reads to give a waiting run's
+// place: beyond it the place is left out.
+const placeCounted = 1000
+
+// Admission answers where a run stands in its limiter, for the run
+// answer: nil for a job without limits. A run found in neither the queue
+// nor the admitted items is admitted (admitted_at unknown: it ended and
+// gave its room back) once a task of it was dispatched, else it is not
+// entered yet (nil) or ended waiting (nil: never admitted).
+func (s *Service) Admission(ctx context.Context, view ledger.RunView) (*protocol.Admission, error) {
+	j, name := runLimiter(view.Run)
+	if name == "" {
+		return nil, nil
+	}
+	place := runPlace(j, view.Run)
+	at, err := ledger.FindInLimiter(ctx, s.store, name, place)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case at.Admitted:
+		return &protocol.Admission{State: protocol.AdmissionAdmitted, Limiter: name, AdmittedAt: at.AdmittedAt}, nil
+	case at.Reason != "":
+		a := &protocol.Admission{State: protocol.AdmissionWaiting, Reason: at.Reason, Limiter: name}
+		a.Place, err = s.queuePlace(ctx, name, place)
+		return a, err
+	}
+	for _, t := range view.Tasks {
+		if t.Instance.Snapshot.Attempt > 0 {
+			return &protocol.Admission{State: protocol.AdmissionAdmitted, Limiter: name}, nil
+		}
+	}
+	return nil, nil
+}
+
+// queuePlace is a waiting run's place in its limiter's queue (1: next),
+// the paused passed over; 0 beyond placeCounted.
+func (s *Service) queuePlace(ctx context.Context, name string, p limiter.Place) (int, error) {
+	ws, err := s.store.ListWaiting(ctx, name, placeCounted)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, w := range ws {
+		if w.RunID == p.RunID {
+			return n + 1, nil
+		}
+		if !w.Paused {
+			n++
+		}
+	}
+	return 0, nil
 }

@@ -167,6 +167,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		MarkSlot: req.Trigger == statemodel.TriggerManual && !req.LogicalTime.IsZero(),
 		Event:    req.Event,
 	}
+	nr.Priority = startPriority(j, req)
 	if j.Deadline > 0 {
 		// Counted from the moment the run may start: its release, for a
 		// backfill's run.

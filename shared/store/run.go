@@ -259,6 +259,7 @@ func runItem(r ledger.Run) item {
 		attrDeadlineAt: tm(r.DeadlineAt), attrDeadlineMissed: tm(r.DeadlineMissedAt),
 		attrDepsTimeoutAt: tm(r.DependencyTimeoutAt),
 		attrRunEvent:      eventAttr(r.Event),
+		attrPriority:      optNum(int64(r.Priority)),
 	}
 	for k, v := range runStateItem(r) {
 		it[k] = v
@@ -311,6 +312,7 @@ func decodeRun(m map[string]types.AttributeValue) (ledger.Run, error) {
 		DeadlineAt: r.time(attrDeadlineAt), DeadlineMissedAt: r.time(attrDeadlineMissed),
 		DependencyTimeoutAt: r.time(attrDepsTimeoutAt),
 		Event:               r.runEvent(),
+		Priority:            int(r.int(attrPriority)),
 	}
 	return run, r.err
 }

@@ -465,6 +465,8 @@ function runHeader(view, apply) {
       fact("Ended (UTC)", time(r.ended_at)),
       fact("Duration", runDuration(r, nowFor(view))),
       r.trigger ? fact("Trigger", r.trigger + (r.backfill_id ? ` (${r.backfill_id})` : "")) : null,
+      r.priority ? fact("Priority", String(r.priority)) : null,
+      r.admission ? fact("Admission", h("span", { id: "run-admission" }, admissionText(r.admission))) : null,
       r.event ? fact("Event", h("span", { id: "run-event" }, h("code", {}, r.event.id), ` ${r.event.source} · ${r.event.detail_type}`)) : null,
       r.params && Object.keys(r.params).length ? fact("Params", h("code", {}, JSON.stringify(r.params))) : null),
     h("div", { class: "actions", role: "group", "aria-label": "Run actions" },
@@ -475,6 +477,15 @@ function runHeader(view, apply) {
       h("button", { type: "button", id: "resume-run", disabled: finished, onclick: act("resume", "Resume this run?",
         "Its paused tasks return to where they were.") }, "Resume run")),
   ];
+}
+
+// admissionText says where a limited run stands in its limiter.
+function admissionText(a) {
+  if (a.state === "waiting") {
+    const why = a.reason === "rate_limit" ? "the rate limit" : "a concurrency slot";
+    return `waiting for ${why} in ${a.limiter}` + (a.place ? `, place ${a.place}` : "");
+  }
+  return `admitted in ${a.limiter}` + (a.admitted_at ? ` at ${a.admitted_at}` : "");
 }
 
 function taskPanel(view, apply) {

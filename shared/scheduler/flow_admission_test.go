@@ -1,0 +1,60 @@
+package scheduler_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/scheduler"
+)
+
+// A trigger's priority is stored on its run and orders the queue: a later
+// run of priority 1 is admitted before an older one of the job's 3; the
+// waiting runs' admission says why and where they wait, the admitted
+// one's when.
+func TestFlowTriggerPriorityAndAdmission(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.createJob(t, `{"name":"solo","concurrency":{"limit":1}}`)
+	first := f.trigger(t, "solo", time.Time{})
+	f.clock.Advance(time.Millisecond)
+	older := f.trigger(t, "solo", time.Time{})
+	f.clock.Advance(time.Millisecond)
+	urgent, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "solo", Priority: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.readRun(t, urgent.Run.ID).Run.Priority; got != 1 {
+		t.Fatalf("stored priority %d, want 1", got)
+	}
+	if got := scheduler.RunPriority(f.readRun(t, older.Run.ID).Run); got != 3 {
+		t.Fatalf("default priority %d, want 3", got)
+	}
+	adm, err := f.svc.Admission(ctx, f.readRun(t, first.Run.ID))
+	if err != nil || adm == nil || adm.State != protocol.AdmissionAdmitted || adm.Limiter != "solo/" || adm.AdmittedAt.IsZero() {
+		t.Fatalf("first run's admission %+v, %v", adm, err)
+	}
+	for id, place := range map[string]int{urgent.Run.ID: 1, older.Run.ID: 2} {
+		adm, err := f.svc.Admission(ctx, f.readRun(t, id))
+		if err != nil || adm == nil || adm.State != protocol.AdmissionWaiting || adm.Reason != "concurrency" || adm.Place != place {
+			t.Fatalf("run %s: admission %+v, %v; want waiting for concurrency at %d", id, adm, err, place)
+		}
+	}
+	env := f.nextEnvelope(t)
+	f.finish(t, env, protocol.OutcomeSucceeded)
+	if got := f.nextEnvelope(t); got.Run != urgent.Run.ID {
+		t.Fatalf("the hand-off dispatched %s, want the priority 1 run %s", got.Run, urgent.Run.ID)
+	}
+}
+
+// A job without limits has no admission.
+func TestFlowNoAdmissionWithoutLimits(t *testing.T) {
+	f := newFixture(t)
+	f.createJob(t, `{"name":"free"}`)
+	v := f.trigger(t, "free", time.Time{})
+	adm, err := f.svc.Admission(context.Background(), f.readRun(t, v.Run.ID))
+	if err != nil || adm != nil {
+		t.Fatalf("admission %+v, %v; want none", adm, err)
+	}
+}
