@@ -197,10 +197,12 @@ func (s *Service) moveSchedule(ctx context.Context, sj ledger.Job, to ledger.Sch
 // oldest slot first, then moves the range past them. Each run claims its
 // slot, so runs another writer started already are not started twice.
 func (s *Service) startCatchup(ctx context.Context, sj ledger.Job, j jobspec.Job, limit int) (ledger.Job, error) {
-	slot, started := sj.CatchupNext, 0
+	slot, started, missed := sj.CatchupNext, 0, int64(0)
 	var ferr error
 	for ; !slot.IsZero() && !slot.After(sj.CatchupLast) && started < limit && !s.deadlineReached(ctx); started++ {
-		if ferr = s.fireSlot(ctx, j, slot, statemodel.TriggerCatchup); ferr != nil {
+		if ferr = s.fireSlot(ctx, j, slot, statemodel.TriggerCatchup); errors.Is(ferr, ledger.ErrLimitQueueFull) {
+			missed, ferr = missed+1, nil // its limiter's queue is full: the slot is missed
+		} else if ferr != nil {
 			break
 		}
 		n, ok := j.NextFire(slot)
@@ -217,7 +219,7 @@ func (s *Service) startCatchup(ctx context.Context, sj ledger.Job, j jobspec.Job
 	if slot.IsZero() || slot.After(sj.CatchupLast) {
 		to.CatchupNext, to.CatchupLast = time.Time{}, time.Time{}
 	}
-	out, err := s.moveSchedule(ctx, sj, to, 0)
+	out, err := s.moveSchedule(ctx, sj, to, missed)
 	if err != nil {
 		return sj, errors.Join(ferr, err)
 	}
@@ -250,12 +252,16 @@ func (s *Service) fireSchedule(ctx context.Context, sj ledger.Job, j jobspec.Job
 			}
 			continue
 		}
-		if err := s.fireSlot(ctx, j, at, statemodel.TriggerSchedule); err != nil {
+		missed := int64(0)
+		if err := s.fireSlot(ctx, j, at, statemodel.TriggerSchedule); errors.Is(err, ledger.ErrLimitQueueFull) {
+			missed = 1 // its limiter's queue is full: the slot is missed
+			s.log.WarnContext(ctx, "slot missed: limiter queue full", "job", sj.Name, "slot", protocol.FormatTime(at))
+		} else if err != nil {
 			return fmt.Errorf("fire job %s at %s: %w", sj.Name, protocol.FormatTime(at), err)
 		}
 		to := sj.Position()
 		to.NextFireAt, _ = j.NextFire(at)
-		if sj, err = s.moveSchedule(ctx, sj, to, 0); err != nil {
+		if sj, err = s.moveSchedule(ctx, sj, to, missed); err != nil {
 			return err
 		}
 	}

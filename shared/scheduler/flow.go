@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
@@ -167,6 +168,11 @@ func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
 		return at.Admitted, err
 	}
 	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: name, Limit: j.Concurrency.Limit, Place: place}, s.now())
+	if errors.Is(err, ledger.ErrLimitQueueFull) {
+		// Created past checkAdmissible's look by a racing trigger: it
+		// tries again at its timer's next pass.
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
@@ -296,4 +302,33 @@ func (s *Service) queuePlace(ctx context.Context, name string, p limiter.Place) 
 		}
 	}
 	return 0, nil
+}
+
+// checkAdmissible refuses a new run of a limited job before anything is
+// written: a manual run whose key fails to render (422 naming
+// concurrency.key), and any run whose limiter already has
+// limiter.MaxWaiting runs waiting (ledger.ErrLimitQueueFull: a trigger's
+// 429, a schedule slot's missed slot). Triggers racing past this look are
+// held by the entry's own conditional write (EnterLimiter refuses beyond
+// the bound); such a run waits for its timer's next pass.
+func (s *Service) checkAdmissible(ctx context.Context, j jobspec.Job, nr ledger.NewRun) error {
+	if j.Concurrency == nil {
+		return nil
+	}
+	probe := ledger.Run{ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime, Params: nr.Params, Trigger: nr.Trigger, Spec: nr.Spec}
+	if nr.Trigger == statemodel.TriggerManual {
+		if _, err := jobspec.RenderKey(j.Concurrency.Key, keyData(probe)); err != nil {
+			return &jobspec.Error{Code: protocol.CodeInvalidField, Field: "concurrency.key",
+				Message: fmt.Sprintf("concurrency.key does not render for this run: %v.", err)}
+		}
+	}
+	_, name := runLimiter(probe)
+	st, err := s.store.GetLimiter(ctx, name)
+	if err != nil {
+		return err
+	}
+	if st.Waiting >= limiter.MaxWaiting {
+		return fmt.Errorf("start run of %s: limiter %s: %w", j.Name, name, ledger.ErrLimitQueueFull)
+	}
+	return nil
 }

@@ -201,6 +201,9 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 	if err := checkEnvelopes(nr, now); err != nil {
 		return ledger.RunView{}, false, nil, fmt.Errorf("start run of %s: %w", j.Name, err)
 	}
+	if err := s.checkAdmissible(ctx, j, nr); err != nil {
+		return ledger.RunView{}, false, nil, err
+	}
 	view, err := s.store.CreateRun(ctx, nr, now)
 	var existing *ledger.ExistingRunError
 	if errors.As(err, &existing) && (errors.Is(err, ledger.ErrIdempotentReplay) || errors.Is(err, ledger.ErrSlotTaken)) {
