@@ -72,11 +72,16 @@ func runLimiter(run ledger.Run) (jobspec.Job, string) {
 	if err != nil || j.Concurrency == nil {
 		return j, ""
 	}
+	return j, limiterOf(j, run)
+}
+
+// limiterOf is the concurrency limiter a run of j enters (j has one).
+func limiterOf(j jobspec.Job, run ledger.Run) string {
 	key, err := jobspec.RenderKey(j.Concurrency.Key, keyData(run))
 	if err != nil {
 		key = "" // a run the scheduler started: its key falls back to ""
 	}
-	return j, j.ConcurrencyLimiterName(key)
+	return j.ConcurrencyLimiterName(key)
 }
 
 // keyData is what a limiter key renders over: the names worker exec
@@ -331,4 +336,41 @@ func (s *Service) checkAdmissible(ctx context.Context, j jobspec.Job, nr ledger.
 		return fmt.Errorf("start run of %s: limiter %s: %w", j.Name, name, ledger.ErrLimitQueueFull)
 	}
 	return nil
+}
+
+// applyLimit stores an updated job's concurrency limit in the limiters its
+// unfinished runs stand in (its key-less limiter: no read) and hands on the
+// room a raised limit makes, in the update's request: waiting runs are
+// admitted at once. Lowering a limit stops nothing already active. A
+// limiter it fails to reach is set by the next run that enters it.
+func (s *Service) applyLimit(ctx context.Context, j jobspec.Job) {
+	if j.Concurrency == nil {
+		return
+	}
+	names := map[string]bool{}
+	if j.Concurrency.Key == "" {
+		names[j.ConcurrencyLimiterName("")] = true
+	} else {
+		runs, err := s.store.ListUnfinishedRuns(ctx, j.Name)
+		if err != nil {
+			s.log.WarnContext(ctx, "limit change: runs not read", "job", j.Name, "error", err.Error())
+			return
+		}
+		for _, u := range runs {
+			r, err := s.store.GetRun(ctx, u.ID) // its params render its key
+			if err != nil {
+				continue // ended and gone since
+			}
+			names[limiterOf(j, r)] = true
+		}
+	}
+	for name := range names {
+		if _, err := ledger.SetLimiterLimit(ctx, s.store, name, j.Concurrency.Limit); err != nil {
+			s.log.WarnContext(ctx, "limit change not stored", "job", j.Name, "limiter", name, "error", err.Error())
+			continue
+		}
+		if err := s.handOn(ctx, name); err != nil {
+			s.log.WarnContext(ctx, "limit change: hand-off failed", "job", j.Name, "limiter", name, "error", err.Error())
+		}
+	}
 }

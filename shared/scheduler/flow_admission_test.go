@@ -2,9 +2,11 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 )
@@ -56,5 +58,46 @@ func TestFlowNoAdmissionWithoutLimits(t *testing.T) {
 	adm, err := f.svc.Admission(context.Background(), f.readRun(t, v.Run.ID))
 	if err != nil || adm != nil {
 		t.Fatalf("admission %+v, %v; want none", adm, err)
+	}
+}
+
+// Raising a limit by a job update admits waiting runs in the update's
+// request, not at the next run's end.
+func TestFlowRaisedLimitAdmitsAtOnce(t *testing.T) {
+	for _, key := range []string{"", "{{.Params.customer}}"} {
+		t.Run("key="+key, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			def := func(limit int) string {
+				return fmt.Sprintf(`{"name":"orders","concurrency":{"limit":%d,"key":%q}}`, limit, key)
+			}
+			f.createJob(t, def(1))
+			var runs []string
+			for range 3 {
+				runs = append(runs, f.triggerWith(t, "orders", `{"customer":"a"}`).Run.ID)
+				f.clock.Advance(time.Millisecond)
+			}
+			if got := f.nextEnvelope(t); got.Run != runs[0] {
+				t.Fatalf("dispatched %s, want the first run", got.Run)
+			}
+			j, err := jobspec.Parse([]byte(def(3)), f.svc.ParseOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur, err := f.st.GetJob(ctx, "orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.svc.UpdateJob(ctx, j, cur.Version); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for range 2 {
+				got[f.nextEnvelope(t).Run] = true
+			}
+			if !got[runs[1]] || !got[runs[2]] {
+				t.Fatalf("after the raise dispatched %v, want %v", got, runs[1:])
+			}
+		})
 	}
 }

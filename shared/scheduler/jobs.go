@@ -67,7 +67,11 @@ func (s *Service) UpdateJob(ctx context.Context, j jobspec.Job, expected int64) 
 	cur.CatchupNext, cur.CatchupLast = time.Time{}, time.Time{}
 	defer s.forgetDependents()
 	defer s.forgetEventIndex()
-	return s.store.UpdateJob(ctx, cur, expected)
+	out, err := s.store.UpdateJob(ctx, cur, expected)
+	if err == nil {
+		s.applyLimit(ctx, j)
+	}
+	return out, err
 }
 
 // upstreamOf names the jobs j's runs wait on: the store keeps an edge per
