@@ -69,19 +69,38 @@ func namesGroup(j jobspec.Job) bool {
 // job without one.
 func runLimiter(run ledger.Run) (jobspec.Job, string) {
 	j, err := jobspec.Load(run.Spec)
-	if err != nil || j.Concurrency == nil {
+	if err != nil || !j.Limited() {
 		return j, ""
 	}
 	return j, limiterOf(j, run)
 }
 
-// limiterOf is the concurrency limiter a run of j enters (j has one).
+// limiterOf is the limiter a run of j enters (j is limited): its
+// concurrency limiter, else its rate limiter. With both, one limiter
+// holds both limits (runLimits): the concurrency one.
 func limiterOf(j jobspec.Job, run ledger.Run) string {
+	if j.Concurrency == nil {
+		key, err := jobspec.RenderKey(j.RateLimit.Key, keyData(run))
+		if err != nil {
+			key = "" // a run the scheduler started: its key falls back to ""
+		}
+		return j.RateLimiterName(key)
+	}
 	key, err := jobspec.RenderKey(j.Concurrency.Key, keyData(run))
 	if err != nil {
 		key = "" // a run the scheduler started: its key falls back to ""
 	}
 	return j.ConcurrencyLimiterName(key)
+}
+
+// runLimits are the limits of the limiter a run of j enters: the
+// concurrency limit (0: none) and the rate (the zero Rate: none).
+func runLimits(j jobspec.Job) (int, limiter.Rate) {
+	limit := 0
+	if j.Concurrency != nil {
+		limit = j.Concurrency.Limit
+	}
+	return limit, j.RateLimit.Rate()
 }
 
 // keyData is what a limiter key renders over: the names worker exec
@@ -164,15 +183,16 @@ func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
 		return true, nil
 	}
 	if at.Reason != "" {
-		// Still waiting: repair a hand-off lost in a crash, then look
-		// again.
-		if err := s.repairLimiter(ctx, name); err != nil {
+		// Still waiting: repair a hand-off lost in a crash (or take the
+		// room a rate window freed), then look again.
+		if err := s.repairLimiter(ctx, name, j.RateLimit.Rate()); err != nil {
 			return false, err
 		}
 		at, err = ledger.FindInLimiter(ctx, s.store, name, place)
 		return at.Admitted, err
 	}
-	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: name, Limit: j.Concurrency.Limit, Place: place}, s.now())
+	limit, rate := runLimits(j)
+	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: name, Limit: limit, Rate: rate, Place: place}, s.now())
 	if errors.Is(err, ledger.ErrLimitQueueFull) {
 		// Created past checkAdmissible's look by a racing trigger: it
 		// tries again at its timer's next pass.
@@ -188,13 +208,16 @@ func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
 		s.releaseRun(ctx, now)
 		return false, nil
 	}
+	if e.Reason == limiter.ReasonRateLimit {
+		s.armRateTimer(ctx, name, rate)
+	}
 	return e.Admitted, nil
 }
 
 // repairLimiter releases the room of admitted runs that ended (a release
 // lost between a run's end and its handler's next write) and hands the
 // room on.
-func (s *Service) repairLimiter(ctx context.Context, name string) error {
+func (s *Service) repairLimiter(ctx context.Context, name string, rate limiter.Rate) error {
 	adm, err := s.store.ListAdmitted(ctx, name)
 	if err != nil {
 		return err
@@ -211,19 +234,43 @@ func (s *Service) repairLimiter(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	return s.handOn(ctx, name)
+	return s.handOn(ctx, name, rate)
 }
 
 // handOn admits the limiter's next runs while it has room, and advances
-// each, which releases its root tasks.
-func (s *Service) handOn(ctx context.Context, name string) error {
-	got, err := ledger.AdmitNext(ctx, s.store, name, limiter.Rate{}, s.now())
+// each, which releases its root tasks. When runs still wait for the rate
+// window, a timer is armed at the window's edge.
+func (s *Service) handOn(ctx context.Context, name string, rate limiter.Rate) error {
+	got, err := ledger.AdmitNext(ctx, s.store, name, rate, s.now())
 	var effs []effect
 	for _, a := range got {
 		effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID})
 	}
 	s.perform(ctx, effs...)
+	if err == nil && rate.On() {
+		s.armRateTimer(ctx, name, rate)
+	}
 	return err
+}
+
+// armRateTimer arms, when the limiter's queue waits for its rate window,
+// the first waiting run's timer at the window's edge: its pass admits the
+// queue's head then (no write frees rate room, and nothing polls). A lost
+// timer message is repaired by the run's backstop.
+func (s *Service) armRateTimer(ctx context.Context, name string, rate limiter.Rate) {
+	st, err := s.store.GetLimiter(ctx, name)
+	if err != nil || st.Waiting == 0 {
+		return
+	}
+	now := s.now()
+	if ok, why := st.Room(rate, now); ok || why != limiter.ReasonRateLimit {
+		return
+	}
+	ws, err := s.store.ListWaiting(ctx, name, 1)
+	if err != nil || len(ws) == 0 {
+		return
+	}
+	s.armTimer(ctx, ledger.InstanceKey{Run: ws[0].RunID}, st.RateRoomAt(rate, now))
 }
 
 // releaseRun gives an ended run's room back (or takes it out of the queue,
@@ -247,7 +294,7 @@ func (s *Service) releaseRun(ctx context.Context, run ledger.Run) {
 		}
 	}
 	if err == nil {
-		err = s.handOn(ctx, name)
+		err = s.handOn(ctx, name, j.RateLimit.Rate())
 	}
 	if err != nil {
 		// The next waiting run's re-evaluation repairs it.
@@ -317,14 +364,20 @@ func (s *Service) queuePlace(ctx context.Context, name string, p limiter.Place) 
 // held by the entry's own conditional write (EnterLimiter refuses beyond
 // the bound); such a run waits for its timer's next pass.
 func (s *Service) checkAdmissible(ctx context.Context, j jobspec.Job, nr ledger.NewRun) error {
-	if j.Concurrency == nil {
+	if !j.Limited() {
 		return nil
 	}
 	probe := ledger.Run{ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime, Params: nr.Params, Trigger: nr.Trigger, Spec: nr.Spec}
 	if nr.Trigger == statemodel.TriggerManual {
-		if _, err := jobspec.RenderKey(j.Concurrency.Key, keyData(probe)); err != nil {
-			return &jobspec.Error{Code: protocol.CodeInvalidField, Field: "concurrency.key",
-				Message: fmt.Sprintf("concurrency.key does not render for this run: %v.", err)}
+		field, key := "concurrency.key", ""
+		if j.Concurrency != nil {
+			key = j.Concurrency.Key
+		} else {
+			field, key = "rate_limit.key", j.RateLimit.Key
+		}
+		if _, err := jobspec.RenderKey(key, keyData(probe)); err != nil {
+			return &jobspec.Error{Code: protocol.CodeInvalidField, Field: field,
+				Message: fmt.Sprintf("%s does not render for this run: %v.", field, err)}
 		}
 	}
 	_, name := runLimiter(probe)
@@ -369,7 +422,7 @@ func (s *Service) applyLimit(ctx context.Context, j jobspec.Job) {
 			s.log.WarnContext(ctx, "limit change not stored", "job", j.Name, "limiter", name, "error", err.Error())
 			continue
 		}
-		if err := s.handOn(ctx, name); err != nil {
+		if err := s.handOn(ctx, name, j.RateLimit.Rate()); err != nil {
 			s.log.WarnContext(ctx, "limit change: hand-off failed", "job", j.Name, "limiter", name, "error", err.Error())
 		}
 	}

@@ -197,7 +197,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 			// A task with nothing to wait for is created SCHEDULED: its
 			// dependency verdict is part of the run's creating write.
 			// A run of a limited job releases its roots once admitted.
-			Scheduled: len(t.DependsOn) == 0 && len(j.DependsOnJobs) == 0 && j.Concurrency == nil,
+			Scheduled: len(t.DependsOn) == 0 && len(j.DependsOnJobs) == 0 && !j.Limited(),
 			Secret:    secret,
 		})
 		withMap(&nr.Tasks[len(nr.Tasks)-1], t)
@@ -219,7 +219,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 	}
 	s.log.InfoContext(ctx, "run created", "run_id", view.Run.ID, "job", j.Name, "tasks", len(nr.Tasks))
 	s.created(view)
-	return view, true, newRunEffects(view, len(j.DependsOnJobs) > 0 || j.Concurrency != nil), nil
+	return view, true, newRunEffects(view, len(j.DependsOnJobs) > 0 || j.Limited()), nil
 }
 
 // newRunEffects are what moves a new run on. When its root tasks wait on
