@@ -62,6 +62,8 @@ type Backfill struct {
 	// It is not stored; a caller that stopped releasing with slots still
 	// releasable sets it to now, so the next tick goes on.
 	WakeAt time.Time
+	// Priority is its runs' priority (1..5); 0: the job's plus one.
+	Priority int
 }
 
 // Created is the number of runs the backfill starts (or started).

@@ -71,7 +71,7 @@ func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (ledg
 	}
 	now := s.now()
 	b := ledger.Backfill{
-		ID: s.NewID(), Job: j.Name, From: req.From.UTC(), To: req.To.UTC(), MaxActive: req.MaxActive,
+		ID: s.NewID(), Job: j.Name, From: req.From.UTC(), To: req.To.UTC(), MaxActive: req.MaxActive, Priority: req.Priority,
 		Params: req.Params, Slots: len(slots), CreatedAt: now,
 		// Due at once: should this process stop before the first release,
 		// the ticker releases.
@@ -342,7 +342,7 @@ func (s *Service) releaseBackfill(ctx context.Context, b ledger.Backfill, budget
 		slot := b.Pending[0]
 		view, created, more, err := s.startRun(ctx, j, TriggerRequest{
 			Job: b.Job, LogicalTime: slot, Slot: true, Params: b.Params,
-			Trigger: statemodel.TriggerBackfill, BackfillID: b.ID, Release: &held,
+			Trigger: statemodel.TriggerBackfill, BackfillID: b.ID, Release: &held, Priority: b.Priority,
 		})
 		*effs = append(*effs, more...)
 		switch {

@@ -101,3 +101,24 @@ func TestFlowRaisedLimitAdmitsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// A backfill's runs take the backfill body's priority, else the job's plus
+// one (at most 5).
+func TestFlowBackfillPriority(t *testing.T) {
+	for _, c := range []struct{ job, body, want int }{{2, 0, 3}, {5, 0, 5}, {3, 1, 1}} {
+		t.Run(fmt.Sprintf("job%d_body%d", c.job, c.body), func(t *testing.T) {
+			f := newFixture(t)
+			f.createJob(t, fmt.Sprintf(`{"name":"daily","schedule":{"cron":"0 0 * * *","timezone":"UTC"},"priority":%d}`, c.job))
+			_, err := f.svc.CreateBackfill(context.Background(), scheduler.BackfillRequest{
+				Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, 1), Priority: c.body,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs := f.runsBySlot(t, "daily")[backfillDay]
+			if len(runs) != 1 || runs[0].Priority != c.want {
+				t.Fatalf("backfill runs %+v, want one of priority %d", runs, c.want)
+			}
+		})
+	}
+}

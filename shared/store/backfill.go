@@ -41,6 +41,7 @@ func backfillItem(b ledger.Backfill) item {
 		attrKind: str(kindBackfill), attrID: str(b.ID), attrJob: str(b.Job),
 		attrFrom: tm(b.From), attrTo: tm(b.To), attrMaxActive: num(int64(b.MaxActive)),
 		attrParams: bin(b.Params), attrSlots: num(int64(b.Slots)), attrCreatedAt: tm(b.CreatedAt),
+		attrPriority: optNum(int64(b.Priority)),
 	}
 	for k, v := range backfillStateItem(b) {
 		it[k] = v
@@ -86,6 +87,7 @@ func decodeBackfill(m map[string]types.AttributeValue) (ledger.Backfill, error) 
 		Cancelled: int(r.int(attrCancelledN)), CancelRequested: r.bool(attrCancelReq),
 		State: statemodel.BackfillState(r.str(attrBfState)), CreatedAt: r.time(attrCreatedAt), EndedAt: r.time(attrEndedAt),
 		Version: r.int(attrVersion), TimerAt: r.time(tableschema.TimerAt),
+		Priority: int(r.int(attrPriority)),
 	}
 	for _, s := range r.strList(attrPending) {
 		t, err := parseTime(s)

@@ -81,7 +81,9 @@ func mustBackfill(t *testing.T, h *Harness, id string) ledger.Backfill {
 // with nothing left ends (state derived, end time set, no timer).
 func backfillReleaseAndSettle(t *testing.T, h *Harness) {
 	ctx := context.Background()
-	b, err := h.Store.CreateBackfill(ctx, NewBackfill("bf", 3, 1))
+	nb := NewBackfill("bf", 3, 1)
+	nb.Priority = 2 // kept for its runs
+	b, err := h.Store.CreateBackfill(ctx, nb)
 	if err != nil || b.Version != 1 || b.State != statemodel.BackfillRunning || b.TimerAt.IsZero() || b.CreatedAt.IsZero() {
 		t.Fatalf("CreateBackfill: %+v, %v; want RUNNING at version 1 with a timer", b, err)
 	}
@@ -94,7 +96,7 @@ func backfillReleaseAndSettle(t *testing.T, h *Harness) {
 		t.Fatalf("released run %+v", v.Run)
 	}
 	got := mustBackfill(t, h, b.ID)
-	if got.Version != 2 || len(got.Pending) != 2 || len(got.Active) != 1 || got.Active[0].Run != first.ID || !got.Active[0].Slot.Equal(b.Pending[0]) {
+	if got.Version != 2 || len(got.Pending) != 2 || len(got.Active) != 1 || got.Active[0].Run != first.ID || !got.Active[0].Slot.Equal(b.Pending[0]) || got.Priority != 2 {
 		t.Fatalf("after a release: %+v", got)
 	}
 	// A copy read before the release no longer releases.

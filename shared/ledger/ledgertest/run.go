@@ -31,16 +31,17 @@ var runCases = []Case{
 	{"InstanceSecret", instanceSecret},
 }
 
-// runTrigger: a run keeps its trigger and backfill id through every read
+// runTrigger: a run keeps its trigger, backfill id and priority through every read
 // (GetRun, ReadRun, ListRuns, GetInstanceAndRun); a run without a valid
 // trigger, a backfill run without its backfill id, or another run with
 // one, is refused and writes nothing.
 func runTrigger(t *testing.T, h *Harness) {
 	ctx := context.Background()
 	var made []ledger.NewRun
-	for _, tr := range statemodel.AllTriggers() {
+	for i, tr := range statemodel.AllTriggers() {
 		nr := NewRun("trig", "main")
 		nr.Trigger = tr
+		nr.Priority = i%5 + 1 // and its priority
 		if tr == statemodel.TriggerBackfill {
 			nr.BackfillID = "01BACKFILL"
 		}
@@ -53,8 +54,8 @@ func runTrigger(t *testing.T, h *Harness) {
 	for _, nr := range made {
 		check := func(how string, r ledger.Run, err error) {
 			t.Helper()
-			if err != nil || r.Trigger != nr.Trigger || r.BackfillID != nr.BackfillID {
-				t.Fatalf("%s %s: trigger %q backfill %q (%v); want %q %q", how, nr.ID, r.Trigger, r.BackfillID, err, nr.Trigger, nr.BackfillID)
+			if err != nil || r.Trigger != nr.Trigger || r.BackfillID != nr.BackfillID || r.Priority != nr.Priority {
+				t.Fatalf("%s %s: trigger %q backfill %q priority %d (%v); want %q %q %d", how, nr.ID, r.Trigger, r.BackfillID, r.Priority, err, nr.Trigger, nr.BackfillID, nr.Priority)
 			}
 			if !reflect.DeepEqual(r.Event, nr.Event) {
 				t.Fatalf("%s %s: event %+v, want %+v", how, nr.ID, r.Event, nr.Event)
