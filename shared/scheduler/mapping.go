@@ -189,21 +189,32 @@ func (s *Service) startMap(ctx context.Context, e effect) dispatched {
 	} else if !errors.Is(err, ledger.ErrNotFound) {
 		return dispatched{inst: started, more: more, err: err}
 	}
-	items, rerr := s.renderOver(ctx, inst, run, rec.Map)
+	ended, emore, err := s.expandMap(ctx, started, run, rec)
+	return dispatched{inst: ended, more: append(more, emore...), err: err}
+}
+
+// expandMap renders a started map task's over and creates its map item:
+// an over that does not render fails the map task (invalid_map); any
+// other error (a read of its inputs) leaves it RUNNING with no map item,
+// for the run's backstop to expand again (mapRepair).
+func (s *Service) expandMap(ctx context.Context, started ledger.Instance, run ledger.Run, rec mapRecord) (ledger.Instance, []effect, error) {
+	key := started.Key
+	items, rerr := s.renderOver(ctx, started, run, rec.Map)
 	if rerr != nil {
-		ended, emore, err := s.endMap(ctx, started, nil, CategoryInvalidMap, rerr.Error())
-		return dispatched{inst: ended, more: append(more, emore...), err: err}
+		if !errors.Is(rerr, jobspec.ErrInvalidMap) {
+			return started, nil, rerr
+		}
+		return s.endMap(ctx, started, nil, CategoryInvalidMap, rerr.Error())
 	}
-	m := ledger.MapState{Run: inst.Key.Run, Task: inst.Key.Task, Total: len(items), MaxParallel: rec.MaxParallel, Tolerated: rec.ToleratedFailures}
+	m := ledger.MapState{Run: key.Run, Task: key.Task, Total: len(items), MaxParallel: rec.MaxParallel, Tolerated: rec.ToleratedFailures}
 	raw := make([][]byte, len(items))
 	for i, it := range items {
 		raw[i] = it
 	}
 	if err := s.store.CreateMap(ctx, m, raw); err != nil && !errors.Is(err, ledger.ErrConflict) {
-		return dispatched{inst: started, more: more, err: err}
+		return started, nil, err
 	}
-	more = append(more, effect{kind: effMapStep, key: inst.Key, runID: inst.Key.Run})
-	return dispatched{inst: started, more: more}
+	return started, []effect{{kind: effMapStep, key: key, runID: key.Run}}, nil
 }
 
 // renderOver renders a map's over with the run's names and the task's
@@ -269,33 +280,13 @@ func (s *Service) mapStep(ctx context.Context, key ledger.InstanceKey) ([]effect
 // createChildren writes released children from..from+k-1 and returns
 // their dispatches.
 func (s *Service) createChildren(ctx context.Context, key ledger.InstanceKey, from, k int) ([]effect, error) {
-	p, err := s.mapParentOf(ctx, key)
+	idx := make([]int, k)
+	for j := range idx {
+		idx[j] = from + j
+	}
+	children, p, err := s.newChildren(ctx, key, idx)
 	if err != nil {
 		return nil, err
-	}
-	policy := p.inst.Policy
-	policy.Timeouts.Heartbeat, policy.Timeouts.Cancel = p.rec.Heartbeat, p.rec.Cancel
-	nr := ledger.NewRun{ID: key.Run, Job: p.inst.Job}
-	now := s.now()
-	children := make([]ledger.Instance, 0, k)
-	for i := from; i < from+k; i++ {
-		items, err := s.mapItems(ctx, key, i/ledger.MapItemsPerChunk)
-		if err != nil {
-			return nil, err
-		}
-		secret, err := newSecret()
-		if err != nil {
-			return nil, err
-		}
-		child, err := ledger.NewInstance(nr, ledger.NewTask{
-			ID: ledger.ChildTask(key.Task, i), Pool: p.inst.Pool, Payload: p.inst.Payload, Executor: p.inst.Executor,
-			Policy: policy, Scheduled: true, Secret: secret, Item: items[i%ledger.MapItemsPerChunk],
-			TriggerRule: statemodel.TriggerRule("").Effective(),
-		}, now)
-		if err != nil {
-			return nil, err
-		}
-		children = append(children, child)
 	}
 	if err := s.store.CreateChildren(ctx, children); err != nil {
 		return nil, err
@@ -306,6 +297,40 @@ func (s *Service) createChildren(ctx context.Context, key ledger.InstanceKey, fr
 		effs[i] = effect{kind: effDispatch, key: c.Key, inst: c, run: &run, runID: key.Run}
 	}
 	return effs, nil
+}
+
+// newChildren builds the instances of the children idx of the map task
+// key (SCHEDULED, with their elements), writing nothing.
+func (s *Service) newChildren(ctx context.Context, key ledger.InstanceKey, idx []int) ([]ledger.Instance, mapParent, error) {
+	p, err := s.mapParentOf(ctx, key)
+	if err != nil {
+		return nil, p, err
+	}
+	policy := p.inst.Policy
+	policy.Timeouts.Heartbeat, policy.Timeouts.Cancel = p.rec.Heartbeat, p.rec.Cancel
+	nr := ledger.NewRun{ID: key.Run, Job: p.inst.Job}
+	now := s.now()
+	children := make([]ledger.Instance, 0, len(idx))
+	for _, i := range idx {
+		items, err := s.mapItems(ctx, key, i/ledger.MapItemsPerChunk)
+		if err != nil {
+			return nil, p, err
+		}
+		secret, err := newSecret()
+		if err != nil {
+			return nil, p, err
+		}
+		child, err := ledger.NewInstance(nr, ledger.NewTask{
+			ID: ledger.ChildTask(key.Task, i), Pool: p.inst.Pool, Payload: p.inst.Payload, Executor: p.inst.Executor,
+			Policy: policy, Scheduled: true, Secret: secret, Item: items[i%ledger.MapItemsPerChunk],
+			TriggerRule: statemodel.TriggerRule("").Effective(),
+		}, now)
+		if err != nil {
+			return nil, p, err
+		}
+		children = append(children, child)
+	}
+	return children, p, nil
 }
 
 // finishMap ends a map task whose children all ended: its output (the
@@ -484,10 +509,11 @@ func (s *Service) cancelMap(ctx context.Context, key ledger.InstanceKey) ([]effe
 	return nil, nil
 }
 
-// reopenMap gives a map task that ended FAILED or CANCELLED a new
-// attempt when an operator retried one of its children (key): it runs
-// again until its children have ended, and is decided from their counts
-// then.
+// reopenMap gives a map task that ended a new attempt when an operator
+// retried one of its children (key): it runs again until its children
+// have ended, and is decided from their counts then. A SUCCEEDED map task
+// (its failures tolerated) is first marked failed by the operator, in the
+// same write as its retry, so it is never seen FAILED.
 func (s *Service) reopenMap(ctx context.Context, key ledger.InstanceKey, retry statemodel.Event) error {
 	parent, ok := parentKey(key)
 	if !ok {
@@ -497,28 +523,36 @@ func (s *Service) reopenMap(ctx context.Context, key ledger.InstanceKey, retry s
 	if err != nil {
 		return err
 	}
-	if st := inst.Snapshot.State; st != statemodel.StateFailed && st != statemodel.StateCancelled {
-		return nil
-	}
 	retry.ID = ""
 	retry.Reason = fmt.Sprintf("child %s retried: %s", key.Task, retry.Reason)
-	_, err = s.operate(ctx, parent, retry)
-	return err
+	switch inst.Snapshot.State {
+	case statemodel.StateFailed, statemodel.StateCancelled:
+		_, err = s.operate(ctx, parent, retry)
+		return err
+	case statemodel.StateSucceeded:
+		return s.reopenSucceededMap(ctx, inst, retry)
+	}
+	return nil
 }
 
-// mapBackstop is the run timer's look at its running map tasks: a step
-// for each, so a map whose step was lost (a process stopped after a
-// child's write, an effect left undone) moves on at the run's next timer.
-func (s *Service) mapBackstop(ctx context.Context, runID string) []effect {
-	view, err := s.store.ReadRun(ctx, runID)
+// reopenSucceededMap is reopenMap for a SUCCEEDED map task: override.failed
+// and operator.retry in one write, then the run is derived again as for
+// any retry.
+func (s *Service) reopenSucceededMap(ctx context.Context, inst ledger.Instance, retry statemodel.Event) error {
+	retry.Actor = statemodel.ActorOperator
+	if retry.Operator == "" {
+		retry.Operator = "runledger"
+	}
+	retry.ID = "op:" + s.NewID()
+	over := statemodel.Event{ID: "op:" + s.NewID(), Type: statemodel.EvOverrideFailed, Actor: statemodel.ActorOperator,
+		Operator: retry.Operator, Reason: retry.Reason}
+	res, err := s.store.TransitionAll(ctx, inst, []statemodel.Event{over, retry}, s.now(), s.policy())
 	if err != nil {
-		return nil
+		return err
 	}
-	var effs []effect
-	for _, t := range view.Tasks {
-		if _, ok := view.Maps[t.Instance.Key.Task]; ok && t.Instance.Snapshot.State == statemodel.StateRunning {
-			effs = append(effs, effect{kind: effMapStep, key: t.Instance.Key, runID: runID})
-		}
+	if res.Outcome != statemodel.Applied || res.Stopped {
+		return nil // it moved on meanwhile: whoever moved it decides
 	}
-	return effs
+	s.follow(ctx, res)
+	return s.advanceRun(ctx, inst.Key.Run, true)
 }

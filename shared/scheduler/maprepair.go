@@ -1,0 +1,149 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/statemodel"
+)
+
+// The run's timer is a map's backstop. A map moves on through its
+// children's steps; a step a process lost is taken again here, and what a
+// process left half done is finished:
+//   - a map task RUNNING with no map item (its over's inputs could not be
+//     read) is expanded again;
+//   - children released (the map item's release mark moved) but never
+//     written, because the process stopped between the two writes, are
+//     written now (each put conditioned on not existing) and dispatched,
+//     as are children written and never dispatched. Finding them reads
+//     the children, so it is done only for a map seen unchanged by two
+//     backstops of this process (stalled): a map that moves costs its
+//     backstop no more than its map item.
+
+// mapBackstop is the run timer's look at its running map tasks.
+func (s *Service) mapBackstop(ctx context.Context, runID string) []effect {
+	view, err := s.store.ReadRun(ctx, runID)
+	if err != nil {
+		return nil
+	}
+	var effs []effect
+	for _, t := range view.Tasks {
+		inst := t.Instance
+		if len(inst.Map) == 0 || inst.Snapshot.State != statemodel.StateRunning {
+			continue
+		}
+		more, err := s.mapRepair(ctx, inst, view)
+		if err != nil {
+			s.log.WarnContext(ctx, "map backstop", "run_id", runID, "task", inst.Key.Task, "error", err.Error())
+		}
+		effs = append(effs, more...)
+	}
+	return effs
+}
+
+// mapRepair is the backstop of one running map task.
+func (s *Service) mapRepair(ctx context.Context, inst ledger.Instance, view ledger.RunView) ([]effect, error) {
+	key := inst.Key
+	m, ok := view.Maps[key.Task]
+	if !ok {
+		rec, err := mapRecordOf(inst)
+		if err != nil {
+			return nil, err
+		}
+		_, more, err := s.expandMap(ctx, inst, view.Run, rec)
+		return more, err
+	}
+	effs := []effect{{kind: effMapStep, key: key, runID: key.Run}}
+	if m.Running <= 0 || !stalls.stalled(key, m) {
+		return effs, nil
+	}
+	more, err := s.recreateChildren(ctx, key, m)
+	return append(effs, more...), err
+}
+
+// recreateChildren writes the released children of m that do not exist
+// (a write that meets one another process wrote leaves it as it is) and
+// dispatches them, and the ones found SCHEDULED.
+func (s *Service) recreateChildren(ctx context.Context, key ledger.InstanceKey, m ledger.MapState) ([]effect, error) {
+	exists := make([]bool, m.Next)
+	var waiting []ledger.Instance
+	token := ""
+	for {
+		page, next, err := s.store.ListChildren(ctx, key.Run, key.Task, 1000, token)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range page {
+			if _, i, ok := ledger.ParseChild(c.Key.Task); ok && i < len(exists) {
+				exists[i] = true
+			}
+			if c.Snapshot.State == statemodel.StateScheduled {
+				waiting = append(waiting, c)
+			}
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	var missing []int
+	for i, ok := range exists {
+		if !ok {
+			missing = append(missing, i)
+		}
+	}
+	p, err := s.mapParentOf(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		children, _, err := s.newChildren(ctx, key, missing)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.store.CreateChildren(ctx, children); err != nil {
+			return nil, err
+		}
+		for _, c := range children {
+			// Dispatch the child as stored: another process may have
+			// written it first, with its own secret.
+			stored, err := s.store.GetInstance(ctx, c.Key)
+			if err != nil {
+				return nil, err
+			}
+			if stored.Snapshot.State == statemodel.StateScheduled {
+				waiting = append(waiting, stored)
+			}
+		}
+		s.log.InfoContext(ctx, "map backstop wrote released children", "run_id", key.Run, "task", key.Task, "children", len(missing))
+	}
+	run := p.run
+	effs := make([]effect, len(waiting))
+	for i, c := range waiting {
+		effs[i] = effect{kind: effDispatch, key: c.Key, inst: c, run: &run, runID: key.Run}
+	}
+	return effs, nil
+}
+
+// stallWatch remembers the map each running map task's last backstop
+// found, by task. Bounded.
+type stallWatch struct {
+	mu   sync.Mutex
+	seen map[ledger.InstanceKey]ledger.MapState
+}
+
+var stalls = &stallWatch{seen: map[ledger.InstanceKey]ledger.MapState{}}
+
+// stalled reports whether m is the map the previous backstop of key
+// found: no child was released and none ended since.
+func (w *stallWatch) stalled(key ledger.InstanceKey, m ledger.MapState) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	prev, ok := w.seen[key]
+	if len(w.seen) >= mapCacheSize {
+		clear(w.seen)
+	}
+	w.seen[key] = m
+	return ok && prev == m
+}
