@@ -61,8 +61,22 @@ func okDriver(f *fixture, seed uint64) *mapDriver {
 // run's backstop writes and dispatches them, and the map ends, each child
 // run once.
 func TestMapBackstopWritesReleasedChildren(t *testing.T) {
+	t.Run("memstore", func(t *testing.T) {
+		f, st := newStoppingFixture()
+		backstopWritesReleasedChildren(t, f, st)
+	})
+	t.Run("dynamodb", func(t *testing.T) {
+		var st *stoppingStore
+		f := newEmulatorFixtureWrapped(t, nil, func(s scheduler.Store) scheduler.Store {
+			st = &stoppingStore{Store: s}
+			return st
+		})
+		backstopWritesReleasedChildren(t, f, st)
+	})
+}
+
+func backstopWritesReleasedChildren(t *testing.T, f *fixture, st *stoppingStore) {
 	ctx := context.Background()
-	f, st := newStoppingFixture()
 	st.childWrites.Store(1)
 	f.createJob(t, `{"name":"m","retry":{"max_attempts":1},"tasks":[{"id":"each","map":{"over":"[0,1,2,3,4]","max_parallel":2}}]}`)
 	v := f.trigger(t, "m", time.Time{})
