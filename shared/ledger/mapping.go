@@ -88,8 +88,8 @@ type Maps interface {
 	// MapItems reads chunk c of a map's elements.
 	MapItems(ctx context.Context, run, task string, c int) ([][]byte, error)
 	// ReleaseChildren moves Next from m.Next to m.Next+k, in one write
-	// conditioned on Next being m.Next (ErrVersionConflict when it moved).
-	// m is the map as the caller read it: with Next unchanged, Running can
+	// conditioned on Next being m.Next (ErrVersionConflict when it moved,
+	// with m whose Next is the one found). m is the map as the caller read it: with Next unchanged, Running can
 	// only have fallen since, so room it showed is there (CheckMapRelease
 	// refuses a k it has no room for).
 	ReleaseChildren(ctx context.Context, m MapState, k int) (MapState, error)

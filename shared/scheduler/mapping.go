@@ -253,13 +253,32 @@ func decodeNumbers(raw []byte, v any) error {
 
 // mapStep moves a map on after a child's end (or its start): one read of
 // the map item, then the release of the next children, or the map task's
-// end once every child ended.
+// end once every child ended. Steps of one map in one process share
+// rounds: a step asked for while a round runs waits for the next round,
+// which one of the waiters takes for all of them; it reads after each of
+// their children's writes, so children ending together cost one read, not
+// one each, and no step waits longer than two rounds.
 func (s *Service) mapStep(ctx context.Context, key ledger.InstanceKey) ([]effect, error) {
+	round, ok := steps.take(key)
+	if !ok {
+		return nil, nil // served by another step's round
+	}
+	effs, err := s.mapRound(ctx, key)
+	steps.done(key, round, err == nil)
+	return effs, err
+}
+
+// mapRound is one step of a map: it reads the map item and its counts
+// once. A release refused because another step moved the release mark
+// is tried again from the mark it met, with the counts as read: ended
+// children only grow, so the room they show is there (or less), and a
+// child whose end this misses releases in its own step.
+func (s *Service) mapRound(ctx context.Context, key ledger.InstanceKey) ([]effect, error) {
+	m, err := s.store.GetMap(ctx, key.Run, key.Task)
+	if err != nil {
+		return nil, err
+	}
 	for round := 0; round < maxAdvanceRounds; round++ {
-		m, err := s.store.GetMap(ctx, key.Run, key.Task)
-		if err != nil {
-			return nil, err
-		}
 		if m.Ended() {
 			return s.finishMap(ctx, key, m)
 		}
@@ -267,14 +286,84 @@ func (s *Service) mapStep(ctx context.Context, key ledger.InstanceKey) ([]effect
 		if k == 0 {
 			return nil, nil
 		}
-		if _, err := s.store.ReleaseChildren(ctx, m, k); errors.Is(err, ledger.ErrVersionConflict) {
+		found, err := s.store.ReleaseChildren(ctx, m, k)
+		if errors.Is(err, ledger.ErrVersionConflict) {
+			if found.Next <= m.Next || found.Next >= m.Total {
+				// Released to the end, or closed by a cancel: the steps
+				// of the children running decide the rest.
+				return nil, nil
+			}
+			m.Running += found.Next - m.Next
+			m.Next = found.Next
 			continue
 		} else if err != nil {
 			return nil, err
 		}
 		return s.createChildren(ctx, key, m.Next, k)
 	}
-	return nil, fmt.Errorf("map %s: %w after %d rounds", key, ledger.ErrUnsettled, maxAdvanceRounds)
+	return nil, nil
+}
+
+// stepGate runs one round of each map at a time in a process. A step
+// takes a ticket; a round serves every ticket taken before it started.
+type stepGate struct {
+	mu   sync.Mutex
+	maps map[ledger.InstanceKey]*stepState
+}
+
+type stepState struct {
+	cond          *sync.Cond
+	taken, served int
+	running       bool
+	waiting       int
+}
+
+var steps = &stepGate{maps: map[ledger.InstanceKey]*stepState{}}
+
+// take answers true and the ticket a round is to serve when the caller is
+// to run it, or false once a round started after the caller's ticket
+// served it.
+func (g *stepGate) take(key ledger.InstanceKey) (int, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := g.maps[key]
+	if st == nil {
+		st = &stepState{cond: sync.NewCond(&g.mu)}
+		g.maps[key] = st
+	}
+	st.taken++
+	ticket := st.taken
+	st.waiting++
+	for st.running && st.served < ticket {
+		st.cond.Wait()
+	}
+	st.waiting--
+	if st.served >= ticket {
+		g.forget(key, st)
+		return 0, false
+	}
+	st.running = true
+	return st.taken, true
+}
+
+// done ends the round that serves tickets up to round; one that failed
+// serves none (a waiter runs the next).
+func (g *stepGate) done(key ledger.InstanceKey, round int, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := g.maps[key]
+	st.running = false
+	if ok {
+		st.served = max(st.served, round)
+	}
+	st.cond.Broadcast()
+	g.forget(key, st)
+}
+
+func (g *stepGate) forget(key ledger.InstanceKey, st *stepState) {
+	if !st.running && st.waiting == 0 {
+		delete(g.maps, key)
+	}
 }
 
 // createChildren writes released children from..from+k-1 and returns

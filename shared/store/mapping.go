@@ -204,9 +204,15 @@ func (s *Store) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (
 		UpdateExpression:         aws.String("ADD " + e.n(attrNext) + " " + e.v("k", num(int64(k)))),
 		ConditionExpression:      aws.String(e.n(attrNext) + " = " + e.v("next", num(int64(m.Next)))),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		// A refused release answers the mark it met, so the caller can
+		// try again from it with no read.
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
-		if _, ok := conditionItem(err); ok {
+		if old, ok := conditionItem(err); ok {
+			if len(old) > 0 {
+				m.Next = int((&reader{it: old}).int(attrNext))
+			}
 			return m, ledger.ErrVersionConflict
 		}
 		return m, fmt.Errorf("release children of %s/%s: %w", m.Run, m.Task, translate(err))

@@ -44,8 +44,8 @@ func mapChildrenAndCounts(t *testing.T, h *Harness) {
 	if err != nil || got.Next != 2 || got.Running != 2 {
 		t.Fatalf("release 2: %+v, %v", got, err)
 	}
-	if _, err := h.Store.ReleaseChildren(ctx, m, 1); !errors.Is(err, ledger.ErrVersionConflict) {
-		t.Fatalf("a release from a stale mark: %v, want ErrVersionConflict", err)
+	if found, err := h.Store.ReleaseChildren(ctx, m, 1); !errors.Is(err, ledger.ErrVersionConflict) || found.Next != 2 {
+		t.Fatalf("a release from a stale mark: %v (mark found %d), want ErrVersionConflict and the mark 2", err, found.Next)
 	}
 	if _, err := h.Store.ReleaseChildren(ctx, got, 2); !errors.Is(err, ledger.ErrInvalidInput) {
 		t.Fatalf("a release past max_parallel: %v, want ErrInvalidInput", err)

@@ -93,6 +93,7 @@ func (s *Store) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (
 		return m, ledger.ErrNotFound
 	}
 	if cur.state.Next != m.Next {
+		m.Next = cur.state.Next
 		return m, ledger.ErrVersionConflict
 	}
 	cur.state.Next += k
