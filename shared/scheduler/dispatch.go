@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/runledger/runledger/shared/jobspec"
@@ -104,20 +105,32 @@ func (s *Service) dispatchAll(ctx context.Context, effs []effect) []dispatched {
 			entries[j] = pending[i].entry
 		}
 		results, err := s.queue.SendBatch(ctx, url, entries)
+		// The batch's dispatch writes go side by side: a worker may claim
+		// as soon as the envelopes are sent, and waits for its write.
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, dispatchWriters)
 		for j, i := range idx {
 			p := pending[i]
-			switch {
-			case err != nil:
-				outs[i].inst, outs[i].more, outs[i].err = s.undispatchable(ctx, p.inst, p.events, p.n, fmt.Errorf("send: %w", err))
-			case results[j].Err != nil:
-				outs[i].inst, outs[i].more, outs[i].err = s.undispatchable(ctx, p.inst, p.events, p.n, fmt.Errorf("send: %w", results[j].Err))
-			default:
-				outs[i] = s.recordDispatch(ctx, p, results[j].ID)
-			}
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				switch {
+				case err != nil:
+					outs[i].inst, outs[i].more, outs[i].err = s.undispatchable(ctx, p.inst, p.events, p.n, fmt.Errorf("send: %w", err))
+				case results[j].Err != nil:
+					outs[i].inst, outs[i].more, outs[i].err = s.undispatchable(ctx, p.inst, p.events, p.n, fmt.Errorf("send: %w", results[j].Err))
+				default:
+					outs[i] = s.recordDispatch(ctx, p, results[j].ID)
+				}
+			})
 		}
+		wg.Wait()
 	}
 	return outs
 }
+
+// dispatchWriters bounds the dispatch writes of one batch in flight.
+const dispatchWriters = 10
 
 // startAttempt starts a prepared attempt through its executor and records
 // it; a Start error is a failed dispatch, as a failed send is.
