@@ -99,37 +99,39 @@ func (s *Service) dispatchAll(ctx context.Context, effs []effect) []dispatched {
 		}
 		byURL[p.url] = append(byURL[p.url], i)
 	}
-	for url, idx := range byURL {
-		entries := make([]queue.Entry, len(idx))
-		for j, i := range idx {
-			entries[j] = pending[i].entry
+	for url, all := range byURL {
+		// Sent a chunk at a time, each chunk's dispatch writes side by
+		// side before the next is sent: a worker may claim as soon as its
+		// envelope is sent, and waits for its write, not a whole fan-out's.
+		for start := 0; start < len(all); start += dispatchWriters {
+			idx := all[start:min(len(all), start+dispatchWriters)]
+			entries := make([]queue.Entry, len(idx))
+			for j, i := range idx {
+				entries[j] = pending[i].entry
+			}
+			results, err := s.queue.SendBatch(ctx, url, entries)
+			var wg sync.WaitGroup
+			for j, i := range idx {
+				p := pending[i]
+				wg.Go(func() {
+					switch {
+					case err != nil:
+						outs[i].inst, outs[i].more, outs[i].err = s.undispatchable(ctx, p.inst, p.events, p.n, fmt.Errorf("send: %w", err))
+					case results[j].Err != nil:
+						outs[i].inst, outs[i].more, outs[i].err = s.undispatchable(ctx, p.inst, p.events, p.n, fmt.Errorf("send: %w", results[j].Err))
+					default:
+						outs[i] = s.recordDispatch(ctx, p, results[j].ID)
+					}
+				})
+			}
+			wg.Wait()
 		}
-		results, err := s.queue.SendBatch(ctx, url, entries)
-		// The batch's dispatch writes go side by side: a worker may claim
-		// as soon as the envelopes are sent, and waits for its write.
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, dispatchWriters)
-		for j, i := range idx {
-			p := pending[i]
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				switch {
-				case err != nil:
-					outs[i].inst, outs[i].more, outs[i].err = s.undispatchable(ctx, p.inst, p.events, p.n, fmt.Errorf("send: %w", err))
-				case results[j].Err != nil:
-					outs[i].inst, outs[i].more, outs[i].err = s.undispatchable(ctx, p.inst, p.events, p.n, fmt.Errorf("send: %w", results[j].Err))
-				default:
-					outs[i] = s.recordDispatch(ctx, p, results[j].ID)
-				}
-			})
-		}
-		wg.Wait()
 	}
 	return outs
 }
 
-// dispatchWriters bounds the dispatch writes of one batch in flight.
+// dispatchWriters is how many envelopes go in one send (the queue's
+// batch), and so how many dispatch writes are in flight at once.
 const dispatchWriters = 10
 
 // startAttempt starts a prepared attempt through its executor and records
