@@ -704,6 +704,7 @@ func TestRoutes(t *testing.T) {
 		"POST /v1/attempts/claim",
 		"POST /v1/attempts/heartbeat",
 		"POST /v1/attempts/complete",
+		"POST /v1/runs/{run}/tasks/{task}/signal",
 	}
 	operator := []string{
 		"$default",

@@ -65,13 +65,13 @@ func TestRecordedCallCheckCanFail(t *testing.T) {
 		{"worker", recordedCall{"dynamodb:GetItem", "table"}},
 		{"api", recordedCall{"ecs:StopTask", "ecs:task/batch/*"}},
 		{"api", recordedCall{"sqs:SendMessage", "queue/unknown"}},
-		{"ticker", recordedCall{"dynamodb:Query", "table/index/listing"}},
+		{"ticker", recordedCall{"dynamodb:Query", "table/index/listing_v2"}},
 	} {
 		if allows(full, full.statementsOf(tc.fn), tc.call) {
 			t.Errorf("%s: %v allowed", tc.fn, tc.call)
 		}
 	}
-	if !allows(full, full.statementsOf("api"), recordedCall{"dynamodb:Query", "table/index/listing"}) {
+	if !allows(full, full.statementsOf("api"), recordedCall{"dynamodb:Query", "table/index/listing_v2"}) {
 		t.Error("api: Query on the listing index refused")
 	}
 }
