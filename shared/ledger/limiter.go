@@ -103,14 +103,27 @@ func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Ente
 	if err := CheckLimiterName(e.Limiter); err != nil {
 		return Entered{}, err
 	}
-	for range limiterRetries {
-		st, err := s.GetLimiter(ctx, e.Limiter)
+	tu, release, err := turnsOf(ctx).take(ctx, e.Limiter)
+	if err != nil {
+		return Entered{}, err
+	}
+	defer release()
+	for try := range limiterRetries {
+		if try > 1 {
+			if err := conflictPause(ctx, try); err != nil {
+				return Entered{}, err
+			}
+		}
+		st, cached, err := tu.state(ctx, s, e.Limiter, try)
 		if err != nil {
 			return Entered{}, err
 		}
 		cur := st
 		cur.Limit = e.Limit
 		n, admitted, why, err := cur.Enter(e.Rate, now, limiter.MaxWaiting)
+		if err != nil && cached {
+			continue // refused on what this process last wrote: read it
+		}
 		if err != nil {
 			return Entered{}, fmt.Errorf("enter limiter %s: %w", e.Limiter, ErrLimitQueueFull)
 		}
@@ -132,6 +145,7 @@ func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Ente
 		if err != nil {
 			return Entered{}, err
 		}
+		tu.wrote(n)
 		return Entered{Admitted: admitted, AdmittedAt: w.admittedAt(), Reason: why}, nil
 	}
 	return Entered{}, fmt.Errorf("enter limiter %s: %w", e.Limiter, ErrUnsettled)
@@ -182,18 +196,34 @@ func FindInLimiter(ctx context.Context, s Limiters, name string, p limiter.Place
 // repair a hand-off lost in a crash. It stops at the first look that finds
 // no room or nobody waiting.
 func AdmitNext(ctx context.Context, s Limiters, name string, rate limiter.Rate, now time.Time) ([]Admitted, error) {
+	tu, release, err := turnsOf(ctx).take(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var out []Admitted
-	for tries := 0; tries < limiterRetries; {
-		st, err := s.GetLimiter(ctx, name)
+	for tries, round := 0, 0; tries < limiterRetries; round++ {
+		// The first round may try on this process's last write; a "no
+		// room" or "nobody waiting" is only believed from a fresh read.
+		st, cached, err := tu.state(ctx, s, name, round)
 		if err != nil {
 			return out, err
 		}
 		if ok, _ := st.Room(rate, now); !ok || st.Waiting == 0 {
+			if cached {
+				continue
+			}
 			return out, nil
 		}
 		head, err := firstUnpaused(ctx, s, name, st.Waiting)
-		if err != nil || head == nil {
+		if err != nil {
 			return out, err
+		}
+		if head == nil {
+			if cached {
+				continue
+			}
+			return out, nil
 		}
 		n, ok := st.AdmitWaiting(rate, now)
 		if !ok {
@@ -203,27 +233,37 @@ func AdmitNext(ctx context.Context, s Limiters, name string, rate limiter.Rate, 
 		err = s.WriteLimiter(ctx, LimiterWrite{Name: name, Expected: st.Version, State: n, DeleteWaiting: &head.Place, PutAdmitted: &a})
 		if errors.Is(err, ErrVersionConflict) {
 			tries++
+			if err := conflictPause(ctx, tries); err != nil {
+				return out, err
+			}
 			continue
 		}
 		if err != nil {
 			return out, err
 		}
+		tu.wrote(n)
 		out = append(out, a)
 	}
 	return out, fmt.Errorf("admit next of limiter %s: %w", name, ErrUnsettled)
 }
 
+// firstUnpaused reads the queue's head, a few items first and more only
+// when those are all paused: an admission reads the head, not the queue.
 func firstUnpaused(ctx context.Context, s Limiters, name string, waiting int) (*Waiting, error) {
-	ws, err := s.ListWaiting(ctx, name, waiting)
-	if err != nil {
-		return nil, err
-	}
-	for i := range ws {
-		if !ws[i].Paused {
-			return &ws[i], nil
+	for k := 8; ; k *= 8 {
+		ws, err := s.ListWaiting(ctx, name, min(k, waiting))
+		if err != nil {
+			return nil, err
+		}
+		for i := range ws {
+			if !ws[i].Paused {
+				return &ws[i], nil
+			}
+		}
+		if len(ws) < min(k, waiting) || k >= waiting {
+			return nil, nil
 		}
 	}
-	return nil, nil
 }
 
 // LeaveLimiter gives back an ended run's room: its admitted item deleted
@@ -231,11 +271,26 @@ func firstUnpaused(ctx context.Context, s Limiters, name string, waiting int) (*
 // nothing (left already): it is safe to repeat. The caller then calls
 // AdmitNext.
 func LeaveLimiter(ctx context.Context, s Limiters, name, runID string) (bool, error) {
-	return changeRun(ctx, s, name, limiter.Place{RunID: runID}, func(st limiter.State, a *Admitted, _ *Waiting) (LimiterWrite, bool) {
+	decide := func(st limiter.State, a *Admitted, _ *Waiting) (LimiterWrite, bool) {
 		if a == nil {
 			return LimiterWrite{}, false
 		}
 		return LimiterWrite{State: st.Release(), DeleteAdmitted: runID}, true
+	}
+	return changeLimiter(ctx, s, name, func(ctx context.Context, st limiter.State, cached bool) (LimiterWrite, bool, error) {
+		if cached && st.Active > 0 {
+			// The run that ends is almost always admitted: its write is
+			// tried without reading its item first (the delete's
+			// condition says whether it is there; a fresh round reads).
+			lw, ok := decide(st, &Admitted{RunID: runID}, nil)
+			return lw, ok, nil
+		}
+		a, w, err := s.FindRun(ctx, name, limiter.Place{RunID: runID})
+		if err != nil {
+			return LimiterWrite{}, false, err
+		}
+		lw, ok := decide(st, a, w)
+		return lw, ok, nil
 	})
 }
 
@@ -266,7 +321,7 @@ func PauseWaiting(ctx context.Context, s Limiters, name string, p limiter.Place,
 // changeRun is changeLimiter for a write about one run, which reads only
 // that run's items.
 func changeRun(ctx context.Context, s Limiters, name string, p limiter.Place, decide func(limiter.State, *Admitted, *Waiting) (LimiterWrite, bool)) (bool, error) {
-	return changeLimiter(ctx, s, name, func(ctx context.Context, st limiter.State) (LimiterWrite, bool, error) {
+	return changeLimiter(ctx, s, name, func(ctx context.Context, st limiter.State, _ bool) (LimiterWrite, bool, error) {
 		a, w, err := s.FindRun(ctx, name, p)
 		if err != nil {
 			return LimiterWrite{}, false, err
@@ -279,7 +334,7 @@ func changeRun(ctx context.Context, s Limiters, name string, p limiter.Place, de
 // SetLimiterLimit stores a limiter's new limit (a job update); the caller
 // then calls AdmitNext. Lowering it stops nothing already active.
 func SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (bool, error) {
-	return changeLimiter(ctx, s, name, func(_ context.Context, st limiter.State) (LimiterWrite, bool, error) {
+	return changeLimiter(ctx, s, name, func(_ context.Context, st limiter.State, _ bool) (LimiterWrite, bool, error) {
 		if st.Version == 0 || st.Limit == limit {
 			return LimiterWrite{}, false, nil
 		}
@@ -288,23 +343,46 @@ func SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (b
 }
 
 // changeLimiter runs one read-decide-write round until its write lands or
-// decide says there is nothing to do.
-func changeLimiter(ctx context.Context, s Limiters, name string, decide func(context.Context, limiter.State) (LimiterWrite, bool, error)) (bool, error) {
-	for range limiterRetries {
-		st, err := s.GetLimiter(ctx, name)
+// decide says there is nothing to do. decide is told when its state is
+// this process's last write rather than a read (the turn's first round):
+// it may guess on it, since a wrong guess only fails the write's
+// conditions and the next round reads.
+func changeLimiter(ctx context.Context, s Limiters, name string, decide func(ctx context.Context, st limiter.State, cached bool) (LimiterWrite, bool, error)) (bool, error) {
+	tu, release, err := turnsOf(ctx).take(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	for try := range limiterRetries {
+		if try > 1 {
+			if err := conflictPause(ctx, try); err != nil {
+				return false, err
+			}
+		}
+		st, cached, err := tu.state(ctx, s, name, try)
 		if err != nil {
 			return false, err
 		}
-		w, ok, err := decide(ctx, st)
-		if err != nil || !ok {
+		w, ok, err := decide(ctx, st, cached)
+		if err != nil {
 			return false, err
+		}
+		if !ok {
+			if cached {
+				continue // nothing to do is believed from a fresh read only
+			}
+			return false, nil
 		}
 		w.Name, w.Expected = name, st.Version
 		err = s.WriteLimiter(ctx, w)
 		if errors.Is(err, ErrVersionConflict) {
 			continue
 		}
-		return err == nil, err
+		if err != nil {
+			return false, err
+		}
+		tu.wrote(w.State)
+		return true, nil
 	}
 	return false, fmt.Errorf("limiter %s: %w", name, ErrUnsettled)
 }

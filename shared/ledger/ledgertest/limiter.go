@@ -111,6 +111,7 @@ func testLimiterRace(t *testing.T, h *Harness) {
 	errs := make(chan error, runs*4)
 	for i := range runs {
 		wg.Go(func() {
+			ctx := ledger.AsProcess(ctx) // racing as processes do: no turns
 			if _, err := ledger.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: limit, Place: place(i, 1+i%5)}, h.Clock.Now()); err != nil {
 				errs <- err
 			}
@@ -139,6 +140,7 @@ func testLimiterRace(t *testing.T, h *Harness) {
 		}
 		for _, a := range adm {
 			wg.Go(func() {
+				ctx := ledger.AsProcess(ctx)
 				if _, err := ledger.LeaveLimiter(ctx, h.Store, name, a.RunID); err != nil {
 					errs <- err
 				}

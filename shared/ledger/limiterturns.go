@@ -1,0 +1,112 @@
+package ledger
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/runledger/runledger/statemodel/limiter"
+)
+
+// Writers of one limiter in one process take turns. Every limiter write
+// is conditioned on the limiter item's version, so writers racing on one
+// limiter lose rounds to each other: each lost round costs a read, a
+// refused write and a read again, and the more writers race the fewer
+// rounds land (a burst of triggers and completions on one limiter in one
+// process did worse with four writers than with one). Taking turns within
+// the process removes those rounds; the conditional write stays the only
+// guarantee, across processes, and a round lost to another process backs
+// off (conflictPause) before it reads again.
+var limiterTurns = turns{held: map[string]*turn{}}
+
+type turnsKey struct{}
+
+// AsProcess returns a context whose limiter calls take turns only with
+// other calls made with it, as if they came from a process of their own:
+// the contract suite races "processes" in one test process with it, so its
+// races reach the conditional writes.
+func AsProcess(ctx context.Context) context.Context {
+	return context.WithValue(ctx, turnsKey{}, &turns{held: map[string]*turn{}})
+}
+
+// turnsOf is the turn registry ctx's limiter calls take turns in.
+func turnsOf(ctx context.Context) *turns {
+	if t, ok := ctx.Value(turnsKey{}).(*turns); ok {
+		return t
+	}
+	return &limiterTurns
+}
+
+type turns struct {
+	mu   sync.Mutex
+	held map[string]*turn
+}
+
+type turn struct {
+	ch    chan struct{} // a token: whoever holds it has the turn
+	users int
+	// last is the limiter as this process last wrote it, while the
+	// limiter is busy here (the turn is dropped when nobody waits for
+	// it): the next write is tried on it without reading the limiter
+	// first. It may be older than another process's write; such a write
+	// fails its version condition and is tried again on a fresh read. A
+	// decision that there is nothing to write is never taken on it.
+	last  limiter.State
+	known bool
+}
+
+// state is the limiter to decide the try-th round on: the last state this
+// process wrote for the first round, else a fresh read.
+func (tu *turn) state(ctx context.Context, s Limiters, name string, try int) (st limiter.State, cached bool, err error) {
+	if try == 0 && tu.known {
+		return tu.last, true, nil
+	}
+	st, err = s.GetLimiter(ctx, name)
+	return st, false, err
+}
+
+// wrote remembers the limiter as a write that landed left it.
+func (tu *turn) wrote(st limiter.State) { tu.last, tu.known = st, true }
+
+// take waits for name's turn (or ctx's end) and returns it with its
+// release.
+func (t *turns) take(ctx context.Context, name string) (*turn, func(), error) {
+	t.mu.Lock()
+	tu := t.held[name]
+	if tu == nil {
+		tu = &turn{ch: make(chan struct{}, 1)}
+		t.held[name] = tu
+	}
+	tu.users++
+	t.mu.Unlock()
+	done := func() {
+		t.mu.Lock()
+		if tu.users--; tu.users == 0 {
+			delete(t.held, name)
+		}
+		t.mu.Unlock()
+	}
+	select {
+	case tu.ch <- struct{}{}:
+		return tu, func() { <-tu.ch; done() }, nil
+	case <-ctx.Done():
+		done()
+		return nil, nil, ctx.Err()
+	}
+}
+
+// conflictPause waits before the try-th round after a version conflict: a
+// full-jitter delay from 1 ms doubling to at most 50 ms. It paces rounds
+// against writers in other processes; it never waits for a state.
+func conflictPause(ctx context.Context, try int) error {
+	d := min(time.Millisecond<<min(try, 6), 50*time.Millisecond)
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(d)) + 1))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
