@@ -334,19 +334,11 @@ func (s *Service) fireRunTimer(ctx context.Context, runID string, at time.Time) 
 // seconds), and reports whether at has come; one further away is not
 // ours yet: the scan or a later message acts on it.
 func (s *Service) waitDue(ctx context.Context, at time.Time) (bool, error) {
-	wait := at.Sub(s.now())
-	if wait <= 0 {
-		return true, nil
-	}
-	if wait > time.Second {
+	if at.Sub(s.now()) > time.Second {
 		return false, nil
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !s.sleepUntil(ctx, at) {
 		return false, ctx.Err()
-	case <-t.C:
-		return true, nil
 	}
+	return true, nil
 }
