@@ -103,7 +103,7 @@ func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Ente
 	if err := CheckLimiterName(e.Limiter); err != nil {
 		return Entered{}, err
 	}
-	tu, release, err := turnsOf(ctx).take(ctx, e.Limiter)
+	tu, release, err := turnsOf(ctx).take(ctx, e.Limiter, false)
 	if err != nil {
 		return Entered{}, err
 	}
@@ -196,7 +196,7 @@ func FindInLimiter(ctx context.Context, s Limiters, name string, p limiter.Place
 // repair a hand-off lost in a crash. It stops at the first look that finds
 // no room or nobody waiting.
 func AdmitNext(ctx context.Context, s Limiters, name string, rate limiter.Rate, now time.Time) ([]Admitted, error) {
-	tu, release, err := turnsOf(ctx).take(ctx, name)
+	tu, release, err := turnsOf(ctx).take(ctx, name, true)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +277,7 @@ func LeaveLimiter(ctx context.Context, s Limiters, name, runID string) (bool, er
 		}
 		return LimiterWrite{State: st.Release(), DeleteAdmitted: runID}, true
 	}
-	return changeLimiter(ctx, s, name, func(ctx context.Context, st limiter.State, cached bool) (LimiterWrite, bool, error) {
+	return changeLimiter(ctx, s, name, true, func(ctx context.Context, st limiter.State, cached bool) (LimiterWrite, bool, error) {
 		if cached && st.Active > 0 {
 			// The run that ends is almost always admitted: its write is
 			// tried without reading its item first (the delete's
@@ -297,7 +297,7 @@ func LeaveLimiter(ctx context.Context, s Limiters, name, runID string) (bool, er
 // WithdrawWaiting takes a waiting run out of the queue (cancelled before
 // admission); false when it was not waiting.
 func WithdrawWaiting(ctx context.Context, s Limiters, name string, p limiter.Place) (bool, error) {
-	return changeRun(ctx, s, name, p, func(st limiter.State, _ *Admitted, w *Waiting) (LimiterWrite, bool) {
+	return changeRun(ctx, s, name, p, true, func(st limiter.State, _ *Admitted, w *Waiting) (LimiterWrite, bool) {
 		if w == nil {
 			return LimiterWrite{}, false
 		}
@@ -308,7 +308,7 @@ func WithdrawWaiting(ctx context.Context, s Limiters, name string, p limiter.Pla
 // PauseWaiting marks a waiting run paused (passed over, keeping its
 // place) or resumed; false when it was not waiting.
 func PauseWaiting(ctx context.Context, s Limiters, name string, p limiter.Place, paused bool) (bool, error) {
-	return changeRun(ctx, s, name, p, func(st limiter.State, _ *Admitted, w *Waiting) (LimiterWrite, bool) {
+	return changeRun(ctx, s, name, p, false, func(st limiter.State, _ *Admitted, w *Waiting) (LimiterWrite, bool) {
 		if w == nil || w.Paused == paused {
 			return LimiterWrite{}, false
 		}
@@ -320,8 +320,8 @@ func PauseWaiting(ctx context.Context, s Limiters, name string, p limiter.Place,
 
 // changeRun is changeLimiter for a write about one run, which reads only
 // that run's items.
-func changeRun(ctx context.Context, s Limiters, name string, p limiter.Place, decide func(limiter.State, *Admitted, *Waiting) (LimiterWrite, bool)) (bool, error) {
-	return changeLimiter(ctx, s, name, func(ctx context.Context, st limiter.State, _ bool) (LimiterWrite, bool, error) {
+func changeRun(ctx context.Context, s Limiters, name string, p limiter.Place, urgent bool, decide func(limiter.State, *Admitted, *Waiting) (LimiterWrite, bool)) (bool, error) {
+	return changeLimiter(ctx, s, name, urgent, func(ctx context.Context, st limiter.State, _ bool) (LimiterWrite, bool, error) {
 		a, w, err := s.FindRun(ctx, name, p)
 		if err != nil {
 			return LimiterWrite{}, false, err
@@ -334,7 +334,7 @@ func changeRun(ctx context.Context, s Limiters, name string, p limiter.Place, de
 // SetLimiterLimit stores a limiter's new limit (a job update); the caller
 // then calls AdmitNext. Lowering it stops nothing already active.
 func SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (bool, error) {
-	return changeLimiter(ctx, s, name, func(_ context.Context, st limiter.State, _ bool) (LimiterWrite, bool, error) {
+	return changeLimiter(ctx, s, name, true, func(_ context.Context, st limiter.State, _ bool) (LimiterWrite, bool, error) {
 		if st.Version == 0 || st.Limit == limit {
 			return LimiterWrite{}, false, nil
 		}
@@ -343,12 +343,13 @@ func SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (b
 }
 
 // changeLimiter runs one read-decide-write round until its write lands or
-// decide says there is nothing to do. decide is told when its state is
+// decide says there is nothing to do; urgent: it makes room (takes its
+// turn before entries). decide is told when its state is
 // this process's last write rather than a read (the turn's first round):
 // it may guess on it, since a wrong guess only fails the write's
 // conditions and the next round reads.
-func changeLimiter(ctx context.Context, s Limiters, name string, decide func(ctx context.Context, st limiter.State, cached bool) (LimiterWrite, bool, error)) (bool, error) {
-	tu, release, err := turnsOf(ctx).take(ctx, name)
+func changeLimiter(ctx context.Context, s Limiters, name string, urgent bool, decide func(ctx context.Context, st limiter.State, cached bool) (LimiterWrite, bool, error)) (bool, error) {
+	tu, release, err := turnsOf(ctx).take(ctx, name, urgent)
 	if err != nil {
 		return false, err
 	}

@@ -44,8 +44,14 @@ type turns struct {
 }
 
 type turn struct {
-	ch    chan struct{} // a token: whoever holds it has the turn
-	users int
+	// busy: someone has the turn. Whoever waits is in a queue and is
+	// handed the turn by its holder's release (its channel closed):
+	// makers of room (leaving, withdrawing, admitting, a raised limit)
+	// before entries, so that a hand-off is not queued behind a burst of
+	// triggers entering. Guarded by the registry's mu.
+	busy          bool
+	urgent, other []chan struct{}
+	users         int
 	// last is the limiter as this process last wrote it, while the
 	// limiter is busy here (the turn is dropped when nobody waits for
 	// it): the next write is tried on it without reading the limiter
@@ -70,30 +76,74 @@ func (tu *turn) state(ctx context.Context, s Limiters, name string, try int) (st
 func (tu *turn) wrote(st limiter.State) { tu.last, tu.known = st, true }
 
 // take waits for name's turn (or ctx's end) and returns it with its
-// release.
-func (t *turns) take(ctx context.Context, name string) (*turn, func(), error) {
+// release. urgent: the caller makes room, and goes before entries.
+func (t *turns) take(ctx context.Context, name string, urgent bool) (*turn, func(), error) {
 	t.mu.Lock()
 	tu := t.held[name]
 	if tu == nil {
-		tu = &turn{ch: make(chan struct{}, 1)}
+		tu = &turn{}
 		t.held[name] = tu
 	}
 	tu.users++
+	release := func() { t.handOver(name, tu) }
+	if !tu.busy {
+		tu.busy = true
+		t.mu.Unlock()
+		return tu, release, nil
+	}
+	ch := make(chan struct{})
+	if urgent {
+		tu.urgent = append(tu.urgent, ch)
+	} else {
+		tu.other = append(tu.other, ch)
+	}
 	t.mu.Unlock()
-	done := func() {
+	select {
+	case <-ch:
+		return tu, release, nil
+	case <-ctx.Done():
 		t.mu.Lock()
-		if tu.users--; tu.users == 0 {
-			delete(t.held, name)
+		queued := dequeue(&tu.urgent, ch) || dequeue(&tu.other, ch)
+		if queued {
+			tu.users--
+			t.mu.Unlock()
+			return nil, nil, ctx.Err()
 		}
 		t.mu.Unlock()
-	}
-	select {
-	case tu.ch <- struct{}{}:
-		return tu, func() { <-tu.ch; done() }, nil
-	case <-ctx.Done():
-		done()
+		release() // handed the turn as ctx ended: pass it on
 		return nil, nil, ctx.Err()
 	}
+}
+
+// handOver gives the turn to the next waiter, room makers first, or frees
+// it; the registry forgets a turn nobody uses.
+func (t *turns) handOver(name string, tu *turn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tu.users--
+	for _, q := range []*[]chan struct{}{&tu.urgent, &tu.other} {
+		if len(*q) > 0 {
+			ch := (*q)[0]
+			*q = (*q)[1:]
+			close(ch)
+			return
+		}
+	}
+	tu.busy = false
+	if tu.users == 0 {
+		delete(t.held, name)
+	}
+}
+
+// dequeue takes ch out of q, reporting whether it was there.
+func dequeue(q *[]chan struct{}, ch chan struct{}) bool {
+	for i, c := range *q {
+		if c == ch {
+			*q = append((*q)[:i], (*q)[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // conflictPause waits before the try-th round after a version conflict: a

@@ -1,0 +1,105 @@
+package ledger
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// waitQueued polls until n callers wait for name's turn.
+func waitQueued(t *testing.T, ts *turns, name string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ts.mu.Lock()
+		tu := ts.held[name]
+		got := 0
+		if tu != nil {
+			got = len(tu.urgent) + len(tu.other)
+		}
+		ts.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d callers queued, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestTurnsHandRoomMakersFirst(t *testing.T) {
+	ts := &turns{held: map[string]*turn{}}
+	ctx := context.Background()
+	_, release, err := ts.take(ctx, "l", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 3)
+	taker := func(who string, urgent bool) {
+		_, rel, err := ts.take(ctx, "l", urgent)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		order <- who
+		rel()
+	}
+	go taker("entry-1", false)
+	waitQueued(t, ts, "l", 1)
+	go taker("entry-2", false)
+	waitQueued(t, ts, "l", 2)
+	go taker("hand-off", true)
+	waitQueued(t, ts, "l", 3)
+	release()
+	var got []string
+	for range 3 {
+		got = append(got, <-order)
+	}
+	want := []string{"hand-off", "entry-1", "entry-2"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("turns taken in order %v, want %v", got, want)
+		}
+	}
+	waitQueued(t, ts, "l", 0)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if len(ts.held) != 0 {
+		t.Fatalf("a turn nobody uses is kept: %v", ts.held)
+	}
+}
+
+func TestTurnsCallerGivingUpLeavesTheQueue(t *testing.T) {
+	ts := &turns{held: map[string]*turn{}}
+	_, release, err := ts.take(context.Background(), "l", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error)
+	go func() {
+		_, _, err := ts.take(ctx, "l", true)
+		gaveUp <- err
+	}()
+	waitQueued(t, ts, "l", 1)
+	cancel()
+	if err := <-gaveUp; err == nil {
+		t.Fatal("a caller whose context ended got the turn")
+	}
+	release()
+	// The turn is free again: a new caller takes it at once.
+	done := make(chan struct{})
+	go func() {
+		_, rel, err := ts.take(context.Background(), "l", false)
+		if err == nil {
+			rel()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the turn was never freed after a waiter gave up")
+	}
+}
