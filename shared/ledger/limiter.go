@@ -103,7 +103,7 @@ func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Ente
 	if err := CheckLimiterName(e.Limiter); err != nil {
 		return Entered{}, err
 	}
-	tu, release, err := turnsOf(ctx).take(ctx, e.Limiter, false)
+	tu, release, err := turnsOf(ctx).take(ctx, s, e.Limiter, false)
 	if err != nil {
 		return Entered{}, err
 	}
@@ -196,7 +196,7 @@ func FindInLimiter(ctx context.Context, s Limiters, name string, p limiter.Place
 // repair a hand-off lost in a crash. It stops at the first look that finds
 // no room or nobody waiting.
 func AdmitNext(ctx context.Context, s Limiters, name string, rate limiter.Rate, now time.Time) ([]Admitted, error) {
-	tu, release, err := turnsOf(ctx).take(ctx, name, true)
+	tu, release, err := turnsOf(ctx).take(ctx, s, name, true)
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +349,7 @@ func SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (b
 // it may guess on it, since a wrong guess only fails the write's
 // conditions and the next round reads.
 func changeLimiter(ctx context.Context, s Limiters, name string, urgent bool, decide func(ctx context.Context, st limiter.State, cached bool) (LimiterWrite, bool, error)) (bool, error) {
-	tu, release, err := turnsOf(ctx).take(ctx, name, urgent)
+	tu, release, err := turnsOf(ctx).take(ctx, s, name, urgent)
 	if err != nil {
 		return false, err
 	}

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // the process removes those rounds; the conditional write stays the only
 // guarantee, across processes, and a round lost to another process backs
 // off (conflictPause) before it reads again.
-var limiterTurns = turns{held: map[string]*turn{}}
+var limiterTurns = turns{held: map[turnKey]*turn{}}
 
 type turnsKey struct{}
 
@@ -27,7 +28,7 @@ type turnsKey struct{}
 // the contract suite races "processes" in one test process with it, so its
 // races reach the conditional writes.
 func AsProcess(ctx context.Context) context.Context {
-	return context.WithValue(ctx, turnsKey{}, &turns{held: map[string]*turn{}})
+	return context.WithValue(ctx, turnsKey{}, &turns{held: map[turnKey]*turn{}})
 }
 
 // turnsOf is the turn registry ctx's limiter calls take turns in.
@@ -40,7 +41,24 @@ func turnsOf(ctx context.Context) *turns {
 
 type turns struct {
 	mu   sync.Mutex
-	held map[string]*turn
+	held map[turnKey]*turn
+}
+
+// turnKey names a limiter of one store: a process may hold several (the
+// tests' tables side by side), whose limiters of one name are not one.
+type turnKey struct {
+	store any
+	name  string
+}
+
+// keyOf is the turn of limiter name of s. A store whose value cannot be a
+// map key (none of this project's) gets a turn of its own each call: no
+// turns, no remembered state, every round read.
+func keyOf(s Limiters, name string) (turnKey, bool) {
+	if t := reflect.TypeOf(s); t == nil || !t.Comparable() {
+		return turnKey{}, false
+	}
+	return turnKey{store: s, name: name}, true
 }
 
 type turn struct {
@@ -75,17 +93,21 @@ func (tu *turn) state(ctx context.Context, s Limiters, name string, try int) (st
 // wrote remembers the limiter as a write that landed left it.
 func (tu *turn) wrote(st limiter.State) { tu.last, tu.known = st, true }
 
-// take waits for name's turn (or ctx's end) and returns it with its
+// take waits for the turn of s's limiter name (or ctx's end) and returns it with its
 // release. urgent: the caller makes room, and goes before entries.
-func (t *turns) take(ctx context.Context, name string, urgent bool) (*turn, func(), error) {
+func (t *turns) take(ctx context.Context, s Limiters, name string, urgent bool) (*turn, func(), error) {
+	key, ok := keyOf(s, name)
+	if !ok {
+		return &turn{}, func() {}, nil
+	}
 	t.mu.Lock()
-	tu := t.held[name]
+	tu := t.held[key]
 	if tu == nil {
 		tu = &turn{}
-		t.held[name] = tu
+		t.held[key] = tu
 	}
 	tu.users++
-	release := func() { t.handOver(name, tu) }
+	release := func() { t.handOver(key, tu) }
 	if !tu.busy {
 		tu.busy = true
 		t.mu.Unlock()
@@ -117,7 +139,7 @@ func (t *turns) take(ctx context.Context, name string, urgent bool) (*turn, func
 
 // handOver gives the turn to the next waiter, room makers first, or frees
 // it; the registry forgets a turn nobody uses.
-func (t *turns) handOver(name string, tu *turn) {
+func (t *turns) handOver(key turnKey, tu *turn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tu.users--
@@ -131,7 +153,7 @@ func (t *turns) handOver(name string, tu *turn) {
 	}
 	tu.busy = false
 	if tu.users == 0 {
-		delete(t.held, name)
+		delete(t.held, key)
 	}
 }
 

@@ -6,13 +6,18 @@ import (
 	"time"
 )
 
+// store stands for a store: its pointer names it.
+var store Limiters = (*nopLimiters)(nil)
+
+type nopLimiters struct{ Limiters }
+
 // waitQueued polls until n callers wait for name's turn.
 func waitQueued(t *testing.T, ts *turns, name string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ts.mu.Lock()
-		tu := ts.held[name]
+		tu := ts.held[turnKey{store: store, name: name}]
 		got := 0
 		if tu != nil {
 			got = len(tu.urgent) + len(tu.other)
@@ -29,15 +34,15 @@ func waitQueued(t *testing.T, ts *turns, name string, n int) {
 }
 
 func TestTurnsHandRoomMakersFirst(t *testing.T) {
-	ts := &turns{held: map[string]*turn{}}
+	ts := &turns{held: map[turnKey]*turn{}}
 	ctx := context.Background()
-	_, release, err := ts.take(ctx, "l", false)
+	_, release, err := ts.take(ctx, store, "l", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	order := make(chan string, 3)
 	taker := func(who string, urgent bool) {
-		_, rel, err := ts.take(ctx, "l", urgent)
+		_, rel, err := ts.take(ctx, store, "l", urgent)
 		if err != nil {
 			t.Error(err)
 			return
@@ -71,15 +76,15 @@ func TestTurnsHandRoomMakersFirst(t *testing.T) {
 }
 
 func TestTurnsCallerGivingUpLeavesTheQueue(t *testing.T) {
-	ts := &turns{held: map[string]*turn{}}
-	_, release, err := ts.take(context.Background(), "l", false)
+	ts := &turns{held: map[turnKey]*turn{}}
+	_, release, err := ts.take(context.Background(), store, "l", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	gaveUp := make(chan error)
 	go func() {
-		_, _, err := ts.take(ctx, "l", true)
+		_, _, err := ts.take(ctx, store, "l", true)
 		gaveUp <- err
 	}()
 	waitQueued(t, ts, "l", 1)
@@ -91,7 +96,7 @@ func TestTurnsCallerGivingUpLeavesTheQueue(t *testing.T) {
 	// The turn is free again: a new caller takes it at once.
 	done := make(chan struct{})
 	go func() {
-		_, rel, err := ts.take(context.Background(), "l", false)
+		_, rel, err := ts.take(context.Background(), store, "l", false)
 		if err == nil {
 			rel()
 		}
