@@ -87,7 +87,7 @@ func (s *Service) Reconcile(ctx context.Context) (PassStats, error) {
 
 // Limits of a pass over the timers index.
 const (
-	// passParallelism bounds the instance timers a pass acts on at once:
+	// passParallelism bounds the instance and run timers a pass acts on at once:
 	// each is a few store calls and a send, independent of the others
 	// (and fenced by the store's compare-and-set), so a burst of due
 	// retries is dispatched in parallel, not one after another.
@@ -108,9 +108,11 @@ type passState struct {
 // pass lists and handles the due timers of every shard. Each pass starts
 // shardStride shards further than the previous pass of its kind (first
 // counts the passes), so a pass that stops at its deadline in a slow shard leaves the
-// other shards to the next passes rather than starving them. Instance
-// timers are handled up to passParallelism at once; job, run and backfill
-// timers one after another, in the index's order. Retries due within
+// other shards to the next passes rather than starving them. Instance and
+// run timers are handled up to passParallelism at once (a run's backstops
+// fall due together with its retries: runs created together re-arm
+// together); job and backfill timers one after another, in the index's
+// order. Retries due within
 // lookahead of now are listed too, and each handled once due.
 func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, lookahead time.Duration, handle func(context.Context, ledger.DueTimer) (bool, error)) (PassStats, error) {
 	start := time.Now()
@@ -155,7 +157,7 @@ func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, l
 					continue // not due; the next pass's
 				}
 				ps.listed()
-				if d.Item != ledger.TimerOfInstance {
+				if d.Item == ledger.TimerOfJob || d.Item == ledger.TimerOfBackfill {
 					s.handleTimer(ctx, name, ps, handle, d)
 					continue
 				}
