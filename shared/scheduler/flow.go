@@ -65,42 +65,71 @@ func namesGroup(j jobspec.Job) bool {
 // repairs its limiter (a run ended whose release was lost in a crash) and
 // tries the queue again.
 
-// runLimiter is the concurrency limiter a run enters, "" for a run of a
-// job without one.
-func runLimiter(run ledger.Run) (jobspec.Job, string) {
+// stage is one limiter a run enters and the limits that limiter holds.
+type stage struct {
+	name  string
+	limit int          // 0: no concurrency limit
+	rate  limiter.Rate // the zero Rate: no rate limit
+}
+
+// reason is why a run waits in st, given the limiter's own answer
+// (ledger.FindInLimiter reads it from the counters): a limiter without a
+// rate holds runs only for concurrency, one without a limit only for rate.
+func (st stage) reason(why string) string {
+	switch {
+	case !st.rate.On():
+		return limiter.ReasonConcurrency
+	case st.limit == 0:
+		return limiter.ReasonRateLimit
+	}
+	return why
+}
+
+// runStages are the limiters a run enters, in order (none: a job without
+// limits).
+func runStages(run ledger.Run) (jobspec.Job, []stage) {
 	j, err := jobspec.Load(run.Spec)
 	if err != nil || !j.Limited() {
-		return j, ""
+		return j, nil
 	}
-	return j, limiterOf(j, run)
+	return j, stagesOf(j, run)
 }
 
-// limiterOf is the limiter a run of j enters (j is limited): its
-// concurrency limiter, else its rate limiter. With both, one limiter
-// holds both limits (runLimits): the concurrency one.
-func limiterOf(j jobspec.Job, run ledger.Run) string {
+// stagesOf are the limiters a run of j enters (j is limited), in order.
+// A job with one of concurrency and rate_limit enters that one's limiter.
+// With both, when they name the same limiter (the same group or job and
+// key) that one limiter holds both limits; when they name two, the run
+// enters its concurrency limiter first and, once admitted there, its rate
+// limiter: a run waiting for concurrency holds nothing, rate room is taken
+// only by runs that have concurrency room, and a run admitted for
+// concurrency that waits for its rate window keeps its concurrency room.
+func stagesOf(j jobspec.Job, run ledger.Run) []stage {
+	var rated stage
+	if j.RateLimit != nil {
+		rated = stage{name: j.RateLimiterName(renderedKey(j.RateLimit.Key, run)), rate: j.RateLimit.Rate()}
+	}
 	if j.Concurrency == nil {
-		key, err := jobspec.RenderKey(j.RateLimit.Key, keyData(run))
-		if err != nil {
-			key = "" // a run the scheduler started: its key falls back to ""
-		}
-		return j.RateLimiterName(key)
+		return []stage{rated}
 	}
-	key, err := jobspec.RenderKey(j.Concurrency.Key, keyData(run))
-	if err != nil {
-		key = "" // a run the scheduler started: its key falls back to ""
+	conc := stage{name: j.ConcurrencyLimiterName(renderedKey(j.Concurrency.Key, run)), limit: j.Concurrency.Limit}
+	switch {
+	case j.RateLimit == nil:
+		return []stage{conc}
+	case rated.name == conc.name:
+		conc.rate = rated.rate
+		return []stage{conc}
 	}
-	return j.ConcurrencyLimiterName(key)
+	return []stage{conc, rated}
 }
 
-// runLimits are the limits of the limiter a run of j enters: the
-// concurrency limit (0: none) and the rate (the zero Rate: none).
-func runLimits(j jobspec.Job) (int, limiter.Rate) {
-	limit := 0
-	if j.Concurrency != nil {
-		limit = j.Concurrency.Limit
+// renderedKey is a limiter key of a run; a run the scheduler started whose
+// key fails to render falls back to "".
+func renderedKey(tmpl string, run ledger.Run) string {
+	key, err := jobspec.RenderKey(tmpl, keyData(run))
+	if err != nil {
+		return ""
 	}
-	return limit, j.RateLimit.Rate()
+	return key
 }
 
 // keyData is what a limiter key renders over: the names worker exec
@@ -167,15 +196,33 @@ func (a *admission) admitted(ctx context.Context, s *Service, run ledger.Run) (b
 	return ok, nil
 }
 
-// admitRun enters run in its limiter unless it is there already, and
-// reports whether it is admitted.
+// admitRun enters run in its limiters unless it is there already, and
+// reports whether it is admitted in every one.
 func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
-	j, name := runLimiter(run)
-	if name == "" {
-		return true, nil
-	}
+	return s.enterStages(ctx, run, true)
+}
+
+// enterStages enters run in each of its limiters in order, the next one
+// only once the one before admitted it, and reports whether every one
+// admitted it. With endedLeaves, a run found ended after an entry landed
+// leaves again at once (an operator's retry enters an ended run before it
+// reopens it, so it passes false).
+func (s *Service) enterStages(ctx context.Context, run ledger.Run, endedLeaves bool) (bool, error) {
+	j, stages := runStages(run)
 	place := runPlace(j, run)
-	at, err := ledger.FindInLimiter(ctx, s.store, name, place)
+	for _, st := range stages {
+		ok, err := s.admitStage(ctx, run, st, place, endedLeaves)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// admitStage enters run in one of its limiters unless it is there
+// already, and reports whether that limiter admitted it.
+func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, place limiter.Place, endedLeaves bool) (bool, error) {
+	at, err := ledger.FindInLimiter(ctx, s.store, st.name, place)
 	if err != nil {
 		return false, err
 	}
@@ -185,14 +232,13 @@ func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
 	if at.Reason != "" {
 		// Still waiting: repair a hand-off lost in a crash (or take the
 		// room a rate window freed), then look again.
-		if err := s.repairLimiter(ctx, name, j.RateLimit.Rate()); err != nil {
+		if err := s.repairLimiter(ctx, st.name, st.rate); err != nil {
 			return false, err
 		}
-		at, err = ledger.FindInLimiter(ctx, s.store, name, place)
+		at, err = ledger.FindInLimiter(ctx, s.store, st.name, place)
 		return at.Admitted, err
 	}
-	limit, rate := runLimits(j)
-	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: name, Limit: limit, Rate: rate, Place: place}, s.now())
+	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place}, s.now())
 	if errors.Is(err, ledger.ErrLimitQueueFull) {
 		// Created past checkAdmissible's look by a racing trigger: it
 		// tries again at its timer's next pass.
@@ -204,12 +250,14 @@ func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
 	// This pass's view may be older than the run's end (a cancel): a run
 	// that ended before its entry landed leaves again at once. One that
 	// ends after this read is released by its ender, who finds it entered.
-	if now, err := s.store.GetRun(ctx, run.ID); err == nil && now.ExecutionState.Terminal() {
-		s.releaseRun(ctx, now)
-		return false, nil
+	if endedLeaves {
+		if now, err := s.store.GetRun(ctx, run.ID); err == nil && now.ExecutionState.Terminal() {
+			s.releaseRun(ctx, now)
+			return false, nil
+		}
 	}
-	if e.Reason == limiter.ReasonRateLimit {
-		s.armRateTimer(ctx, name, rate)
+	if st.reason(e.Reason) == limiter.ReasonRateLimit {
+		s.armRateTimer(ctx, st.name, st.rate)
 	}
 	return e.Admitted, nil
 }
@@ -244,6 +292,7 @@ func (s *Service) handOn(ctx context.Context, name string, rate limiter.Rate) er
 	got, err := ledger.AdmitNext(ctx, s.store, name, rate, s.now())
 	var effs []effect
 	for _, a := range got {
+		s.dispatchHeld(ctx, a.RunID)
 		effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID})
 	}
 	s.perform(ctx, effs...)
@@ -273,32 +322,38 @@ func (s *Service) armRateTimer(ctx context.Context, name string, rate limiter.Ra
 	s.armTimer(ctx, ledger.InstanceKey{Run: ws[0].RunID}, st.RateRoomAt(rate, now))
 }
 
-// releaseRun gives an ended run's room back (or takes it out of the queue,
-// when it ended waiting: cancelled) and hands the room on.
+// releaseRun gives an ended run's room back in each of its limiters, the
+// last entered first (or takes it out of a queue, when it ended waiting:
+// cancelled), and hands the room on.
 func (s *Service) releaseRun(ctx context.Context, run ledger.Run) {
-	j, name := runLimiter(run)
-	if name == "" {
-		return
+	j, stages := runStages(run)
+	place := runPlace(j, run)
+	for i := len(stages) - 1; i >= 0; i-- {
+		s.releaseStage(ctx, run.ID, place, stages[i])
 	}
+}
+
+// releaseStage is releaseRun in one limiter.
+func (s *Service) releaseStage(ctx context.Context, runID string, place limiter.Place, st stage) {
 	// The run is admitted, waiting or neither; a hand-off may admit it
 	// between a look at one and the other, so look until one write lands
 	// or it is in neither.
 	var err error
 	for range 3 {
 		var left, withdrawn bool
-		if left, err = ledger.LeaveLimiter(ctx, s.store, name, run.ID); err != nil || left {
+		if left, err = ledger.LeaveLimiter(ctx, s.store, st.name, runID); err != nil || left {
 			break
 		}
-		if withdrawn, err = ledger.WithdrawWaiting(ctx, s.store, name, runPlace(j, run)); err != nil || withdrawn {
+		if withdrawn, err = ledger.WithdrawWaiting(ctx, s.store, st.name, place); err != nil || withdrawn {
 			break
 		}
 	}
 	if err == nil {
-		err = s.handOn(ctx, name, j.RateLimit.Rate())
+		err = s.handOn(ctx, st.name, st.rate)
 	}
 	if err != nil {
 		// The next waiting run's re-evaluation repairs it.
-		s.log.WarnContext(ctx, "limiter hand-off failed", "run_id", run.ID, "limiter", name, "error", err.Error())
+		s.log.WarnContext(ctx, "limiter hand-off failed", "run_id", runID, "limiter", st.name, "error", err.Error())
 	}
 }
 
@@ -306,35 +361,48 @@ func (s *Service) releaseRun(ctx context.Context, run ledger.Run) {
 // place: beyond it the place is left out.
 const placeCounted = 1000
 
-// Admission answers where a run stands in its limiter, for the run
-// answer: nil for a job without limits. A run found in neither the queue
-// nor the admitted items is admitted (admitted_at unknown: it ended and
-// gave its room back) once a task of it was dispatched, else it is not
-// entered yet (nil) or ended waiting (nil: never admitted).
+// Admission answers where a run stands in its limiters, for the run
+// answer: nil for a job without limits. A run waiting in one of its
+// limiters answers that limiter, why and its place there. A run admitted
+// in every one answers its first limiter and the later admission's time.
+// A run found in neither the queue nor the admitted items of its first
+// limiter is admitted (admitted_at unknown: it ended and gave its room
+// back) once a task of it was dispatched, else it is not entered yet (nil)
+// or ended waiting (nil: never admitted).
 func (s *Service) Admission(ctx context.Context, view ledger.RunView) (*protocol.Admission, error) {
-	j, name := runLimiter(view.Run)
-	if name == "" {
+	j, stages := runStages(view.Run)
+	if len(stages) == 0 {
 		return nil, nil
 	}
 	place := runPlace(j, view.Run)
-	at, err := ledger.FindInLimiter(ctx, s.store, name, place)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case at.Admitted:
-		return &protocol.Admission{State: protocol.AdmissionAdmitted, Limiter: name, AdmittedAt: at.AdmittedAt}, nil
-	case at.Reason != "":
-		a := &protocol.Admission{State: protocol.AdmissionWaiting, Reason: at.Reason, Limiter: name}
-		a.Place, err = s.queuePlace(ctx, name, place)
-		return a, err
-	}
-	for _, t := range view.Tasks {
-		if t.Instance.Snapshot.Attempt > 0 {
-			return &protocol.Admission{State: protocol.AdmissionAdmitted, Limiter: name}, nil
+	var admittedAt time.Time
+	for i, st := range stages {
+		at, err := ledger.FindInLimiter(ctx, s.store, st.name, place)
+		if err != nil {
+			return nil, err
 		}
+		if at.Admitted {
+			admittedAt = at.AdmittedAt
+			continue
+		}
+		if at.Reason != "" {
+			a := &protocol.Admission{State: protocol.AdmissionWaiting, Reason: st.reason(at.Reason), Limiter: st.name}
+			a.Place, err = s.queuePlace(ctx, st.name, place)
+			return a, err
+		}
+		if i > 0 {
+			// Admitted by the limiters before, its entry in this one is
+			// under way.
+			return &protocol.Admission{State: protocol.AdmissionWaiting, Reason: st.reason(""), Limiter: st.name}, nil
+		}
+		for _, t := range view.Tasks {
+			if t.Instance.Snapshot.Attempt > 0 {
+				return &protocol.Admission{State: protocol.AdmissionAdmitted, Limiter: st.name}, nil
+			}
+		}
+		return nil, nil
 	}
-	return nil, nil
+	return &protocol.Admission{State: protocol.AdmissionAdmitted, Limiter: stages[0].name, AdmittedAt: admittedAt}, nil
 }
 
 // queuePlace is a waiting run's place in its limiter's queue (1: next),
@@ -369,24 +437,41 @@ func (s *Service) checkAdmissible(ctx context.Context, j jobspec.Job, nr ledger.
 	}
 	probe := ledger.Run{ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime, Params: nr.Params, Trigger: nr.Trigger, Spec: nr.Spec}
 	if nr.Trigger == statemodel.TriggerManual {
-		field, key := "concurrency.key", ""
-		if j.Concurrency != nil {
-			key = j.Concurrency.Key
-		} else {
-			field, key = "rate_limit.key", j.RateLimit.Key
+		if err := checkKeys(j, probe); err != nil {
+			return err
+		}
+	}
+	for _, lim := range stagesOf(j, probe) {
+		st, err := s.store.GetLimiter(ctx, lim.name)
+		if err != nil {
+			return err
+		}
+		if st.Waiting >= limiter.MaxWaiting {
+			return fmt.Errorf("start run of %s: limiter %s: %w", j.Name, lim.name, ledger.ErrLimitQueueFull)
+		}
+	}
+	return nil
+}
+
+// checkKeys refuses a manual run whose concurrency or rate_limit key fails
+// to render: a 422 naming the key's field.
+func checkKeys(j jobspec.Job, probe ledger.Run) error {
+	keys := map[string]string{}
+	if j.Concurrency != nil {
+		keys["concurrency.key"] = j.Concurrency.Key
+	}
+	if j.RateLimit != nil {
+		keys["rate_limit.key"] = j.RateLimit.Key
+	}
+	for _, field := range []string{"concurrency.key", "rate_limit.key"} {
+		key, ok := keys[field]
+		if !ok {
+			continue
 		}
 		if _, err := jobspec.RenderKey(key, keyData(probe)); err != nil {
 			return &jobspec.Error{Code: protocol.CodeInvalidField, Field: field,
 				Message: fmt.Sprintf("%s does not render for this run: %v.", field, err)}
 		}
-	}
-	_, name := runLimiter(probe)
-	st, err := s.store.GetLimiter(ctx, name)
-	if err != nil {
-		return err
-	}
-	if st.Waiting >= limiter.MaxWaiting {
-		return fmt.Errorf("start run of %s: limiter %s: %w", j.Name, name, ledger.ErrLimitQueueFull)
 	}
 	return nil
 }
@@ -400,9 +485,12 @@ func (s *Service) applyLimit(ctx context.Context, j jobspec.Job) {
 	if j.Concurrency == nil {
 		return
 	}
-	names := map[string]bool{}
+	// Each limiter by name, with the rate it holds too (one limiter
+	// holding both limits).
+	names := map[string]limiter.Rate{}
 	if j.Concurrency.Key == "" {
-		names[j.ConcurrencyLimiterName("")] = true
+		st := stagesOf(j, ledger.Run{Job: j.Name})[0]
+		names[st.name] = st.rate
 	} else {
 		runs, err := s.store.ListUnfinishedRuns(ctx, j.Name)
 		if err != nil {
@@ -414,15 +502,16 @@ func (s *Service) applyLimit(ctx context.Context, j jobspec.Job) {
 			if err != nil {
 				continue // ended and gone since
 			}
-			names[limiterOf(j, r)] = true
+			st := stagesOf(j, r)[0]
+			names[st.name] = st.rate
 		}
 	}
-	for name := range names {
+	for name, rate := range names {
 		if _, err := ledger.SetLimiterLimit(ctx, s.store, name, j.Concurrency.Limit); err != nil {
 			s.log.WarnContext(ctx, "limit change not stored", "job", j.Name, "limiter", name, "error", err.Error())
 			continue
 		}
-		if err := s.handOn(ctx, name, j.RateLimit.Rate()); err != nil {
+		if err := s.handOn(ctx, name, rate); err != nil {
 			s.log.WarnContext(ctx, "limit change: hand-off failed", "job", j.Name, "limiter", name, "error", err.Error())
 		}
 	}

@@ -31,6 +31,16 @@ func (s *Service) operate(ctx context.Context, key ledger.InstanceKey, ev statem
 // applyOperator applies one operator event to one task and follows its
 // effects, leaving the run to the caller.
 func (s *Service) applyOperator(ctx context.Context, key ledger.InstanceKey, ev statemodel.Event) (ledger.Result, error) {
+	res, err := s.writeOperator(ctx, key, ev)
+	if err == nil {
+		s.follow(ctx, res)
+	}
+	return res, err
+}
+
+// writeOperator writes one operator event to one task, leaving its effects
+// to the caller.
+func (s *Service) writeOperator(ctx context.Context, key ledger.InstanceKey, ev statemodel.Event) (ledger.Result, error) {
 	ev.Actor = statemodel.ActorOperator
 	if ev.ID == "" {
 		ev.ID = "op:" + s.NewID()
@@ -45,7 +55,6 @@ func (s *Service) applyOperator(ctx context.Context, key ledger.InstanceKey, ev 
 		}
 		return res, fmt.Errorf("%w: %v", statemodel.ErrIllegalTransition, err)
 	}
-	s.follow(ctx, res)
 	return res, nil
 }
 
@@ -135,7 +144,7 @@ func (s *Service) RetryTask(ctx context.Context, key ledger.InstanceKey, r Retry
 			return err
 		}
 	}
-	_, err := s.operate(ctx, key, retry)
+	_, err := s.operateRetry(ctx, key, retry)
 	if err == nil {
 		err = s.reopenMap(ctx, key, retry)
 	}

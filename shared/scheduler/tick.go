@@ -311,6 +311,9 @@ func (s *Service) FireTimer(ctx context.Context, key ledger.InstanceKey) error {
 		if err != nil {
 			return fmt.Errorf("fire timer %s: %w", key, err)
 		}
+		if held, err := s.heldByLimiter(ctx, run); held || err != nil {
+			return err // its run waits in a limiter (flow_retry.go)
+		}
 		_, err = s.dispatch(ctx, inst, run)
 		return err
 	case statemodel.StateCreated:
