@@ -58,9 +58,11 @@ func namesGroup(j jobspec.Job) bool {
 // A run of a job with a concurrency limit is created with every task
 // CREATED and enters its limiter (ledger.EnterLimiter) the first time
 // advance would release a root task: admitted, its roots are released as
-// any run's; waiting, they stay CREATED and the run QUEUED. The run that
-// ends leaves its limiter and hands its room on (ledger.AdmitNext), and
-// each run admitted then is advanced. A waiting run's CREATED tasks keep
+// any run's; waiting, they stay CREATED and the run QUEUED. A run with two
+// limiters (stagesOf) enters the second when the first admits it, the
+// same way. The run that ends leaves its limiters and hands their room on
+// (ledger.AdmitNext), and each run admitted then is advanced (and its
+// tasks a retry held dispatched: flow_retry.go). A waiting run's CREATED tasks keep
 // their re-evaluation timer: a pass that finds the run still waiting
 // repairs its limiter (a run ended whose release was lost in a crash) and
 // tries the queue again.
