@@ -233,12 +233,10 @@ func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, plac
 	}
 	if at.Reason != "" {
 		// Still waiting: repair a hand-off lost in a crash (or take the
-		// room a rate window freed), then look again.
-		if err := s.repairLimiter(ctx, st.name, st.rate); err != nil {
-			return false, err
-		}
-		at, err = ledger.FindInLimiter(ctx, s.store, st.name, place)
-		return at.Admitted, err
+		// room a rate window freed). A run the repair admits was advanced
+		// by its hand-off (handOn), which released its tasks: this caller
+		// treats it as waiting, so they are not dispatched twice.
+		return false, s.repairLimiter(ctx, st.name, st.rate)
 	}
 	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place}, s.now())
 	if errors.Is(err, ledger.ErrLimitQueueFull) {

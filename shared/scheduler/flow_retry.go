@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"slices"
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
@@ -11,10 +12,12 @@ import (
 // that gave its room back: it enters its limiters again first, at its own
 // place (its priority and created_at), as a new run would. Admitted, the
 // retry goes as any. Waiting, the retried task is made SCHEDULED without
-// its dispatch (held), so the run answers QUEUED and waiting, and the
-// hand-off that admits the run dispatches it (dispatchHeld); the task's
-// timer does too once the run is admitted (FireTimer), and until then its
-// pass repairs the limiter as a waiting run's CREATED task's does.
+// its dispatch (held, holdDispatches), so the run answers QUEUED and
+// waiting, and the hand-off that admits the run dispatches it
+// (dispatchHeld); the task's timer does too once the run is admitted
+// (FireTimer), and until then its pass repairs the limiter as a waiting
+// run's CREATED task's does. An operator's resume of a held task holds it
+// again the same way.
 
 // operateRetry is operate for an operator's retry.
 func (s *Service) operateRetry(ctx context.Context, key ledger.InstanceKey, ev statemodel.Event) (ledger.Result, error) {
@@ -29,46 +32,45 @@ func (s *Service) operateRetry(ctx context.Context, key ledger.InstanceKey, ev s
 	if err != nil {
 		return ledger.Result{}, err
 	}
-	var res ledger.Result
-	if admitted {
-		res, err = s.operate(ctx, key, ev)
-	} else {
-		res, err = s.operateHeld(ctx, key, ev)
-	}
+	res, err := s.operate(ctx, key, ev)
 	if err != nil {
 		// Refused: a run still ended leaves the limiters it entered.
 		if now, gerr := s.store.GetRun(ctx, key.Run); gerr == nil && now.ExecutionState.Terminal() {
 			s.releaseRun(ctx, now)
 		}
-	}
-	return res, err
-}
-
-// operateHeld is operate without the dispatch its event yields: the run
-// waits in a limiter.
-func (s *Service) operateHeld(ctx context.Context, key ledger.InstanceKey, ev statemodel.Event) (ledger.Result, error) {
-	res, err := s.writeOperator(ctx, key, ev)
-	if err != nil {
 		return res, err
 	}
-	s.applied(ctx, res)
-	if res.Outcome != statemodel.Applied {
-		return res, nil
+	if !admitted {
+		// A hand-off that admitted the run between its entry and the
+		// retry found nothing to dispatch: look once more.
+		s.dispatchHeld(ctx, key.Run)
 	}
-	var effs []effect
-	for _, e := range effectsOf(res) {
-		if e.kind != effDispatch {
-			effs = append(effs, e)
-		}
-	}
-	s.perform(ctx, effs...)
-	if err := s.advanceRun(ctx, key.Run, true); err != nil {
-		s.log.WarnContext(ctx, "advance run", "run_id", key.Run, "error", err.Error())
-	}
-	// A hand-off that admitted the run between its entry and this write
-	// found nothing to dispatch: look once more.
-	s.dispatchHeld(ctx, key.Run)
 	return res, nil
+}
+
+// holdDispatches drops from an operator action's effects the dispatches of
+// a limited run that is not admitted in every limiter it enters (looking
+// repairs them, as a waiting run's pass does): those tasks stay SCHEDULED,
+// held until the run's admission dispatches them. A failed look holds
+// them too: their timer (FireTimer) dispatches them once the run is
+// admitted. Effects without a dispatch cost no read.
+func (s *Service) holdDispatches(ctx context.Context, runID string, effs []effect) []effect {
+	if !slices.ContainsFunc(effs, func(e effect) bool { return e.kind == effDispatch }) {
+		return effs
+	}
+	run, err := s.store.GetRun(ctx, runID)
+	held := err != nil
+	if err == nil {
+		held, err = s.heldByLimiter(ctx, run)
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "dispatch left to the task's timer", "run_id", runID, "error", err.Error())
+		held = true
+	}
+	if !held {
+		return effs
+	}
+	return slices.DeleteFunc(effs, func(e effect) bool { return e.kind == effDispatch })
 }
 
 // dispatchHeld dispatches a run's SCHEDULED tasks once the run is admitted

@@ -33,7 +33,10 @@ func (s *Service) operate(ctx context.Context, key ledger.InstanceKey, ev statem
 func (s *Service) applyOperator(ctx context.Context, key ledger.InstanceKey, ev statemodel.Event) (ledger.Result, error) {
 	res, err := s.writeOperator(ctx, key, ev)
 	if err == nil {
-		s.follow(ctx, res)
+		s.applied(ctx, res)
+		if res.Outcome == statemodel.Applied {
+			s.perform(ctx, s.holdDispatches(ctx, key.Run, effectsOf(res))...)
+		}
 	}
 	return res, err
 }
