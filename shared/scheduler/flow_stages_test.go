@@ -2,9 +2,12 @@ package scheduler_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
@@ -207,5 +210,31 @@ func TestFlowRetryOfEndedRunReentersItsLimiter(t *testing.T) {
 	}
 	if act, w := f.limiterState(t, "solo/"); act != 0 || w != 0 {
 		t.Fatalf("limiter at the end: %d active, %d waiting", act, w)
+	}
+}
+
+// A trigger of a job whose rate_limit names its own limiter is refused
+// before anything is written when the rate key does not render (422 naming
+// rate_limit.key) and when the rate limiter's queue is full (429), however
+// the concurrency limiter stands. On DynamoDB Local.
+func TestFlowSecondLimiterRefusesTrigger(t *testing.T) {
+	f := newEmulatorFixture(t)
+	ctx := context.Background()
+	f.createJob(t, `{"name":"both","concurrency":{"limit":1},"rate_limit":{"runs":1,"per":"1m","group":"api","key":"{{.Params.region}}"}}`)
+	_, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "both"})
+	var je *jobspec.Error
+	if !errors.As(err, &je) || je.Field != "rate_limit.key" {
+		t.Fatalf("a trigger whose rate key does not render: %v; want a 422 naming rate_limit.key", err)
+	}
+	f.fillLimiter(t, "api/eu")
+	_, _, err = f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "both", Params: json.RawMessage(`{"region":"eu"}`)})
+	if !errors.Is(err, ledger.ErrLimitQueueFull) {
+		t.Fatalf("a trigger into a full rate queue: %v", err)
+	}
+	if runs, _, err := f.st.ListRuns(ctx, ledger.RunFilter{Job: "both"}); err != nil || len(runs) != 0 {
+		t.Fatalf("refused triggers created %d runs (%v)", len(runs), err)
+	}
+	if v := f.triggerWith(t, "both", `{"region":"us"}`); f.admissionOf(t, v.Run.ID).State != protocol.AdmissionAdmitted {
+		t.Fatalf("a trigger with room in both: %+v", f.admissionOf(t, v.Run.ID))
 	}
 }
