@@ -45,14 +45,38 @@ func TestStormRespectsConcurrencyLimitsOnDynamoDBLocal(t *testing.T) {
 	limitedStorm(t, f, 10, 80)
 }
 
+// stormTwoLimitersJob is the storm's DAG with a concurrency limit of 3
+// runs per customer and a rate limit of another group: two limiters a run.
+const stormTwoLimitersJob = `{"name":"stormtwo","retry":{"max_attempts":2,"initial_interval":"1s","jitter":"none"},
+	"timeouts":{"heartbeat":"10s","queue":"1m"},"evidence_window":"20s",
+	"concurrency":{"limit":3,"key":"{{.Params.customer}}"},"rate_limit":{"runs":2,"per":"10s","group":"stormapi"},
+	"tasks":[{"id":"a"},{"id":"b","depends_on":["a"]},{"id":"c","depends_on":["b"]},{"id":"d","depends_on":["a"]},
+	{"id":"alert","depends_on":["c","d"],"trigger_rule":"one_failed"}]}`
+
+// The limited storm on runs that enter two limiters (concurrency, then a
+// rate limiter of its own group): 0 excess, 0 stuck, both limiters empty
+// once calm. On DynamoDB Local.
+func TestStormRespectsTwoLimitersOnDynamoDBLocal(t *testing.T) {
+	f := newEmulatorFixtureWith(t, []store.Option{store.WithRunBackstop(10000 * time.Hour)})
+	limitedStormOf(t, f, "stormtwo", stormTwoLimitersJob, []string{"stormapi/"}, 10, 80)
+}
+
 func limitedStorm(t *testing.T, f *fixture, runs, ops int) {
 	t.Helper()
-	f.createJob(t, stormLimitedJob)
+	limitedStormOf(t, f, "stormlim", stormLimitedJob, nil, runs, ops)
+}
+
+// limitedStormOf is the limited storm on job (named name, whose
+// concurrency limit of stormLimit is per customer); the limiters
+// "<name>/a", "<name>/b" and more end empty.
+func limitedStormOf(t *testing.T, f *fixture, name, job string, more []string, runs, ops int) {
+	t.Helper()
+	f.createJob(t, job)
 	customer := map[string]string{}
 	var ids []string
 	for i := range runs {
 		who := []string{"a", "b"}[i%2]
-		v := f.triggerWith(t, "stormlim", fmt.Sprintf(`{"customer":%q}`, who))
+		v := f.triggerWith(t, name, fmt.Sprintf(`{"customer":%q}`, who))
 		ids = append(ids, v.Run.ID)
 		customer[v.Run.ID] = who
 		f.clock.Advance(time.Millisecond)
@@ -118,10 +142,10 @@ func limitedStorm(t *testing.T, f *fixture, runs, ops int) {
 	if excess != 0 || stuck != 0 {
 		t.Errorf("%d runs active beyond the limit, %d runs not ended", excess, stuck)
 	}
-	for _, who := range []string{"a", "b"} {
-		st, err := f.st.GetLimiter(context.Background(), "stormlim/"+who)
-		if err != nil || st.Active != 0 || st.Waiting != 0 {
-			t.Errorf("limiter %s after the storm: %+v, %v", who, st, err)
+	for _, lim := range append([]string{name + "/a", name + "/b"}, more...) {
+		st, err := f.st.GetLimiter(context.Background(), lim)
+		if err != nil || st.Active != 0 || st.Waiting != 0 || st.Version == 0 {
+			t.Errorf("limiter %s after the storm: %+v, %v; want entered and empty", lim, st, err)
 		}
 	}
 }
