@@ -94,6 +94,13 @@ func (h *Handler) runBody(ctx context.Context, v ledger.RunView) (protocol.RunDe
 	if err := h.addMaps(ctx, v, tasks); err != nil {
 		return protocol.RunDetail{}, err
 	}
+	slots, err := h.svc.WaitingForSlot(ctx, v)
+	if err != nil {
+		return protocol.RunDetail{}, err
+	}
+	for i := range tasks {
+		tasks[i].WaitingForSlot = slots[tasks[i].Task]
+	}
 	run := renderRun(v.Run)
 	run.WaitingFor = waiting
 	if run.Admission, err = h.svc.Admission(ctx, v); err != nil {

@@ -96,6 +96,9 @@ type Task struct {
 	OutputTruncated bool `json:"output_truncated,omitempty"`
 	// Map is a map task's children's counts, once it expanded.
 	Map *MapCounts `json:"map,omitempty"`
+	// WaitingForSlot is the task limiter a SCHEDULED task waits in for a
+	// slot (its concurrency); absent otherwise.
+	WaitingForSlot string `json:"waiting_for_slot,omitempty"`
 }
 
 // MapCounts are a map task's children by where they stand.

@@ -205,6 +205,13 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 		}
 		run = r
 	}
+	if sl, ok := slotOf(run, key); ok {
+		held, out := s.holdSlot(ctx, inst, sl)
+		if held == nil {
+			return nil, out
+		}
+		inst, p.inst, p.events = *held, *held, nil
+	}
 	token, hash, err := attemptToken(inst, p.n)
 	if err != nil {
 		return nil, dispatched{inst: inst, err: err}

@@ -119,6 +119,9 @@ type Service struct {
 
 	// events caches the on_event index (eventIndex).
 	events eventIndexCache
+
+	// slots remembers which jobs' tasks may hold task slots (taskslots.go).
+	slots slotJobs
 }
 
 // New builds a Service.

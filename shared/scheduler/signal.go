@@ -41,7 +41,9 @@ func (s *Service) applied(ctx context.Context, res ledger.Result) {
 		trs = []statemodel.Transition{*res.Transition}
 	}
 	inst := res.Instance
+	release := false
 	for _, tr := range trs {
+		release = release || releasesSlot(tr)
 		s.emitTransitionMetrics(inst.Key, inst.Job, res.Snapshot, &tr)
 		if s.cfg.Moved != nil {
 			s.cfg.Moved(Moved{Job: inst.Job, Run: inst.Key.Run, Task: inst.Key.Task, From: tr.From, To: tr.To, At: tr.ObservedAt})
@@ -54,6 +56,10 @@ func (s *Service) applied(ctx context.Context, res ledger.Result) {
 			s.signal(ctx, protocol.Signal{Type: protocol.SignalTaskLost, Time: tr.ObservedAt, Job: inst.Job, Run: inst.Key.Run,
 				Task: inst.Key.Task, Attempt: tr.Attempt, State: string(tr.To), Reason: failureReason(tr)})
 		}
+	}
+	if release {
+		// Out of flight: a task slot it held goes to the next task waiting.
+		s.freeSlot(ctx, inst)
 	}
 }
 
