@@ -25,6 +25,15 @@ const stormLimitedJob = `{"name":"stormlim","retry":{"max_attempts":2,"initial_i
 
 const stormLimit = 3
 
+// stormPoolJob's tasks b and c share the task pool "stormwh" of
+// stormPoolLimit slots (its runs have no limit of their own).
+const stormPoolJob = `{"name":"stormpool","retry":{"max_attempts":2,"initial_interval":"1s","jitter":"none"},
+	"timeouts":{"heartbeat":"10s","queue":"1m"},"evidence_window":"20s",
+	"tasks":[{"id":"a"},{"id":"b","depends_on":["a"],"concurrency":{"limit":2,"group":"stormwh"}},
+	{"id":"c","depends_on":["a"],"concurrency":{"limit":2,"group":"stormwh"}}]}`
+
+const stormPoolLimit = 2
+
 // The storm on runs of a limited job: workers that succeed, fail and
 // crash, an operator who cancels tasks and runs (waiting ones too),
 // pauses and resumes, and the timers, all at once. Once calm, every run
@@ -81,6 +90,15 @@ func limitedStormOf(t *testing.T, f *fixture, name, job string, more []string, r
 		customer[v.Run.ID] = who
 		f.clock.Advance(time.Millisecond)
 	}
+	f.createJob(t, stormPoolJob)
+	var pooled []string
+	for range runs / 2 {
+		v := f.trigger(t, "stormpool", time.Time{})
+		pooled = append(pooled, v.Run.ID)
+		f.clock.Advance(time.Millisecond)
+	}
+	limited := ids
+	ids = append(slices.Clip(ids), pooled...)
 	c := &storm{f: f, claim: map[string]map[string]bool{}}
 	ctx, stop := context.WithCancel(context.Background())
 	var workers, weather sync.WaitGroup
@@ -137,10 +155,18 @@ func limitedStormOf(t *testing.T, f *fixture, name, job string, more []string, r
 	for _, id := range ids {
 		checkRunConsistent(t, f, id, seen)
 	}
-	excess, stuck := limitExcess(t, f, ids, customer)
-	fmt.Printf("limited storm: %d runs, %d excess, %d stuck\n", len(ids), excess, stuck)
+	excess, stuck := limitExcess(t, f, limited, customer)
+	fmt.Printf("limited storm: %d runs, %d excess, %d stuck\n", len(limited), excess, stuck)
 	if excess != 0 || stuck != 0 {
 		t.Errorf("%d runs active beyond the limit, %d runs not ended", excess, stuck)
+	}
+	excess, stuck = poolExcess(t, f, pooled)
+	fmt.Printf("task pool storm: %d runs, %d excess, %d stuck\n", len(pooled), excess, stuck)
+	if excess != 0 || stuck != 0 {
+		t.Errorf("%d attempts in flight beyond the task pool's slots, %d runs not ended", excess, stuck)
+	}
+	if st, err := f.st.GetLimiter(context.Background(), "task:stormwh/"); err != nil || st.Active != 0 || st.Waiting != 0 {
+		t.Errorf("the task pool after the storm: %+v, %v", st, err)
 	}
 	for _, lim := range append([]string{name + "/a", name + "/b"}, more...) {
 		st, err := f.st.GetLimiter(context.Background(), lim)
@@ -233,6 +259,61 @@ func limitExcess(t *testing.T, f *fixture, ids []string, customer map[string]str
 			}
 			excess = max(excess, n-stormLimit)
 		}
+	}
+	return excess, stuck
+}
+
+// poolExcess sweeps the pooled tasks' attempts' flight (queued to ended,
+// half open; an attempt not ended counts as stuck) and answers the most in
+// flight at once beyond the pool's slots, and the runs not ended.
+func poolExcess(t *testing.T, f *fixture, ids []string) (excess, stuck int) {
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	var es []edge
+	for _, id := range ids {
+		v, err := f.st.ReadRun(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !v.Run.ExecutionState.Terminal() {
+			stuck++
+			continue
+		}
+		for _, tv := range v.Tasks {
+			if tv.Instance.Key.Task == "a" {
+				continue
+			}
+			byN := map[int]statemodel.AttemptRecord{}
+			for _, a := range tv.Attempts {
+				byN[a.N] = a.AttemptRecord
+			}
+			for _, a := range tv.Instance.Snapshot.Attempts {
+				byN[a.N] = a
+			}
+			for _, a := range byN {
+				if a.QueuedAt.IsZero() {
+					continue
+				}
+				if a.EndedAt.IsZero() {
+					stuck++
+					continue
+				}
+				es = append(es, edge{a.QueuedAt, 1}, edge{a.EndedAt, -1})
+			}
+		}
+	}
+	slices.SortFunc(es, func(x, y edge) int {
+		if c := x.at.Compare(y.at); c != 0 {
+			return c
+		}
+		return x.d - y.d // an end before a start at the same instant
+	})
+	n := 0
+	for _, e := range es {
+		n += e.d
+		excess = max(excess, n-stormPoolLimit)
 	}
 	return excess, stuck
 }
