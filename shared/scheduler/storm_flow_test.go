@@ -92,7 +92,7 @@ func limitedStormOf(t *testing.T, f *fixture, name, job string, more []string, r
 	}
 	f.createJob(t, stormPoolJob)
 	var pooled []string
-	for range runs / 2 {
+	for range runs {
 		v := f.trigger(t, "stormpool", time.Time{})
 		pooled = append(pooled, v.Run.ID)
 		f.clock.Advance(time.Millisecond)
