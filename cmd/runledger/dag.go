@@ -41,7 +41,7 @@ func drawRun(w io.Writer, d client.RunDetail) error {
 // detail says how the latest attempt ended, when it did not succeed.
 func detail(t client.Task) string {
 	if len(t.Attempts) == 0 {
-		return ""
+		return slotDetail(t)
 	}
 	a := t.Attempts[len(t.Attempts)-1]
 	var parts []string
@@ -55,6 +55,9 @@ func detail(t client.Task) string {
 		parts = append(parts, "cancel requested")
 	}
 	parts = append(parts, mapAndOutput(t)...)
+	if slot := slotDetail(t); slot != "" {
+		parts = append(parts, slot)
+	}
 	return strings.Join(parts, " ")
 }
 

@@ -28,3 +28,12 @@ func admissionLine(r client.Run) string {
 	}
 	return line + fmt.Sprintf("  (priority %d)", r.Priority)
 }
+
+// slotDetail says which task limiter a task waits in for a slot; "" when
+// it waits for none.
+func slotDetail(t client.Task) string {
+	if t.WaitingForSlot == "" {
+		return ""
+	}
+	return "waiting for a slot in " + t.WaitingForSlot
+}

@@ -23,3 +23,16 @@ func TestRunsShowSaysWhyARunWaits(t *testing.T) {
 		t.Fatal("a run without limits has an admission line")
 	}
 }
+
+// runs show says which task limiter a task waits in for a slot.
+func TestRunsShowSaysWhyATaskWaitsForASlot(t *testing.T) {
+	var b strings.Builder
+	d := client.RunDetail{Run: client.Run{ID: "r1", Job: "export"},
+		Tasks: []client.Task{{Task: "load", State: "SCHEDULED", WaitingForSlot: "warehouse/"}}}
+	if err := drawRun(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "waiting for a slot in warehouse/") {
+		t.Fatalf("runs show:\n%s", b.String())
+	}
+}
