@@ -540,6 +540,7 @@ function taskPanel(view, apply) {
       t.retry_at ? fact("Retry at (UTC)", time(t.retry_at, true)) : null,
       t.cancel_requested ? fact("Cancel", "requested") : null,
       waitsForSignal ? fact("Waiting for", "a signal: approve or reject") : null,
+      t.waiting_for_slot ? fact("Waiting for", h("span", { id: "task-slot" }, "a slot in task limiter ", h("code", {}, t.waiting_for_slot))) : null,
       t.map ? fact("Children", `${t.map.total} in all: ${t.map.pending} pending, ${t.map.running} running, ${t.map.succeeded} succeeded, ${t.map.failed} failed, ${t.map.cancelled} cancelled`) : null,
       t.output !== undefined ? fact("Output", h("code", { id: "task-output" }, clip(JSON.stringify(t.output), 200))) : null,
       t.output_truncated ? fact("Output", "over 256 KiB: read the children") : null),
