@@ -135,13 +135,13 @@ func (s *Service) takeSlot(ctx context.Context, inst ledger.Instance, sl taskSlo
 }
 
 // slotDone reports whether a holder admitted at admittedAt (zero: not
-// admitted) is to give its slot back: its task ended, or went
+// admitted) is to give its slot back: its task ended or is paused, or went
 // UP_FOR_RETRY after the attempt the slot was taken for (a holder
 // admitted again for the retry, about to be dispatched, keeps it).
 func slotDone(inst ledger.Instance, admittedAt time.Time) bool {
 	snap := inst.Snapshot
 	switch {
-	case snap.State.Terminal():
+	case snap.State.Terminal() || snap.State == statemodel.StatePaused:
 		return true
 	case snap.State != statemodel.StateUpForRetry:
 		return false
@@ -153,9 +153,13 @@ func slotDone(inst ledger.Instance, admittedAt time.Time) bool {
 }
 
 // releasesSlot reports whether a transition takes a task out of flight
-// (or out of its wait for a slot).
+// (or out of its wait for a slot): a paused task gives its slot or its
+// place back too, and takes one again when resumed and dispatched.
 func releasesSlot(tr statemodel.Transition) bool {
-	return tr.From != statemodel.StateCreated && (tr.To == statemodel.StateUpForRetry || tr.To.Terminal())
+	if tr.From == statemodel.StateCreated {
+		return false
+	}
+	return tr.To == statemodel.StateUpForRetry || tr.To == statemodel.StatePaused || tr.To.Terminal()
 }
 
 // freeSlot gives back the slot of an instance a transition took out of

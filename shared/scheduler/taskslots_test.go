@@ -237,3 +237,35 @@ func TestLostSlotReleaseRepairedByTheTicker(t *testing.T) {
 		t.Fatalf("after the repair dispatched %s, want %s", got.Run, c.Run.ID)
 	}
 }
+
+// A paused task gives its place back and takes one again when resumed: a
+// run paused while its task waits for a slot leaves the queue, and once
+// resumed its task is dispatched when the slot is free.
+func TestPausedSlotWaiterGivesItsPlaceBack(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.createJob(t, `{"name":"p","tasks":[{"id":"load","concurrency":{"limit":1}}]}`)
+	a := f.trigger(t, "p", time.Time{})
+	env := f.nextEnvelope(t)
+	f.clock.Advance(time.Millisecond)
+	b := f.trigger(t, "p", time.Time{})
+	if err := f.svc.PauseRun(ctx, b.Run.ID, "later"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := f.st.GetLimiter(ctx, "task:p/"); st.Waiting != 0 || st.Active != 1 {
+		t.Fatalf("after the pause: %+v", st)
+	}
+	f.finish(t, env, protocol.OutcomeSucceeded)
+	if got := f.inQueue(t); len(got) != 0 {
+		t.Fatalf("a paused task was dispatched: %+v", got)
+	}
+	if err := f.svc.ResumeRun(ctx, b.Run.ID, "now"); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Minute)
+	f.tick(t, f.svc)
+	if got := f.nextEnvelope(t); got.Run != b.Run.ID {
+		t.Fatalf("after the resume dispatched %s", got.Run)
+	}
+	_ = a
+}
