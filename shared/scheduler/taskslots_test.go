@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -268,4 +269,37 @@ func TestPausedSlotWaiterGivesItsPlaceBack(t *testing.T) {
 		t.Fatalf("after the resume dispatched %s", got.Run)
 	}
 	_ = a
+}
+
+// A map task's children share their map task's limiter: with 6 children
+// released at once and 2 slots, 2 are in flight at a time, and the map
+// ends with every child run.
+func TestMapChildrenShareTheirTaskPool(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.createJob(t, `{"name":"m","tasks":[{"id":"each","map":{"over":"[0,1,2,3,4,5]","max_parallel":6},"concurrency":{"limit":2,"group":"wh"}}]}`)
+	run := f.trigger(t, "m", time.Time{})
+	ran := 0
+	for {
+		got := f.inQueue(t)
+		if len(got) == 0 {
+			break
+		}
+		if len(got) > 2 {
+			t.Fatalf("%d children in flight, limit 2", len(got))
+		}
+		for _, env := range got {
+			if !strings.HasPrefix(env.Task, "each[") {
+				t.Fatalf("not a child: %s", env.Task)
+			}
+			f.finish(t, env, protocol.OutcomeSucceeded)
+			ran++
+		}
+	}
+	if v := f.readRun(t, run.Run.ID); ran != 6 || v.Run.ExecutionState != statemodel.RunSucceeded {
+		t.Fatalf("%d children ran, run %s", ran, v.Run.ExecutionState)
+	}
+	if st, err := f.st.GetLimiter(ctx, "task:wh/"); err != nil || st.Active != 0 || st.Waiting != 0 {
+		t.Fatalf("the pool at the end: %+v, %v", st, err)
+	}
 }
