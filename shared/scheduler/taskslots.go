@@ -110,7 +110,11 @@ func (s *Service) takeSlot(ctx context.Context, inst ledger.Instance, sl taskSlo
 	}
 	if at.Reason != "" {
 		// Still waiting (its timer's pass): repair a release lost in a
-		// crash, then look again.
+		// crash, then look again; once per limiter and process within
+		// slotRepairEvery, however many of its tasks wait.
+		if !s.slots.repairDue(sl.name) {
+			return false, nil
+		}
 		if err := s.repairSlots(ctx, sl.name); err != nil {
 			return false, err
 		}
@@ -305,6 +309,28 @@ func (s *Service) WaitingForSlot(ctx context.Context, view ledger.RunView) (map[
 type slotJobs struct {
 	mu   sync.Mutex
 	seen map[string]slotJobSeen
+	// repaired is when this process last repaired each limiter.
+	repaired map[string]time.Time
+}
+
+// slotRepairEvery is how often one process repairs one task limiter from
+// its waiting tasks' timers: a lost release is rare (a crash between two
+// writes), and a limiter with many tasks waiting is looked at once.
+const slotRepairEvery = 10 * time.Second
+
+// repairDue reports whether name is to be repaired now, and if so notes it.
+func (c *slotJobs) repairDue(name string) bool {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if at, ok := c.repaired[name]; ok && now.Sub(at) < slotRepairEvery {
+		return false
+	}
+	if c.repaired == nil || len(c.repaired) > 10_000 {
+		c.repaired = map[string]time.Time{}
+	}
+	c.repaired[name] = now
+	return true
 }
 
 type slotJobSeen struct {
