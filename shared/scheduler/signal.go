@@ -31,8 +31,8 @@ type Moved struct {
 }
 
 // applied is the one place that handles the transitions a write applied:
-// their metrics, the observers of Config.Moved and the signals of failed
-// and lost tasks. Every path that writes a transition calls it (through
+// their metrics, the observers of Config.Moved, the signals of failed
+// and lost tasks, and the task slot of a task leaving flight (freeSlot). Every path that writes a transition calls it (through
 // recorded or follow), whatever the result's outcome: res.Transitions
 // lists what was written.
 func (s *Service) applied(ctx context.Context, res ledger.Result) {
