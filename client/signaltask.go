@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 )
 
@@ -15,14 +16,17 @@ const (
 // {"type": "signal"}): Outcome SignalSucceeded (approve) or SignalFailed
 // (reject; the task's retry policy decides what follows). By (1 to 128
 // characters) is who decided, kept in the transition's evidence; Reason
-// (at most 4 KiB) and OutputRef are kept too. The same EventID again is
-// answered with the first outcome.
+// (at most 4 KiB) and OutputRef are kept too. Output (any JSON, at most 16
+// KiB encoded) is a succeeding signal's task output: its direct downstream
+// tasks get it as their inputs. The same EventID again is answered with
+// the first outcome.
 type SignalRequest struct {
-	Outcome   string `json:"outcome"`
-	By        string `json:"by"`
-	Reason    string `json:"reason,omitempty"`
-	OutputRef string `json:"output_ref,omitempty"`
-	EventID   string `json:"event_id,omitempty"`
+	Outcome   string          `json:"outcome"`
+	By        string          `json:"by"`
+	Reason    string          `json:"reason,omitempty"`
+	OutputRef string          `json:"output_ref,omitempty"`
+	EventID   string          `json:"event_id,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
 }
 
 // Signal settles a waiting signal task and answers its run. The client's

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
@@ -28,8 +29,11 @@ type SignalRequest struct {
 	// EventID, when given, makes the signal idempotent: the same id
 	// again is answered with the first outcome.
 	EventID string `json:"event_id,omitempty"`
-	// The task's output (any JSON) belongs here once task outputs are
-	// carried; until then the field is refused as unknown.
+	// Output is the task's output, as a completion's: any JSON value, at
+	// most MaxOutputBytes encoded (CheckOutput). A succeeding signal's is
+	// kept with the attempt and handed to the direct downstream tasks as
+	// their inputs.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // Validate checks the request against the contract's limits and returns
@@ -46,6 +50,9 @@ func (r SignalRequest) Validate() error {
 		return malformed("by", "by must be printable UTF-8 without control characters.")
 	}
 	if err := CheckReportFields(r.OutputRef, "", r.Reason); err != nil {
+		return err
+	}
+	if err := CheckOutput(r.Output); err != nil {
 		return err
 	}
 	if r.EventID != "" {

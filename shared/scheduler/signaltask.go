@@ -138,7 +138,7 @@ func signalEvent(req protocol.SignalRequest, n int, auth SignalAuth, newID func(
 	}
 	return statemodel.Event{
 		ID: "signal:" + id, Type: typ, Actor: statemodel.ActorOperator, Attempt: n,
-		Reason: req.Reason, Operator: req.By, OutputRef: req.OutputRef,
+		Reason: req.Reason, Operator: req.By, OutputRef: req.OutputRef, Output: protocol.CompactOutput(req.Output),
 		Evidence: map[string]string{"by": req.By, "authorized_by": via, "outcome": req.Outcome},
 	}
 }
