@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 // mapBench runs a job of one map task over n no-op children (max_parallel
 // 100) on the metered stack and answers its wall time and its DynamoDB
 // calls by kind, and their time, per child.
-func (b *bench) mapRun(ctx context.Context, cs *costStack, api *apiClient, n int) (wall time.Duration, perChild map[string]float64, stepMS float64, err error) {
+func (b *bench) mapRun(ctx context.Context, cs *costStack, api *apiClient, n int) (id string, wall time.Duration, perChild map[string]float64, stepMS float64, err error) {
 	items := make([]int, n)
 	for i := range items {
 		items[i] = i
@@ -23,21 +24,21 @@ func (b *bench) mapRun(ctx context.Context, cs *costStack, api *apiClient, n int
 	job := fmt.Sprintf("map-%d", n)
 	if err := api.createJob(ctx, map[string]any{"name": job, "pool": pool,
 		"tasks": []any{map[string]any{"id": "each", "map": map[string]any{"over": "{{json .Params.items}}", "max_parallel": 100}}}}); err != nil {
-		return 0, nil, 0, err
+		return "", 0, nil, 0, err
 	}
 	before := cs.meter.snapshot()
 	t0 := time.Now()
-	id, err := api.trigger(ctx, job, map[string]any{"items": items})
+	id, err = api.trigger(ctx, job, map[string]any{"items": items})
 	if err != nil {
-		return 0, nil, 0, err
+		return "", 0, nil, 0, err
 	}
 	runs, err := waitRuns(ctx, cs.reader, []string{id}, 30*time.Minute)
 	if err != nil {
-		return 0, nil, 0, err
+		return "", 0, nil, 0, err
 	}
 	wall = time.Since(t0)
 	if r := runs[id]; r.ExecutionState != statemodel.RunSucceeded {
-		return 0, nil, 0, fmt.Errorf("map run %s ended %s", id, r.ExecutionState)
+		return "", 0, nil, 0, fmt.Errorf("map run %s ended %s", id, r.ExecutionState)
 	}
 	d := cs.meter.snapshot().sub(before)
 	perChild = map[string]float64{}
@@ -46,7 +47,27 @@ func (b *bench) mapRun(ctx context.Context, cs *costStack, api *apiClient, n int
 		perChild[op] = float64(t.N) / float64(n)
 		total += t.Total
 	}
-	return wall, perChild, ms(total) / float64(n), nil
+	return id, wall, perChild, ms(total) / float64(n), nil
+}
+
+// mapPage answers the median time of the API answers the dashboard's run
+// page of a map run needs, one after another as the page asks for them:
+// the run, the map task's history, the first page of its children.
+func mapPage(ctx context.Context, api *apiClient, id string) (time.Duration, error) {
+	paths := []string{"/v1/runs/" + id, "/v1/runs/" + id + "/tasks/each/history?limit=1000",
+		"/v1/runs/" + id + "/tasks/each/children?limit=100"}
+	times := make([]time.Duration, 5)
+	for i := range times {
+		t0 := time.Now()
+		for _, p := range paths {
+			if _, err := api.do(ctx, http.MethodGet, p, nil, http.StatusOK); err != nil {
+				return 0, err
+			}
+		}
+		times[i] = time.Since(t0)
+	}
+	slices.Sort(times)
+	return times[len(times)/2], nil
 }
 
 // mapScenario is the map scenario: a map of 100 and one of children
@@ -75,15 +96,20 @@ func (b *bench) mapScenario(ctx context.Context, children int) error {
 	if err != nil {
 		return err
 	}
-	_, _, smallStep, err := b.mapRun(ctx, cs, api, 100)
+	_, _, _, smallStep, err := b.mapRun(ctx, cs, api, 100)
 	if err != nil {
 		return err
 	}
-	wall, big, bigStep, err := b.mapRun(ctx, cs, api, children)
+	id, wall, big, bigStep, err := b.mapRun(ctx, cs, api, children)
+	if err != nil {
+		return err
+	}
+	page, err := mapPage(ctx, api, id)
 	if err != nil {
 		return err
 	}
 	b.rep.figure(fmt.Sprintf("map_%dk_wall_s", children/1000), wall.Seconds(), "s")
+	b.rep.figure(fmt.Sprintf("map_%dk_page_ms", children/1000), ms(page), "ms")
 	sum := 0.0
 	for _, op := range slices.Sorted(maps.Keys(big)) {
 		b.rep.figure("map_calls_per_child_"+op, big[op], "calls")
