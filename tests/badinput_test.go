@@ -201,6 +201,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"trigger priority 6", "key", "POST", "/v1/jobs/victim/runs", map[string]any{"priority": 6}, nil, 422, "invalid_field"},
 		{"backfill priority 0", "key", "POST", "/v1/jobs/yearly/backfill",
 			map[string]any{"from": "2000-01-01T00:00:00Z", "to": "2003-01-01T00:00:00Z", "priority": 0}, nil, 422, "invalid_field"},
+		// Wave 3: outputs. The signal route checks its body before the
+		// task's state, with complete's output limit.
+		{"signal output over 16 KiB", "key", "POST", "/v1/runs/" + run + "/tasks/main/signal",
+			map[string]any{"outcome": "succeeded", "by": "ann", "output": big(16 * 1024)}, nil, 413, "payload_too_large"},
 	}
 	before, counts := s.tableItems(), s.queueCounts()
 	for _, c := range cases {
