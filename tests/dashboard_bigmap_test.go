@@ -50,7 +50,10 @@ func TestDashboardPagesATenThousandChildMap(t *testing.T) {
 	s := startStack(t, devstack.Options{})
 	const n, done, par = 10000, 300, 50
 	hold := make(chan struct{})
-	_, stop := s.runWorker("default", worker.Config{Name: "ui-bigmap", Concurrency: par + 10}, func(ctx context.Context, task worker.Task) error {
+	// Handlers wait for minutes on a loaded machine: a long visibility
+	// timeout and heartbeat timeout keep their children RUNNING, neither
+	// delivered twice nor LOST.
+	_, stop := s.runWorker("default", worker.Config{Name: "ui-bigmap", Concurrency: par + 10, VisibilityTimeout: 5 * time.Minute}, func(ctx context.Context, task worker.Task) error {
 		if i, ok := task.Index(); ok && i >= done {
 			select {
 			case <-hold:
@@ -61,7 +64,7 @@ func TestDashboardPagesATenThousandChildMap(t *testing.T) {
 	})
 	defer stop()
 	defer close(hold)
-	s.createJob(map[string]any{"name": "ui-bigmap", "pool": "default", "tasks": []any{
+	s.createJob(map[string]any{"name": "ui-bigmap", "pool": "default", "timeouts": map[string]any{"heartbeat": "5m"}, "tasks": []any{
 		map[string]any{"id": "each", "map": map[string]any{"over": "{{json .Params.xs}}", "max_parallel": par}},
 	}})
 	xs := make([]int, n)
