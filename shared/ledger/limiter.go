@@ -94,6 +94,9 @@ type Entered struct {
 	Admitted   bool
 	AdmittedAt time.Time
 	Reason     string
+	// Found: the run was in the limiter before this entry (a repeated
+	// entry); nothing was written.
+	Found bool
 }
 
 // EnterLimiter admits a new run at once when nobody waits and there is
@@ -162,7 +165,8 @@ func (w LimiterWrite) admittedAt() time.Time {
 // entry whose first write landed).
 func findRun(ctx context.Context, s Limiters, name string, p limiter.Place) (Entered, bool, error) {
 	e, err := FindInLimiter(ctx, s, name, p)
-	return e, err == nil && (e.Admitted || e.Reason != ""), err
+	e.Found = err == nil && (e.Admitted || e.Reason != "")
+	return e, e.Found, err
 }
 
 // FindInLimiter reports where a run stands in a limiter, by its place:
@@ -201,16 +205,41 @@ func AdmitNext(ctx context.Context, s Limiters, name string, rate limiter.Rate, 
 		return nil, err
 	}
 	defer release()
+	return admitNextHeld(ctx, s, name, rate, now, tu, false)
+}
+
+// LeaveAndAdmitNext is LeaveLimiter and, when the run left, AdmitNext, in
+// one turn: the hand-off's first look is the state the leave wrote, which
+// no read would tell better (any write after it saw the room it made), so
+// a limiter nobody waits in costs its hand-off no read.
+func LeaveAndAdmitNext(ctx context.Context, s Limiters, name, runID string, rate limiter.Rate, now time.Time) (bool, []Admitted, error) {
+	tu, release, err := turnsOf(ctx).take(ctx, s, name, true)
+	if err != nil {
+		return false, nil, err
+	}
+	defer release()
+	left, err := changeLimiterHeld(ctx, s, name, tu, leaveDecision(s, name, runID))
+	if err != nil || !left {
+		return left, nil, err
+	}
+	got, err := admitNextHeld(ctx, s, name, rate, now, tu, true)
+	return true, got, err
+}
+
+// admitNextHeld is AdmitNext's loop in a turn held. The first round may
+// try on this process's last write; a "no room" or "nobody waiting" is
+// only believed from a fresh read, or, with ownWrite, from the write the
+// caller made in this turn.
+func admitNextHeld(ctx context.Context, s Limiters, name string, rate limiter.Rate, now time.Time, tu *turn, ownWrite bool) ([]Admitted, error) {
 	var out []Admitted
 	for tries, round := 0, 0; tries < limiterRetries; round++ {
-		// The first round may try on this process's last write; a "no
-		// room" or "nobody waiting" is only believed from a fresh read.
 		st, cached, err := tu.state(ctx, s, name, round)
 		if err != nil {
 			return out, err
 		}
+		guess := cached && !ownWrite
 		if ok, _ := st.Room(rate, now); !ok || st.Waiting == 0 {
-			if cached {
+			if guess {
 				continue
 			}
 			return out, nil
@@ -220,7 +249,7 @@ func AdmitNext(ctx context.Context, s Limiters, name string, rate limiter.Rate, 
 			return out, err
 		}
 		if head == nil {
-			if cached {
+			if guess {
 				continue
 			}
 			return out, nil
@@ -271,13 +300,19 @@ func firstUnpaused(ctx context.Context, s Limiters, name string, waiting int) (*
 // nothing (left already): it is safe to repeat. The caller then calls
 // AdmitNext.
 func LeaveLimiter(ctx context.Context, s Limiters, name, runID string) (bool, error) {
+	return changeLimiter(ctx, s, name, true, leaveDecision(s, name, runID))
+}
+
+// leaveDecision decides a leave: the admitted item deleted and the count
+// lowered, or nothing when the run holds nothing.
+func leaveDecision(s Limiters, name, runID string) decision {
 	decide := func(st limiter.State, a *Admitted, _ *Waiting) (LimiterWrite, bool) {
 		if a == nil {
 			return LimiterWrite{}, false
 		}
 		return LimiterWrite{State: st.Release(), DeleteAdmitted: runID}, true
 	}
-	return changeLimiter(ctx, s, name, true, func(ctx context.Context, st limiter.State, cached bool) (LimiterWrite, bool, error) {
+	return func(ctx context.Context, st limiter.State, cached bool) (LimiterWrite, bool, error) {
 		if cached && st.Active > 0 {
 			// The run that ends is almost always admitted: its write is
 			// tried without reading its item first (the delete's
@@ -291,7 +326,7 @@ func LeaveLimiter(ctx context.Context, s Limiters, name, runID string) (bool, er
 		}
 		lw, ok := decide(st, a, w)
 		return lw, ok, nil
-	})
+	}
 }
 
 // WithdrawWaiting takes a waiting run out of the queue (cancelled before
@@ -348,12 +383,21 @@ func SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (b
 // this process's last write rather than a read (the turn's first round):
 // it may guess on it, since a wrong guess only fails the write's
 // conditions and the next round reads.
-func changeLimiter(ctx context.Context, s Limiters, name string, urgent bool, decide func(ctx context.Context, st limiter.State, cached bool) (LimiterWrite, bool, error)) (bool, error) {
+func changeLimiter(ctx context.Context, s Limiters, name string, urgent bool, decide decision) (bool, error) {
 	tu, release, err := turnsOf(ctx).take(ctx, s, name, urgent)
 	if err != nil {
 		return false, err
 	}
 	defer release()
+	return changeLimiterHeld(ctx, s, name, tu, decide)
+}
+
+// decision decides one round of a limiter change; cached: st is this
+// process's last write, not a read.
+type decision func(ctx context.Context, st limiter.State, cached bool) (LimiterWrite, bool, error)
+
+// changeLimiterHeld is changeLimiter's loop in a turn held.
+func changeLimiterHeld(ctx context.Context, s Limiters, name string, tu *turn, decide decision) (bool, error) {
 	for try := range limiterRetries {
 		if try > 1 {
 			if err := conflictPause(ctx, try); err != nil {

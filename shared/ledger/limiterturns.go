@@ -21,6 +21,11 @@ import (
 // off (conflictPause) before it reads again.
 var limiterTurns = turns{held: map[turnKey]*turn{}}
 
+// idleTurns is how many turns nobody uses the registry keeps, with the
+// state each last wrote: a limiter's next write after a pause is tried on
+// it rather than on a read. Beyond it a turn is forgotten when freed.
+const idleTurns = 1024
+
 type turnsKey struct{}
 
 // AsProcess returns a context whose limiter calls take turns only with
@@ -70,10 +75,8 @@ type turn struct {
 	busy          bool
 	urgent, other []chan struct{}
 	users         int
-	// last is the limiter as this process last wrote it, while the
-	// limiter is busy here (the turn is dropped when nobody waits for
-	// it): the next write is tried on it without reading the limiter
-	// first. It may be older than another process's write; such a write
+	// last is the limiter as this process last wrote it: the next
+	// write is tried on it without reading the limiter first. It may be older than another process's write; such a write
 	// fails its version condition and is tried again on a fresh read. A
 	// decision that there is nothing to write is never taken on it.
 	last  limiter.State
@@ -138,7 +141,7 @@ func (t *turns) take(ctx context.Context, s Limiters, name string, urgent bool) 
 }
 
 // handOver gives the turn to the next waiter, room makers first, or frees
-// it; the registry forgets a turn nobody uses.
+// it; the registry forgets a turn nobody uses beyond idleTurns of them.
 func (t *turns) handOver(key turnKey, tu *turn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -152,7 +155,7 @@ func (t *turns) handOver(key turnKey, tu *turn) {
 		}
 	}
 	tu.busy = false
-	if tu.users == 0 {
+	if tu.users == 0 && len(t.held) > idleTurns {
 		delete(t.held, key)
 	}
 }

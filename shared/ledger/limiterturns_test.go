@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -68,10 +69,21 @@ func TestTurnsHandRoomMakersFirst(t *testing.T) {
 		}
 	}
 	waitQueued(t, ts, "l", 0)
+}
+
+func TestTurnsForgetIdleTurnsBeyondTheBound(t *testing.T) {
+	ts := &turns{held: map[turnKey]*turn{}}
+	for i := range idleTurns + 10 {
+		_, release, err := ts.take(context.Background(), store, fmt.Sprint(i), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if len(ts.held) != 0 {
-		t.Fatalf("a turn nobody uses is kept: %v", ts.held)
+	if len(ts.held) > idleTurns+1 {
+		t.Fatalf("%d idle turns kept, bound %d", len(ts.held), idleTurns)
 	}
 }
 

@@ -231,7 +231,7 @@ func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending ma
 	}
 	var effs []effect
 	cross := crossJobCache{}
-	var adm admission
+	adm := admission{fresh: neverDispatched(*view)}
 	refused := map[string]bool{} // moved by someone else: the next read tells
 	for {
 		progressed := false

@@ -184,13 +184,14 @@ func runPlace(_ jobspec.Job, run ledger.Run) limiter.Place {
 // root tasks.
 type admission struct {
 	decided, ok bool
+	fresh       bool // see entering
 }
 
 func (a *admission) admitted(ctx context.Context, s *Service, run ledger.Run) (bool, error) {
 	if a.decided {
 		return a.ok, nil
 	}
-	ok, err := s.admitRun(ctx, run)
+	ok, err := s.enterStages(ctx, run, entering{endedLeaves: true, fresh: a.fresh})
 	if err != nil {
 		return false, err
 	}
@@ -201,19 +202,37 @@ func (a *admission) admitted(ctx context.Context, s *Service, run ledger.Run) (b
 // admitRun enters run in its limiters unless it is there already, and
 // reports whether it is admitted in every one.
 func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
-	return s.enterStages(ctx, run, true)
+	return s.enterStages(ctx, run, entering{endedLeaves: true})
+}
+
+// entering says how enterStages enters a run. endedLeaves: a run found
+// ended after an entry landed leaves again at once (an operator's retry
+// enters an ended run before it reopens it, so it passes false). fresh: no
+// task of the run was ever dispatched (a run just created, or one that
+// waits), so its entry is tried without looking for it first: the entry's
+// own conditions find a run that is in the limiter already.
+type entering struct {
+	endedLeaves, fresh bool
+}
+
+// neverDispatched reports whether no task of view was ever dispatched.
+func neverDispatched(view ledger.RunView) bool {
+	for _, t := range view.Tasks {
+		if t.Instance.Snapshot.Attempt > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // enterStages enters run in each of its limiters in order, the next one
 // only once the one before admitted it, and reports whether every one
-// admitted it. With endedLeaves, a run found ended after an entry landed
-// leaves again at once (an operator's retry enters an ended run before it
-// reopens it, so it passes false).
-func (s *Service) enterStages(ctx context.Context, run ledger.Run, endedLeaves bool) (bool, error) {
+// admitted it.
+func (s *Service) enterStages(ctx context.Context, run ledger.Run, how entering) (bool, error) {
 	j, stages := runStages(run)
 	place := runPlace(j, run)
 	for _, st := range stages {
-		ok, err := s.admitStage(ctx, run, st, place, endedLeaves)
+		ok, err := s.admitStage(ctx, run, st, place, how)
 		if err != nil || !ok {
 			return false, err
 		}
@@ -223,10 +242,13 @@ func (s *Service) enterStages(ctx context.Context, run ledger.Run, endedLeaves b
 
 // admitStage enters run in one of its limiters unless it is there
 // already, and reports whether that limiter admitted it.
-func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, place limiter.Place, endedLeaves bool) (bool, error) {
-	at, err := ledger.FindInLimiter(ctx, s.store, st.name, place)
-	if err != nil {
-		return false, err
+func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, place limiter.Place, how entering) (bool, error) {
+	var at ledger.Entered
+	if !how.fresh {
+		var err error
+		if at, err = ledger.FindInLimiter(ctx, s.store, st.name, place); err != nil {
+			return false, err
+		}
 	}
 	if at.Admitted {
 		return true, nil
@@ -247,10 +269,14 @@ func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, plac
 	if err != nil {
 		return false, err
 	}
+	if e.Found {
+		// In the limiter already (a fresh entry tried without a look).
+		return s.admitStage(ctx, run, st, place, entering{endedLeaves: how.endedLeaves})
+	}
 	// This pass's view may be older than the run's end (a cancel): a run
 	// that ended before its entry landed leaves again at once. One that
 	// ends after this read is released by its ender, who finds it entered.
-	if endedLeaves {
+	if how.endedLeaves {
 		if now, err := s.store.GetRun(ctx, run.ID); err == nil && now.ExecutionState.Terminal() {
 			s.releaseRun(ctx, now)
 			return false, nil
@@ -290,6 +316,12 @@ func (s *Service) repairLimiter(ctx context.Context, name string, rate limiter.R
 // window, a timer is armed at the window's edge.
 func (s *Service) handOn(ctx context.Context, name string, rate limiter.Rate) error {
 	got, err := ledger.AdmitNext(ctx, s.store, name, rate, s.now())
+	return s.handedOn(ctx, name, rate, got, err)
+}
+
+// handedOn advances the runs a hand-off admitted (err: the hand-off's) and
+// arms the rate timer.
+func (s *Service) handedOn(ctx context.Context, name string, rate limiter.Rate, got []ledger.Admitted, err error) error {
 	var effs []effect
 	for _, a := range got {
 		s.dispatchHeld(ctx, a.RunID)
@@ -339,16 +371,21 @@ func (s *Service) releaseStage(ctx context.Context, runID string, place limiter.
 	// between a look at one and the other, so look until one write lands
 	// or it is in neither.
 	var err error
+	handed := false
 	for range 3 {
 		var left, withdrawn bool
-		if left, err = ledger.LeaveLimiter(ctx, s.store, st.name, runID); err != nil || left {
+		var got []ledger.Admitted
+		// Leaving and handing on in one turn: the hand-off decides on the
+		// state the leave wrote.
+		if left, got, err = ledger.LeaveAndAdmitNext(ctx, s.store, st.name, runID, st.rate, s.now()); err != nil || left {
+			err, handed = s.handedOn(ctx, st.name, st.rate, got, err), true
 			break
 		}
 		if withdrawn, err = ledger.WithdrawWaiting(ctx, s.store, st.name, place); err != nil || withdrawn {
 			break
 		}
 	}
-	if err == nil {
+	if err == nil && !handed {
 		err = s.handOn(ctx, st.name, st.rate)
 	}
 	if err != nil {

@@ -28,7 +28,7 @@ func (s *Service) operateRetry(ctx context.Context, key ledger.InstanceKey, ev s
 	if _, stages := runStages(run); len(stages) == 0 {
 		return s.operate(ctx, key, ev)
 	}
-	admitted, err := s.enterStages(ctx, run, false)
+	admitted, err := s.enterStages(ctx, run, entering{})
 	if err != nil {
 		return ledger.Result{}, err
 	}
