@@ -243,6 +243,9 @@ func (s *Service) enterStages(ctx context.Context, run ledger.Run, how entering)
 // admitStage enters run in one of its limiters unless it is there
 // already, and reports whether that limiter admitted it.
 func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, place limiter.Place, how entering) (bool, error) {
+	if handedOnIn(ctx, st.name, run.ID) {
+		return true, nil // admitted by the hand-off that advances it
+	}
 	var at ledger.Entered
 	if !how.fresh {
 		var err error
@@ -269,9 +272,13 @@ func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, plac
 	if err != nil {
 		return false, err
 	}
+	if e.Found && !e.Admitted {
+		// Waiting already (a fresh entry tried without a look): as found
+		// waiting above.
+		return false, s.repairLimiter(ctx, st.name, st.rate)
+	}
 	if e.Found {
-		// In the limiter already (a fresh entry tried without a look).
-		return s.admitStage(ctx, run, st, place, entering{endedLeaves: how.endedLeaves})
+		return true, nil
 	}
 	// This pass's view may be older than the run's end (a cancel): a run
 	// that ended before its entry landed leaves again at once. One that
@@ -327,7 +334,7 @@ func (s *Service) handedOn(ctx context.Context, name string, rate limiter.Rate, 
 		s.dispatchHeld(ctx, a.RunID)
 		effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID})
 	}
-	s.perform(ctx, effs...)
+	s.perform(withHandedOn(ctx, name, got), effs...)
 	if err == nil && rate.On() {
 		s.armRateTimer(ctx, name, rate)
 	}
@@ -552,4 +559,41 @@ func (s *Service) applyLimit(ctx context.Context, j jobspec.Job) {
 			s.log.WarnContext(ctx, "limit change: hand-off failed", "job", j.Name, "limiter", name, "error", err.Error())
 		}
 	}
+}
+
+// handedOnKey is the context key of the runs a hand-off admitted.
+type handedOnKey struct{}
+
+// handedOnRuns are the runs a hand-off admitted in one limiter.
+type handedOnRuns struct {
+	limiter string
+	runs    map[string]bool
+	outer   *handedOnRuns
+}
+
+// withHandedOn marks, for the advances a hand-off performs, the runs it
+// admitted in limiter name: their evaluation knows them admitted there
+// without an entry or a look (an admitted run stays so until it ends, and
+// its end releases it).
+func withHandedOn(ctx context.Context, name string, got []ledger.Admitted) context.Context {
+	if len(got) == 0 {
+		return ctx
+	}
+	h := &handedOnRuns{limiter: name, runs: map[string]bool{}}
+	h.outer, _ = ctx.Value(handedOnKey{}).(*handedOnRuns)
+	for _, a := range got {
+		h.runs[a.RunID] = true
+	}
+	return context.WithValue(ctx, handedOnKey{}, h)
+}
+
+// handedOnIn reports whether a hand-off whose effects ctx carries admitted
+// runID in limiter name.
+func handedOnIn(ctx context.Context, name, runID string) bool {
+	for h, _ := ctx.Value(handedOnKey{}).(*handedOnRuns); h != nil; h = h.outer {
+		if h.limiter == name && h.runs[runID] {
+			return true
+		}
+	}
+	return false
 }
