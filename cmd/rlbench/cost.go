@@ -145,6 +145,7 @@ func (b *bench) cost(ctx context.Context) error {
 		{"name": "cost-ok", "pool": pool},
 		{"name": "cost-retry", "pool": pool, "retry": map[string]any{"max_attempts": 2, "initial_interval": "1s", "jitter": "none"}},
 		{"name": "cost-chain", "pool": pool, "tasks": chainTasks(costChainSteps)},
+		{"name": "cost-limited", "pool": pool, "concurrency": map[string]any{"limit": 50}},
 	} {
 		if err := api.createJob(ctx, def); err != nil {
 			return err
@@ -159,6 +160,7 @@ func (b *bench) cost(ctx context.Context) error {
 	}{
 		{"single", "cost-ok", nil},
 		{"retry", "cost-retry", map[string]any{"fail_first": true}},
+		{"limited", "cost-limited", nil},
 	}
 	medians := map[string]runCost{}
 	for _, k := range kinds {
