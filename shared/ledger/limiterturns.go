@@ -171,11 +171,20 @@ func dequeue(q *[]chan struct{}, ch chan struct{}) bool {
 	return false
 }
 
-// conflictPause waits before the try-th round after a version conflict: a
-// full-jitter delay from 1 ms doubling to at most 50 ms. It paces rounds
-// against writers in other processes; it never waits for a state.
+// conflictPause waits before the try-th round after a version conflict:
+// Backoff from 1 ms, at most 50 ms.
 func conflictPause(ctx context.Context, try int) error {
-	d := min(time.Millisecond<<min(try, 6), 50*time.Millisecond)
+	return Backoff(ctx, try, time.Millisecond, 50*time.Millisecond)
+}
+
+// Backoff waits before the try-th retry of a write another writer beat: a
+// full-jitter delay drawn below base doubled try times, at most ceiling. It
+// paces retries against other writers; it never waits for a state.
+func Backoff(ctx context.Context, try int, base, ceiling time.Duration) error {
+	d := ceiling
+	if try < 30 {
+		d = min(base<<try, ceiling)
+	}
 	t := time.NewTimer(time.Duration(rand.Int64N(int64(d)) + 1))
 	defer t.Stop()
 	select {

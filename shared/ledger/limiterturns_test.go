@@ -120,3 +120,18 @@ func TestTurnsCallerGivingUpLeavesTheQueue(t *testing.T) {
 		t.Fatal("the turn was never freed after a waiter gave up")
 	}
 }
+
+func TestBackoffEndsWithItsContextAndSurvivesLargeTries(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Backoff(ctx, 3, time.Hour, time.Hour); err == nil {
+		t.Fatal("a back-off whose context ended waited on")
+	}
+	// Shifts past the width of a Duration: a wrapped delay would be
+	// negative (a panic in the draw) or hours long (the test's timeout).
+	for _, try := range []int{0, 5, 63, 1000} {
+		if err := Backoff(context.Background(), try, time.Millisecond, 2*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/memstore"
 	"github.com/runledger/runledger/statemodel"
@@ -205,22 +206,52 @@ func operateLimited(ctx context.Context, t *testing.T, f *fixture, runs []string
 	}
 }
 
-// limitExcess sweeps each customer's runs' active intervals (first
-// dispatch of any task to the run's end, half open) and answers the most
-// runs active at once beyond the limit, and the runs not ended.
-func limitExcess(t *testing.T, f *fixture, ids []string, customer map[string]string) (excess, stuck int) {
+// flight is a half-open interval in which a run or an attempt held room.
+type flight struct{ from, to time.Time }
+
+// mostBeyond sweeps flights (an end before a start at the same instant)
+// and answers the most at once beyond limit.
+func mostBeyond(fs []flight, limit int) int {
 	type edge struct {
 		at time.Time
 		d  int
-		id string
 	}
-	edges := map[string][]edge{}
-	for _, id := range ids {
-		v, err := f.st.ReadRun(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
+	var es []edge
+	for _, f := range fs {
+		es = append(es, edge{f.from, 1}, edge{f.to, -1})
+	}
+	slices.SortFunc(es, func(x, y edge) int {
+		if c := x.at.Compare(y.at); c != 0 {
+			return c
 		}
-		if !v.Run.ExecutionState.Terminal() {
+		return x.d - y.d
+	})
+	n, worst := 0, 0
+	for _, e := range es {
+		n += e.d
+		worst = max(worst, n-limit)
+	}
+	return worst
+}
+
+// endedRun reads a run, false when it has not ended (stuck).
+func endedRun(t *testing.T, f *fixture, id string) (ledger.RunView, bool) {
+	t.Helper()
+	v, err := f.st.ReadRun(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, v.Run.ExecutionState.Terminal()
+}
+
+// limitExcess sweeps each customer's runs' active intervals (first
+// dispatch of any task to the run's end) and answers the most runs active
+// at once beyond the limit, and the runs not ended.
+func limitExcess(t *testing.T, f *fixture, ids []string, customer map[string]string) (excess, stuck int) {
+	flights := map[string][]flight{}
+	for _, id := range ids {
+		v, ended := endedRun(t, f, id)
+		if !ended {
 			stuck++
 			continue
 		}
@@ -240,44 +271,25 @@ func limitExcess(t *testing.T, f *fixture, ids []string, customer map[string]str
 		if first.IsZero() {
 			continue // never dispatched: cancelled while waiting
 		}
-		edges[customer[id]] = append(edges[customer[id]], edge{first, 1, id}, edge{v.Run.EndedAt, -1, id})
+		flights[customer[id]] = append(flights[customer[id]], flight{first, v.Run.EndedAt})
 	}
-	for _, es := range edges {
-		slices.SortFunc(es, func(x, y edge) int {
-			if c := x.at.Compare(y.at); c != 0 {
-				return c
-			}
-			return x.d - y.d // an end before a start at the same instant
-		})
-		n := 0
-		active := map[string]bool{}
-		for _, e := range es {
-			n += e.d
-			active[e.id] = e.d > 0
-			if n > stormLimit {
-				t.Logf("at %v: %d active: %v", e.at, n, active)
-			}
-			excess = max(excess, n-stormLimit)
+	for who, fs := range flights {
+		if n := mostBeyond(fs, stormLimit); n > 0 {
+			t.Logf("customer %s: %d runs active beyond the limit", who, n)
+			excess = max(excess, n)
 		}
 	}
 	return excess, stuck
 }
 
-// poolExcess sweeps the pooled tasks' attempts' flight (queued to ended,
-// half open; an attempt not ended counts as stuck) and answers the most in
-// flight at once beyond the pool's slots, and the runs not ended.
+// poolExcess sweeps the pooled tasks' attempts' flight (queued to ended;
+// an attempt not ended counts as stuck) and answers the most in flight at
+// once beyond the pool's slots, and the runs not ended.
 func poolExcess(t *testing.T, f *fixture, ids []string) (excess, stuck int) {
-	type edge struct {
-		at time.Time
-		d  int
-	}
-	var es []edge
+	var fs []flight
 	for _, id := range ids {
-		v, err := f.st.ReadRun(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !v.Run.ExecutionState.Terminal() {
+		v, ended := endedRun(t, f, id)
+		if !ended {
 			stuck++
 			continue
 		}
@@ -300,20 +312,9 @@ func poolExcess(t *testing.T, f *fixture, ids []string) (excess, stuck int) {
 					stuck++
 					continue
 				}
-				es = append(es, edge{a.QueuedAt, 1}, edge{a.EndedAt, -1})
+				fs = append(fs, flight{a.QueuedAt, a.EndedAt})
 			}
 		}
 	}
-	slices.SortFunc(es, func(x, y edge) int {
-		if c := x.at.Compare(y.at); c != 0 {
-			return c
-		}
-		return x.d - y.d // an end before a start at the same instant
-	})
-	n := 0
-	for _, e := range es {
-		n += e.d
-		excess = max(excess, n-stormPoolLimit)
-	}
-	return excess, stuck
+	return mostBeyond(fs, stormPoolLimit), stuck
 }

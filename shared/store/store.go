@@ -35,7 +35,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -197,20 +196,10 @@ func (s *Store) transact(ctx context.Context, op string, actions []types.Transac
 	}
 }
 
-// backoff waits before the try-th resubmission: a full-jitter exponential
-// delay from 2 ms, capped at 100 ms. It paces retries against other writers;
-// it never waits for a state.
+// backoff waits before the try-th resubmission: ledger.Backoff from 2 ms,
+// at most 100 ms.
 func backoff(ctx context.Context, try int) error {
-	d := min(2*time.Millisecond<<try, 100*time.Millisecond)
-	d = time.Duration(rand.Int64N(int64(d)) + 1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return ledger.Backoff(ctx, try, 2*time.Millisecond, 100*time.Millisecond)
 }
 
 // conditionItem returns the ALL_OLD item of a failed single-item condition.
