@@ -75,10 +75,12 @@ type turn struct {
 	busy          bool
 	urgent, other []chan struct{}
 	users         int
-	// last is the limiter as this process last wrote it: the next
-	// write is tried on it without reading the limiter first. It may be older than another process's write; such a write
-	// fails its version condition and is tried again on a fresh read. A
-	// decision that there is nothing to write is never taken on it.
+	// last is the limiter as this process last wrote it: the next write
+	// is tried on it without reading the limiter first. It may be older
+	// than another process's write; such a write fails its version
+	// condition and is tried again on a fresh read. A decision that there
+	// is nothing to write is never taken on it, unless it is the caller's
+	// own write in the same turn (LeaveAndAdmitNext).
 	last  limiter.State
 	known bool
 }
@@ -96,8 +98,9 @@ func (tu *turn) state(ctx context.Context, s Limiters, name string, try int) (st
 // wrote remembers the limiter as a write that landed left it.
 func (tu *turn) wrote(st limiter.State) { tu.last, tu.known = st, true }
 
-// take waits for the turn of s's limiter name (or ctx's end) and returns it with its
-// release. urgent: the caller makes room, and goes before entries.
+// take waits for the turn of s's limiter name (or ctx's end) and returns
+// it with its release. urgent: the caller makes room, and goes before
+// entries.
 func (t *turns) take(ctx context.Context, s Limiters, name string, urgent bool) (*turn, func(), error) {
 	key, ok := keyOf(s, name)
 	if !ok {
