@@ -291,7 +291,7 @@ func TestCLITriggerWaitAndShow(t *testing.T) {
 	mustContain(t, "runs show", show.stdout, "job ok  SUCCEEDED", "DEP WAIT", "QUEUE WAIT", "RUN TIME", "└─ load")
 
 	r = c.must(t, 1, "jobs", "trigger", "bad", "--wait", "--interval", "100ms")
-	mustContain(t, "trigger --wait bad", r.stdout, "-> FAILED", "demo_failure")
+	mustContain(t, "trigger --wait bad", r.stdout, "FAILED  attempt", "demo_failure")
 
 	list := c.must(t, 0, "runs", "list", "--job", "bad", "-o", "json")
 	mustContain(t, "runs list", list.stdout, `"status": "FAILED"`)
@@ -363,7 +363,8 @@ func TestCLIExecWorker(t *testing.T) {
 		execJob(s, "sh-perm", map[string]any{"command": []string{"sh", "-c", "exit 2"}, "permanent_exit_codes": []int{2}},
 			map[string]any{"retry": fast})
 		r := c.must(t, 1, "jobs", "trigger", "sh-perm", "--wait", "--interval", "100ms")
-		mustContain(t, "trigger --wait", r.stdout, "-> FAILED", "exit 2 command_failed")
+		// "-> FAILED" only when a poll saw the task before it failed.
+		mustContain(t, "trigger --wait", r.stdout, "FAILED  attempt 1", "exit 2 command_failed")
 		id := strings.Fields(r.stdout[strings.Index(r.stdout, "following run ")+len("following run "):])[0]
 		if task := s.run(id).task("main"); len(task.Attempts) != 1 {
 			t.Errorf("%d attempts, want 1", len(task.Attempts))
@@ -373,7 +374,7 @@ func TestCLIExecWorker(t *testing.T) {
 	t.Run("a command the allowlist refuses fails at once", func(t *testing.T) {
 		execJob(s, "sh-refused", map[string]any{"command": []string{"env"}}, map[string]any{"retry": fast})
 		r := c.must(t, 1, "jobs", "trigger", "sh-refused", "--wait", "--interval", "100ms")
-		mustContain(t, "trigger --wait", r.stdout, "-> FAILED", "command_not_allowed")
+		mustContain(t, "trigger --wait", r.stdout, "FAILED  attempt 1", "command_not_allowed")
 		id := strings.Fields(r.stdout[strings.Index(r.stdout, "following run ")+len("following run "):])[0]
 		if task := s.run(id).task("main"); len(task.Attempts) != 1 {
 			t.Errorf("%d attempts, want 1", len(task.Attempts))
@@ -387,7 +388,7 @@ func TestCLIExecWorker(t *testing.T) {
 			"env":     map[string]string{"BASH_ENV": "$(touch " + ran + ")"},
 		}, map[string]any{"retry": fast})
 		r := c.must(t, 1, "jobs", "trigger", "sh-env-refused", "--wait", "--interval", "100ms")
-		mustContain(t, "trigger --wait", r.stdout, "-> FAILED", "invalid_payload")
+		mustContain(t, "trigger --wait", r.stdout, "FAILED  attempt 1", "invalid_payload")
 		id := strings.Fields(r.stdout[strings.Index(r.stdout, "following run ")+len("following run "):])[0]
 		if task := s.run(id).task("main"); len(task.Attempts) != 1 {
 			t.Errorf("%d attempts, want 1", len(task.Attempts))
