@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -100,62 +99,7 @@ func limitedStormOf(t *testing.T, f *fixture, name, job string, more []string, r
 	}
 	limited := ids
 	ids = append(slices.Clip(ids), pooled...)
-	c := &storm{f: f, claim: map[string]map[string]bool{}}
-	ctx, stop := context.WithCancel(context.Background())
-	var workers, weather sync.WaitGroup
-	for i := range 3 {
-		workers.Go(func() { c.work(ctx, t, i) })
-	}
-	done := make(chan struct{})
-	weather.Go(func() {
-		operateLimited(ctx, t, f, ids, ops)
-		close(done)
-	})
-	weather.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			f.clock.Advance(3 * time.Second)
-			if _, err := f.svc.Tick(ctx); err != nil {
-				t.Error(err)
-			}
-			if _, err := f.svc.Reconcile(ctx); err != nil {
-				t.Error(err)
-			}
-		}
-	})
-	weather.Wait()
-	c.calm.Store(true)
-	for _, id := range ids {
-		if err := f.svc.ResumeRun(ctx, id, "calm"); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) {
-			t.Fatal(err)
-		}
-	}
-	for pass := 0; ; pass++ {
-		open := openTasks(t, f, ids)
-		if len(open) == 0 {
-			break
-		}
-		if pass == 3000 {
-			t.Fatalf("stuck: tasks still open after the storm and %d timer passes: %v", pass, open)
-		}
-		f.clock.Advance(5 * time.Second)
-		if _, err := f.svc.Tick(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.svc.Reconcile(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stop()
-	workers.Wait()
-	seen := map[statemodel.EventType]int{}
-	for _, id := range ids {
-		checkRunConsistent(t, f, id, seen)
-	}
+	blow(t, f, ids, func(ctx context.Context, _ *storm) { operateLimited(ctx, t, f, ids, ops) })
 	excess, stuck := limitExcess(t, f, limited, customer)
 	fmt.Printf("limited storm: %d runs, %d excess, %d stuck\n", len(limited), excess, stuck)
 	if excess != 0 || stuck != 0 {

@@ -159,16 +159,12 @@ func TestStormOnDynamoDBLocal(t *testing.T) {
 	weather(t, f, 8, 120)
 }
 
-// weather creates the storm job, triggers runs of it, lets three workers,
-// an operator (ops actions) and the timers loose on them together, then
-// calms everything and checks every run.
-func weather(t *testing.T, f *fixture, runs, ops int) {
+// blow lets three workers, operate and the timers (time running fast)
+// loose on ids together; then calms everything (workers succeed, paused
+// runs resume, time goes on until every task has ended), stops the
+// workers and checks every run (the events seen by kind).
+func blow(t *testing.T, f *fixture, ids []string, operate func(context.Context, *storm)) (*storm, map[statemodel.EventType]int) {
 	t.Helper()
-	f.createJob(t, stormJob)
-	var ids []string
-	for i := range runs {
-		ids = append(ids, f.trigger(t, "storm", f.clock.Now().Add(time.Duration(i)*time.Hour)).Run.ID)
-	}
 	c := &storm{f: f, claim: map[string]map[string]bool{}}
 	ctx, stop := context.WithCancel(context.Background())
 	var workers, storm sync.WaitGroup
@@ -177,7 +173,7 @@ func weather(t *testing.T, f *fixture, runs, ops int) {
 	}
 	stormDone := make(chan struct{})
 	storm.Go(func() {
-		c.operate(ctx, t, ids, ops)
+		operate(ctx, c)
 		close(stormDone)
 	})
 	storm.Go(func() { // the timers, with time running fast
@@ -198,8 +194,6 @@ func weather(t *testing.T, f *fixture, runs, ops int) {
 	})
 	storm.Wait()
 
-	// Calm: workers succeed, paused runs resume, time goes on until every
-	// run has ended.
 	c.calm.Store(true)
 	for _, id := range ids {
 		if err := f.svc.ResumeRun(ctx, id, "calm"); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) {
@@ -212,7 +206,7 @@ func weather(t *testing.T, f *fixture, runs, ops int) {
 			break
 		}
 		if pass == 3000 {
-			t.Fatalf("tasks still open after the storm and %d timer passes: %v", pass, open)
+			t.Fatalf("stuck: tasks still open after the storm and %d timer passes: %v", pass, open)
 		}
 		f.clock.Advance(5 * time.Second)
 		if _, err := f.svc.Tick(ctx); err != nil {
@@ -226,11 +220,24 @@ func weather(t *testing.T, f *fixture, runs, ops int) {
 	// must have ended with them.
 	stop()
 	workers.Wait()
-
 	seen := map[statemodel.EventType]int{}
 	for _, id := range ids {
 		checkRunConsistent(t, f, id, seen)
 	}
+	return c, seen
+}
+
+// weather creates the storm job, triggers runs of it, lets three workers,
+// an operator (ops actions) and the timers loose on them together, then
+// calms everything and checks every run.
+func weather(t *testing.T, f *fixture, runs, ops int) {
+	t.Helper()
+	f.createJob(t, stormJob)
+	var ids []string
+	for i := range runs {
+		ids = append(ids, f.trigger(t, "storm", f.clock.Now().Add(time.Duration(i)*time.Hour)).Run.ID)
+	}
+	c, seen := blow(t, f, ids, func(ctx context.Context, c *storm) { c.operate(ctx, t, ids, ops) })
 	t.Logf("claims %d; events %v", len(c.claim), seen)
 	// Every envelope of an attempt carries the token its claim accepts:
 	// never two tokens for one attempt.
