@@ -31,7 +31,8 @@ type Limiters interface {
 	// WriteLimiter writes w in one atomic write whose conditions are: the
 	// limiter item's version is still w.Expected (0: no item), each put
 	// waiting or admitted item is new and each deleted one is there. A
-	// failed condition is ErrVersionConflict and writes nothing.
+	// failed condition is ErrVersionConflict and writes nothing; a run
+	// w.LiveRun names that is gone or ended is ErrConflict.
 	WriteLimiter(ctx context.Context, w LimiterWrite) error
 }
 
@@ -65,6 +66,10 @@ type LimiterWrite struct {
 	// (an entry: the run is in the limiter once, waiting or admitted).
 	AbsentWaiting  *limiter.Place
 	AbsentAdmitted string
+	// LiveRun is a run id whose run must be there and not ended (an
+	// entry of a run that may be cancelled meanwhile: a run that ended
+	// before its entry would hold its room with nobody to give it back).
+	LiveRun string
 }
 
 // ErrLimitQueueFull: a limiter already has limiter.MaxWaiting runs
@@ -80,13 +85,44 @@ func CheckLimiterName(name string) error {
 	return CheckTail("limiter", name, "LIMITER#"+name, MaxPartitionKeyBytes)
 }
 
+// QueueFull reports whether limiter name has limiter.MaxWaiting runs
+// waiting, the look a new run's creator takes before writing anything. It
+// reads the limiter unless this process wrote it within the last second
+// and left at least queueFullMargin places free: one limiter item takes at
+// most 1,000 writes a second in AWS (docs/store.md), so no writer anywhere
+// filled them since. The look is advisory either way: the entry's own
+// conditional write refuses a run beyond the bound.
+func QueueFull(ctx context.Context, s Limiters, name string) (bool, error) {
+	if waiting, ok := turnsOf(ctx).seenLately(s, name, time.Second); ok && waiting <= limiter.MaxWaiting-queueFullMargin {
+		return false, nil
+	}
+	st, err := s.GetLimiter(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	return st.Waiting >= limiter.MaxWaiting, nil
+}
+
+// queueFullMargin is the free places below which QueueFull reads: more
+// than one limiter item takes writes in a second.
+const queueFullMargin = 1000
+
 // Entry is a new run entering a limiter.
 type Entry struct {
 	Limiter string
 	Limit   int // 0: no concurrency limit
 	Rate    limiter.Rate
 	Place   limiter.Place
+	// Live: the entry lands only while the run is there and not ended
+	// (LimiterWrite.LiveRun); otherwise EnterLimiter answers ErrRunEnded.
+	// An operator's retry enters an ended run before it reopens it, so it
+	// leaves Live false.
+	Live bool
 }
+
+// ErrRunEnded: a Live entry found its run ended (or gone); nothing was
+// written.
+var ErrRunEnded = fmt.Errorf("run ended before its entry: %w", ErrConflict)
 
 // Entered is what became of an entry: admitted at once, or waiting (and
 // why).
@@ -131,6 +167,9 @@ func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Ente
 			return Entered{}, fmt.Errorf("enter limiter %s: %w", e.Limiter, ErrLimitQueueFull)
 		}
 		w := LimiterWrite{Name: e.Limiter, Expected: st.Version, State: n}
+		if e.Live {
+			w.LiveRun = e.Place.RunID
+		}
 		if admitted {
 			w.PutAdmitted = &Admitted{RunID: e.Place.RunID, AdmittedAt: now}
 			w.AbsentWaiting = &e.Place
@@ -144,6 +183,9 @@ func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Ente
 				return where, rerr
 			}
 			continue
+		}
+		if errors.Is(err, ErrConflict) {
+			return Entered{}, fmt.Errorf("enter limiter %s: run %s: %w", e.Limiter, e.Place.RunID, ErrRunEnded)
 		}
 		if err != nil {
 			return Entered{}, err

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runledger/runledger/statemodel/limiter"
@@ -83,6 +84,14 @@ type turn struct {
 	// own write in the same turn (LeaveAndAdmitNext).
 	last  limiter.State
 	known bool
+	// seen is how many runs the last write left waiting and when it
+	// landed, for a look from outside the turn (QueueFull).
+	seen atomic.Pointer[seenWaiting]
+}
+
+type seenWaiting struct {
+	waiting int
+	at      time.Time
 }
 
 // state is the limiter to decide the try-th round on: the last state this
@@ -96,7 +105,30 @@ func (tu *turn) state(ctx context.Context, s Limiters, name string, try int) (st
 }
 
 // wrote remembers the limiter as a write that landed left it.
-func (tu *turn) wrote(st limiter.State) { tu.last, tu.known = st, true }
+func (tu *turn) wrote(st limiter.State) {
+	tu.last, tu.known = st, true
+	tu.seen.Store(&seenWaiting{waiting: st.Waiting, at: time.Now()})
+}
+
+// seenLately is how many runs this process's last write of limiter name
+// left waiting, when that write landed within within; ok false otherwise.
+func (t *turns) seenLately(s Limiters, name string, within time.Duration) (waiting int, ok bool) {
+	key, ok := keyOf(s, name)
+	if !ok {
+		return 0, false
+	}
+	t.mu.Lock()
+	tu := t.held[key]
+	t.mu.Unlock()
+	if tu == nil {
+		return 0, false
+	}
+	sw := tu.seen.Load()
+	if sw == nil || time.Since(sw.at) > within {
+		return 0, false
+	}
+	return sw.waiting, true
+}
 
 // take waits for the turn of s's limiter name (or ctx's end) and returns
 // it with its release. urgent: the caller makes room, and goes before

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/runledger/runledger/statemodel/limiter"
 )
 
 // store stands for a store: its pointer names it.
@@ -134,4 +136,41 @@ func TestBackoffEndsWithItsContextAndSurvivesLargeTries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// readCounter answers GetLimiter with st and counts the reads.
+type readCounter struct {
+	Limiters
+	st    limiter.State
+	reads int
+}
+
+func (r *readCounter) GetLimiter(context.Context, string) (limiter.State, error) {
+	r.reads++
+	return r.st, nil
+}
+
+func TestQueueFullReadsUnlessThisProcessWroteLately(t *testing.T) {
+	ctx := AsProcess(context.Background())
+	s := &readCounter{st: limiter.State{Waiting: limiter.MaxWaiting, Version: 9}}
+	const name = "full/"
+	look := func(wantFull bool, wantReads int) {
+		t.Helper()
+		full, err := QueueFull(ctx, s, name)
+		if err != nil || full != wantFull || s.reads != wantReads {
+			t.Fatalf("QueueFull = %v, %v after %d reads; want %v after %d", full, err, s.reads, wantFull, wantReads)
+		}
+	}
+	look(true, 1) // nothing written by this process: read
+	tu, release, err := turnsOf(ctx).take(ctx, s, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu.wrote(limiter.State{Waiting: 5, Version: 10})
+	release()
+	look(false, 1) // this process's write of a moment ago: no read
+	tu.seen.Store(&seenWaiting{waiting: 5, at: time.Now().Add(-2 * time.Second)})
+	look(true, 2) // too old to rule out other writers: read
+	tu.wrote(limiter.State{Waiting: limiter.MaxWaiting - queueFullMargin + 1, Version: 11})
+	look(true, 3) // too close to the bound: read
 }

@@ -149,6 +149,10 @@ type RunView struct {
 	// Maps are the map items of the run's map tasks that expanded, by
 	// task: their counts (MapState).
 	Maps map[string]MapState
+	// Entered is, for a new run its creator entered in its limiters,
+	// where each entry put it, by limiter; nil when not known (a read
+	// view): the limiters tell.
+	Entered map[string]Entered
 }
 
 // TaskView is one task instance with its attempt items.

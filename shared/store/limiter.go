@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
+	"github.com/runledger/runledger/statemodel"
 	"github.com/runledger/runledger/statemodel/limiter"
 )
 
@@ -223,9 +225,17 @@ func (s *Store) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) error {
 		add(types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimAdmit+id),
 			ConditionExpression: notExists, ExpressionAttributeNames: names}}, 0)
 	}
+	live := -1
+	if id := w.LiveRun; id != "" {
+		live = len(actions)
+		add(liveRunCheck(s.table, id), 0)
+	}
 	err := s.transact(ctx, "write_limiter", actions, sizes, nil)
 	if err != nil {
 		if reasons := cancellation(err); reasons != nil {
+			if live >= 0 && conditionFailed(reasons, live) {
+				return op(fmt.Errorf("run %s: %w", w.LiveRun, ledger.ErrConflict))
+			}
 			for i := range actions {
 				if conditionFailed(reasons, i) {
 					return op(ledger.ErrVersionConflict)
@@ -235,6 +245,26 @@ func (s *Store) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) error {
 		return op(translate(err))
 	}
 	return nil
+}
+
+// liveRunCheck is a transaction's condition that run id is there and not
+// ended.
+func liveRunCheck(table, id string) types.TransactWriteItem {
+	e := newExpr()
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(table), Key: keyOf(runPK(id), skRun),
+		ConditionExpression: aws.String(unfinishedRun(e)), ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap()}}
+}
+
+// unfinishedRun is a condition that a run item is there and its execution
+// state is not a terminal one.
+func unfinishedRun(e *expr) string {
+	var in []string
+	for _, st := range statemodel.AllRunStates() {
+		if !st.Terminal() {
+			in = append(in, e.v("unfinished_"+strings.ToLower(string(st)), str(string(st))))
+		}
+	}
+	return e.n(attrExec) + " IN (" + strings.Join(in, ", ") + ")"
 }
 
 func limiterItem(pk string, st limiter.State) map[string]types.AttributeValue {

@@ -911,8 +911,7 @@ func (s *Store) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.
 		attrTimerKind: set[attrTimerKind],
 	}
 	e := newExpr()
-	cond := "attribute_exists(" + e.n(tableschema.PK) + ") AND attribute_not_exists(" + e.n(attrDeadlineMissed) + ")" +
-		" AND " + e.n(attrExec) + " IN (" + e.v("queued", str(string(statemodel.RunQueued))) + ", " + e.v("running", str(string(statemodel.RunRunning))) + ")"
+	cond := "attribute_exists(" + e.n(tableschema.PK) + ") AND attribute_not_exists(" + e.n(attrDeadlineMissed) + ") AND " + unfinishedRun(e)
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(runPK(run.ID), skRun),
 		UpdateExpression: aws.String(e.update(upd)), ConditionExpression: aws.String(cond),

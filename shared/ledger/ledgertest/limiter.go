@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/statemodel"
 	"github.com/runledger/runledger/statemodel/limiter"
 )
 
@@ -20,6 +21,7 @@ var limiterCases = []Case{
 	{"limiter write conditions refuse a stale version and write nothing", testLimiterConditions},
 	{"limiter rate window admits again once it slides", testLimiterRate},
 	{"limiter raised limit admits the queue", testLimiterRaise},
+	{"limiter live entry lands only while its run is unfinished", testLimiterLiveEntry},
 }
 
 func place(i int, prio int) limiter.Place {
@@ -290,5 +292,34 @@ func testLimiterRaise(t *testing.T, h *Harness) {
 	}
 	if st := exact(t, h, name); st.Active != 3 || st.Limit != 1 {
 		t.Fatalf("lowering stopped something: %+v", st)
+	}
+}
+
+// testLimiterLiveEntry: an entry that asks for its run alive (Entry.Live)
+// lands while the run is unfinished, and once the run ended, or for a run
+// never created, answers ErrRunEnded and writes nothing.
+func testLimiterLiveEntry(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	const name = "live/"
+	live := h.MustCreate(t, NewRun("live", "a"))
+	ended := h.MustCreate(t, NewRun("live", "a"))
+	if _, err := h.Store.UpdateRunState(ctx, ended.Run, ledger.RunUpdate{ExecutionState: statemodel.RunCancelled, PublicationState: statemodel.PublicationNotRequired}); err != nil {
+		t.Fatal(err)
+	}
+	entry := func(runID string) (ledger.Entered, error) {
+		p := limiter.Place{Priority: 3, CreatedAt: T0, RunID: runID}
+		return ledger.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: 1, Place: p, Live: true}, h.Clock.Now())
+	}
+	if e, err := entry(live.Run.ID); err != nil || !e.Admitted {
+		t.Fatalf("live run's entry: %+v, %v; want admitted", e, err)
+	}
+	before := exact(t, h, name)
+	for _, id := range []string{ended.Run.ID, RunID()} {
+		if e, err := entry(id); !errors.Is(err, ledger.ErrRunEnded) {
+			t.Fatalf("entry of run %s (ended or never created): %+v, %v; want ErrRunEnded", id, e, err)
+		}
+	}
+	if after := exact(t, h, name); after.Version != before.Version || after.Waiting != 0 || after.Active != 1 {
+		t.Fatalf("refused entries changed the limiter: %+v, was %+v", after, before)
 	}
 }

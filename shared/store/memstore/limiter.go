@@ -126,6 +126,11 @@ func (s *Store) WriteLimiter(_ context.Context, w ledger.LimiterWrite) error {
 			return conflict
 		}
 	}
+	if id := w.LiveRun; id != "" {
+		if run, ok := s.runs[id]; !ok || run.ExecutionState.Terminal() {
+			return fmt.Errorf("write limiter %s: run %s: %w", w.Name, id, ledger.ErrConflict)
+		}
+	}
 	l.state = w.State
 	l.state.Admits = slices.Clone(w.State.Admits)
 	if p := w.DeleteWaiting; p != nil {
