@@ -165,7 +165,7 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 	if len(inst.Map) > 0 {
 		return nil, s.startMap(ctx, e)
 	}
-	if e.depsMet && verdictFirst(inst) {
+	if e.depsMet && !e.soleVerdict && verdictFirst(inst) {
 		written, won, err := s.writeVerdict(ctx, inst)
 		if !won {
 			return nil, dispatched{inst: written, err: err}

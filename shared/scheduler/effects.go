@@ -45,6 +45,10 @@ const (
 	// effMapCancel stops a map task's releases and cancels its children
 	// (key: the map task, whose cancel was requested).
 	effMapCancel
+	// effAdmitNewRun enters a new run of a limited job in its limiters
+	// from the view its creating write returned, and dispatches its root
+	// tasks once admitted (admitNewRun).
+	effAdmitNewRun
 )
 
 // effect is one thing to do after a write, with what the writer held, so
@@ -61,8 +65,12 @@ type effect struct {
 	view *ledger.RunView
 	// depsMet: the dispatch also records the task's dependency verdict.
 	depsMet bool
-	at      time.Time
-	runID   string
+	// soleVerdict: this dispatcher's own conditional write (a limiter's
+	// admission) decided the task's dependencies, so its verdict rides in
+	// the dispatch's write whatever the task waits on (see verdictFirst).
+	soleVerdict bool
+	at          time.Time
+	runID       string
 	// armDeps: the advance of a new run (startRun) whose root tasks wait
 	// on other jobs' runs; its dependency timeout is armed after the
 	// effects the advance yields.
@@ -152,6 +160,8 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 		return s.mapStep(ctx, e.key)
 	case effMapCancel:
 		return s.cancelMap(ctx, e.key)
+	case effAdmitNewRun:
+		return s.admitNewRun(ctx, e)
 	}
 	return nil, nil
 }
@@ -196,6 +206,8 @@ func (k effectKind) String() string {
 		return "map_step"
 	case effMapCancel:
 		return "map_cancel"
+	case effAdmitNewRun:
+		return "admit_new_run"
 	}
 	return "unknown"
 }

@@ -191,7 +191,7 @@ func (a *admission) admitted(ctx context.Context, s *Service, run ledger.Run) (b
 	if a.decided {
 		return a.ok, nil
 	}
-	ok, err := s.enterStages(ctx, run, entering{endedLeaves: true, fresh: a.fresh})
+	ok, err := s.enterStages(ctx, run, entering{live: true, fresh: a.fresh})
 	if err != nil {
 		return false, err
 	}
@@ -202,17 +202,50 @@ func (a *admission) admitted(ctx context.Context, s *Service, run ledger.Run) (b
 // admitRun enters run in its limiters unless it is there already, and
 // reports whether it is admitted in every one.
 func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
-	return s.enterStages(ctx, run, entering{endedLeaves: true})
+	return s.enterStages(ctx, run, entering{live: true})
 }
 
-// entering says how enterStages enters a run. endedLeaves: a run found
-// ended after an entry landed leaves again at once (an operator's retry
-// enters an ended run before it reopens it, so it passes false). fresh: no
-// task of the run was ever dispatched (a run just created, or one that
-// waits), so its entry is tried without looking for it first: the entry's
-// own conditions find a run that is in the limiter already.
+// entering says how enterStages enters a run. live: the entry lands only
+// while the run is unfinished (ledger.Entry.Live), so a run that ended
+// before its entry never holds room (an operator's retry enters an ended
+// run before it reopens it, so it passes false). fresh: no task of the
+// run was ever dispatched (a run just created, or one that waits), so its
+// entry is tried without looking for it first: the entry's own conditions
+// find a run that is in the limiter already. seen, when not nil, gets
+// where each entry put the run, by limiter.
 type entering struct {
-	endedLeaves, fresh bool
+	live, fresh bool
+	seen        map[string]ledger.Entered
+}
+
+// admitNewRun enters a new run of a limited job (one that waits on no
+// other job's runs) in its limiters, from the view its creating write
+// returned: no read, and the answer (e.answer) learns where the entries
+// put it. Admitted, its root tasks are dispatched as a single-task run's
+// are, their verdict riding in the dispatch's write: this entry's write
+// admitted the run, once; only a CREATED task's timer pass could decide
+// them besides, and it writes its verdict before it sends. Waiting, its
+// tasks stay CREATED until a hand-off admits it.
+func (s *Service) admitNewRun(ctx context.Context, e effect) ([]effect, error) {
+	how := entering{live: true, fresh: true, seen: map[string]ledger.Entered{}}
+	ok, err := s.enterStages(ctx, e.view.Run, how)
+	if e.answer != nil {
+		e.answer.Entered = how.seen
+	}
+	if err != nil || !ok {
+		return nil, err
+	}
+	run := e.view.Run
+	var effs []effect
+	for i, t := range e.view.Tasks {
+		inst := t.Instance
+		if inst.Snapshot.State != statemodel.StateCreated || len(inst.DependsOn) > 0 {
+			continue
+		}
+		effs = append(effs, effect{kind: effDispatch, key: inst.Key, inst: inst, run: &run, runID: run.ID,
+			depsMet: true, soleVerdict: true, task: i, answer: e.answer})
+	}
+	return effs, nil
 }
 
 // neverDispatched reports whether no task of view was ever dispatched.
@@ -263,14 +296,22 @@ func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, plac
 		// treats it as waiting, so they are not dispatched twice.
 		return false, s.repairLimiter(ctx, st.name, st.rate)
 	}
-	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place}, s.now())
-	if errors.Is(err, ledger.ErrLimitQueueFull) {
+	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place, Live: how.live}, s.now())
+	switch {
+	case errors.Is(err, ledger.ErrLimitQueueFull):
 		// Created past checkAdmissible's look by a racing trigger: it
 		// tries again at its timer's next pass.
 		return false, nil
-	}
-	if err != nil {
+	case errors.Is(err, ledger.ErrRunEnded):
+		// Ended (a cancel) since this caller's view: it holds no room.
+		// One that ends after its entry landed is released by its ender,
+		// who finds it entered.
+		return false, nil
+	case err != nil:
 		return false, err
+	}
+	if how.seen != nil {
+		how.seen[st.name] = e
 	}
 	if e.Found && !e.Admitted {
 		// Waiting already (a fresh entry tried without a look): as found
@@ -279,15 +320,6 @@ func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, plac
 	}
 	if e.Found {
 		return true, nil
-	}
-	// This pass's view may be older than the run's end (a cancel): a run
-	// that ended before its entry landed leaves again at once. One that
-	// ends after this read is released by its ender, who finds it entered.
-	if how.endedLeaves {
-		if now, err := s.store.GetRun(ctx, run.ID); err == nil && now.ExecutionState.Terminal() {
-			s.releaseRun(ctx, now)
-			return false, nil
-		}
 	}
 	if st.reason(e.Reason) == limiter.ReasonRateLimit {
 		s.armRateTimer(ctx, st.name, st.rate)
@@ -421,9 +453,12 @@ func (s *Service) Admission(ctx context.Context, view ledger.RunView) (*protocol
 	place := runPlace(j, view.Run)
 	var admittedAt time.Time
 	for i, st := range stages {
-		at, err := ledger.FindInLimiter(ctx, s.store, st.name, place)
-		if err != nil {
-			return nil, err
+		at, known := view.Entered[st.name]
+		if !known {
+			var err error
+			if at, err = ledger.FindInLimiter(ctx, s.store, st.name, place); err != nil {
+				return nil, err
+			}
 		}
 		if at.Admitted {
 			admittedAt = at.AdmittedAt
@@ -431,6 +466,7 @@ func (s *Service) Admission(ctx context.Context, view ledger.RunView) (*protocol
 		}
 		if at.Reason != "" {
 			a := &protocol.Admission{State: protocol.AdmissionWaiting, Reason: st.reason(at.Reason), Limiter: st.name}
+			var err error
 			a.Place, err = s.queuePlace(ctx, st.name, place)
 			return a, err
 		}
@@ -486,11 +522,11 @@ func (s *Service) checkAdmissible(ctx context.Context, j jobspec.Job, nr ledger.
 		}
 	}
 	for _, lim := range stagesOf(j, probe) {
-		st, err := s.store.GetLimiter(ctx, lim.name)
+		full, err := ledger.QueueFull(ctx, s.store, lim.name)
 		if err != nil {
 			return err
 		}
-		if st.Waiting >= limiter.MaxWaiting {
+		if full {
 			return fmt.Errorf("start run of %s: limiter %s: %w", j.Name, lim.name, ledger.ErrLimitQueueFull)
 		}
 	}

@@ -219,19 +219,24 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 	}
 	s.log.InfoContext(ctx, "run created", "run_id", view.Run.ID, "job", j.Name, "tasks", len(nr.Tasks))
 	s.created(view)
-	return view, true, newRunEffects(view, len(j.DependsOnJobs) > 0 || j.Limited()), nil
+	return view, true, newRunEffects(view, j), nil
 }
 
-// newRunEffects are what moves a new run on. When its root tasks wait on
-// other jobs' runs, advance decides them and yields their dispatches, and
-// after those the run's dependency timeout is armed if a root task still
-// waits. Otherwise each task created SCHEDULED is dispatched from the view
-// the creating write returned; a dispatch that fails leaves its task
-// SCHEDULED, and the task's timer tries again.
-func newRunEffects(view ledger.RunView, waitsOnJobs bool) []effect {
+// newRunEffects are what moves a new run of j on. When its root tasks
+// wait on other jobs' runs, advance decides them and yields their
+// dispatches, and after those the run's dependency timeout is armed if a
+// root task still waits. A run of a limited job enters its limiters and,
+// admitted, dispatches its roots (admitNewRun). Otherwise each task
+// created SCHEDULED is dispatched from the view the creating write
+// returned; a dispatch that fails leaves its task SCHEDULED, and the
+// task's timer tries again.
+func newRunEffects(view ledger.RunView, j jobspec.Job) []effect {
 	run := view.Run
-	if waitsOnJobs {
+	switch {
+	case len(j.DependsOnJobs) > 0:
 		return []effect{{kind: effAdvanceRun, runID: run.ID, armDeps: true}}
+	case j.Limited():
+		return []effect{{kind: effAdmitNewRun, runID: run.ID, view: &view}}
 	}
 	var effs []effect
 	for i, t := range view.Tasks {
