@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,6 +71,11 @@ type LimiterWrite struct {
 	// entry of a run that may be cancelled meanwhile: a run that ended
 	// before its entry would hold its room with nobody to give it back).
 	LiveRun string
+	// Also are other runs' item changes made in the same write, under the
+	// same conditions (the entries or leaves a turn's holder writes with
+	// its own); their Name, Expected, State and Also are not used. Each
+	// run appears once in a write.
+	Also []LimiterWrite
 }
 
 // ErrLimitQueueFull: a limiter already has limiter.MaxWaiting runs
@@ -138,15 +144,116 @@ type Entered struct {
 // EnterLimiter admits a new run at once when nobody waits and there is
 // room, else puts it in the queue; ErrLimitQueueFull beyond
 // limiter.MaxWaiting. A run already in the limiter answers where it is.
+// Entries queued for the limiter's turn in this process are written with
+// the turn holder's, in one write (enterTogether).
 func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Entered, error) {
 	if err := CheckLimiterName(e.Limiter); err != nil {
 		return Entered{}, err
 	}
-	tu, release, err := turnsOf(ctx).take(ctx, s, e.Limiter, false)
+	ts := turnsOf(ctx)
+	w := &waiter{entry: &e, now: now}
+	tu, release, err := ts.takeAs(ctx, s, e.Limiter, w)
 	if err != nil {
 		return Entered{}, err
 	}
+	if w.joined {
+		return w.entered, w.err
+	}
 	defer release()
+	ws := append([]*waiter{w}, ts.join(tu, true, maxJoined)...)
+	enterTogether(ctx, s, tu, e.Limiter, ws)
+	for _, j := range ws[1:] {
+		j.done()
+	}
+	return w.entered, w.err
+}
+
+// maxJoined bounds the work a turn's holder writes with its own: one
+// DynamoDB transaction takes at most 100 items, and an entry touches at
+// most four (its admitted or waiting item, the other's absence, its run),
+// a leave one.
+const maxJoined = 23
+
+// enterTogether enters ws's runs (the holder's first) in one write when
+// it lands, else each on its own, and sets each waiter's outcome.
+func enterTogether(ctx context.Context, s Limiters, tu *turn, name string, ws []*waiter) {
+	if len(ws) > 1 && enterAtOnce(ctx, s, tu, name, ws) {
+		return
+	}
+	for _, w := range ws {
+		w.entered, w.err = enterHeld(ctx, s, tu, *w.entry, w.now)
+	}
+}
+
+// enterAtOnce decides ws's entries in order, on the limiter as this
+// process last wrote it and then on a fresh read, and writes them in one
+// write. It answers false, having written nothing, when neither write
+// landed or an entry is refused (the queue full; the same run twice):
+// each is then entered on its own, which tells a repeated entry apart.
+func enterAtOnce(ctx context.Context, s Limiters, tu *turn, name string, ws []*waiter) bool {
+	runs := map[string]bool{}
+	for _, w := range ws {
+		if runs[w.entry.Place.RunID] {
+			return false
+		}
+		runs[w.entry.Place.RunID] = true
+	}
+	for try := range 2 {
+		st, cached, err := tu.state(ctx, s, name, try)
+		if err != nil {
+			return false
+		}
+		cur := st
+		writes := make([]LimiterWrite, len(ws))
+		out := make([]Entered, len(ws))
+		for i, w := range ws {
+			var err error
+			if writes[i], cur, out[i], err = decideEntry(cur, *w.entry, w.now); err != nil {
+				return false
+			}
+		}
+		lw := writes[0]
+		lw.Name, lw.Expected, lw.State, lw.Also = name, st.Version, cur, writes[1:]
+		err = s.WriteLimiter(ctx, lw)
+		if errors.Is(err, ErrVersionConflict) && cached {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		tu.wrote(cur)
+		for i, w := range ws {
+			w.entered = out[i]
+		}
+		return true
+	}
+	return false
+}
+
+// decideEntry decides e on st: the write's item changes and the state it
+// leaves, and the answer; limiter.ErrQueueFull beyond the bound.
+func decideEntry(st limiter.State, e Entry, now time.Time) (LimiterWrite, limiter.State, Entered, error) {
+	st.Limit = e.Limit
+	n, admitted, why, err := st.Enter(e.Rate, now, limiter.MaxWaiting)
+	if err != nil {
+		return LimiterWrite{}, st, Entered{}, err
+	}
+	w := LimiterWrite{State: n}
+	if e.Live {
+		w.LiveRun = e.Place.RunID
+	}
+	if admitted {
+		w.PutAdmitted = &Admitted{RunID: e.Place.RunID, AdmittedAt: now}
+		w.AbsentWaiting = &e.Place
+	} else {
+		w.PutWaiting = &Waiting{Place: e.Place}
+		w.AbsentAdmitted = e.Place.RunID
+	}
+	return w, n, Entered{Admitted: admitted, AdmittedAt: w.admittedAt(), Reason: why}, nil
+}
+
+// enterHeld is one entry's read-decide-write loop in a turn held.
+func enterHeld(ctx context.Context, s Limiters, tu *turn, e Entry, now time.Time) (Entered, error) {
 	for try := range limiterRetries {
 		if try > 1 {
 			if err := conflictPause(ctx, try); err != nil {
@@ -157,26 +264,14 @@ func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Ente
 		if err != nil {
 			return Entered{}, err
 		}
-		cur := st
-		cur.Limit = e.Limit
-		n, admitted, why, err := cur.Enter(e.Rate, now, limiter.MaxWaiting)
+		w, n, en, err := decideEntry(st, e, now)
 		if err != nil && cached {
 			continue // refused on what this process last wrote: read it
 		}
 		if err != nil {
 			return Entered{}, fmt.Errorf("enter limiter %s: %w", e.Limiter, ErrLimitQueueFull)
 		}
-		w := LimiterWrite{Name: e.Limiter, Expected: st.Version, State: n}
-		if e.Live {
-			w.LiveRun = e.Place.RunID
-		}
-		if admitted {
-			w.PutAdmitted = &Admitted{RunID: e.Place.RunID, AdmittedAt: now}
-			w.AbsentWaiting = &e.Place
-		} else {
-			w.PutWaiting = &Waiting{Place: e.Place}
-			w.AbsentAdmitted = e.Place.RunID
-		}
+		w.Name, w.Expected = e.Limiter, st.Version
 		err = s.WriteLimiter(ctx, w)
 		if errors.Is(err, ErrVersionConflict) {
 			if where, ok, rerr := findRun(ctx, s, e.Limiter, e.Place); rerr != nil || ok {
@@ -191,7 +286,7 @@ func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Ente
 			return Entered{}, err
 		}
 		tu.wrote(n)
-		return Entered{Admitted: admitted, AdmittedAt: w.admittedAt(), Reason: why}, nil
+		return en, nil
 	}
 	return Entered{}, fmt.Errorf("enter limiter %s: %w", e.Limiter, ErrUnsettled)
 }
@@ -253,86 +348,197 @@ func AdmitNext(ctx context.Context, s Limiters, name string, rate limiter.Rate, 
 // LeaveAndAdmitNext is LeaveLimiter and, when the run left, AdmitNext, in
 // one turn: the hand-off's first look is the state the leave wrote, which
 // no read would tell better (any write after it saw the room it made), so
-// a limiter nobody waits in costs its hand-off no read.
+// a limiter nobody waits in costs its hand-off no read. Leaves queued for
+// the turn in this process are written with the holder's, in one write;
+// the holder hands on the room they all made, and answers the runs that
+// admitted (the others answer none).
 func LeaveAndAdmitNext(ctx context.Context, s Limiters, name, runID string, rate limiter.Rate, now time.Time) (bool, []Admitted, error) {
-	tu, release, err := turnsOf(ctx).take(ctx, s, name, true)
+	ts := turnsOf(ctx)
+	w := &waiter{urgent: true, leave: runID}
+	tu, release, err := ts.takeAs(ctx, s, name, w)
 	if err != nil {
 		return false, nil, err
 	}
-	defer release()
-	left, err := changeLimiterHeld(ctx, s, name, tu, leaveDecision(s, name, runID))
-	if err != nil || !left {
-		return left, nil, err
+	if w.joined {
+		return w.left, nil, w.err
 	}
-	got, err := admitNextHeld(ctx, s, name, rate, now, tu, true)
-	return true, got, err
+	defer release()
+	ws := append([]*waiter{w}, ts.join(tu, false, maxJoined)...)
+	got := leaveTogether(ctx, s, tu, name, ws, rate, now)
+	anyLeft := false
+	for _, j := range ws {
+		anyLeft = anyLeft || j.left
+	}
+	for _, j := range ws[1:] {
+		j.done()
+	}
+	if !anyLeft {
+		return false, nil, w.err
+	}
+	more, err := admitNextHeld(ctx, s, name, rate, now, tu, true)
+	return w.left, append(got, more...), cmp.Or(w.err, err)
+}
+
+// leaveTogether gives back ws's runs' room (the holder's first) in one
+// write when it lands, else each on its own, and sets each waiter's
+// outcome.
+func leaveTogether(ctx context.Context, s Limiters, tu *turn, name string, ws []*waiter, rate limiter.Rate, now time.Time) []Admitted {
+	if got, ok := leaveAtOnce(ctx, s, tu, name, ws, rate, now); ok {
+		return got
+	}
+	for _, w := range ws {
+		w.left, w.err = changeLimiterHeld(ctx, s, name, tu, leaveDecision(s, name, w.leave))
+	}
+	return nil
+}
+
+// leaveAtOnce writes ws's leaves in one write, guessing each run active
+// (the run that ends almost always is) on the limiter as this process
+// last wrote it, with the admission of the queue's head the room they make
+// (admitHeads, one Query), and answers the runs it admitted. It answers
+// false, having written nothing, when there is no such state, it holds
+// fewer active runs, a run is there twice, or the write is refused (a run
+// not active: the delete's condition): each then leaves on its own.
+func leaveAtOnce(ctx context.Context, s Limiters, tu *turn, name string, ws []*waiter, rate limiter.Rate, now time.Time) ([]Admitted, bool) {
+	st, cached, err := tu.state(ctx, s, name, 0)
+	if err != nil || !cached || st.Active < len(ws) {
+		return nil, false
+	}
+	runs := map[string]bool{}
+	cur := st
+	var writes []LimiterWrite
+	for _, w := range ws {
+		if runs[w.leave] {
+			return nil, false
+		}
+		runs[w.leave] = true
+		cur = cur.Release()
+		writes = append(writes, LimiterWrite{DeleteAdmitted: w.leave})
+	}
+	heads, got, cur, err := admitHeads(ctx, s, name, cur, rate, now)
+	if err != nil {
+		return nil, false
+	}
+	writes = append(writes, heads...)
+	lw := writes[0]
+	lw.Name, lw.Expected, lw.State, lw.Also = name, st.Version, cur, writes[1:]
+	if err := s.WriteLimiter(ctx, lw); err != nil {
+		return nil, false
+	}
+	tu.wrote(cur)
+	for _, w := range ws {
+		w.left = true
+	}
+	return got, true
 }
 
 // admitNextHeld is AdmitNext's loop in a turn held. The first round may
 // try on this process's last write; a "no room" or "nobody waiting" is
 // only believed from a fresh read, or, with ownWrite, from the write the
-// caller made in this turn.
+// caller made in this turn (each admission it writes is one too: the
+// round after it decides on it, with no read).
 func admitNextHeld(ctx context.Context, s Limiters, name string, rate limiter.Rate, now time.Time, tu *turn, ownWrite bool) ([]Admitted, error) {
 	var out []Admitted
-	for tries, round := 0, 0; tries < limiterRetries; round++ {
-		st, cached, err := tu.state(ctx, s, name, round)
+	read := 0 // tu.state's round: 0 tries this process's last write
+	for tries := 0; tries < limiterRetries; {
+		st, cached, err := tu.state(ctx, s, name, read)
 		if err != nil {
 			return out, err
 		}
 		guess := cached && !ownWrite
 		if ok, _ := st.Room(rate, now); !ok || st.Waiting == 0 {
 			if guess {
+				read = 1
 				continue
 			}
 			return out, nil
 		}
-		head, err := firstUnpaused(ctx, s, name, st.Waiting)
+		writes, got, n, err := admitHeads(ctx, s, name, st, rate, now)
 		if err != nil {
 			return out, err
 		}
-		if head == nil {
+		if len(writes) == 0 {
 			if guess {
+				read = 1
 				continue
 			}
 			return out, nil
 		}
-		n, ok := st.AdmitWaiting(rate, now)
-		if !ok {
-			return out, nil
-		}
-		a := Admitted{RunID: head.RunID, AdmittedAt: now}
-		err = s.WriteLimiter(ctx, LimiterWrite{Name: name, Expected: st.Version, State: n, DeleteWaiting: &head.Place, PutAdmitted: &a})
+		w := writes[0]
+		w.Name, w.Expected, w.State, w.Also = name, st.Version, n, writes[1:]
+		err = s.WriteLimiter(ctx, w)
 		if errors.Is(err, ErrVersionConflict) {
 			tries++
 			if err := conflictPause(ctx, tries); err != nil {
 				return out, err
 			}
+			read, ownWrite = 1, false
 			continue
 		}
 		if err != nil {
 			return out, err
 		}
+		// The next round decides on this write: it is the caller's own,
+		// in the turn it holds.
 		tu.wrote(n)
-		out = append(out, a)
+		out = append(out, got...)
+		read, ownWrite = 0, true
 	}
 	return out, fmt.Errorf("admit next of limiter %s: %w", name, ErrUnsettled)
 }
 
-// firstUnpaused reads the queue's head, a few items first and more only
-// when those are all paused: an admission reads the head, not the queue.
-func firstUnpaused(ctx context.Context, s Limiters, name string, waiting int) (*Waiting, error) {
-	for k := 8; ; k *= 8 {
+// admitHeads decides, on st, the admission of as many of the queue's
+// head as the limiter has room for (a write's worth at most, the paused
+// passed over): each one's item changes, the runs, and the state they
+// leave. Nothing when there is no room or nobody unpaused waits.
+func admitHeads(ctx context.Context, s Limiters, name string, st limiter.State, rate limiter.Rate, now time.Time) ([]LimiterWrite, []Admitted, limiter.State, error) {
+	room := 0
+	for n := st; room <= maxJoined; room++ {
+		var ok bool
+		if n, ok = n.AdmitWaiting(rate, now); !ok {
+			break
+		}
+	}
+	if room == 0 {
+		return nil, nil, st, nil
+	}
+	heads, err := firstUnpaused(ctx, s, name, st.Waiting, room)
+	if err != nil {
+		return nil, nil, st, err
+	}
+	n := st
+	var writes []LimiterWrite
+	var got []Admitted
+	for _, h := range heads {
+		next, ok := n.AdmitWaiting(rate, now)
+		if !ok {
+			break
+		}
+		n = next
+		a := Admitted{RunID: h.RunID, AdmittedAt: now}
+		writes = append(writes, LimiterWrite{DeleteWaiting: &h.Place, PutAdmitted: &a})
+		got = append(got, a)
+	}
+	return writes, got, n, nil
+}
+
+// firstUnpaused reads the queue's first want runs that are not paused, a
+// few items first and more only when those are too many paused: an
+// admission reads the head, not the queue.
+func firstUnpaused(ctx context.Context, s Limiters, name string, waiting, want int) ([]Waiting, error) {
+	for k := max(8, want); ; k *= 8 {
 		ws, err := s.ListWaiting(ctx, name, min(k, waiting))
 		if err != nil {
 			return nil, err
 		}
-		for i := range ws {
-			if !ws[i].Paused {
-				return &ws[i], nil
+		var out []Waiting
+		for _, w := range ws {
+			if !w.Paused && len(out) < want {
+				out = append(out, w)
 			}
 		}
-		if len(ws) < min(k, waiting) || k >= waiting {
-			return nil, nil
+		if len(out) == want || len(ws) < min(k, waiting) || k >= waiting {
+			return out, nil
 		}
 	}
 }

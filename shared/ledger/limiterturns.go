@@ -74,7 +74,7 @@ type turn struct {
 	// before entries, so that a hand-off is not queued behind a burst of
 	// triggers entering. Guarded by the registry's mu.
 	busy          bool
-	urgent, other []chan struct{}
+	urgent, other []*waiter
 	users         int
 	// last is the limiter as this process last wrote it: the next write
 	// is tried on it without reading the limiter first. It may be older
@@ -130,10 +130,36 @@ func (t *turns) seenLately(s Limiters, name string, within time.Duration) (waiti
 	return sw.waiting, true
 }
 
+// waiter is a caller queued for a limiter's turn. The holder may take
+// its work into its own write (join: an entry, or a leave, written with
+// the holder's own): the waiter is then told the outcome when its channel
+// closes and never holds the turn.
+type waiter struct {
+	ch     chan struct{}
+	urgent bool
+	// entry (with now) or leave (a run id) is the work the waiter queued
+	// with, which a holder doing the same may join; neither: none.
+	entry *Entry
+	now   time.Time
+	leave string
+	// joined is set, under the registry's mu, when a holder took the
+	// work; the outcome fields are set before ch closes.
+	joined  bool
+	entered Entered
+	left    bool
+	err     error
+}
+
 // take waits for the turn of s's limiter name (or ctx's end) and returns
 // it with its release. urgent: the caller makes room, and goes before
 // entries.
 func (t *turns) take(ctx context.Context, s Limiters, name string, urgent bool) (*turn, func(), error) {
+	return t.takeAs(ctx, s, name, &waiter{urgent: urgent})
+}
+
+// takeAs is take for a waiter whose work a holder may join: when one did,
+// it answers no turn (w.joined, with the outcome in w).
+func (t *turns) takeAs(ctx context.Context, s Limiters, name string, w *waiter) (*turn, func(), error) {
 	key, ok := keyOf(s, name)
 	if !ok {
 		return &turn{}, func() {}, nil
@@ -151,29 +177,63 @@ func (t *turns) take(ctx context.Context, s Limiters, name string, urgent bool) 
 		t.mu.Unlock()
 		return tu, release, nil
 	}
-	ch := make(chan struct{})
-	if urgent {
-		tu.urgent = append(tu.urgent, ch)
+	w.ch = make(chan struct{})
+	if w.urgent {
+		tu.urgent = append(tu.urgent, w)
 	} else {
-		tu.other = append(tu.other, ch)
+		tu.other = append(tu.other, w)
 	}
 	t.mu.Unlock()
 	select {
-	case <-ch:
+	case <-w.ch:
+		if w.joined {
+			return nil, nil, nil
+		}
 		return tu, release, nil
 	case <-ctx.Done():
 		t.mu.Lock()
-		queued := dequeue(&tu.urgent, ch) || dequeue(&tu.other, ch)
+		queued := dequeue(&tu.urgent, w) || dequeue(&tu.other, w)
 		if queued {
 			tu.users--
-			t.mu.Unlock()
-			return nil, nil, ctx.Err()
 		}
+		joined := w.joined
 		t.mu.Unlock()
-		release() // handed the turn as ctx ended: pass it on
+		if !queued && !joined {
+			release() // handed the turn as ctx ended: pass it on
+		}
+		// A joined waiter's work is done by its holder all the same, as
+		// a request that outlived its caller.
 		return nil, nil, ctx.Err()
 	}
 }
+
+// join takes, for the holder of tu, up to n queued waiters whose work is
+// like the holder's (entries when entry, else leaves) out of the queue:
+// the holder writes their work with its own and tells each the outcome
+// (done).
+func (t *turns) join(tu *turn, entry bool, n int) []*waiter {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q := &tu.other
+	if !entry {
+		q = &tu.urgent
+	}
+	var out, keep []*waiter
+	for _, w := range *q {
+		if len(out) < n && ((entry && w.entry != nil) || (!entry && w.leave != "")) {
+			w.joined = true
+			tu.users--
+			out = append(out, w)
+			continue
+		}
+		keep = append(keep, w)
+	}
+	*q = keep
+	return out
+}
+
+// done tells a joined waiter its work's outcome.
+func (w *waiter) done() { close(w.ch) }
 
 // handOver gives the turn to the next waiter, room makers first, or frees
 // it; the registry forgets a turn nobody uses beyond idleTurns of them.
@@ -181,11 +241,11 @@ func (t *turns) handOver(key turnKey, tu *turn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tu.users--
-	for _, q := range []*[]chan struct{}{&tu.urgent, &tu.other} {
+	for _, q := range []*[]*waiter{&tu.urgent, &tu.other} {
 		if len(*q) > 0 {
-			ch := (*q)[0]
+			w := (*q)[0]
 			*q = (*q)[1:]
-			close(ch)
+			close(w.ch)
 			return
 		}
 	}
@@ -195,10 +255,10 @@ func (t *turns) handOver(key turnKey, tu *turn) {
 	}
 }
 
-// dequeue takes ch out of q, reporting whether it was there.
-func dequeue(q *[]chan struct{}, ch chan struct{}) bool {
+// dequeue takes w out of q, reporting whether it was there.
+func dequeue(q *[]*waiter, w *waiter) bool {
 	for i, c := range *q {
-		if c == ch {
+		if c == w {
 			*q = append((*q)[:i], (*q)[i+1:]...)
 			return true
 		}

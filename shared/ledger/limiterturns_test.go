@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,4 +174,148 @@ func TestQueueFullReadsUnlessThisProcessWroteLately(t *testing.T) {
 	look(true, 2) // too old to rule out other writers: read
 	tu.wrote(limiter.State{Waiting: limiter.MaxWaiting - queueFullMargin + 1, Version: 11})
 	look(true, 3) // too close to the bound: read
+}
+
+// writeRecorder is a limiter whose writes are recorded; the first write
+// waits for gate, so that callers queue behind its turn.
+type writeRecorder struct {
+	Limiters
+	mu     sync.Mutex
+	st     limiter.State
+	writes []LimiterWrite
+	gate   chan struct{}
+	gated  bool
+}
+
+func (r *writeRecorder) GetLimiter(context.Context, string) (limiter.State, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st, nil
+}
+
+func (r *writeRecorder) WriteLimiter(_ context.Context, w LimiterWrite) error {
+	r.mu.Lock()
+	first := !r.gated
+	r.gated = true
+	r.mu.Unlock()
+	if first {
+		<-r.gate
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w.Expected != r.st.Version {
+		return ErrVersionConflict
+	}
+	r.st = w.State
+	r.writes = append(r.writes, w)
+	return nil
+}
+
+// ListWaiting answers an empty queue: the hand-off after a leave finds
+// nobody to admit.
+func (r *writeRecorder) ListWaiting(context.Context, string, int) ([]Waiting, error) { return nil, nil }
+
+// queuedOn polls until n callers wait for the turn of name of s.
+func queuedOn(t *testing.T, ts *turns, s Limiters, name string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ts.mu.Lock()
+		tu := ts.held[turnKey{store: s, name: name}]
+		got := 0
+		if tu != nil {
+			got = len(tu.urgent) + len(tu.other)
+		}
+		ts.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d callers queued, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestQueuedEntriesAndLeavesAreWrittenWithTheHolders(t *testing.T) {
+	ctx := AsProcess(context.Background())
+	ts := turnsOf(ctx)
+	const name = "together/"
+	r := &writeRecorder{gate: make(chan struct{})}
+	now := time.Unix(1000, 0)
+	entered := make([]Entered, 6)
+	errs := make(chan error, 12)
+	var wg sync.WaitGroup
+	enter := func(i int) {
+		wg.Go(func() {
+			p := limiter.Place{Priority: 3, CreatedAt: now.Add(time.Duration(i) * time.Millisecond), RunID: fmt.Sprintf("run-%d", i)}
+			e, err := EnterLimiter(ctx, r, Entry{Limiter: name, Limit: 3, Place: p}, now)
+			entered[i] = e
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	enter(0)
+	queuedOn(t, ts, r, name, 0)
+	for r.mu.Lock(); !r.gated; r.mu.Lock() { // the holder is in its write
+		r.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	r.mu.Unlock()
+	for i := 1; i < 6; i++ {
+		enter(i)
+	}
+	queuedOn(t, ts, r, name, 5)
+	close(r.gate)
+	wg.Wait()
+	if len(r.writes) != 2 || len(r.writes[1].Also) != 4 {
+		t.Fatalf("%d writes (the second with %d more entries); want the five queued entries in one write", len(r.writes), len(r.writes[len(r.writes)-1].Also))
+	}
+	admitted := 0
+	for i, e := range entered {
+		if e.Admitted {
+			admitted++
+		} else if e.Reason != limiter.ReasonConcurrency {
+			t.Fatalf("entry %d answered %+v", i, e)
+		}
+	}
+	if admitted != 3 || r.st.Active != 3 || r.st.Waiting != 3 {
+		t.Fatalf("%d answered admitted; limiter %+v; want 3 active, 3 waiting", admitted, r.st)
+	}
+
+	// Leaves queued behind a holder's are written with the next one's.
+	r.gate, r.gated = make(chan struct{}), false
+	left := make([]bool, 3)
+	leave := func(i int) {
+		wg.Go(func() {
+			ok, _, err := LeaveAndAdmitNext(ctx, r, name, fmt.Sprintf("run-%d", i), limiter.Rate{}, now)
+			left[i] = ok
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	leave(0)
+	for r.mu.Lock(); !r.gated; r.mu.Lock() {
+		r.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	r.mu.Unlock()
+	leave(1)
+	leave(2)
+	queuedOn(t, ts, r, name, 2)
+	before := len(r.writes)
+	close(r.gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if !left[0] || !left[1] || !left[2] || r.st.Active != 0 {
+		t.Fatalf("left %v, limiter %+v; want every run gone", left, r.st)
+	}
+	if got := r.writes[before+1:]; len(got) != 1 || len(got[0].Also) != 1 {
+		t.Fatalf("after the first leave: %d writes; want the two queued leaves in one", len(got))
+	}
 }

@@ -191,50 +191,56 @@ func (s *Store) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) error {
 		actions = append(actions, a)
 		sizes = append(sizes, size)
 	}
-	if p := w.DeleteWaiting; p != nil {
-		add(types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimWait+p.SortKey()),
-			ConditionExpression: exists, ExpressionAttributeNames: names}}, 0)
-	}
-	if p := w.PutWaiting; p != nil {
-		it := item{
-			tableschema.PK: str(pk), tableschema.SK: str(prefixLimWait + p.SortKey()), attrKind: str(kindLimWaiting),
-			attrRun: str(p.RunID), attrPriority: num(int64(p.Priority)), attrCreatedAt: tm(p.CreatedAt), attrPaused: optBool(p.Paused),
-		}.present()
-		cond := notExists
-		if w.Replace {
-			cond = exists
+	// The items of each run the write changes (w's own, then Also's),
+	// and the live checks, by action.
+	live := map[int]string{}
+	for _, c := range append([]ledger.LimiterWrite{w}, w.Also...) {
+		if p := c.DeleteWaiting; p != nil {
+			add(types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimWait+p.SortKey()),
+				ConditionExpression: exists, ExpressionAttributeNames: names}}, 0)
 		}
-		add(types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it, ConditionExpression: cond, ExpressionAttributeNames: names}}, itemSize(it))
-	}
-	if id := w.DeleteAdmitted; id != "" {
-		add(types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimAdmit+id),
-			ConditionExpression: exists, ExpressionAttributeNames: names}}, 0)
-	}
-	if a := w.PutAdmitted; a != nil {
-		it := item{
-			tableschema.PK: str(pk), tableschema.SK: str(prefixLimAdmit + a.RunID), attrKind: str(kindLimAdmitted),
-			attrRun: str(a.RunID), attrAdmittedAt: tm(a.AdmittedAt),
-		}.present()
-		add(types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it, ConditionExpression: notExists, ExpressionAttributeNames: names}}, itemSize(it))
-	}
-	if p := w.AbsentWaiting; p != nil {
-		add(types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimWait+p.SortKey()),
-			ConditionExpression: notExists, ExpressionAttributeNames: names}}, 0)
-	}
-	if id := w.AbsentAdmitted; id != "" {
-		add(types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimAdmit+id),
-			ConditionExpression: notExists, ExpressionAttributeNames: names}}, 0)
-	}
-	live := -1
-	if id := w.LiveRun; id != "" {
-		live = len(actions)
-		add(liveRunCheck(s.table, id), 0)
+		if p := c.PutWaiting; p != nil {
+			it := item{
+				tableschema.PK: str(pk), tableschema.SK: str(prefixLimWait + p.SortKey()), attrKind: str(kindLimWaiting),
+				attrRun: str(p.RunID), attrPriority: num(int64(p.Priority)), attrCreatedAt: tm(p.CreatedAt), attrPaused: optBool(p.Paused),
+			}.present()
+			cond := notExists
+			if c.Replace {
+				cond = exists
+			}
+			add(types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it, ConditionExpression: cond, ExpressionAttributeNames: names}}, itemSize(it))
+		}
+		if id := c.DeleteAdmitted; id != "" {
+			add(types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimAdmit+id),
+				ConditionExpression: exists, ExpressionAttributeNames: names}}, 0)
+		}
+		if a := c.PutAdmitted; a != nil {
+			it := item{
+				tableschema.PK: str(pk), tableschema.SK: str(prefixLimAdmit + a.RunID), attrKind: str(kindLimAdmitted),
+				attrRun: str(a.RunID), attrAdmittedAt: tm(a.AdmittedAt),
+			}.present()
+			add(types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it, ConditionExpression: notExists, ExpressionAttributeNames: names}}, itemSize(it))
+		}
+		if p := c.AbsentWaiting; p != nil {
+			add(types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimWait+p.SortKey()),
+				ConditionExpression: notExists, ExpressionAttributeNames: names}}, 0)
+		}
+		if id := c.AbsentAdmitted; id != "" {
+			add(types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimAdmit+id),
+				ConditionExpression: notExists, ExpressionAttributeNames: names}}, 0)
+		}
+		if id := c.LiveRun; id != "" {
+			live[len(actions)] = id
+			add(liveRunCheck(s.table, id), 0)
+		}
 	}
 	err := s.transact(ctx, "write_limiter", actions, sizes, nil)
 	if err != nil {
 		if reasons := cancellation(err); reasons != nil {
-			if live >= 0 && conditionFailed(reasons, live) {
-				return op(fmt.Errorf("run %s: %w", w.LiveRun, ledger.ErrConflict))
+			for i, id := range live {
+				if conditionFailed(reasons, i) {
+					return op(fmt.Errorf("run %s: %w", id, ledger.ErrConflict))
+				}
 			}
 			for i := range actions {
 				if conditionFailed(reasons, i) {

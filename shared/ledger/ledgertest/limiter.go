@@ -22,6 +22,7 @@ var limiterCases = []Case{
 	{"limiter rate window admits again once it slides", testLimiterRate},
 	{"limiter raised limit admits the queue", testLimiterRaise},
 	{"limiter live entry lands only while its run is unfinished", testLimiterLiveEntry},
+	{"limiter write carries other runs' items together, all or none", testLimiterWriteTogether},
 }
 
 func place(i int, prio int) limiter.Place {
@@ -321,5 +322,35 @@ func testLimiterLiveEntry(t *testing.T, h *Harness) {
 	}
 	if after := exact(t, h, name); after.Version != before.Version || after.Waiting != 0 || after.Active != 1 {
 		t.Fatalf("refused entries changed the limiter: %+v, was %+v", after, before)
+	}
+}
+
+// testLimiterWriteTogether: a write's Also items land with its own in one
+// write, and one failing condition among them writes none.
+func testLimiterWriteTogether(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	const name = "together/"
+	admit := func(i int) ledger.LimiterWrite {
+		p := place(i, 3)
+		return ledger.LimiterWrite{PutAdmitted: &ledger.Admitted{RunID: p.RunID, AdmittedAt: T0}, AbsentWaiting: &p}
+	}
+	w := admit(0)
+	w.Name, w.State, w.Also = name, limiter.State{Limit: 5, Active: 3, Version: 3}, []ledger.LimiterWrite{admit(1), admit(2)}
+	if err := h.Store.WriteLimiter(ctx, w); err != nil {
+		t.Fatalf("three entries in one write: %v", err)
+	}
+	st := exact(t, h, name)
+	if st.Active != 3 {
+		t.Fatalf("after three entries in one write: %+v", st)
+	}
+	// run-003 is new, run-001 is admitted already: none of it lands.
+	again := admit(3)
+	again.Name, again.Expected, again.State = name, st.Version, limiter.State{Limit: 5, Active: 5, Version: st.Version + 2}
+	again.Also = []ledger.LimiterWrite{admit(1)}
+	if err := h.Store.WriteLimiter(ctx, again); !errors.Is(err, ledger.ErrVersionConflict) {
+		t.Fatalf("a write whose second run is admitted already: %v, want ErrVersionConflict", err)
+	}
+	if after := exact(t, h, name); after.Version != st.Version || after.Active != 3 {
+		t.Fatalf("a refused write changed the limiter: %+v", after)
 	}
 }

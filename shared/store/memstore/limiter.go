@@ -96,54 +96,98 @@ func (s *Store) WriteLimiter(_ context.Context, w ledger.LimiterWrite) error {
 	if l.state.Version != w.Expected {
 		return conflict
 	}
-	if p := w.PutWaiting; p != nil {
-		if _, there := l.waiting[p.SortKey()]; there != w.Replace {
-			return conflict
-		}
+	all := append([]ledger.LimiterWrite{w}, w.Also...)
+	if limiterWriteRepeats(all) {
+		// DynamoDB refuses a transaction that names one item twice.
+		return fmt.Errorf("write limiter %s: a run's items twice in one write: %w", w.Name, ledger.ErrInvalidInput)
 	}
-	if p := w.DeleteWaiting; p != nil {
-		if _, there := l.waiting[p.SortKey()]; !there {
-			return conflict
+	for _, c := range all {
+		if p := c.PutWaiting; p != nil {
+			if _, there := l.waiting[p.SortKey()]; there != c.Replace {
+				return conflict
+			}
 		}
-	}
-	if a := w.PutAdmitted; a != nil {
-		if _, there := l.admitted[a.RunID]; there {
-			return conflict
+		if p := c.DeleteWaiting; p != nil {
+			if _, there := l.waiting[p.SortKey()]; !there {
+				return conflict
+			}
 		}
-	}
-	if id := w.DeleteAdmitted; id != "" {
-		if _, there := l.admitted[id]; !there {
-			return conflict
+		if a := c.PutAdmitted; a != nil {
+			if _, there := l.admitted[a.RunID]; there {
+				return conflict
+			}
 		}
-	}
-	if p := w.AbsentWaiting; p != nil {
-		if _, there := l.waiting[p.SortKey()]; there {
-			return conflict
+		if id := c.DeleteAdmitted; id != "" {
+			if _, there := l.admitted[id]; !there {
+				return conflict
+			}
 		}
-	}
-	if id := w.AbsentAdmitted; id != "" {
-		if _, there := l.admitted[id]; there {
-			return conflict
+		if p := c.AbsentWaiting; p != nil {
+			if _, there := l.waiting[p.SortKey()]; there {
+				return conflict
+			}
 		}
-	}
-	if id := w.LiveRun; id != "" {
-		if run, ok := s.runs[id]; !ok || run.ExecutionState.Terminal() {
-			return fmt.Errorf("write limiter %s: run %s: %w", w.Name, id, ledger.ErrConflict)
+		if id := c.AbsentAdmitted; id != "" {
+			if _, there := l.admitted[id]; there {
+				return conflict
+			}
+		}
+		if id := c.LiveRun; id != "" {
+			if run, ok := s.runs[id]; !ok || run.ExecutionState.Terminal() {
+				return fmt.Errorf("write limiter %s: run %s: %w", w.Name, id, ledger.ErrConflict)
+			}
 		}
 	}
 	l.state = w.State
 	l.state.Admits = slices.Clone(w.State.Admits)
-	if p := w.DeleteWaiting; p != nil {
-		delete(l.waiting, p.SortKey())
-	}
-	if p := w.PutWaiting; p != nil {
-		l.waiting[p.SortKey()] = *p
-	}
-	if id := w.DeleteAdmitted; id != "" {
-		delete(l.admitted, id)
-	}
-	if a := w.PutAdmitted; a != nil {
-		l.admitted[a.RunID] = *a
+	for _, c := range all {
+		if p := c.DeleteWaiting; p != nil {
+			delete(l.waiting, p.SortKey())
+		}
+		if p := c.PutWaiting; p != nil {
+			l.waiting[p.SortKey()] = *p
+		}
+		if id := c.DeleteAdmitted; id != "" {
+			delete(l.admitted, id)
+		}
+		if a := c.PutAdmitted; a != nil {
+			l.admitted[a.RunID] = *a
+		}
 	}
 	return nil
+}
+
+// limiterWriteRepeats reports whether a write's item changes name one
+// run's item twice.
+func limiterWriteRepeats(all []ledger.LimiterWrite) bool {
+	seen := map[string]bool{}
+	twice := false
+	note := func(k string) {
+		twice = twice || seen[k]
+		seen[k] = true
+	}
+	for _, c := range all {
+		places := []*limiter.Place{c.DeleteWaiting, c.AbsentWaiting}
+		if c.PutWaiting != nil {
+			places = append(places, &c.PutWaiting.Place)
+		}
+		for _, p := range places {
+			if p != nil {
+				note("w" + p.SortKey())
+			}
+		}
+		admitted := []string{c.DeleteAdmitted, c.AbsentAdmitted}
+		if c.PutAdmitted != nil {
+			admitted = append(admitted, c.PutAdmitted.RunID)
+		}
+		for _, id := range admitted {
+			if id != "" {
+				note("a" + id)
+			}
+		}
+		if c.LiveRun != "" {
+			note("r" + c.LiveRun)
+		}
+	}
+	return twice
 }
