@@ -29,7 +29,7 @@ func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
 // advanceRun is AdvanceRun; touch stores the run's state even when it is
 // unchanged (see derivation), for an operator's action.
 func (s *Service) advanceRun(ctx context.Context, runID string, touch bool) error {
-	more, err := s.advance(ctx, runID, nil, touch)
+	more, err := s.advance(ctx, runID, nil, false, touch)
 	s.perform(ctx, more...)
 	if err != nil {
 		return fmt.Errorf("advance run %s: %w", runID, err)
@@ -73,8 +73,9 @@ type derivation struct {
 // deep. It returns the effects it yields: the dispatch of every task whose
 // dependencies are met (its verdict rides on the dispatch's write), the
 // wake of the runs waiting on this one, and, for a backfill's run that
-// ended, the advance of its backfill.
-func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunView, touch bool) ([]effect, error) {
+// ended, the advance of its backfill. current: held was read after the
+// caller's last write, as advance's own read would be.
+func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunView, current, touch bool) ([]effect, error) {
 	// The dispatches decided so far, by task: a round after a version
 	// conflict reads the run again and finds those tasks still CREATED;
 	// they count as SCHEDULED and are not decided twice.
@@ -110,7 +111,7 @@ func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunVie
 			// task: a verdict refused twice is left to its timer).
 			continue
 		}
-		how := derivation{held: held != nil && round == 0, touch: touch}
+		how := derivation{held: held != nil && round == 0 && !current, touch: touch}
 		outcome, wake, err := s.storeDerived(ctx, view.Run, nodes, how)
 		if err != nil {
 			return effs, err
@@ -232,6 +233,10 @@ func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending ma
 	var effs []effect
 	cross := crossJobCache{}
 	adm := admission{fresh: neverDispatched(*view)}
+	// A run a hand-off just admitted: its roots are decided by that
+	// hand-off's write alone, so their dispatches carry their verdict
+	// (soleVerdict).
+	sole := handedOnRun(ctx, view.Run.ID)
 	refused := map[string]bool{} // moved by someone else: the next read tells
 	for {
 		progressed := false
@@ -266,7 +271,7 @@ func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending ma
 			switch {
 			case verdict == statemodel.DepsMet:
 				run := view.Run
-				effs = append(effs, effect{kind: effDispatch, key: inst.Key, inst: inst, run: &run, depsMet: true, runID: run.ID})
+				effs = append(effs, effect{kind: effDispatch, key: inst.Key, inst: inst, run: &run, depsMet: true, soleVerdict: sole && len(inst.DependsOn) == 0, runID: run.ID})
 				pending[r.ID] = true
 				nodes[i].State = statemodel.StateScheduled
 				progressed = true

@@ -63,6 +63,9 @@ type effect struct {
 	run *ledger.Run
 	// view is a whole run the caller holds (advance). Nil: read it.
 	view *ledger.RunView
+	// current: view was read after the caller's last write, so advance
+	// decides on it as on its own read (not held: see derivation).
+	current bool
 	// depsMet: the dispatch also records the task's dependency verdict.
 	depsMet bool
 	// soleVerdict: this dispatcher's own conditional write (a limiter's
@@ -135,7 +138,7 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 	case effArmTimer:
 		s.armTimer(ctx, e.key, e.at)
 	case effAdvanceRun:
-		more, err := s.advance(ctx, e.runID, e.view, false)
+		more, err := s.advance(ctx, e.runID, e.view, e.current, false)
 		if e.armDeps {
 			more = append(more, effect{kind: effArmDependencyTimeout, runID: e.runID, answer: e.answer})
 		}

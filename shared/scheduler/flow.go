@@ -363,8 +363,15 @@ func (s *Service) handOn(ctx context.Context, name string, rate limiter.Rate) er
 func (s *Service) handedOn(ctx context.Context, name string, rate limiter.Rate, got []ledger.Admitted, err error) error {
 	var effs []effect
 	for _, a := range got {
-		s.dispatchHeld(ctx, a.RunID)
-		effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID})
+		// One read after the admission: its held tasks' dispatches, and
+		// the advance that releases its roots decides on it.
+		view, err := s.store.ReadRun(ctx, a.RunID)
+		if err != nil {
+			effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID})
+			continue
+		}
+		effs = append(effs, heldDispatches(view)...)
+		effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID, view: &view, current: true})
 	}
 	s.perform(withHandedOn(ctx, name, got), effs...)
 	if err == nil && rate.On() {
@@ -415,10 +422,15 @@ func (s *Service) releaseStage(ctx context.Context, runID string, place limiter.
 		var left, withdrawn bool
 		var got []ledger.Admitted
 		// Leaving and handing on in one turn: the hand-off decides on the
-		// state the leave wrote.
-		if left, got, err = ledger.LeaveAndAdmitNext(ctx, s.store, st.name, runID, st.rate, s.now()); err != nil || left {
+		// state the leave wrote. Leaves written together hand on once,
+		// by the turn's holder, whose own run may not have left.
+		left, got, err = ledger.LeaveAndAdmitNext(ctx, s.store, st.name, runID, st.rate, s.now())
+		if err != nil || left {
 			err, handed = s.handedOn(ctx, st.name, st.rate, got, err), true
 			break
+		}
+		if len(got) > 0 {
+			s.handedOn(ctx, st.name, st.rate, got, nil)
 		}
 		if withdrawn, err = ledger.WithdrawWaiting(ctx, s.store, st.name, place); err != nil || withdrawn {
 			break
@@ -466,6 +478,13 @@ func (s *Service) Admission(ctx context.Context, view ledger.RunView) (*protocol
 		}
 		if at.Reason != "" {
 			a := &protocol.Admission{State: protocol.AdmissionWaiting, Reason: st.reason(at.Reason), Limiter: st.name}
+			if known {
+				// The answer of the request that entered the run names
+				// no place: counting it reads the queue, up to
+				// placeCounted items, on every trigger that waits. The
+				// run's own answer counts it.
+				return a, nil
+			}
 			var err error
 			a.Place, err = s.queuePlace(ctx, st.name, place)
 			return a, err
@@ -621,6 +640,17 @@ func withHandedOn(ctx context.Context, name string, got []ledger.Admitted) conte
 		h.runs[a.RunID] = true
 	}
 	return context.WithValue(ctx, handedOnKey{}, h)
+}
+
+// handedOnRun reports whether a hand-off whose effects ctx carries
+// admitted runID, in any limiter.
+func handedOnRun(ctx context.Context, runID string) bool {
+	for h, _ := ctx.Value(handedOnKey{}).(*handedOnRuns); h != nil; h = h.outer {
+		if h.runs[runID] {
+			return true
+		}
+	}
+	return false
 }
 
 // handedOnIn reports whether a hand-off whose effects ctx carries admitted

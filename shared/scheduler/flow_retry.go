@@ -84,6 +84,19 @@ func (s *Service) dispatchHeld(ctx context.Context, runID string) {
 		s.log.WarnContext(ctx, "held tasks not read", "run_id", runID, "error", err.Error())
 		return
 	}
+	effs := heldDispatches(view)
+	if len(effs) == 0 {
+		return
+	}
+	if ok, err := s.admitRun(ctx, view.Run); err != nil || !ok {
+		return
+	}
+	s.perform(ctx, effs...)
+}
+
+// heldDispatches are the dispatches of view's SCHEDULED tasks: held by a
+// retry or resume while the run waited.
+func heldDispatches(view ledger.RunView) []effect {
 	run := view.Run
 	var effs []effect
 	for _, t := range view.Tasks {
@@ -91,13 +104,7 @@ func (s *Service) dispatchHeld(ctx context.Context, runID string) {
 			effs = append(effs, effect{kind: effDispatch, key: t.Instance.Key, inst: t.Instance, run: &run, runID: run.ID})
 		}
 	}
-	if len(effs) == 0 {
-		return
-	}
-	if ok, err := s.admitRun(ctx, run); err != nil || !ok {
-		return
-	}
-	s.perform(ctx, effs...)
+	return effs
 }
 
 // heldByLimiter reports whether a run's SCHEDULED task is held because the
