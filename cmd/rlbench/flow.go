@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -61,27 +62,43 @@ func (b *bench) flow(ctx context.Context, n int) error {
 	if _, _, err := burst("flowwarm", nil); err != nil {
 		return err
 	}
-	free, _, err := burst("flowfree", nil)
-	if err != nil {
-		return err
-	}
-	lim50, runs50, err := burst("flow50", map[string]any{"limit": 50})
-	if err != nil {
-		return err
+	// Pairs of bursts, without limits and then with a limit of 50, one
+	// after the other: the ratio is the median of the pairs', so one burst
+	// that met a pause of the machine does not decide it.
+	var ratios []float64
+	var pairs []string
+	excess := 0
+	for i := range flowPairs {
+		free, _, err := burst(fmt.Sprintf("flowfree%d", i), nil)
+		if err != nil {
+			return err
+		}
+		lim50, runs50, err := burst(fmt.Sprintf("flow50-%d", i), map[string]any{"limit": 50})
+		if err != nil {
+			return err
+		}
+		excess = max(excess, flowExcess(runs50, 50))
+		ratios = append(ratios, lim50/free)
+		pairs = append(pairs, fmt.Sprintf("%.1f/%.1f", lim50, free))
 	}
 	_, runs10, err := burst("flow10", map[string]any{"limit": 10})
 	if err != nil {
 		return err
 	}
-	excess := max(flowExcess(runs50, 50), flowExcess(runs10, 10))
+	excess = max(excess, flowExcess(runs10, 10))
 	admit := admitLatencies(runs10, 10)
-	b.rep.figure("flow_overhead_ratio", lim50/free, "ratio")
+	ratio := median(ratios)
+	b.rep.figure("flow_overhead_ratio", ratio, "ratio")
 	b.rep.figure("flow_admit_p99_ms", quantile(admit, 0.99), "ms")
 	b.rep.figure("flow_excess", float64(excess), "runs")
-	b.rep.note("flow: %d single-task runs each: %.1f runs/s without limits, %.1f with a concurrency limit of 50 (ratio %.2f, target >= 0.8); through a limit of 10, %d runs waited, end-to-admission p50 %.0f ms, p99 %.0f ms (target <= 200); excess %d (must be 0)",
-		n, free, lim50, lim50/free, len(admit), quantile(admit, 0.5), quantile(admit, 0.99), excess)
+	b.rep.note("flow: %d single-task runs a burst: runs/s with a concurrency limit of 50 over without, %d pairs: %s (median ratio %.2f, target >= 0.8); through a limit of 10, %d runs waited, end-to-admission p50 %.0f ms, p99 %.0f ms (target <= 200); excess %d (must be 0)",
+		n, flowPairs, strings.Join(pairs, ", "), ratio, len(admit), quantile(admit, 0.5), quantile(admit, 0.99), excess)
 	return nil
 }
+
+// flowPairs is how many pairs of bursts flow_overhead_ratio is the median
+// of.
+const flowPairs = 3
 
 // flowRun is a run's active interval, its first dispatch to its end, and
 // its creation.
