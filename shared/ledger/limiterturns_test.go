@@ -15,26 +15,10 @@ var store Limiters = (*nopLimiters)(nil)
 
 type nopLimiters struct{ Limiters }
 
-// waitQueued polls until n callers wait for name's turn.
+// waitQueued polls until n callers wait for name's turn of store.
 func waitQueued(t *testing.T, ts *turns, name string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ts.mu.Lock()
-		tu := ts.held[turnKey{store: store, name: name}]
-		got := 0
-		if tu != nil {
-			got = len(tu.urgent) + len(tu.other)
-		}
-		ts.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d callers queued, want %d", got, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	queuedOn(t, ts, store, name, n)
 }
 
 func TestTurnsHandRoomMakersFirst(t *testing.T) {
