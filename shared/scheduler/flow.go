@@ -361,6 +361,7 @@ func (s *Service) handOn(ctx context.Context, name string, rate limiter.Rate) er
 // handedOn advances the runs a hand-off admitted (err: the hand-off's) and
 // arms the rate timer.
 func (s *Service) handedOn(ctx context.Context, name string, rate limiter.Rate, got []ledger.Admitted, err error) error {
+	hctx := withHandedOn(ctx, name, got)
 	var effs []effect
 	for _, a := range got {
 		// One read after the admission: its held tasks' dispatches, and
@@ -370,10 +371,15 @@ func (s *Service) handedOn(ctx context.Context, name string, rate limiter.Rate, 
 			effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID})
 			continue
 		}
-		effs = append(effs, heldDispatches(view)...)
+		if held := heldDispatches(view); len(held) > 0 {
+			// Admitted here; a run with a second limiter enters it first.
+			if ok, err := s.admitRun(hctx, view.Run); err == nil && ok {
+				effs = append(effs, held...)
+			}
+		}
 		effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID, view: &view, current: true})
 	}
-	s.perform(withHandedOn(ctx, name, got), effs...)
+	s.perform(hctx, effs...)
 	if err == nil && rate.On() {
 		s.armRateTimer(ctx, name, rate)
 	}
