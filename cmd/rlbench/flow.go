@@ -11,6 +11,7 @@ import (
 	"github.com/runledger/runledger/shared/devstack"
 	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
+	"github.com/runledger/runledger/statemodel/limiter"
 )
 
 // flow measures flow control on the local stack: single-task runs per
@@ -135,29 +136,14 @@ func (b *bench) flowRuns(ctx context.Context, st *devstack.Stack, ids []string) 
 	return out, last, nil
 }
 
-// flowExcess sweeps the intervals (half open: an end before a start at
-// the same instant) and answers the most active at once beyond limit.
+// flowExcess answers the most runs active at once beyond limit, each
+// from its first dispatch to its end.
 func flowExcess(runs []flowRun, limit int) int {
-	type edge struct {
-		at time.Time
-		d  int
+	spans := make([]limiter.Span, len(runs))
+	for i, r := range runs {
+		spans[i] = limiter.Span{From: r.start, To: r.end}
 	}
-	var es []edge
-	for _, r := range runs {
-		es = append(es, edge{r.start, 1}, edge{r.end, -1})
-	}
-	slices.SortFunc(es, func(x, y edge) int {
-		if c := x.at.Compare(y.at); c != 0 {
-			return c
-		}
-		return x.d - y.d
-	})
-	n, worst := 0, 0
-	for _, e := range es {
-		n += e.d
-		worst = max(worst, n-limit)
-	}
-	return worst
+	return limiter.MostBeyond(spans, limit)
 }
 
 // admitLatencies answers, for each run that waited, the time from the

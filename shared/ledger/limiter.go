@@ -171,7 +171,8 @@ func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Ente
 // maxJoined bounds the work a turn's holder writes with its own: one
 // DynamoDB transaction takes at most 100 items, and an entry touches at
 // most four (its admitted or waiting item, the other's absence, its run),
-// a leave one.
+// a leave one and a head it admits two (admitHeads takes one more than
+// maxJoined), each write the limiter item besides.
 const maxJoined = 23
 
 // enterTogether enters ws's runs (the holder's first) in one write when

@@ -13,6 +13,7 @@ import (
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/store/memstore"
 	"github.com/runledger/runledger/statemodel"
+	"github.com/runledger/runledger/statemodel/limiter"
 )
 
 // stormLimitedJob is the storm's DAG with a concurrency limit of 3 runs
@@ -150,34 +151,6 @@ func operateLimited(ctx context.Context, t *testing.T, f *fixture, runs []string
 	}
 }
 
-// flight is a half-open interval in which a run or an attempt held room.
-type flight struct{ from, to time.Time }
-
-// mostBeyond sweeps flights (an end before a start at the same instant)
-// and answers the most at once beyond limit.
-func mostBeyond(fs []flight, limit int) int {
-	type edge struct {
-		at time.Time
-		d  int
-	}
-	var es []edge
-	for _, f := range fs {
-		es = append(es, edge{f.from, 1}, edge{f.to, -1})
-	}
-	slices.SortFunc(es, func(x, y edge) int {
-		if c := x.at.Compare(y.at); c != 0 {
-			return c
-		}
-		return x.d - y.d
-	})
-	n, worst := 0, 0
-	for _, e := range es {
-		n += e.d
-		worst = max(worst, n-limit)
-	}
-	return worst
-}
-
 // endedRun reads a run, false when it has not ended (stuck).
 func endedRun(t *testing.T, f *fixture, id string) (ledger.RunView, bool) {
 	t.Helper()
@@ -192,7 +165,7 @@ func endedRun(t *testing.T, f *fixture, id string) (ledger.RunView, bool) {
 // dispatch of any task to the run's end) and answers the most runs active
 // at once beyond the limit, and the runs not ended.
 func limitExcess(t *testing.T, f *fixture, ids []string, customer map[string]string) (excess, stuck int) {
-	flights := map[string][]flight{}
+	flights := map[string][]limiter.Span{}
 	for _, id := range ids {
 		v, ended := endedRun(t, f, id)
 		if !ended {
@@ -215,10 +188,10 @@ func limitExcess(t *testing.T, f *fixture, ids []string, customer map[string]str
 		if first.IsZero() {
 			continue // never dispatched: cancelled while waiting
 		}
-		flights[customer[id]] = append(flights[customer[id]], flight{first, v.Run.EndedAt})
+		flights[customer[id]] = append(flights[customer[id]], limiter.Span{From: first, To: v.Run.EndedAt})
 	}
 	for who, fs := range flights {
-		if n := mostBeyond(fs, stormLimit); n > 0 {
+		if n := limiter.MostBeyond(fs, stormLimit); n > 0 {
 			t.Logf("customer %s: %d runs active beyond the limit", who, n)
 			excess = max(excess, n)
 		}
@@ -230,7 +203,7 @@ func limitExcess(t *testing.T, f *fixture, ids []string, customer map[string]str
 // an attempt not ended counts as stuck) and answers the most in flight at
 // once beyond the pool's slots, and the runs not ended.
 func poolExcess(t *testing.T, f *fixture, ids []string) (excess, stuck int) {
-	var fs []flight
+	var fs []limiter.Span
 	for _, id := range ids {
 		v, ended := endedRun(t, f, id)
 		if !ended {
@@ -256,9 +229,9 @@ func poolExcess(t *testing.T, f *fixture, ids []string) (excess, stuck int) {
 					stuck++
 					continue
 				}
-				fs = append(fs, flight{a.QueuedAt, a.EndedAt})
+				fs = append(fs, limiter.Span{From: a.QueuedAt, To: a.EndedAt})
 			}
 		}
 	}
-	return mostBeyond(fs, stormPoolLimit), stuck
+	return limiter.MostBeyond(fs, stormPoolLimit), stuck
 }

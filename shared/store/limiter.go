@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
-	"github.com/runledger/runledger/statemodel"
 	"github.com/runledger/runledger/statemodel/limiter"
 )
 
@@ -259,18 +257,6 @@ func liveRunCheck(table, id string) types.TransactWriteItem {
 	e := newExpr()
 	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(table), Key: keyOf(runPK(id), skRun),
 		ConditionExpression: aws.String(unfinishedRun(e)), ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap()}}
-}
-
-// unfinishedRun is a condition that a run item is there and its execution
-// state is not a terminal one.
-func unfinishedRun(e *expr) string {
-	var in []string
-	for _, st := range statemodel.AllRunStates() {
-		if !st.Terminal() {
-			in = append(in, e.v("unfinished_"+strings.ToLower(string(st)), str(string(st))))
-		}
-	}
-	return e.n(attrExec) + " IN (" + strings.Join(in, ", ") + ")"
 }
 
 func limiterItem(pk string, st limiter.State) map[string]types.AttributeValue {

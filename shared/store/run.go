@@ -977,3 +977,15 @@ func (s *Store) MarkRunStarted(ctx context.Context, id string) (bool, error) {
 	s.report("mark_run_started", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity)) // the live entry
 	return true, nil
 }
+
+// unfinishedRun is a condition that a run item is there and its execution
+// state is not a terminal one.
+func unfinishedRun(e *expr) string {
+	var in []string
+	for _, st := range statemodel.AllRunStates() {
+		if !st.Terminal() {
+			in = append(in, e.v("unfinished_"+strings.ToLower(string(st)), str(string(st))))
+		}
+	}
+	return e.n(attrExec) + " IN (" + strings.Join(in, ", ") + ")"
+}

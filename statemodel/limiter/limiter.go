@@ -11,6 +11,7 @@ package limiter
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -240,4 +241,35 @@ func (s State) admit(r Rate, now time.Time) State {
 func (s State) clone() State {
 	s.Admits = append([]time.Time(nil), s.Admits...)
 	return s
+}
+
+// Span is a half-open interval in which a run (or a task attempt) held
+// room in a limiter: from its admission, as its first dispatch shows it,
+// to its end.
+type Span struct{ From, To time.Time }
+
+// MostBeyond answers the most spans open at one instant beyond limit (an
+// end before a start at the same instant): what exactness forbids. Tests
+// and benchmarks judge a limiter from the runs' stored times with it.
+func MostBeyond(spans []Span, limit int) int {
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	es := make([]edge, 0, 2*len(spans))
+	for _, sp := range spans {
+		es = append(es, edge{sp.From, 1}, edge{sp.To, -1})
+	}
+	slices.SortFunc(es, func(x, y edge) int {
+		if c := x.at.Compare(y.at); c != 0 {
+			return c
+		}
+		return x.d - y.d
+	})
+	n, worst := 0, 0
+	for _, e := range es {
+		n += e.d
+		worst = max(worst, n-limit)
+	}
+	return worst
 }

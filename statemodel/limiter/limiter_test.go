@@ -88,3 +88,24 @@ func TestPlaceOrderIsSortKeyOrder(t *testing.T) {
 		}
 	}
 }
+
+func TestMostBeyondCountsOverlapsNotTouches(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	cases := []struct {
+		name  string
+		spans []Span
+		limit int
+		want  int
+	}{
+		{"one after another, touching", []Span{{at(0), at(2)}, {at(2), at(4)}}, 1, 0},
+		{"two overlapping over a limit of 1", []Span{{at(0), at(3)}, {at(2), at(4)}}, 1, 1},
+		{"three at once over a limit of 1", []Span{{at(0), at(9)}, {at(1), at(8)}, {at(2), at(7)}, {at(8), at(9)}}, 1, 2},
+		{"within the limit", []Span{{at(0), at(9)}, {at(1), at(8)}}, 2, 0},
+		{"none", nil, 1, 0},
+	}
+	for _, c := range cases {
+		if got := MostBeyond(c.spans, c.limit); got != c.want {
+			t.Errorf("%s: %d beyond, want %d", c.name, got, c.want)
+		}
+	}
+}
