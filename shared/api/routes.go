@@ -196,6 +196,9 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
 	page := protocol.RunPage{Runs: make([]protocol.Run, len(runs)), NextToken: next}
 	for i, run := range runs {
 		page.Runs[i] = renderRun(run)
+		if page.Runs[i].Admission, err = h.svc.ListAdmission(r.Context(), run); err != nil {
+			return err
+		}
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil

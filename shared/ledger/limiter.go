@@ -41,6 +41,16 @@ type Limiters interface {
 type Waiting struct {
 	limiter.Place
 	Paused bool
+	// MarkRun: the holder is a run whose item keeps its admission
+	// (Entry.MarkRun): the hand-off that admits it marks it.
+	MarkRun bool
+}
+
+// RunMark is a run's admission as its run item keeps it: At is when the
+// write's limiter admitted it, zero when it waits there.
+type RunMark struct {
+	RunID string
+	At    time.Time
 }
 
 // Admitted is a run active in a limiter.
@@ -71,6 +81,11 @@ type LimiterWrite struct {
 	// entry of a run that may be cancelled meanwhile: a run that ended
 	// before its entry would hold its room with nobody to give it back).
 	LiveRun string
+	// Mark records on the run item where the write leaves the run
+	// (Run.AdmittedAt and AdmittedIn): set when it admits the run, cleared
+	// when it enters it waiting. The run item must be there (and, when
+	// LiveRun names the same run, not ended: one write of the run item).
+	Mark *RunMark
 	// Also are other runs' item changes made in the same write, under the
 	// same conditions (the entries or leaves a turn's holder writes with
 	// its own); their Name, Expected, State and Also are not used. Each
@@ -124,6 +139,10 @@ type Entry struct {
 	// An operator's retry enters an ended run before it reopens it, so it
 	// leaves Live false.
 	Live bool
+	// MarkRun: the holder is a run (not a task instance), and the write
+	// that admits it, or leaves it waiting, says so on its run item
+	// (LimiterWrite.Mark), so its admission outlives its room.
+	MarkRun bool
 }
 
 // ErrRunEnded: a Live entry found its run ended (or gone); nothing was
@@ -171,8 +190,9 @@ func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Ente
 // maxJoined bounds the work a turn's holder writes with its own: one
 // DynamoDB transaction takes at most 100 items, and an entry touches at
 // most four (its admitted or waiting item, the other's absence, its run),
-// a leave one and a head it admits two (admitHeads takes one more than
-// maxJoined), each write the limiter item besides.
+// a leave one and a head it admits three (its waiting and admitted items,
+// its run; admitHeads takes one more than maxJoined), each write the
+// limiter item besides: 24 leaves and 24 heads are 97.
 const maxJoined = 23
 
 // enterTogether enters ws's runs (the holder's first) in one write when
@@ -243,11 +263,17 @@ func decideEntry(st limiter.State, e Entry, now time.Time) (LimiterWrite, limite
 	if e.Live {
 		w.LiveRun = e.Place.RunID
 	}
+	if e.MarkRun {
+		w.Mark = &RunMark{RunID: e.Place.RunID}
+	}
 	if admitted {
 		w.PutAdmitted = &Admitted{RunID: e.Place.RunID, AdmittedAt: now}
 		w.AbsentWaiting = &e.Place
+		if w.Mark != nil {
+			w.Mark.At = now
+		}
 	} else {
-		w.PutWaiting = &Waiting{Place: e.Place}
+		w.PutWaiting = &Waiting{Place: e.Place, MarkRun: e.MarkRun}
 		w.AbsentAdmitted = e.Place.RunID
 	}
 	return w, n, Entered{Admitted: admitted, AdmittedAt: w.admittedAt(), Reason: why}, nil
@@ -517,7 +543,11 @@ func admitHeads(ctx context.Context, s Limiters, name string, st limiter.State, 
 		}
 		n = next
 		a := Admitted{RunID: h.RunID, AdmittedAt: now}
-		writes = append(writes, LimiterWrite{DeleteWaiting: &h.Place, PutAdmitted: &a})
+		lw := LimiterWrite{DeleteWaiting: &h.Place, PutAdmitted: &a}
+		if h.MarkRun {
+			lw.Mark = &RunMark{RunID: h.RunID, At: now}
+		}
+		writes = append(writes, lw)
 		got = append(got, a)
 	}
 	return writes, got, n, nil

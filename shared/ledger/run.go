@@ -65,6 +65,14 @@ type Run struct {
 	// Priority is the run's place in its limiters' queues: 1 first .. 5
 	// last; 0 for a run stored before runs kept it (its job's then).
 	Priority int
+	// AdmittedAt and AdmittedIn are the run's last admission into a
+	// limiter: when, and which (a job with limits only). They are written
+	// by the limiter write that admits the run (LimiterWrite.Mark), cleared
+	// by an entry that leaves it waiting, and kept once the run ends and
+	// gives its room back, so an ended run still answers when it held its
+	// room. Zero for a run never admitted, or stored before runs kept it.
+	AdmittedAt time.Time
+	AdmittedIn string
 }
 
 // NewTask is one task of a new run.

@@ -296,7 +296,7 @@ func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, plac
 		// treats it as waiting, so they are not dispatched twice.
 		return false, s.repairLimiter(ctx, st.name, st.rate)
 	}
-	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place, Live: how.live}, s.now())
+	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place, Live: how.live, MarkRun: true}, s.now())
 	switch {
 	case errors.Is(err, ledger.ErrLimitQueueFull):
 		// Created past checkAdmissible's look by a racing trigger: it
@@ -459,14 +459,27 @@ const placeCounted = 1000
 // answer: nil for a job without limits. A run waiting in one of its
 // limiters answers that limiter, why and its place there. A run admitted
 // in every one answers its first limiter and the later admission's time.
-// A run found in neither the queue nor the admitted items of its first
-// limiter is admitted (admitted_at unknown: it ended and gave its room
-// back) once a task of it was dispatched, else it is not entered yet (nil)
-// or ended waiting (nil: never admitted).
+// Its run item keeps that admission (Run.AdmittedIn, AdmittedAt), so an
+// ended run, and one admitted in its last limiter, answers without a
+// limiter read: an ended run admitted answers when it was, one that ended
+// waiting answers nil (never admitted).
 func (s *Service) Admission(ctx context.Context, view ledger.RunView) (*protocol.Admission, error) {
+	return s.admission(ctx, view, true)
+}
+
+// ListAdmission is Admission for a page of runs: a waiting run's answer
+// names no place (counting it reads up to placeCounted queue items).
+func (s *Service) ListAdmission(ctx context.Context, run ledger.Run) (*protocol.Admission, error) {
+	return s.admission(ctx, ledger.RunView{Run: run}, false)
+}
+
+func (s *Service) admission(ctx context.Context, view ledger.RunView, counted bool) (*protocol.Admission, error) {
 	j, stages := runStages(view.Run)
 	if len(stages) == 0 {
 		return nil, nil
+	}
+	if a, ok := storedAdmission(view, stages); ok {
+		return a, nil
 	}
 	place := runPlace(j, view.Run)
 	var admittedAt time.Time
@@ -484,11 +497,11 @@ func (s *Service) Admission(ctx context.Context, view ledger.RunView) (*protocol
 		}
 		if at.Reason != "" {
 			a := &protocol.Admission{State: protocol.AdmissionWaiting, Reason: st.reason(at.Reason), Limiter: st.name}
-			if known {
-				// The answer of the request that entered the run names
-				// no place: counting it reads the queue, up to
-				// placeCounted items, on every trigger that waits. The
-				// run's own answer counts it.
+			if known || !counted {
+				// The answer of the request that entered the run, and a
+				// page of runs, name no place: counting it reads the
+				// queue, up to placeCounted items, for every run that
+				// waits. The run's own answer counts it.
 				return a, nil
 			}
 			var err error
@@ -500,14 +513,34 @@ func (s *Service) Admission(ctx context.Context, view ledger.RunView) (*protocol
 			// under way.
 			return &protocol.Admission{State: protocol.AdmissionWaiting, Reason: st.reason(""), Limiter: st.name}, nil
 		}
-		for _, t := range view.Tasks {
-			if t.Instance.Snapshot.Attempt > 0 {
-				return &protocol.Admission{State: protocol.AdmissionAdmitted, Limiter: st.name}, nil
-			}
-		}
+		// In neither: not entered yet (nil), or it ended (or moved on)
+		// since its run item was read.
 		return nil, nil
 	}
 	return &protocol.Admission{State: protocol.AdmissionAdmitted, Limiter: stages[0].name, AdmittedAt: admittedAt}, nil
+}
+
+// storedAdmission is the admission a run item answers alone: admitted,
+// when the run was admitted in its last limiter (a later entry that left
+// it waiting clears the mark); for an ended run, nil too when it never
+// was. A run stored before runs kept their admission and ended answers
+// admitted with no time once a task of it was dispatched.
+func storedAdmission(view ledger.RunView, stages []stage) (*protocol.Admission, bool) {
+	run := view.Run
+	if run.AdmittedIn == stages[len(stages)-1].name && !run.AdmittedAt.IsZero() {
+		return &protocol.Admission{State: protocol.AdmissionAdmitted, Limiter: stages[0].name, AdmittedAt: run.AdmittedAt}, true
+	}
+	if !run.ExecutionState.Terminal() {
+		return nil, false
+	}
+	if run.AdmittedIn == "" {
+		for _, t := range view.Tasks {
+			if t.Instance.Snapshot.Attempt > 0 {
+				return &protocol.Admission{State: protocol.AdmissionAdmitted, Limiter: stages[0].name}, true
+			}
+		}
+	}
+	return nil, true
 }
 
 // queuePlace is a waiting run's place in its limiter's queue (1: next),

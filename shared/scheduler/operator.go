@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
@@ -73,31 +74,63 @@ func (s *Service) CancelTask(ctx context.Context, key ledger.InstanceKey, reason
 // so that nothing downstream becomes UPSTREAM_FAILED and the run ends
 // CANCELLED.
 func (s *Service) CancelRun(ctx context.Context, runID, reason string) error {
-	return s.eachTask(ctx, runID, func(t ledger.TaskView) (statemodel.Event, bool) {
+	return s.eachTask(ctx, runID, nil, func(t ledger.TaskView) (statemodel.Event, bool) {
 		st := t.Instance.Snapshot.State
 		return statemodel.Event{Type: statemodel.EvCancelRequested, Reason: reason},
 			!st.Terminal() && st != statemodel.StateCancelling
 	})
 }
 
-// PauseRun holds every waiting task (CREATED, SCHEDULED, UP_FOR_RETRY).
+// PauseRun holds every waiting task (CREATED, SCHEDULED, UP_FOR_RETRY). A
+// run waiting in a limiter keeps its place there and is passed over until
+// resumed: its waiting item is marked paused before its tasks, so no
+// hand-off admits it in between to hold the room while it runs nothing.
 func (s *Service) PauseRun(ctx context.Context, runID, reason string) error {
-	return s.eachTask(ctx, runID, func(t ledger.TaskView) (statemodel.Event, bool) {
+	hold := func(v ledger.RunView) error { return s.pauseInLimiters(ctx, v, true) }
+	return s.eachTask(ctx, runID, hold, func(t ledger.TaskView) (statemodel.Event, bool) {
 		_, ok := statemodel.Lookup(t.Instance.Snapshot.State, statemodel.EvPause)
 		return statemodel.Event{Type: statemodel.EvPause, Reason: reason}, ok
 	})
 }
 
-// ResumeRun returns every PAUSED task to where it was.
+// ResumeRun returns every PAUSED task to where it was. A run paused while
+// waiting in a limiter takes its place in the queue again first; the
+// run's advance after the tasks' resume admits it when there is room.
 func (s *Service) ResumeRun(ctx context.Context, runID, reason string) error {
-	return s.eachTask(ctx, runID, func(t ledger.TaskView) (statemodel.Event, bool) {
+	release := func(v ledger.RunView) error { return s.pauseInLimiters(ctx, v, false) }
+	return s.eachTask(ctx, runID, release, func(t ledger.TaskView) (statemodel.Event, bool) {
 		return statemodel.Event{Type: statemodel.EvResume, Reason: reason}, t.Instance.Snapshot.State == statemodel.StatePaused
 	})
 }
 
+// pauseInLimiters marks an unfinished run that waits in one of its
+// limiters paused there (passed over by every hand-off, keeping its
+// place) or resumed. A run admitted in its last limiter waits nowhere.
+func (s *Service) pauseInLimiters(ctx context.Context, view ledger.RunView, paused bool) error {
+	run := view.Run
+	j, stages := runStages(run)
+	if len(stages) == 0 || run.ExecutionState.Terminal() || run.AdmittedIn == stages[len(stages)-1].name {
+		return nil
+	}
+	if !slices.ContainsFunc(view.Tasks, func(t ledger.TaskView) bool {
+		st := t.Instance.Snapshot.State
+		return st == statemodel.StateCreated || st == statemodel.StatePaused
+	}) {
+		return nil // nothing of it waits for an admission
+	}
+	place := runPlace(j, run)
+	for _, st := range stages {
+		if _, err := ledger.PauseWaiting(ctx, s.store, st.name, place, paused); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // eachTask applies the chosen operator event to every task it picks; the
-// run must exist and at least one task must be picked.
-func (s *Service) eachTask(ctx context.Context, runID string, pick func(ledger.TaskView) (statemodel.Event, bool)) error {
+// run must exist and at least one task must be picked. first, when not
+// nil, runs on the run as read before any task is written.
+func (s *Service) eachTask(ctx context.Context, runID string, first func(ledger.RunView) error, pick func(ledger.TaskView) (statemodel.Event, bool)) error {
 	view, err := s.store.ReadRun(ctx, runID)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return fmt.Errorf("run %s: %w", runID, ErrNotFound)
@@ -106,20 +139,29 @@ func (s *Service) eachTask(ctx context.Context, runID string, pick func(ledger.T
 		return err
 	}
 	picked := 0
+	for _, t := range view.Tasks {
+		if _, ok := pick(t); ok {
+			picked++
+		}
+	}
+	if picked == 0 {
+		return fmt.Errorf("%w: no task of run %s can take this action", statemodel.ErrIllegalTransition, runID)
+	}
+	if first != nil {
+		if err := first(view); err != nil {
+			return err
+		}
+	}
 	var errs []error
 	for _, t := range view.Tasks {
 		ev, ok := pick(t)
 		if !ok {
 			continue
 		}
-		picked++
 		// The run is stored once, after every task is written.
 		if _, err := s.applyOperator(ctx, t.Instance.Key, ev); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) {
 			errs = append(errs, err)
 		}
-	}
-	if picked == 0 {
-		return fmt.Errorf("%w: no task of run %s can take this action", statemodel.ErrIllegalTransition, runID)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err

@@ -29,6 +29,8 @@ const (
 	attrAdmits      = "admits"
 	attrPriority    = "priority"
 	attrAdmittedAt  = "admitted_at"
+	attrAdmittedIn  = "admitted_in"
+	attrMarkRun     = "mark_run"
 	kindLimiter     = "LIMITER"
 	kindLimWaiting  = "LIMITER_WAIT"
 	kindLimAdmitted = "LIMITER_ADMIT"
@@ -74,7 +76,7 @@ func (s *Store) ListWaiting(ctx context.Context, name string, limit int) ([]ledg
 		if err != nil && r.err == nil {
 			r.err = fmt.Errorf("%w: %v", ledger.ErrCorruptItem, err)
 		}
-		out = append(out, ledger.Waiting{Place: p, Paused: r.bool(attrPaused)})
+		out = append(out, ledger.Waiting{Place: p, Paused: r.bool(attrPaused), MarkRun: r.bool(attrMarkRun)})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list waiting of limiter %s: %w", name, err)
@@ -151,7 +153,7 @@ func (s *Store) FindRun(ctx context.Context, name string, p limiter.Place) (*led
 		return nil, nil, fmt.Errorf("find run %s in limiter %s: %w", p.RunID, name, err)
 	}
 	if r != nil {
-		w = &ledger.Waiting{Place: p, Paused: r.bool(attrPaused)}
+		w = &ledger.Waiting{Place: p, Paused: r.bool(attrPaused), MarkRun: r.bool(attrMarkRun)}
 	}
 	return a, w, nil
 }
@@ -201,6 +203,7 @@ func (s *Store) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) error {
 			it := item{
 				tableschema.PK: str(pk), tableschema.SK: str(prefixLimWait + p.SortKey()), attrKind: str(kindLimWaiting),
 				attrRun: str(p.RunID), attrPriority: num(int64(p.Priority)), attrCreatedAt: tm(p.CreatedAt), attrPaused: optBool(p.Paused),
+				attrMarkRun: optBool(p.MarkRun),
 			}.present()
 			cond := notExists
 			if c.Replace {
@@ -227,9 +230,18 @@ func (s *Store) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) error {
 			add(types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimAdmit+id),
 				ConditionExpression: notExists, ExpressionAttributeNames: names}}, 0)
 		}
-		if id := c.LiveRun; id != "" {
-			live[len(actions)] = id
-			add(liveRunCheck(s.table, id), 0)
+		if c.Mark != nil && c.LiveRun != "" && c.Mark.RunID != c.LiveRun {
+			return op(fmt.Errorf("%w: a write marks run %s and checks run %s", ledger.ErrInvalidInput, c.Mark.RunID, c.LiveRun))
+		}
+		switch {
+		case c.Mark != nil:
+			if c.LiveRun != "" {
+				live[len(actions)] = c.LiveRun
+			}
+			add(runMark(s.table, w.Name, *c.Mark, c.LiveRun != ""), runMarkSize)
+		case c.LiveRun != "":
+			live[len(actions)] = c.LiveRun
+			add(liveRunCheck(s.table, c.LiveRun), runMarkSize)
 		}
 	}
 	err := s.transact(ctx, "write_limiter", actions, sizes, nil)
@@ -249,6 +261,30 @@ func (s *Store) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) error {
 		return op(translate(err))
 	}
 	return nil
+}
+
+// runMarkSize is the size a limiter write's action on a run item is
+// counted at: a run item of a job with limits and small params (about
+// 500 bytes), under the 1 KB a write unit covers. Its real size is not
+// known to the write; a run with params beyond that costs more.
+const runMarkSize = 1024
+
+// runMark is a transaction's update of run m.RunID's admission in limiter
+// name (ledger.RunMark), on the condition that the run is there and, when
+// live, not ended.
+func runMark(table, name string, m ledger.RunMark, live bool) types.TransactWriteItem {
+	e := newExpr()
+	cond := "attribute_exists(" + e.n(tableschema.PK) + ")"
+	if live {
+		cond += " AND " + unfinishedRun(e)
+	}
+	upd := item{attrAdmittedAt: nil, attrAdmittedIn: nil}
+	if !m.At.IsZero() {
+		upd = item{attrAdmittedAt: tm(m.At), attrAdmittedIn: str(name)}
+	}
+	return types.TransactWriteItem{Update: &types.Update{TableName: aws.String(table), Key: keyOf(runPK(m.RunID), skRun),
+		UpdateExpression: aws.String(e.update(upd)), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap()}}
 }
 
 // liveRunCheck is a transaction's condition that run id is there and not

@@ -23,6 +23,7 @@ var limiterCases = []Case{
 	{"limiter raised limit admits the queue", testLimiterRaise},
 	{"limiter live entry lands only while its run is unfinished", testLimiterLiveEntry},
 	{"limiter write carries other runs' items together, all or none", testLimiterWriteTogether},
+	{"limiter marks a run's admission on its run item, and it outlives the room", testLimiterMarksRun},
 }
 
 func place(i int, prio int) limiter.Place {
@@ -352,5 +353,68 @@ func testLimiterWriteTogether(t *testing.T, h *Harness) {
 	}
 	if after := exact(t, h, name); after.Version != st.Version || after.Active != 3 {
 		t.Fatalf("a refused write changed the limiter: %+v", after)
+	}
+}
+
+// testLimiterMarksRun: a marked entry that waits clears its run's
+// admission, the hand-off that admits it sets it (when and where) in the
+// same write, and the run keeps it once it has left; a mark of a run that
+// is not there refuses the whole write.
+func testLimiterMarksRun(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	const name = "marked/"
+	first := h.MustCreate(t, NewRun("marked", "a"))
+	second := h.MustCreate(t, NewRun("marked", "b"))
+	entry := func(v ledger.RunView) ledger.Entered {
+		t.Helper()
+		p := limiter.Place{Priority: 3, CreatedAt: v.Run.CreatedAt, RunID: v.Run.ID}
+		e, err := ledger.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: 1, Place: p, Live: true, MarkRun: true}, h.Clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	stored := func(id string) ledger.Run {
+		t.Helper()
+		r, err := h.Store.GetRun(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	at := h.Clock.Now()
+	if e := entry(first); !e.Admitted {
+		t.Fatalf("first entry waits: %+v", e)
+	}
+	if r := stored(first.Run.ID); !r.AdmittedAt.Equal(at) || r.AdmittedIn != name {
+		t.Fatalf("first run's mark %s in %q; want %s in %s", r.AdmittedAt, r.AdmittedIn, at, name)
+	}
+	if e := entry(second); e.Admitted {
+		t.Fatalf("second entry admitted beyond the limit: %+v", e)
+	}
+	if r := stored(second.Run.ID); !r.AdmittedAt.IsZero() || r.AdmittedIn != "" {
+		t.Fatalf("waiting run marked admitted: %s in %q", r.AdmittedAt, r.AdmittedIn)
+	}
+	h.Clock.Advance(time.Minute)
+	left, got, err := ledger.LeaveAndAdmitNext(ctx, h.Store, name, first.Run.ID, limiter.Rate{}, h.Clock.Now())
+	if err != nil || !left || len(got) != 1 || got[0].RunID != second.Run.ID {
+		t.Fatalf("leave and hand-off: %v %+v %v", left, got, err)
+	}
+	if r := stored(second.Run.ID); !r.AdmittedAt.Equal(h.Clock.Now()) || r.AdmittedIn != name {
+		t.Fatalf("handed-on run's mark %s in %q; want %s", r.AdmittedAt, r.AdmittedIn, h.Clock.Now())
+	}
+	if r := stored(first.Run.ID); !r.AdmittedAt.Equal(at) {
+		t.Fatalf("the run that left lost its mark: %s", r.AdmittedAt)
+	}
+	before := exact(t, h, name)
+	ghost := RunID()
+	err = h.Store.WriteLimiter(ctx, ledger.LimiterWrite{Name: name, Expected: before.Version, State: before.Touch(),
+		PutWaiting: &ledger.Waiting{Place: limiter.Place{Priority: 3, CreatedAt: T0, RunID: ghost}, MarkRun: true},
+		Mark:       &ledger.RunMark{RunID: ghost}})
+	if !errors.Is(err, ledger.ErrVersionConflict) {
+		t.Fatalf("a mark of a run that is not there: %v; want a refused write", err)
+	}
+	if after := exact(t, h, name); after.Version != before.Version {
+		t.Fatalf("the refused write changed the limiter: %+v, was %+v", after, before)
 	}
 }

@@ -133,8 +133,16 @@ func (s *Store) WriteLimiter(_ context.Context, w ledger.LimiterWrite) error {
 			}
 		}
 		if id := c.LiveRun; id != "" {
+			if c.Mark != nil && c.Mark.RunID != id {
+				return fmt.Errorf("write limiter %s: a write marks run %s and checks run %s: %w", w.Name, c.Mark.RunID, id, ledger.ErrInvalidInput)
+			}
 			if run, ok := s.runs[id]; !ok || run.ExecutionState.Terminal() {
 				return fmt.Errorf("write limiter %s: run %s: %w", w.Name, id, ledger.ErrConflict)
+			}
+		}
+		if m := c.Mark; m != nil {
+			if _, ok := s.runs[m.RunID]; !ok {
+				return conflict
 			}
 		}
 	}
@@ -152,6 +160,14 @@ func (s *Store) WriteLimiter(_ context.Context, w ledger.LimiterWrite) error {
 		}
 		if a := c.PutAdmitted; a != nil {
 			l.admitted[a.RunID] = *a
+		}
+		if m := c.Mark; m != nil {
+			run := s.runs[m.RunID]
+			run.AdmittedAt, run.AdmittedIn = m.At, ""
+			if !m.At.IsZero() {
+				run.AdmittedIn = w.Name
+			}
+			s.runs[m.RunID] = run
 		}
 	}
 	return nil
@@ -185,8 +201,11 @@ func limiterWriteRepeats(all []ledger.LimiterWrite) bool {
 				note("a" + id)
 			}
 		}
-		if c.LiveRun != "" {
+		switch {
+		case c.LiveRun != "":
 			note("r" + c.LiveRun)
+		case c.Mark != nil:
+			note("r" + c.Mark.RunID)
 		}
 	}
 	return twice
