@@ -1,0 +1,75 @@
+package shape
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// A small module with one of each thing the figures count: the measure
+// finds each, and leaves out what is not one.
+func TestMeasureCountsEachFigure(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, src string) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("shared/scheduler/a.go", `package scheduler
+import ("errors"; "sync"; "example/jobspec")
+var ErrGone = errors.New("gone")
+var table = map[string]int{"a": 1}
+var counts = map[string]int{}
+var mu sync.Mutex
+type Service struct{}
+func (s *Service) One() { _ = table["a"]; counts["x"]++; two(); _ = jobspec.Load(nil) }
+func (s *Service) Two() {}
+func (s *Service) Three() {}
+`)
+	write("shared/scheduler/b.go", `package scheduler
+func two() { var s Service; s.One() }
+func loop(st store) {
+	for try := range maxRetries { v := st.GetX(); st.WriteX(v) }
+	for try := 0; try < maxRetries; try++ { st.WriteX(1) }
+	for i := range 3 { v := st.GetX(); st.WriteX(v) }
+}
+`)
+	write("shared/scheduler/c.go", `package scheduler
+func leaf() {}
+`)
+	write("shared/scheduler/a_test.go", `package scheduler
+var testOnly = 1
+func init() { testOnly++ }
+`)
+	write("statemodel/t.go", `package statemodel
+var index = map[string]int{}
+func init() { index["a"] = 1 }
+`)
+	f, err := Measure(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.LargestType != "shared/scheduler.Service" || f.LargestMethods != 3 {
+		t.Errorf("largest type %s with %d methods, want shared/scheduler.Service with 3", f.LargestType, f.LargestMethods)
+	}
+	// a.go -> b.go (two) and b.go -> a.go (Service, One): a cycle; c.go
+	// is named by nobody.
+	if f.TangledPackage != "shared/scheduler" || f.FileArrows != 2 || f.BackArrows != 2 {
+		t.Errorf("tangle %s: %d arrows, %d on a cycle; want 2 and 2", f.TangledPackage, f.FileArrows, f.BackArrows)
+	}
+	if want := []string{"shared/scheduler.counts", "shared/scheduler.mu"}; !slices.Equal(f.MutableVars, want) {
+		t.Errorf("mutable variables %v, want %v", f.MutableVars, want)
+	}
+	if want := []string{"shared/scheduler/b.go:loop"}; !slices.Equal(f.UpdateLoops, want) {
+		t.Errorf("read-decide-write loops %v, want %v (the bounded loop that reads and writes)", f.UpdateLoops, want)
+	}
+	if want := []string{"shared/scheduler/a.go:8"}; !slices.Equal(f.SchedulerJobspecLoads, want) {
+		t.Errorf("jobspec.Load calls %v, want %v", f.SchedulerJobspecLoads, want)
+	}
+}
