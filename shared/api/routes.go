@@ -193,12 +193,14 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	adms, err := h.svc.ListAdmissions(r.Context(), runs)
+	if err != nil {
+		return err
+	}
 	page := protocol.RunPage{Runs: make([]protocol.Run, len(runs)), NextToken: next}
 	for i, run := range runs {
 		page.Runs[i] = renderRun(run)
-		if page.Runs[i].Admission, err = h.svc.ListAdmission(r.Context(), run); err != nil {
-			return err
-		}
+		page.Runs[i].Admission = adms[i]
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil

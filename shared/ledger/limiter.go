@@ -47,7 +47,9 @@ type Waiting struct {
 }
 
 // RunMark is a run's admission as its run item keeps it: At is when the
-// write's limiter admitted it, zero when it waits there.
+// write's limiter admitted it (Run.AdmittedAt and AdmittedIn, WaitingIn
+// cleared), zero when it waits there (Run.WaitingIn; its last admission
+// kept).
 type RunMark struct {
 	RunID string
 	At    time.Time
@@ -82,9 +84,9 @@ type LimiterWrite struct {
 	// before its entry would hold its room with nobody to give it back).
 	LiveRun string
 	// Mark records on the run item where the write leaves the run
-	// (Run.AdmittedAt and AdmittedIn): set when it admits the run, cleared
-	// when it enters it waiting. The run item must be there (and, when
-	// LiveRun names the same run, not ended: one write of the run item).
+	// (Run.AdmittedAt, AdmittedIn and WaitingIn). The run item must be
+	// there (and, when LiveRun names the same run, not ended: one write of
+	// the run item).
 	Mark *RunMark
 	// Also are other runs' item changes made in the same write, under the
 	// same conditions (the entries or leaves a turn's holder writes with

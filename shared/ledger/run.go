@@ -66,13 +66,15 @@ type Run struct {
 	// last; 0 for a run stored before runs kept it (its job's then).
 	Priority int
 	// AdmittedAt and AdmittedIn are the run's last admission into a
-	// limiter: when, and which (a job with limits only). They are written
-	// by the limiter write that admits the run (LimiterWrite.Mark), cleared
-	// by an entry that leaves it waiting, and kept once the run ends and
-	// gives its room back, so an ended run still answers when it held its
-	// room. Zero for a run never admitted, or stored before runs kept it.
+	// limiter: when, and which (a job with limits only); WaitingIn is the
+	// limiter it waits in since (none once admitted there). The limiter
+	// write that admits the run, or leaves it waiting, writes them
+	// (LimiterWrite.Mark), and they are kept once the run ends and gives
+	// its room back, so an ended run still answers when it held its room.
+	// Zero for a run never entered, or stored before runs kept them.
 	AdmittedAt time.Time
 	AdmittedIn string
+	WaitingIn  string
 }
 
 // NewTask is one task of a new run.

@@ -459,18 +459,83 @@ const placeCounted = 1000
 // answer: nil for a job without limits. A run waiting in one of its
 // limiters answers that limiter, why and its place there. A run admitted
 // in every one answers its first limiter and the later admission's time.
-// Its run item keeps that admission (Run.AdmittedIn, AdmittedAt), so an
-// ended run, and one admitted in its last limiter, answers without a
-// limiter read: an ended run admitted answers when it was, one that ended
-// waiting answers nil (never admitted).
+// Its run item keeps that admission (Run.AdmittedIn, AdmittedAt,
+// WaitingIn), so an ended run, and one admitted in its last limiter,
+// answers without a limiter read: an ended run admitted answers when it
+// was, one that ended waiting answers nil (never admitted).
 func (s *Service) Admission(ctx context.Context, view ledger.RunView) (*protocol.Admission, error) {
 	return s.admission(ctx, view, true)
 }
 
-// ListAdmission is Admission for a page of runs: a waiting run's answer
-// names no place (counting it reads up to placeCounted queue items).
-func (s *Service) ListAdmission(ctx context.Context, run ledger.Run) (*protocol.Admission, error) {
-	return s.admission(ctx, ledger.RunView{Run: run}, false)
+// ListAdmissions is Admission for a page of runs, from the run items: a
+// run not admitted in its last limiter waits where its item says (or in
+// the limiter after the last that admitted it, its entry there under
+// way), and its answer names no place (counting it reads up to
+// placeCounted queue items). Only a reason the stage leaves open (a
+// limiter holding both a limit and a rate) reads the limiter, once a page;
+// a running run stored before runs kept their admission reads its
+// limiters as Admission does.
+func (s *Service) ListAdmissions(ctx context.Context, runs []ledger.Run) ([]*protocol.Admission, error) {
+	out := make([]*protocol.Admission, len(runs))
+	states := map[string]limiter.State{}
+	for i, run := range runs {
+		var err error
+		if out[i], err = s.listAdmission(ctx, run, states); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (s *Service) listAdmission(ctx context.Context, run ledger.Run, states map[string]limiter.State) (*protocol.Admission, error) {
+	_, stages := runStages(run)
+	if len(stages) == 0 {
+		return nil, nil
+	}
+	if a, ok := storedAdmission(ledger.RunView{Run: run}, stages); ok {
+		return a, nil
+	}
+	if run.AdmittedIn == "" && run.WaitingIn == "" && run.ExecutionState != statemodel.RunQueued {
+		return s.admission(ctx, ledger.RunView{Run: run}, false)
+	}
+	st := waitingStage(run, stages)
+	why := ""
+	if st.rate.On() && st.limit > 0 {
+		lim, ok := states[st.name]
+		if !ok {
+			var err error
+			if lim, err = s.store.GetLimiter(ctx, st.name); err != nil {
+				return nil, err
+			}
+			states[st.name] = lim
+		}
+		why = limiter.ReasonConcurrency
+		if lim.Active < lim.Limit {
+			why = limiter.ReasonRateLimit
+		}
+	}
+	return &protocol.Admission{State: protocol.AdmissionWaiting, Reason: st.reason(why), Limiter: st.name}, nil
+}
+
+// waitingStage is the stage an unfinished run not admitted in every
+// limiter waits in, by its run item: the one it waits in, else the one
+// after the last that admitted it (its entry under way), else the first.
+func waitingStage(run ledger.Run, stages []stage) stage {
+	for i, st := range stages {
+		if run.WaitingIn == st.name || (run.WaitingIn == "" && run.AdmittedIn == st.name && i+1 < len(stages)) {
+			if run.WaitingIn == st.name {
+				return st
+			}
+			return stages[i+1]
+		}
+	}
+	return stages[0]
+}
+
+// admittedInEvery reports whether a run's item says it is admitted in
+// each of its limiters (its last one admitted it, and it waits nowhere).
+func admittedInEvery(run ledger.Run, stages []stage) bool {
+	return run.WaitingIn == "" && !run.AdmittedAt.IsZero() && run.AdmittedIn == stages[len(stages)-1].name
 }
 
 func (s *Service) admission(ctx context.Context, view ledger.RunView, counted bool) (*protocol.Admission, error) {
@@ -521,19 +586,19 @@ func (s *Service) admission(ctx context.Context, view ledger.RunView, counted bo
 }
 
 // storedAdmission is the admission a run item answers alone: admitted,
-// when the run was admitted in its last limiter (a later entry that left
-// it waiting clears the mark); for an ended run, nil too when it never
-// was. A run stored before runs kept their admission and ended answers
-// admitted with no time once a task of it was dispatched.
+// when the run was admitted in its last limiter and waits nowhere since;
+// for an ended run, nil too when it ended waiting. A run stored before runs
+// kept their admission and ended answers admitted with no time once a task
+// of it was dispatched.
 func storedAdmission(view ledger.RunView, stages []stage) (*protocol.Admission, bool) {
 	run := view.Run
-	if run.AdmittedIn == stages[len(stages)-1].name && !run.AdmittedAt.IsZero() {
+	if admittedInEvery(run, stages) {
 		return &protocol.Admission{State: protocol.AdmissionAdmitted, Limiter: stages[0].name, AdmittedAt: run.AdmittedAt}, true
 	}
 	if !run.ExecutionState.Terminal() {
 		return nil, false
 	}
-	if run.AdmittedIn == "" {
+	if run.AdmittedIn == "" && run.WaitingIn == "" {
 		for _, t := range view.Tasks {
 			if t.Instance.Snapshot.Attempt > 0 {
 				return &protocol.Admission{State: protocol.AdmissionAdmitted, Limiter: stages[0].name}, true

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/statemodel"
@@ -94,8 +95,8 @@ func TestFlowPausedWaitingRunIsPassedOver(t *testing.T) {
 				if !v.Run.ExecutionState.Terminal() || adm == nil || adm.State != protocol.AdmissionAdmitted || adm.AdmittedAt.IsZero() {
 					t.Fatalf("R%d ended %s: admission %+v; want admitted with its time", i, v.Run.ExecutionState, adm)
 				}
-				list, err := f.svc.ListAdmission(ctx, v.Run)
-				if err != nil || list == nil || !list.AdmittedAt.Equal(adm.AdmittedAt) {
+				list, err := f.svc.ListAdmissions(ctx, []ledger.Run{v.Run})
+				if err != nil || list[0] == nil || !list[0].AdmittedAt.Equal(adm.AdmittedAt) {
 					t.Fatalf("R%d in a list: %+v, %v; want %+v", i, list, err, adm)
 				}
 				spans = append(spans, limiter.Span{From: adm.AdmittedAt, To: v.Run.EndedAt})
@@ -139,6 +140,50 @@ func TestFlowEndedRunKeepsItsAdmissionTime(t *testing.T) {
 			adm, err := f.svc.Admission(ctx, ended)
 			if err != nil || adm == nil || adm.State != protocol.AdmissionAdmitted || adm.Limiter != "paced/" || !adm.AdmittedAt.Equal(at) {
 				t.Fatalf("ended run's admission %+v, %v; want admitted in paced/ at %s", adm, err, at)
+			}
+		})
+	}
+}
+
+// A page of runs answers each run's admission from its run item: admitted
+// with its time, or waiting in the limiter after the last that admitted
+// it, with the reason the limiter's counters give when it holds both a
+// limit and a rate, and no place.
+func TestFlowListAdmissions(t *testing.T) {
+	for name, mk := range flowStores {
+		t.Run(name, func(t *testing.T) {
+			f := mk(t)
+			ctx := context.Background()
+			f.createJob(t, `{"name":"both","concurrency":{"limit":1},"rate_limit":{"runs":10,"per":"1m"}}`)
+			f.createJob(t, `{"name":"two","concurrency":{"limit":5},"rate_limit":{"runs":1,"per":"1h","group":"hourly"}}`)
+			var runs []ledger.Run
+			for _, job := range []string{"both", "both", "two", "two"} {
+				runs = append(runs, f.trigger(t, job, time.Time{}).Run)
+				f.clock.Advance(time.Second)
+			}
+			for i := range runs {
+				runs[i] = f.readRun(t, runs[i].ID).Run
+			}
+			got, err := f.svc.ListAdmissions(ctx, runs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []protocol.Admission{
+				{State: protocol.AdmissionAdmitted, Limiter: "both/"},
+				{State: protocol.AdmissionWaiting, Reason: "concurrency", Limiter: "both/"},
+				{State: protocol.AdmissionAdmitted, Limiter: "two/"},
+				// Admitted for concurrency, waiting for the hourly window.
+				{State: protocol.AdmissionWaiting, Reason: "rate_limit", Limiter: "hourly/"},
+			}
+			for i, w := range want {
+				g := got[i]
+				if g == nil || g.State != w.State || g.Reason != w.Reason || g.Limiter != w.Limiter || g.Place != 0 ||
+					(w.State == protocol.AdmissionAdmitted) == g.AdmittedAt.IsZero() {
+					t.Errorf("run %d: %+v, want %+v", i, g, w)
+				}
+				if full, err := f.svc.Admission(ctx, f.readRun(t, runs[i].ID)); err != nil || full.State != w.State || full.Limiter != w.Limiter {
+					t.Errorf("run %d: the run's own answer %+v, %v disagrees with the list's %+v", i, full, err, g)
+				}
 			}
 		})
 	}

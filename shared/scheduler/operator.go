@@ -109,7 +109,7 @@ func (s *Service) ResumeRun(ctx context.Context, runID, reason string) error {
 func (s *Service) pauseInLimiters(ctx context.Context, view ledger.RunView, paused bool) error {
 	run := view.Run
 	j, stages := runStages(run)
-	if len(stages) == 0 || run.ExecutionState.Terminal() || run.AdmittedIn == stages[len(stages)-1].name {
+	if len(stages) == 0 || run.ExecutionState.Terminal() || admittedInEvery(run, stages) {
 		return nil
 	}
 	if !slices.ContainsFunc(view.Tasks, func(t ledger.TaskView) bool {

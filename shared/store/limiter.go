@@ -30,6 +30,7 @@ const (
 	attrPriority    = "priority"
 	attrAdmittedAt  = "admitted_at"
 	attrAdmittedIn  = "admitted_in"
+	attrWaitingIn   = "waiting_in"
 	attrMarkRun     = "mark_run"
 	kindLimiter     = "LIMITER"
 	kindLimWaiting  = "LIMITER_WAIT"
@@ -278,9 +279,9 @@ func runMark(table, name string, m ledger.RunMark, live bool) types.TransactWrit
 	if live {
 		cond += " AND " + unfinishedRun(e)
 	}
-	upd := item{attrAdmittedAt: nil, attrAdmittedIn: nil}
+	upd := item{attrWaitingIn: str(name)}
 	if !m.At.IsZero() {
-		upd = item{attrAdmittedAt: tm(m.At), attrAdmittedIn: str(name)}
+		upd = item{attrAdmittedAt: tm(m.At), attrAdmittedIn: str(name), attrWaitingIn: nil}
 	}
 	return types.TransactWriteItem{Update: &types.Update{TableName: aws.String(table), Key: keyOf(runPK(m.RunID), skRun),
 		UpdateExpression: aws.String(e.update(upd)), ConditionExpression: aws.String(cond),

@@ -260,7 +260,7 @@ func runItem(r ledger.Run) item {
 		attrDepsTimeoutAt: tm(r.DependencyTimeoutAt),
 		attrRunEvent:      eventAttr(r.Event),
 		attrPriority:      optNum(int64(r.Priority)),
-		attrAdmittedAt:    tm(r.AdmittedAt), attrAdmittedIn: optStr(r.AdmittedIn),
+		attrAdmittedAt:    tm(r.AdmittedAt), attrAdmittedIn: optStr(r.AdmittedIn), attrWaitingIn: optStr(r.WaitingIn),
 	}
 	for k, v := range runStateItem(r) {
 		it[k] = v
@@ -314,7 +314,7 @@ func decodeRun(m map[string]types.AttributeValue) (ledger.Run, error) {
 		DependencyTimeoutAt: r.time(attrDepsTimeoutAt),
 		Event:               r.runEvent(),
 		Priority:            int(r.int(attrPriority)),
-		AdmittedAt:          r.time(attrAdmittedAt), AdmittedIn: r.str(attrAdmittedIn),
+		AdmittedAt:          r.time(attrAdmittedAt), AdmittedIn: r.str(attrAdmittedIn), WaitingIn: r.str(attrWaitingIn),
 	}
 	return run, r.err
 }

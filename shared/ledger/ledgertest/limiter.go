@@ -356,9 +356,9 @@ func testLimiterWriteTogether(t *testing.T, h *Harness) {
 	}
 }
 
-// testLimiterMarksRun: a marked entry that waits clears its run's
-// admission, the hand-off that admits it sets it (when and where) in the
-// same write, and the run keeps it once it has left; a mark of a run that
+// testLimiterMarksRun: a marked entry that waits says where on its run
+// item, the hand-off that admits it sets its admission (when and where)
+// in the same write, and the run keeps it once it has left; a mark of a run that
 // is not there refuses the whole write.
 func testLimiterMarksRun(t *testing.T, h *Harness) {
 	ctx := context.Background()
@@ -392,15 +392,15 @@ func testLimiterMarksRun(t *testing.T, h *Harness) {
 	if e := entry(second); e.Admitted {
 		t.Fatalf("second entry admitted beyond the limit: %+v", e)
 	}
-	if r := stored(second.Run.ID); !r.AdmittedAt.IsZero() || r.AdmittedIn != "" {
-		t.Fatalf("waiting run marked admitted: %s in %q", r.AdmittedAt, r.AdmittedIn)
+	if r := stored(second.Run.ID); !r.AdmittedAt.IsZero() || r.AdmittedIn != "" || r.WaitingIn != name {
+		t.Fatalf("waiting run's mark: admitted %s in %q, waiting in %q; want waiting in %s", r.AdmittedAt, r.AdmittedIn, r.WaitingIn, name)
 	}
 	h.Clock.Advance(time.Minute)
 	left, got, err := ledger.LeaveAndAdmitNext(ctx, h.Store, name, first.Run.ID, limiter.Rate{}, h.Clock.Now())
 	if err != nil || !left || len(got) != 1 || got[0].RunID != second.Run.ID {
 		t.Fatalf("leave and hand-off: %v %+v %v", left, got, err)
 	}
-	if r := stored(second.Run.ID); !r.AdmittedAt.Equal(h.Clock.Now()) || r.AdmittedIn != name {
+	if r := stored(second.Run.ID); !r.AdmittedAt.Equal(h.Clock.Now()) || r.AdmittedIn != name || r.WaitingIn != "" {
 		t.Fatalf("handed-on run's mark %s in %q; want %s", r.AdmittedAt, r.AdmittedIn, h.Clock.Now())
 	}
 	if r := stored(first.Run.ID); !r.AdmittedAt.Equal(at) {

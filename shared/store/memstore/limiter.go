@@ -163,9 +163,9 @@ func (s *Store) WriteLimiter(_ context.Context, w ledger.LimiterWrite) error {
 		}
 		if m := c.Mark; m != nil {
 			run := s.runs[m.RunID]
-			run.AdmittedAt, run.AdmittedIn = m.At, ""
+			run.WaitingIn = w.Name
 			if !m.At.IsZero() {
-				run.AdmittedIn = w.Name
+				run.AdmittedAt, run.AdmittedIn, run.WaitingIn = m.At, w.Name, ""
 			}
 			s.runs[m.RunID] = run
 		}
