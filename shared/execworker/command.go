@@ -5,9 +5,9 @@
 //	 "env": {"REGION": "eu"}, "dir": "/srv/etl", "permanent_exit_codes": [2]}
 //
 // Every argument, env value and dir is a Go text/template over Vars (the
-// attempt's envelope), each rendered within MaxFieldBytes. The executable
-// must match the allowlist, and the arguments reach it as they are: never
-// through a shell. The payload's env names must pass the worker's
+// attempt's envelope), each rendered within MaxFieldBytes and all together
+// within MaxRenderedBytes. The executable must match the allowlist, and
+// the arguments reach it as they are: never through a shell. The payload's env names must pass the worker's
 // EnvAllowlist and its dir the DirAllowlist; the process's environment is
 // otherwise only BaseEnv and the names the worker passes (Config.PassEnv),
 // never the worker's whole environment. A payload refused on any of these
@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/fieldtemplate"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/worker"
 )
@@ -147,11 +148,13 @@ func ParsePayload(raw []byte) (Payload, error) {
 	return p, nil
 }
 
-// Render expands every template of p with v.
+// Render expands every template of p with v, all of them within one
+// budget of MaxRenderedBytes.
 func (p Payload) Render(v Vars) (Command, error) {
 	c := Command{PermanentExitCodes: slices.Clone(p.PermanentExitCodes)}
+	b := fieldtemplate.NewBudget(MaxRenderedBytes)
 	for i, a := range p.Command {
-		s, err := render(fmt.Sprintf("command[%d]", i), a, v)
+		s, err := render(b, fmt.Sprintf("command[%d]", i), a, v)
 		if err != nil {
 			return Command{}, err
 		}
@@ -163,13 +166,13 @@ func (p Payload) Render(v Vars) (Command, error) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		s, err := render("env."+k, p.Env[k], v)
+		s, err := render(b, "env."+k, p.Env[k], v)
 		if err != nil {
 			return Command{}, err
 		}
 		c.Env = append(c.Env, k+"="+s)
 	}
-	dir, err := render("dir", p.Dir, v)
+	dir, err := render(b, "dir", p.Dir, v)
 	if err != nil {
 		return Command{}, err
 	}

@@ -374,6 +374,42 @@ func TestRenderBounded(t *testing.T) {
 	}
 }
 
+// A payload's fields share one budget: 1 MiB of output and 100,000 range
+// steps across its arguments, env values and dir, so many fields each
+// under their own cap cannot add up to more.
+func TestRenderPayloadBudget(t *testing.T) {
+	t.Parallel()
+	v, err := execworker.VarsOf(task(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := `{{printf "%0131072d" 1}}` // one field's 128 KiB
+	many := func(n int, text string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = text
+		}
+		return out
+	}
+	for name, c := range map[string]struct {
+		p    execworker.Payload
+		want string
+	}{
+		"nine full arguments": {execworker.Payload{Command: append([]string{"sh"}, many(9, full)...)}, "command[8]: renders over 1 MiB with the fields before it"},
+		// "sh" counts too: the eighth full field passes 1 MiB.
+		"arguments and env": {execworker.Payload{Command: append([]string{"sh"}, many(5, full)...),
+			Env: map[string]string{"A": full, "B": full, "C": full, "D": full}}, "env.C: renders over 1 MiB"},
+		"two loops": {execworker.Payload{Command: []string{"sh", `{{range 60000}}{{end}}`, `{{range 60000}}{{end}}`}}, "command[2]: range loops more than 100000 times"},
+	} {
+		if _, err := c.p.Render(v); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one saying %q", name, err, c.want)
+		}
+	}
+	if _, err := (execworker.Payload{Command: append([]string{"sh"}, many(7, full)...)}).Render(v); err != nil {
+		t.Errorf("seven full arguments (896 KiB): %v", err)
+	}
+}
+
 // syncBuffer is a log destination the output readers write concurrently.
 type syncBuffer struct {
 	mu sync.Mutex

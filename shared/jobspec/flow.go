@@ -1,13 +1,12 @@
 package jobspec
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"text/template"
 	"time"
 
+	"github.com/runledger/runledger/shared/fieldtemplate"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/statemodel/limiter"
 )
@@ -73,34 +72,11 @@ func CheckPriority(field string, p int) error {
 	return nil
 }
 
-// ErrKeyTooLong is the error of a key that renders over 256 bytes.
-var ErrKeyTooLong = fmt.Errorf("renders over %d bytes", limiter.MaxKeyLength)
-
 // RenderKey renders a limiter key template over data (the names worker
-// exec offers, and .Task for a task's key) with missingkey=error and a json
-// function, within limiter.MaxKeyLength bytes.
+// exec offers, and .Task for a task's key) within limiter.MaxKeyLength
+// bytes (fieldtemplate says how it is bounded).
 func RenderKey(text string, data any) (string, error) {
-	t, err := parseKey(text)
-	if err != nil {
-		return "", err
-	}
-	var out bytes.Buffer
-	if err := t.Execute(&out, data); err != nil {
-		return "", err
-	}
-	if out.Len() > limiter.MaxKeyLength {
-		return "", ErrKeyTooLong
-	}
-	return out.String(), nil
-}
-
-func parseKey(text string) (*template.Template, error) {
-	return template.New("key").Option("missingkey=error").Funcs(template.FuncMap{
-		"json": func(v any) (string, error) {
-			b, err := json.Marshal(v)
-			return string(b), err
-		},
-	}).Parse(text)
+	return fieldtemplate.Render("key", text, data, limiter.MaxKeyLength)
 }
 
 var (
@@ -178,7 +154,7 @@ func (d *decoder) keyAndGroup(m map[string]json.RawMessage, field string) (key, 
 		f := join(field, "key")
 		key = d.str(v, f)
 		if d.err == nil {
-			if _, err := parseKey(key); err != nil {
+			if err := fieldtemplate.Check("key", key); err != nil {
 				d.fail(fieldError(f, "is not a template: %s", templateError(err)))
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/fieldtemplate"
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/protocol"
 )
@@ -76,7 +77,7 @@ func TestRenderKey(t *testing.T) {
 		t.Error("a missing key rendered")
 	}
 	long := strings.Repeat("x", 257)
-	if _, err := jobspec.RenderKey(long, nil); !errors.Is(err, jobspec.ErrKeyTooLong) {
+	if _, err := jobspec.RenderKey(long, nil); !errors.Is(err, fieldtemplate.ErrTooLarge) {
 		t.Errorf("a 257-byte key: %v", err)
 	}
 }

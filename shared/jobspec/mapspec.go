@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"text/template"
+	"strings"
+
+	"github.com/runledger/runledger/shared/fieldtemplate"
 )
 
 // Map is a map task's fan-out: when the task's dependencies are met, Over
@@ -46,7 +48,7 @@ func (d *decoder) mapSpec(raw json.RawMessage, field string) *Map {
 		d.fail(fieldError(field+".over", "is required"))
 	}
 	if d.err == nil {
-		if _, err := overTemplate(out.Over); err != nil {
+		if err := fieldtemplate.Check("over", out.Over); err != nil {
 			d.fail(fieldError(field+".over", "is not a template: %v", err))
 		}
 	}
@@ -69,15 +71,6 @@ func (d *decoder) mapSpec(raw json.RawMessage, field string) *Map {
 	return &out
 }
 
-func overTemplate(text string) (*template.Template, error) {
-	return template.New("over").Option("missingkey=error").Funcs(template.FuncMap{
-		"json": func(v any) (string, error) {
-			b, err := json.Marshal(v)
-			return string(b), err
-		},
-	}).Parse(text)
-}
-
 // OverVars are what a map task's over template sees.
 type OverVars struct {
 	Job, Run, Trigger        string
@@ -89,37 +82,17 @@ type OverVars struct {
 // ErrInvalidMap: over did not render to a JSON array within the limits.
 var ErrInvalidMap = errors.New("invalid map")
 
-// capped is a writer that refuses to grow past max bytes.
-type capped struct {
-	b   bytes.Buffer
-	max int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if c.b.Len()+len(p) > c.max {
-		return 0, fmt.Errorf("%w: over renders more than %d KiB", ErrInvalidMap, c.max>>10)
-	}
-	return c.b.Write(p)
-}
-
-// RenderOver renders a map's over and splits the JSON array it gives into
-// its elements (compacted). Its error wraps ErrInvalidMap when the
-// template fails, or the result is not a JSON array, holds more than
-// MaxMapItems elements or is larger than MaxMapBytes.
+// RenderOver renders a map's over within MaxMapBytes (fieldtemplate says
+// how it is bounded) and splits the JSON array it gives into its elements
+// (compacted). Its error wraps ErrInvalidMap when the template fails, or
+// the result is not a JSON array or holds more than MaxMapItems elements.
 func (m Map) RenderOver(v OverVars) ([]json.RawMessage, error) {
-	t, err := overTemplate(m.Over)
+	out, err := fieldtemplate.Render("over", m.Over, v, MaxMapBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidMap, err)
-	}
-	w := &capped{max: MaxMapBytes}
-	if err := t.Execute(w, v); err != nil {
-		if errors.Is(err, ErrInvalidMap) {
-			return nil, err
-		}
 		return nil, fmt.Errorf("%w: over: %v", ErrInvalidMap, err)
 	}
 	var items []json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(w.b.Bytes()))
+	dec := json.NewDecoder(strings.NewReader(out))
 	if err := dec.Decode(&items); err != nil || items == nil || dec.More() {
 		return nil, fmt.Errorf("%w: over does not render a JSON array", ErrInvalidMap)
 	}

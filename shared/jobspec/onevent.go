@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/runledger/runledger/shared/eventpattern"
+	"github.com/runledger/runledger/shared/fieldtemplate"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/wire"
 )
@@ -57,22 +57,10 @@ func NewEventTemplateData(job, run string, logical time.Time, event map[string]a
 	}
 }
 
-// templateFuncs are the functions of on_event templates: json renders a
-// value as JSON.
-var templateFuncs = template.FuncMap{
-	"json": func(v any) (string, error) {
-		b, err := json.Marshal(v)
-		return string(b), err
-	},
-}
-
-func parseEventTemplate(name, text string) (*template.Template, error) {
-	return template.New(name).Option("missingkey=error").Funcs(templateFuncs).Parse(text)
-}
-
 // RenderParams renders the entry's params over data into the run's params
-// (a JSON object of strings). A template that fails (a missing key, a
-// function's error) is an error naming the param.
+// (a JSON object of strings), all of them within MaxPayloadBytes
+// (fieldtemplate says how they are bounded). A template that fails (a
+// missing key, a bound) is an error naming the param.
 func (t EventTrigger) RenderParams(data EventTemplateData) (json.RawMessage, error) {
 	out := make(map[string]string, len(t.Params))
 	names := make([]string, 0, len(t.Params))
@@ -80,21 +68,19 @@ func (t EventTrigger) RenderParams(data EventTemplateData) (json.RawMessage, err
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	b := fieldtemplate.NewBudget(MaxPayloadBytes)
 	for _, name := range names {
-		tpl, err := parseEventTemplate(name, t.Params[name])
+		s, err := b.Render(name, t.Params[name], data, MaxPayloadBytes)
 		if err != nil {
 			return nil, fmt.Errorf("param %s: %w", name, err)
 		}
-		var b strings.Builder
-		if err := tpl.Execute(&b, data); err != nil {
-			return nil, fmt.Errorf("param %s: %w", name, err)
-		}
-		out[name] = b.String()
+		out[name] = s
 	}
 	raw, err := wire.Marshal(out)
 	if err != nil {
 		return nil, err
 	}
+	// JSON escapes can still take strings within the budget past it.
 	if len(raw) > MaxPayloadBytes {
 		return nil, fmt.Errorf("the rendered params are %d bytes of JSON, over the limit of %d (64 KiB)", len(raw), MaxPayloadBytes)
 	}
@@ -185,7 +171,7 @@ func (d *decoder) eventParams(raw json.RawMessage, field string) map[string]stri
 			d.fail(fieldError(f, "is %d bytes, over the limit of 4096", len(text)))
 			return nil
 		}
-		if _, err := parseEventTemplate(name, text); err != nil {
+		if err := fieldtemplate.Check(name, text); err != nil {
 			d.fail(fieldError(f, "is not a valid template: %s", err.Error()))
 			return nil
 		}
