@@ -61,9 +61,9 @@ func inputsSize(inputs map[string]json.RawMessage) int {
 }
 
 // failInputsTooLarge ends the claimed attempt n of cur FAILED with
-// CategoryInputsTooLarge and no retry, and answers cause. The event is the
-// claim's, so the claimer's retry of its claim writes nothing new; a
-// store error is answered instead, and that retry tries again.
+// CategoryInputsTooLarge and no retry, and answers cause. The event's id
+// is the attempt's own, so the claimer's retry of its claim writes nothing
+// new; a store error is answered instead, and that retry tries again.
 func (s *Service) failInputsTooLarge(ctx context.Context, cur ledger.Instance, n int, cause error) error {
 	ev := statemodel.Event{ID: fmt.Sprintf("inputs-too-large:%d", n), Type: statemodel.EvFailed, Actor: statemodel.ActorWorker,
 		Attempt: n, ErrorCategory: CategoryInputsTooLarge, Retryable: new(bool), Reason: protocol.ClipReason(cause.Error())}

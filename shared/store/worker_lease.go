@@ -28,12 +28,12 @@ const workerPK = "WORKER#"
 //
 // A lease of a boot that started later replaces any lease of an earlier
 // boot; within one boot a higher seq replaces a lower one, if it is at
-// most ledger.MaxLeaseSeqJump higher (:floor is l.SeqFloor()). Two boots whose
-// starts cannot be told apart (equal, or both unknown) replace each other.
-// A failed condition means the stored lease is newer (a late delivery, or
-// an old boot's final lease after the new boot's first): this one is
-// dropped, no error; so is a lease whose seq jumps too far. An item from before boot start times were stored is
-// replaced.
+// most ledger.MaxLeaseSeqJump higher (:floor is l.SeqFloor()). Two boots
+// whose starts cannot be told apart (equal, or both unknown) replace each
+// other. A failed condition means the stored lease is newer (a late
+// delivery, or an old boot's final lease after the new boot's first), or
+// this one's seq jumps too far: it is dropped, no error. An item from
+// before boot start times were stored is replaced.
 //
 // The item expires (TTL) a day after the lease ends.
 func (s *Store) PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error {
