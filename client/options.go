@@ -98,7 +98,55 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: 60 * time.Second}
 	}
-	return &Client{base: base, http: hc, auth: auth}, nil
+	_, isKey := auth.(bearer)
+	return &Client{base: base, http: guardRedirects(hc, isKey && !o.Insecure), auth: auth}, nil
+}
+
+// maxRedirects is how many redirects one call follows, as net/http's
+// default policy does.
+const maxRedirects = 10
+
+// guardRedirects is a copy of hc (the caller's stays as it was) whose
+// redirects keep the credentials where New allowed them. net/http keeps
+// the Authorization header on a redirect to the same host or one of its
+// subdomains, over plain http too: a 307 from https to http would hand
+// the key to anyone on the path.
+func guardRedirects(hc *http.Client, keyNeedsSafety bool) *http.Client {
+	c := *hc
+	next := hc.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := redirectRefusal(via[0].URL, req.URL, keyNeedsSafety); err != nil {
+			return err
+		}
+		if !sameHost(via[0].URL, req.URL) {
+			req.Header.Del("Authorization")
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		return nil
+	}
+	return &c
+}
+
+// redirectRefusal is why a redirect from the call's first URL to to may
+// not be followed, or nil: with an API key to keep safe, the redirect may
+// go only where New would have sent the key (keySafeAt).
+func redirectRefusal(from, to *url.URL, keyNeedsSafety bool) error {
+	if keyNeedsSafety && !keySafeAt(to.String()) {
+		return fmt.Errorf("client: refusing to follow a redirect from %s to plain http at %s, where anyone on the path can read the API key",
+			from.Redacted(), to.Redacted())
+	}
+	return nil
+}
+
+// sameHost reports whether two URLs name one host and port; the
+// credentials of one are never sent to another.
+func sameHost(a, b *url.URL) bool {
+	return strings.EqualFold(a.Host, b.Host)
 }
 
 // resolver decides the endpoint and the authentication, and remembers what

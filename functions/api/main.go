@@ -1,6 +1,7 @@
 // Command api is the HTTP API Lambda (API Gateway HTTP API, payload 2.0):
-// the shared http.Handler behind the v2 proxy adapter. Wiring only: the
-// graph comes from the composition root (shared/app).
+// the shared http.Handler behind the gateway adapter (shared/gateway),
+// which routes what the gateway routed. Wiring only: the graph comes from
+// the composition root (shared/app).
 package main
 
 import (
@@ -8,9 +9,8 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
-
 	"github.com/runledger/runledger/shared/app"
+	"github.com/runledger/runledger/shared/gateway"
 )
 
 func main() {
@@ -24,5 +24,5 @@ func main() {
 		log.Error("configure API", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(httpadapter.NewV2(h).ProxyWithContext)
+	lambda.Start(gateway.New(h).ProxyWithContext)
 }

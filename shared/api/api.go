@@ -198,6 +198,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, protocol.CodeAlreadyClaimed, "Another worker holds this attempt.")
 	case errors.Is(err, protocol.ErrStaleAttempt):
 		writeError(w, protocol.CodeStaleAttempt, "A newer attempt of this task exists.")
+	case errors.Is(err, scheduler.ErrInputsTooLarge):
+		writeError(w, protocol.CodeIllegalTransition, fmt.Sprintf(
+			"The task's inputs are over %d bytes in total, so it failed with error_category inputs_too_large.", protocol.MaxInputsBytes))
 	case errors.Is(err, statemodel.ErrIllegalTransition):
 		writeError(w, protocol.CodeIllegalTransition, "The task's current state does not allow this.")
 	case errors.Is(err, ledger.ErrVersionConflict):

@@ -1,6 +1,9 @@
 package ledger
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // AttemptKey names one attempt of one instance.
 type AttemptKey struct {
@@ -32,4 +35,20 @@ type WorkerLease struct {
 	// (a graceful shutdown's final lease expires earlier than the one
 	// before it, so expiry cannot order them).
 	Seq int64
+}
+
+// MaxLeaseSeqJump is how far a lease's seq may run ahead of the stored
+// lease of its boot. The worker SDK numbers only the leases that list
+// attempts (the only ones kept), so a live boot's next kept lease is
+// rarely more than a few ahead; a seq far beyond would be stored as the
+// boot's newest and lock out every later lease the boot really sends.
+const MaxLeaseSeqJump = 1000
+
+// SeqFloor is the lowest seq a stored lease of l's boot may have for l to
+// replace it (l.Seq less MaxLeaseSeqJump, never below the smallest int64).
+func (l WorkerLease) SeqFloor() int64 {
+	if l.Seq < math.MinInt64+MaxLeaseSeqJump {
+		return math.MinInt64
+	}
+	return l.Seq - MaxLeaseSeqJump
 }

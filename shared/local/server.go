@@ -18,8 +18,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
-
+	"github.com/runledger/runledger/shared/gateway"
 	"github.com/runledger/runledger/shared/protocol"
 )
 
@@ -38,8 +37,8 @@ const (
 // Server is API Gateway's HTTP API with one $default route to a Lambda
 // function (payload format 2.0), run in-process: every request it accepts
 // becomes an events.APIGatewayV2HTTPRequest, goes through
-// httpadapter.NewV2(Handler).ProxyWithContext, as in the Lambda entry
-// point, and the events.APIGatewayV2HTTPResponse is written back.
+// gateway.New(Handler).ProxyWithContext, as in the Lambda entry point, and
+// the events.APIGatewayV2HTTPResponse is written back.
 //
 // The event is shaped as API Gateway shapes it, including where that
 // surprises: rawPath and requestContext.http.path are the percent-DECODED
@@ -48,7 +47,8 @@ const (
 // headers joined with commas; cookies move from the Cookie header to the
 // cookies list; the body is base64-encoded unless the content type is
 // text/*, application/json, application/xml or application/javascript
-// (so a form post arrives base64-encoded too).
+// (so a form post arrives base64-encoded too). So a path sent with %3F or
+// %23 is answered 404 not_found, as in AWS (gateway.RoutedPath).
 //
 // Gateway answers, as API Gateway gives them: 413 {"message":"Request
 // Entity Too Large"} for a body over MaxRequestBody or an event over
@@ -83,7 +83,7 @@ type Server struct {
 	url     string
 	hosts   hostCheck
 	served  chan struct{}
-	adapter *httpadapter.HandlerAdapterV2
+	adapter *gateway.Adapter
 	fn      function
 }
 
@@ -107,7 +107,7 @@ func (s *Server) Start() error {
 		timeout:  orDefault(s.FunctionTimeout, DefaultFunctionTimeout),
 		counters: s.Counters, log: log,
 	}
-	s.adapter = httpadapter.NewV2(s.Handler)
+	s.adapter = gateway.New(s.Handler)
 	addr := orDefault(s.ListenAddr, DefaultListenAddr)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -47,6 +47,18 @@ type ClaimAnswer struct {
 	Envelope       *Envelope `json:"envelope,omitempty"`
 }
 
+// MaxInputsBytes bounds a claim answer's inputs, encoded, in total: the
+// scheduler fails a task whose upstream outputs come to more (error
+// category inputs_too_large) instead of answering its claim with them.
+const MaxInputsBytes = 1 << 20
+
+// MaxAnswerBytes is what a worker reads of an answer of the worker
+// routes. The largest is a claim answer: inputs up to MaxInputsBytes, and
+// besides them an envelope that fits a queue message (256 KiB) and a map
+// child's item (at most 256 KiB); the second MiB holds those with room to
+// spare, so no answer the scheduler gives is cut short.
+const MaxAnswerBytes = MaxInputsBytes + 1<<20
+
 // MarshalJSON writes the contract's shape.
 func (a ClaimAnswer) MarshalJSON() ([]byte, error) { return marshalView(a) }
 

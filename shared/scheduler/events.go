@@ -61,7 +61,7 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 		return s.FireTimer(ctx, ledger.InstanceKey{Run: m.Timer.Run, Task: m.Timer.Task})
 	case m.Lease != nil:
 		lease, err := s.workerLease(ctx, *m.Lease)
-		if err != nil {
+		if err != nil || len(lease.Running) == 0 {
 			return err
 		}
 		return s.store.PutWorkerLease(ctx, lease)
@@ -91,7 +91,12 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 //
 // It keeps only the listed attempts the lease proves (leaseProves): anyone
 // who may send to the events queue can send a lease, and only the holder
-// of an attempt's token can prove it runs that attempt.
+// of an attempt's token can prove it runs that attempt. A lease that
+// proves none is not stored at all (handleEvent): it could be anyone's,
+// and stored it would replace the boot's last proven lease, or with a
+// huge seq lock out the boot's later ones. The store also refuses a seq
+// too far past the last proven one (ledger.MaxLeaseSeqJump), so even the
+// holder of one token cannot.
 func (s *Service) workerLease(ctx context.Context, l protocol.Lease) (ledger.WorkerLease, error) {
 	received := s.now()
 	started, _ := protocol.BootStart(l.BootID)

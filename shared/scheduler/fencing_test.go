@@ -73,9 +73,9 @@ func TestSilentWorkerRetriedOnlyAfterLeaseEndPlusSkew(t *testing.T) {
 	f := leaseFixture(t, skew)
 	t0 := f.clock.Now()
 	boot := bootAt(t0.Add(-time.Minute))
-	// Its last process lease: sent now, valid 3 s.
-	f.deliver(t, protocol.Lease{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(3 * time.Second), Seq: 1})
-	run, _ := f.running(t, "w1@"+boot) // the attempt's lease ends at t0+10s
+	run, env := f.running(t, "w1@"+boot) // the attempt's lease ends at t0+10s
+	// Its last process lease: sent now, valid 3 s, proving the attempt.
+	f.deliver(t, proven(protocol.Lease{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(3 * time.Second), Seq: 1}, env))
 	leaseEnd := f.instance(t, run).Snapshot.Lease.ExpiresAt
 
 	f.lose(t) // t0+11s: LOST; the process lease ended 8 s ago, the attempt's 1 s ago
@@ -285,7 +285,8 @@ func TestForgedFutureBootLeaseIgnored(t *testing.T) {
 // with the attempt's token, from the boot that claimed it: without a
 // proof, with another token's, or from another boot of the name (even
 // with the token), the attempt is not "running", and a newer boot that
-// proves no attempt of its own does not make the attempt gone.
+// proves no attempt of its own is not stored: it neither makes the
+// attempt gone nor hides the real boot's lease.
 func TestUnprovenLeaseIsNoEvidence(t *testing.T) {
 	f := leaseFixture(t, time.Hour)
 	t0 := f.clock.Now()
@@ -312,11 +313,47 @@ func TestUnprovenLeaseIsNoEvidence(t *testing.T) {
 	// A newer boot of the name, listing the attempt with its token's
 	// proof: that boot did not claim it, and proves no attempt of its own.
 	f.deliver(t, proven(protocol.Lease{Worker: "w1", BootID: later, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: 1}, env))
-	if v := f.leaseVerdict(t, run); v != scheduler.VerdictUnknown {
-		t.Fatalf("a newer boot proving nothing of its own: verdict %s, want unknown", v)
+	if lease, err := f.st.GetWorkerLease(context.Background(), "w1"); err != nil || lease.BootID != boot {
+		t.Fatalf("a newer boot proving nothing of its own was stored: %+v, %v", lease, err)
+	}
+	if v := f.leaseVerdict(t, run); v != scheduler.VerdictRunning {
+		t.Fatalf("after a newer boot proving nothing of its own: verdict %s, want running (the real boot's lease stands)", v)
 	}
 	f.lose(t)
 	if st := f.instance(t, run).Snapshot.State; st != statemodel.StateLost {
 		t.Fatalf("state %s, want LOST: an unproven newer boot is no restart", st)
+	}
+}
+
+// A lease of the real boot id with a huge seq is not stored: without a
+// proof it could be anyone's, and even proven (its sender holds the
+// attempt's token) its seq may not run more than ledger.MaxLeaseSeqJump
+// past the boot's last proven lease. Either way the real worker's next
+// lease is still taken.
+func TestForgedLeaseCannotLockOutTheRealBoot(t *testing.T) {
+	f := leaseFixture(t, time.Hour)
+	t0 := f.clock.Now()
+	boot := bootAt(t0.Add(-time.Minute))
+	_, env := f.running(t, "w1@"+boot)
+	real := func(seq int64) protocol.Lease {
+		return proven(protocol.Lease{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: seq}, env)
+	}
+	f.deliver(t, real(1))
+	for _, forged := range []struct {
+		name  string
+		lease protocol.Lease
+	}{
+		{"no proof, seq 2^62", protocol.Lease{Worker: "w1", BootID: boot, SentAt: t0, ExpiresAt: t0.Add(time.Hour), Seq: 1 << 62}},
+		{"proven, seq 2^62", real(1 << 62)},
+		{"proven, one past the bound", real(1 + ledger.MaxLeaseSeqJump + 1)},
+	} {
+		f.deliver(t, forged.lease)
+		if lease, err := f.st.GetWorkerLease(context.Background(), "w1"); err != nil || lease.Seq != 1 {
+			t.Fatalf("after a lease with %s: stored %+v, %v; want the real seq 1", forged.name, lease, err)
+		}
+	}
+	f.deliver(t, real(2))
+	if lease, err := f.st.GetWorkerLease(context.Background(), "w1"); err != nil || lease.BootID != boot || lease.Seq != 2 {
+		t.Fatalf("the real worker's next lease: stored %+v, %v; want boot %s seq 2", lease, err, boot)
 	}
 }

@@ -3,16 +3,29 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/statemodel"
 )
+
+// CategoryInputsTooLarge: the outputs of the task's upstream tasks come
+// to more than protocol.MaxInputsBytes; no worker would read such a
+// claim answer, and a retry would meet the same inputs.
+const CategoryInputsTooLarge = "inputs_too_large"
+
+// ErrInputsTooLarge: a claim's inputs are over protocol.MaxInputsBytes;
+// the claim failed the task (CategoryInputsTooLarge). It is an illegal
+// transition to the claimer, as any later call of the attempt will be.
+var ErrInputsTooLarge = fmt.Errorf("inputs too large: %w", protocol.ErrIllegalTransition)
 
 // addInputs puts the outputs of inst's direct upstream tasks that
 // succeeded with one into a claim answer's envelope (one batched read,
 // none for a task without upstream tasks). The queue message never
 // carries them: it stays small, and an output is read when it is needed.
+// Outputs over protocol.MaxInputsBytes in total are ErrInputsTooLarge.
 func (s *Service) addInputs(ctx context.Context, inst ledger.Instance, env *protocol.Envelope) error {
 	if _, i, ok := ledger.ParseChild(inst.Key.Task); ok {
 		env.Item, env.Index = inst.Item, &i
@@ -31,5 +44,36 @@ func (s *Service) addInputs(ctx context.Context, inst ledger.Instance, env *prot
 	for t, o := range outs {
 		env.Inputs[t] = json.RawMessage(o)
 	}
+	if n := inputsSize(env.Inputs); n > protocol.MaxInputsBytes {
+		return fmt.Errorf("%w: %s's inputs are %d bytes, over %d", ErrInputsTooLarge, inst.Key, n, protocol.MaxInputsBytes)
+	}
 	return nil
+}
+
+// inputsSize is the length of inputs encoded as a JSON object.
+func inputsSize(inputs map[string]json.RawMessage) int {
+	n := len("{}") + max(len(inputs)-1, 0) // braces and commas
+	for t, o := range inputs {
+		key, _ := json.Marshal(t)
+		n += len(key) + len(":") + len(o)
+	}
+	return n
+}
+
+// failInputsTooLarge ends the claimed attempt n of cur FAILED with
+// CategoryInputsTooLarge and no retry, and answers cause. The event's id
+// is the attempt's own, so the claimer's retry of its claim writes nothing
+// new; a store error is answered instead, and that retry tries again.
+func (s *Service) failInputsTooLarge(ctx context.Context, cur ledger.Instance, n int, cause error) error {
+	ev := statemodel.Event{ID: fmt.Sprintf("inputs-too-large:%d", n), Type: statemodel.EvFailed, Actor: statemodel.ActorWorker,
+		Attempt: n, ErrorCategory: CategoryInputsTooLarge, Retryable: new(bool), Reason: protocol.ClipReason(cause.Error())}
+	res, err := s.store.TransitionFrom(ctx, cur, ev, s.now(), s.policy())
+	if err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) {
+		return fmt.Errorf("record %s#%d failed (%v): %w", cur.Key, n, cause, err)
+	}
+	if err == nil && res.Outcome == statemodel.Applied {
+		s.applied(ctx, res)
+		s.perform(ctx, effectsOf(res)...)
+	}
+	return cause
 }

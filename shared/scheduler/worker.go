@@ -198,12 +198,16 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 			return protocol.ClaimAnswer{}, err
 		}
 	}
-	claimed := func(snap statemodel.Snapshot) (protocol.ClaimAnswer, error) {
+	// claimed answers the claim that won, from cur, the instance as the
+	// claim left it; inputs too large end the attempt there.
+	claimed := func(cur ledger.Instance) (protocol.ClaimAnswer, error) {
 		env := claimEnvelope(inst, run, ref.Attempt, token)
-		if err := s.addInputs(ctx, inst, &env); err != nil {
+		if err := s.addInputs(ctx, inst, &env); errors.Is(err, ErrInputsTooLarge) {
+			return protocol.ClaimAnswer{}, s.failInputsTooLarge(ctx, cur, ref.Attempt, err)
+		} else if err != nil {
 			return protocol.ClaimAnswer{}, err
 		}
-		return protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: snap.Lease.ExpiresAt, Envelope: &env}, nil
+		return protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: cur.Snapshot.Lease.ExpiresAt, Envelope: &env}, nil
 	}
 	id := scopedEventID(ref, routeClaim, eventID)
 	// Refuse a claim of an older attempt here: the store would record it as
@@ -224,14 +228,14 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 			effs = slices.DeleteFunc(effs, func(e effect) bool { return e.kind == effRunStarted })
 		}
 		s.perform(ctx, effs...)
-		return claimed(res.Snapshot)
+		return claimed(res.Instance)
 	case byNonce && err == nil && res.Outcome == statemodel.Duplicate:
 		// A claim with this event id won since our read: the nonce was used.
 		return protocol.ClaimAnswer{}, protocol.ErrInvalidAttemptToken
 	case err == nil && res.Outcome == statemodel.Duplicate:
 		// res.Snapshot is the instance as it stands after any race.
 		if cur, _ := res.Snapshot.AttemptN(ref.Attempt); wonBy(cur, id, workerID) {
-			return claimed(res.Snapshot)
+			return claimed(res.Instance)
 		}
 		return protocol.ClaimAnswer{}, protocol.ErrAlreadyClaimed
 	case err == nil && res.Outcome == statemodel.Stale:

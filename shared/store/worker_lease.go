@@ -24,15 +24,16 @@ const workerPK = "WORKER#"
 //	        condition  attribute_not_exists(#pk) OR attribute_not_exists(#started)
 //	                   OR #started < :started
 //	                   OR (#started = :started AND #boot <> :boot)
-//	                   OR (#boot = :boot AND #seq < :seq)
+//	                   OR (#boot = :boot AND #seq < :seq AND #seq >= :floor)
 //
 // A lease of a boot that started later replaces any lease of an earlier
-// boot; within one boot a higher seq replaces a lower one. Two boots whose
-// starts cannot be told apart (equal, or both unknown) replace each other.
-// A failed condition means the stored lease is newer (a late delivery, or
-// an old boot's final lease after the new boot's first): this one is
-// dropped, no error. An item from before boot start times were stored is
-// replaced.
+// boot; within one boot a higher seq replaces a lower one, if it is at
+// most ledger.MaxLeaseSeqJump higher (:floor is l.SeqFloor()). Two boots
+// whose starts cannot be told apart (equal, or both unknown) replace each
+// other. A failed condition means the stored lease is newer (a late
+// delivery, or an old boot's final lease after the new boot's first), or
+// this one's seq jumps too far: it is dropped, no error. An item from
+// before boot start times were stored is replaced.
 //
 // The item expires (TTL) a day after the lease ends.
 func (s *Store) PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error {
@@ -63,11 +64,11 @@ func (s *Store) PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error 
 		TableName: aws.String(s.table),
 		Item:      it,
 		ConditionExpression: aws.String("attribute_not_exists(#pk) OR attribute_not_exists(#started) OR #started < :started" +
-			" OR (#started = :started AND #boot <> :boot) OR (#boot = :boot AND #seq < :seq)"),
+			" OR (#started = :started AND #boot <> :boot) OR (#boot = :boot AND #seq < :seq AND #seq >= :floor)"),
 		ExpressionAttributeNames: map[string]string{
 			"#pk": "pk", "#boot": "boot_id", "#started": "boot_started_at", "#seq": "seq",
 		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":boot": str(l.BootID), ":started": started, ":seq": num(l.Seq)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":boot": str(l.BootID), ":started": started, ":seq": num(l.Seq), ":floor": num(l.SeqFloor())},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {

@@ -36,9 +36,6 @@ var (
 	ErrTransient = errors.New("transient failure")
 )
 
-// maxAnswerBytes bounds what the client reads of an answer.
-const maxAnswerBytes = 1 << 20
-
 // APIError is an error answer of the API: {"code", "message"} and the
 // HTTP status.
 type APIError struct {
@@ -175,7 +172,7 @@ func (c *Client) call(ctx context.Context, op, route string, ref AttemptRef, tok
 		return fmt.Errorf("%s %s: %w", op, ref, &transientError{err})
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, protocol.MaxAnswerBytes))
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return fmt.Errorf("%s %s: read answer: %w", op, ref, ctxErr)

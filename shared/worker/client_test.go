@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/worker"
 )
 
@@ -211,5 +212,35 @@ func TestClientRefusesInvalidEventID(t *testing.T) {
 	}
 	if n := len(p.callsOf("claim", ref)) + len(p.callsOf("heartbeat", ref)) + len(p.callsOf("complete", ref)); n != 0 {
 		t.Errorf("%d calls reached the API, want none", n)
+	}
+}
+
+// The largest claim answer the scheduler gives is read whole: inputs at
+// protocol.MaxInputsBytes, a map child's item and a payload near the
+// queue message's limit. Cut short, it would be a decode error, transient,
+// and the claim retried for ever.
+func TestClientReadsTheLargestClaimAnswer(t *testing.T) {
+	t.Parallel()
+	str := func(n int) json.RawMessage { return json.RawMessage(`"` + strings.Repeat("x", n-2) + `"`) }
+	inputs := map[string]json.RawMessage{"up": str(protocol.MaxInputsBytes - len(`{"up":}`))}
+	idx := 0
+	env := protocol.Envelope{Run: "r", Task: "t[0]", Attempt: 1, Token: "tok", Pool: "p", Payload: str(250 << 10),
+		Inputs: inputs, Item: str(250 << 10), Index: &idx}
+	body, err := json.Marshal(protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: time.Now(), Envelope: &env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	c := worker.NewClient(srv.URL, srv.Client())
+	ans, err := c.Claim(t.Context(), "tok", worker.ClaimRequest{Run: "r", Task: "t[0]", Attempt: 1, WorkerID: "w@b", EventID: "e"})
+	if err != nil {
+		t.Fatalf("a claim answer of %d bytes: %v", len(body), err)
+	}
+	if ans.Envelope == nil || len(ans.Envelope.Inputs["up"]) != len(inputs["up"]) || len(ans.Envelope.Item) != 250<<10 {
+		t.Fatalf("the answer read back differs: %+v", ans.Envelope != nil)
 	}
 }

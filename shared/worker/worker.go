@@ -432,13 +432,22 @@ func (w *Worker) leaseLoop(ctx context.Context) {
 }
 
 // sendLease sends one lease message listing the running attempts.
+//
+// Only a lease that lists attempts takes the next seq; one that lists none
+// repeats the last. The scheduler keeps only leases that prove an attempt,
+// and refuses a seq more than ledger.MaxLeaseSeqJump past the last one it
+// kept, so an idle spell must not use up numbers.
 func (w *Worker) sendLease(ctx context.Context, expiresAt time.Time) error {
 	refs, tokens := w.running.held()
+	seq := w.leaseSeq.Load()
+	if len(refs) > 0 {
+		seq = w.leaseSeq.Add(1)
+	}
 	l := Lease{
 		Worker:    w.cfg.Name,
 		BootID:    w.bootID,
 		ExpiresAt: expiresAt,
-		Seq:       w.leaseSeq.Add(1),
+		Seq:       seq,
 		SentAt:    w.now(),
 	}
 	for _, r := range refs {

@@ -12,6 +12,7 @@ import (
 var leaseCases = []Case{
 	{"WorkerLeaseOrder", workerLeaseOrder},
 	{"WorkerLeaseUnorderedBoots", workerLeaseUnorderedBoots},
+	{"WorkerLeaseSeqJump", workerLeaseSeqJump},
 }
 
 // workerLeaseOrder: leases of one worker name are ordered by (boot start
@@ -82,6 +83,39 @@ func workerLeaseUnorderedBoots(t *testing.T, h *Harness) {
 		}
 		if got.BootID != boot {
 			t.Fatalf("stored boot %s after a lease of boot %s", got.BootID, boot)
+		}
+	}
+}
+
+// workerLeaseSeqJump: within one boot, a lease whose seq runs more than
+// ledger.MaxLeaseSeqJump past the stored one is dropped, so it cannot
+// lock out the boot's later leases; a jump of exactly the bound is taken.
+func workerLeaseSeqJump(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	lease := func(seq int64) ledger.WorkerLease {
+		return ledger.WorkerLease{Name: "w3", BootID: "b", BootStartedAt: T0, Seq: seq, ExpiresAt: T0.Add(time.Minute)}
+	}
+	steps := []struct {
+		name    string
+		seq     int64
+		wantSeq int64
+	}{
+		{"the boot's first lease", 5, 5},
+		{"a seq far beyond", 1 << 62, 5},
+		{"one past the bound", 5 + ledger.MaxLeaseSeqJump + 1, 5},
+		{"the boot's next lease", 6, 6},
+		{"exactly the bound", 6 + ledger.MaxLeaseSeqJump, 6 + ledger.MaxLeaseSeqJump},
+	}
+	for _, st := range steps {
+		if err := h.Store.PutWorkerLease(ctx, lease(st.seq)); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		got, err := h.Store.GetWorkerLease(ctx, "w3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Seq != st.wantSeq {
+			t.Fatalf("%s (seq %d): stored seq %d, want %d", st.name, st.seq, got.Seq, st.wantSeq)
 		}
 	}
 }

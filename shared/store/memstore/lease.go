@@ -10,8 +10,9 @@ import (
 // PutWorkerLease stores a worker's lease if it is newer than the stored
 // one, by the DynamoDB store's order: a boot that started later replaces
 // an earlier boot's lease, two boots whose starts are equal replace each
-// other, and within one boot a higher seq replaces a lower one. An older
-// lease is dropped without an error.
+// other, and within one boot a higher seq replaces a lower one, by at most
+// ledger.MaxLeaseSeqJump. An older lease, or one that jumps too far, is
+// dropped without an error.
 func (s *Store) PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error {
 	op := opError("put worker lease %s", l.Name)
 	if err := s.enter(ctx, ledger.CheckWorkerName(l.Name)); err != nil {
@@ -21,7 +22,7 @@ func (s *Store) PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error 
 	cur, ok := s.leases[l.Name]
 	newer := !ok || cur.BootStartedAt.Before(l.BootStartedAt) ||
 		(cur.BootStartedAt.Equal(l.BootStartedAt) && cur.BootID != l.BootID) ||
-		(cur.BootID == l.BootID && cur.Seq < l.Seq)
+		(cur.BootID == l.BootID && cur.Seq < l.Seq && cur.Seq >= l.SeqFloor())
 	if newer {
 		l.Running = slices.Clone(l.Running)
 		s.leases[l.Name] = l
