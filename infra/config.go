@@ -31,7 +31,7 @@ const (
 	keyStackName          = "runledger:stackName"          // default Runledger
 	keyCodeDir            = "runledger:codeDir"            // default dist, relative to cdk.json's folder
 	keyPools              = "runledger:pools"              // "default,gpu" or ["default","gpu"]
-	keyExampleWorkerPool  = "runledger:exampleWorkerPool"  // default: the first pool; "none" deploys no worker
+	keyExampleWorkerPool  = "runledger:exampleWorkerPool"  // default none: no demo worker
 	keyTickerRate         = "runledger:tickerRate"         // Go duration, whole minutes
 	keyReconcilerRate     = "runledger:reconcilerRate"     // Go duration, whole minutes
 	keyHistoryRetention   = "runledger:historyRetention"   // Go duration
@@ -171,13 +171,10 @@ func readConfig(get func(key string) any) (config, error) {
 	p := &c.Props
 	p.CodeDir = str(keyCodeDir, "dist")
 	p.Pools = list(keyPools)
-	switch w := str(keyExampleWorkerPool, ""); {
-	case get(keyExampleWorkerPool) == nil && len(p.Pools) > 0:
-		p.ExampleWorkerPool = p.Pools[0]
-	case get(keyExampleWorkerPool) == nil:
-		p.ExampleWorkerPool = scheduler.DefaultPool
-	case w == "none":
-	default:
+	// The demo worker answers success for whatever task reaches it, so a
+	// stack gets one only on the pool named here ("none" names none, as
+	// leaving the key out does).
+	if w := str(keyExampleWorkerPool, ""); w != "none" {
 		p.ExampleWorkerPool = w
 	}
 	p.TickerRate = duration(keyTickerRate)

@@ -21,12 +21,13 @@ func TestReadConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No demo worker unless asked for: it answers success for any task
+	// of its pool, real ones included.
 	want := config{
 		StackName: "Runledger",
 		Props: scheduler.Props{
-			CodeDir:           "dist",
-			ExampleWorkerPool: scheduler.DefaultPool,
-			RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+			CodeDir:       "dist",
+			RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 		},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -46,6 +47,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyStackName:          "Sched",
 			keyCodeDir:            "/opt/dist",
 			keyPools:              "gpu, default",
+			keyExampleWorkerPool:  "gpu",
 			keyTickerRate:         "2m",
 			keyReconcilerRate:     "5m",
 			keyHistoryRetention:   "720h",

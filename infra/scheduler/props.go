@@ -79,8 +79,10 @@ type Props struct {
 	// Default: ["default"].
 	Pools []string
 	// ExampleWorkerPool, when set, deploys the example worker function as an
-	// SQS consumer of that pool's dispatch queue. Empty deploys none: bring
-	// your own workers built with the worker SDK.
+	// SQS consumer of that pool's dispatch queue. It is a demo: it answers
+	// success for every task it gets, so give it a pool no real job uses.
+	// Empty (the default) deploys none: bring your own workers built with
+	// the worker SDK.
 	ExampleWorkerPool string
 
 	// TickerRate and ReconcilerRate are the EventBridge schedule rates, whole
