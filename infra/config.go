@@ -44,7 +44,7 @@ const (
 	keyAlarmTopicArn      = "runledger:alarmTopicArn"      // an existing topic
 	keyJWTIssuer          = "runledger:jwtIssuer"
 	keyJWTAudiences       = "runledger:jwtAudiences"        // "a,b" or ["a","b"]
-	keyReserved           = "runledger:reservedConcurrency" // api=20,worker=off (off: unreserved)
+	keyReserved           = "runledger:reservedConcurrency" // default none; api=20,worker=off (off: unreserved)
 	keyAPIThrottleRate    = "runledger:apiThrottleRate"     // requests a second, default 100
 	keyAPIThrottleBurst   = "runledger:apiThrottleBurst"    // default 200
 	keyMaxReceiveCount    = "runledger:maxReceiveCount"

@@ -1055,10 +1055,10 @@ func TestOutputs(t *testing.T) {
 }
 
 // TestAPIThrottleAndReservedConcurrency: the HTTP API's stage throttles
-// every route (the worker routes included) and the api function has a
-// concurrency of its own by default, so a flood of requests is refused at
-// the gateway and cannot take the account's concurrency from the events,
-// ticker and reconciler functions; the other functions stay unreserved.
+// every route (the worker routes included), so a flood of requests is
+// refused at the gateway; and no function reserves concurrency by default,
+// which would fail the stack's creation in an account with a small
+// concurrency quota.
 func TestAPIThrottleAndReservedConcurrency(t *testing.T) {
 	t.Parallel()
 	for _, s := range []*synthesized{full, jwt} {
@@ -1075,11 +1075,7 @@ func TestAPIThrottleAndReservedConcurrency(t *testing.T) {
 			t.Errorf("%s: %d stages", s.cfg.StackName, len(stages))
 		}
 		for name, id := range s.functions {
-			got, set := s.resources[id].Properties["ReservedConcurrentExecutions"]
-			switch {
-			case name == scheduler.FunctionAPI && number(got) != scheduler.DefaultAPIReservedConcurrency:
-				t.Errorf("%s/api: reserved concurrency %v, want %d", s.cfg.StackName, got, scheduler.DefaultAPIReservedConcurrency)
-			case name != scheduler.FunctionAPI && set:
+			if got, set := s.resources[id].Properties["ReservedConcurrentExecutions"]; set {
 				t.Errorf("%s/%s: reserved concurrency %v, want none", s.cfg.StackName, name, got)
 			}
 		}

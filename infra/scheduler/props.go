@@ -45,16 +45,10 @@ const (
 	// 429 beyond them, before the api function runs.
 	DefaultAPIThrottleRate  = 100
 	DefaultAPIThrottleBurst = 200
-	// DefaultAPIReservedConcurrency caps the api function's concurrent
-	// executions (and reserves them), so a flood of requests cannot take
-	// the account's concurrency from the events, ticker and reconciler
-	// functions. ReservedConcurrency[FunctionAPI] = Unreserved turns it off.
-	DefaultAPIReservedConcurrency = 20
 )
 
 // Unreserved, as a ReservedConcurrency value, leaves a function without
-// reserved concurrency (the api function's default is
-// DefaultAPIReservedConcurrency).
+// reserved concurrency, as absent names are.
 const Unreserved = -1
 
 // JWTAuthorizer configures a JWT authorizer in place of IAM (SigV4) on the
@@ -131,8 +125,14 @@ type Props struct {
 
 	// ReservedConcurrency reserves concurrent executions per function name
 	// (see FunctionNames); 0 disables a function, Unreserved reserves
-	// nothing. Absent names stay unreserved, but for the api function,
-	// whose default is DefaultAPIReservedConcurrency.
+	// nothing. Absent names stay unreserved, the default for every
+	// function: Lambda refuses a reservation that would leave the account
+	// under 100 unreserved executions, so a reservation fails the stack's
+	// creation in an account whose quota is small (a new account's may be
+	// 10). Reserve for the api function (capping it, so that a flood of
+	// requests cannot take the concurrency of events, ticker and
+	// reconciler) once the account's quota is at least the reservation
+	// plus 100.
 	ReservedConcurrency map[string]int
 
 	// APIThrottleRate (requests a second) and APIThrottleBurst throttle
@@ -191,14 +191,6 @@ func (p Props) withDefaults() Props {
 	}
 	if p.MaxReceiveCount == 0 {
 		p.MaxReceiveCount = DefaultMaxReceiveCount
-	}
-	if _, ok := p.ReservedConcurrency[FunctionAPI]; !ok {
-		reserved := maps.Clone(p.ReservedConcurrency)
-		if reserved == nil {
-			reserved = map[string]int{}
-		}
-		reserved[FunctionAPI] = DefaultAPIReservedConcurrency
-		p.ReservedConcurrency = reserved
 	}
 	if p.APIThrottleRate == 0 {
 		p.APIThrottleRate = DefaultAPIThrottleRate
