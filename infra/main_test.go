@@ -100,7 +100,7 @@ func runTests(m *testing.M) int {
 				WireOnFailure: true,
 			},
 			EventTriggers: &scheduler.EventTriggers{
-				Buses:   []string{"default", "arn:aws:events:eu-west-1:123456789012:event-bus/orders"},
+				Buses:   []string{"default", "orders"},
 				Sources: []string{"shop", "aws.s3"},
 			},
 		},

@@ -104,6 +104,10 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 	if err := p.validate(); err != nil {
 		panic(fmt.Errorf("runledger scheduler %s: %w", *id, err))
 	}
+	stack := awscdk.Stack_Of(scope)
+	if err := p.EventTriggers.checkBuses(knownAtSynth(stack.Account()), knownAtSynth(stack.Region())); err != nil {
+		panic(fmt.Errorf("runledger scheduler %s: %w", *id, err))
+	}
 
 	s := &Scheduler{
 		Construct:  constructs.NewConstruct(scope, id),
@@ -349,6 +353,15 @@ func (s *Scheduler) schedule(name string, rate time.Duration) {
 			}),
 		},
 	})
+}
+
+// knownAtSynth is a stack attribute's value, or "" when it is a token
+// that CloudFormation resolves at deploy time.
+func knownAtSynth(v *string) string {
+	if v == nil || *awscdk.Token_IsUnresolved(v) {
+		return ""
+	}
+	return *v
 }
 
 func seconds(d time.Duration) awscdk.Duration {
