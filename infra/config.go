@@ -45,8 +45,7 @@ const (
 	keyJWTIssuer          = "runledger:jwtIssuer"
 	keyJWTAudiences       = "runledger:jwtAudiences"        // "a,b" or ["a","b"]
 	keyReserved           = "runledger:reservedConcurrency" // default none; api=20,worker=off (off: unreserved)
-	keyAPIThrottleRate    = "runledger:apiThrottleRate"     // requests a second, default 100
-	keyAPIThrottleBurst   = "runledger:apiThrottleBurst"    // default 200
+	keyAPIRunRate         = "runledger:apiRunRate"          // runs a second the route throttles admit, default 1000
 	keyMaxReceiveCount    = "runledger:maxReceiveCount"
 	// keyECS allows the ecs executor: {"clusters": ["batch"],
 	// "taskDefinitions": [{"family": "etl", "taskRoleArn": "...",
@@ -201,8 +200,7 @@ func readConfig(get func(key string) any) (config, error) {
 		p.JWT = &scheduler.JWTAuthorizer{Issuer: issuer, Audiences: list(keyJWTAudiences)}
 	}
 	p.MaxReceiveCount = number(keyMaxReceiveCount, get(keyMaxReceiveCount))
-	p.APIThrottleRate = float64(number(keyAPIThrottleRate, get(keyAPIThrottleRate)))
-	p.APIThrottleBurst = number(keyAPIThrottleBurst, get(keyAPIThrottleBurst))
+	p.APIRunRate = float64(number(keyAPIRunRate, get(keyAPIRunRate)))
 	switch v := get(keyReserved).(type) {
 	case nil:
 	case string: // api=10,worker=5

@@ -45,6 +45,7 @@ type synthesized struct {
 type resource struct {
 	Type       string
 	Properties map[string]any
+	DependsOn  []string
 }
 
 func TestMain(m *testing.M) {
@@ -144,7 +145,11 @@ func (b built) synth() *synthesized {
 	for id, r := range raw["Resources"].(map[string]any) {
 		m := r.(map[string]any)
 		props, _ := m["Properties"].(map[string]any)
-		out.resources[id] = resource{Type: m["Type"].(string), Properties: props}
+		res := resource{Type: m["Type"].(string), Properties: props}
+		for _, d := range asList(m["DependsOn"]) {
+			res.DependsOn = append(res.DependsOn, d.(string))
+		}
+		out.resources[id] = res
 	}
 	out.outputs, _ = raw["Outputs"].(map[string]any)
 	for name, fn := range b.scheduler.Functions {
@@ -223,9 +228,9 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Api":          1,
 			"AWS::ApiGatewayV2::Stage":        1,
 			"AWS::ApiGatewayV2::Integration":  1,
-			"AWS::ApiGatewayV2::Route":        17,
+			"AWS::ApiGatewayV2::Route":        18,
 			// One invoke permission per route, one per schedule.
-			"AWS::Lambda::Permission": 19,
+			"AWS::Lambda::Permission": 20,
 			// 5 DLQs + InstanceLost + RunFailed + QueueWaitP99 + errors and throttles of 5 functions.
 			"AWS::CloudWatch::Alarm":     18,
 			"AWS::Events::EventBus":      1,
@@ -250,8 +255,8 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Stage":        1,
 			"AWS::ApiGatewayV2::Integration":  1,
 			"AWS::ApiGatewayV2::Authorizer":   1,
-			"AWS::ApiGatewayV2::Route":        17,
-			"AWS::Lambda::Permission":         19,
+			"AWS::ApiGatewayV2::Route":        18,
+			"AWS::Lambda::Permission":         20,
 			"AWS::CloudWatch::Alarm":          13,
 			"AWS::CloudWatch::Dashboard":      1,
 			"AWS::Events::EventBus":           1,
@@ -709,6 +714,7 @@ func TestRoutes(t *testing.T) {
 	operator := []string{
 		"$default",
 		"ANY /v1/jobs",
+		"POST /v1/jobs/{job}/runs",
 		"ANY /v1/jobs/{proxy+}",
 		"ANY /v1/runs",
 		"ANY /v1/runs/{proxy+}",
@@ -1054,26 +1060,83 @@ func TestOutputs(t *testing.T) {
 	}
 }
 
-// TestAPIThrottleAndReservedConcurrency: the HTTP API's stage throttles
-// every route (the worker routes included), so a flood of requests is
-// refused at the gateway; and no function reserves concurrency by default,
-// which would fail the stack's creation in an account with a small
-// concurrency quota.
-func TestAPIThrottleAndReservedConcurrency(t *testing.T) {
+// TestRouteThrottles: every route has a throttle of its own on the stage,
+// so that no route's traffic takes another's: the routes a run calls
+// (its trigger, the worker routes, events put) admit 1,000 runs a
+// second, the heat model's rate for one job, where one stage throttle of
+// 100 requests a second admitted about 33; the operator's other routes
+// 100 requests a second, the anonymous ones and $default 10; each burst
+// twice its rate. Together they stay under API Gateway's default account
+// quota of 10,000 requests a second, and the stage waits for the routes
+// its settings name.
+func TestRouteThrottles(t *testing.T) {
 	t.Parallel()
+	type throttle struct{ rate, burst float64 }
+	run, operator, public := throttle{1000, 2000}, throttle{100, 200}, throttle{10, 20}
+	want := map[string]throttle{
+		"POST /v1/jobs/{job}/runs":    run,
+		"POST /v1/events/put":         run,
+		"POST /v1/attempts/claim":     run,
+		"POST /v1/attempts/heartbeat": run,
+		"POST /v1/attempts/complete":  run,
+		"GET /healthz":                public,
+		"GET /v1/openapi.json":        public,
+		"GET /ui":                     public,
+		"GET /ui/{proxy+}":            public,
+	}
+	of := func(v any) throttle {
+		m, _ := v.(map[string]any)
+		return throttle{number(m["ThrottlingRateLimit"]), number(m["ThrottlingBurstLimit"])}
+	}
 	for _, s := range []*synthesized{full, jwt} {
+		name := s.cfg.StackName
 		stages := s.ofType("AWS::ApiGatewayV2::Stage")
+		if len(stages) != 1 {
+			t.Fatalf("%s: %d stages", name, len(stages))
+		}
+		var stageID string
+		var props map[string]any
 		for id, st := range stages {
-			settings, _ := st.Properties["DefaultRouteSettings"].(map[string]any)
-			if number(settings["ThrottlingRateLimit"]) != scheduler.DefaultAPIThrottleRate ||
-				number(settings["ThrottlingBurstLimit"]) != scheduler.DefaultAPIThrottleBurst {
-				t.Errorf("%s/%s: default route settings %v, want rate %d and burst %d", s.cfg.StackName, id, settings,
-					scheduler.DefaultAPIThrottleRate, scheduler.DefaultAPIThrottleBurst)
+			stageID, props = id, st.Properties
+		}
+		if got := of(props["DefaultRouteSettings"]); got != public {
+			t.Errorf("%s: $default throttle %v, want %v", name, got, public)
+		}
+		settings, _ := props["RouteSettings"].(map[string]any)
+		total := public.rate // $default
+		for id, r := range s.ofType("AWS::ApiGatewayV2::Route") {
+			key := r.Properties["RouteKey"].(string)
+			if key == "$default" {
+				continue
+			}
+			w, ok := want[key]
+			if !ok {
+				w = operator
+			}
+			got := of(settings[key])
+			if got != w {
+				t.Errorf("%s: route %s throttle %v, want %v", name, key, got, w)
+			}
+			total += got.rate
+			if !slices.Contains(s.resources[stageID].DependsOn, id) {
+				t.Errorf("%s: the stage does not wait for route %s (%s), which its settings name", name, key, id)
 			}
 		}
-		if len(stages) != 1 {
-			t.Errorf("%s: %d stages", s.cfg.StackName, len(stages))
+		if len(settings) != len(scheduler.Routes()) {
+			t.Errorf("%s: route settings for %d keys, want one for each of the %d routes", name, len(settings), len(scheduler.Routes()))
 		}
+		if total > 10000 {
+			t.Errorf("%s: the routes' rates add up to %v, over the account's default 10,000 requests a second", name, total)
+		}
+	}
+}
+
+// TestNoReservedConcurrency: no function reserves concurrency by default,
+// which would fail the stack's creation in an account with a small
+// concurrency quota.
+func TestNoReservedConcurrency(t *testing.T) {
+	t.Parallel()
+	for _, s := range []*synthesized{full, jwt} {
 		for name, id := range s.functions {
 			if got, set := s.resources[id].Properties["ReservedConcurrentExecutions"]; set {
 				t.Errorf("%s/%s: reserved concurrency %v, want none", s.cfg.StackName, name, got)

@@ -39,12 +39,6 @@ const (
 	DefaultMaxReceiveCount       = 5
 	DefaultMaxClockSkew          = 30 * time.Second
 	DefaultLogRetention          = awslogs.RetentionDays_ONE_MONTH
-	// DefaultAPIThrottleRate and DefaultAPIThrottleBurst limit the HTTP
-	// API's default stage, every route together: requests a second in the
-	// steady state, and the bucket a burst may empty. API Gateway answers
-	// 429 beyond them, before the api function runs.
-	DefaultAPIThrottleRate  = 100
-	DefaultAPIThrottleBurst = 200
 )
 
 // Unreserved, as a ReservedConcurrency value, leaves a function without
@@ -135,11 +129,11 @@ type Props struct {
 	// plus 100.
 	ReservedConcurrency map[string]int
 
-	// APIThrottleRate (requests a second) and APIThrottleBurst throttle
-	// the HTTP API's default stage, every route together. Default
-	// DefaultAPIThrottleRate and DefaultAPIThrottleBurst.
-	APIThrottleRate  float64
-	APIThrottleBurst int
+	// APIRunRate is the rate of runs a second the HTTP API's throttles
+	// admit on each route a run calls (throttle.go): API Gateway answers
+	// 429 beyond it, before the api function runs. Default
+	// DefaultAPIRunRate.
+	APIRunRate float64
 
 	// MaxReceiveCount is how many receives a message gets before its queue
 	// moves it to the DLQ. Default 5.
@@ -192,11 +186,8 @@ func (p Props) withDefaults() Props {
 	if p.MaxReceiveCount == 0 {
 		p.MaxReceiveCount = DefaultMaxReceiveCount
 	}
-	if p.APIThrottleRate == 0 {
-		p.APIThrottleRate = DefaultAPIThrottleRate
-	}
-	if p.APIThrottleBurst == 0 {
-		p.APIThrottleBurst = DefaultAPIThrottleBurst
+	if p.APIRunRate == 0 {
+		p.APIRunRate = DefaultAPIRunRate
 	}
 	return p
 }
@@ -271,8 +262,8 @@ func (p Props) validate() error {
 			errs = append(errs, fmt.Errorf("ReservedConcurrency[%s] %d: want 0 or more, or Unreserved (-1, \"off\")", name, n))
 		}
 	}
-	if p.APIThrottleRate < 0 || p.APIThrottleBurst < 0 {
-		errs = append(errs, fmt.Errorf("APIThrottleRate %v, APIThrottleBurst %d: want more than 0", p.APIThrottleRate, p.APIThrottleBurst))
+	if p.APIRunRate < 0 {
+		errs = append(errs, fmt.Errorf("APIRunRate %v: want more than 0", p.APIRunRate))
 	}
 	if p.JWT != nil {
 		if p.JWT.Issuer == "" {

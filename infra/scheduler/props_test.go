@@ -62,7 +62,7 @@ func TestValidate(t *testing.T) {
 		{"clock skew", Props{CodeDir: noWorker, MaxClockSkew: -time.Second}, []string{"MaxClockSkew -1s"}},
 		{"reserved", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"apx": 1, "api": -2}}, []string{`unknown function "apx"`, "ReservedConcurrency[api] -2"}},
 		{"reserved off", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"api": Unreserved}}, nil},
-		{"throttle", Props{CodeDir: noWorker, APIThrottleRate: -1}, []string{"APIThrottleRate -1"}},
+		{"throttle", Props{CodeDir: noWorker, APIRunRate: -1}, []string{"APIRunRate -1"}},
 		{"jwt", Props{CodeDir: noWorker, JWT: &JWTAuthorizer{}}, []string{"JWT.Issuer", "JWT.Audiences"}},
 		{"ecs", Props{CodeDir: noWorker, ECS: &ECSExecutor{Clusters: []string{"batch"},
 			TaskDefinitions: []ECSTaskDefinition{{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl-task"}}}}, nil},
