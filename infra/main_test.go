@@ -231,8 +231,12 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Route":        18,
 			// One invoke permission per route, one per schedule.
 			"AWS::Lambda::Permission": 20,
-			// 5 DLQs + InstanceLost + RunFailed + QueueWaitP99 + errors and throttles of 5 functions.
-			"AWS::CloudWatch::Alarm":     18,
+			// 5 DLQs and the 5 queues' oldest messages + InstanceLost +
+			// RunFailed + QueueWaitP99 + errors and throttles of 5
+			// functions + throttling of the table and its 3 indexes + the
+			// API's 5xx and 429.
+			"AWS::CloudWatch::Alarm":     29,
+			"AWS::Logs::MetricFilter":    1, // the access log's 429s
 			"AWS::Events::EventBus":      1,
 			"AWS::CloudWatch::Dashboard": 1,
 			"AWS::SNS::Topic":            1,
@@ -257,9 +261,13 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Authorizer":   1,
 			"AWS::ApiGatewayV2::Route":        18,
 			"AWS::Lambda::Permission":         20,
-			"AWS::CloudWatch::Alarm":          13,
-			"AWS::CloudWatch::Dashboard":      1,
-			"AWS::Events::EventBus":           1,
+			// 3 DLQs and oldest messages, InstanceLost, QueueWaitP99,
+			// errors and throttles of 4 functions, the table and its 4
+			// indexes (the retired one kept), the API's 5xx and 429.
+			"AWS::CloudWatch::Alarm":     23,
+			"AWS::Logs::MetricFilter":    1,
+			"AWS::CloudWatch::Dashboard": 1,
+			"AWS::Events::EventBus":      1,
 		}},
 	} {
 		t.Run(tc.stack.cfg.StackName, func(t *testing.T) {
@@ -950,6 +958,9 @@ func TestAlarms(t *testing.T) {
 	for id, r := range full.ofType("AWS::CloudWatch::Alarm") {
 		p := r.Properties
 		metric := fmt.Sprintf("%v/%v", p["Namespace"], p["MetricName"])
+		if p["Metrics"] != nil {
+			metric = "math" // TestThrottlingAlarms
+		}
 		byMetric[metric]++
 		for _, list := range []string{"AlarmActions", "OKActions"} {
 			actions, _ := p[list].([]any)
@@ -978,6 +989,10 @@ func TestAlarms(t *testing.T) {
 		"Runledger/QueueWait":                        1,
 		"AWS/Lambda/Errors":                          5,
 		"AWS/Lambda/Throttles":                       5,
+		"AWS/SQS/ApproximateAgeOfOldestMessage":      5,
+		"AWS/ApiGateway/5xx":                         1,
+		"Runledger/ApiThrottled":                     1,
+		"math":                                       4,
 	}
 	if !reflect.DeepEqual(byMetric, want) {
 		t.Errorf("alarms by metric:\n got %v\nwant %v", byMetric, want)
@@ -996,6 +1011,113 @@ func TestAlarms(t *testing.T) {
 		for _, m := range []string{"RunSucceeded", "RunFailed", "TaskFailed", "DeadlineMissed", "RunDuration"} {
 			if !strings.Contains(body, `\"`+m+`\"`) && !strings.Contains(body, `"`+m+`"`) {
 				t.Errorf("the dashboard shows no %s", m)
+			}
+		}
+	}
+}
+
+// TestThrottlingAlarms: alarms on DynamoDB's throttling of the table and
+// of each of its indexes (reads and writes together), on the API's 5xx
+// and on its 429s (counted from the access log, HTTP APIs publish no
+// such metric), and on the age of the oldest message of every queue.
+func TestThrottlingAlarms(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s       *synthesized
+		indexes []string
+	}{
+		{full, []string{"", tableschema.ListIndex, tableschema.LiveIndex, tableschema.TimerIndex}},
+		{jwt, []string{"", tableschema.ListIndex, tableschema.LiveIndex, tableschema.RetiredListIndex, tableschema.TimerIndex}},
+	} {
+		name := tc.s.cfg.StackName
+		var table, api, accessLogs string
+		for id := range tc.s.ofType("AWS::DynamoDB::Table") {
+			table = id
+		}
+		for id := range tc.s.ofType("AWS::ApiGatewayV2::Api") {
+			api = id
+		}
+		for _, f := range tc.s.ofType("AWS::Logs::MetricFilter") {
+			accessLogs = ref(f.Properties["LogGroupName"])
+			transforms := asList(f.Properties["MetricTransformations"])
+			if !strings.Contains(fmt.Sprint(f.Properties["FilterPattern"]), `$.status = "429"`) || len(transforms) != 1 ||
+				fmt.Sprint(transforms[0].(map[string]any)["MetricName"]) != "ApiThrottled" {
+				t.Errorf("%s: metric filter %v, want the access log's 429s as Runledger/ApiThrottled", name, f.Properties)
+			}
+		}
+		if tc.s.resources[accessLogs].Type != "AWS::Logs::LogGroup" {
+			t.Errorf("%s: the 429 filter reads %q, want the access log group", name, accessLogs)
+		}
+		var throttled []string
+		aged := map[string]bool{}
+		api5xx, api429 := 0, 0
+		for id, r := range tc.s.ofType("AWS::CloudWatch::Alarm") {
+			p := r.Properties
+			dims := map[string]string{}
+			for _, d := range asList(p["Dimensions"]) {
+				d := d.(map[string]any)
+				dims[d["Name"].(string)] = ref(d["Value"])
+			}
+			switch fmt.Sprintf("%v/%v", p["Namespace"], p["MetricName"]) {
+			case "AWS/SQS/ApproximateAgeOfOldestMessage":
+				if number(p["Threshold"]) != 1800 || p["Statistic"] != "Maximum" {
+					t.Errorf("%s/%s: threshold %v statistic %v, want the maximum over 1800 s", name, id, p["Threshold"], p["Statistic"])
+				}
+				aged[dims["QueueName"]] = true
+			case "AWS/ApiGateway/5xx":
+				if dims["ApiId"] != api {
+					t.Errorf("%s/%s: dimensions %v, want the API %s", name, id, dims, api)
+				}
+				api5xx++
+			case "Runledger/ApiThrottled":
+				api429++
+			}
+			var reads, writes []string
+			for _, m := range asList(p["Metrics"]) {
+				stat, _ := m.(map[string]any)["MetricStat"].(map[string]any)
+				metric, _ := stat["Metric"].(map[string]any)
+				if metric["Namespace"] != "AWS/DynamoDB" {
+					continue
+				}
+				index, tableRef := "", ""
+				for _, d := range asList(metric["Dimensions"]) {
+					d := d.(map[string]any)
+					switch d["Name"] {
+					case "GlobalSecondaryIndexName":
+						index = d["Value"].(string)
+					case "TableName":
+						tableRef = ref(d["Value"])
+					}
+				}
+				if tableRef != table {
+					t.Errorf("%s/%s: throttling of table %q, want %s", name, id, tableRef, table)
+				}
+				switch metric["MetricName"] {
+				case "ReadThrottleEvents":
+					reads = append(reads, index)
+				case "WriteThrottleEvents":
+					writes = append(writes, index)
+				}
+			}
+			if len(reads)+len(writes) > 0 {
+				if len(reads) != 1 || !reflect.DeepEqual(reads, writes) {
+					t.Errorf("%s/%s: read throttles of %v and write throttles of %v, want both of one table or index", name, id, reads, writes)
+					continue
+				}
+				throttled = append(throttled, reads[0])
+			}
+		}
+		sort.Strings(throttled)
+		sort.Strings(tc.indexes)
+		if !reflect.DeepEqual(throttled, tc.indexes) {
+			t.Errorf("%s: throttling alarms on %q (\"\": the table), want %q", name, throttled, tc.indexes)
+		}
+		if api5xx != 1 || api429 != 1 {
+			t.Errorf("%s: %d 5xx and %d 429 alarms, want one each", name, api5xx, api429)
+		}
+		for id, q := range tc.s.ofType("AWS::SQS::Queue") {
+			if isDLQ := q.Properties["RedrivePolicy"] == nil; isDLQ == aged[id] {
+				t.Errorf("%s: queue %s (DLQ %v): age alarmed %v, want every queue but the DLQs", name, id, isDLQ, aged[id])
 			}
 		}
 	}

@@ -227,11 +227,7 @@ func (s *Scheduler) newTable(p Props) awsdynamodb.Table {
 		DeletionProtection:  p.DeletionProtection,
 		RemovalPolicy:       p.RemovalPolicy,
 	})
-	indexes := schema.Indexes
-	if p.KeepRetiredIndexes {
-		indexes = append(append([]tableschema.Index{}, indexes...), schema.Migrating())
-	}
-	for _, ix := range indexes {
+	for _, ix := range tableIndexes(p) {
 		gsi := &awsdynamodb.GlobalSecondaryIndexProps{
 			IndexName:    jsii.String(ix.Name),
 			PartitionKey: keyAttribute(ix.PartitionKey),
@@ -251,6 +247,17 @@ func (s *Scheduler) newTable(p Props) awsdynamodb.Table {
 		table.AddGlobalSecondaryIndex(gsi)
 	}
 	return table
+}
+
+// tableIndexes are the table's indexes: the schema's, and with
+// KeepRetiredIndexes the retired one of the newest migration.
+func tableIndexes(p Props) []tableschema.Index {
+	schema := tableschema.Table()
+	indexes := schema.Indexes
+	if p.KeepRetiredIndexes {
+		indexes = append(append([]tableschema.Index{}, indexes...), schema.Migrating())
+	}
+	return indexes
 }
 
 // keyAttribute converts a schema attribute; an unset one (no sort key) is nil.
