@@ -31,7 +31,7 @@ const (
 	keyStackName          = "runledger:stackName"          // default Runledger
 	keyCodeDir            = "runledger:codeDir"            // default dist, relative to cdk.json's folder
 	keyPools              = "runledger:pools"              // "default,gpu" or ["default","gpu"]
-	keyExampleWorkerPool  = "runledger:exampleWorkerPool"  // default: the first pool; "none" deploys no worker
+	keyExampleWorkerPool  = "runledger:exampleWorkerPool"  // default none: no demo worker
 	keyTickerRate         = "runledger:tickerRate"         // Go duration, whole minutes
 	keyReconcilerRate     = "runledger:reconcilerRate"     // Go duration, whole minutes
 	keyHistoryRetention   = "runledger:historyRetention"   // Go duration
@@ -44,9 +44,8 @@ const (
 	keyAlarmTopicArn      = "runledger:alarmTopicArn"      // an existing topic
 	keyJWTIssuer          = "runledger:jwtIssuer"
 	keyJWTAudiences       = "runledger:jwtAudiences"        // "a,b" or ["a","b"]
-	keyReserved           = "runledger:reservedConcurrency" // api=20,worker=off (off: unreserved)
-	keyAPIThrottleRate    = "runledger:apiThrottleRate"     // requests a second, default 100
-	keyAPIThrottleBurst   = "runledger:apiThrottleBurst"    // default 200
+	keyReserved           = "runledger:reservedConcurrency" // default none; api=20,worker=off (off: unreserved)
+	keyAPIRunRate         = "runledger:apiRunRate"          // runs a second the route throttles admit, default 1000
 	keyMaxReceiveCount    = "runledger:maxReceiveCount"
 	// keyECS allows the ecs executor: {"clusters": ["batch"],
 	// "taskDefinitions": [{"family": "etl", "taskRoleArn": "...",
@@ -171,13 +170,10 @@ func readConfig(get func(key string) any) (config, error) {
 	p := &c.Props
 	p.CodeDir = str(keyCodeDir, "dist")
 	p.Pools = list(keyPools)
-	switch w := str(keyExampleWorkerPool, ""); {
-	case get(keyExampleWorkerPool) == nil && len(p.Pools) > 0:
-		p.ExampleWorkerPool = p.Pools[0]
-	case get(keyExampleWorkerPool) == nil:
-		p.ExampleWorkerPool = scheduler.DefaultPool
-	case w == "none":
-	default:
+	// The demo worker answers success for whatever task reaches it, so a
+	// stack gets one only on the pool named here ("none" names none, as
+	// leaving the key out does).
+	if w := str(keyExampleWorkerPool, ""); w != "none" {
 		p.ExampleWorkerPool = w
 	}
 	p.TickerRate = duration(keyTickerRate)
@@ -204,8 +200,7 @@ func readConfig(get func(key string) any) (config, error) {
 		p.JWT = &scheduler.JWTAuthorizer{Issuer: issuer, Audiences: list(keyJWTAudiences)}
 	}
 	p.MaxReceiveCount = number(keyMaxReceiveCount, get(keyMaxReceiveCount))
-	p.APIThrottleRate = float64(number(keyAPIThrottleRate, get(keyAPIThrottleRate)))
-	p.APIThrottleBurst = number(keyAPIThrottleBurst, get(keyAPIThrottleBurst))
+	p.APIRunRate = float64(number(keyAPIRunRate, get(keyAPIRunRate)))
 	switch v := get(keyReserved).(type) {
 	case nil:
 	case string: // api=10,worker=5

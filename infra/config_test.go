@@ -21,12 +21,13 @@ func TestReadConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No demo worker unless asked for: it answers success for any task
+	// of its pool, real ones included.
 	want := config{
 		StackName: "Runledger",
 		Props: scheduler.Props{
-			CodeDir:           "dist",
-			ExampleWorkerPool: scheduler.DefaultPool,
-			RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+			CodeDir:       "dist",
+			RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
 		},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -46,6 +47,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyStackName:          "Sched",
 			keyCodeDir:            "/opt/dist",
 			keyPools:              "gpu, default",
+			keyExampleWorkerPool:  "gpu",
 			keyTickerRate:         "2m",
 			keyReconcilerRate:     "5m",
 			keyHistoryRetention:   "720h",
@@ -57,8 +59,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyJWTIssuer:          "https://issuer.example.com",
 			keyJWTAudiences:       "cli,ui",
 			keyReserved:           "api=10, worker=0, events=off",
-			keyAPIThrottleRate:    "25",
-			keyAPIThrottleBurst:   "50",
+			keyAPIRunRate:         "25",
 			keyMaxReceiveCount:    "3",
 			keyKeepRetiredIndexes: "true",
 			keyECS:                `{"clusters": ["batch"], "taskDefinitions": [{"family": "etl", "taskRoleArn": "arn:aws:iam::123456789012:role/etl"}]}`,
@@ -81,8 +82,7 @@ func TestReadConfigValues(t *testing.T) {
 				DeletionProtection:    &off,
 				JWT:                   &scheduler.JWTAuthorizer{Issuer: "https://issuer.example.com", Audiences: []string{"cli", "ui"}},
 				ReservedConcurrency:   map[string]int{"api": 10, "worker": 0, "events": scheduler.Unreserved},
-				APIThrottleRate:       25,
-				APIThrottleBurst:      50,
+				APIRunRate:            25,
 				MaxReceiveCount:       3,
 				KeepRetiredIndexes:    true,
 				ECS: &scheduler.ECSExecutor{Clusters: []string{"batch"},

@@ -45,6 +45,7 @@ type synthesized struct {
 type resource struct {
 	Type       string
 	Properties map[string]any
+	DependsOn  []string
 }
 
 func TestMain(m *testing.M) {
@@ -100,7 +101,7 @@ func runTests(m *testing.M) int {
 				WireOnFailure: true,
 			},
 			EventTriggers: &scheduler.EventTriggers{
-				Buses:   []string{"default", "arn:aws:events:eu-west-1:123456789012:event-bus/orders"},
+				Buses:   []string{"default", "orders"},
 				Sources: []string{"shop", "aws.s3"},
 			},
 		},
@@ -144,7 +145,11 @@ func (b built) synth() *synthesized {
 	for id, r := range raw["Resources"].(map[string]any) {
 		m := r.(map[string]any)
 		props, _ := m["Properties"].(map[string]any)
-		out.resources[id] = resource{Type: m["Type"].(string), Properties: props}
+		res := resource{Type: m["Type"].(string), Properties: props}
+		for _, d := range asList(m["DependsOn"]) {
+			res.DependsOn = append(res.DependsOn, d.(string))
+		}
+		out.resources[id] = res
 	}
 	out.outputs, _ = raw["Outputs"].(map[string]any)
 	for name, fn := range b.scheduler.Functions {
@@ -223,11 +228,15 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Api":          1,
 			"AWS::ApiGatewayV2::Stage":        1,
 			"AWS::ApiGatewayV2::Integration":  1,
-			"AWS::ApiGatewayV2::Route":        17,
+			"AWS::ApiGatewayV2::Route":        18,
 			// One invoke permission per route, one per schedule.
-			"AWS::Lambda::Permission": 19,
-			// 5 DLQs + InstanceLost + RunFailed + QueueWaitP99 + errors and throttles of 5 functions.
-			"AWS::CloudWatch::Alarm":     18,
+			"AWS::Lambda::Permission": 20,
+			// 5 DLQs and the 5 queues' oldest messages + InstanceLost +
+			// RunFailed + QueueWaitP99 + errors and throttles of 5
+			// functions + throttling of the table and its 3 indexes + the
+			// API's 5xx and 429.
+			"AWS::CloudWatch::Alarm":     29,
+			"AWS::Logs::MetricFilter":    1, // the access log's 429s
 			"AWS::Events::EventBus":      1,
 			"AWS::CloudWatch::Dashboard": 1,
 			"AWS::SNS::Topic":            1,
@@ -250,11 +259,15 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::ApiGatewayV2::Stage":        1,
 			"AWS::ApiGatewayV2::Integration":  1,
 			"AWS::ApiGatewayV2::Authorizer":   1,
-			"AWS::ApiGatewayV2::Route":        17,
-			"AWS::Lambda::Permission":         19,
-			"AWS::CloudWatch::Alarm":          13,
-			"AWS::CloudWatch::Dashboard":      1,
-			"AWS::Events::EventBus":           1,
+			"AWS::ApiGatewayV2::Route":        18,
+			"AWS::Lambda::Permission":         20,
+			// 3 DLQs and oldest messages, InstanceLost, QueueWaitP99,
+			// errors and throttles of 4 functions, the table and its 4
+			// indexes (the retired one kept), the API's 5xx and 429.
+			"AWS::CloudWatch::Alarm":     23,
+			"AWS::Logs::MetricFilter":    1,
+			"AWS::CloudWatch::Dashboard": 1,
+			"AWS::Events::EventBus":      1,
 		}},
 	} {
 		t.Run(tc.stack.cfg.StackName, func(t *testing.T) {
@@ -709,6 +722,7 @@ func TestRoutes(t *testing.T) {
 	operator := []string{
 		"$default",
 		"ANY /v1/jobs",
+		"POST /v1/jobs/{job}/runs",
 		"ANY /v1/jobs/{proxy+}",
 		"ANY /v1/runs",
 		"ANY /v1/runs/{proxy+}",
@@ -944,6 +958,9 @@ func TestAlarms(t *testing.T) {
 	for id, r := range full.ofType("AWS::CloudWatch::Alarm") {
 		p := r.Properties
 		metric := fmt.Sprintf("%v/%v", p["Namespace"], p["MetricName"])
+		if p["Metrics"] != nil {
+			metric = "math" // TestThrottlingAlarms
+		}
 		byMetric[metric]++
 		for _, list := range []string{"AlarmActions", "OKActions"} {
 			actions, _ := p[list].([]any)
@@ -972,6 +989,10 @@ func TestAlarms(t *testing.T) {
 		"Runledger/QueueWait":                        1,
 		"AWS/Lambda/Errors":                          5,
 		"AWS/Lambda/Throttles":                       5,
+		"AWS/SQS/ApproximateAgeOfOldestMessage":      5,
+		"AWS/ApiGateway/5xx":                         1,
+		"Runledger/ApiThrottled":                     1,
+		"math":                                       4,
 	}
 	if !reflect.DeepEqual(byMetric, want) {
 		t.Errorf("alarms by metric:\n got %v\nwant %v", byMetric, want)
@@ -990,6 +1011,113 @@ func TestAlarms(t *testing.T) {
 		for _, m := range []string{"RunSucceeded", "RunFailed", "TaskFailed", "DeadlineMissed", "RunDuration"} {
 			if !strings.Contains(body, `\"`+m+`\"`) && !strings.Contains(body, `"`+m+`"`) {
 				t.Errorf("the dashboard shows no %s", m)
+			}
+		}
+	}
+}
+
+// TestThrottlingAlarms: alarms on DynamoDB's throttling of the table and
+// of each of its indexes (reads and writes together), on the API's 5xx
+// and on its 429s (counted from the access log, HTTP APIs publish no
+// such metric), and on the age of the oldest message of every queue.
+func TestThrottlingAlarms(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s       *synthesized
+		indexes []string
+	}{
+		{full, []string{"", tableschema.ListIndex, tableschema.LiveIndex, tableschema.TimerIndex}},
+		{jwt, []string{"", tableschema.ListIndex, tableschema.LiveIndex, tableschema.RetiredListIndex, tableschema.TimerIndex}},
+	} {
+		name := tc.s.cfg.StackName
+		var table, api, accessLogs string
+		for id := range tc.s.ofType("AWS::DynamoDB::Table") {
+			table = id
+		}
+		for id := range tc.s.ofType("AWS::ApiGatewayV2::Api") {
+			api = id
+		}
+		for _, f := range tc.s.ofType("AWS::Logs::MetricFilter") {
+			accessLogs = ref(f.Properties["LogGroupName"])
+			transforms := asList(f.Properties["MetricTransformations"])
+			if !strings.Contains(fmt.Sprint(f.Properties["FilterPattern"]), `$.status = "429"`) || len(transforms) != 1 ||
+				fmt.Sprint(transforms[0].(map[string]any)["MetricName"]) != "ApiThrottled" {
+				t.Errorf("%s: metric filter %v, want the access log's 429s as Runledger/ApiThrottled", name, f.Properties)
+			}
+		}
+		if tc.s.resources[accessLogs].Type != "AWS::Logs::LogGroup" {
+			t.Errorf("%s: the 429 filter reads %q, want the access log group", name, accessLogs)
+		}
+		var throttled []string
+		aged := map[string]bool{}
+		api5xx, api429 := 0, 0
+		for id, r := range tc.s.ofType("AWS::CloudWatch::Alarm") {
+			p := r.Properties
+			dims := map[string]string{}
+			for _, d := range asList(p["Dimensions"]) {
+				d := d.(map[string]any)
+				dims[d["Name"].(string)] = ref(d["Value"])
+			}
+			switch fmt.Sprintf("%v/%v", p["Namespace"], p["MetricName"]) {
+			case "AWS/SQS/ApproximateAgeOfOldestMessage":
+				if number(p["Threshold"]) != 1800 || p["Statistic"] != "Maximum" {
+					t.Errorf("%s/%s: threshold %v statistic %v, want the maximum over 1800 s", name, id, p["Threshold"], p["Statistic"])
+				}
+				aged[dims["QueueName"]] = true
+			case "AWS/ApiGateway/5xx":
+				if dims["ApiId"] != api {
+					t.Errorf("%s/%s: dimensions %v, want the API %s", name, id, dims, api)
+				}
+				api5xx++
+			case "Runledger/ApiThrottled":
+				api429++
+			}
+			var reads, writes []string
+			for _, m := range asList(p["Metrics"]) {
+				stat, _ := m.(map[string]any)["MetricStat"].(map[string]any)
+				metric, _ := stat["Metric"].(map[string]any)
+				if metric["Namespace"] != "AWS/DynamoDB" {
+					continue
+				}
+				index, tableRef := "", ""
+				for _, d := range asList(metric["Dimensions"]) {
+					d := d.(map[string]any)
+					switch d["Name"] {
+					case "GlobalSecondaryIndexName":
+						index = d["Value"].(string)
+					case "TableName":
+						tableRef = ref(d["Value"])
+					}
+				}
+				if tableRef != table {
+					t.Errorf("%s/%s: throttling of table %q, want %s", name, id, tableRef, table)
+				}
+				switch metric["MetricName"] {
+				case "ReadThrottleEvents":
+					reads = append(reads, index)
+				case "WriteThrottleEvents":
+					writes = append(writes, index)
+				}
+			}
+			if len(reads)+len(writes) > 0 {
+				if len(reads) != 1 || !reflect.DeepEqual(reads, writes) {
+					t.Errorf("%s/%s: read throttles of %v and write throttles of %v, want both of one table or index", name, id, reads, writes)
+					continue
+				}
+				throttled = append(throttled, reads[0])
+			}
+		}
+		sort.Strings(throttled)
+		sort.Strings(tc.indexes)
+		if !reflect.DeepEqual(throttled, tc.indexes) {
+			t.Errorf("%s: throttling alarms on %q (\"\": the table), want %q", name, throttled, tc.indexes)
+		}
+		if api5xx != 1 || api429 != 1 {
+			t.Errorf("%s: %d 5xx and %d 429 alarms, want one each", name, api5xx, api429)
+		}
+		for id, q := range tc.s.ofType("AWS::SQS::Queue") {
+			if isDLQ := q.Properties["RedrivePolicy"] == nil; isDLQ == aged[id] {
+				t.Errorf("%s: queue %s (DLQ %v): age alarmed %v, want every queue but the DLQs", name, id, isDLQ, aged[id])
 			}
 		}
 	}
@@ -1054,32 +1182,85 @@ func TestOutputs(t *testing.T) {
 	}
 }
 
-// TestAPIThrottleAndReservedConcurrency: the HTTP API's stage throttles
-// every route (the worker routes included) and the api function has a
-// concurrency of its own by default, so a flood of requests is refused at
-// the gateway and cannot take the account's concurrency from the events,
-// ticker and reconciler functions; the other functions stay unreserved.
-func TestAPIThrottleAndReservedConcurrency(t *testing.T) {
+// TestRouteThrottles: every route has a throttle of its own on the stage,
+// so that no route's traffic takes another's: the routes a run calls
+// (its trigger, the worker routes, events put) admit 1,000 runs a
+// second, the heat model's rate for one job, where one stage throttle of
+// 100 requests a second admitted about 33; the operator's other routes
+// 100 requests a second, the anonymous ones and $default 10; each burst
+// twice its rate. Together they stay under API Gateway's default account
+// quota of 10,000 requests a second, and the stage waits for the routes
+// its settings name.
+func TestRouteThrottles(t *testing.T) {
 	t.Parallel()
+	type throttle struct{ rate, burst float64 }
+	run, operator, public := throttle{1000, 2000}, throttle{100, 200}, throttle{10, 20}
+	want := map[string]throttle{
+		"POST /v1/jobs/{job}/runs":    run,
+		"POST /v1/events/put":         run,
+		"POST /v1/attempts/claim":     run,
+		"POST /v1/attempts/heartbeat": run,
+		"POST /v1/attempts/complete":  run,
+		"GET /healthz":                public,
+		"GET /v1/openapi.json":        public,
+		"GET /ui":                     public,
+		"GET /ui/{proxy+}":            public,
+	}
+	of := func(v any) throttle {
+		m, _ := v.(map[string]any)
+		return throttle{number(m["ThrottlingRateLimit"]), number(m["ThrottlingBurstLimit"])}
+	}
 	for _, s := range []*synthesized{full, jwt} {
+		name := s.cfg.StackName
 		stages := s.ofType("AWS::ApiGatewayV2::Stage")
+		if len(stages) != 1 {
+			t.Fatalf("%s: %d stages", name, len(stages))
+		}
+		var stageID string
+		var props map[string]any
 		for id, st := range stages {
-			settings, _ := st.Properties["DefaultRouteSettings"].(map[string]any)
-			if number(settings["ThrottlingRateLimit"]) != scheduler.DefaultAPIThrottleRate ||
-				number(settings["ThrottlingBurstLimit"]) != scheduler.DefaultAPIThrottleBurst {
-				t.Errorf("%s/%s: default route settings %v, want rate %d and burst %d", s.cfg.StackName, id, settings,
-					scheduler.DefaultAPIThrottleRate, scheduler.DefaultAPIThrottleBurst)
+			stageID, props = id, st.Properties
+		}
+		if got := of(props["DefaultRouteSettings"]); got != public {
+			t.Errorf("%s: $default throttle %v, want %v", name, got, public)
+		}
+		settings, _ := props["RouteSettings"].(map[string]any)
+		total := public.rate // $default
+		for id, r := range s.ofType("AWS::ApiGatewayV2::Route") {
+			key := r.Properties["RouteKey"].(string)
+			if key == "$default" {
+				continue
+			}
+			w, ok := want[key]
+			if !ok {
+				w = operator
+			}
+			got := of(settings[key])
+			if got != w {
+				t.Errorf("%s: route %s throttle %v, want %v", name, key, got, w)
+			}
+			total += got.rate
+			if !slices.Contains(s.resources[stageID].DependsOn, id) {
+				t.Errorf("%s: the stage does not wait for route %s (%s), which its settings name", name, key, id)
 			}
 		}
-		if len(stages) != 1 {
-			t.Errorf("%s: %d stages", s.cfg.StackName, len(stages))
+		if len(settings) != len(scheduler.Routes()) {
+			t.Errorf("%s: route settings for %d keys, want one for each of the %d routes", name, len(settings), len(scheduler.Routes()))
 		}
+		if total > 10000 {
+			t.Errorf("%s: the routes' rates add up to %v, over the account's default 10,000 requests a second", name, total)
+		}
+	}
+}
+
+// TestNoReservedConcurrency: no function reserves concurrency by default,
+// which would fail the stack's creation in an account with a small
+// concurrency quota.
+func TestNoReservedConcurrency(t *testing.T) {
+	t.Parallel()
+	for _, s := range []*synthesized{full, jwt} {
 		for name, id := range s.functions {
-			got, set := s.resources[id].Properties["ReservedConcurrentExecutions"]
-			switch {
-			case name == scheduler.FunctionAPI && number(got) != scheduler.DefaultAPIReservedConcurrency:
-				t.Errorf("%s/api: reserved concurrency %v, want %d", s.cfg.StackName, got, scheduler.DefaultAPIReservedConcurrency)
-			case name != scheduler.FunctionAPI && set:
+			if got, set := s.resources[id].Properties["ReservedConcurrentExecutions"]; set {
 				t.Errorf("%s/%s: reserved concurrency %v, want none", s.cfg.StackName, name, got)
 			}
 		}

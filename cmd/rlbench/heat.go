@@ -20,7 +20,7 @@ import (
 // it costs there by DynamoDB's rules and the store's size accounting
 // (store.ItemSize):
 //
-//   - a write costs 1 WCU per started KB of the item (2 in a transaction;
+//   - a write costs store.WriteUnits of the item (twice in a transaction;
 //     a ConditionCheck costs what a write of its item does) on the item's
 //     partition, and on each index whose entry it puts, changes or removes,
 //     1 WCU per started KB of the entry (the projected attributes), on the
@@ -116,7 +116,7 @@ func (h *heatTrace) record(params, result any) {
 					key = a.ConditionCheck.Key
 				}
 				size := h.shadow[itemID(key)].size
-				h.add("table", pkOf(key), 2*writeKB(size), 0)
+				h.add("table", pkOf(key), 2*store.WriteUnits(size), 0)
 			}
 		}
 	case *dynamodb.GetItemInput:
@@ -161,7 +161,7 @@ func (h *heatTrace) write(key, next map[string]types.AttributeValue, per float64
 	if next == nil {
 		size = old.size
 	}
-	h.add("table", pkOf(key), per*writeKB(size), 0)
+	h.add("table", pkOf(key), per*store.WriteUnits(size), 0)
 	entries := map[string]indexEntry{}
 	if next != nil {
 		for _, ix := range h.indexes {
@@ -176,14 +176,14 @@ func (h *heatTrace) write(key, next map[string]types.AttributeValue, per float64
 		switch {
 		case hadOld && hasNew && o.pk == n.pk && o.sk == n.sk:
 			if o.sig != n.sig {
-				h.add(ix.Name, n.pk, writeKB(n.size), 0)
+				h.add(ix.Name, n.pk, store.WriteUnits(n.size), 0)
 			}
 		default:
 			if hadOld {
-				h.add(ix.Name, o.pk, writeKB(o.size), 0)
+				h.add(ix.Name, o.pk, store.WriteUnits(o.size), 0)
 			}
 			if hasNew {
-				h.add(ix.Name, n.pk, writeKB(n.size), 0)
+				h.add(ix.Name, n.pk, store.WriteUnits(n.size), 0)
 			}
 		}
 	}
@@ -217,10 +217,6 @@ func (h *heatTrace) entry(ix tableschema.Index, it map[string]types.AttributeVal
 func (h *heatTrace) add(index, key string, wcu, rcu float64) {
 	h.loads = append(h.loads, partitionLoad{Index: index, Key: key, WCU: wcu, RCU: rcu})
 }
-
-// writeKB is the write units of an item of size bytes: 1 per started KB,
-// at least 1.
-func writeKB(size int) float64 { return max(1, math.Ceil(float64(size)/1024)) }
 
 // readUnits is the endpoint's figure when it sent one, else 1 per started
 // 4 KB (at least 1), half when eventually consistent.

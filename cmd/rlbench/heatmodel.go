@@ -190,11 +190,12 @@ func heatTable(shapes []shapeLoad, tableTarget, jobTarget float64) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-// Targets of the heat model: single-task runs a second table-wide and for
-// one job, each with no key shape above half its partition's limit.
+// Targets of the heat model: the layout's (tableschema), single-task runs
+// a second table-wide and for one job, each with no key shape above
+// heatHeadroom of its partition's limit.
 const (
-	heatTargetTable  = 10000.0
-	heatTargetOneJob = 1000.0
+	heatTargetTable  = float64(tableschema.TargetRunsPerSecond)
+	heatTargetOneJob = float64(tableschema.TargetRunsPerSecondOneJob)
 	heatHeadroom     = 0.5
 )
 

@@ -2,10 +2,12 @@ package scheduler
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/jsii-runtime-go"
@@ -14,8 +16,15 @@ import (
 // MetricNamespace holds the metrics the functions emit in CloudWatch EMF
 // (docs/wiring.md, "Metrics"); the alarms read InstanceLost (Count, one
 // per transition to LOST), QueueWait (Milliseconds, one per QUEUED ->
-// RUNNING) and RunFailed (Count, one per failed run), without dimensions.
+// RUNNING) and RunFailed (Count, one per failed run), without dimensions,
+// and ApiThrottled, which the API's access log gives (apiThrottled).
 const MetricNamespace = "Runledger"
+
+// QueueAgeThreshold raises a queue's age alarm when its oldest message
+// waits longer: twice SQS's longest delay (15 minutes, which the delay
+// queue's timers may wait before they can be received), so only a queue
+// nothing drains, a pool without workers say, reaches it.
+const QueueAgeThreshold = 30 * time.Minute
 
 var period = awscdk.Duration_Minutes(jsii.Number(5))
 
@@ -75,6 +84,21 @@ func (s *Scheduler) addAlarms(p Props) {
 			EvaluationPeriods:  jsii.Number(1),
 		})
 	}
+	// A message that waits is work nobody takes: a pool without workers,
+	// a consumer failing before it can report.
+	for _, q := range s.queues() {
+		add("OldestMessage-"+q.id, &awscloudwatch.AlarmProps{
+			AlarmDescription: jsii.String(fmt.Sprintf("runledger: the %s queue's oldest message waited over %s; check its consumers", q.label, QueueAgeThreshold)),
+			Metric: q.pair.Queue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{
+				Period: period, Statistic: jsii.String("Maximum"),
+			}),
+			Threshold:          jsii.Number(QueueAgeThreshold.Seconds()),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+			EvaluationPeriods:  jsii.Number(1),
+		})
+	}
+	s.addTableAlarms(p, add)
+	s.addAPIAlarms(add)
 	add("InstanceLost", &awscloudwatch.AlarmProps{
 		AlarmDescription:   jsii.String("runledger: task instances went LOST (missed heartbeats); check the workers"),
 		Metric:             emfMetric("InstanceLost", "Sum", ""),
@@ -122,6 +146,77 @@ func (s *Scheduler) addAlarms(p Props) {
 		})
 	}
 }
+
+type addAlarm func(id string, props *awscloudwatch.AlarmProps)
+
+// addTableAlarms alarms on throttling of the table and of each index.
+// DynamoDB throttles a partition past its limits even on demand (the heat
+// model, docs/bench.md), and an index that cannot keep up throttles the
+// table's writes: either means the load outgrew the layout.
+func (s *Scheduler) addTableAlarms(p Props, add addAlarm) {
+	throttled := func(dims map[string]*string) awscloudwatch.IMetric {
+		metric := func(name string) awscloudwatch.IMetric {
+			return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace: jsii.String("AWS/DynamoDB"), MetricName: jsii.String(name),
+				DimensionsMap: &dims, Statistic: jsii.String("Sum"), Period: period,
+			})
+		}
+		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String("reads + writes"),
+			UsingMetrics: &map[string]awscloudwatch.IMetric{
+				"reads": metric("ReadThrottleEvents"), "writes": metric("WriteThrottleEvents"),
+			},
+			Label:  jsii.String("throttle events"),
+			Period: period,
+		})
+	}
+	alarm := func(id, what string, dims map[string]*string) {
+		add(id, &awscloudwatch.AlarmProps{
+			AlarmDescription:   jsii.String(fmt.Sprintf("runledger: DynamoDB throttled requests on %s; a partition is past its limits", what)),
+			Metric:             throttled(dims),
+			Threshold:          jsii.Number(1),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			EvaluationPeriods:  jsii.Number(1),
+		})
+	}
+	table := s.Table.TableName()
+	alarm("TableThrottled", "the table", map[string]*string{"TableName": table})
+	for _, ix := range tableIndexes(p) {
+		alarm("TableThrottled-"+ix.Name, "the index "+ix.Name,
+			map[string]*string{"TableName": table, "GlobalSecondaryIndexName": jsii.String(ix.Name)})
+	}
+}
+
+// addAPIAlarms alarms on the API's 5xx answers (the api function failing
+// or timing out) and on its 429s, the route throttles refusing requests
+// (throttle.go): past the runs a second they admit, or a flood. HTTP APIs
+// publish no 429 metric, so a filter on the access log counts them.
+func (s *Scheduler) addAPIAlarms(add addAlarm) {
+	add("Api5xx", &awscloudwatch.AlarmProps{
+		AlarmDescription:   jsii.String("runledger: the HTTP API answered 5xx; check the api function's errors and duration"),
+		Metric:             s.API.MetricServerError(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum")}),
+		Threshold:          jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		EvaluationPeriods:  jsii.Number(1),
+	})
+	throttled := awslogs.NewMetricFilter(s.Construct, jsii.String("ApiThrottledFilter"), &awslogs.MetricFilterProps{
+		LogGroup:        s.AccessLogs,
+		FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.status"), jsii.String("="), jsii.String("429")),
+		MetricNamespace: jsii.String(MetricNamespace),
+		MetricName:      jsii.String(apiThrottled),
+		MetricValue:     jsii.String("1"),
+	})
+	add("Api429", &awscloudwatch.AlarmProps{
+		AlarmDescription:   jsii.String("runledger: the HTTP API's route throttles answered 429; see the access log's routeKey for which route"),
+		Metric:             throttled.Metric(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum")}),
+		Threshold:          jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		EvaluationPeriods:  jsii.Number(1),
+	})
+}
+
+// apiThrottled is the metric of the access log's 429 lines.
+const apiThrottled = "ApiThrottled"
 
 // dlqDepth uses SQS's own metric: the functions emit no DLQ metric.
 func dlqDepth(q awssqs.IQueue) awscloudwatch.Metric {

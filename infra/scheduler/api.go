@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -45,6 +46,9 @@ func Routes() []Route {
 		// specific than /v1/runs/{proxy+}, so the gateway routes it here.
 		{awsapigatewayv2.HttpMethod_POST, "/v1/runs/{run}/tasks/{task}/signal", true},
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/jobs", false},
+		// A run's trigger, apart from the job routes so that it has a
+		// throttle of its own (throttle.go).
+		{awsapigatewayv2.HttpMethod_POST, "/v1/jobs/{job}/runs", false},
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/jobs/{proxy+}", false},
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/runs", false},
 		{awsapigatewayv2.HttpMethod_ANY, "/v1/runs/{proxy+}", false},
@@ -76,6 +80,7 @@ func (s *Scheduler) newAPI(p Props, fn awslambda.IFunction) awsapigatewayv2.Http
 	}
 	public := awsapigatewayv2.NewHttpNoneAuthorizer()
 
+	var created []constructs.IDependable
 	for _, r := range Routes() {
 		authorizer := operator
 		if r.Public {
@@ -87,8 +92,9 @@ func (s *Scheduler) newAPI(p Props, fn awslambda.IFunction) awsapigatewayv2.Http
 			Integration: integration,
 			Authorizer:  authorizer,
 		})
-		if reason, ok := publicRouteReasons[r.Path]; ok && r.Public {
-			for _, route := range *routes {
+		for _, route := range *routes {
+			created = append(created, route)
+			if reason, ok := publicRouteReasons[r.Path]; ok && r.Public {
 				suppress(route, "AwsSolutions-APIG4", reason)
 			}
 		}
@@ -99,8 +105,33 @@ func (s *Scheduler) newAPI(p Props, fn awslambda.IFunction) awsapigatewayv2.Http
 		Integration: integration,
 		Authorizer:  operator,
 	})
+	s.throttleRoutes(p, api, created)
 	s.logAccess(p, api)
 	return api
+}
+
+// throttleRoutes gives every route of Routes its own throttle on the
+// default stage (throttle.go), and $default the public routes'. API
+// Gateway refuses route settings that name a route it does not have yet,
+// so the stage waits for the routes.
+func (s *Scheduler) throttleRoutes(p Props, api awsapigatewayv2.HttpApi, routes []constructs.IDependable) {
+	stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
+	settings := func(t Throttle) *awsapigatewayv2.CfnStage_RouteSettingsProperty {
+		return &awsapigatewayv2.CfnStage_RouteSettingsProperty{
+			ThrottlingRateLimit:  jsii.Number(t.Rate),
+			ThrottlingBurstLimit: jsii.Number(t.Burst),
+		}
+	}
+	stage.SetDefaultRouteSettings(settings(RouteThrottle("$default", p.APIRunRate)))
+	// RouteSettings is JSON to CDK: plain maps with CloudFormation's
+	// property names.
+	byKey := map[string]any{}
+	for _, r := range Routes() {
+		t := RouteThrottle(r.Key(), p.APIRunRate)
+		byKey[r.Key()] = map[string]any{"ThrottlingRateLimit": t.Rate, "ThrottlingBurstLimit": t.Burst}
+	}
+	stage.SetRouteSettings(byKey)
+	api.DefaultStage().Node().AddDependency(routes...)
 }
 
 // accessLogFormat is one JSON line per request, in HTTP API $context
@@ -128,7 +159,7 @@ var accessLogFormat = func() string {
 }()
 
 // logAccess writes the default stage's access log to a log group of its
-// own, and throttles the stage.
+// own.
 func (s *Scheduler) logAccess(p Props, api awsapigatewayv2.HttpApi) {
 	logs := awslogs.NewLogGroup(s.Construct, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
 		Retention:     p.LogRetention,
@@ -137,10 +168,6 @@ func (s *Scheduler) logAccess(p Props, api awsapigatewayv2.HttpApi) {
 	// The L2 stage takes access log settings only when it is created, and
 	// HttpApi creates its default stage itself.
 	stage := api.DefaultStage().Node().DefaultChild().(awsapigatewayv2.CfnStage)
-	stage.SetDefaultRouteSettings(&awsapigatewayv2.CfnStage_RouteSettingsProperty{
-		ThrottlingRateLimit:  jsii.Number(p.APIThrottleRate),
-		ThrottlingBurstLimit: jsii.Number(p.APIThrottleBurst),
-	})
 	stage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
 		DestinationArn: logs.LogGroupArn(),
 		Format:         jsii.String(accessLogFormat),

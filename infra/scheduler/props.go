@@ -39,22 +39,10 @@ const (
 	DefaultMaxReceiveCount       = 5
 	DefaultMaxClockSkew          = 30 * time.Second
 	DefaultLogRetention          = awslogs.RetentionDays_ONE_MONTH
-	// DefaultAPIThrottleRate and DefaultAPIThrottleBurst limit the HTTP
-	// API's default stage, every route together: requests a second in the
-	// steady state, and the bucket a burst may empty. API Gateway answers
-	// 429 beyond them, before the api function runs.
-	DefaultAPIThrottleRate  = 100
-	DefaultAPIThrottleBurst = 200
-	// DefaultAPIReservedConcurrency caps the api function's concurrent
-	// executions (and reserves them), so a flood of requests cannot take
-	// the account's concurrency from the events, ticker and reconciler
-	// functions. ReservedConcurrency[FunctionAPI] = Unreserved turns it off.
-	DefaultAPIReservedConcurrency = 20
 )
 
 // Unreserved, as a ReservedConcurrency value, leaves a function without
-// reserved concurrency (the api function's default is
-// DefaultAPIReservedConcurrency).
+// reserved concurrency, as absent names are.
 const Unreserved = -1
 
 // JWTAuthorizer configures a JWT authorizer in place of IAM (SigV4) on the
@@ -79,8 +67,10 @@ type Props struct {
 	// Default: ["default"].
 	Pools []string
 	// ExampleWorkerPool, when set, deploys the example worker function as an
-	// SQS consumer of that pool's dispatch queue. Empty deploys none: bring
-	// your own workers built with the worker SDK.
+	// SQS consumer of that pool's dispatch queue. It is a demo: it answers
+	// success for every task it gets, so give it a pool no real job uses.
+	// Empty (the default) deploys none: bring your own workers built with
+	// the worker SDK.
 	ExampleWorkerPool string
 
 	// TickerRate and ReconcilerRate are the EventBridge schedule rates, whole
@@ -129,15 +119,21 @@ type Props struct {
 
 	// ReservedConcurrency reserves concurrent executions per function name
 	// (see FunctionNames); 0 disables a function, Unreserved reserves
-	// nothing. Absent names stay unreserved, but for the api function,
-	// whose default is DefaultAPIReservedConcurrency.
+	// nothing. Absent names stay unreserved, the default for every
+	// function: Lambda refuses a reservation that would leave the account
+	// under 100 unreserved executions, so a reservation fails the stack's
+	// creation in an account whose quota is small (a new account's may be
+	// 10). Reserve for the api function (capping it, so that a flood of
+	// requests cannot take the concurrency of events, ticker and
+	// reconciler) once the account's quota is at least the reservation
+	// plus 100.
 	ReservedConcurrency map[string]int
 
-	// APIThrottleRate (requests a second) and APIThrottleBurst throttle
-	// the HTTP API's default stage, every route together. Default
-	// DefaultAPIThrottleRate and DefaultAPIThrottleBurst.
-	APIThrottleRate  float64
-	APIThrottleBurst int
+	// APIRunRate is the rate of runs a second the HTTP API's throttles
+	// admit on each route a run calls (throttle.go): API Gateway answers
+	// 429 beyond it, before the api function runs. Default
+	// DefaultAPIRunRate.
+	APIRunRate float64
 
 	// MaxReceiveCount is how many receives a message gets before its queue
 	// moves it to the DLQ. Default 5.
@@ -190,19 +186,8 @@ func (p Props) withDefaults() Props {
 	if p.MaxReceiveCount == 0 {
 		p.MaxReceiveCount = DefaultMaxReceiveCount
 	}
-	if _, ok := p.ReservedConcurrency[FunctionAPI]; !ok {
-		reserved := maps.Clone(p.ReservedConcurrency)
-		if reserved == nil {
-			reserved = map[string]int{}
-		}
-		reserved[FunctionAPI] = DefaultAPIReservedConcurrency
-		p.ReservedConcurrency = reserved
-	}
-	if p.APIThrottleRate == 0 {
-		p.APIThrottleRate = DefaultAPIThrottleRate
-	}
-	if p.APIThrottleBurst == 0 {
-		p.APIThrottleBurst = DefaultAPIThrottleBurst
+	if p.APIRunRate == 0 {
+		p.APIRunRate = DefaultAPIRunRate
 	}
 	return p
 }
@@ -277,8 +262,8 @@ func (p Props) validate() error {
 			errs = append(errs, fmt.Errorf("ReservedConcurrency[%s] %d: want 0 or more, or Unreserved (-1, \"off\")", name, n))
 		}
 	}
-	if p.APIThrottleRate < 0 || p.APIThrottleBurst < 0 {
-		errs = append(errs, fmt.Errorf("APIThrottleRate %v, APIThrottleBurst %d: want more than 0", p.APIThrottleRate, p.APIThrottleBurst))
+	if p.APIRunRate < 0 {
+		errs = append(errs, fmt.Errorf("APIRunRate %v: want more than 0", p.APIRunRate))
 	}
 	if p.JWT != nil {
 		if p.JWT.Issuer == "" {

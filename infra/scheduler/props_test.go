@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -61,7 +62,7 @@ func TestValidate(t *testing.T) {
 		{"clock skew", Props{CodeDir: noWorker, MaxClockSkew: -time.Second}, []string{"MaxClockSkew -1s"}},
 		{"reserved", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"apx": 1, "api": -2}}, []string{`unknown function "apx"`, "ReservedConcurrency[api] -2"}},
 		{"reserved off", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"api": Unreserved}}, nil},
-		{"throttle", Props{CodeDir: noWorker, APIThrottleRate: -1}, []string{"APIThrottleRate -1"}},
+		{"throttle", Props{CodeDir: noWorker, APIRunRate: -1}, []string{"APIRunRate -1"}},
 		{"jwt", Props{CodeDir: noWorker, JWT: &JWTAuthorizer{}}, []string{"JWT.Issuer", "JWT.Audiences"}},
 		{"ecs", Props{CodeDir: noWorker, ECS: &ECSExecutor{Clusters: []string{"batch"},
 			TaskDefinitions: []ECSTaskDefinition{{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl-task"}}}}, nil},
@@ -105,22 +106,15 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// The api function's reserved concurrency has a default, kept apart from
-// the caller's map, and Unreserved turns it off.
+// No function is reserved unless the props say so: a reservation fails
+// the stack's creation in an account with a small concurrency quota.
 func TestReservedConcurrencyDefault(t *testing.T) {
 	t.Parallel()
-	mine := map[string]int{FunctionWorker: 3}
-	p := Props{ReservedConcurrency: mine}.withDefaults()
-	if p.ReservedConcurrency[FunctionAPI] != DefaultAPIReservedConcurrency || p.ReservedConcurrency[FunctionWorker] != 3 {
-		t.Errorf("reserved %v", p.ReservedConcurrency)
+	if p := (Props{}).withDefaults(); len(p.ReservedConcurrency) != 0 {
+		t.Errorf("default reservations %v, want none", p.ReservedConcurrency)
 	}
-	if _, ok := mine[FunctionAPI]; ok {
-		t.Error("withDefaults wrote into the caller's map")
-	}
-	if q := (Props{ReservedConcurrency: map[string]int{FunctionAPI: Unreserved}}).withDefaults(); q.ReservedConcurrency[FunctionAPI] != Unreserved {
-		t.Errorf("off: %v", q.ReservedConcurrency)
-	}
-	if p.APIThrottleRate != DefaultAPIThrottleRate || p.APIThrottleBurst != DefaultAPIThrottleBurst {
-		t.Errorf("throttle %v/%d", p.APIThrottleRate, p.APIThrottleBurst)
+	mine := map[string]int{FunctionAPI: 20, FunctionWorker: Unreserved}
+	if p := (Props{ReservedConcurrency: mine}).withDefaults(); !maps.Equal(p.ReservedConcurrency, mine) {
+		t.Errorf("reservations %v, want the caller's %v", p.ReservedConcurrency, mine)
 	}
 }

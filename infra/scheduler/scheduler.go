@@ -104,6 +104,10 @@ func NewScheduler(scope constructs.Construct, id *string, props *Props) *Schedul
 	if err := p.validate(); err != nil {
 		panic(fmt.Errorf("runledger scheduler %s: %w", *id, err))
 	}
+	stack := awscdk.Stack_Of(scope)
+	if err := p.EventTriggers.checkBuses(knownAtSynth(stack.Account()), knownAtSynth(stack.Region())); err != nil {
+		panic(fmt.Errorf("runledger scheduler %s: %w", *id, err))
+	}
 
 	s := &Scheduler{
 		Construct:  constructs.NewConstruct(scope, id),
@@ -223,11 +227,7 @@ func (s *Scheduler) newTable(p Props) awsdynamodb.Table {
 		DeletionProtection:  p.DeletionProtection,
 		RemovalPolicy:       p.RemovalPolicy,
 	})
-	indexes := schema.Indexes
-	if p.KeepRetiredIndexes {
-		indexes = append(append([]tableschema.Index{}, indexes...), schema.Migrating())
-	}
-	for _, ix := range indexes {
+	for _, ix := range tableIndexes(p) {
 		gsi := &awsdynamodb.GlobalSecondaryIndexProps{
 			IndexName:    jsii.String(ix.Name),
 			PartitionKey: keyAttribute(ix.PartitionKey),
@@ -247,6 +247,17 @@ func (s *Scheduler) newTable(p Props) awsdynamodb.Table {
 		table.AddGlobalSecondaryIndex(gsi)
 	}
 	return table
+}
+
+// tableIndexes are the table's indexes: the schema's, and with
+// KeepRetiredIndexes the retired one of the newest migration.
+func tableIndexes(p Props) []tableschema.Index {
+	schema := tableschema.Table()
+	indexes := schema.Indexes
+	if p.KeepRetiredIndexes {
+		indexes = append(append([]tableschema.Index{}, indexes...), schema.Migrating())
+	}
+	return indexes
 }
 
 // keyAttribute converts a schema attribute; an unset one (no sort key) is nil.
@@ -349,6 +360,15 @@ func (s *Scheduler) schedule(name string, rate time.Duration) {
 			}),
 		},
 	})
+}
+
+// knownAtSynth is a stack attribute's value, or "" when it is a token
+// that CloudFormation resolves at deploy time.
+func knownAtSynth(v *string) string {
+	if v == nil || *awscdk.Token_IsUnresolved(v) {
+		return ""
+	}
+	return *v
 }
 
 func seconds(d time.Duration) awscdk.Duration {

@@ -20,8 +20,11 @@ import (
 // delivers.
 type EventTriggers struct {
 	// Buses are the event buses to listen to, by name ("default",
-	// "orders") or ARN, in the stack's account and region (a rule lives on
-	// its bus).
+	// "orders") or ARN, in the stack's account and region: a rule lives on
+	// its bus, so no rule can be created on another account's. An ARN
+	// passes only in a stack whose account and region are known at synth
+	// and are the ARN's; an environment-agnostic stack (the app's) takes
+	// names, which always mean its own account and region.
 	Buses []string `json:"buses"`
 	// Sources are the event sources the rules forward ("shop",
 	// "aws.s3"); events of other sources never reach the scheduler.
@@ -63,6 +66,35 @@ func (t *EventTriggers) validate() error {
 			errs = append(errs, fmt.Errorf("EventTriggers.Sources: %q is not an event source", s))
 		case slices.Contains(t.Sources[:i], s):
 			errs = append(errs, fmt.Errorf("EventTriggers.Sources: %q is listed twice", s))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkBuses refuses a bus ARN of another account or region than the
+// stack's (account and region empty: not known at synth, as in an
+// environment-agnostic stack, where an ARN cannot be checked and is
+// refused too). Names pass: they are buses of the stack's own account and
+// region.
+func (t *EventTriggers) checkBuses(account, region string) error {
+	if t == nil {
+		return nil
+	}
+	var errs []error
+	for _, b := range t.Buses {
+		if !busARN.MatchString(b) {
+			continue
+		}
+		// arn:<partition>:events:<region>:<account>:event-bus/<name>
+		parts := strings.SplitN(b, ":", 6)
+		busRegion, busAccount, name := parts[3], parts[4], strings.TrimPrefix(parts[5], "event-bus/")
+		switch {
+		case account == "" || region == "":
+			errs = append(errs, fmt.Errorf("EventTriggers.Buses: %q: the stack's account and region are known only at deploy time, "+
+				"so a bus ARN cannot be checked against them; name the bus (%q): a rule can be created only on a bus of the stack's own account and region", b, name))
+		case busAccount != account || busRegion != region:
+			errs = append(errs, fmt.Errorf("EventTriggers.Buses: %q is in account %s, region %s, not the stack's (%s, %s): "+
+				"a rule can be created only on a bus of the stack's own account and region; forward the events to a bus there", b, busAccount, busRegion, account, region))
 		}
 	}
 	return errors.Join(errs...)

@@ -484,12 +484,7 @@ func (s *Store) Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt i
 			if out.ConsumedCapacity != nil {
 				cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
 			}
-			size := itemSize(out.Attributes)
-			index := []int{size} // CANCELLING: the entry's attributes change
-			if state == statemodel.StateRunning {
-				index = []int{size, size} // the entry moves: a delete and a put
-			}
-			s.report("heartbeat", false, []int{size}, index, cc)
+			s.report("heartbeat", false, []int{itemSize(out.Attributes)}, heartbeatIndexWrites(state, out.Attributes), cc)
 			return res, nil
 		}
 		old, ok := conditionItem(err)
@@ -515,6 +510,19 @@ func (s *Store) Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt i
 		state = next
 	}
 	return ledger.HeartbeatResult{}, op(fmt.Errorf("%w after %d rounds", ledger.ErrUnsettled, ledger.MaxRounds))
+}
+
+// heartbeatIndexWrites lists the index entry writes of a heartbeat that
+// left the instance item next. RUNNING: the timers entry moves to the
+// lease's new expiry, a delete and a put of an entry of one size (its
+// time is fixed width), the entry only, not the item. CANCELLING: none,
+// the lease is in no index entry.
+func heartbeatIndexWrites(state statemodel.InstanceState, next item) []int {
+	if state != statemodel.StateRunning {
+		return nil
+	}
+	n := itemSize(timerEntry(next))
+	return []int{n, n}
 }
 
 // FullHistory pages History to the end.

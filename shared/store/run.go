@@ -840,8 +840,10 @@ func (s *Store) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Ru
 	if err != nil {
 		return ledger.Run{}, op(err)
 	}
+	// The live entry (the whole item) changes, and the timers entry
+	// moves: a delete and a put.
 	size := itemSize(runItem(next).present())
-	s.report("rearm_run_backstop", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity))
+	s.report("rearm_run_backstop", false, []int{size}, runIndexWrites(run, next), consumed(out.ConsumedCapacity))
 	return next, nil
 }
 

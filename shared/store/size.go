@@ -152,8 +152,8 @@ func checkTransaction(what string, sizes []int) error {
 }
 
 // writeUnits is what writing items of these sizes costs by DynamoDB's
-// pricing rules: 1 WCU per started KB per item, 2 in a transaction.
-// Secondary index writes come on top (see CapacityReport).
+// pricing rules: WriteUnits per item, twice in a transaction. Secondary
+// index writes come on top (see CapacityReport).
 func writeUnits(sizes []int, transactional bool) float64 {
 	per := 1.0
 	if transactional {
@@ -161,14 +161,16 @@ func writeUnits(sizes []int, transactional bool) float64 {
 	}
 	total := 0.0
 	for _, n := range sizes {
-		kb := (n + 1023) / 1024
-		if kb == 0 {
-			kb = 1
-		}
-		total += per * float64(kb)
+		total += per * WriteUnits(n)
 	}
 	return total
 }
+
+// WriteUnits is what one write of an item, or of an index entry, of size
+// bytes costs outside a transaction by DynamoDB's pricing rules: 1 WCU per
+// started KB, at least 1. The store's capacity reports count by it, and so
+// does the bench's heat model.
+func WriteUnits(size int) float64 { return float64(max(1, (size+1023)/1024)) }
 
 // ItemSize is an item's size by DynamoDB's documented rules, as the store
 // counts it for its capacity reports (the bench's heat model uses it).

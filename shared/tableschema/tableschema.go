@@ -119,6 +119,17 @@ const (
 	TTL = "expires_at"
 )
 
+// The sustained rates of single-task runs the layout is sized for, with
+// every key shape of the table and its indexes at most half its
+// partition's limit (cmd/rlbench's heat model measures a run against
+// them): runs of many jobs together, and the runs of one job, whose
+// shards they share. The deployed API's route throttles admit the
+// one-job rate (infra/scheduler).
+const (
+	TargetRunsPerSecond       = 10000
+	TargetRunsPerSecondOneJob = 1000
+)
+
 // TimerShards is how many partitions the timers index is spread over, so that
 // due-timer writes and reads never concentrate on one partition. A
 // single-task run writes about 8 timer entries (each move of a timer is

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runledger/runledger/shared/emulator"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/ledger/ledgertest"
+	"github.com/runledger/runledger/shared/store"
+)
+
+// TestHeatTraceSumsToStoreReports: the write units of each step of a
+// run's life, summed two ways, agree: the store's capacity reports (what
+// it knows it writes: items and index entries) and the heat trace (the
+// same size rules applied to the items DynamoDB Local hands back, with
+// the index entries each write puts, moves or removes). The steps include
+// a heartbeat, whose timers entry moves and whose item is over 1 KB, and
+// the re-arming of a run's backstop, which moves its timers entry and
+// rewrites its live entry.
+func TestHeatTraceSumsToStoreReports(t *testing.T) {
+	ctx := context.Background()
+	env, err := emulator.Start(ctx, emulator.Options{Services: []string{emulator.ServiceDynamoDB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop emulators: %v", err)
+		}
+	})
+	heat := newHeatTrace()
+	var (
+		mu      sync.Mutex
+		reports []store.CapacityReport
+	)
+	db := env.DynamoDBClient(heat.dynamoOption)
+	const table = "heat-sum"
+	if err := store.CreateTable(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	var st *store.Store
+	h := ledgertest.NewHarness(t, func(_ testing.TB, now func() time.Time) ledger.Store {
+		st = store.New(db, table, store.WithClock(now), store.WithCapacityReports(func(r store.CapacityReport) {
+			mu.Lock()
+			defer mu.Unlock()
+			reports = append(reports, r)
+		}))
+		return st
+	})
+
+	// step runs one step and compares its two sums.
+	step := func(name string, do func()) {
+		t.Helper()
+		heat.take()
+		mu.Lock()
+		reports = nil
+		mu.Unlock()
+		do()
+		traced := 0.0
+		for _, l := range heat.take() {
+			traced += l.WCU
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		reported := 0.0
+		var ops []string
+		for _, r := range reports {
+			reported += r.ComputedWCU()
+			ops = append(ops, fmt.Sprintf("%s items %v index entries %v", r.Operation, r.ItemSizes, r.IndexWriteSizes))
+		}
+		if len(reports) == 0 {
+			t.Fatalf("%s: the store reported no write", name)
+		}
+		if reported != traced {
+			t.Errorf("%s: the store reports %.0f WCU (%s), the trace of its writes %.0f", name, reported, strings.Join(ops, "; "), traced)
+		}
+	}
+
+	nr := ledgertest.NewRun("heat", "main")
+	var v ledger.RunView
+	step("create", func() { v = h.MustCreate(t, nr) })
+	key := v.Tasks[0].Instance.Key
+	var now time.Time
+	step("dispatch", func() { now = h.ToQueued(t, key) })
+	step("start", func() { h.Step(t, key, ledgertest.Started(1, "w"), now) })
+	step("heartbeat", func() {
+		if _, err := st.Heartbeat(ctx, key, 1, now.Add(time.Second), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Over 1 KB, a whole item costs more than its timers entry.
+	mu.Lock()
+	if len(reports) != 1 || reports[0].ItemSizes[0] <= 1024 {
+		t.Errorf("heartbeat reports %+v, want one write of an item over 1 KB", reports)
+	}
+	mu.Unlock()
+	// A minute on, the backstop re-armed is a minute later: its timers
+	// entry moves.
+	h.Clock.Advance(time.Minute)
+	step("rearm backstop", func() {
+		run, err := st.GetRun(ctx, v.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RearmRunBackstop(ctx, run); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
