@@ -253,7 +253,7 @@ func (e *execFlags) register(fs *pflag.FlagSet, concurrencyName string) {
 	e.fs, e.concName = fs, concurrencyName
 	fs.StringArrayVar(&e.allow, "allow", nil, "an executable the worker may run: a bare name from PATH (python3, s*) or a path glob (/srv/bin/*); repeatable")
 	fs.BoolVar(&e.allowAny, "allow-any", false, "let the worker run any executable (spell it out: every job's payload becomes a command on this host)")
-	fs.StringArrayVar(&e.allowEnv, "allow-env", nil, "a variable a payload's env may set: a name or a glob (REGION, APP_*); loader and interpreter variables (LD_*, BASH_ENV, PATH, PYTHONPATH, GIT_*...) only when named exactly; repeatable (default: none)")
+	fs.StringArrayVar(&e.allowEnv, "allow-env", nil, "a variable a payload's env may set: a name or a glob (REGION, APP_*); a glob admits data variables only: option and hook variables of programs (LD_*, BASH_ENV, PATH, PYTHONPATH, GIT_*, TAR_OPTIONS, CC...) only when named exactly; repeatable (default: none)")
 	fs.StringArrayVar(&e.allowDir, "allow-dir", nil, "a directory a payload's dir may be, or be under (symlinks resolved); repeatable (default: only the worker's working directory)")
 	fs.StringArrayVar(&e.passEnv, "pass-env", nil, "a variable of the worker's environment that commands get besides PATH, HOME, LANG, TZ and TMPDIR; repeatable")
 	fs.IntVar(&e.concurrency, concurrencyName, 1, "how many commands run at once")

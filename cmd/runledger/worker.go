@@ -68,9 +68,11 @@ through a shell.
 
 A payload's env names must match an --allow-env pattern (none by default),
 and its dir must be this worker's working directory or under an
---allow-dir (symlinks resolved). Variables that change what a command
-loads or runs (LD_*, DYLD_*, BASH_ENV, ENV, PATH, HOME, TMPDIR, IFS, PS4,
-PYTHON*, NODE_OPTIONS, PERL5*, RUBYOPT, JAVA_TOOL_OPTIONS, GIT_*, ...) are
+--allow-dir (symlinks resolved). A glob in --allow-env is for data
+variables: the variables that change what a command loads or runs or how a
+program is configured (LD_*, DYLD_*, BASH_ENV, ENV, PATH, HOME, TMPDIR,
+IFS, PS4, PYTHON*, NODE_OPTIONS, PERL5*, RUBYOPT, JAVA_TOOL_OPTIONS, GIT_*,
+TAR_OPTIONS, RSYNC_*, GOFLAGS, CC, MAKEFILES, KUBECONFIG, ...) are
 admitted only when an --allow-env names them exactly, RUNLEDGER_* never. A
 refused payload fails permanently with category invalid_payload and
 nothing runs.
