@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 
+	"github.com/runledger/runledger/shared/execworker"
 	"github.com/runledger/runledger/shared/localinfo"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/worker"
@@ -183,6 +184,11 @@ func runWorkerExec(ctx context.Context, f workerExecFlags) error {
 	}
 	sq, err := sqsClient(ctx, ep)
 	if err != nil {
+		return err
+	}
+	// The AWS configuration and the handler have read what they need of
+	// the environment: the secrets leave it before the first command runs.
+	if err := execworker.HideSecrets(); err != nil {
 		return err
 	}
 	level := slog.LevelInfo
