@@ -28,7 +28,7 @@ var SecretEnv = []string{
 // tokens live: on Linux the process also makes itself undumpable, so that
 // a process of the same user (a command) can open neither. Root, or any
 // process with CAP_SYS_PTRACE, still can; running commands as another
-// user is the strong form.
+// user (Config.User) is the strong form.
 func HideSecrets() error {
 	for _, k := range SecretEnv {
 		if err := os.Unsetenv(k); err != nil {
