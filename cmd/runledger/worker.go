@@ -58,7 +58,12 @@ LANG, TZ and TMPDIR of this worker's environment, the variables --pass-env
 names, the payload's env, and RUNLEDGER_JOB, RUNLEDGER_RUN, RUNLEDGER_TASK,
 RUNLEDGER_ATTEMPT and RUNLEDGER_LOGICAL_TIME; never the rest of this
 worker's environment, nor the attempt's token (this worker claims,
-heartbeats and completes).
+heartbeats and completes). Once it has read its AWS credentials and API
+key, this worker drops them from its environment and, on Linux, makes
+itself undumpable, so that a command of its user can read neither its
+/proc/<pid>/environ nor its memory. --user runs the commands as another
+user (this worker running as root): the strong form, which also closes
+to them the files only this worker's user may read.
 
 Only executables an --allow pattern admits run; others fail permanently
 with category command_not_allowed. A bare name (python3, s*) admits a
@@ -91,7 +96,8 @@ RUNLEDGER_POOL_QUEUE_URL and RUNLEDGER_EVENTS_QUEUE_URL, else
 the events queue only when the API cannot be reached.`,
 		Example: `  runledger worker exec --pool shell --allow python3 --allow /srv/etl/bin/*
   runledger worker exec --pool etl --allow /srv/etl/bin/* --allow-env REGION --allow-env 'ETL_*' --allow-dir /srv/etl --pass-env AWS_PROFILE
-  runledger worker exec --pool batch --concurrency 4 --allow-any`,
+  runledger worker exec --pool batch --concurrency 4 --allow-any
+  sudo runledger worker exec --pool shell --allow python3 --user etl`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runWorkerExec(cmd.Context(), f) },
 	}
