@@ -312,7 +312,7 @@ func execJob(s *stack, name string, payload map[string]any, extra map[string]any
 
 func TestCLIExecWorker(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, devstack.Options{Pools: []string{"default", "shell"}})
+	s := startStack(t, devstack.Options{Pools: []string{"default", "shell", "shell-user"}})
 	c := newCLI(t, s)
 	logs := c.startExecWorker("shell", "--allow", "sh", "--concurrency", "4",
 		"--allow-env", "OUT", "--allow-env", "REGION", "--allow-env", "PIDS")
@@ -398,6 +398,31 @@ func TestCLIExecWorker(t *testing.T) {
 		}
 	})
 
+	t.Run("a command cannot read the worker's secrets", func(t *testing.T) {
+		// Root reads any process's /proc: a worker running as root runs the
+		// command as another user (the strong form); any other worker runs
+		// it as its own user, which the worker, undumpable, refuses.
+		pool, cdir := "shell", ""
+		if os.Geteuid() == 0 {
+			pool, cdir = "shell-user", openTempDir(t)
+			c.startExecWorker(pool, "--name", "exec-as-user", "--allow", "sh", "--user", "65534:65534", "--allow-dir", cdir)
+		}
+		s.createJob(map[string]any{"name": "sh-secrets", "pool": pool, "retry": map[string]any{"max_attempts": 1}, "payload": map[string]any{
+			"command": []string{"sh", "-c", `tr '\0' '\n' </proc/$PPID/environ >&2; exit 1`}, "dir": cdir,
+		}})
+		r := c.must(t, 1, "jobs", "trigger", "sh-secrets", "--wait", "--interval", "100ms")
+		id := strings.Fields(r.stdout[strings.Index(r.stdout, "following run ")+len("following run "):])[0]
+		reasons := ""
+		for _, tr := range s.history(id, "main") {
+			reasons += tr.To + ": " + tr.Reason + "\n"
+		}
+		// Not printed: the worker's environment is the test's.
+		if strings.Contains(reasons, s.key) || strings.Contains(reasons, "RUNLEDGER_API_KEY") {
+			t.Fatal("the command read the worker's environment: its API key is in the attempt's reason")
+		}
+		mustContain(t, "the history's reasons", reasons, "environ: Permission denied")
+	})
+
 	t.Run("cancelled mid-run, the process is gone", func(t *testing.T) {
 		pidFile := filepath.Join(dir, "cancel.pid")
 		execJob(s, "sh-cancel", map[string]any{
@@ -424,6 +449,21 @@ func TestCLIExecWorker(t *testing.T) {
 			return errors.Is(err, syscall.ESRCH) || isZombie(string(stat)), string(stat)
 		})
 	})
+}
+
+// openTempDir is a temporary directory every user may enter and read,
+// for a command that runs as another user.
+func openTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "runledger-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // jsonField reads a string at path in a JSON document.

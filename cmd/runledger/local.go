@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -110,7 +111,7 @@ func (f localFlags) options(logger *slog.Logger) (devstack.Options, error) {
 	}
 	if f.execPool == "" {
 		if f.exec.set() {
-			return opts, usageErrorf("--allow, --allow-any, --allow-env, --allow-dir, --pass-env, --exec-concurrency and --kill-grace need --exec-pool")
+			return opts, usageErrorf("--allow, --allow-any, --allow-env, --allow-dir, --pass-env, --user, --exec-concurrency and --kill-grace need --exec-pool")
 		}
 		return opts, nil
 	}
@@ -243,6 +244,7 @@ type execFlags struct {
 	allowEnv    []string
 	allowDir    []string
 	passEnv     []string
+	user        string
 	concurrency int
 	killGrace   time.Duration
 	fs          *pflag.FlagSet
@@ -253,16 +255,17 @@ func (e *execFlags) register(fs *pflag.FlagSet, concurrencyName string) {
 	e.fs, e.concName = fs, concurrencyName
 	fs.StringArrayVar(&e.allow, "allow", nil, "an executable the worker may run: a bare name from PATH (python3, s*) or a path glob (/srv/bin/*); repeatable")
 	fs.BoolVar(&e.allowAny, "allow-any", false, "let the worker run any executable (spell it out: every job's payload becomes a command on this host)")
-	fs.StringArrayVar(&e.allowEnv, "allow-env", nil, "a variable a payload's env may set: a name or a glob (REGION, APP_*); loader and interpreter variables (LD_*, BASH_ENV, PATH, PYTHONPATH, GIT_*...) only when named exactly; repeatable (default: none)")
+	fs.StringArrayVar(&e.allowEnv, "allow-env", nil, "a variable a payload's env may set: a name or a glob (REGION, APP_*); a glob admits data variables only: option and hook variables of programs (LD_*, BASH_ENV, PATH, PYTHONPATH, GIT_*, TAR_OPTIONS, CC...) only when named exactly; repeatable (default: none)")
 	fs.StringArrayVar(&e.allowDir, "allow-dir", nil, "a directory a payload's dir may be, or be under (symlinks resolved); repeatable (default: only the worker's working directory)")
 	fs.StringArrayVar(&e.passEnv, "pass-env", nil, "a variable of the worker's environment that commands get besides PATH, HOME, LANG, TZ and TMPDIR; repeatable")
+	fs.StringVar(&e.user, "user", "", "run commands as this user (a name, a uid, or UID:GID), for a worker running as root: the strong form of isolation from the worker's secrets and files (default: the worker's own user)")
 	fs.IntVar(&e.concurrency, concurrencyName, 1, "how many commands run at once")
 	fs.DurationVar(&e.killGrace, "kill-grace", execworker.DefaultKillGrace, "time between SIGTERM and SIGKILL when a command must stop")
 }
 
 // set says whether any exec flag was given.
 func (e *execFlags) set() bool {
-	for _, n := range []string{"allow", "allow-any", "allow-env", "allow-dir", "pass-env", e.concName, "kill-grace"} {
+	for _, n := range []string{"allow", "allow-any", "allow-env", "allow-dir", "pass-env", "user", e.concName, "kill-grace"} {
 		if e.fs.Changed(n) {
 			return true
 		}
@@ -289,7 +292,13 @@ func (e *execFlags) handler() (*execworker.Handler, error) {
 	if err != nil {
 		return nil, usageErrorf("%s", err)
 	}
-	h, err := execworker.New(execworker.Config{Allow: a, AllowEnv: env, AllowDir: dirs, PassEnv: e.passEnv, KillGrace: e.killGrace})
+	var user *syscall.Credential
+	if e.user != "" {
+		if user, err = execworker.LookupUser(e.user); err != nil {
+			return nil, usageErrorf("--user: %s", err)
+		}
+	}
+	h, err := execworker.New(execworker.Config{Allow: a, AllowEnv: env, AllowDir: dirs, PassEnv: e.passEnv, User: user, KillGrace: e.killGrace})
 	if err != nil {
 		return nil, usageErrorf("%s", err)
 	}

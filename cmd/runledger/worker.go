@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 
+	"github.com/runledger/runledger/shared/execworker"
 	"github.com/runledger/runledger/shared/localinfo"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/worker"
@@ -57,7 +58,12 @@ LANG, TZ and TMPDIR of this worker's environment, the variables --pass-env
 names, the payload's env, and RUNLEDGER_JOB, RUNLEDGER_RUN, RUNLEDGER_TASK,
 RUNLEDGER_ATTEMPT and RUNLEDGER_LOGICAL_TIME; never the rest of this
 worker's environment, nor the attempt's token (this worker claims,
-heartbeats and completes).
+heartbeats and completes). Once it has read its AWS credentials and API
+key, this worker drops them from its environment and, on Linux, makes
+itself undumpable, so that a command of its user can read neither its
+/proc/<pid>/environ nor its memory. --user runs the commands as another
+user (this worker running as root): the strong form, which also closes
+to them the files only this worker's user may read.
 
 Only executables an --allow pattern admits run; others fail permanently
 with category command_not_allowed. A bare name (python3, s*) admits a
@@ -68,9 +74,11 @@ through a shell.
 
 A payload's env names must match an --allow-env pattern (none by default),
 and its dir must be this worker's working directory or under an
---allow-dir (symlinks resolved). Variables that change what a command
-loads or runs (LD_*, DYLD_*, BASH_ENV, ENV, PATH, HOME, TMPDIR, IFS, PS4,
-PYTHON*, NODE_OPTIONS, PERL5*, RUBYOPT, JAVA_TOOL_OPTIONS, GIT_*, ...) are
+--allow-dir (symlinks resolved). A glob in --allow-env is for data
+variables: the variables that change what a command loads or runs or how a
+program is configured (LD_*, DYLD_*, BASH_ENV, ENV, PATH, HOME, TMPDIR,
+IFS, PS4, PYTHON*, NODE_OPTIONS, PERL5*, RUBYOPT, JAVA_TOOL_OPTIONS, GIT_*,
+TAR_OPTIONS, RSYNC_*, GOFLAGS, CC, MAKEFILES, KUBECONFIG, ...) are
 admitted only when an --allow-env names them exactly, RUNLEDGER_* never. A
 refused payload fails permanently with category invalid_payload and
 nothing runs.
@@ -88,7 +96,8 @@ RUNLEDGER_POOL_QUEUE_URL and RUNLEDGER_EVENTS_QUEUE_URL, else
 the events queue only when the API cannot be reached.`,
 		Example: `  runledger worker exec --pool shell --allow python3 --allow /srv/etl/bin/*
   runledger worker exec --pool etl --allow /srv/etl/bin/* --allow-env REGION --allow-env 'ETL_*' --allow-dir /srv/etl --pass-env AWS_PROFILE
-  runledger worker exec --pool batch --concurrency 4 --allow-any`,
+  runledger worker exec --pool batch --concurrency 4 --allow-any
+  sudo runledger worker exec --pool shell --allow python3 --user etl`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runWorkerExec(cmd.Context(), f) },
 	}
@@ -181,6 +190,11 @@ func runWorkerExec(ctx context.Context, f workerExecFlags) error {
 	}
 	sq, err := sqsClient(ctx, ep)
 	if err != nil {
+		return err
+	}
+	// The AWS configuration and the handler have read what they need of
+	// the environment: the secrets leave it before the first command runs.
+	if err := execworker.HideSecrets(); err != nil {
 		return err
 	}
 	level := slog.LevelInfo

@@ -129,6 +129,25 @@ func mustLook(t *testing.T, name string) string {
 	return ""
 }
 
+// sharedDir is a temporary directory every user may enter and read, for a
+// command that runs as another user.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "execworker-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resolved
+}
+
 // handler runs the executables allow admits, with the payload variables
 // these tests set (R, PIDS).
 func handler(t *testing.T, grace time.Duration, allow ...string) *execworker.Handler {

@@ -66,6 +66,12 @@ type Config struct {
 	OutputPerSecond float64
 	// Now is the clock of the output cap. Default time.Now.
 	Now func() time.Time
+	// User, when set, is the uid and groups commands run as (LookupUser),
+	// for a worker running as root: another user's commands can read
+	// neither the worker's /proc entries nor its files (the local
+	// stack's .runledger/local.json among them). Default: the worker's
+	// own user.
+	User *syscall.Credential
 }
 
 // Handler runs payload commands. Its Handle method is a worker.Handler.
@@ -109,10 +115,28 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if err := checkUser(cfg.User); err != nil {
+		return nil, fmt.Errorf("exec worker: %w", err)
+	}
 	return &Handler{cfg: cfg, base: environment(cfg.Environ, cfg.PassEnv, cfg.InheritEnv)}, nil
 }
 
 var _ worker.Handler = (*Handler)(nil).Handle
+
+// checkUser refuses a user the worker cannot switch to, or one that
+// would isolate nothing.
+func checkUser(u *syscall.Credential) error {
+	if u == nil {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("running commands as user %d needs a worker running as root", u.Uid)
+	}
+	if u.Uid == 0 {
+		return errors.New("commands would run as root, the worker's own user: name another user")
+	}
+	return nil
+}
 
 // Handle runs the attempt's command until it exits or ctx ends.
 func (h *Handler) Handle(ctx context.Context, t worker.Task) error {
@@ -214,7 +238,7 @@ func (h *Handler) environ(t worker.Task, c Command) []string {
 // run starts the process, streams its output to the log, and waits for it
 // or for ctx; then it maps how the process ended to the handler's result.
 func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.Logger) error {
-	outFile, err := newOutputFile()
+	outFile, err := newOutputFile(h.cfg.User)
 	if err != nil {
 		return fmt.Errorf("exec %s: %w", t.Ref(), err)
 	}
@@ -237,7 +261,7 @@ func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.L
 		Path: c.Path, Args: c.Args, Dir: c.Dir, Env: h.environ(t, c),
 		Stdout: outW, Stderr: errW,
 		// Its own process group, so that a stop reaches its children too.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Credential: h.cfg.User},
 	}
 	startErr := cmd.Start()
 	// The children hold the write ends now; ours would keep the readers
@@ -291,7 +315,15 @@ func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.L
 	if err := h.result(ctx, t, c, cmd.ProcessState, waitErr, stopped, tail.String()); err != nil {
 		return err
 	}
-	return takeOutput(t, outFile)
+	return takeOutput(t, outFile, h.commandUID())
+}
+
+// commandUID is the uid commands run as.
+func (h *Handler) commandUID() int {
+	if h.cfg.User != nil {
+		return int(h.cfg.User.Uid)
+	}
+	return os.Geteuid()
 }
 
 // stop sends SIGTERM to the group, SIGKILL after the grace period, and

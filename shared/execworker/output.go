@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/runledger/runledger/shared/worker"
 )
@@ -29,14 +30,21 @@ const (
 )
 
 // newOutputFile creates an attempt's empty output file, readable and
-// writable by the worker's user only, and answers its path.
-func newOutputFile() (string, error) {
+// writable by the command's user only (owner, when set, else the
+// worker's), and answers its path.
+func newOutputFile(owner *syscall.Credential) (string, error) {
 	f, err := os.CreateTemp("", "runledger-output-*.json")
 	if err != nil {
 		return "", fmt.Errorf("create output file: %w", err)
 	}
 	name := f.Name()
-	if err := f.Close(); err != nil {
+	if owner != nil {
+		err = f.Chown(int(owner.Uid), int(owner.Gid))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		os.Remove(name)
 		return "", fmt.Errorf("create output file: %w", err)
 	}
@@ -44,11 +52,15 @@ func newOutputFile() (string, error) {
 }
 
 // takeOutput reads a succeeded command's output file, reading no more
-// than one byte past the limit, and sets it as t's output.
-func takeOutput(t worker.Task, path string) error {
-	f, err := os.Open(path)
+// than one byte past the limit, and sets it as t's output. uid is the
+// command's user, who must own the file.
+func takeOutput(t worker.Task, path string, uid int) error {
+	f, err := openOutput(path, uid)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // the command removed it: no output
+	}
+	if errors.Is(err, errOutputNotOwn) {
+		return worker.WithCategory(fmt.Errorf("exec %s: %w", t.Ref(), err), CategoryInvalidOutput)
 	}
 	if err != nil {
 		return fmt.Errorf("exec %s: read output: %w", t.Ref(), err)
@@ -72,6 +84,36 @@ func takeOutput(t worker.Task, path string) error {
 		return worker.WithCategory(fmt.Errorf("exec %s: %w", t.Ref(), err), CategoryOutputTooLarge)
 	}
 	return nil
+}
+
+// errOutputNotOwn: the command left something other than a file of its
+// own at its output path.
+var errOutputNotOwn = errors.New("the output file is a link, not a regular file, or not the command's user's")
+
+// openOutput opens the output file at path, which the command may have
+// replaced, without following a link, and answers errOutputNotOwn for
+// anything but a regular file its user owns: a worker running as root
+// must not read, and report as output, a file the command could not read
+// itself.
+func openOutput(path string, uid int) (*os.File, error) {
+	// O_NONBLOCK: opening a FIFO put in its place must not wait.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, errOutputNotOwn
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || !st.Mode().IsRegular() || int(sys.Uid) != uid {
+		f.Close()
+		return nil, errOutputNotOwn
+	}
+	return f, nil
 }
 
 // addInputVars decodes t's inputs, item and index into the template

@@ -17,32 +17,60 @@ var BaseEnv = []string{"PATH", "HOME", "LANG", "TZ", "TMPDIR"}
 // reservedEnvPrefix marks the variables the worker sets itself.
 const reservedEnvPrefix = "RUNLEDGER_"
 
-// Variables that change what a command loads or runs rather than what it
-// computes: the dynamic loader's, the shells' startup and option
-// variables, the interpreters' option and module paths, git's and make's
-// configuration, and where programs find their configuration. A payload
-// sets one only when --allow-env names it exactly (a glob never admits
-// it). Matched case-insensitively: some programs read them in any case.
+// Variables that change what a command loads or runs, or which options
+// and configuration a program takes, rather than the data it works on. A
+// glob of --allow-env is for data variables: it admits only names that
+// match none of these, and a payload sets one only when --allow-env names
+// it exactly. Matched case-insensitively: some programs read them in any
+// case. Grow the list when a program's option or hook variable turns up.
 var (
-	loaderEnvNames = []string{
+	hookEnvNames = []string{
+		// The dynamic loader and the C library.
+		"GCONV_PATH", "LOCPATH", "NLSPATH", "HOSTALIASES", "GLIBC_TUNABLES", "RESOLV_HOST_CONF",
+		// The shells' startup and option variables, and the programs other
+		// programs start.
 		"BASH_ENV", "ENV", "PS4", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "IFS", "CDPATH", "GLOBIGNORE", "ZDOTDIR",
-		"PATH", "HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS",
-		"GCONV_PATH", "LOCPATH", "NLSPATH", "HOSTALIASES",
-		"NODE_OPTIONS", "NODE_PATH", "PERLLIB", "RUBYOPT", "RUBYLIB",
-		"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH",
-		"PHPRC", "PHP_INI_SCAN_DIR", "MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "SSH_ASKPASS",
+		"SHELL", "EDITOR", "VISUAL", "PAGER", "MANPAGER", "BROWSER", "SSH_ASKPASS", "SUDO_ASKPASS",
+		// Where programs find code and configuration.
+		"PATH", "HOME", "TMPDIR",
+		"KUBECONFIG", "KUBE_EDITOR", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
+		"GOOGLE_APPLICATION_CREDENTIALS", "SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_HOME", "WGETRC", "GNUPGHOME", "HGRCPATH",
+		"TF_CLI_CONFIG_FILE",
+		// Interpreters: options, startup files and module paths.
+		"NODE_OPTIONS", "NODE_PATH", "NODE_REPL_EXTERNAL_MODULE", "PERLLIB", "RUBYOPT", "RUBYLIB", "GEM_HOME", "GEM_PATH",
+		"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "JAVA_OPTS", "JAVA_HOME", "CLASSPATH",
+		"MAVEN_OPTS", "GRADLE_OPTS", "GRADLE_USER_HOME",
+		"PHPRC", "PHP_INI_SCAN_DIR", "R_PROFILE", "R_PROFILE_USER", "R_ENVIRON", "R_ENVIRON_USER", "EMACSLOADPATH",
+		// Editors' and pagers' startup commands.
+		"VIMINIT", "EXINIT", "GVIMINIT", "MYVIMRC", "VIMRUNTIME", "LESS", "LESSOPEN", "LESSCLOSE", "LESSKEY",
+		// Build tools and compilers.
+		"MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "MAKEFILES",
+		"GOFLAGS", "GOENV", "GOTOOLCHAIN", "GOROOT", "GOPATH", "GOBIN", "GOPROXY", "GONOPROXY", "GOPRIVATE",
+		"GOSUMDB", "GONOSUMDB", "GOINSECURE", "GOAUTH", "GOEXPERIMENT", "GOCACHE", "GOMODCACHE",
+		"RUSTC", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "RUSTDOC", "RUSTFLAGS", "RUSTDOCFLAGS",
+		"CC", "CXX", "CPP", "LD", "AS", "AR", "NM", "RANLIB", "STRIP", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "LIBS",
+		"CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX",
+		"PKG_CONFIG", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR",
+		// Archivers and copiers.
+		"TAR_OPTIONS", "GZIP", "XZ_OPT", "XZ_DEFAULTS",
 	}
-	loaderEnvPrefixes = []string{"LD_", "DYLD_", "GIT_", "PYTHON", "PERL5", "BASH_FUNC_", "LUA_", "NPM_CONFIG_"}
+	hookEnvPrefixes = []string{
+		"LD_", "DYLD_", "BASH_FUNC_", "XDG_",
+		"PYTHON", "PERL5", "LUA_", "DOTNET_", "COMPLUS_", "CORECLR_",
+		"GIT_", "NPM_CONFIG_", "YARN_", "PIP_", "BUNDLE_", "CARGO_", "RUSTUP_", "CGO_", "CCACHE_", "DISTCC_",
+		"OPENSSL_", "RSYNC_", "DOCKER_", "CLOUDSDK_", "ANSIBLE_", "TF_CLI_ARGS", "AWS_ENDPOINT_URL",
+	}
 )
 
-// LoaderEnv says whether name is one of the variables a glob of
-// --allow-env never admits.
-func LoaderEnv(name string) bool {
+// HookEnv says whether name is one of the variables that change what a
+// command loads or runs, or how a program is configured: the names a glob
+// of --allow-env never admits.
+func HookEnv(name string) bool {
 	up := strings.ToUpper(name)
-	if slices.Contains(loaderEnvNames, up) {
+	if slices.Contains(hookEnvNames, up) {
 		return true
 	}
-	return slices.ContainsFunc(loaderEnvPrefixes, func(p string) bool { return strings.HasPrefix(up, p) })
+	return slices.ContainsFunc(hookEnvPrefixes, func(p string) bool { return strings.HasPrefix(up, p) })
 }
 
 // EnvAllowlist says which variables a payload's env may set. The zero
@@ -68,8 +96,8 @@ func NewEnvAllowlist(patterns []string) (EnvAllowlist, error) {
 	return EnvAllowlist{patterns: slices.Clone(patterns)}, nil
 }
 
-// Check answers nil when a payload may set name: a pattern matches it,
-// and, for a LoaderEnv name, a pattern is that very name.
+// Check answers nil when a payload may set name: a pattern is that very
+// name, or, for a name HookEnv does not list, a glob matches it.
 func (a EnvAllowlist) Check(name string) error {
 	if strings.HasPrefix(name, reservedEnvPrefix) {
 		return fmt.Errorf("env %s: RUNLEDGER_* variables are the worker's own", name)
@@ -77,8 +105,8 @@ func (a EnvAllowlist) Check(name string) error {
 	if slices.Contains(a.patterns, name) {
 		return nil
 	}
-	if LoaderEnv(name) {
-		return fmt.Errorf("env %s changes what the command loads or runs: the worker admits it only when --allow-env names it exactly", name)
+	if HookEnv(name) {
+		return fmt.Errorf("env %s changes what the command loads or runs or how a program is configured: a glob admits data variables only, so the worker admits it only when --allow-env names it exactly", name)
 	}
 	for _, p := range a.patterns {
 		if ok, _ := filepath.Match(p, name); ok {

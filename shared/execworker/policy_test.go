@@ -114,6 +114,63 @@ func TestEnvAllowlist(t *testing.T) {
 	}
 }
 
+// A glob of --allow-env is for data variables: the option and hook
+// variables of programs (their startup commands, wrappers, configuration
+// files) pass only when named one by one, in any case.
+func TestEnvGlobAdmitsDataOnly(t *testing.T) {
+	t.Parallel()
+	star := allowEnv(t, "*")
+	hooks := []string{"TAR_OPTIONS", "RSYNC_RSH", "RSYNC_CONNECT_PROG", "GOFLAGS", "RUSTC_WRAPPER", "CC",
+		"DOTNET_STARTUP_HOOKS", "OPENSSL_CONF", "LESSOPEN", "VIMINIT", "KUBECONFIG", "AWS_CONFIG_FILE",
+		"GLIBC_TUNABLES", "MAKEFILES", "XDG_DATA_DIRS", "CARGO_BUILD_RUSTC_WRAPPER", "PIP_INDEX_URL"}
+	for _, name := range hooks {
+		for _, n := range []string{name, strings.ToLower(name)} {
+			if err := star.Check(n); err == nil || !strings.Contains(err.Error(), "names it exactly") {
+				t.Errorf("allow-env '*', env %s: err = %v, want a refusal asking to name it", n, err)
+			}
+		}
+		if err := allowEnv(t, name).Check(name); err != nil {
+			t.Errorf("allow-env %s, env %s: %v", name, name, err)
+		}
+	}
+	for _, data := range []string{"REGION", "ETL_DAY", "out_file", "TARGET_TABLE", "CCY", "GOAL", "LESSON"} {
+		if err := star.Check(data); err != nil {
+			t.Errorf("allow-env '*', env %s: %v", data, err)
+		}
+	}
+}
+
+// With --allow tar, TAR_OPTIONS would run a command at tar's first
+// checkpoint. Refused under a glob; admitted (and the attack then works,
+// which shows it is real) only when named exactly.
+func TestPayloadEnvTarOptionsRefused(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("tar"); err != nil {
+		t.Skip("tar is not installed: the TAR_OPTIONS attack needs it")
+	}
+	dir := t.TempDir()
+	pwned := filepath.Join(dir, "pwned")
+	if err := os.WriteFile(filepath.Join(dir, "data"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tarEnv := map[string]string{"TAR_OPTIONS": "--checkpoint=1 '--checkpoint-action=exec=touch " + pwned + "'"}
+	p := task(payload(t, []string{"tar", "-cf", filepath.Join(dir, "out.tar"), "-C", dir, "data"}, tarEnv, ""))
+	for _, allow := range [][]string{nil, {"*"}, {"TAR_*"}, {"tar_options"}} {
+		h := handlerWith(t, execworker.Config{AllowEnv: allowEnv(t, allow...)}, "tar")
+		wantInvalid(t, h.Handle(context.Background(), p), "TAR_OPTIONS")
+		if exists(pwned) {
+			t.Fatalf("allow-env %q: the payload's TAR_OPTIONS ran a command", allow)
+		}
+	}
+	h := handlerWith(t, execworker.Config{AllowEnv: allowEnv(t, "TAR_OPTIONS")}, "tar")
+	if err := h.Handle(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(pwned) {
+		t.Error("TAR_OPTIONS named exactly: tar did not run its checkpoint action")
+	}
+}
+
 // A payload's env cannot make an allowed executable run something else:
 // with --allow 'DIR/*.sh', BASH_ENV would run code before the script.
 // Refused even under a glob that matches it; admitted (and the attack then
