@@ -90,7 +90,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"worker", "exec", "--pool", "p", "--allow", "sh", "--allow-dir", "/no/such/dir/rl"},
 		{"worker", "exec", "--pool", "p", "--allow", "sh", "--pass-env", "A=B"},
 		{"worker", "exec", "--pool", "p", "--allow", "sh", "--user", "no-such-user-rl"},
-		{"worker", "exec", "--pool", "p", "--allow", "sh", "--user", "0"}, // root: as the worker, or beyond it
+		{"worker", "exec", "--pool", "p", "--allow", "sh", "--user", "0"}, // root: refused, commands run as another user than root
 		{"local", "--user", "nobody"},
 	} {
 		code, _, stderr := runCLI(t, args...)

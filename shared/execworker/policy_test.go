@@ -176,7 +176,9 @@ func TestPayloadEnvTarOptionsRefused(t *testing.T) {
 // Refused even under a glob that matches it; admitted (and the attack then
 // works, which shows the test's attack is real) only when named exactly.
 func TestPayloadEnvBashEnvRefused(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it writes an executable and runs it, and a fork by a
+	// parallel test while the file is open for writing makes the exec
+	// fail with "text file busy".
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("bash is not installed: the BASH_ENV attack needs it")
@@ -551,7 +553,9 @@ func TestOutputLinesCapped(t *testing.T) {
 // Path patterns match the executable once its symlinks are resolved: a
 // link in an allowed folder to a file elsewhere is refused.
 func TestAllowlistResolvesSymlinks(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it writes an executable and runs it, and a fork by a
+	// parallel test while the file is open for writing makes the exec
+	// fail with "text file busy".
 	allowed, elsewhere, links := t.TempDir(), t.TempDir(), t.TempDir()
 	for _, f := range []string{filepath.Join(allowed, "job.sh"), filepath.Join(elsewhere, "evil.sh")} {
 		if err := os.WriteFile(f, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {

@@ -27,7 +27,9 @@ const workerHelperEnv = "EXECWORKER_TEST_WORKER"
 // user than root when the test runs as root: CAP_SYS_PTRACE reads any
 // process's /proc.
 func TestCommandCannotReadWorkerSecrets(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it writes an executable and runs it, and a fork by a
+	// parallel test while the file is open for writing makes the exec
+	// fail with "text file busy".
 	dir := sharedDir(t)
 	bin := filepath.Join(dir, "worker.test")
 	copyExecutable(t, bin)
