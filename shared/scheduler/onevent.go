@@ -141,11 +141,9 @@ func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome,
 	if id == "" || ledger.CheckIdempotencyKey(id) != nil {
 		return EventOutcome{}, fmt.Errorf("%w: the event has no usable id", ErrBadMessage)
 	}
-	logical := s.now()
-	if t, ok := ev["time"].(string); ok {
-		if parsed, err := time.Parse(time.RFC3339, t); err == nil {
-			logical = parsed.UTC()
-		}
+	logical, err := eventLogicalTime(ev, s.now())
+	if err != nil {
+		return EventOutcome{}, fmt.Errorf("%w: event %s: %v", ErrBadMessage, id, err)
 	}
 	ix, err := s.eventIndex(ctx)
 	if err != nil {
@@ -168,6 +166,26 @@ func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome,
 		}
 	}
 	return out, nil
+}
+
+// eventLogicalTime is an event's time, its runs' logical time, or now for
+// an event without one. A time that does not parse, or lies outside the
+// years a logical time may (statemodel.LogicalTimeInRange), is an error:
+// EventBridge always sends a valid one, so such an event was made by hand.
+func eventLogicalTime(ev map[string]any, now time.Time) (time.Time, error) {
+	raw, ok := ev["time"]
+	if !ok || raw == nil {
+		return now, nil
+	}
+	text, _ := raw.(string)
+	t, err := time.Parse(time.RFC3339, text)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("its time %v is not an RFC 3339 time", raw)
+	}
+	if t = t.UTC(); !statemodel.LogicalTimeInRange(t) {
+		return time.Time{}, fmt.Errorf("its time %s is not in %s", text, statemodel.LogicalTimeRange)
+	}
+	return t, nil
 }
 
 type renderFailure struct{ err error }

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -93,5 +94,45 @@ func TestTriggerEventsOnlyFromTheTriggerQueue(t *testing.T) {
 	}
 	if runs := runsOf(t, f.st, "fulfil"); len(runs) != 1 || runs[0].Event == nil || runs[0].Event.ID != "6f1c-order-1" {
 		t.Fatalf("runs %v, want one started by the trigger queue's event", runsAt(runs))
+	}
+}
+
+// An event's time becomes its runs' logical time, so it lies in the
+// years 1970 to 9999 as a backfill's range does: an event whose time is
+// outside them, or is no RFC 3339 time, is a bad message and starts
+// nothing; the range's first instant and an event without a time (now)
+// are fine.
+func TestEventTimeOutsideTheLogicalRange(t *testing.T) {
+	f, _ := newTriggerFixture(t)
+	ctx := context.Background()
+	f.createJob(t, `{"name": "fulfil", "on_event": [{"pattern": {"source": ["shop"]}}]}`)
+	event := func(id, timeField string) []byte {
+		return fmt.Appendf(nil, `{"id": %q, "source": "shop", "detail-type": "x", %s "detail": {}}`, id, timeField)
+	}
+	for _, c := range []struct{ name, time string }{
+		{"year 1", `"time": "0001-01-01T00:00:00Z",`},
+		{"year 1 with an offset", `"time": "0001-01-01T00:00:00+01:00",`},
+		{"before 1970", `"time": "1969-12-31T23:59:59Z",`},
+		{"not a time", `"time": "yesterday",`},
+		{"a number", `"time": 1700000000,`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := f.svc.StartFromEvent(ctx, event("bad-"+c.name, c.time))
+			if !errors.Is(err, scheduler.ErrBadMessage) {
+				t.Fatalf("err = %v, want ErrBadMessage", err)
+			}
+		})
+	}
+	if runs := runsOf(t, f.st, "fulfil"); len(runs) != 0 {
+		t.Fatalf("events outside the range started runs %v", runsAt(runs))
+	}
+	for _, id := range []string{"at-1970", "no-time"} {
+		timeField := `"time": "1970-01-01T00:00:00Z",`
+		if id == "no-time" {
+			timeField = ""
+		}
+		if out, err := f.svc.StartFromEvent(ctx, event(id, timeField)); err != nil || len(out.Runs) != 1 {
+			t.Fatalf("%s: %+v %v, want one run", id, out, err)
+		}
 	}
 }
