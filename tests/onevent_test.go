@@ -11,6 +11,9 @@ import (
 
 	"github.com/runledger/runledger/shared/app"
 	"github.com/runledger/runledger/shared/devstack"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel/limiter"
 )
 
 // eventRunDoc is the part of a run answer an event run adds.
@@ -204,6 +207,56 @@ func TestSameEventTwiceMakesOneRun(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no event.trigger_failed for event %s: %s", bad, r.Raw)
+	}
+}
+
+// An event matching aaa, whose limiter has 10,000 runs waiting (its item
+// written as they leave it), and bbb starts bbb's run all the same: the
+// put answers 200, aaa gets no run and an event.trigger_failed (reason
+// limit_queue_full); delivered through the trigger queue it is consumed,
+// not sent round again.
+func TestFullLimiterFailsOnlyItsJobsEvent(t *testing.T) {
+	s := startStack(t, devstack.Options{})
+	for _, name := range []string{"aaa", "bbb"} {
+		s.createJob(map[string]any{"name": name, "concurrency": map[string]any{"limit": 1},
+			"on_event": []any{map[string]any{"pattern": map[string]any{"source": []any{"shop"}}}}})
+	}
+	st := store.New(s.Stack.Env.DynamoDBClient(), s.Info.Table)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := st.WriteLimiter(ctx, ledger.LimiterWrite{Name: "aaa/", State: limiter.State{Limit: 1, Active: 1, Waiting: limiter.MaxWaiting, Version: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	put := s.putEvent("shop", "Order Placed", `{"order_id": "o-1"}`, "")
+	if a, b := s.runIDsOf("aaa"), s.runIDsOf("bbb"); len(a) != 0 || len(b) != 1 {
+		t.Fatalf("after the put: aaa has runs %v (want none), bbb %v (want one)", a, b)
+	}
+	s.sendTo(app.QueueTrigger, eventEnvelope("delivered-1", `{"order_id": "o-2"}`))
+	eventually(t, 30*time.Second, "bbb's run of the delivery", func() (bool, string) {
+		r := s.runIDsOf("bbb")
+		return len(r) == 2, fmt.Sprint(r)
+	})
+	s.drained(app.QueueTrigger, "the delivery consumed")
+	if r := s.runIDsOf("aaa"); len(r) != 0 {
+		t.Fatalf("aaa has runs %v, want none: its limiter is full", r)
+	}
+	var page struct {
+		Events []struct {
+			Type, Job, Reason string
+			EventID           string `json:"event_id"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(s.call("GET", "/v1/events", nil).must(t, http.StatusOK).Raw, &page); err != nil {
+		t.Fatal(err)
+	}
+	failed := map[string]string{}
+	for _, e := range page.Events {
+		if e.Type == "event.trigger_failed" {
+			failed[e.EventID] = e.Job + " " + e.Reason
+		}
+	}
+	if want := "aaa limit_queue_full"; len(failed) != 2 || failed[put] != want || failed["delivered-1"] != want {
+		t.Fatalf("event.trigger_failed %v, want aaa limit_queue_full for %s and delivered-1", failed, put)
 	}
 }
 

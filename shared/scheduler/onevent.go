@@ -149,7 +149,12 @@ func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome,
 	if err != nil {
 		return EventOutcome{}, err
 	}
+	// Each matched job's outcome is its own: one job's refusal or error
+	// does not keep the event from the jobs after it. An error is
+	// returned once every job was tried, so a redelivery starts only the
+	// runs still missing (the started ones are found by their key).
 	var out EventOutcome
+	var errs []error
 	for _, hit := range ix.index.Match(ev) {
 		job := ix.jobs[hit.Key]
 		runID, err := s.startFromEvent(ctx, job, hit.Pattern, id, logical, ev)
@@ -157,15 +162,21 @@ func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome,
 		switch {
 		case errors.As(err, &rf):
 			out.Failed = append(out.Failed, job.spec.Name)
+		case errors.Is(err, ledger.ErrLimitQueueFull):
+			// Refused before anything was written, as a trigger into a
+			// full limiter is: this job misses the event, and no
+			// redelivery would find room sooner than its waiting runs.
+			s.triggerFailed(ctx, job.spec.Name, id, string(protocol.CodeLimitQueueFull), err)
+			out.Failed = append(out.Failed, job.spec.Name)
 		case errors.Is(err, ledger.ErrNotFound):
 			// Deleted since the index was built.
 		case err != nil:
-			return out, err
+			errs = append(errs, err)
 		case runID != "":
 			out.Runs = append(out.Runs, runID)
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // eventLogicalTime is an event's time, its runs' logical time, or now for
@@ -188,6 +199,13 @@ func eventLogicalTime(ev map[string]any, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
+// triggerFailed reports that an event matched job but started no run of
+// it: a warning in the log and an event.trigger_failed signal.
+func (s *Service) triggerFailed(ctx context.Context, job, eventID, reason string, err error) {
+	s.log.WarnContext(ctx, "event trigger failed", "job", job, "event_id", eventID, "reason", reason, "error", err.Error())
+	s.signal(ctx, protocol.Signal{Type: protocol.SignalEventTriggerFailed, Time: s.now(), Job: job, EventID: eventID, Reason: reason})
+}
+
 type renderFailure struct{ err error }
 
 func (r *renderFailure) Error() string { return r.err.Error() }
@@ -199,9 +217,7 @@ func (s *Service) startFromEvent(ctx context.Context, job indexedJob, entry int,
 	runID := s.NewID()
 	params, err := j.OnEvent[entry].RenderParams(jobspec.NewEventTemplateData(j.Name, runID, logical, ev))
 	if err != nil {
-		s.log.WarnContext(ctx, "event trigger failed", "job", j.Name, "event_id", eventID, "error", err.Error())
-		s.signal(ctx, protocol.Signal{Type: protocol.SignalEventTriggerFailed, Time: s.now(), Job: j.Name,
-			EventID: eventID, Reason: fmt.Sprintf("on_event[%d].params: %v", entry, err)})
+		s.triggerFailed(ctx, j.Name, eventID, fmt.Sprintf("on_event[%d].params: %v", entry, err), err)
 		return "", &renderFailure{err}
 	}
 	source, _ := ev["source"].(string)

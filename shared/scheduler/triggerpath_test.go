@@ -136,3 +136,46 @@ func TestEventTimeOutsideTheLogicalRange(t *testing.T) {
 		}
 	}
 }
+
+// One job's full limiter fails that job only: an event matching aaa
+// (whose limiter has 10,000 runs waiting) and bbb starts bbb's run, is
+// aaa's event.trigger_failed (reason limit_queue_full) and is not
+// redelivered for it; aaa gets no run.
+func TestFullLimiterFailsOnlyItsJobsTrigger(t *testing.T) {
+	f, rec := newTriggerFixture(t)
+	f.createJob(t, `{"name": "aaa", "concurrency": {"limit": 1}, "on_event": [{"pattern": {"source": ["shop"]}}]}`)
+	f.createJob(t, `{"name": "bbb", "on_event": [{"pattern": {"source": ["shop"]}}]}`)
+	f.fillLimiter(t, "aaa/")
+
+	if resp := deliver(t, f.svc, triggerQueueARN, "m-1", orderEvent); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("answered %+v, want the delivery done (bbb's run started, aaa's refused for good)", resp)
+	}
+	if runs := runsOf(t, f.st, "bbb"); len(runs) != 1 {
+		t.Fatalf("bbb has runs %v, want one", runsAt(runs))
+	}
+	if runs := runsOf(t, f.st, "aaa"); len(runs) != 0 {
+		t.Fatalf("aaa has runs %v, want none: its limiter is full", runsAt(runs))
+	}
+	rec.mu.Lock()
+	sigs := append([]protocol.Signal(nil), rec.sigs...)
+	rec.mu.Unlock()
+	var failed []protocol.Signal
+	for _, s := range sigs {
+		if s.Type == protocol.SignalEventTriggerFailed {
+			failed = append(failed, s)
+		}
+	}
+	if len(failed) != 1 || failed[0].Job != "aaa" || failed[0].EventID != "6f1c-order-1" || failed[0].Reason != string(protocol.CodeLimitQueueFull) {
+		t.Fatalf("event.trigger_failed %+v, want one for aaa, reason limit_queue_full", failed)
+	}
+
+	// The same event again (a redelivery) answers bbb's run and aaa's
+	// failure once more, and makes nothing new.
+	out, err := f.svc.StartFromEvent(context.Background(), []byte(orderEvent))
+	if err != nil || len(out.Runs) != 1 || fmt.Sprint(out.Failed) != "[aaa]" {
+		t.Fatalf("again: %+v %v, want bbb's run and aaa failed", out, err)
+	}
+	if runs, _, err := f.st.ListRuns(context.Background(), ledger.RunFilter{}); err != nil || len(runs) != 1 {
+		t.Fatalf("runs %d (%v) after the second delivery, want 1", len(runs), err)
+	}
+}
