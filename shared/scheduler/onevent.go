@@ -150,9 +150,8 @@ func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome,
 		return EventOutcome{}, err
 	}
 	// Each matched job's outcome is its own: one job's refusal or error
-	// does not keep the event from the jobs after it. An error is
-	// returned once every job was tried, so a redelivery starts only the
-	// runs still missing (the started ones are found by their key).
+	// does not keep the event from the jobs after it. Errors are returned
+	// once every job was tried (eventError).
 	var out EventOutcome
 	var errs []error
 	for _, hit := range ix.index.Match(ev) {
@@ -176,7 +175,24 @@ func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome,
 			out.Runs = append(out.Runs, runID)
 		}
 	}
-	return out, errors.Join(errs...)
+	return out, eventError(errs)
+}
+
+// eventError is what the errors of one event's jobs amount to for its
+// delivery: the transient ones when there are any, so the delivery is
+// retried for those jobs rather than dropped for another job's permanent
+// error (the runs already started are found by their key), else all.
+func eventError(errs []error) error {
+	var retry []error
+	for _, err := range errs {
+		if transient(err) {
+			retry = append(retry, err)
+		}
+	}
+	if len(retry) > 0 {
+		return errors.Join(retry...)
+	}
+	return errors.Join(errs...)
 }
 
 // eventLogicalTime is an event's time, its runs' logical time, or now for
