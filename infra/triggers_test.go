@@ -51,7 +51,8 @@ func TestTriggerRules(t *testing.T) {
 	// only: it is told the queue's ARN; a stack without the props tells
 	// it none.
 	events := full.resources[full.functions[scheduler.FunctionEvents]].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
-	if arn, _ := events["RUNLEDGER_TRIGGER_QUEUE_ARN"].(map[string]any)["Fn::GetAtt"].([]any); len(arn) != 2 || arn[0] != queue || arn[1] != "Arn" {
+	arnRef, _ := events["RUNLEDGER_TRIGGER_QUEUE_ARN"].(map[string]any)
+	if arn, _ := arnRef["Fn::GetAtt"].([]any); len(arn) != 2 || arn[0] != queue || arn[1] != "Arn" {
 		t.Errorf("events RUNLEDGER_TRIGGER_QUEUE_ARN %v, want the ARN of the trigger queue %s", events["RUNLEDGER_TRIGGER_QUEUE_ARN"], queue)
 	}
 	if v, ok := jwt.resources[jwt.functions[scheduler.FunctionEvents]].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)["RUNLEDGER_TRIGGER_QUEUE_ARN"]; ok {
