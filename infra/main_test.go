@@ -876,7 +876,9 @@ func TestFunctions(t *testing.T) {
 	}
 	// The full stack allows the ecs and lambda executors: the functions
 	// that dispatch also get their allow-lists and the API's URL
-	// (TestECSGrants, TestLambdaExecutorGrants).
+	// (TestECSGrants, TestLambdaExecutorGrants); it has EventTriggers, so
+	// the events function knows the trigger queue (TestTriggerRules).
+	wantEnv[scheduler.FunctionEvents] = append(wantEnv[scheduler.FunctionEvents], "RUNLEDGER_TRIGGER_QUEUE_ARN")
 	for _, name := range []string{scheduler.FunctionAPI, scheduler.FunctionEvents, scheduler.FunctionTicker, scheduler.FunctionReconciler} {
 		wantEnv[name] = append(wantEnv[name], "RUNLEDGER_API_URL", "RUNLEDGER_EXECUTORS_ALLOWED")
 		sort.Strings(wantEnv[name])

@@ -47,6 +47,17 @@ func TestTriggerRules(t *testing.T) {
 	if want := []string{"default", "orders"}; !reflect.DeepEqual(buses, want) {
 		t.Errorf("trigger rules on buses %v, want one on each of %v", buses, want)
 	}
+	// The events function starts runs from the trigger queue's records
+	// only: it is told the queue's ARN; a stack without the props tells
+	// it none.
+	events := full.resources[full.functions[scheduler.FunctionEvents]].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+	arnRef, _ := events["RUNLEDGER_TRIGGER_QUEUE_ARN"].(map[string]any)
+	if arn, _ := arnRef["Fn::GetAtt"].([]any); len(arn) != 2 || arn[0] != queue || arn[1] != "Arn" {
+		t.Errorf("events RUNLEDGER_TRIGGER_QUEUE_ARN %v, want the ARN of the trigger queue %s", events["RUNLEDGER_TRIGGER_QUEUE_ARN"], queue)
+	}
+	if v, ok := jwt.resources[jwt.functions[scheduler.FunctionEvents]].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)["RUNLEDGER_TRIGGER_QUEUE_ARN"]; ok {
+		t.Errorf("Jwt stack (no EventTriggers): events RUNLEDGER_TRIGGER_QUEUE_ARN %v", v)
+	}
 	for id, r := range jwt.ofType("AWS::Events::Rule") {
 		if r.Properties["EventPattern"] != nil {
 			t.Errorf("Jwt stack (no EventTriggers): trigger rule %s", id)

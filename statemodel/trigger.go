@@ -1,5 +1,7 @@
 package statemodel
 
+import "time"
+
 // Trigger names what created a run. Every run answer carries it
 // (docs/api.md, "Runs"); the store keeps it on the run item.
 type Trigger string
@@ -33,4 +35,22 @@ func (t Trigger) Valid() bool {
 		}
 	}
 	return false
+}
+
+// A run's logical time lies in the years 1970 to 9999, whatever gives it
+// (a backfill's range, a manual trigger's logical_time, a trigger event's
+// time): at or after EarliestLogicalTime and before LatestLogicalTime.
+// A time outside them is no business time (0001-01-01 is an unset
+// time), so it is refused rather than stored.
+var (
+	EarliestLogicalTime = time.Unix(0, 0).UTC()
+	LatestLogicalTime   = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// LogicalTimeRange is the range in words, for refusals.
+const LogicalTimeRange = "the years 1970 to 9999"
+
+// LogicalTimeInRange reports whether t may be a run's logical time.
+func LogicalTimeInRange(t time.Time) bool {
+	return !t.Before(EarliestLogicalTime) && t.Before(LatestLogicalTime)
 }

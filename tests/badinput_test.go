@@ -179,6 +179,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 			map[string]any{"Source": "shop", "DetailType": "x", "Detail": `{"b":"` + big(65*1024) + `"}`}}}, nil, 413, "payload_too_large"},
 		{"events put with an unknown field", "key", "POST", "/v1/events/put", map[string]any{"Entries": []any{
 			map[string]any{"Source": "shop", "DetailType": "x", "Detail": "{}", "Extra": 1}}}, nil, 422, "invalid_field"},
+		{"events put Time in year 1", "key", "POST", "/v1/events/put", map[string]any{"Entries": []any{
+			map[string]any{"Source": "shop", "DetailType": "x", "Detail": "{}", "Time": "0001-01-01T00:00:00Z"}}}, nil, 422, "invalid_field"},
 		// Wave 3: flow control.
 		{"job priority 0", "key", "POST", "/v1/jobs", map[string]any{"name": "prio0", "priority": 0}, nil, 422, "invalid_field"},
 		{"job priority 6", "key", "POST", "/v1/jobs", map[string]any{"name": "prio6", "priority": 6}, nil, 422, "invalid_field"},
@@ -199,6 +201,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"group limit disagreement on update", "key", "PUT", "/v1/jobs/victim", map[string]any{"name": "victim",
 			"concurrency": map[string]any{"limit": 5, "group": "warehouse"}}, []string{"If-Match", "1"}, 422, "invalid_field"},
 		{"trigger priority 6", "key", "POST", "/v1/jobs/victim/runs", map[string]any{"priority": 6}, nil, 422, "invalid_field"},
+		{"trigger logical_time in year 1", "key", "POST", "/v1/jobs/victim/runs", map[string]any{"logical_time": "0001-01-01T00:00:00Z"}, nil, 422, "invalid_field"},
+		{"trigger logical_time before 1970", "key", "POST", "/v1/jobs/victim/runs", map[string]any{"logical_time": "1969-12-31T23:59:59Z"}, nil, 422, "invalid_field"},
 		{"backfill priority 0", "key", "POST", "/v1/jobs/yearly/backfill",
 			map[string]any{"from": "2000-01-01T00:00:00Z", "to": "2003-01-01T00:00:00Z", "priority": 0}, nil, 422, "invalid_field"},
 		// Wave 3: outputs. The signal route checks its body before the

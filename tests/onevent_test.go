@@ -11,6 +11,9 @@ import (
 
 	"github.com/runledger/runledger/shared/app"
 	"github.com/runledger/runledger/shared/devstack"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/statemodel/limiter"
 )
 
 // eventRunDoc is the part of a run answer an event run adds.
@@ -104,39 +107,71 @@ func TestEventPutStartsTheMatchingJob(t *testing.T) {
 	}
 }
 
+// eventEnvelope is an event as an EventBridge rule delivers it to a queue.
+func eventEnvelope(id string, detail string) string {
+	return fmt.Sprintf(`{"version": "0", "id": %q, "detail-type": "Order Placed", "source": "shop", "account": "123456789012",
+		"time": "2026-11-30T10:00:00Z", "region": "eu-west-1", "resources": [], "detail": %s}`, id, detail)
+}
+
+// sendTo sends body to the stack's queue name ("events", "trigger").
+func (s *stack) sendTo(name, body string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Queue.Send(ctx, s.Info.Queues[name], body, nil); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// drained waits until the stack's queue name holds no message: the events
+// function consumed (or dropped) what was sent to it.
+func (s *stack) drained(name, what string) {
+	s.t.Helper()
+	eventually(s.t, 30*time.Second, what, func() (bool, string) {
+		c := s.queueCounts()[name]
+		return c.Total() == 0, fmt.Sprint(c)
+	})
+}
+
+// Only the trigger queue's events start runs: the same event sent to the
+// events queue (which every worker may send to) is consumed and dropped,
+// with no run and no redelivery; sent to the trigger queue, it starts the
+// run.
+func TestTriggerEventOnlyFromTheTriggerQueue(t *testing.T) {
+	s := startStack(t, devstack.Options{})
+	s.createJob(map[string]any{"name": "fulfil", "on_event": []any{map[string]any{
+		"pattern": map[string]any{"source": []any{"shop"}},
+		"params":  map[string]any{"order": "{{.Event.detail.order_id}}"},
+	}}})
+	s.sendTo(app.QueueEvents, eventEnvelope("forged-1", `{"order_id": "forged"}`))
+	s.drained(app.QueueEvents, "the forged event consumed")
+	if r := s.runIDsOf("fulfil"); len(r) != 0 {
+		t.Fatalf("an event on the events queue started runs %v", r)
+	}
+	s.sendTo(app.QueueTrigger, eventEnvelope("real-1", `{"order_id": "o-1"}`))
+	eventually(t, 30*time.Second, "the trigger queue's run", func() (bool, string) {
+		r := s.runIDsOf("fulfil")
+		return len(r) == 1, fmt.Sprint(r)
+	})
+}
+
 // The same event delivered twice (an EventBridge rule's delivery to the
-// queue the events function drains, redelivered) makes one run; a params
-// template that fails makes none and an event.trigger_failed event.
+// trigger queue, redelivered) makes one run; a params template that fails
+// makes none and an event.trigger_failed event.
 func TestSameEventTwiceMakesOneRun(t *testing.T) {
 	s := startStack(t, devstack.Options{})
 	s.createJob(map[string]any{"name": "fulfil", "on_event": []any{map[string]any{
 		"pattern": map[string]any{"source": []any{"shop"}},
 		"params":  map[string]any{"order": "{{.Event.detail.order_id}}"},
 	}}})
-	envelope := func(id string, detail string) string {
-		return fmt.Sprintf(`{"version": "0", "id": %q, "detail-type": "Order Placed", "source": "shop", "account": "123456789012",
-			"time": "2026-11-30T10:00:00Z", "region": "eu-west-1", "resources": [], "detail": %s}`, id, detail)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	events := s.Info.Queues[app.QueueEvents]
-	deliver := func(body string) {
-		if _, err := s.Queue.Send(ctx, events, body, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	drained := func(what string) {
-		eventually(t, 30*time.Second, what, func() (bool, string) {
-			c := s.queueCounts()[app.QueueEvents]
-			return c.Total() == 0, fmt.Sprint(c)
-		})
-	}
-	deliver(envelope("dup-event-1", `{"order_id": "o-1"}`))
+	deliver := func(body string) { s.sendTo(app.QueueTrigger, body) }
+	drained := func(what string) { s.drained(app.QueueTrigger, what) }
+	deliver(eventEnvelope("dup-event-1", `{"order_id": "o-1"}`))
 	eventually(t, 30*time.Second, "the event's run", func() (bool, string) {
 		r := s.runIDsOf("fulfil")
 		return len(r) == 1, fmt.Sprint(r)
 	})
-	deliver(envelope("dup-event-1", `{"order_id": "o-1"}`))
+	deliver(eventEnvelope("dup-event-1", `{"order_id": "o-1"}`))
 	drained("the second delivery consumed")
 	if r := s.runIDsOf("fulfil"); len(r) != 1 {
 		t.Fatalf("two deliveries of one event made runs %v, want 1", r)
@@ -172,6 +207,56 @@ func TestSameEventTwiceMakesOneRun(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no event.trigger_failed for event %s: %s", bad, r.Raw)
+	}
+}
+
+// An event matching aaa, whose limiter has 10,000 runs waiting (its item
+// written as they leave it), and bbb starts bbb's run all the same: the
+// put answers 200, aaa gets no run and an event.trigger_failed (reason
+// limit_queue_full); delivered through the trigger queue it is consumed,
+// not sent round again.
+func TestFullLimiterFailsOnlyItsJobsEvent(t *testing.T) {
+	s := startStack(t, devstack.Options{})
+	for _, name := range []string{"aaa", "bbb"} {
+		s.createJob(map[string]any{"name": name, "concurrency": map[string]any{"limit": 1},
+			"on_event": []any{map[string]any{"pattern": map[string]any{"source": []any{"shop"}}}}})
+	}
+	st := store.New(s.Stack.Env.DynamoDBClient(), s.Info.Table)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := st.WriteLimiter(ctx, ledger.LimiterWrite{Name: "aaa/", State: limiter.State{Limit: 1, Active: 1, Waiting: limiter.MaxWaiting, Version: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	put := s.putEvent("shop", "Order Placed", `{"order_id": "o-1"}`, "")
+	if a, b := s.runIDsOf("aaa"), s.runIDsOf("bbb"); len(a) != 0 || len(b) != 1 {
+		t.Fatalf("after the put: aaa has runs %v (want none), bbb %v (want one)", a, b)
+	}
+	s.sendTo(app.QueueTrigger, eventEnvelope("delivered-1", `{"order_id": "o-2"}`))
+	eventually(t, 30*time.Second, "bbb's run of the delivery", func() (bool, string) {
+		r := s.runIDsOf("bbb")
+		return len(r) == 2, fmt.Sprint(r)
+	})
+	s.drained(app.QueueTrigger, "the delivery consumed")
+	if r := s.runIDsOf("aaa"); len(r) != 0 {
+		t.Fatalf("aaa has runs %v, want none: its limiter is full", r)
+	}
+	var page struct {
+		Events []struct {
+			Type, Job, Reason string
+			EventID           string `json:"event_id"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(s.call("GET", "/v1/events", nil).must(t, http.StatusOK).Raw, &page); err != nil {
+		t.Fatal(err)
+	}
+	failed := map[string]string{}
+	for _, e := range page.Events {
+		if e.Type == "event.trigger_failed" {
+			failed[e.EventID] = e.Job + " " + e.Reason
+		}
+	}
+	if want := "aaa limit_queue_full"; len(failed) != 2 || failed[put] != want || failed["delivered-1"] != want {
+		t.Fatalf("event.trigger_failed %v, want aaa limit_queue_full for %s and delivered-1", failed, put)
 	}
 }
 

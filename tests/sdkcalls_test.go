@@ -82,7 +82,7 @@ func TestSDKCallsOfEachFunction(t *testing.T) {
 	}
 	envOf := map[string]map[string]string{
 		"api":        {"RUNLEDGER_EVENTS_QUEUE_URL": bc.EventsQueueURL, "RUNLEDGER_AUTH": "apikey", "RUNLEDGER_API_KEY": "k"},
-		"events":     {"RUNLEDGER_EVENTS_QUEUE_URL": bc.EventsQueueURL},
+		"events":     {"RUNLEDGER_EVENTS_QUEUE_URL": bc.EventsQueueURL, "RUNLEDGER_TRIGGER_QUEUE_ARN": bc.TriggerQueueARN},
 		"ticker":     {"RUNLEDGER_TICKER_PERIOD": "1m"},
 		"reconciler": {},
 	}
@@ -179,7 +179,7 @@ func TestSDKCallsOfEachFunction(t *testing.T) {
 	receiveInto(t, base.Queue, apps["events"], bc.DelayQueueURL)
 	// An EventBridge rule's delivery from the trigger queue: the events
 	// function lists the jobs, matches ev and starts its run (dispatch).
-	delivery := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-trigger", EventSource: "aws:sqs",
+	delivery := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-trigger", EventSource: "aws:sqs", EventSourceARN: bc.TriggerQueueARN,
 		Body: `{"version":"0","id":"iam-event-1","detail-type":"Order Placed","source":"shop","account":"123456789012",` +
 			`"time":"2026-01-01T00:00:00Z","region":"eu-west-1","resources":[],"detail":{}}`}}}
 	if resp, err := apps["events"].HandleEvents(t.Context(), delivery); err != nil || len(resp.BatchItemFailures) != 0 {

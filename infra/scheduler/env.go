@@ -23,6 +23,8 @@ const (
 	dnsSuffix     = len(".amazonaws.com.cn")
 	// https://sqs.<region>.amazonaws.com/<account>/<name of at most 80>
 	queueURLSize = len("https://sqs.") + longestRegion + dnsSuffix + 1 + 12 + 1 + 80
+	// arn:<partition>:sqs:<region>:<account>:<name of at most 80>
+	queueARNSize = len("arn:aws-us-gov:sqs:") + longestRegion + 1 + 12 + 1 + 80
 	// https://<api id>.execute-api.<region>.amazonaws.com
 	apiURLSize = len("https://") + 10 + len(".execute-api.") + longestRegion + dnsSuffix
 	// what a generated name adds to the stack's name

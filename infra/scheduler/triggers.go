@@ -102,7 +102,8 @@ func (t *EventTriggers) checkBuses(account, region string) error {
 
 // wireTriggers creates the trigger queue, one rule per bus sending the
 // listed sources' events to it (a delivery that fails goes to the queue's
-// DLQ), and subscribes the events function, which starts the runs.
+// DLQ), and subscribes the events function, which starts the runs and is
+// told the queue's ARN (RUNLEDGER_TRIGGER_QUEUE_ARN).
 func (s *Scheduler) wireTriggers(p Props) {
 	t := p.EventTriggers
 	if t == nil {
@@ -132,4 +133,8 @@ func (s *Scheduler) wireTriggers(p Props) {
 		})
 	}
 	s.consume(FunctionEvents, pair.Queue, 10)
+	// The events function starts runs only from this queue's records: a
+	// trigger event sent to the events queue (which every worker may
+	// send to) is refused.
+	s.setEnv(FunctionEvents, "RUNLEDGER_TRIGGER_QUEUE_ARN", s.envValue(pair.Queue.QueueArn(), queueARNSize))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/statemodel"
 )
 
 // renderJob is the job's definition plus id, version, paused, created_at,
@@ -229,6 +230,9 @@ func (h *Handler) triggerRun(w http.ResponseWriter, r *http.Request) error {
 		t, err := protocol.ParseTime(*b.LogicalTime)
 		if err != nil {
 			return errf(protocol.CodeInvalidField, "logical_time must be an RFC 3339 time.")
+		}
+		if !statemodel.LogicalTimeInRange(t) {
+			return errf(protocol.CodeInvalidField, "logical_time must be in %s, not %s.", statemodel.LogicalTimeRange, protocol.FormatTime(t))
 		}
 		req.LogicalTime = t
 	}

@@ -77,15 +77,21 @@ type Config struct {
 	// DelayQueueURL carries precise short timers ("" leaves timers to the
 	// ticker's scan).
 	DelayQueueURL string
+	// TriggerQueueARN is the queue whose events start runs (the stack's
+	// trigger queue, with EventTriggers); a trigger event from any other
+	// queue is refused. "": no queue starts runs. TriggerQueueURL is that
+	// queue for the local stack's poller; the Lambda entries need none.
+	TriggerQueueARN string
+	TriggerQueueURL string
 	// Executors run tasks outside the queues, beside the Parts'; Allowed
 	// is what job definitions may name for them (RUNLEDGER_EXECUTORS_ALLOWED
 	// in AWS, from the CDK props), beside the Parts'.
 	Executors []scheduler.Executor
 	Allowed   jobspec.Allowed
 	// Provision, if set, makes New create the table and queues it names
-	// when they are missing and fill Table, Pools, EventsQueueURL and
-	// DelayQueueURL from them: the local stack provisions, the Lambda
-	// entries never do (the CDK stack did).
+	// when they are missing and fill Table, Pools and the queue settings
+	// from them: the local stack provisions, the Lambda entries never do
+	// (the CDK stack did).
 	Provision *Provision
 
 	// HistoryRetention is how long transition records live before TTL
@@ -129,7 +135,7 @@ type Config struct {
 // Provision names the resources the local stack creates.
 type Provision struct {
 	// Name is the table's name and the queues' prefix: <Name>-events,
-	// <Name>-delay and <Name>-pool-<pool>.
+	// <Name>-delay, <Name>-trigger and <Name>-pool-<pool>.
 	Name string
 	// Pools get a dispatch queue each, beside those the Parts ask for.
 	Pools []string
@@ -183,7 +189,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	executors, allowed := cfg.executors()
 	a.Service = scheduler.New(a.Store, a.Queue, scheduler.Config{
-		Pools: cfg.Pools, EventsQueueURL: cfg.EventsQueueURL, DelayQueueURL: cfg.DelayQueueURL,
+		Pools: cfg.Pools, EventsQueueURL: cfg.EventsQueueURL, DelayQueueURL: cfg.DelayQueueURL, TriggerQueueARN: cfg.TriggerQueueARN,
 		Now: cfg.Now, Evidence: a.Evidence, Executors: executors, Allowed: allowed,
 		MaxClockSkew: cfg.MaxClockSkew, TickerPeriod: cfg.TickerPeriod, Metrics: cfg.metrics(), Logger: cfg.Logger,
 		Events: cfg.events(), Moved: cfg.moved(),
@@ -200,7 +206,7 @@ func (c *Config) check() error {
 		if c.Provision.Name == "" {
 			return configErrorf("Provision.Name is required (it names the table and the queues)")
 		}
-		if c.Table != "" || len(c.Pools) > 0 || c.EventsQueueURL != "" || c.DelayQueueURL != "" {
+		if c.Table != "" || len(c.Pools) > 0 || c.EventsQueueURL != "" || c.DelayQueueURL != "" || c.TriggerQueueARN != "" || c.TriggerQueueURL != "" {
 			return configErrorf("Provision fills Table, Pools and the queue URLs: set them or Provision, not both")
 		}
 	} else if c.Table == "" {

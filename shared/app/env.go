@@ -26,7 +26,7 @@ import (
 // RUNLEDGER_DELAY_QUEUE_URL, RUNLEDGER_HISTORY_RETENTION,
 // RUNLEDGER_MAX_CLOCK_SKEW, RUNLEDGER_TICKER_PERIOD,
 // RUNLEDGER_EXECUTORS_ALLOWED, RUNLEDGER_AUTH, RUNLEDGER_API_KEY,
-// RUNLEDGER_EVENT_BUS) into a
+// RUNLEDGER_EVENT_BUS, RUNLEDGER_TRIGGER_QUEUE_ARN) into a
 // Config; Clients, Logger and Metrics are the caller's. getenv is
 // os.Getenv outside tests.
 func FromEnv(getenv func(string) string) (Config, error) {
@@ -37,6 +37,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		Auth:           api.Auth(getenv("RUNLEDGER_AUTH")),
 		APIKey:         getenv("RUNLEDGER_API_KEY"),
 		EventBus:       getenv("RUNLEDGER_EVENT_BUS"),
+		// Only the events function gets it (with EventTriggers).
+		TriggerQueueARN: getenv("RUNLEDGER_TRIGGER_QUEUE_ARN"),
 	}
 	if cfg.Table == "" {
 		return cfg, fmt.Errorf("environment: RUNLEDGER_TABLE is empty")

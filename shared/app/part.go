@@ -69,7 +69,8 @@ type Part struct {
 type Local struct {
 	// APIURL is the base URL of the local API.
 	APIURL string
-	// Queues maps "events", "delay" and each pool to its queue URL.
+	// Queues maps "events", "delay", "trigger" and each pool to its
+	// queue URL.
 	Queues map[string]string
 	Queue  *queue.Client
 	Logger *slog.Logger

@@ -13,8 +13,9 @@ import (
 
 // The queues besides the pools', as Queues names them.
 const (
-	QueueEvents = "events"
-	QueueDelay  = "delay"
+	QueueEvents  = "events"
+	QueueDelay   = "delay"
+	QueueTrigger = "trigger"
 )
 
 // provisionedQueue is the local stack's setting of every queue: SQS's
@@ -35,28 +36,40 @@ func (a *App) provision(ctx context.Context, cfg *Config) error {
 		return fmt.Errorf("app: table %s: %w", p.Name, err)
 	}
 	cfg.Table = p.Name
-	create := func(name string) (string, error) {
+	create := func(name string) (queue.Created, error) {
 		spec := provisionedQueue
 		spec.Name = name
 		c, err := a.Queue.CreateQueue(ctx, spec)
 		if err != nil {
-			return "", fmt.Errorf("app: queue %s: %w", name, err)
+			return c, fmt.Errorf("app: queue %s: %w", name, err)
 		}
-		return c.URL, nil
+		return c, nil
 	}
 	cfg.Pools = map[string]string{}
 	for _, pool := range provisionedPools(p.Pools, cfg.Parts) {
-		url, err := create(p.Name + "-pool-" + pool)
+		c, err := create(p.Name + "-pool-" + pool)
 		if err != nil {
 			return err
 		}
-		cfg.Pools[pool] = url
+		cfg.Pools[pool] = c.URL
 	}
-	if cfg.EventsQueueURL, err = create(p.Name + "-" + QueueEvents); err != nil {
+	events, err := create(p.Name + "-" + QueueEvents)
+	if err != nil {
 		return err
 	}
-	cfg.DelayQueueURL, err = create(p.Name + "-" + QueueDelay)
-	return err
+	delay, err := create(p.Name + "-" + QueueDelay)
+	if err != nil {
+		return err
+	}
+	// The local stand-in of the trigger queue an EventTriggers deployment
+	// has: what is sent to it arrives as an EventBridge rule's delivery.
+	trigger, err := create(p.Name + "-" + QueueTrigger)
+	if err != nil {
+		return err
+	}
+	cfg.EventsQueueURL, cfg.DelayQueueURL = events.URL, delay.URL
+	cfg.TriggerQueueURL, cfg.TriggerQueueARN = trigger.URL, trigger.ARN
+	return nil
 }
 
 // provisionedPools lists pools then the parts' pools, each once, in order.
@@ -76,10 +89,14 @@ func provisionedPools(pools []string, parts []Part) []string {
 	return out
 }
 
-// Queues maps "events", "delay" and each pool to its queue URL: what a
-// Part's process and .runledger/local.json need.
+// Queues maps "events", "delay", "trigger" (when there is one) and each
+// pool to its queue URL: what a Part's process and .runledger/local.json
+// need.
 func (a *App) Queues() map[string]string {
 	q := map[string]string{QueueEvents: a.Config.EventsQueueURL, QueueDelay: a.Config.DelayQueueURL}
+	if a.Config.TriggerQueueURL != "" {
+		q[QueueTrigger] = a.Config.TriggerQueueURL
+	}
 	for pool, url := range a.Config.Pools {
 		q[pool] = url
 	}

@@ -263,11 +263,16 @@ func (st *Stack) serve(a *app.App, o Options) error {
 	return nil
 }
 
-// runHandlers runs the events function on the events and delay queues and
-// the ticker and reconciler functions on their schedules.
+// runHandlers runs the events function on the events, delay and trigger
+// queues and the ticker and reconciler functions on their schedules.
 func (st *Stack) runHandlers(ctx context.Context, a *app.App, o Options) {
-	for _, url := range []string{a.Config.EventsQueueURL, a.Config.DelayQueueURL} {
-		p := &local.Poller{Name: "events", Queue: a.Queue, QueueURL: url, BatchSize: 10, Wait: o.Wait,
+	for _, q := range []struct{ url, arn string }{
+		{url: a.Config.EventsQueueURL}, {url: a.Config.DelayQueueURL},
+		// The trigger queue's records name the ARN the events function
+		// starts runs from.
+		{url: a.Config.TriggerQueueURL, arn: a.Config.TriggerQueueARN},
+	} {
+		p := &local.Poller{Name: "events", Queue: a.Queue, QueueURL: q.url, SourceARN: q.arn, BatchSize: 10, Wait: o.Wait,
 			Handler: a.HandleEvents, Concurrency: 2, Counters: o.Counters, Logger: o.Logger, Region: o.Env.Region()}
 		st.run(func() error { return p.Run(ctx) })
 	}

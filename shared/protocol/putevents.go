@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/runledger/runledger/statemodel"
 )
 
 // PutEvents is the body of POST /v1/events/put: EventBridge PutEvents'
@@ -81,8 +83,13 @@ func (e PutEventsEntry) check(at string) error {
 		}
 	}
 	if e.Time != "" {
-		if _, err := time.Parse(time.RFC3339, e.Time); err != nil {
+		t, err := time.Parse(time.RFC3339, e.Time)
+		if err != nil {
 			return bad("Time", "must be an RFC 3339 time")
+		}
+		if !statemodel.LogicalTimeInRange(t.UTC()) {
+			// The event's time becomes its runs' logical time.
+			return bad("Time", "must be in %s, not %s", statemodel.LogicalTimeRange, FormatTime(t))
 		}
 	}
 	return nil

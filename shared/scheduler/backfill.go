@@ -108,13 +108,6 @@ func CheckBackfillMaxActive(n int) error {
 	return nil
 }
 
-// A backfill's range lies in the years 1970 to 9999: from at or after
-// backfillEarliest, to at or before backfillLatest.
-var (
-	backfillEarliest = time.Unix(0, 0).UTC()
-	backfillLatest   = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
-)
-
 // backfillSlots checks a request against the job and lists its slots: the
 // job's schedule's fire times in [from, to), a rate schedule on the grid
 // of its next fire.
@@ -132,9 +125,11 @@ func backfillSlots(sj ledger.Job, j jobspec.Job, req BackfillRequest) ([]time.Ti
 		return nil, invalid("to", "is required")
 	case !req.From.Before(req.To):
 		return nil, invalid("from", "must be before to (%s is not before %s)", protocol.FormatTime(req.From), protocol.FormatTime(req.To))
-	case req.From.Before(backfillEarliest):
+	case req.From.Before(statemodel.EarliestLogicalTime):
+		// A backfill's range lies where logical times may: from at or
+		// after the earliest, to (exclusive) at or before the latest.
 		return nil, invalid("from", "must be in year 1970 or later, not %s", protocol.FormatTime(req.From))
-	case req.To.After(backfillLatest):
+	case req.To.After(statemodel.LatestLogicalTime):
 		return nil, invalid("to", "must be at the end of year 9999 or before, not %s", protocol.FormatTime(req.To))
 	case j.Schedule.Kind == "" || j.Schedule.Kind == jobspec.ScheduleManual:
 		return nil, invalid("schedule", "is absent: job %s runs only when triggered, so it has no slots to backfill", j.Name)

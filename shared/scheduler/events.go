@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,11 +15,13 @@ import (
 )
 
 // HandleEvents is the events function: it applies a batch of worker
-// completions, process leases and delayed timers. Only transient failures
+// completions, process leases and delayed timers, and starts the runs of
+// the trigger queue's events. Only transient failures
 // (throttling, contention, network) are reported back for redelivery; a
 // permanent problem (malformed body, forged token, an event the state
-// machine refuses) is logged with its reason and dropped, so it is recorded
-// once rather than redelivered forever.
+// machine refuses, a trigger event off the trigger queue) is logged with
+// its reason, counted (MetricMessageRefused) and dropped, so it is
+// recorded once rather than redelivered forever.
 func (s *Service) HandleEvents(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	// Records are independent (SQS keeps no order between them) and each is
 	// fenced by the store's compare-and-set, so a batch is applied
@@ -26,7 +29,7 @@ func (s *Service) HandleEvents(ctx context.Context, ev events.SQSEvent) (events.
 	errs := make([]error, len(ev.Records))
 	var wg sync.WaitGroup
 	for i, rec := range ev.Records {
-		wg.Go(func() { errs[i] = s.handleEvent(ctx, rec.Body) })
+		wg.Go(func() { errs[i] = s.handleRecord(ctx, rec) })
 	}
 	wg.Wait()
 	var resp events.SQSEventResponse
@@ -37,18 +40,36 @@ func (s *Service) HandleEvents(ctx context.Context, ev events.SQSEvent) (events.
 			s.log.WarnContext(ctx, "event will be redelivered", "message_id", rec.MessageId, "error", err.Error())
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
 		default:
-			s.log.ErrorContext(ctx, "event refused", "message_id", rec.MessageId, "error", err.Error())
+			s.log.ErrorContext(ctx, "event refused", "message_id", rec.MessageId, "queue_arn", rec.EventSourceARN, "error", err.Error())
+			s.emit(metric{name: MetricMessageRefused, unit: "Count", value: 1,
+				props: map[string]any{"message_id": rec.MessageId, "queue_arn": rec.EventSourceARN}})
 		}
 	}
 	return resp, nil
 }
 
-func (s *Service) handleEvent(ctx context.Context, body string) error {
-	if IsEventEnvelope(body) {
-		// An EventBridge rule's delivery (the trigger queue).
-		_, err := s.StartFromEvent(ctx, []byte(body))
+// handleRecord routes a record by the queue it came from. Only the
+// trigger queue's records are trigger events (an EventBridge rule's
+// deliveries, which start runs); the events and delay queues carry
+// worker messages and timers, and a trigger event found on them is
+// refused: every worker may send to the events queue, and must not start
+// runs of any job with params, account and time of its choosing.
+func (s *Service) handleRecord(ctx context.Context, rec events.SQSMessage) error {
+	fromTrigger := s.cfg.TriggerQueueARN != "" && rec.EventSourceARN == s.cfg.TriggerQueueARN
+	switch envelope := IsEventEnvelope(rec.Body); {
+	case fromTrigger && envelope:
+		_, err := s.StartFromEvent(ctx, []byte(rec.Body))
 		return err
+	case fromTrigger:
+		return fmt.Errorf("%w: the trigger queue carries EventBridge events only", ErrBadMessage)
+	case envelope:
+		return fmt.Errorf("%w: a trigger event on queue %s, which is not the trigger queue: only the trigger queue's events start runs",
+			ErrBadMessage, cmp.Or(rec.EventSourceARN, "(none named)"))
 	}
+	return s.handleEvent(ctx, rec.Body)
+}
+
+func (s *Service) handleEvent(ctx context.Context, body string) error {
 	m, err := protocol.DecodeEvent(body)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadMessage, err)

@@ -17,6 +17,12 @@ const MetricsNamespace = "Runledger"
 // is then a metric of its own, billed as one (docs/deploy.md, "Metrics").
 const JobDimension = "Job"
 
+// MetricMessageRefused counts the queue messages the events function
+// drops as permanently bad (malformed, forged, refused by the state
+// machine, a trigger event off the trigger queue): each is logged once
+// and never redelivered, so this count is what an alarm can watch.
+const MetricMessageRefused = "MessageRefused"
+
 var metricsMu sync.Mutex
 
 // emitTransitionMetrics writes CloudWatch embedded-metric-format lines for

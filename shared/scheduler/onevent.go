@@ -141,17 +141,19 @@ func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome,
 	if id == "" || ledger.CheckIdempotencyKey(id) != nil {
 		return EventOutcome{}, fmt.Errorf("%w: the event has no usable id", ErrBadMessage)
 	}
-	logical := s.now()
-	if t, ok := ev["time"].(string); ok {
-		if parsed, err := time.Parse(time.RFC3339, t); err == nil {
-			logical = parsed.UTC()
-		}
+	logical, err := eventLogicalTime(ev, s.now())
+	if err != nil {
+		return EventOutcome{}, fmt.Errorf("%w: event %s: %v", ErrBadMessage, id, err)
 	}
 	ix, err := s.eventIndex(ctx)
 	if err != nil {
 		return EventOutcome{}, err
 	}
+	// Each matched job's outcome is its own: one job's refusal or error
+	// does not keep the event from the jobs after it. Errors are returned
+	// once every job was tried (eventError).
 	var out EventOutcome
+	var errs []error
 	for _, hit := range ix.index.Match(ev) {
 		job := ix.jobs[hit.Key]
 		runID, err := s.startFromEvent(ctx, job, hit.Pattern, id, logical, ev)
@@ -159,15 +161,65 @@ func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome,
 		switch {
 		case errors.As(err, &rf):
 			out.Failed = append(out.Failed, job.spec.Name)
+		case errors.Is(err, ledger.ErrLimitQueueFull):
+			// Refused before anything was written, as a trigger into a
+			// full limiter is: this job misses the event, and no
+			// redelivery would find room sooner than its waiting runs.
+			s.triggerFailed(ctx, job.spec.Name, id, string(protocol.CodeLimitQueueFull), err)
+			out.Failed = append(out.Failed, job.spec.Name)
 		case errors.Is(err, ledger.ErrNotFound):
 			// Deleted since the index was built.
 		case err != nil:
-			return out, err
+			errs = append(errs, err)
 		case runID != "":
 			out.Runs = append(out.Runs, runID)
 		}
 	}
-	return out, nil
+	return out, eventError(errs)
+}
+
+// eventError is what the errors of one event's jobs amount to for its
+// delivery: the transient ones when there are any, so the delivery is
+// retried for those jobs rather than dropped for another job's permanent
+// error (the runs already started are found by their key), else all.
+func eventError(errs []error) error {
+	var retry []error
+	for _, err := range errs {
+		if transient(err) {
+			retry = append(retry, err)
+		}
+	}
+	if len(retry) > 0 {
+		return errors.Join(retry...)
+	}
+	return errors.Join(errs...)
+}
+
+// eventLogicalTime is an event's time, its runs' logical time, or now for
+// an event without one. A time that does not parse, or lies outside the
+// years a logical time may (statemodel.LogicalTimeInRange), is an error:
+// EventBridge always sends a valid one, so such an event was made by hand.
+func eventLogicalTime(ev map[string]any, now time.Time) (time.Time, error) {
+	raw, ok := ev["time"]
+	if !ok || raw == nil {
+		return now, nil
+	}
+	text, _ := raw.(string)
+	t, err := time.Parse(time.RFC3339, text)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("its time %v is not an RFC 3339 time", raw)
+	}
+	if t = t.UTC(); !statemodel.LogicalTimeInRange(t) {
+		return time.Time{}, fmt.Errorf("its time %s is not in %s", text, statemodel.LogicalTimeRange)
+	}
+	return t, nil
+}
+
+// triggerFailed reports that an event matched job but started no run of
+// it: a warning in the log and an event.trigger_failed signal.
+func (s *Service) triggerFailed(ctx context.Context, job, eventID, reason string, err error) {
+	s.log.WarnContext(ctx, "event trigger failed", "job", job, "event_id", eventID, "reason", reason, "error", err.Error())
+	s.signal(ctx, protocol.Signal{Type: protocol.SignalEventTriggerFailed, Time: s.now(), Job: job, EventID: eventID, Reason: reason})
 }
 
 type renderFailure struct{ err error }
@@ -181,9 +233,7 @@ func (s *Service) startFromEvent(ctx context.Context, job indexedJob, entry int,
 	runID := s.NewID()
 	params, err := j.OnEvent[entry].RenderParams(jobspec.NewEventTemplateData(j.Name, runID, logical, ev))
 	if err != nil {
-		s.log.WarnContext(ctx, "event trigger failed", "job", j.Name, "event_id", eventID, "error", err.Error())
-		s.signal(ctx, protocol.Signal{Type: protocol.SignalEventTriggerFailed, Time: s.now(), Job: j.Name,
-			EventID: eventID, Reason: fmt.Sprintf("on_event[%d].params: %v", entry, err)})
+		s.triggerFailed(ctx, j.Name, eventID, fmt.Sprintf("on_event[%d].params: %v", entry, err), err)
 		return "", &renderFailure{err}
 	}
 	source, _ := ev["source"].(string)

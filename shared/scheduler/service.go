@@ -50,6 +50,11 @@ type Config struct {
 	// DelayQueueURL carries precise short timers (retry_at); "" disables
 	// them and leaves timers to the ticker's scan.
 	DelayQueueURL string
+	// TriggerQueueARN is the queue whose records are trigger events (an
+	// EventBridge rule's deliveries), each matched against the jobs'
+	// on_event; a trigger event from any other queue is refused. "": no
+	// queue starts runs (PutEvents still does).
+	TriggerQueueARN string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Random draws retry jitter from [0, 1) (default math/rand/v2).
