@@ -80,7 +80,14 @@ RIE_MODULE := github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambd
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 RIE := .tools/aws-lambda-rie-$(RIE_VERSION)/aws-lambda-rie
 
-test-lambda: deps synth
+# The run it drives needs the demo worker function, which the stack deploys
+# only when runledger:exampleWorkerPool names a pool: test-lambda
+# synthesizes its own template with it, into cdk.out.lambda/, and leaves
+# cdk.out/ as `make synth` writes it.
+LAMBDA_CDK_OUT := cdk.out.lambda
+
+test-lambda: deps functions
+	$(CDK_ENV) npx --no -- cdk synth $(CDK_FLAGS) --quiet -c runledger:exampleWorkerPool=default --output $(LAMBDA_CDK_OUT)
 	@case "$$(uname -s)/$$(uname -m)" in \
 	  Linux/aarch64 | Linux/arm64) ;; \
 	  Linux/*) command -v qemu-aarch64-static >/dev/null || { \
@@ -92,7 +99,7 @@ test-lambda: deps synth
 	  GOBIN="$(CURDIR)/$(dir $(RIE))" $(GO) install $(RIE_MODULE)@$(RIE_VERSION) || exit 1; \
 	fi; \
 	echo "$(GO) test ./tests/lambdarie (aws-lambda-rie $(RIE_VERSION))"; \
-	RUNLEDGER_LAMBDA_RIE="$(CURDIR)/$(RIE)" RUNLEDGER_LAMBDA_DIST="$(CURDIR)/dist" RUNLEDGER_LAMBDA_CDK_OUT="$(CURDIR)/cdk.out" \
+	RUNLEDGER_LAMBDA_RIE="$(CURDIR)/$(RIE)" RUNLEDGER_LAMBDA_DIST="$(CURDIR)/dist" RUNLEDGER_LAMBDA_CDK_OUT="$(CURDIR)/$(LAMBDA_CDK_OUT)" \
 	  $(GO) test -count=1 -timeout 15m ./tests/lambdarie
 
 # LocalStack (localstack/docker-compose.yml; needs Docker and the user's
