@@ -46,7 +46,10 @@ const (
 	keyJWTAudiences       = "runledger:jwtAudiences"        // "a,b" or ["a","b"]
 	keyReserved           = "runledger:reservedConcurrency" // default none; api=20,worker=off (off: unreserved)
 	keyAPIRunRate         = "runledger:apiRunRate"          // runs a second the route throttles admit, default 1000
-	keyMaxReceiveCount    = "runledger:maxReceiveCount"
+	// The stage throttle's keys, refused since the throttles are per route.
+	keyRetiredThrottleRate  = "runledger:apiThrottleRate"
+	keyRetiredThrottleBurst = "runledger:apiThrottleBurst"
+	keyMaxReceiveCount      = "runledger:maxReceiveCount"
 	// keyECS allows the ecs executor: {"clusters": ["batch"],
 	// "taskDefinitions": [{"family": "etl", "taskRoleArn": "...",
 	// "executionRoleArn": "..."}]}, an object in cdk.json or its JSON as
@@ -201,6 +204,13 @@ func readConfig(get func(key string) any) (config, error) {
 	}
 	p.MaxReceiveCount = number(keyMaxReceiveCount, get(keyMaxReceiveCount))
 	p.APIRunRate = float64(number(keyAPIRunRate, get(keyAPIRunRate)))
+	// The one stage throttle these set gave way to a throttle per route: a
+	// stack that still sets them would lose its limit without a word.
+	for _, gone := range []string{keyRetiredThrottleRate, keyRetiredThrottleBurst} {
+		if get(gone) != nil {
+			fail(gone, fmt.Errorf("no longer read: set %s (runs a second; each route's throttle is sized from it, docs/deploy.md)", keyAPIRunRate))
+		}
+	}
 	switch v := get(keyReserved).(type) {
 	case nil:
 	case string: // api=10,worker=5

@@ -132,19 +132,21 @@ func TestReadConfigValues(t *testing.T) {
 func TestReadConfigErrors(t *testing.T) {
 	t.Parallel()
 	_, err := readConfig(lookup(map[string]any{
-		keyTickerRate:         "soon",
-		keyRemovalPolicy:      "snapshot",
-		keyDeletionProtection: "maybe",
-		keyPools:              float64(3),
-		keyReserved:           "api",
-		keyECS:                `{"cluster": "typo"}`,
-		keyLambda:             `{"function": "etl"}`,
-		keyEventTriggers:      `{"bus": "default"}`,
+		keyTickerRate:           "soon",
+		keyRemovalPolicy:        "snapshot",
+		keyDeletionProtection:   "maybe",
+		keyPools:                float64(3),
+		keyReserved:             "api",
+		keyECS:                  `{"cluster": "typo"}`,
+		keyLambda:               `{"function": "etl"}`,
+		keyEventTriggers:        `{"bus": "default"}`,
+		keyRetiredThrottleRate:  "50",
+		keyRetiredThrottleBurst: float64(100),
 	}))
 	if err == nil {
 		t.Fatal("want errors")
 	}
-	for _, key := range []string{keyTickerRate, keyRemovalPolicy, keyDeletionProtection, keyPools, keyReserved, keyECS, keyLambda, keyEventTriggers} {
+	for _, key := range []string{keyTickerRate, keyRemovalPolicy, keyDeletionProtection, keyPools, keyReserved, keyECS, keyLambda, keyEventTriggers, keyRetiredThrottleRate, keyRetiredThrottleBurst} {
 		if !strings.Contains(err.Error(), key) {
 			t.Errorf("error does not name %s: %v", key, err)
 		}
