@@ -56,12 +56,12 @@ func namesGroup(j jobspec.Job) bool {
 }
 
 // A run of a job with a concurrency limit is created with every task
-// CREATED and enters its limiter (ledger.EnterLimiter) the first time
+// CREATED and enters its limiter (ledger.Turns.EnterLimiter) the first time
 // advance would release a root task: admitted, its roots are released as
 // any run's; waiting, they stay CREATED and the run QUEUED. A run with two
 // limiters (stagesOf) enters the second when the first admits it, the
 // same way. The run that ends leaves its limiters and hands their room on
-// (ledger.AdmitNext), and each run admitted then is advanced (and its
+// (ledger.Turns.AdmitNext), and each run admitted then is advanced (and its
 // tasks a retry held dispatched: flow_retry.go). A waiting run's CREATED tasks keep
 // their re-evaluation timer: a pass that finds the run still waiting
 // repairs its limiter (a run ended whose release was lost in a crash) and
@@ -296,7 +296,7 @@ func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, plac
 		// treats it as waiting, so they are not dispatched twice.
 		return false, s.repairLimiter(ctx, st.name, st.rate)
 	}
-	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place, Live: how.live, MarkRun: true}, s.now())
+	e, err := s.turns.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place, Live: how.live, MarkRun: true}, s.now())
 	switch {
 	case errors.Is(err, ledger.ErrLimitQueueFull):
 		// Created past checkAdmissible's look by a racing trigger: it
@@ -338,7 +338,7 @@ func (s *Service) repairLimiter(ctx context.Context, name string, rate limiter.R
 	for _, a := range adm {
 		r, err := s.store.GetRun(ctx, a.RunID)
 		if errors.Is(err, ledger.ErrNotFound) || (err == nil && r.ExecutionState.Terminal()) {
-			if _, err := ledger.LeaveLimiter(ctx, s.store, name, a.RunID); err != nil {
+			if _, err := s.turns.LeaveLimiter(ctx, s.store, name, a.RunID); err != nil {
 				return err
 			}
 			continue
@@ -354,7 +354,7 @@ func (s *Service) repairLimiter(ctx context.Context, name string, rate limiter.R
 // each, which releases its root tasks. When runs still wait for the rate
 // window, a timer is armed at the window's edge.
 func (s *Service) handOn(ctx context.Context, name string, rate limiter.Rate) error {
-	got, err := ledger.AdmitNext(ctx, s.store, name, rate, s.now())
+	got, err := s.turns.AdmitNext(ctx, s.store, name, rate, s.now())
 	return s.handedOn(ctx, name, rate, got, err)
 }
 
@@ -430,7 +430,7 @@ func (s *Service) releaseStage(ctx context.Context, runID string, place limiter.
 		// Leaving and handing on in one turn: the hand-off decides on the
 		// state the leave wrote. Leaves written together hand on once,
 		// by the turn's holder, whose own run may not have left.
-		left, got, err = ledger.LeaveAndAdmitNext(ctx, s.store, st.name, runID, st.rate, s.now())
+		left, got, err = s.turns.LeaveAndAdmitNext(ctx, s.store, st.name, runID, st.rate, s.now())
 		if err != nil || left {
 			err, handed = s.handedOn(ctx, st.name, st.rate, got, err), true
 			break
@@ -438,7 +438,7 @@ func (s *Service) releaseStage(ctx context.Context, runID string, place limiter.
 		if len(got) > 0 {
 			s.handedOn(ctx, st.name, st.rate, got, nil)
 		}
-		if withdrawn, err = ledger.WithdrawWaiting(ctx, s.store, st.name, place); err != nil || withdrawn {
+		if withdrawn, err = s.turns.WithdrawWaiting(ctx, s.store, st.name, place); err != nil || withdrawn {
 			break
 		}
 	}
@@ -645,7 +645,7 @@ func (s *Service) checkAdmissible(ctx context.Context, j jobspec.Job, nr ledger.
 		}
 	}
 	for _, lim := range stagesOf(j, probe) {
-		full, err := ledger.QueueFull(ctx, s.store, lim.name)
+		full, err := s.turns.QueueFull(ctx, s.store, lim.name)
 		if err != nil {
 			return err
 		}
@@ -710,7 +710,7 @@ func (s *Service) applyLimit(ctx context.Context, j jobspec.Job) {
 		}
 	}
 	for name, rate := range names {
-		if _, err := ledger.SetLimiterLimit(ctx, s.store, name, j.Concurrency.Limit); err != nil {
+		if _, err := s.turns.SetLimiterLimit(ctx, s.store, name, j.Concurrency.Limit); err != nil {
 			s.log.WarnContext(ctx, "limit change not stored", "job", j.Name, "limiter", name, "error", err.Error())
 			continue
 		}
