@@ -28,6 +28,7 @@ import (
 
 	"github.com/runledger/runledger/shared/api"
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
@@ -190,7 +191,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	executors, allowed := cfg.executors()
 	a.Service = scheduler.New(a.Store, a.Queue, scheduler.Config{
 		Pools: cfg.Pools, EventsQueueURL: cfg.EventsQueueURL, DelayQueueURL: cfg.DelayQueueURL, TriggerQueueARN: cfg.TriggerQueueARN,
-		Now: cfg.Now, Evidence: a.Evidence, Executors: executors, Allowed: allowed,
+		Now: cfg.Now, Evidence: a.Evidence, Executors: executors, Allowed: allowed, Turns: ledger.NewTurns(),
 		MaxClockSkew: cfg.MaxClockSkew, TickerPeriod: cfg.TickerPeriod, Metrics: cfg.metrics(), Logger: cfg.Logger,
 		Events: cfg.events(), Moved: cfg.moved(),
 	})

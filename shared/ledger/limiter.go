@@ -15,9 +15,10 @@ import (
 // the rate window and a version), one waiting item per run in its queue,
 // kept in admission order, and one admitted item per active run, all under
 // the limiter's one partition key. A store only reads and writes; the
-// decisions are the limiter model's, taken by this package's EnterLimiter,
-// AdmitNext, LeaveLimiter and the rest between a read and a conditional
-// write, so every admission is a conditional write on the limiter item.
+// decisions are the limiter model's, taken by this package's Turns
+// (EnterLimiter, AdmitNext, LeaveLimiter and the rest) between a read and a
+// conditional write, so every admission is a conditional write on the
+// limiter item.
 type Limiters interface {
 	// GetLimiter reads a limiter item; a limiter never written is the zero
 	// State (Version 0).
@@ -115,8 +116,8 @@ func CheckLimiterName(name string) error {
 // most 1,000 writes a second in AWS (docs/store.md), so no writer anywhere
 // filled them since. The look is advisory either way: the entry's own
 // conditional write refuses a run beyond the bound.
-func QueueFull(ctx context.Context, s Limiters, name string) (bool, error) {
-	if waiting, ok := turnsOf(ctx).seenLately(s, name, time.Second); ok && waiting <= limiter.MaxWaiting-queueFullMargin {
+func (t *Turns) QueueFull(ctx context.Context, s Limiters, name string) (bool, error) {
+	if waiting, ok := t.seenLately(s, name, time.Second); ok && waiting <= limiter.MaxWaiting-queueFullMargin {
 		return false, nil
 	}
 	st, err := s.GetLimiter(ctx, name)
@@ -167,13 +168,12 @@ type Entered struct {
 // limiter.MaxWaiting. A run already in the limiter answers where it is.
 // Entries queued for the limiter's turn in this process are written with
 // the turn holder's, in one write (enterTogether).
-func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Entered, error) {
+func (t *Turns) EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Entered, error) {
 	if err := CheckLimiterName(e.Limiter); err != nil {
 		return Entered{}, err
 	}
-	ts := turnsOf(ctx)
 	w := &waiter{entry: &e, now: now}
-	tu, release, err := ts.takeAs(ctx, s, e.Limiter, w)
+	tu, release, err := t.takeAs(ctx, s, e.Limiter, w)
 	if err != nil {
 		return Entered{}, err
 	}
@@ -181,7 +181,7 @@ func EnterLimiter(ctx context.Context, s Limiters, e Entry, now time.Time) (Ente
 		return w.entered, w.err
 	}
 	defer release()
-	ws := append([]*waiter{w}, ts.join(tu, true, maxJoined)...)
+	ws := append([]*waiter{w}, t.join(tu, true, maxJoined)...)
 	enterTogether(ctx, s, tu, e.Limiter, ws)
 	for _, j := range ws[1:] {
 		j.done()
@@ -365,8 +365,8 @@ func FindInLimiter(ctx context.Context, s Limiters, name string, p limiter.Place
 // hand-off every write that makes room calls; the ticker calls it to
 // repair a hand-off lost in a crash. It stops at the first look that finds
 // no room or nobody waiting.
-func AdmitNext(ctx context.Context, s Limiters, name string, rate limiter.Rate, now time.Time) ([]Admitted, error) {
-	tu, release, err := turnsOf(ctx).take(ctx, s, name, true)
+func (t *Turns) AdmitNext(ctx context.Context, s Limiters, name string, rate limiter.Rate, now time.Time) ([]Admitted, error) {
+	tu, release, err := t.take(ctx, s, name, true)
 	if err != nil {
 		return nil, err
 	}
@@ -381,10 +381,9 @@ func AdmitNext(ctx context.Context, s Limiters, name string, rate limiter.Rate, 
 // the turn in this process are written with the holder's, in one write;
 // the holder hands on the room they all made, and answers the runs that
 // admitted (the others answer none).
-func LeaveAndAdmitNext(ctx context.Context, s Limiters, name, runID string, rate limiter.Rate, now time.Time) (bool, []Admitted, error) {
-	ts := turnsOf(ctx)
+func (t *Turns) LeaveAndAdmitNext(ctx context.Context, s Limiters, name, runID string, rate limiter.Rate, now time.Time) (bool, []Admitted, error) {
 	w := &waiter{urgent: true, leave: runID}
-	tu, release, err := ts.takeAs(ctx, s, name, w)
+	tu, release, err := t.takeAs(ctx, s, name, w)
 	if err != nil {
 		return false, nil, err
 	}
@@ -392,7 +391,7 @@ func LeaveAndAdmitNext(ctx context.Context, s Limiters, name, runID string, rate
 		return w.left, nil, w.err
 	}
 	defer release()
-	ws := append([]*waiter{w}, ts.join(tu, false, maxJoined)...)
+	ws := append([]*waiter{w}, t.join(tu, false, maxJoined)...)
 	got := leaveTogether(ctx, s, tu, name, ws, rate, now)
 	anyLeft := false
 	for _, j := range ws {
@@ -580,8 +579,8 @@ func firstUnpaused(ctx context.Context, s Limiters, name string, waiting, want i
 // and the count lowered in one write. It reports false when the run held
 // nothing (left already): it is safe to repeat. The caller then calls
 // AdmitNext.
-func LeaveLimiter(ctx context.Context, s Limiters, name, runID string) (bool, error) {
-	return changeLimiter(ctx, s, name, true, leaveDecision(s, name, runID))
+func (t *Turns) LeaveLimiter(ctx context.Context, s Limiters, name, runID string) (bool, error) {
+	return t.changeLimiter(ctx, s, name, true, leaveDecision(s, name, runID))
 }
 
 // leaveDecision decides a leave: the admitted item deleted and the count
@@ -612,8 +611,8 @@ func leaveDecision(s Limiters, name, runID string) decision {
 
 // WithdrawWaiting takes a waiting run out of the queue (cancelled before
 // admission); false when it was not waiting.
-func WithdrawWaiting(ctx context.Context, s Limiters, name string, p limiter.Place) (bool, error) {
-	return changeRun(ctx, s, name, p, true, func(st limiter.State, _ *Admitted, w *Waiting) (LimiterWrite, bool) {
+func (t *Turns) WithdrawWaiting(ctx context.Context, s Limiters, name string, p limiter.Place) (bool, error) {
+	return t.changeRun(ctx, s, name, p, true, func(st limiter.State, _ *Admitted, w *Waiting) (LimiterWrite, bool) {
 		if w == nil {
 			return LimiterWrite{}, false
 		}
@@ -623,8 +622,8 @@ func WithdrawWaiting(ctx context.Context, s Limiters, name string, p limiter.Pla
 
 // PauseWaiting marks a waiting run paused (passed over, keeping its
 // place) or resumed; false when it was not waiting.
-func PauseWaiting(ctx context.Context, s Limiters, name string, p limiter.Place, paused bool) (bool, error) {
-	return changeRun(ctx, s, name, p, false, func(st limiter.State, _ *Admitted, w *Waiting) (LimiterWrite, bool) {
+func (t *Turns) PauseWaiting(ctx context.Context, s Limiters, name string, p limiter.Place, paused bool) (bool, error) {
+	return t.changeRun(ctx, s, name, p, false, func(st limiter.State, _ *Admitted, w *Waiting) (LimiterWrite, bool) {
 		if w == nil || w.Paused == paused {
 			return LimiterWrite{}, false
 		}
@@ -636,8 +635,8 @@ func PauseWaiting(ctx context.Context, s Limiters, name string, p limiter.Place,
 
 // changeRun is changeLimiter for a write about one run, which reads only
 // that run's items.
-func changeRun(ctx context.Context, s Limiters, name string, p limiter.Place, urgent bool, decide func(limiter.State, *Admitted, *Waiting) (LimiterWrite, bool)) (bool, error) {
-	return changeLimiter(ctx, s, name, urgent, func(ctx context.Context, st limiter.State, _ bool) (LimiterWrite, bool, error) {
+func (t *Turns) changeRun(ctx context.Context, s Limiters, name string, p limiter.Place, urgent bool, decide func(limiter.State, *Admitted, *Waiting) (LimiterWrite, bool)) (bool, error) {
+	return t.changeLimiter(ctx, s, name, urgent, func(ctx context.Context, st limiter.State, _ bool) (LimiterWrite, bool, error) {
 		a, w, err := s.FindRun(ctx, name, p)
 		if err != nil {
 			return LimiterWrite{}, false, err
@@ -649,8 +648,8 @@ func changeRun(ctx context.Context, s Limiters, name string, p limiter.Place, ur
 
 // SetLimiterLimit stores a limiter's new limit (a job update); the caller
 // then calls AdmitNext. Lowering it stops nothing already active.
-func SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (bool, error) {
-	return changeLimiter(ctx, s, name, true, func(_ context.Context, st limiter.State, _ bool) (LimiterWrite, bool, error) {
+func (t *Turns) SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (bool, error) {
+	return t.changeLimiter(ctx, s, name, true, func(_ context.Context, st limiter.State, _ bool) (LimiterWrite, bool, error) {
 		if st.Version == 0 || st.Limit == limit {
 			return LimiterWrite{}, false, nil
 		}
@@ -664,8 +663,8 @@ func SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (b
 // this process's last write rather than a read (the turn's first round):
 // it may guess on it, since a wrong guess only fails the write's
 // conditions and the next round reads.
-func changeLimiter(ctx context.Context, s Limiters, name string, urgent bool, decide decision) (bool, error) {
-	tu, release, err := turnsOf(ctx).take(ctx, s, name, urgent)
+func (t *Turns) changeLimiter(ctx context.Context, s Limiters, name string, urgent bool, decide decision) (bool, error) {
+	tu, release, err := t.take(ctx, s, name, urgent)
 	if err != nil {
 		return false, err
 	}

@@ -20,35 +20,27 @@ import (
 // the process removes those rounds; the conditional write stays the only
 // guarantee, across processes, and a round lost to another process backs
 // off (conflictPause) before it reads again.
-var limiterTurns = turns{held: map[turnKey]*turn{}}
+//
+// Turns is the registry they take turns in: the composition root builds
+// one per process (scheduler.New one for its Service unless it is given
+// one), and every limiter call of that process goes through it. Calls made
+// through two registries take turns only with their own, as two processes'
+// calls do: the contract suite races "processes" in one test process so,
+// and its races reach the conditional writes.
+type Turns struct {
+	mu   sync.Mutex
+	held map[turnKey]*turn
+}
+
+// NewTurns returns a registry in which no turn is held yet.
+func NewTurns() *Turns {
+	return &Turns{held: map[turnKey]*turn{}}
+}
 
 // idleTurns is how many turns nobody uses the registry keeps, with the
 // state each last wrote: a limiter's next write after a pause is tried on
 // it rather than on a read. Beyond it a turn is forgotten when freed.
 const idleTurns = 1024
-
-type turnsKey struct{}
-
-// AsProcess returns a context whose limiter calls take turns only with
-// other calls made with it, as if they came from a process of their own:
-// the contract suite races "processes" in one test process with it, so its
-// races reach the conditional writes.
-func AsProcess(ctx context.Context) context.Context {
-	return context.WithValue(ctx, turnsKey{}, &turns{held: map[turnKey]*turn{}})
-}
-
-// turnsOf is the turn registry ctx's limiter calls take turns in.
-func turnsOf(ctx context.Context) *turns {
-	if t, ok := ctx.Value(turnsKey{}).(*turns); ok {
-		return t
-	}
-	return &limiterTurns
-}
-
-type turns struct {
-	mu   sync.Mutex
-	held map[turnKey]*turn
-}
 
 // turnKey names a limiter of one store: a process may hold several (the
 // tests' tables side by side), whose limiters of one name are not one.
@@ -112,7 +104,7 @@ func (tu *turn) wrote(st limiter.State) {
 
 // seenLately is how many runs this process's last write of limiter name
 // left waiting, when that write landed within within; ok false otherwise.
-func (t *turns) seenLately(s Limiters, name string, within time.Duration) (waiting int, ok bool) {
+func (t *Turns) seenLately(s Limiters, name string, within time.Duration) (waiting int, ok bool) {
 	key, ok := keyOf(s, name)
 	if !ok {
 		return 0, false
@@ -153,13 +145,13 @@ type waiter struct {
 // take waits for the turn of s's limiter name (or ctx's end) and returns
 // it with its release. urgent: the caller makes room, and goes before
 // entries.
-func (t *turns) take(ctx context.Context, s Limiters, name string, urgent bool) (*turn, func(), error) {
+func (t *Turns) take(ctx context.Context, s Limiters, name string, urgent bool) (*turn, func(), error) {
 	return t.takeAs(ctx, s, name, &waiter{urgent: urgent})
 }
 
 // takeAs is take for a waiter whose work a holder may join: when one did,
 // it answers no turn (w.joined, with the outcome in w).
-func (t *turns) takeAs(ctx context.Context, s Limiters, name string, w *waiter) (*turn, func(), error) {
+func (t *Turns) takeAs(ctx context.Context, s Limiters, name string, w *waiter) (*turn, func(), error) {
 	key, ok := keyOf(s, name)
 	if !ok {
 		return &turn{}, func() {}, nil
@@ -211,7 +203,7 @@ func (t *turns) takeAs(ctx context.Context, s Limiters, name string, w *waiter) 
 // like the holder's (entries when entry, else leaves) out of the queue:
 // the holder writes their work with its own and tells each the outcome
 // (done).
-func (t *turns) join(tu *turn, entry bool, n int) []*waiter {
+func (t *Turns) join(tu *turn, entry bool, n int) []*waiter {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	q := &tu.other
@@ -237,7 +229,7 @@ func (w *waiter) done() { close(w.ch) }
 
 // handOver gives the turn to the next waiter, room makers first, or frees
 // it; the registry forgets a turn nobody uses beyond idleTurns of them.
-func (t *turns) handOver(key turnKey, tu *turn) {
+func (t *Turns) handOver(key turnKey, tu *turn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tu.users--

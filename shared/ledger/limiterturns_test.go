@@ -16,13 +16,13 @@ var store Limiters = (*nopLimiters)(nil)
 type nopLimiters struct{ Limiters }
 
 // waitQueued polls until n callers wait for name's turn of store.
-func waitQueued(t *testing.T, ts *turns, name string, n int) {
+func waitQueued(t *testing.T, ts *Turns, name string, n int) {
 	t.Helper()
 	queuedOn(t, ts, store, name, n)
 }
 
 func TestTurnsHandRoomMakersFirst(t *testing.T) {
-	ts := &turns{held: map[turnKey]*turn{}}
+	ts := NewTurns()
 	ctx := context.Background()
 	_, release, err := ts.take(ctx, store, "l", false)
 	if err != nil {
@@ -59,7 +59,7 @@ func TestTurnsHandRoomMakersFirst(t *testing.T) {
 }
 
 func TestTurnsForgetIdleTurnsBeyondTheBound(t *testing.T) {
-	ts := &turns{held: map[turnKey]*turn{}}
+	ts := NewTurns()
 	for i := range idleTurns + 10 {
 		_, release, err := ts.take(context.Background(), store, fmt.Sprint(i), false)
 		if err != nil {
@@ -75,7 +75,7 @@ func TestTurnsForgetIdleTurnsBeyondTheBound(t *testing.T) {
 }
 
 func TestTurnsCallerGivingUpLeavesTheQueue(t *testing.T) {
-	ts := &turns{held: map[turnKey]*turn{}}
+	ts := NewTurns()
 	_, release, err := ts.take(context.Background(), store, "l", false)
 	if err != nil {
 		t.Fatal(err)
@@ -136,18 +136,19 @@ func (r *readCounter) GetLimiter(context.Context, string) (limiter.State, error)
 }
 
 func TestQueueFullReadsUnlessThisProcessWroteLately(t *testing.T) {
-	ctx := AsProcess(context.Background())
+	ctx := context.Background()
+	ts := NewTurns()
 	s := &readCounter{st: limiter.State{Waiting: limiter.MaxWaiting, Version: 9}}
 	const name = "full/"
 	look := func(wantFull bool, wantReads int) {
 		t.Helper()
-		full, err := QueueFull(ctx, s, name)
+		full, err := ts.QueueFull(ctx, s, name)
 		if err != nil || full != wantFull || s.reads != wantReads {
 			t.Fatalf("QueueFull = %v, %v after %d reads; want %v after %d", full, err, s.reads, wantFull, wantReads)
 		}
 	}
 	look(true, 1) // nothing written by this process: read
-	tu, release, err := turnsOf(ctx).take(ctx, s, name, false)
+	tu, release, err := ts.take(ctx, s, name, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func (r *writeRecorder) WriteLimiter(_ context.Context, w LimiterWrite) error {
 func (r *writeRecorder) ListWaiting(context.Context, string, int) ([]Waiting, error) { return nil, nil }
 
 // queuedOn polls until n callers wait for the turn of name of s.
-func queuedOn(t *testing.T, ts *turns, s Limiters, name string, n int) {
+func queuedOn(t *testing.T, ts *Turns, s Limiters, name string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -222,8 +223,8 @@ func queuedOn(t *testing.T, ts *turns, s Limiters, name string, n int) {
 }
 
 func TestQueuedEntriesAndLeavesAreWrittenWithTheHolders(t *testing.T) {
-	ctx := AsProcess(context.Background())
-	ts := turnsOf(ctx)
+	ctx := context.Background()
+	ts := NewTurns()
 	const name = "together/"
 	r := &writeRecorder{gate: make(chan struct{})}
 	now := time.Unix(1000, 0)
@@ -233,7 +234,7 @@ func TestQueuedEntriesAndLeavesAreWrittenWithTheHolders(t *testing.T) {
 	enter := func(i int) {
 		wg.Go(func() {
 			p := limiter.Place{Priority: 3, CreatedAt: now.Add(time.Duration(i) * time.Millisecond), RunID: fmt.Sprintf("run-%d", i)}
-			e, err := EnterLimiter(ctx, r, Entry{Limiter: name, Limit: 3, Place: p}, now)
+			e, err := ts.EnterLimiter(ctx, r, Entry{Limiter: name, Limit: 3, Place: p}, now)
 			entered[i] = e
 			if err != nil {
 				errs <- err
@@ -273,7 +274,7 @@ func TestQueuedEntriesAndLeavesAreWrittenWithTheHolders(t *testing.T) {
 	left := make([]bool, 3)
 	leave := func(i int) {
 		wg.Go(func() {
-			ok, _, err := LeaveAndAdmitNext(ctx, r, name, fmt.Sprintf("run-%d", i), limiter.Rate{}, now)
+			ok, _, err := ts.LeaveAndAdmitNext(ctx, r, name, fmt.Sprintf("run-%d", i), limiter.Rate{}, now)
 			left[i] = ok
 			if err != nil {
 				errs <- err

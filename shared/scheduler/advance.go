@@ -29,7 +29,7 @@ func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
 // advanceRun is AdvanceRun; touch stores the run's state even when it is
 // unchanged (see derivation), for an operator's action.
 func (s *Service) advanceRun(ctx context.Context, runID string, touch bool) error {
-	more, err := s.advance(ctx, runID, nil, false, touch)
+	more, err := s.advance(ctx, runID, nil, false, touch, nil)
 	s.perform(ctx, more...)
 	if err != nil {
 		return fmt.Errorf("advance run %s: %w", runID, err)
@@ -74,8 +74,9 @@ type derivation struct {
 // dependencies are met (its verdict rides on the dispatch's write), the
 // wake of the runs waiting on this one, and, for a backfill's run that
 // ended, the advance of its backfill. current: held was read after the
-// caller's last write, as advance's own read would be.
-func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunView, current, touch bool) ([]effect, error) {
+// caller's last write, as advance's own read would be. h: the hand-off
+// whose effects advance the run (nil: none).
+func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunView, current, touch bool, h *handOff) ([]effect, error) {
 	// The dispatches decided so far, by task: a round after a version
 	// conflict reads the run again and finds those tasks still CREATED;
 	// they count as SCHEDULED and are not decided twice.
@@ -95,7 +96,7 @@ func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunVie
 		if err := s.checkDeadline(ctx, &view.Run); err != nil {
 			return effs, err
 		}
-		nodes, more, refused, err := s.evaluate(ctx, &view, pending)
+		nodes, more, refused, err := s.evaluate(ctx, &view, pending, h)
 		effs = append(effs, more...)
 		if err != nil {
 			return effs, err
@@ -112,7 +113,7 @@ func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunVie
 			continue
 		}
 		how := derivation{held: held != nil && round == 0 && !current, touch: touch}
-		outcome, wake, err := s.storeDerived(ctx, view.Run, nodes, how)
+		outcome, wake, err := s.storeDerived(ctx, view.Run, nodes, how, h)
 		if err != nil {
 			return effs, err
 		}
@@ -151,8 +152,9 @@ const (
 // storeDerived stores the run state derived from nodes, and reports the
 // run as stored when it finished or published (its dependents are to be
 // woken). When nothing changed it re-arms a due backstop timer instead, so
-// a live run is re-read once per backstop period, not on every pass.
-func (s *Service) storeDerived(ctx context.Context, r ledger.Run, nodes []statemodel.TaskNode, how derivation) (settle, *ledger.Run, error) {
+// a live run is re-read once per backstop period, not on every pass. A
+// run that ended hands its room on as part of h's effects.
+func (s *Service) storeDerived(ctx context.Context, r ledger.Run, nodes []statemodel.TaskNode, how derivation, h *handOff) (settle, *ledger.Run, error) {
 	d := statemodel.DeriveRunState(nodes)
 	pub := statemodel.DerivePublication(nodes)
 	update := ledger.RunUpdate{ExecutionState: d.State, PublicationState: pub}
@@ -199,7 +201,7 @@ func (s *Service) storeDerived(ctx context.Context, r ledger.Run, nodes []statem
 		s.log.InfoContext(ctx, "run finished", "run_id", runID, "job", r.Job,
 			"execution_state", string(updated.ExecutionState), "publication_state", string(updated.PublicationState))
 		s.runEnded(ctx, updated, nodes)
-		s.releaseRun(ctx, updated)
+		s.releaseRun(ctx, updated, h)
 	}
 	if finished || published {
 		// A dependent may wait for PUBLISHED, which can come before
@@ -218,8 +220,9 @@ func (s *Service) storeDerived(ctx context.Context, r ledger.Run, nodes []statem
 // decides the tasks below it, so it evaluates again on what it wrote until
 // nothing moves: at most one pass per task. view's instances are replaced
 // by the ones written. refused names the tasks whose verdict's write was
-// refused: another writer moved them since the view was read.
-func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending map[string]bool) ([]statemodel.TaskNode, []effect, map[string]bool, error) {
+// refused: another writer moved them since the view was read. h: the
+// hand-off whose effects evaluate the run (nil: none).
+func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending map[string]bool, h *handOff) ([]statemodel.TaskNode, []effect, map[string]bool, error) {
 	nodes := view.Nodes()
 	for i, t := range view.Tasks {
 		if pending[t.Instance.Key.Task] && nodes[i].State == statemodel.StateCreated {
@@ -232,11 +235,11 @@ func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending ma
 	}
 	var effs []effect
 	cross := crossJobCache{}
-	adm := admission{fresh: neverDispatched(*view)}
+	adm := admission{fresh: neverDispatched(*view), handedOn: h}
 	// A run a hand-off just admitted: its roots are decided by that
 	// hand-off's write alone, so their dispatches carry their verdict
 	// (soleVerdict).
-	sole := handedOnRun(ctx, view.Run.ID)
+	sole := h.admitted(view.Run.ID)
 	refused := map[string]bool{} // moved by someone else: the next read tells
 	for {
 		progressed := false

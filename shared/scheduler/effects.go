@@ -84,6 +84,10 @@ type effect struct {
 	// the run as it read it. Nil: nobody waits for an answer.
 	answer *ledger.RunView
 	task   int
+	// handedOn is the hand-off this effect is part of (see handOff): the
+	// effects it performs, and those they yield, carry what it admitted.
+	// Nil: none.
+	handedOn *handOff
 }
 
 // maxEffects bounds one runner's work. What is left when it runs out is
@@ -117,7 +121,7 @@ func (s *Service) perform(ctx context.Context, effs ...effect) {
 				if out.err != nil {
 					s.log.WarnContext(ctx, "effect", "kind", effDispatch.String(), "run_id", batch[i].runID, "task", batch[i].key.Task, "error", out.err.Error())
 				}
-				queue = append(queue, out.more...)
+				queue = append(queue, yielded(batch[i], out.more)...)
 			}
 			continue
 		}
@@ -126,8 +130,22 @@ func (s *Service) perform(ctx context.Context, effs ...effect) {
 		if err != nil {
 			s.log.WarnContext(ctx, "effect", "kind", e.kind.String(), "run_id", e.runID, "task", e.key.Task, "error", err.Error())
 		}
-		queue = append(queue, more...)
+		queue = append(queue, yielded(e, more)...)
 	}
+}
+
+// yielded is the effects e yielded, each part of the hand-off e is part
+// of, unless it is part of one of its own.
+func yielded(e effect, more []effect) []effect {
+	if e.handedOn == nil {
+		return more
+	}
+	for i := range more {
+		if more[i].handedOn == nil {
+			more[i].handedOn = e.handedOn
+		}
+	}
+	return more
 }
 
 func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
@@ -138,7 +156,7 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 	case effArmTimer:
 		s.armTimer(ctx, e.key, e.at)
 	case effAdvanceRun:
-		more, err := s.advance(ctx, e.runID, e.view, e.current, false)
+		more, err := s.advance(ctx, e.runID, e.view, e.current, false, e.handedOn)
 		if e.armDeps {
 			more = append(more, effect{kind: effArmDependencyTimeout, runID: e.runID, answer: e.answer})
 		}

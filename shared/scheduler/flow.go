@@ -56,12 +56,12 @@ func namesGroup(j jobspec.Job) bool {
 }
 
 // A run of a job with a concurrency limit is created with every task
-// CREATED and enters its limiter (ledger.EnterLimiter) the first time
+// CREATED and enters its limiter (ledger.Turns.EnterLimiter) the first time
 // advance would release a root task: admitted, its roots are released as
 // any run's; waiting, they stay CREATED and the run QUEUED. A run with two
 // limiters (stagesOf) enters the second when the first admits it, the
 // same way. The run that ends leaves its limiters and hands their room on
-// (ledger.AdmitNext), and each run admitted then is advanced (and its
+// (ledger.Turns.AdmitNext), and each run admitted then is advanced (and its
 // tasks a retry held dispatched: flow_retry.go). A waiting run's CREATED tasks keep
 // their re-evaluation timer: a pass that finds the run still waiting
 // repairs its limiter (a run ended whose release was lost in a crash) and
@@ -184,14 +184,15 @@ func runPlace(_ jobspec.Job, run ledger.Run) limiter.Place {
 // root tasks.
 type admission struct {
 	decided, ok bool
-	fresh       bool // see entering
+	fresh       bool     // see entering
+	handedOn    *handOff // see entering
 }
 
 func (a *admission) admitted(ctx context.Context, s *Service, run ledger.Run) (bool, error) {
 	if a.decided {
 		return a.ok, nil
 	}
-	ok, err := s.enterStages(ctx, run, entering{live: true, fresh: a.fresh})
+	ok, err := s.enterStages(ctx, run, entering{live: true, fresh: a.fresh, handedOn: a.handedOn})
 	if err != nil {
 		return false, err
 	}
@@ -212,10 +213,13 @@ func (s *Service) admitRun(ctx context.Context, run ledger.Run) (bool, error) {
 // run was ever dispatched (a run just created, or one that waits), so its
 // entry is tried without looking for it first: the entry's own conditions
 // find a run that is in the limiter already. seen, when not nil, gets
-// where each entry put the run, by limiter.
+// where each entry put the run, by limiter. handedOn: the hand-off whose
+// effects enter the run (nil: none); a limiter it admitted the run in is
+// not entered again.
 type entering struct {
 	live, fresh bool
 	seen        map[string]ledger.Entered
+	handedOn    *handOff
 }
 
 // admitNewRun enters a new run of a limited job (one that waits on no
@@ -227,7 +231,7 @@ type entering struct {
 // them besides, and it writes its verdict before it sends. Waiting, its
 // tasks stay CREATED until a hand-off admits it.
 func (s *Service) admitNewRun(ctx context.Context, e effect) ([]effect, error) {
-	how := entering{live: true, fresh: true, seen: map[string]ledger.Entered{}}
+	how := entering{live: true, fresh: true, seen: map[string]ledger.Entered{}, handedOn: e.handedOn}
 	ok, err := s.enterStages(ctx, e.view.Run, how)
 	if e.answer != nil {
 		e.answer.Entered = how.seen
@@ -276,7 +280,7 @@ func (s *Service) enterStages(ctx context.Context, run ledger.Run, how entering)
 // admitStage enters run in one of its limiters unless it is there
 // already, and reports whether that limiter admitted it.
 func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, place limiter.Place, how entering) (bool, error) {
-	if handedOnIn(ctx, st.name, run.ID) {
+	if how.handedOn.admittedIn(st.name, run.ID) {
 		return true, nil // admitted by the hand-off that advances it
 	}
 	var at ledger.Entered
@@ -294,9 +298,9 @@ func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, plac
 		// room a rate window freed). A run the repair admits was advanced
 		// by its hand-off (handOn), which released its tasks: this caller
 		// treats it as waiting, so they are not dispatched twice.
-		return false, s.repairLimiter(ctx, st.name, st.rate)
+		return false, s.repairLimiter(ctx, st.name, st.rate, how.handedOn)
 	}
-	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place, Live: how.live, MarkRun: true}, s.now())
+	e, err := s.turns.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place, Live: how.live, MarkRun: true}, s.now())
 	switch {
 	case errors.Is(err, ledger.ErrLimitQueueFull):
 		// Created past checkAdmissible's look by a racing trigger: it
@@ -316,7 +320,7 @@ func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, plac
 	if e.Found && !e.Admitted {
 		// Waiting already (a fresh entry tried without a look): as found
 		// waiting above.
-		return false, s.repairLimiter(ctx, st.name, st.rate)
+		return false, s.repairLimiter(ctx, st.name, st.rate, how.handedOn)
 	}
 	if e.Found {
 		return true, nil
@@ -329,8 +333,8 @@ func (s *Service) admitStage(ctx context.Context, run ledger.Run, st stage, plac
 
 // repairLimiter releases the room of admitted runs that ended (a release
 // lost between a run's end and its handler's next write) and hands the
-// room on.
-func (s *Service) repairLimiter(ctx context.Context, name string, rate limiter.Rate) error {
+// room on. outer: the hand-off whose effects repair it (nil: none).
+func (s *Service) repairLimiter(ctx context.Context, name string, rate limiter.Rate, outer *handOff) error {
 	adm, err := s.store.ListAdmitted(ctx, name)
 	if err != nil {
 		return err
@@ -338,7 +342,7 @@ func (s *Service) repairLimiter(ctx context.Context, name string, rate limiter.R
 	for _, a := range adm {
 		r, err := s.store.GetRun(ctx, a.RunID)
 		if errors.Is(err, ledger.ErrNotFound) || (err == nil && r.ExecutionState.Terminal()) {
-			if _, err := ledger.LeaveLimiter(ctx, s.store, name, a.RunID); err != nil {
+			if _, err := s.turns.LeaveLimiter(ctx, s.store, name, a.RunID); err != nil {
 				return err
 			}
 			continue
@@ -347,39 +351,44 @@ func (s *Service) repairLimiter(ctx context.Context, name string, rate limiter.R
 			return err
 		}
 	}
-	return s.handOn(ctx, name, rate)
+	return s.handOn(ctx, name, rate, outer)
 }
 
 // handOn admits the limiter's next runs while it has room, and advances
 // each, which releases its root tasks. When runs still wait for the rate
-// window, a timer is armed at the window's edge.
-func (s *Service) handOn(ctx context.Context, name string, rate limiter.Rate) error {
-	got, err := ledger.AdmitNext(ctx, s.store, name, rate, s.now())
-	return s.handedOn(ctx, name, rate, got, err)
+// window, a timer is armed at the window's edge. outer: the hand-off
+// whose effects hand on (nil: none).
+func (s *Service) handOn(ctx context.Context, name string, rate limiter.Rate, outer *handOff) error {
+	got, err := s.turns.AdmitNext(ctx, s.store, name, rate, s.now())
+	return s.handedOn(ctx, outer, name, rate, got, err)
 }
 
 // handedOn advances the runs a hand-off admitted (err: the hand-off's) and
-// arms the rate timer.
-func (s *Service) handedOn(ctx context.Context, name string, rate limiter.Rate, got []ledger.Admitted, err error) error {
-	hctx := withHandedOn(ctx, name, got)
+// arms the rate timer. The advances, and the dispatches of tasks a retry
+// held, carry what it admitted (handOff), with outer's.
+func (s *Service) handedOn(ctx context.Context, outer *handOff, name string, rate limiter.Rate, got []ledger.Admitted, err error) error {
+	h := outer.then(name, got)
 	var effs []effect
 	for _, a := range got {
 		// One read after the admission: its held tasks' dispatches, and
 		// the advance that releases its roots decides on it.
 		view, err := s.store.ReadRun(ctx, a.RunID)
 		if err != nil {
-			effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID})
+			effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID, handedOn: h})
 			continue
 		}
 		if held := heldDispatches(view); len(held) > 0 {
 			// Admitted here; a run with a second limiter enters it first.
-			if ok, err := s.admitRun(hctx, view.Run); err == nil && ok {
+			if ok, err := s.enterStages(ctx, view.Run, entering{live: true, handedOn: h}); err == nil && ok {
+				for i := range held {
+					held[i].handedOn = h
+				}
 				effs = append(effs, held...)
 			}
 		}
-		effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID, view: &view, current: true})
+		effs = append(effs, effect{kind: effAdvanceRun, runID: a.RunID, view: &view, current: true, handedOn: h})
 	}
-	s.perform(hctx, effs...)
+	s.perform(ctx, effs...)
 	if err == nil && rate.On() {
 		s.armRateTimer(ctx, name, rate)
 	}
@@ -408,17 +417,18 @@ func (s *Service) armRateTimer(ctx context.Context, name string, rate limiter.Ra
 
 // releaseRun gives an ended run's room back in each of its limiters, the
 // last entered first (or takes it out of a queue, when it ended waiting:
-// cancelled), and hands the room on.
-func (s *Service) releaseRun(ctx context.Context, run ledger.Run) {
+// cancelled), and hands the room on. outer: the hand-off whose effects
+// ended the run (nil: none).
+func (s *Service) releaseRun(ctx context.Context, run ledger.Run, outer *handOff) {
 	j, stages := runStages(run)
 	place := runPlace(j, run)
 	for i := len(stages) - 1; i >= 0; i-- {
-		s.releaseStage(ctx, run.ID, place, stages[i])
+		s.releaseStage(ctx, run.ID, place, stages[i], outer)
 	}
 }
 
 // releaseStage is releaseRun in one limiter.
-func (s *Service) releaseStage(ctx context.Context, runID string, place limiter.Place, st stage) {
+func (s *Service) releaseStage(ctx context.Context, runID string, place limiter.Place, st stage, outer *handOff) {
 	// The run is admitted, waiting or neither; a hand-off may admit it
 	// between a look at one and the other, so look until one write lands
 	// or it is in neither.
@@ -430,20 +440,20 @@ func (s *Service) releaseStage(ctx context.Context, runID string, place limiter.
 		// Leaving and handing on in one turn: the hand-off decides on the
 		// state the leave wrote. Leaves written together hand on once,
 		// by the turn's holder, whose own run may not have left.
-		left, got, err = ledger.LeaveAndAdmitNext(ctx, s.store, st.name, runID, st.rate, s.now())
+		left, got, err = s.turns.LeaveAndAdmitNext(ctx, s.store, st.name, runID, st.rate, s.now())
 		if err != nil || left {
-			err, handed = s.handedOn(ctx, st.name, st.rate, got, err), true
+			err, handed = s.handedOn(ctx, outer, st.name, st.rate, got, err), true
 			break
 		}
 		if len(got) > 0 {
-			s.handedOn(ctx, st.name, st.rate, got, nil)
+			s.handedOn(ctx, outer, st.name, st.rate, got, nil)
 		}
-		if withdrawn, err = ledger.WithdrawWaiting(ctx, s.store, st.name, place); err != nil || withdrawn {
+		if withdrawn, err = s.turns.WithdrawWaiting(ctx, s.store, st.name, place); err != nil || withdrawn {
 			break
 		}
 	}
 	if err == nil && !handed {
-		err = s.handOn(ctx, st.name, st.rate)
+		err = s.handOn(ctx, st.name, st.rate, outer)
 	}
 	if err != nil {
 		// The next waiting run's re-evaluation repairs it.
@@ -645,7 +655,7 @@ func (s *Service) checkAdmissible(ctx context.Context, j jobspec.Job, nr ledger.
 		}
 	}
 	for _, lim := range stagesOf(j, probe) {
-		full, err := ledger.QueueFull(ctx, s.store, lim.name)
+		full, err := s.turns.QueueFull(ctx, s.store, lim.name)
 		if err != nil {
 			return err
 		}
@@ -710,46 +720,46 @@ func (s *Service) applyLimit(ctx context.Context, j jobspec.Job) {
 		}
 	}
 	for name, rate := range names {
-		if _, err := ledger.SetLimiterLimit(ctx, s.store, name, j.Concurrency.Limit); err != nil {
+		if _, err := s.turns.SetLimiterLimit(ctx, s.store, name, j.Concurrency.Limit); err != nil {
 			s.log.WarnContext(ctx, "limit change not stored", "job", j.Name, "limiter", name, "error", err.Error())
 			continue
 		}
-		if err := s.handOn(ctx, name, rate); err != nil {
+		if err := s.handOn(ctx, name, rate, nil); err != nil {
 			s.log.WarnContext(ctx, "limit change: hand-off failed", "job", j.Name, "limiter", name, "error", err.Error())
 		}
 	}
 }
 
-// handedOnKey is the context key of the runs a hand-off admitted.
-type handedOnKey struct{}
-
-// handedOnRuns are the runs a hand-off admitted in one limiter.
-type handedOnRuns struct {
+// handOff is what a hand-off admitted, for the effects it performs: the
+// runs it admitted in one limiter, and outer, the hand-off whose effects
+// made this one (nil: none). Their evaluation knows them admitted there
+// without an entry or a look (an admitted run stays so until it ends, and
+// its end releases it). It travels on the hand-off's effects and on those
+// they yield (effect.handedOn), and in the calls that enter and release
+// runs; a nil *handOff admitted nothing.
+type handOff struct {
 	limiter string
 	runs    map[string]bool
-	outer   *handedOnRuns
+	outer   *handOff
 }
 
-// withHandedOn marks, for the advances a hand-off performs, the runs it
-// admitted in limiter name: their evaluation knows them admitted there
-// without an entry or a look (an admitted run stays so until it ends, and
-// its end releases it).
-func withHandedOn(ctx context.Context, name string, got []ledger.Admitted) context.Context {
+// then is what a hand-off in limiter name that admitted got, made by h's
+// effects, carries: h itself when it admitted nobody.
+func (h *handOff) then(name string, got []ledger.Admitted) *handOff {
 	if len(got) == 0 {
-		return ctx
+		return h
 	}
-	h := &handedOnRuns{limiter: name, runs: map[string]bool{}}
-	h.outer, _ = ctx.Value(handedOnKey{}).(*handedOnRuns)
+	n := &handOff{limiter: name, runs: map[string]bool{}, outer: h}
 	for _, a := range got {
-		h.runs[a.RunID] = true
+		n.runs[a.RunID] = true
 	}
-	return context.WithValue(ctx, handedOnKey{}, h)
+	return n
 }
 
-// handedOnRun reports whether a hand-off whose effects ctx carries
-// admitted runID, in any limiter.
-func handedOnRun(ctx context.Context, runID string) bool {
-	for h, _ := ctx.Value(handedOnKey{}).(*handedOnRuns); h != nil; h = h.outer {
+// admitted reports whether h, or a hand-off around it, admitted runID, in
+// any limiter.
+func (h *handOff) admitted(runID string) bool {
+	for ; h != nil; h = h.outer {
 		if h.runs[runID] {
 			return true
 		}
@@ -757,10 +767,10 @@ func handedOnRun(ctx context.Context, runID string) bool {
 	return false
 }
 
-// handedOnIn reports whether a hand-off whose effects ctx carries admitted
-// runID in limiter name.
-func handedOnIn(ctx context.Context, name, runID string) bool {
-	for h, _ := ctx.Value(handedOnKey{}).(*handedOnRuns); h != nil; h = h.outer {
+// admittedIn reports whether h, or a hand-off around it, admitted runID in
+// limiter name.
+func (h *handOff) admittedIn(name, runID string) bool {
+	for ; h != nil; h = h.outer {
 		if h.limiter == name && h.runs[runID] {
 			return true
 		}

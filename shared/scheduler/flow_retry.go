@@ -36,7 +36,7 @@ func (s *Service) operateRetry(ctx context.Context, key ledger.InstanceKey, ev s
 	if err != nil {
 		// Refused: a run still ended leaves the limiters it entered.
 		if now, gerr := s.store.GetRun(ctx, key.Run); gerr == nil && now.ExecutionState.Terminal() {
-			s.releaseRun(ctx, now)
+			s.releaseRun(ctx, now, nil)
 		}
 		return res, err
 	}

@@ -120,7 +120,7 @@ func (s *Service) pauseInLimiters(ctx context.Context, view ledger.RunView, paus
 	}
 	place := runPlace(j, run)
 	for _, st := range stages {
-		if _, err := ledger.PauseWaiting(ctx, s.store, st.name, place, paused); err != nil {
+		if _, err := s.turns.PauseWaiting(ctx, s.store, st.name, place, paused); err != nil {
 			return err
 		}
 	}

@@ -72,6 +72,10 @@ type Config struct {
 	// Lambda functions, ECS clusters and task definitions this deployment
 	// may start); definitions naming anything else are refused.
 	Allowed jobspec.Allowed
+	// Turns is the registry in which this process's limiter writes take
+	// turns (ledger.Turns): the composition root builds one per process.
+	// Nil: the Service builds its own, and takes turns with nobody else.
+	Turns *ledger.Turns
 	// MaxClockSkew bounds how far a worker's clock may be from the
 	// scheduler's (default DefaultMaxClockSkew): a silent attempt is
 	// retried only after its lease's end plus this, unless evidence proves
@@ -118,6 +122,9 @@ type Service struct {
 	// executors are Config.Executors by type.
 	executors map[string]Executor
 
+	// turns is Config.Turns, or the Service's own registry.
+	turns *ledger.Turns
+
 	// deps caches the dependency edges read per job (dependentJobs).
 	depsMu sync.Mutex
 	deps   map[string]dependentsEntry
@@ -160,6 +167,9 @@ func New(st Store, q Queue, cfg Config) *Service {
 	svc.executors[jobspec.ExecutorSignal] = signalExecutor{}
 	for _, ex := range cfg.Executors {
 		svc.executors[ex.Type()] = ex
+	}
+	if svc.turns = cfg.Turns; svc.turns == nil {
+		svc.turns = ledger.NewTurns()
 	}
 	// Instances started together (Lambda cold starts) need not all begin
 	// at the same shard.

@@ -121,7 +121,7 @@ func (s *Service) takeSlot(ctx context.Context, inst ledger.Instance, sl taskSlo
 		at, err = ledger.FindInLimiter(ctx, s.store, sl.name, sl.place)
 		return at.Admitted, err
 	}
-	e, err := ledger.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: sl.name, Limit: sl.limit, Place: sl.place}, s.now())
+	e, err := s.turns.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: sl.name, Limit: sl.limit, Place: sl.place}, s.now())
 	if errors.Is(err, ledger.ErrLimitQueueFull) {
 		return false, nil // its timer's next pass tries again
 	}
@@ -192,10 +192,10 @@ func (s *Service) releaseSlot(ctx context.Context, sl taskSlot) {
 		// Admitted, waiting or neither; a hand-off may admit it between
 		// the two looks.
 		var done bool
-		if done, err = ledger.LeaveLimiter(ctx, s.store, sl.name, sl.place.RunID); err != nil || done {
+		if done, err = s.turns.LeaveLimiter(ctx, s.store, sl.name, sl.place.RunID); err != nil || done {
 			break
 		}
-		if done, err = ledger.WithdrawWaiting(ctx, s.store, sl.name, sl.place); err != nil || done {
+		if done, err = s.turns.WithdrawWaiting(ctx, s.store, sl.name, sl.place); err != nil || done {
 			break
 		}
 	}
@@ -213,7 +213,7 @@ func (s *Service) releaseSlot(ctx context.Context, sl taskSlot) {
 // slot back at once, and the room goes on.
 func (s *Service) handOnSlots(ctx context.Context, name string) error {
 	for range limiterHandOnRounds {
-		got, err := ledger.AdmitNext(ctx, s.store, name, limiter.Rate{}, s.now())
+		got, err := s.turns.AdmitNext(ctx, s.store, name, limiter.Rate{}, s.now())
 		var effs []effect
 		freed := false
 		for _, a := range got {
@@ -227,7 +227,7 @@ func (s *Service) handOnSlots(ctx context.Context, name string) error {
 			case gerr != nil && !errors.Is(gerr, ledger.ErrNotFound):
 				err = errors.Join(err, gerr) // its timer dispatches it
 			case !ok || gerr != nil || slotDone(inst, a.AdmittedAt):
-				if _, lerr := ledger.LeaveLimiter(ctx, s.store, name, a.RunID); lerr != nil {
+				if _, lerr := s.turns.LeaveLimiter(ctx, s.store, name, a.RunID); lerr != nil {
 					err = errors.Join(err, lerr)
 				}
 				freed = true
@@ -262,7 +262,7 @@ func (s *Service) repairSlots(ctx context.Context, name string) error {
 			inst, err = s.store.GetInstance(ctx, key)
 		}
 		if !ok || errors.Is(err, ledger.ErrNotFound) || (err == nil && slotDone(inst, a.AdmittedAt)) {
-			if _, err := ledger.LeaveLimiter(ctx, s.store, name, a.RunID); err != nil {
+			if _, err := s.turns.LeaveLimiter(ctx, s.store, name, a.RunID); err != nil {
 				return err
 			}
 			continue

@@ -35,7 +35,7 @@ func BenchmarkLimiterChurn(b *testing.B) {
 	ledgertest.Parallel(b, writers, b.N, func(i int) error {
 		id := fmt.Sprintf("run-%08d", seq.Add(1))
 		p := limiter.Place{Priority: 3, CreatedAt: now.Add(time.Duration(i) * time.Microsecond), RunID: id}
-		e, err := ledger.EnterLimiter(ctx, ts.Store, ledger.Entry{Limiter: name, Limit: limit, Place: p}, now)
+		e, err := ts.Turns.EnterLimiter(ctx, ts.Store, ledger.Entry{Limiter: name, Limit: limit, Place: p}, now)
 		if err != nil {
 			return err
 		}
@@ -45,14 +45,14 @@ func BenchmarkLimiterChurn(b *testing.B) {
 		}
 		for next := []string{id}; len(next) > 0; {
 			id, next = next[0], next[1:]
-			left, err := ledger.LeaveLimiter(ctx, ts.Store, name, id)
+			left, err := ts.Turns.LeaveLimiter(ctx, ts.Store, name, id)
 			if err != nil {
 				return err
 			}
 			if left {
 				writes.Add(1)
 			}
-			got, err := ledger.AdmitNext(ctx, ts.Store, name, limiter.Rate{}, now)
+			got, err := ts.Turns.AdmitNext(ctx, ts.Store, name, limiter.Rate{}, now)
 			if err != nil {
 				return err
 			}

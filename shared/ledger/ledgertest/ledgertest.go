@@ -82,6 +82,9 @@ func (c *Clock) Advance(d time.Duration) time.Time {
 type Harness struct {
 	Store ledger.Store
 	Clock *Clock
+	// Turns is the registry the case's limiter calls take turns in, as
+	// one process's calls do.
+	Turns *ledger.Turns
 
 	mu   sync.Mutex
 	runs []string
@@ -90,7 +93,7 @@ type Harness struct {
 // NewHarness opens a store with a fresh clock at T0.
 func NewHarness(t testing.TB, open Opener) *Harness {
 	t.Helper()
-	h := &Harness{Clock: &Clock{t: T0}}
+	h := &Harness{Clock: &Clock{t: T0}, Turns: ledger.NewTurns()}
 	h.Store = open(t, h.Clock.Now)
 	t.Cleanup(func() { h.checkReplay(t) })
 	return h

@@ -32,7 +32,7 @@ func place(i int, prio int) limiter.Place {
 
 func enter(t *testing.T, h *Harness, name string, limit int, p limiter.Place) ledger.Entered {
 	t.Helper()
-	e, err := ledger.EnterLimiter(context.Background(), h.Store, ledger.Entry{Limiter: name, Limit: limit, Place: p}, h.Clock.Now())
+	e, err := h.Turns.EnterLimiter(context.Background(), h.Store, ledger.Entry{Limiter: name, Limit: limit, Place: p}, h.Clock.Now())
 	if err != nil {
 		t.Fatalf("enter %s: %v", p.RunID, err)
 	}
@@ -91,19 +91,19 @@ func testLimiterOrder(t *testing.T, h *Harness) {
 	}
 	for i, want := range []string{"run-002", "run-001", "run-003"} {
 		prev := []string{"run-000", "run-002", "run-001"}[i]
-		if left, err := ledger.LeaveLimiter(ctx, h.Store, name, prev); err != nil || !left {
+		if left, err := h.Turns.LeaveLimiter(ctx, h.Store, name, prev); err != nil || !left {
 			t.Fatalf("leave %s: %v %v", prev, left, err)
 		}
-		if left, err := ledger.LeaveLimiter(ctx, h.Store, name, prev); err != nil || left {
+		if left, err := h.Turns.LeaveLimiter(ctx, h.Store, name, prev); err != nil || left {
 			t.Fatalf("second leave %s: %v %v", prev, left, err)
 		}
-		got, err := ledger.AdmitNext(ctx, h.Store, name, limiter.Rate{}, h.Clock.Now())
+		got, err := h.Turns.AdmitNext(ctx, h.Store, name, limiter.Rate{}, h.Clock.Now())
 		if err != nil || len(got) != 1 || got[0].RunID != want {
 			t.Fatalf("hand-off %d: %+v, %v; want %s", i, got, err, want)
 		}
 		exact(t, h, name)
 	}
-	if got, err := ledger.AdmitNext(ctx, h.Store, name, limiter.Rate{}, h.Clock.Now()); err != nil || len(got) != 0 {
+	if got, err := h.Turns.AdmitNext(ctx, h.Store, name, limiter.Rate{}, h.Clock.Now()); err != nil || len(got) != 0 {
 		t.Fatalf("a full limiter admitted %+v, %v", got, err)
 	}
 }
@@ -115,8 +115,8 @@ func testLimiterRace(t *testing.T, h *Harness) {
 	errs := make(chan error, runs*4)
 	for i := range runs {
 		wg.Go(func() {
-			ctx := ledger.AsProcess(ctx) // racing as processes do: no turns
-			if _, err := ledger.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: limit, Place: place(i, 1+i%5)}, h.Clock.Now()); err != nil {
+			turns := ledger.NewTurns() // racing as processes do: no turns
+			if _, err := turns.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: limit, Place: place(i, 1+i%5)}, h.Clock.Now()); err != nil {
 				errs <- err
 			}
 		})
@@ -144,15 +144,15 @@ func testLimiterRace(t *testing.T, h *Harness) {
 		}
 		for _, a := range adm {
 			wg.Go(func() {
-				ctx := ledger.AsProcess(ctx)
-				if _, err := ledger.LeaveLimiter(ctx, h.Store, name, a.RunID); err != nil {
+				turns := ledger.NewTurns()
+				if _, err := turns.LeaveLimiter(ctx, h.Store, name, a.RunID); err != nil {
 					errs <- err
 				}
 				mu.Lock()
 				done[a.RunID] = true
 				mu.Unlock()
 				for range 2 {
-					if _, err := ledger.AdmitNext(ctx, h.Store, name, limiter.Rate{}, h.Clock.Now()); err != nil {
+					if _, err := turns.AdmitNext(ctx, h.Store, name, limiter.Rate{}, h.Clock.Now()); err != nil {
 						errs <- err
 					}
 				}
@@ -177,7 +177,7 @@ func testLimiterQueueFull(t *testing.T, h *Harness) {
 	if err := h.Store.WriteLimiter(ctx, ledger.LimiterWrite{Name: name, State: limiter.State{Limit: 1, Active: 1, Waiting: limiter.MaxWaiting, Version: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ledger.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: 1, Place: place(1, 3)}, T0)
+	_, err := h.Turns.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: 1, Place: place(1, 3)}, T0)
 	if !errors.Is(err, ledger.ErrLimitQueueFull) {
 		t.Fatalf("err = %v, want ErrLimitQueueFull", err)
 	}
@@ -196,19 +196,19 @@ func testLimiterPauseWithdraw(t *testing.T, h *Harness) {
 	enter(t, h, name, 1, place(1, 1))
 	enter(t, h, name, 1, place(2, 3))
 	enter(t, h, name, 1, place(3, 3))
-	if ok, err := ledger.PauseWaiting(ctx, h.Store, name, place(1, 1), true); err != nil || !ok {
+	if ok, err := h.Turns.PauseWaiting(ctx, h.Store, name, place(1, 1), true); err != nil || !ok {
 		t.Fatalf("pause: %v %v", ok, err)
 	}
-	if ok, err := ledger.WithdrawWaiting(ctx, h.Store, name, place(2, 3)); err != nil || !ok {
+	if ok, err := h.Turns.WithdrawWaiting(ctx, h.Store, name, place(2, 3)); err != nil || !ok {
 		t.Fatalf("withdraw: %v %v", ok, err)
 	}
-	if ok, err := ledger.WithdrawWaiting(ctx, h.Store, name, place(2, 3)); err != nil || ok {
+	if ok, err := h.Turns.WithdrawWaiting(ctx, h.Store, name, place(2, 3)); err != nil || ok {
 		t.Fatalf("second withdraw: %v %v", ok, err)
 	}
-	if _, err := ledger.LeaveLimiter(ctx, h.Store, name, "run-000"); err != nil {
+	if _, err := h.Turns.LeaveLimiter(ctx, h.Store, name, "run-000"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ledger.AdmitNext(ctx, h.Store, name, limiter.Rate{}, T0)
+	got, err := h.Turns.AdmitNext(ctx, h.Store, name, limiter.Rate{}, T0)
 	if err != nil || len(got) != 1 || got[0].RunID != "run-003" {
 		t.Fatalf("admitted %+v, %v: want run-003, the paused run passed over", got, err)
 	}
@@ -216,11 +216,11 @@ func testLimiterPauseWithdraw(t *testing.T, h *Harness) {
 	if len(ws) != 1 || ws[0].RunID != "run-001" || !ws[0].Paused {
 		t.Fatalf("queue %+v: the paused run keeps its place", ws)
 	}
-	if ok, err := ledger.PauseWaiting(ctx, h.Store, name, place(1, 1), false); err != nil || !ok {
+	if ok, err := h.Turns.PauseWaiting(ctx, h.Store, name, place(1, 1), false); err != nil || !ok {
 		t.Fatalf("resume: %v %v", ok, err)
 	}
-	ledger.LeaveLimiter(ctx, h.Store, name, "run-003")
-	if got, err := ledger.AdmitNext(ctx, h.Store, name, limiter.Rate{}, T0); err != nil || len(got) != 1 || got[0].RunID != "run-001" {
+	h.Turns.LeaveLimiter(ctx, h.Store, name, "run-003")
+	if got, err := h.Turns.AdmitNext(ctx, h.Store, name, limiter.Rate{}, T0); err != nil || len(got) != 1 || got[0].RunID != "run-001" {
 		t.Fatalf("after resume: %+v, %v", got, err)
 	}
 	exact(t, h, name)
@@ -256,11 +256,11 @@ func testLimiterRate(t *testing.T, h *Harness) {
 	ctx := context.Background()
 	const name = "rate/"
 	r := limiter.Rate{Runs: 1, Per: time.Minute}
-	e1, err := ledger.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Rate: r, Place: place(0, 3)}, T0)
+	e1, err := h.Turns.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Rate: r, Place: place(0, 3)}, T0)
 	if err != nil || !e1.Admitted {
 		t.Fatalf("first: %+v %v", e1, err)
 	}
-	e2, err := ledger.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Rate: r, Place: place(1, 3)}, T0.Add(time.Second))
+	e2, err := h.Turns.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Rate: r, Place: place(1, 3)}, T0.Add(time.Second))
 	if err != nil || e2.Admitted || e2.Reason != limiter.ReasonRateLimit {
 		t.Fatalf("second: %+v %v", e2, err)
 	}
@@ -268,10 +268,10 @@ func testLimiterRate(t *testing.T, h *Harness) {
 	if at := st.RateRoomAt(r, T0.Add(time.Second)); !at.Equal(T0.Add(time.Minute)) {
 		t.Fatalf("room at %v", at)
 	}
-	if got, _ := ledger.AdmitNext(ctx, h.Store, name, r, T0.Add(59*time.Second)); len(got) != 0 {
+	if got, _ := h.Turns.AdmitNext(ctx, h.Store, name, r, T0.Add(59*time.Second)); len(got) != 0 {
 		t.Fatalf("admitted inside the window: %+v", got)
 	}
-	if got, err := ledger.AdmitNext(ctx, h.Store, name, r, T0.Add(time.Minute)); err != nil || len(got) != 1 || !got[0].AdmittedAt.Equal(T0.Add(time.Minute)) {
+	if got, err := h.Turns.AdmitNext(ctx, h.Store, name, r, T0.Add(time.Minute)); err != nil || len(got) != 1 || !got[0].AdmittedAt.Equal(T0.Add(time.Minute)) {
 		t.Fatalf("after the window: %+v %v", got, err)
 	}
 }
@@ -282,14 +282,14 @@ func testLimiterRaise(t *testing.T, h *Harness) {
 	for i := range 4 {
 		enter(t, h, name, 1, place(i, 3))
 	}
-	if ok, err := ledger.SetLimiterLimit(ctx, h.Store, name, 3); err != nil || !ok {
+	if ok, err := h.Turns.SetLimiterLimit(ctx, h.Store, name, 3); err != nil || !ok {
 		t.Fatalf("raise: %v %v", ok, err)
 	}
-	got, err := ledger.AdmitNext(ctx, h.Store, name, limiter.Rate{}, T0)
+	got, err := h.Turns.AdmitNext(ctx, h.Store, name, limiter.Rate{}, T0)
 	if err != nil || len(got) != 2 || got[0].RunID != "run-001" || got[1].RunID != "run-002" {
 		t.Fatalf("after the raise: %+v %v", got, err)
 	}
-	if ok, err := ledger.SetLimiterLimit(ctx, h.Store, name, 1); err != nil || !ok {
+	if ok, err := h.Turns.SetLimiterLimit(ctx, h.Store, name, 1); err != nil || !ok {
 		t.Fatalf("lower: %v %v", ok, err)
 	}
 	if st := exact(t, h, name); st.Active != 3 || st.Limit != 1 {
@@ -310,7 +310,7 @@ func testLimiterLiveEntry(t *testing.T, h *Harness) {
 	}
 	entry := func(runID string) (ledger.Entered, error) {
 		p := limiter.Place{Priority: 3, CreatedAt: T0, RunID: runID}
-		return ledger.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: 1, Place: p, Live: true}, h.Clock.Now())
+		return h.Turns.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: 1, Place: p, Live: true}, h.Clock.Now())
 	}
 	if e, err := entry(live.Run.ID); err != nil || !e.Admitted {
 		t.Fatalf("live run's entry: %+v, %v; want admitted", e, err)
@@ -368,7 +368,7 @@ func testLimiterMarksRun(t *testing.T, h *Harness) {
 	entry := func(v ledger.RunView) ledger.Entered {
 		t.Helper()
 		p := limiter.Place{Priority: 3, CreatedAt: v.Run.CreatedAt, RunID: v.Run.ID}
-		e, err := ledger.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: 1, Place: p, Live: true, MarkRun: true}, h.Clock.Now())
+		e, err := h.Turns.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: 1, Place: p, Live: true, MarkRun: true}, h.Clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -396,7 +396,7 @@ func testLimiterMarksRun(t *testing.T, h *Harness) {
 		t.Fatalf("waiting run's mark: admitted %s in %q, waiting in %q; want waiting in %s", r.AdmittedAt, r.AdmittedIn, r.WaitingIn, name)
 	}
 	h.Clock.Advance(time.Minute)
-	left, got, err := ledger.LeaveAndAdmitNext(ctx, h.Store, name, first.Run.ID, limiter.Rate{}, h.Clock.Now())
+	left, got, err := h.Turns.LeaveAndAdmitNext(ctx, h.Store, name, first.Run.ID, limiter.Rate{}, h.Clock.Now())
 	if err != nil || !left || len(got) != 1 || got[0].RunID != second.Run.ID {
 		t.Fatalf("leave and hand-off: %v %+v %v", left, got, err)
 	}

@@ -32,10 +32,10 @@ func testSlotHolders(t *testing.T, h *Harness) {
 	if at, err := ledger.FindInLimiter(ctx, h.Store, name, child); err != nil || at.Reason == "" {
 		t.Fatalf("the waiting child is not found: %+v, %v", at, err)
 	}
-	if left, err := ledger.LeaveLimiter(ctx, h.Store, name, first.RunID); err != nil || !left {
+	if left, err := h.Turns.LeaveLimiter(ctx, h.Store, name, first.RunID); err != nil || !left {
 		t.Fatalf("leave: %v, %v", left, err)
 	}
-	got, err := ledger.AdmitNext(ctx, h.Store, name, limiter.Rate{}, h.Clock.Now())
+	got, err := h.Turns.AdmitNext(ctx, h.Store, name, limiter.Rate{}, h.Clock.Now())
 	if err != nil || len(got) != 1 || got[0].RunID != child.RunID {
 		t.Fatalf("hand-off: %+v, %v", got, err)
 	}
