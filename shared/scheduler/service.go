@@ -206,6 +206,18 @@ type Service struct {
 
 	// slots remembers which jobs' tasks may hold task slots (taskslots.go).
 	slots slotJobs
+
+	// maps caches what a map's steps read and never changes, steps runs
+	// one round of each map at a time, and stalls remembers what each map
+	// task's last backstop found (mapping.go). They are the Service's, not
+	// the package's, so two Services never share them.
+	maps   *mapCache
+	steps  *stepGate
+	stalls *stallWatch
+
+	// metricsMu keeps each embedded-metric line whole on Config.Metrics,
+	// which passes running at once share.
+	metricsMu sync.Mutex
 }
 
 // New builds a Service of cfg with its defaults, or fails naming the
@@ -216,7 +228,7 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	svc := &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
-		executors: map[string]Executor{}}
+		executors: map[string]Executor{}, maps: newMapCache(), steps: newStepGate(), stalls: newStallWatch()}
 	svc.executors[jobspec.ExecutorSignal] = signalExecutor{}
 	for _, ex := range cfg.Executors {
 		svc.executors[ex.Type()] = ex
