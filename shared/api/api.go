@@ -39,8 +39,13 @@ const (
 
 // Config configures the handler.
 type Config struct {
-	Auth   Auth
+	// Auth is who checks the callers of the non-worker routes. Defaults
+	// to AuthAPIKey.
+	Auth Auth
+	// APIKey is the bearer key AuthAPIKey checks; it is then required.
 	APIKey string
+	// Logger receives the handler's logs. Defaults to a logger that
+	// discards them.
 	Logger *slog.Logger
 	// Events, if set, answers GET /v1/events: the local stack's kept
 	// signals. Without it (in AWS, where they go to EventBridge) the route
@@ -69,16 +74,39 @@ type Handler struct {
 // MaxBodyBytes bounds every request body (413 beyond).
 const MaxBodyBytes = 1 << 20
 
-// New builds the handler.
+// WithDefaults returns c with each zero field that has a default set to it.
+func (c Config) WithDefaults() Config {
+	if c.Auth == "" {
+		c.Auth = AuthAPIKey
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// validate reports the first setting of c, defaults applied, that the
+// handler cannot serve with.
+func (c Config) validate() error {
+	switch c.Auth {
+	case AuthAPIKey:
+		if c.APIKey == "" {
+			return errors.New("api: an API key is required unless the gateway authorizes callers")
+		}
+	case AuthGateway:
+	default:
+		// Any other value would check no key: refused, not served open.
+		return fmt.Errorf("api: auth %q, want %q or %q", c.Auth, AuthAPIKey, AuthGateway)
+	}
+	return nil
+}
+
+// New builds the handler of cfg with its defaults, or fails naming the
+// setting that validate refuses.
 func New(svc *scheduler.Service, cfg Config) (*Handler, error) {
-	if cfg.Auth == "" {
-		cfg.Auth = AuthAPIKey
-	}
-	if cfg.Auth == AuthAPIKey && cfg.APIKey == "" {
-		return nil, errors.New("api: an API key is required unless the gateway authorizes callers")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	h := &Handler{svc: svc, cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), dash: dashboard.New()}
 	for _, r := range h.routes() {

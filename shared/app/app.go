@@ -188,15 +188,28 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			a.Evidence = append(a.Evidence, p.Evidence(a.Store)...)
 		}
 	}
-	executors, allowed := cfg.executors()
-	a.Service = scheduler.New(a.Store, a.Queue, scheduler.Config{
-		Pools: cfg.Pools, EventsQueueURL: cfg.EventsQueueURL, DelayQueueURL: cfg.DelayQueueURL, TriggerQueueARN: cfg.TriggerQueueARN,
-		Now: cfg.Now, Evidence: a.Evidence, Executors: executors, Allowed: allowed, Turns: ledger.NewTurns(),
-		MaxClockSkew: cfg.MaxClockSkew, TickerPeriod: cfg.TickerPeriod, Metrics: cfg.metrics(), Logger: cfg.Logger,
-		Events: cfg.events(), Moved: cfg.moved(),
-	})
+	// The composition root builds the one limiter turn registry of this
+	// process.
+	sc := cfg.scheduler(a.Evidence)
+	sc.Turns = ledger.NewTurns()
+	svc, err := scheduler.New(a.Store, a.Queue, sc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	a.Service = svc
 	a.Config = cfg
 	return a, nil
+}
+
+// scheduler is the scheduler's configuration of c, consulting evidence.
+func (c *Config) scheduler(evidence []scheduler.EvidenceProvider) scheduler.Config {
+	executors, allowed := c.executors()
+	return scheduler.Config{
+		Pools: c.Pools, EventsQueueURL: c.EventsQueueURL, DelayQueueURL: c.DelayQueueURL, TriggerQueueARN: c.TriggerQueueARN,
+		Now: c.Now, Evidence: evidence, Executors: executors, Allowed: allowed,
+		MaxClockSkew: c.MaxClockSkew, TickerPeriod: c.TickerPeriod, Metrics: c.metrics(), Logger: c.Logger,
+		Events: c.events(), Moved: c.moved(),
+	}
 }
 
 func (c *Config) check() error {
@@ -216,12 +229,6 @@ func (c *Config) check() error {
 	if c.HistoryRetention < 0 {
 		return configErrorf("HistoryRetention %s is negative", c.HistoryRetention)
 	}
-	if c.MaxClockSkew < 0 {
-		return configErrorf("MaxClockSkew %s is negative", c.MaxClockSkew)
-	}
-	if c.TickerPeriod < 0 {
-		return configErrorf("TickerPeriod %s is negative", c.TickerPeriod)
-	}
 	seen := map[string]bool{}
 	for i, p := range c.Parts {
 		if p.Name == "" {
@@ -232,17 +239,11 @@ func (c *Config) check() error {
 		}
 		seen[p.Name] = true
 	}
-	types := map[string]bool{}
-	executors, _ := c.executors()
-	for _, ex := range executors {
-		switch t := ex.Type(); {
-		case t != jobspec.ExecutorLambda && t != jobspec.ExecutorECS:
-			return configErrorf("an executor serves type %q, not lambda or ecs", t)
-		case types[t]:
-			return configErrorf("two executors serve type %q", t)
-		default:
-			types[t] = true
-		}
+	// The scheduler's own settings are its to judge, here before
+	// Provision creates anything (the pools and queues it fills are not
+	// yet set).
+	if err := c.scheduler(nil).Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return nil
 }

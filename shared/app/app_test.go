@@ -130,6 +130,7 @@ func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 			c.Parts = []app.Part{{Name: "x", Executors: []scheduler.Executor{typed("lambda")}}}
 		}, `two executors serve type "lambda"`},
 		{"an executor of no type", func(c *app.Config) { c.Executors = []scheduler.Executor{typed("batch")} }, `serves type "batch"`},
+		{"a pool without a queue", func(c *app.Config) { c.Pools["default"] = "" }, `pool "default" has no queue URL`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

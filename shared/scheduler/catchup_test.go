@@ -289,7 +289,7 @@ func TestCatchupCrashAndRaceNeverLoseOrDoubleASlot(t *testing.T) {
 	q := newMemQueue()
 	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
 	f := assemble(crashy, q, pool, c, "", nil)
-	other := scheduler.New(mem, q, scheduler.Config{Pools: map[string]string{"default": pool}, Now: c.Now})
+	other := mustNew(mem, q, scheduler.Config{Pools: map[string]string{"default": pool}, Now: c.Now})
 	ctx := context.Background()
 	f.createJob(t, `{"name": "racy", "schedule": {"rate": "1m", "catchup": "all", "catchup_window": "3h"}}`)
 	start := c.Now()

@@ -143,7 +143,7 @@ func TestDependencyTimeoutArmsADelayMessage(t *testing.T) {
 	f := newFixture(t)
 	mq := f.q.(*memQueue)
 	delay := mq.create(fmt.Sprintf("sched%d-delay", seq.Add(1)))
-	f.svc = scheduler.New(f.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, DelayQueueURL: delay})
+	f.svc = mustNew(f.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, DelayQueueURL: delay})
 	f.createJob(t, `{"name":"up"}`)
 	f.createJob(t, `{"name":"down","timeouts":{"dependency":"3s"},"depends_on_jobs":[{"job":"up"}]}`)
 	f.createJob(t, `{"name":"free"}`)

@@ -85,7 +85,7 @@ func executorFixture(t *testing.T) (*fixture, *executorDouble) {
 	ev := &evidenceDouble{}
 	ev.verdict.Store(scheduler.VerdictSucceeded) // would win if it were asked
 	ex := &executorDouble{}
-	svc := scheduler.New(st, q, scheduler.Config{
+	svc := mustNew(st, q, scheduler.Config{
 		Pools: map[string]string{"default": pool}, EventsQueueURL: events, Now: c.Now, Evidence: []scheduler.EvidenceProvider{ev},
 		Executors: []scheduler.Executor{ex}, Allowed: jobspec.Allowed{LambdaFunctions: []string{"fn"}},
 	})

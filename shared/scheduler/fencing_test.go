@@ -20,7 +20,7 @@ import (
 // provider and a max clock skew of skew.
 func leaseFixture(t *testing.T, skew time.Duration) *fixture {
 	f := newFixture(t)
-	f.svc = scheduler.New(f.st, f.q, scheduler.Config{
+	f.svc = mustNew(f.st, f.q, scheduler.Config{
 		Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, MaxClockSkew: skew,
 		Evidence: []scheduler.EvidenceProvider{scheduler.WorkerLeaseEvidence{Store: f.st, Now: f.clock.Now}},
 	})

@@ -17,7 +17,7 @@ func rateFixture(t *testing.T) (*fixture, string) {
 	f := newFixture(t)
 	mq := f.q.(*memQueue)
 	delay := mq.create(fmt.Sprintf("sched%d-delay", seq.Add(1)))
-	f.svc = scheduler.New(f.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, DelayQueueURL: delay})
+	f.svc = mustNew(f.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, DelayQueueURL: delay})
 	return f, delay
 }
 

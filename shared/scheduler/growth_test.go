@@ -23,7 +23,7 @@ import (
 // counted is the fixture's service again, on a client whose reads c counts.
 func (f *fixture) counted(c *emulatortest.ReadCounter) *scheduler.Service {
 	st := store.New(env.DynamoDBClient(c.Option), f.table, store.WithClock(f.clock.Now))
-	return scheduler.New(st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now})
+	return mustNew(st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now})
 }
 
 func (f *fixture) createJob(t *testing.T, def string) {

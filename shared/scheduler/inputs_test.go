@@ -47,7 +47,7 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 	ctx := context.Background()
 	run, env := f.running(t, "w@boot")
 	logs := &syncBuffer{}
-	svc := scheduler.New(f.st, f.q, scheduler.Config{
+	svc := mustNew(f.st, f.q, scheduler.Config{
 		Pools: map[string]string{"default": f.pool}, Now: f.clock.Now,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 	})
@@ -159,7 +159,7 @@ func TestUndispatchableFailsAfterTheQueueTimeout(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	// The pool's queue is gone: every send fails.
-	svc := scheduler.New(f.st, f.q, scheduler.Config{
+	svc := mustNew(f.st, f.q, scheduler.Config{
 		Pools: map[string]string{"default": f.pool + "-deleted"}, Now: f.clock.Now,
 	})
 	j, err := jobspec.Parse([]byte(`{"name":"j","timeouts":{"queue":"5m"},"retry":{"max_attempts":3}}`), svc.ParseOptions())

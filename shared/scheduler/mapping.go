@@ -95,12 +95,14 @@ type mapParent struct {
 
 const mapCacheSize = 256
 
-var maps = &mapCache{parent: map[ledger.InstanceKey]mapParent{}, chunks: map[string][][]byte{}}
+func newMapCache() *mapCache {
+	return &mapCache{parent: map[ledger.InstanceKey]mapParent{}, chunks: map[string][][]byte{}}
+}
 
 func (s *Service) mapParentOf(ctx context.Context, key ledger.InstanceKey) (mapParent, error) {
-	maps.mu.Lock()
-	p, ok := maps.parent[key]
-	maps.mu.Unlock()
+	s.maps.mu.Lock()
+	p, ok := s.maps.parent[key]
+	s.maps.mu.Unlock()
 	if ok {
 		return p, nil
 	}
@@ -114,20 +116,20 @@ func (s *Service) mapParentOf(ctx context.Context, key ledger.InstanceKey) (mapP
 	}
 	inst.History, inst.Snapshot = nil, statemodel.Snapshot{}
 	p = mapParent{inst: inst, run: run, rec: rec}
-	maps.mu.Lock()
-	if len(maps.parent) >= mapCacheSize {
-		clear(maps.parent)
+	s.maps.mu.Lock()
+	if len(s.maps.parent) >= mapCacheSize {
+		clear(s.maps.parent)
 	}
-	maps.parent[key] = p
-	maps.mu.Unlock()
+	s.maps.parent[key] = p
+	s.maps.mu.Unlock()
 	return p, nil
 }
 
 func (s *Service) mapItems(ctx context.Context, key ledger.InstanceKey, c int) ([][]byte, error) {
 	id := fmt.Sprintf("%s/%s#%d", key.Run, key.Task, c)
-	maps.mu.Lock()
-	items, ok := maps.chunks[id]
-	maps.mu.Unlock()
+	s.maps.mu.Lock()
+	items, ok := s.maps.chunks[id]
+	s.maps.mu.Unlock()
 	if ok {
 		return items, nil
 	}
@@ -135,12 +137,12 @@ func (s *Service) mapItems(ctx context.Context, key ledger.InstanceKey, c int) (
 	if err != nil {
 		return nil, err
 	}
-	maps.mu.Lock()
-	if len(maps.chunks) >= mapCacheSize {
-		clear(maps.chunks)
+	s.maps.mu.Lock()
+	if len(s.maps.chunks) >= mapCacheSize {
+		clear(s.maps.chunks)
 	}
-	maps.chunks[id] = items
-	maps.mu.Unlock()
+	s.maps.chunks[id] = items
+	s.maps.mu.Unlock()
 	return items, nil
 }
 
@@ -259,12 +261,12 @@ func decodeNumbers(raw []byte, v any) error {
 // their children's writes, so children ending together cost one read, not
 // one each, and no step waits longer than two rounds.
 func (s *Service) mapStep(ctx context.Context, key ledger.InstanceKey) ([]effect, error) {
-	round, ok := steps.take(key)
+	round, ok := s.steps.take(key)
 	if !ok {
 		return nil, nil // served by another step's round
 	}
 	effs, err := s.mapRound(ctx, key)
-	steps.done(key, round, err == nil)
+	s.steps.done(key, round, err == nil)
 	return effs, err
 }
 
@@ -304,8 +306,9 @@ func (s *Service) mapRound(ctx context.Context, key ledger.InstanceKey) ([]effec
 	return nil, nil
 }
 
-// stepGate runs one round of each map at a time in a process. A step
-// takes a ticket; a round serves every ticket taken before it started.
+// stepGate runs one round of each map at a time in its Service, the one
+// of a process. A step takes a ticket; a round serves every ticket taken
+// before it started.
 type stepGate struct {
 	mu   sync.Mutex
 	maps map[ledger.InstanceKey]*stepState
@@ -318,7 +321,7 @@ type stepState struct {
 	waiting       int
 }
 
-var steps = &stepGate{maps: map[ledger.InstanceKey]*stepState{}}
+func newStepGate() *stepGate { return &stepGate{maps: map[ledger.InstanceKey]*stepState{}} }
 
 // take answers true and the ticket a round is to serve when the caller is
 // to run it, or false once a round started after the caller's ticket
@@ -364,6 +367,28 @@ func (g *stepGate) forget(key ledger.InstanceKey, st *stepState) {
 	if !st.running && st.waiting == 0 {
 		delete(g.maps, key)
 	}
+}
+
+// stallWatch remembers the map each running map task's last backstop
+// found, by task. Bounded.
+type stallWatch struct {
+	mu   sync.Mutex
+	seen map[ledger.InstanceKey]ledger.MapState
+}
+
+func newStallWatch() *stallWatch { return &stallWatch{seen: map[ledger.InstanceKey]ledger.MapState{}} }
+
+// stalled reports whether m is the map the previous backstop of key
+// found: no child was released and none ended since.
+func (w *stallWatch) stalled(key ledger.InstanceKey, m ledger.MapState) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	prev, ok := w.seen[key]
+	if len(w.seen) >= mapCacheSize {
+		clear(w.seen)
+	}
+	w.seen[key] = m
+	return ok && prev == m
 }
 
 // createChildren writes released children from..from+k-1 and returns

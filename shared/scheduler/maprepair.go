@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"sync"
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
@@ -55,7 +54,7 @@ func (s *Service) mapRepair(ctx context.Context, inst ledger.Instance, view ledg
 		return more, err
 	}
 	effs := []effect{{kind: effMapStep, key: key, runID: key.Run}}
-	if m.Running <= 0 || !stalls.stalled(key, m) {
+	if m.Running <= 0 || !s.stalls.stalled(key, m) {
 		return effs, nil
 	}
 	more, err := s.recreateChildren(ctx, key, m)
@@ -124,26 +123,4 @@ func (s *Service) recreateChildren(ctx context.Context, key ledger.InstanceKey, 
 		effs[i] = effect{kind: effDispatch, key: c.Key, inst: c, run: &run, runID: key.Run}
 	}
 	return effs, nil
-}
-
-// stallWatch remembers the map each running map task's last backstop
-// found, by task. Bounded.
-type stallWatch struct {
-	mu   sync.Mutex
-	seen map[ledger.InstanceKey]ledger.MapState
-}
-
-var stalls = &stallWatch{seen: map[ledger.InstanceKey]ledger.MapState{}}
-
-// stalled reports whether m is the map the previous backstop of key
-// found: no child was released and none ended since.
-func (w *stallWatch) stalled(key ledger.InstanceKey, m ledger.MapState) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	prev, ok := w.seen[key]
-	if len(w.seen) >= mapCacheSize {
-		clear(w.seen)
-	}
-	w.seen[key] = m
-	return ok && prev == m
 }

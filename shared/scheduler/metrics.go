@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"encoding/json"
-	"sync"
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
@@ -22,8 +21,6 @@ const JobDimension = "Job"
 // machine, a trigger event off the trigger queue): each is logged once
 // and never redelivered, so this count is what an alarm can watch.
 const MetricMessageRefused = "MessageRefused"
-
-var metricsMu sync.Mutex
 
 // emitTransitionMetrics writes CloudWatch embedded-metric-format lines for
 // the transitions that alarms and dashboards watch: every move to LOST or
@@ -87,7 +84,7 @@ func (s *Service) emit(m metric) {
 	if err != nil {
 		return
 	}
-	metricsMu.Lock()
-	defer metricsMu.Unlock()
+	s.metricsMu.Lock()
+	defer s.metricsMu.Unlock()
 	_, _ = s.cfg.Metrics.Write(append(b, '\n'))
 }

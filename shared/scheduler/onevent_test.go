@@ -41,7 +41,7 @@ func (l *signalLog) of(typ protocol.SignalType) []protocol.Signal {
 func eventFixture(t *testing.T) (*scheduler.Service, *fixture, *signalLog) {
 	f := newEmulatorFixture(t)
 	sigs := &signalLog{}
-	svc := scheduler.New(f.st, f.sent, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Events: sigs})
+	svc := mustNew(f.st, f.sent, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Events: sigs})
 	return svc, f, sigs
 }
 

@@ -154,7 +154,7 @@ func TestRetriedTaskFailingDuringTheRetryLeavesTheRunFailed(t *testing.T) {
 
 	// The worker finishes attempt 2 right after the retry's read of the run
 	// that saw it QUEUED.
-	worker := scheduler.New(base.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now})
+	worker := mustNew(base.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now})
 	racy.hook = func(seen ledger.RunView) {
 		if states(seen)["main"] != statemodel.StateQueued {
 			return

@@ -134,11 +134,21 @@ func newEmulatorFixtureWrapped(t *testing.T, opts []store.Option, wrap func(sche
 
 func newClock() *clock { return &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
 
+// mustNew is scheduler.New of a config the test wrote, which New must
+// accept: a refusal is the test's own mistake.
+func mustNew(st scheduler.Store, q scheduler.Queue, cfg scheduler.Config) *scheduler.Service {
+	svc, err := scheduler.New(st, q, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return svc
+}
+
 func assemble(st scheduler.Store, q testQueue, pool string, c *clock, table string, providers []scheduler.EvidenceProvider) *fixture {
 	ev := &evidenceDouble{}
 	ev.verdict.Store(scheduler.VerdictUnknown)
 	sent := &sentLog{Queue: q}
-	svc := scheduler.New(st, sent, scheduler.Config{
+	svc := mustNew(st, sent, scheduler.Config{
 		Pools: map[string]string{"default": pool}, Now: c.Now,
 		Evidence: append(providers, ev),
 	})
@@ -277,7 +287,7 @@ func TestEvidenceRunningIsAskedAgainWhenItAsks(t *testing.T) {
 	f := newFixture(t)
 	mq := f.q.(*memQueue)
 	delay := mq.create(fmt.Sprintf("sched%d-delay", seq.Add(1)))
-	f.svc = scheduler.New(f.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now,
+	f.svc = mustNew(f.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now,
 		DelayQueueURL: delay, Evidence: []scheduler.EvidenceProvider{f.ev}})
 	run, _ := f.running(t, "w@boot") // evidence window 1m
 	f.ev.verdict.Store(scheduler.VerdictRunning)

@@ -41,9 +41,12 @@ type Queue interface {
 	SendBatch(ctx context.Context, queueURL string, entries []queue.Entry) ([]queue.Result, error)
 }
 
-// Config wires a Service. Zero values take the documented defaults.
+// Config wires a Service. New fills its zero fields with the defaults
+// their comments name (WithDefaults) and refuses one that Validate does
+// not accept.
 type Config struct {
-	// Pools maps each worker pool to its dispatch queue URL.
+	// Pools maps each worker pool to its dispatch queue URL; neither may
+	// be empty.
 	Pools map[string]string
 	// EventsQueueURL receives worker completions and process leases.
 	EventsQueueURL string
@@ -55,18 +58,19 @@ type Config struct {
 	// on_event; a trigger event from any other queue is refused. "": no
 	// queue starts runs (PutEvents still does).
 	TriggerQueueARN string
-	// Now is the clock (default time.Now).
+	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
-	// Random draws retry jitter from [0, 1) (default math/rand/v2).
+	// Random draws retry jitter from [0, 1). Defaults to math/rand/v2's
+	// Float64.
 	Random func() float64
 	// ClaimWait bounds how long a claim waits for the dispatch write that
-	// follows the send of its envelope (default 3 s).
+	// follows the send of its envelope. Defaults to DefaultClaimWait.
 	ClaimWait time.Duration
 	// Evidence providers consulted for LOST instances of queue attempts,
 	// in order (an attempt started by an Executor asks that executor).
 	Evidence []EvidenceProvider
 	// Executors run the tasks whose executor is not the pool's queue, one
-	// per type (see Executor).
+	// per type, lambda or ecs (see Executor).
 	Executors []Executor
 	// Allowed is what job definitions may name outside the queues (the
 	// Lambda functions, ECS clusters and task definitions this deployment
@@ -77,33 +81,108 @@ type Config struct {
 	// Nil: the Service builds its own, and takes turns with nobody else.
 	Turns *ledger.Turns
 	// MaxClockSkew bounds how far a worker's clock may be from the
-	// scheduler's (default DefaultMaxClockSkew): a silent attempt is
-	// retried only after its lease's end plus this, unless evidence proves
-	// its process gone, and a worker's process lease counts as ended only
-	// this long after its end by the scheduler's clock.
+	// scheduler's: a silent attempt is retried only after its lease's end
+	// plus this, unless evidence proves its process gone, and a worker's
+	// process lease counts as ended only this long after its end by the
+	// scheduler's clock. Defaults to DefaultMaxClockSkew.
 	MaxClockSkew time.Duration
-	// Metrics receives CloudWatch embedded-metric-format lines (default:
-	// discarded). Lambda functions pass os.Stdout.
+	// Metrics receives CloudWatch embedded-metric-format lines. Lambda
+	// functions pass os.Stdout. Defaults to io.Discard.
 	Metrics io.Writer
 	// Events receives the signals of terminal runs, failed and lost tasks
-	// and missed deadlines (default: only the log has them).
+	// and missed deadlines. Nil: only the log has them.
 	Events EventSink
 	// Moved, if set, is told of every applied change of a task instance
 	// (the local stack's Prometheus page counts them); it must not block.
-	Moved  func(Moved)
+	Moved func(Moved)
+	// Logger receives the service's logs. Defaults to a logger that
+	// discards them.
 	Logger *slog.Logger
 	// Margin is how long before its context's deadline a pass stops
-	// starting new work (default 2 s).
+	// starting new work. Defaults to DefaultMargin.
 	Margin time.Duration
-	// TickerPeriod is how often the ticker runs (default
-	// DefaultTickerPeriod): a slot it first sees more than max(60 s, two
-	// periods) after its time is missed, and caught up by the job's
-	// catch-up policy.
+	// TickerPeriod is how often the ticker runs: a slot it first sees more
+	// than max(60 s, two periods) after its time is missed, and caught up
+	// by the job's catch-up policy. Defaults to DefaultTickerPeriod.
 	TickerPeriod time.Duration
 }
 
-// DefaultMaxClockSkew is Config.MaxClockSkew's default.
-const DefaultMaxClockSkew = 30 * time.Second
+// The defaults of Config's durations (DefaultTickerPeriod is with the
+// catch-up it shapes).
+const (
+	DefaultClaimWait    = 3 * time.Second
+	DefaultMaxClockSkew = 30 * time.Second
+	DefaultMargin       = 2 * time.Second
+)
+
+// WithDefaults returns c with each zero field that has a default set to it.
+func (c Config) WithDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Random == nil {
+		c.Random = mrand.Float64
+	}
+	if c.ClaimWait == 0 {
+		c.ClaimWait = DefaultClaimWait
+	}
+	if c.MaxClockSkew == 0 {
+		c.MaxClockSkew = DefaultMaxClockSkew
+	}
+	if c.Metrics == nil {
+		c.Metrics = io.Discard
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if c.Margin == 0 {
+		c.Margin = DefaultMargin
+	}
+	if c.TickerPeriod == 0 {
+		c.TickerPeriod = DefaultTickerPeriod
+	}
+	return c
+}
+
+// Validate reports the first setting of c that no Service can run with.
+// New calls it; the composition root calls it too, to refuse a bad
+// config before it creates any resource.
+func (c Config) Validate() error {
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"ClaimWait", c.ClaimWait}, {"MaxClockSkew", c.MaxClockSkew}, {"Margin", c.Margin}, {"TickerPeriod", c.TickerPeriod}} {
+		if d.d < 0 {
+			return fmt.Errorf("scheduler: %s %s is negative", d.name, d.d)
+		}
+	}
+	for pool, url := range c.Pools {
+		switch {
+		case pool == "":
+			return errors.New("scheduler: Pools has a pool with no name")
+		case url == "":
+			return fmt.Errorf("scheduler: pool %q has no queue URL", pool)
+		}
+	}
+	// Only lambda and ecs tasks run on an executor from outside: queue and
+	// signal tasks are the scheduler's own, and of two executors of one
+	// type one would never run.
+	types := map[string]bool{}
+	for i, ex := range c.Executors {
+		if ex == nil {
+			return fmt.Errorf("scheduler: Executors[%d] is nil", i)
+		}
+		switch t := ex.Type(); {
+		case t != jobspec.ExecutorLambda && t != jobspec.ExecutorECS:
+			return fmt.Errorf("scheduler: an executor serves type %q, not lambda or ecs", t)
+		case types[t]:
+			return fmt.Errorf("scheduler: two executors serve type %q", t)
+		default:
+			types[t] = true
+		}
+	}
+	return nil
+}
 
 // Service is the scheduler.
 type Service struct {
@@ -134,36 +213,29 @@ type Service struct {
 
 	// slots remembers which jobs' tasks may hold task slots (taskslots.go).
 	slots slotJobs
+
+	// maps caches what a map's steps read and never changes, steps runs
+	// one round of each map at a time, and stalls remembers what each map
+	// task's last backstop found (mapping.go). They are the Service's, not
+	// the package's, so two Services never share them.
+	maps   *mapCache
+	steps  *stepGate
+	stalls *stallWatch
+
+	// metricsMu keeps each embedded-metric line whole on Config.Metrics,
+	// which passes running at once share.
+	metricsMu sync.Mutex
 }
 
-// New builds a Service.
-func New(st Store, q Queue, cfg Config) *Service {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Random == nil {
-		cfg.Random = mrand.Float64
-	}
-	if cfg.ClaimWait == 0 {
-		cfg.ClaimWait = 3 * time.Second
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = io.Discard
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
-	}
-	if cfg.Margin == 0 {
-		cfg.Margin = 2 * time.Second
-	}
-	if cfg.MaxClockSkew == 0 {
-		cfg.MaxClockSkew = DefaultMaxClockSkew
-	}
-	if cfg.TickerPeriod == 0 {
-		cfg.TickerPeriod = DefaultTickerPeriod
+// New builds a Service of cfg with its defaults, or fails naming the
+// first setting that Validate refuses.
+func New(st Store, q Queue, cfg Config) (*Service, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	svc := &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
-		executors: map[string]Executor{}}
+		executors: map[string]Executor{}, maps: newMapCache(), steps: newStepGate(), stalls: newStallWatch()}
 	svc.executors[jobspec.ExecutorSignal] = signalExecutor{}
 	for _, ex := range cfg.Executors {
 		svc.executors[ex.Type()] = ex
@@ -175,7 +247,7 @@ func New(st Store, q Queue, cfg Config) *Service {
 	// at the same shard.
 	svc.tickShard.Store(uint32(cfg.Random() * tableschema.TimerShards))
 	svc.reconcileShard.Store(uint32(cfg.Random() * tableschema.TimerShards))
-	return svc
+	return svc, nil
 }
 
 // Pools returns the configured pool names' queue URLs.

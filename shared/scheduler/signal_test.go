@@ -88,7 +88,7 @@ func newSignalFixture(t *testing.T) (*fixture, *signalRecorder) {
 	t.Helper()
 	f := newFixture(t)
 	rec := &signalRecorder{}
-	f.svc = scheduler.New(f.st, f.q, scheduler.Config{
+	f.svc = mustNew(f.st, f.q, scheduler.Config{
 		Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Evidence: []scheduler.EvidenceProvider{f.ev},
 		Events: rec, Metrics: rec, Moved: rec.Moved,
 	})
@@ -182,7 +182,7 @@ func TestDeadlineMissedOnce(t *testing.T) {
 		t.Fatalf("%d signals before the deadline", n)
 	}
 	f.clock.Advance(time.Second)
-	other := scheduler.New(f.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Events: rec, Metrics: rec})
+	other := mustNew(f.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Events: rec, Metrics: rec})
 	for range 3 {
 		if _, err := f.svc.Tick(ctx); err != nil {
 			t.Fatal(err)

@@ -25,7 +25,7 @@ func newTriggerFixture(t *testing.T) (*fixture, *signalRecorder) {
 	t.Helper()
 	f := newFixture(t)
 	rec := &signalRecorder{}
-	f.svc = scheduler.New(f.st, f.q, scheduler.Config{
+	f.svc = mustNew(f.st, f.q, scheduler.Config{
 		Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Evidence: []scheduler.EvidenceProvider{f.ev},
 		Events: rec, Metrics: rec, TriggerQueueARN: triggerQueueARN,
 	})

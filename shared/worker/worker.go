@@ -92,7 +92,8 @@ type Config struct {
 	// Name identifies the worker in claims ("<Name>@<boot id>") and
 	// leases. Default: the host name. It may not contain "@".
 	Name string
-	// Concurrency is how many attempts run at once. Default 1.
+	// Concurrency is how many attempts run at once. Default
+	// DefaultConcurrency.
 	Concurrency int
 	// Queue is the SQS adapter, normally a *queue.Client.
 	Queue Queue
@@ -108,24 +109,29 @@ type Config struct {
 
 	// VisibilityTimeout hides a received message (Run); the worker extends
 	// it every third of this while the attempt runs. At least 1 s.
+	// Default DefaultVisibilityTimeout.
 	VisibilityTimeout time.Duration
 	// PollWait is the long-polling wait of one receive, up to 20 s.
+	// Default DefaultPollWait.
 	PollWait time.Duration
-	// LeaseInterval is the period of lease messages.
+	// LeaseInterval is the period of lease messages. Default
+	// DefaultLeaseInterval.
 	LeaseInterval time.Duration
 	// ShutdownGrace is how long running handlers may finish after Run's
-	// ctx ends; then their ctx ends too.
+	// ctx ends; then their ctx ends too. Default DefaultShutdownGrace.
 	ShutdownGrace time.Duration
 	// StopTimeout is how long a handler may take to return after the
 	// worker ended its ctx for a timeout, a shutdown, a superseded attempt
 	// or the Lambda deadline, before it is reported without waiting for
 	// it. A cancel request has no such limit: the worker keeps
-	// heartbeating until the handler returns.
+	// heartbeating until the handler returns. Default DefaultStopTimeout.
 	StopTimeout time.Duration
 	// DeadlineReserve (HandleSQS) ends handlers this long before the
-	// invocation deadline, to leave time to report.
+	// invocation deadline, to leave time to report. Default
+	// DefaultDeadlineReserve.
 	DeadlineReserve time.Duration
-	// DefaultHeartbeatInterval applies to envelopes without one.
+	// DefaultHeartbeatInterval applies to envelopes without one. Default
+	// DefaultHeartbeatInterval.
 	DefaultHeartbeatInterval time.Duration
 
 	// QueueCompletions sends every completion to the events queue. By
@@ -179,65 +185,92 @@ func hostName(fallback string) string {
 	return host
 }
 
-// New checks cfg, fills in defaults and returns a worker with a fresh boot id.
-func New(cfg Config, h Handler) (*Worker, error) {
-	if h == nil {
-		return nil, errors.New("new worker: handler is nil")
+// WithDefaults returns c with each zero field that has a default set to
+// it, as each field's comment says.
+func (c Config) WithDefaults() Config {
+	if c.Name == "" {
+		c.Name = hostName("worker")
 	}
-	if cfg.Queue == nil {
-		return nil, errors.New("new worker: queue client is nil")
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
 	}
-	if err := checkAPIURL(cfg.APIURL); err != nil {
-		return nil, fmt.Errorf("new worker: %w", err)
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
-	if cfg.EventsQueueURL == "" {
-		return nil, errors.New("new worker: events queue URL is empty")
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
-	if cfg.Name == "" {
-		cfg.Name = hostName("worker")
-	}
-	if strings.Contains(cfg.Name, "@") {
-		return nil, fmt.Errorf("new worker: name %q contains @", cfg.Name)
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.Concurrency < 0 {
-		return nil, fmt.Errorf("new worker: concurrency %d, want >= 1", cfg.Concurrency)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	defaults := []struct {
-		name string
-		d    *time.Duration
-		def  time.Duration
-	}{
-		{"visibility timeout", &cfg.VisibilityTimeout, DefaultVisibilityTimeout},
-		{"poll wait", &cfg.PollWait, DefaultPollWait},
-		{"lease interval", &cfg.LeaseInterval, DefaultLeaseInterval},
-		{"shutdown grace", &cfg.ShutdownGrace, DefaultShutdownGrace},
-		{"stop timeout", &cfg.StopTimeout, DefaultStopTimeout},
-		{"deadline reserve", &cfg.DeadlineReserve, DefaultDeadlineReserve},
-		{"default heartbeat interval", &cfg.DefaultHeartbeatInterval, DefaultHeartbeatInterval},
-		{"complete timeout", &cfg.CompleteTimeout, DefaultCompleteTimeout},
-	}
-	for _, d := range defaults {
-		if *d.d < 0 {
-			return nil, fmt.Errorf("new worker: %s %s is negative", d.name, *d.d)
-		}
+	for _, d := range c.durations() {
 		if *d.d == 0 {
 			*d.d = d.def
 		}
 	}
+	return c
+}
+
+// durationSetting is one of Config's durations, its name in errors and
+// its default.
+type durationSetting struct {
+	name string
+	d    *time.Duration
+	def  time.Duration
+}
+
+// durations lists c's durations that have a default.
+func (c *Config) durations() []durationSetting {
+	return []durationSetting{
+		{"visibility timeout", &c.VisibilityTimeout, DefaultVisibilityTimeout},
+		{"poll wait", &c.PollWait, DefaultPollWait},
+		{"lease interval", &c.LeaseInterval, DefaultLeaseInterval},
+		{"shutdown grace", &c.ShutdownGrace, DefaultShutdownGrace},
+		{"stop timeout", &c.StopTimeout, DefaultStopTimeout},
+		{"deadline reserve", &c.DeadlineReserve, DefaultDeadlineReserve},
+		{"default heartbeat interval", &c.DefaultHeartbeatInterval, DefaultHeartbeatInterval},
+		{"complete timeout", &c.CompleteTimeout, DefaultCompleteTimeout},
+	}
+}
+
+// validate reports the first setting of c, defaults applied, that no
+// worker can run with.
+func (c Config) validate() error {
+	if c.Queue == nil {
+		return errors.New("queue client is nil")
+	}
+	if err := checkAPIURL(c.APIURL); err != nil {
+		return err
+	}
+	if c.EventsQueueURL == "" {
+		return errors.New("events queue URL is empty")
+	}
+	if strings.Contains(c.Name, "@") {
+		return fmt.Errorf("name %q contains @", c.Name)
+	}
+	if c.Concurrency < 0 {
+		return fmt.Errorf("concurrency %d, want >= 1", c.Concurrency)
+	}
+	for _, d := range c.durations() {
+		if *d.d < 0 {
+			return fmt.Errorf("%s %s is negative", d.name, *d.d)
+		}
+	}
 	switch {
-	case cfg.VisibilityTimeout < time.Second || cfg.VisibilityTimeout > queue.MaxVisibilityTimeout:
-		return nil, fmt.Errorf("new worker: visibility timeout %s, want 1s..%s", cfg.VisibilityTimeout, queue.MaxVisibilityTimeout)
-	case cfg.PollWait > queue.MaxWait:
-		return nil, fmt.Errorf("new worker: poll wait %s, want at most %s", cfg.PollWait, queue.MaxWait)
+	case c.VisibilityTimeout < time.Second || c.VisibilityTimeout > queue.MaxVisibilityTimeout:
+		return fmt.Errorf("visibility timeout %s, want 1s..%s", c.VisibilityTimeout, queue.MaxVisibilityTimeout)
+	case c.PollWait > queue.MaxWait:
+		return fmt.Errorf("poll wait %s, want at most %s", c.PollWait, queue.MaxWait)
+	}
+	return nil
+}
+
+// New fills in cfg's defaults, checks it and returns a worker with a fresh
+// boot id.
+func New(cfg Config, h Handler) (*Worker, error) {
+	if h == nil {
+		return nil, errors.New("new worker: handler is nil")
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
 	}
 	w := &Worker{
 		cfg:     cfg,
