@@ -127,6 +127,9 @@ type Service struct {
 
 	// slots remembers which jobs' tasks may hold task slots (taskslots.go).
 	slots slotJobs
+
+	// compiled keeps the job versions compiled once (compiled.go).
+	compiled compiledJobs
 }
 
 // New builds a Service.
