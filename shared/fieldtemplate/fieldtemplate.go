@@ -79,7 +79,7 @@ func Render(name, text string, data any, max int) (string, error) {
 // before running it: a syntax error, an unknown function, {{define}} or
 // {{template}}. Definitions check their templates with it when written.
 func Check(name, text string) error {
-	_, err := (&field{b: NewBudget(0)}).parse(name, text)
+	_, err := Parse(name, text)
 	return err
 }
 
@@ -87,18 +87,60 @@ func Check(name, text string) error {
 // what is left of b. Its error says which bound stopped it; one over a
 // cap on the output wraps ErrTooLarge.
 func (b *Budget) Render(name, text string, data any, max int) (string, error) {
-	f := &field{b: b, max: max, stepsDrawn: b.steps < MaxRangeSteps}
+	t, err := Parse(name, text)
+	if err != nil {
+		return "", err
+	}
+	return b.RenderTemplate(t, data, max)
+}
+
+// Template is a field's text parsed once, for a field rendered again and
+// again (a limiter key, for each run of its job). Each rendering starts
+// with bounds of its own, so renderings may run concurrently: the parsed
+// tree is only read, and the functions that count what a rendering
+// spends are bound to it alone (RenderTemplate).
+type Template struct {
+	text string
+	// t is nil for a text without actions, which is written as it is.
+	t *template.Template
+}
+
+// Parse parses text as Render would and refuses what Render would refuse
+// before running it (see Check).
+func Parse(name, text string) (*Template, error) {
 	if !strings.Contains(text, "{{") {
-		if _, err := f.Write([]byte(text)); err != nil {
+		return &Template{text: text}, nil
+	}
+	// The functions bound at parse time only let the parser know their
+	// names; each rendering binds its own.
+	t, err := (&field{b: NewBudget(0)}).parse(name, text)
+	if err != nil {
+		return nil, err
+	}
+	return &Template{text: text, t: t}, nil
+}
+
+// Render renders t alone, within max bytes.
+func (t *Template) Render(data any, max int) (string, error) {
+	return NewBudget(max).RenderTemplate(t, data, max)
+}
+
+// RenderTemplate is Render with a template parsed before.
+func (b *Budget) RenderTemplate(pt *Template, data any, max int) (string, error) {
+	f := &field{b: b, max: max, stepsDrawn: b.steps < MaxRangeSteps}
+	if pt.t == nil {
+		if _, err := f.Write([]byte(pt.text)); err != nil {
 			return "", err
 		}
 		return f.out.String(), nil
 	}
-	t, err := f.parse(name, text)
+	// A clone shares the parsed tree and has a function map of its own,
+	// where this rendering's functions replace the parse-time ones.
+	t, err := pt.t.Clone()
 	if err != nil {
 		return "", err
 	}
-	if err := t.Execute(f, data); err != nil {
+	if err := t.Funcs(f.funcs()).Execute(f, data); err != nil {
 		return "", unwrapExec(err)
 	}
 	return f.out.String(), nil

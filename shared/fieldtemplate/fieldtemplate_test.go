@@ -101,3 +101,43 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// A template parsed once is rendered with fresh bounds each time: two
+// renderings that each loop 60,000 times pass where one budget's 100,000
+// steps would stop the second, a rendering's output cap is its own, and
+// renderings running at once do not draw on each other.
+func TestTemplateRendersWithFreshBounds(t *testing.T) {
+	t.Parallel()
+	loop, err := fieldtemplate.Parse("f", `{{range 60000}}{{end}}{{.}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if got, err := loop.Render("ok", 1<<10); err != nil || got != "ok" {
+			t.Fatalf("rendering %d = %q, %v; want %q", i+1, got, err, "ok")
+		}
+	}
+	if _, err := loop.Render(strings.Repeat("x", 11), 10); !errors.Is(err, fieldtemplate.ErrTooLarge) {
+		t.Errorf("11 bytes within 10: err = %v, want ErrTooLarge", err)
+	}
+	plain, err := fieldtemplate.Parse("f", "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := plain.Render(nil, 5); err != nil || got != "plain" {
+		t.Errorf("plain = %q, %v", got, err)
+	}
+
+	errs := make(chan error, 8)
+	for range cap(errs) {
+		go func() {
+			_, err := loop.Render("ok", 1<<10)
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent rendering: %v", err)
+		}
+	}
+}

@@ -76,7 +76,7 @@ func CheckPriority(field string, p int) error {
 // exec offers, and .Task for a task's key) within limiter.MaxKeyLength
 // bytes (fieldtemplate says how it is bounded).
 func RenderKey(text string, data any) (string, error) {
-	return fieldtemplate.Render("key", text, data, limiter.MaxKeyLength)
+	return parseKey(text).render(data)
 }
 
 var (

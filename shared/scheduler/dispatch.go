@@ -205,7 +205,7 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 		}
 		run = r
 	}
-	if sl, ok := slotOf(run, key); ok {
+	if sl, ok := slotOf(&s.compiled, run, key); ok {
 		held, out := s.holdSlot(ctx, inst, sl)
 		if held == nil {
 			return nil, out

@@ -28,11 +28,11 @@ func (s *Service) checkGroupLimits(ctx context.Context, j jobspec.Job) error {
 			return err
 		}
 		for _, lj := range jobs {
-			other, err := jobspec.Load(lj.Spec)
+			other, err := s.compiled.of(lj.Spec)
 			if err != nil {
 				continue // not this package's to judge; LoadJob reports it
 			}
-			if err := jobspec.CheckGroupLimit(j, other); err != nil {
+			if err := jobspec.CheckGroupLimit(j, other.Job); err != nil {
 				return err
 			}
 		}
@@ -88,16 +88,16 @@ func (st stage) reason(why string) string {
 }
 
 // runStages are the limiters a run enters, in order (none: a job without
-// limits).
-func runStages(run ledger.Run) (jobspec.Job, []stage) {
-	j, err := jobspec.Load(run.Spec)
-	if err != nil || !j.Limited() {
-		return j, nil
+// limits), and its job version compiled (nil: its spec does not load).
+func runStages(jobs *compiledJobs, run ledger.Run) (*jobspec.Compiled, []stage) {
+	c, err := jobs.of(run.Spec)
+	if err != nil || !c.Job.Limited() {
+		return c, nil
 	}
-	return j, stagesOf(j, run)
+	return c, stagesOf(c, run)
 }
 
-// stagesOf are the limiters a run of j enters (j is limited), in order.
+// stagesOf are the limiters a run of c enters (c is limited), in order.
 // A job with one of concurrency and rate_limit enters that one's limiter.
 // With both, when they name the same limiter (the same group or job and
 // key) that one limiter holds both limits; when they name two, the run
@@ -105,15 +105,16 @@ func runStages(run ledger.Run) (jobspec.Job, []stage) {
 // limiter: a run waiting for concurrency holds nothing, rate room is taken
 // only by runs that have concurrency room, and a run admitted for
 // concurrency that waits for its rate window keeps its concurrency room.
-func stagesOf(j jobspec.Job, run ledger.Run) []stage {
+func stagesOf(c *jobspec.Compiled, run ledger.Run) []stage {
+	j := c.Job
 	var rated stage
 	if j.RateLimit != nil {
-		rated = stage{name: j.RateLimiterName(renderedKey(j.RateLimit.Key, run)), rate: j.RateLimit.Rate()}
+		rated = stage{name: j.RateLimiterName(renderedKey(c.RateKey, run)), rate: j.RateLimit.Rate()}
 	}
 	if j.Concurrency == nil {
 		return []stage{rated}
 	}
-	conc := stage{name: j.ConcurrencyLimiterName(renderedKey(j.Concurrency.Key, run)), limit: j.Concurrency.Limit}
+	conc := stage{name: j.ConcurrencyLimiterName(renderedKey(c.ConcurrencyKey, run)), limit: j.Concurrency.Limit}
 	switch {
 	case j.RateLimit == nil:
 		return []stage{conc}
@@ -124,10 +125,11 @@ func stagesOf(j jobspec.Job, run ledger.Run) []stage {
 	return []stage{conc, rated}
 }
 
-// renderedKey is a limiter key of a run; a run the scheduler started whose
-// key fails to render falls back to "".
-func renderedKey(tmpl string, run ledger.Run) string {
-	key, err := jobspec.RenderKey(tmpl, keyData(run))
+// renderedKey is a limiter key of a run, rendered by one of its compiled
+// job's keys; a run the scheduler started whose key fails to render falls
+// back to "".
+func renderedKey(render func(data any) (string, error), run ledger.Run) string {
+	key, err := render(keyData(run))
 	if err != nil {
 		return ""
 	}
@@ -161,23 +163,34 @@ func startPriority(j jobspec.Job, req TriggerRequest) int {
 
 // RunPriority is a run's priority: the one it was stored with, else (a run
 // stored before runs kept it) its job's, a backfill's run one step lower.
+// The API's views call it without a Service: such a run's spec is
+// compiled for the call, and the scheduler's own passes use runPriority
+// with the compiled job they hold.
 func RunPriority(run ledger.Run) int {
 	if run.Priority != 0 {
 		return run.Priority
 	}
-	j, err := jobspec.Load(run.Spec)
-	if err != nil || j.Priority == 0 {
+	c, _ := compileSpec(run.Spec)
+	return runPriority(c, run)
+}
+
+// runPriority is RunPriority with run's job version compiled (nil: its
+// spec does not load).
+func runPriority(c *jobspec.Compiled, run ledger.Run) int {
+	switch {
+	case run.Priority != 0:
+		return run.Priority
+	case c == nil || c.Job.Priority == 0:
 		return limiter.PriorityDefault
+	case run.BackfillID != "":
+		return c.Job.BackfillPriority()
 	}
-	if run.BackfillID != "" {
-		return j.BackfillPriority()
-	}
-	return j.Priority
+	return c.Job.Priority
 }
 
 // runPlace is a run's place in its limiter's queue.
-func runPlace(_ jobspec.Job, run ledger.Run) limiter.Place {
-	return limiter.Place{Priority: RunPriority(run), CreatedAt: run.CreatedAt, RunID: run.ID}
+func runPlace(c *jobspec.Compiled, run ledger.Run) limiter.Place {
+	return limiter.Place{Priority: runPriority(c, run), CreatedAt: run.CreatedAt, RunID: run.ID}
 }
 
 // admission answers, once per evaluation, whether a run may release its
@@ -266,8 +279,8 @@ func neverDispatched(view ledger.RunView) bool {
 // only once the one before admitted it, and reports whether every one
 // admitted it.
 func (s *Service) enterStages(ctx context.Context, run ledger.Run, how entering) (bool, error) {
-	j, stages := runStages(run)
-	place := runPlace(j, run)
+	c, stages := runStages(&s.compiled, run)
+	place := runPlace(c, run)
 	for _, st := range stages {
 		ok, err := s.admitStage(ctx, run, st, place, how)
 		if err != nil || !ok {
@@ -420,8 +433,8 @@ func (s *Service) armRateTimer(ctx context.Context, name string, rate limiter.Ra
 // cancelled), and hands the room on. outer: the hand-off whose effects
 // ended the run (nil: none).
 func (s *Service) releaseRun(ctx context.Context, run ledger.Run, outer *handOff) {
-	j, stages := runStages(run)
-	place := runPlace(j, run)
+	c, stages := runStages(&s.compiled, run)
+	place := runPlace(c, run)
 	for i := len(stages) - 1; i >= 0; i-- {
 		s.releaseStage(ctx, run.ID, place, stages[i], outer)
 	}
@@ -498,7 +511,7 @@ func (s *Service) ListAdmissions(ctx context.Context, runs []ledger.Run) ([]*pro
 }
 
 func (s *Service) listAdmission(ctx context.Context, run ledger.Run, states map[string]limiter.State) (*protocol.Admission, error) {
-	_, stages := runStages(run)
+	_, stages := runStages(&s.compiled, run)
 	if len(stages) == 0 {
 		return nil, nil
 	}
@@ -549,14 +562,14 @@ func admittedInEvery(run ledger.Run, stages []stage) bool {
 }
 
 func (s *Service) admission(ctx context.Context, view ledger.RunView, counted bool) (*protocol.Admission, error) {
-	j, stages := runStages(view.Run)
+	c, stages := runStages(&s.compiled, view.Run)
 	if len(stages) == 0 {
 		return nil, nil
 	}
 	if a, ok := storedAdmission(view, stages); ok {
 		return a, nil
 	}
-	place := runPlace(j, view.Run)
+	place := runPlace(c, view.Run)
 	var admittedAt time.Time
 	for i, st := range stages {
 		at, known := view.Entered[st.name]
@@ -649,12 +662,13 @@ func (s *Service) checkAdmissible(ctx context.Context, j jobspec.Job, nr ledger.
 		return nil
 	}
 	probe := ledger.Run{ID: nr.ID, Job: nr.Job, LogicalTime: nr.LogicalTime, Params: nr.Params, Trigger: nr.Trigger, Spec: nr.Spec}
+	c := jobspec.Compile(j)
 	if nr.Trigger == statemodel.TriggerManual {
-		if err := checkKeys(j, probe); err != nil {
+		if err := checkKeys(c, probe); err != nil {
 			return err
 		}
 	}
-	for _, lim := range stagesOf(j, probe) {
+	for _, lim := range stagesOf(c, probe) {
 		full, err := s.turns.QueueFull(ctx, s.store, lim.name)
 		if err != nil {
 			return err
@@ -668,20 +682,20 @@ func (s *Service) checkAdmissible(ctx context.Context, j jobspec.Job, nr ledger.
 
 // checkKeys refuses a manual run whose concurrency or rate_limit key fails
 // to render: a 422 naming the key's field.
-func checkKeys(j jobspec.Job, probe ledger.Run) error {
-	keys := map[string]string{}
-	if j.Concurrency != nil {
-		keys["concurrency.key"] = j.Concurrency.Key
+func checkKeys(c *jobspec.Compiled, probe ledger.Run) error {
+	keys := map[string]func(data any) (string, error){}
+	if c.Job.Concurrency != nil {
+		keys["concurrency.key"] = c.ConcurrencyKey
 	}
-	if j.RateLimit != nil {
-		keys["rate_limit.key"] = j.RateLimit.Key
+	if c.Job.RateLimit != nil {
+		keys["rate_limit.key"] = c.RateKey
 	}
 	for _, field := range []string{"concurrency.key", "rate_limit.key"} {
-		key, ok := keys[field]
+		render, ok := keys[field]
 		if !ok {
 			continue
 		}
-		if _, err := jobspec.RenderKey(key, keyData(probe)); err != nil {
+		if _, err := render(keyData(probe)); err != nil {
 			return &jobspec.Error{Code: protocol.CodeInvalidField, Field: field,
 				Message: fmt.Sprintf("%s does not render for this run: %v.", field, err)}
 		}
@@ -701,8 +715,9 @@ func (s *Service) applyLimit(ctx context.Context, j jobspec.Job) {
 	// Each limiter by name, with the rate it holds too (one limiter
 	// holding both limits).
 	names := map[string]limiter.Rate{}
+	c := jobspec.Compile(j)
 	if j.Concurrency.Key == "" {
-		st := stagesOf(j, ledger.Run{Job: j.Name})[0]
+		st := stagesOf(c, ledger.Run{Job: j.Name})[0]
 		names[st.name] = st.rate
 	} else {
 		runs, err := s.store.ListUnfinishedRuns(ctx, j.Name)
@@ -715,7 +730,7 @@ func (s *Service) applyLimit(ctx context.Context, j jobspec.Job) {
 			if err != nil {
 				continue // ended and gone since
 			}
-			st := stagesOf(j, r)[0]
+			st := stagesOf(c, r)[0]
 			names[st.name] = st.rate
 		}
 	}

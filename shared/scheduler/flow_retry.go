@@ -25,7 +25,7 @@ func (s *Service) operateRetry(ctx context.Context, key ledger.InstanceKey, ev s
 	if err != nil || !run.ExecutionState.Terminal() {
 		return s.operate(ctx, key, ev) // in its limiters still (or not there: operate says so)
 	}
-	if _, stages := runStages(run); len(stages) == 0 {
+	if _, stages := runStages(&s.compiled, run); len(stages) == 0 {
 		return s.operate(ctx, key, ev)
 	}
 	admitted, err := s.enterStages(ctx, run, entering{})
@@ -111,7 +111,7 @@ func heldDispatches(view ledger.RunView) []effect {
 // run waits in a limiter (an operator's retry of an ended run); looking
 // repairs the limiter, and may admit the run.
 func (s *Service) heldByLimiter(ctx context.Context, run ledger.Run) (bool, error) {
-	if _, stages := runStages(run); len(stages) == 0 {
+	if _, stages := runStages(&s.compiled, run); len(stages) == 0 {
 		return false, nil
 	}
 	ok, err := s.admitRun(ctx, run)

@@ -90,11 +90,11 @@ func (s *Service) LoadJob(ctx context.Context, name string) (ledger.Job, jobspec
 	if err != nil {
 		return ledger.Job{}, jobspec.Job{}, err
 	}
-	j, err := jobspec.Load(sj.Spec)
+	c, err := s.compiled.of(sj.Spec)
 	if err != nil {
 		return sj, jobspec.Job{}, fmt.Errorf("load job %s: %w", name, err)
 	}
-	return sj, j, nil
+	return sj, c.Job, nil
 }
 
 // TriggerRequest is a run to start.
@@ -360,11 +360,12 @@ type crossJob struct {
 // closed: a spec that cannot be read counts as not met, so the run waits
 // until its dependency timeout (the default one) ends it.
 func (s *Service) crossJobVerdict(ctx context.Context, run ledger.Run) (crossJob, error) {
-	j, err := jobspec.Load(run.Spec)
+	c, err := s.compiled.of(run.Spec)
 	if err != nil {
 		s.log.WarnContext(ctx, "run spec unreadable: its job dependencies count as not met", "run_id", run.ID, "error", err.Error())
 		return s.waitOrTimeOut(run, jobspec.DefaultDependencyTimeout, nil), nil
 	}
+	j := c.Job
 	if len(j.DependsOnJobs) == 0 {
 		return crossJob{Verdict: statemodel.DepsMet}, nil
 	}

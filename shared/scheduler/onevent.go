@@ -380,10 +380,10 @@ func (s *Service) loadIndexedJob(ctx context.Context, sj ledger.Job) (indexedJob
 		}
 		spec = full.Spec
 	}
-	j, err := jobspec.Load(spec)
+	c, err := s.compiled.of(spec)
 	if err != nil {
 		s.log.ErrorContext(ctx, "event index: job definition does not load", "job", sj.Name, "error", err.Error())
 		return indexedJob{}, false
 	}
-	return indexedJob{version: sj.Version, spec: j}, true
+	return indexedJob{version: sj.Version, spec: c.Job}, true
 }

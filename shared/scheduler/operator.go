@@ -108,7 +108,7 @@ func (s *Service) ResumeRun(ctx context.Context, runID, reason string) error {
 // place) or resumed. A run admitted in its last limiter waits nowhere.
 func (s *Service) pauseInLimiters(ctx context.Context, view ledger.RunView, paused bool) error {
 	run := view.Run
-	j, stages := runStages(run)
+	c, stages := runStages(&s.compiled, run)
 	if len(stages) == 0 || run.ExecutionState.Terminal() || admittedInEvery(run, stages) {
 		return nil
 	}
@@ -118,7 +118,7 @@ func (s *Service) pauseInLimiters(ctx context.Context, view ledger.RunView, paus
 	}) {
 		return nil // nothing of it waits for an admission
 	}
-	place := runPlace(j, run)
+	place := runPlace(c, run)
 	for _, st := range stages {
 		if _, err := s.turns.PauseWaiting(ctx, s.store, st.name, place, paused); err != nil {
 			return err

@@ -225,6 +225,9 @@ type Service struct {
 	// metricsMu keeps each embedded-metric line whole on Config.Metrics,
 	// which passes running at once share.
 	metricsMu sync.Mutex
+
+	// compiled keeps the job versions compiled once (compiled.go).
+	compiled compiledJobs
 }
 
 // New builds a Service of cfg with its defaults, or fails naming the

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
 	"github.com/runledger/runledger/statemodel/limiter"
@@ -51,11 +50,11 @@ type taskSlot struct {
 
 // slotOf is the task limiter key's instance stands in (a map child: its
 // map task's), false for a task without a concurrency.
-func slotOf(run ledger.Run, key ledger.InstanceKey) (taskSlot, bool) {
+func slotOf(jobs *compiledJobs, run ledger.Run, key ledger.InstanceKey) (taskSlot, bool) {
 	if !bytes.Contains(run.Spec, []byte(`"concurrency"`)) {
 		return taskSlot{}, false // nothing to parse
 	}
-	j, err := jobspec.Load(run.Spec)
+	cj, err := jobs.of(run.Spec)
 	if err != nil {
 		return taskSlot{}, false
 	}
@@ -63,29 +62,24 @@ func slotOf(run ledger.Run, key ledger.InstanceKey) (taskSlot, bool) {
 	if p, ok := parentKey(key); ok {
 		defID = p.Task
 	}
-	var c *jobspec.Concurrency
-	for _, d := range j.TaskDefs {
-		if d.ID == defID {
-			c = d.Concurrency
-		}
-	}
+	c := cj.TaskConcurrency(defID)
 	if c == nil {
 		return taskSlot{}, false
 	}
 	data := keyData(run)
 	data["Task"] = defID
-	k, err := jobspec.RenderKey(c.Key, data)
+	k, err := cj.TaskKey(defID, data)
 	if err != nil {
 		k = "" // as a run's key the scheduler cannot render
 	}
 	group := c.Group
 	if group == "" {
-		group = j.Name
+		group = cj.Job.Name
 	}
 	shown := limiter.Name(group, k)
 	return taskSlot{
 		shown: shown, name: taskLimiterPrefix + shown, limit: c.Limit,
-		place: limiter.Place{Priority: RunPriority(run), CreatedAt: run.CreatedAt, RunID: holderID(key)},
+		place: limiter.Place{Priority: runPriority(cj, run), CreatedAt: run.CreatedAt, RunID: holderID(key)},
 	}, true
 }
 
@@ -179,7 +173,7 @@ func (s *Service) freeSlot(ctx context.Context, inst ledger.Instance) {
 		}
 		return
 	}
-	if sl, ok := slotOf(run, inst.Key); ok {
+	if sl, ok := slotOf(&s.compiled, run, inst.Key); ok {
 		s.releaseSlot(ctx, sl)
 	}
 }
@@ -283,7 +277,7 @@ func (s *Service) WaitingForSlot(ctx context.Context, view ledger.RunView) (map[
 		if inst.Snapshot.State != statemodel.StateScheduled {
 			continue
 		}
-		sl, ok := slotOf(view.Run, inst.Key)
+		sl, ok := slotOf(&s.compiled, view.Run, inst.Key)
 		if !ok {
 			continue
 		}
@@ -352,7 +346,7 @@ func (s *Service) jobMayHoldSlots(ctx context.Context, job string) bool {
 	}
 	may := true
 	if j, err := s.store.GetJob(ctx, job); err == nil {
-		may = specMayHoldSlots(j.Spec)
+		may = specMayHoldSlots(&s.compiled, j.Spec)
 	} else if !errors.Is(err, ledger.ErrNotFound) {
 		return true // not cached: asked again next time
 	}
@@ -365,15 +359,15 @@ func (s *Service) jobMayHoldSlots(ctx context.Context, job string) bool {
 	return may
 }
 
-func specMayHoldSlots(spec []byte) bool {
+func specMayHoldSlots(jobs *compiledJobs, spec []byte) bool {
 	if !bytes.Contains(spec, []byte(`"concurrency"`)) {
 		return false
 	}
-	j, err := jobspec.Load(spec)
+	c, err := jobs.of(spec)
 	if err != nil {
 		return true
 	}
-	for _, d := range j.TaskDefs {
+	for _, d := range c.Job.TaskDefs {
 		if d.Concurrency != nil {
 			return true
 		}
