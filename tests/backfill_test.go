@@ -157,7 +157,14 @@ func TestCLIBackfill(t *testing.T) {
 	to := from.AddDate(0, 0, 30)
 	rng := []string{"--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339)}
 	for _, job := range []string{"daily", "twice", "held"} {
-		s.createJob(quickJob(job, map[string]any{"schedule": map[string]any{"cron": "0 0 * * *", "timezone": "UTC"}}))
+		// A heartbeat timeout of 15 s, not quickJob's 2 s: these runs check
+		// that each slot runs once, and on a loaded machine a 2 s beat
+		// slipped, the attempt went LOST and its retry ran the slot again
+		// (at least once, as documented, but not what this test counts).
+		s.createJob(quickJob(job, map[string]any{
+			"schedule": map[string]any{"cron": "0 0 * * *", "timezone": "UTC"},
+			"timeouts": map[string]any{"heartbeat": "15s", "queue": "30s", "cancel": "2s", "run": "1m"},
+		}))
 	}
 
 	t.Run("30 daily slots, max_active 3", func(t *testing.T) {
