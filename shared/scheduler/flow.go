@@ -545,10 +545,10 @@ func (s *Service) listAdmission(ctx context.Context, run ledger.Run, states map[
 // after the last that admitted it (its entry under way), else the first.
 func waitingStage(run ledger.Run, stages []stage) stage {
 	for i, st := range stages {
-		if run.WaitingIn == st.name || (run.WaitingIn == "" && run.AdmittedIn == st.name && i+1 < len(stages)) {
-			if run.WaitingIn == st.name {
-				return st
-			}
+		switch {
+		case run.WaitingIn == st.name:
+			return st
+		case run.WaitingIn == "" && run.AdmittedIn == st.name && i+1 < len(stages):
 			return stages[i+1]
 		}
 	}
