@@ -195,6 +195,7 @@ func (s *Store) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) error {
 	// The items of each run the write changes (w's own, then Also's),
 	// and the live checks, by action.
 	live := map[int]string{}
+	var index []int // the index entries the write changes, by size
 	for _, c := range append([]ledger.LimiterWrite{w}, w.Also...) {
 		if p := c.DeleteWaiting; p != nil {
 			add(types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: keyOf(pk, prefixLimWait+p.SortKey()),
@@ -240,12 +241,15 @@ func (s *Store) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) error {
 				live[len(actions)] = c.LiveRun
 			}
 			add(runMark(s.table, w.Name, *c.Mark, c.LiveRun != ""), runMarkSize)
+			// The run is unfinished (it enters or waits): its entry in
+			// the live index, which copies the whole item, changes too.
+			index = append(index, runMarkSize)
 		case c.LiveRun != "":
 			live[len(actions)] = c.LiveRun
 			add(liveRunCheck(s.table, c.LiveRun), runMarkSize)
 		}
 	}
-	err := s.transact(ctx, "write_limiter", actions, sizes, nil)
+	err := s.transact(ctx, "write_limiter", actions, sizes, index)
 	if err != nil {
 		if reasons := cancellation(err); reasons != nil {
 			for i, id := range live {
