@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runledger/runledger/client"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -43,14 +44,7 @@ func detail(t client.Task) string {
 	if len(t.Attempts) == 0 {
 		return slotDetail(t)
 	}
-	a := t.Attempts[len(t.Attempts)-1]
-	var parts []string
-	if a.ExitCode != nil && *a.ExitCode != 0 {
-		parts = append(parts, fmt.Sprintf("exit %d", *a.ExitCode))
-	}
-	if a.ErrorCategory != "" {
-		parts = append(parts, a.ErrorCategory)
-	}
+	parts := attemptDetail(t.Attempts[len(t.Attempts)-1])
 	if t.CancelRequested && !t.State.Terminal() {
 		parts = append(parts, "cancel requested")
 	}
@@ -59,6 +53,19 @@ func detail(t client.Task) string {
 		parts = append(parts, slot)
 	}
 	return strings.Join(parts, " ")
+}
+
+// attemptDetail says how an attempt ended: its exit code when not 0 and
+// its error category.
+func attemptDetail(a protocol.Attempt) []string {
+	var parts []string
+	if a.ExitCode != nil && *a.ExitCode != 0 {
+		parts = append(parts, fmt.Sprintf("exit %d", *a.ExitCode))
+	}
+	if a.ErrorCategory != "" {
+		parts = append(parts, a.ErrorCategory)
+	}
+	return parts
 }
 
 // dagLine is one task of the drawing: the tree's prefix, the task, and the
@@ -151,10 +158,12 @@ func (f followFlags) stopped(ctx context.Context, run string) error {
 	return fmt.Errorf("stopped following run %s before it ended (it goes on)", run)
 }
 
-// taskMark is what a follower compares to see a task change.
+// taskMark is what a follower compares to see a task change, and the
+// last attempt whose end it printed.
 type taskMark struct {
 	state   statemodel.InstanceState
 	attempt int
+	ended   int
 }
 
 // follow reads the run every interval until it ends, printing a line per
@@ -193,9 +202,11 @@ func follow(cmd *cobra.Command, c *client.Client, api *apiFlags, run string, f f
 }
 
 // printChanges prints a line per task whose state or attempt differs from
-// what seen holds, and records it.
+// what seen holds, and records it. An attempt that began and ended between
+// two reads still gets its line (its outcome, from the task's attempts), so
+// a quick retry never hides the failure before it.
 func printChanges(out io.Writer, d client.RunDetail, seen map[string]taskMark) {
-	now := time.Now().UTC().Format("15:04:05.000")
+	now := time.Now().UTC()
 	lines := dagLines(d.Tasks)
 	width := 0
 	for _, l := range lines {
@@ -203,26 +214,43 @@ func printChanges(out io.Writer, d client.RunDetail, seen map[string]taskMark) {
 	}
 	for _, l := range lines {
 		t := l.task
-		m := taskMark{state: t.State, attempt: t.Attempt}
 		prev, ok := seen[t.Task]
-		if ok && prev == m {
+		m := taskMark{state: t.State, attempt: t.Attempt, ended: prev.ended}
+		if ok && prev.state == m.state && prev.attempt == m.attempt {
 			continue
 		}
-		seen[t.Task] = m
+		for _, a := range t.Attempts {
+			if a.N <= m.ended || a.N >= t.Attempt || a.EndedAt.IsZero() {
+				continue
+			}
+			line := fmt.Sprintf("%s  %-*s  %s  attempt %d", stamp(a.EndedAt), width, t.Task, a.State, a.N)
+			if d := attemptDetail(a); len(d) > 0 {
+				line += "  (" + strings.Join(d, " ") + ")"
+			}
+			fmt.Fprintln(out, line)
+			m.ended, ok = a.N, false
+		}
 		change := string(t.State)
 		if ok && prev.state != m.state {
 			change = string(prev.state) + " -> " + change
 		}
-		line := fmt.Sprintf("%s  %-*s  %s", now, width, t.Task, change)
+		line := fmt.Sprintf("%s  %-*s  %s", stamp(now), width, t.Task, change)
 		if t.Attempt > 0 {
 			line += fmt.Sprintf("  attempt %d", t.Attempt)
 		}
-		if d := detail(t); d != "" && (t.State.Terminal() || t.State == statemodel.StateUpForRetry) {
-			line += "  (" + d + ")"
+		if t.State.Terminal() || t.State == statemodel.StateUpForRetry {
+			m.ended = t.Attempt
+			if d := detail(t); d != "" {
+				line += "  (" + d + ")"
+			}
 		}
+		seen[t.Task] = m
 		fmt.Fprintln(out, line)
 	}
 }
+
+// stamp is a follower line's time of day, in UTC.
+func stamp(at time.Time) string { return at.UTC().Format("15:04:05.000") }
 
 // ended reports a run that ended: exit 0 when it SUCCEEDED, else 1.
 func ended(cmd *cobra.Command, api *apiFlags, d client.RunDetail) error {
