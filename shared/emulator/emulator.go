@@ -92,6 +92,9 @@ type Env struct {
 	procs  []*process
 	log    *slog.Logger
 
+	// spawner forks the servers this Env starts; nil when it starts none.
+	spawner *spawner
+
 	dataDir string // Options.DataDir, absolute
 
 	// wantDynamo and wantSQS: the services Options.Services asked for.
@@ -172,6 +175,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		if err := l.ensureInstalled(ctx, log); err != nil {
 			return nil, fmt.Errorf("start emulators: %w", err)
 		}
+		env.spawner = newSpawner()
 		if err := env.startServers(ctx, l, timeout); err != nil {
 			env.Stop()
 			return nil, fmt.Errorf("start emulators: %w", err)
@@ -375,7 +379,7 @@ func (e *Env) startServer(ctx context.Context, s serverSpec, timeout time.Durati
 			return nil, Endpoint{}, fmt.Errorf("start %s: %w", s.service, err)
 		}
 		began := time.Now()
-		p, err := spawn(s.service, s.dir, s.bin, s.args(port), append(os.Environ(), watchStdinEnv+"=1"))
+		p, err := e.spawner.spawn(s.service, s.dir, s.bin, s.args(port), append(os.Environ(), watchStdinEnv+"=1"))
 		if err != nil {
 			return nil, Endpoint{}, err
 		}
@@ -565,6 +569,9 @@ func (e *Env) Stop() error {
 		var errs []error
 		for _, p := range e.procs {
 			errs = append(errs, p.stop())
+		}
+		if e.spawner != nil {
+			e.spawner.close()
 		}
 		e.stopErr = errors.Join(errs...)
 	})

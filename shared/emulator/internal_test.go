@@ -117,7 +117,9 @@ func TestConfiguredEndpoint(t *testing.T) {
 // A server that dies before it is ready yields an error carrying its output.
 func TestWaitReadyReportsEarlyExit(t *testing.T) {
 	t.Parallel()
-	p, err := spawn("doomed", t.TempDir(), "/bin/sh", []string{"-c", "echo 'cannot open the database' >&2; exit 3"}, nil)
+	sp := newSpawner()
+	defer sp.close()
+	p, err := sp.spawn("doomed", t.TempDir(), "/bin/sh", []string{"-c", "echo 'cannot open the database' >&2; exit 3"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +136,8 @@ func TestWaitReadyReportsEarlyExit(t *testing.T) {
 // A server that never listens times out, and startServer kills it.
 func TestStartServerTimeoutKillsServer(t *testing.T) {
 	t.Parallel()
-	env := &Env{log: slog.New(slog.DiscardHandler)}
+	env := &Env{log: slog.New(slog.DiscardHandler), spawner: newSpawner()}
+	defer env.Stop()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	_, _, err := env.startServer(t.Context(), serverSpec{
 		service: "silent",

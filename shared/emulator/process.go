@@ -26,6 +26,7 @@ type process struct {
 	// parentPipe is the write end of the server's stdin. Nothing is ever
 	// written to it; it is closed once the server is reaped.
 	parentPipe *os.File
+	spawner    *spawner
 
 	stopOnce sync.Once
 	stopErr  error
@@ -37,12 +38,52 @@ type process struct {
 // kernel offers none (everywhere but Linux), and a second one on Linux.
 const watchStdinEnv = "RUNLEDGER_WATCH_STDIN"
 
-// heldPipes keeps every open parentPipe reachable: the garbage collector
-// closes an unreachable *os.File, which would make a server exit while the
-// Env that started it, merely forgotten, has not been stopped.
-var heldPipes sync.Map // *os.File -> struct{}
+// spawner starts an Env's servers and keeps each open parentPipe reachable
+// until its server is reaped: the garbage collector closes an unreachable
+// *os.File, which would make a server exit while the Env that started it,
+// merely forgotten, has not been stopped. The spawner's own goroutine (the
+// thread it forks from, process_linux.go) holds it, so it stays reachable
+// until close.
+type spawner struct {
+	queue chan func()
 
-func spawn(name, dir, bin string, args, env []string) (*process, error) {
+	mu    sync.Mutex
+	pipes map[*os.File]struct{}
+}
+
+// newSpawner starts the goroutine that forks every server of one Env.
+func newSpawner() *spawner {
+	sp := &spawner{queue: make(chan func()), pipes: map[*os.File]struct{}{}}
+	go sp.serve()
+	return sp
+}
+
+// do runs f on the spawner's goroutine and waits for it.
+func (sp *spawner) do(f func()) {
+	done := make(chan struct{})
+	sp.queue <- func() { defer close(done); f() }
+	<-done
+}
+
+// close ends the spawner's goroutine once its servers are reaped.
+func (sp *spawner) close() { close(sp.queue) }
+
+func (sp *spawner) hold(f *os.File) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.pipes[f] = struct{}{}
+}
+
+// release reports whether f was held, and forgets it.
+func (sp *spawner) release(f *os.File) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	_, held := sp.pipes[f]
+	delete(sp.pipes, f)
+	return held
+}
+
+func (sp *spawner) spawn(name, dir, bin string, args, env []string) (*process, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -58,14 +99,14 @@ func spawn(name, dir, bin string, args, env []string) (*process, error) {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	cmd.Stdin = stdin
-	err = startChild(cmd)
+	sp.do(func() { err = cmd.Start() })
 	stdin.Close()
 	if err != nil {
 		parentPipe.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	heldPipes.Store(parentPipe, struct{}{})
-	p := &process{name: name, cmd: cmd, out: out, exited: make(chan struct{}), parentPipe: parentPipe}
+	sp.hold(parentPipe)
+	p := &process{name: name, cmd: cmd, out: out, exited: make(chan struct{}), parentPipe: parentPipe, spawner: sp}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
@@ -80,7 +121,7 @@ var ErrListenersUnsupported = errors.New("listing a process's listening sockets 
 // closeParentPipe closes the server's stdin from this end, as the kernel
 // does when this process dies.
 func (p *process) closeParentPipe() {
-	if _, held := heldPipes.LoadAndDelete(p.parentPipe); held {
+	if p.spawner.release(p.parentPipe) {
 		p.parentPipe.Close()
 	}
 }

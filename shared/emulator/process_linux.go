@@ -9,12 +9,10 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 )
 
@@ -24,35 +22,16 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
-// startChild starts cmd from the spawn thread (see onSpawnThread).
-func startChild(cmd *exec.Cmd) error {
-	var err error
-	onSpawnThread(func() { err = cmd.Start() })
-	return err
-}
-
-// Pdeathsig fires when the *thread* that forked the child exits, not the
-// process. Go may retire a thread (a goroutine that exits while locked to
-// it), so every server is forked from one goroutine locked to its thread
-// for the life of the process.
-var (
-	spawnOnce  sync.Once
-	spawnQueue chan func()
-)
-
-func onSpawnThread(f func()) {
-	spawnOnce.Do(func() {
-		spawnQueue = make(chan func())
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread must outlive every child
-			for f := range spawnQueue {
-				f()
-			}
-		}()
-	})
-	done := make(chan struct{})
-	spawnQueue <- func() { defer close(done); f() }
-	<-done
+// serve runs the spawner's work on one goroutine locked to its thread
+// until close. Pdeathsig fires when the *thread* that forked the child
+// exits, not the process, and Go may retire a thread (a goroutine that
+// exits while locked to it): so every server of an Env is forked from this
+// one thread, which lives until the Env has stopped them all.
+func (sp *spawner) serve() {
+	runtime.LockOSThread() // never unlocked: the thread must outlive every child
+	for f := range sp.queue {
+		f()
+	}
 }
 
 // ownsPort reports whether the server itself holds a listening TCP socket

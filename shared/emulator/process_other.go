@@ -18,7 +18,13 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 
-func startChild(cmd *exec.Cmd) error { return cmd.Start() }
+// serve runs the spawner's work until close. Only Linux ties a child's
+// life to the thread that forked it; here any thread will do.
+func (sp *spawner) serve() {
+	for f := range sp.queue {
+		f()
+	}
+}
 
 // ownsPort reports whether the server, rather than another process that
 // grabbed the port first, is the one listening on port. Without /proc the

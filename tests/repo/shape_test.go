@@ -24,7 +24,7 @@ func TestShapeStaysWithinItsCeilings(t *testing.T) {
 	}{
 		{"methods on the largest type (" + f.LargestType + ")", f.LargestMethods, 176},
 		{"file-to-file arrows on a cycle (" + f.TangledPackage + ")", f.BackArrows, 161},
-		{"package-level mutable variables", len(f.MutableVars), 3},
+		{"package-level mutable variables", len(f.MutableVars), 0},
 		{"read-decide-write loops", len(f.UpdateLoops), 8},
 		{"jobspec.Load calls in the scheduler", len(f.SchedulerJobspecLoads), 1},
 	} {
