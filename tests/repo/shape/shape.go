@@ -38,6 +38,12 @@ type Figures struct {
 	// SchedulerJobspecLoads are the calls of jobspec.Load in the
 	// scheduler's package.
 	SchedulerJobspecLoads []string
+	// Rooms are the packages under shared/scheduler/, the kernel's rooms;
+	// RoomBackImports their imports that run back up: of the kernel
+	// (shared/scheduler), of a package that imports the kernel (its
+	// callers: the API, the composition root...), or of another room.
+	Rooms           []string
+	RoomBackImports []string
 }
 
 // String is the figures as a closing note quotes them.
@@ -48,6 +54,7 @@ func (f Figures) String() string {
 	fmt.Fprintf(&b, "package-level mutable variables: %d %v\n", len(f.MutableVars), f.MutableVars)
 	fmt.Fprintf(&b, "read-decide-write loops: %d %v\n", len(f.UpdateLoops), f.UpdateLoops)
 	fmt.Fprintf(&b, "jobspec.Load calls in the scheduler: %d %v\n", len(f.SchedulerJobspecLoads), f.SchedulerJobspecLoads)
+	fmt.Fprintf(&b, "rooms: %d %v; imports from a room back up: %d %v\n", len(f.Rooms), f.Rooms, len(f.RoomBackImports), f.RoomBackImports)
 	return b.String()
 }
 
@@ -78,8 +85,52 @@ func Measure(root string) (Figures, error) {
 			f.SchedulerJobspecLoads = calls(fset, p, "jobspec", "Load")
 		}
 	}
+	f.Rooms, f.RoomBackImports = roomImports(pkgs)
 	return f, nil
 }
+
+// kernelDir is the kernel's package; the packages under it are its rooms.
+const kernelDir = "shared/scheduler"
+
+// roomImports lists the rooms and their imports that run back up.
+func roomImports(pkgs []pkg) (rooms, back []string) {
+	imports := map[string][]string{} // dir -> the module's dirs it imports
+	for _, p := range pkgs {
+		for _, file := range p.files {
+			for _, spec := range file.Imports {
+				path := strings.Trim(spec.Path.Value, `"`)
+				for _, q := range pkgs {
+					if path == q.dir || strings.HasSuffix(path, "/"+q.dir) {
+						imports[p.dir] = append(imports[p.dir], q.dir)
+					}
+				}
+			}
+		}
+	}
+	callers := map[string]bool{kernelDir: true}
+	for dir, to := range imports {
+		if slices.Contains(to, kernelDir) && !isRoom(dir) {
+			callers[dir] = true
+		}
+	}
+	for _, p := range pkgs {
+		if !isRoom(p.dir) {
+			continue
+		}
+		rooms = append(rooms, p.dir)
+		seen := map[string]bool{}
+		for _, to := range imports[p.dir] {
+			if !seen[to] && (callers[to] || isRoom(to) && to != p.dir) {
+				seen[to] = true
+				back = append(back, p.dir+" -> "+to)
+			}
+		}
+	}
+	sort.Strings(back)
+	return rooms, back
+}
+
+func isRoom(dir string) bool { return strings.HasPrefix(dir, kernelDir+"/") }
 
 func parseAll(fset *token.FileSet, root string) ([]pkg, error) {
 	byDir := map[string]*pkg{}

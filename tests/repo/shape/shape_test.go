@@ -51,6 +51,19 @@ func init() { testOnly++ }
 var index = map[string]int{}
 func init() { index["a"] = 1 }
 `)
+	write("shared/scheduler/maps/m.go", `package maps
+import ("example/shared/scheduler/flow"; "example/shared/api"; "example/shared/ledger")
+var _ = flow.X
+`)
+	write("shared/scheduler/flow/f.go", `package flow
+import "example/shared/ledger"
+const X = 1
+`)
+	write("shared/api/api.go", `package api
+import "example/shared/scheduler"
+`)
+	write("shared/ledger/l.go", `package ledger
+`)
 	f, err := Measure(root)
 	if err != nil {
 		t.Fatal(err)
@@ -71,5 +84,13 @@ func init() { index["a"] = 1 }
 	}
 	if want := []string{"shared/scheduler/a.go:8"}; !slices.Equal(f.SchedulerJobspecLoads, want) {
 		t.Errorf("jobspec.Load calls %v, want %v", f.SchedulerJobspecLoads, want)
+	}
+	if want := []string{"shared/scheduler/flow", "shared/scheduler/maps"}; !slices.Equal(f.Rooms, want) {
+		t.Errorf("rooms %v, want %v", f.Rooms, want)
+	}
+	// maps imports the API (a caller of the kernel) and another room; the
+	// ledger, below the kernel, is no arrow back.
+	if want := []string{"shared/scheduler/maps -> shared/api", "shared/scheduler/maps -> shared/scheduler/flow"}; !slices.Equal(f.RoomBackImports, want) {
+		t.Errorf("imports back up %v, want %v", f.RoomBackImports, want)
 	}
 }
