@@ -31,11 +31,11 @@ const growthJobs = 1000
 func (b *bench) growth(ctx context.Context, full, empty *devstack.Stack, n int) error {
 	loadStart := time.Now()
 	for i := 1; i < growthJobs; i++ {
-		j, err := jobspec.Parse(fmt.Appendf(nil, `{"name":"filler-%04d","pool":%q}`, i, pool), full.Service.ParseOptions())
+		j, err := jobspec.Parse(fmt.Appendf(nil, `{"name":"filler-%04d","pool":%q}`, i, pool), full.Service.Jobs().ParseOptions())
 		if err != nil {
 			return err
 		}
-		if _, err := full.Service.CreateJob(ctx, j); err != nil {
+		if _, err := full.Service.Jobs().CreateJob(ctx, j); err != nil {
 			return fmt.Errorf("define job %d: %w", i, err)
 		}
 	}

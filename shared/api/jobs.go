@@ -62,7 +62,7 @@ func (h *Handler) createJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := jobspec.Parse(body, h.svc.ParseOptions())
+	j, err := jobspec.Parse(body, h.svc.Jobs().ParseOptions())
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (h *Handler) createJob(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]any{"job": j})
 		return nil
 	}
-	sj, err := h.svc.CreateJob(r.Context(), j)
+	sj, err := h.svc.Jobs().CreateJob(r.Context(), j)
 	if errors.Is(err, ledger.ErrAlreadyExists) {
 		return errf(protocol.CodeConflict, "A job named %q exists already.", j.Name)
 	}
@@ -99,7 +99,7 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	jobs, next, err := h.svc.ListJobs(r.Context(), limit, r.URL.Query().Get("next_token"))
+	jobs, next, err := h.svc.Jobs().ListJobs(r.Context(), limit, r.URL.Query().Get("next_token"))
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) error {
-	sj, err := h.svc.GetJob(r.Context(), r.PathValue("job"))
+	sj, err := h.svc.Jobs().GetJob(r.Context(), r.PathValue("job"))
 	if err != nil {
 		return err
 	}
@@ -133,11 +133,11 @@ func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := jobspec.ParseUpdate(r.PathValue("job"), body, h.svc.ParseOptions())
+	j, err := jobspec.ParseUpdate(r.PathValue("job"), body, h.svc.Jobs().ParseOptions())
 	if err != nil {
 		return err
 	}
-	sj, err := h.svc.UpdateJob(r.Context(), j, expected)
+	sj, err := h.svc.Jobs().UpdateJob(r.Context(), j, expected)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request) error {
 
 func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("job")
-	err := h.svc.DeleteJob(r.Context(), name)
+	err := h.svc.Jobs().DeleteJob(r.Context(), name)
 	if errors.Is(err, ledger.ErrUnfinishedRuns) {
 		return errf(protocol.CodeConflict, "Job %q has unfinished runs; cancel them first.", name)
 	}
@@ -158,7 +158,7 @@ func (h *Handler) deleteJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) pauseJob(w http.ResponseWriter, r *http.Request) error {
-	sj, err := h.svc.PauseJob(r.Context(), r.PathValue("job"))
+	sj, err := h.svc.Jobs().PauseJob(r.Context(), r.PathValue("job"))
 	if err != nil {
 		return err
 	}

@@ -83,7 +83,7 @@ func (h *Handler) dashboard(w http.ResponseWriter, r *http.Request) error {
 // runBody is a whole run's answer. A run whose root tasks wait on other
 // jobs' runs carries waiting_for.
 func (h *Handler) runBody(ctx context.Context, v ledger.RunView) (protocol.RunDetail, error) {
-	waiting, err := h.svc.WaitingFor(ctx, v)
+	waiting, err := h.svc.Jobs().WaitingFor(ctx, v)
 	if err != nil {
 		return protocol.RunDetail{}, err
 	}

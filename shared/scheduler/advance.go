@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/scheduler/jobs"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -330,18 +331,18 @@ func (s *Service) checkDeadline(ctx context.Context, run *ledger.Run) error {
 	return nil
 }
 
-// crossJobCache asks crossJobVerdict once per evaluation, however many
+// crossJobCache asks CrossJobVerdict once per evaluation, however many
 // root tasks the run has and however many passes the evaluation makes.
 type crossJobCache struct {
 	done bool
-	v    crossJob
+	v    jobs.CrossJob
 }
 
-func (c *crossJobCache) verdict(ctx context.Context, s *Service, run ledger.Run) (crossJob, error) {
+func (c *crossJobCache) verdict(ctx context.Context, s *Service, run ledger.Run) (jobs.CrossJob, error) {
 	if c.done {
 		return c.v, nil
 	}
-	v, err := s.crossJobVerdict(ctx, run)
+	v, err := s.jobs.CrossJobVerdict(ctx, run)
 	if err != nil {
 		return v, err
 	}

@@ -44,12 +44,12 @@ func TestDependencyTimeoutEndsTheWait(t *testing.T) {
 	f.createJob(t, `{"name":"down","timeouts":{"dependency":"1h"},"tasks":[{"id":"a"},{"id":"b","depends_on":["a"]}],"depends_on_jobs":[{"job":"up"}]}`)
 	logical := time.Date(2029, 12, 31, 0, 0, 0, 0, time.UTC)
 	v := f.trigger(t, "down", logical)
-	waiting, err := f.svc.WaitingFor(ctx, v)
+	waiting, err := f.svc.Jobs().WaitingFor(ctx, v)
 	if err != nil || len(waiting) != 1 || waiting[0] != (protocol.WaitingFor{Job: "up", LogicalTime: logical, Require: statemodel.RequirePublished}) {
 		t.Fatalf("waiting for %+v (%v), want up at %s, no run yet", waiting, err, logical)
 	}
 	up := f.trigger(t, "up", logical) // QUEUED: no worker serves the pool
-	waiting, err = f.svc.WaitingFor(ctx, f.readRun(t, v.Run.ID))
+	waiting, err = f.svc.Jobs().WaitingFor(ctx, f.readRun(t, v.Run.ID))
 	if err != nil || len(waiting) != 1 || waiting[0].Run != up.Run.ID {
 		t.Fatalf("waiting for %+v (%v), want up's run %s", waiting, err, up.Run.ID)
 	}
@@ -77,7 +77,7 @@ func TestDependencyTimeoutEndsTheWait(t *testing.T) {
 	if last := h[len(h)-1]; last.Event != statemodel.EvDepsTimeout || last.Reason != "dependency_timeout" {
 		t.Fatalf("task a's last record: %s reason %q, want %s with reason dependency_timeout", last.Event, last.Reason, statemodel.EvDepsTimeout)
 	}
-	if waiting, err := f.svc.WaitingFor(ctx, after); err != nil || waiting != nil {
+	if waiting, err := f.svc.Jobs().WaitingFor(ctx, after); err != nil || waiting != nil {
 		t.Fatalf("a finished run still waits for %+v (%v)", waiting, err)
 	}
 }

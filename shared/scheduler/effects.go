@@ -166,7 +166,7 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.armDependencyTimeout(ctx, v)
+		s.jobs.ArmDependencyTimeout(ctx, v)
 		if e.answer != nil {
 			*e.answer = v
 		}
@@ -174,7 +174,8 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 		_, err := s.store.MarkRunStarted(ctx, e.runID)
 		return nil, err
 	case effWakeDependents:
-		return s.dependents(ctx, *e.run)
+		ids, err := s.jobs.Dependents(ctx, *e.run)
+		return advanceEach(ids), err
 	case effAdvanceBackfill:
 		return s.advanceBackfill(ctx, e.run.BackfillID, e.run, 0)
 	case effMapStep:
@@ -185,6 +186,16 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 		return s.admitNewRun(ctx, e)
 	}
 	return nil, nil
+}
+
+// advanceEach is the advance of each run of runIDs: what a finished run's
+// wake of its dependents yields.
+func advanceEach(runIDs []string) []effect {
+	var out []effect
+	for _, id := range runIDs {
+		out = append(out, effect{kind: effAdvanceRun, runID: id})
+	}
+	return out
 }
 
 // withAnswer has a new run's effects complete answer as they are

@@ -98,11 +98,11 @@ const lambdaJob = `{"name":"j","executor":{"type":"lambda","function":"fn"},"tim
 func (f *fixture) triggerJob(t *testing.T, spec string) string {
 	t.Helper()
 	ctx := context.Background()
-	j, err := jobspec.Parse([]byte(spec), f.svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(spec), f.svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
 	v, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: j.Name})

@@ -80,7 +80,7 @@ func TestFlowRaisedLimitAdmitsAtOnce(t *testing.T) {
 			if got := f.nextEnvelope(t); got.Run != runs[0] {
 				t.Fatalf("dispatched %s, want the first run", got.Run)
 			}
-			j, err := jobspec.Parse([]byte(def(3)), f.svc.ParseOptions())
+			j, err := jobspec.Parse([]byte(def(3)), f.svc.Jobs().ParseOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +88,7 @@ func TestFlowRaisedLimitAdmitsAtOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := f.svc.UpdateJob(ctx, j, cur.Version); err != nil {
+			if _, err := f.svc.Jobs().UpdateJob(ctx, j, cur.Version); err != nil {
 				t.Fatal(err)
 			}
 			got := map[string]bool{}

@@ -28,11 +28,11 @@ func (f *fixture) counted(c *emulatortest.ReadCounter) *scheduler.Service {
 
 func (f *fixture) createJob(t *testing.T, def string) {
 	t.Helper()
-	j, err := jobspec.Parse([]byte(def), f.svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(def), f.svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.CreateJob(context.Background(), j); err != nil {
+	if _, err := f.svc.Jobs().CreateJob(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -107,11 +107,11 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 func TestTriggerChecksTheEnvelope(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	j, err := jobspec.Parse([]byte(`{"name":"j","payload":{"text":"`+strings.Repeat("<&>", 20_000)+`"}}`), f.svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(`{"name":"j","payload":{"text":"`+strings.Repeat("<&>", 20_000)+`"}}`), f.svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
 	params := func(s string) json.RawMessage { return json.RawMessage(`{"p":"` + s + `"}`) }
@@ -162,11 +162,11 @@ func TestUndispatchableFailsAfterTheQueueTimeout(t *testing.T) {
 	svc := mustNew(f.st, f.q, scheduler.Config{
 		Pools: map[string]string{"default": f.pool + "-deleted"}, Now: f.clock.Now,
 	})
-	j, err := jobspec.Parse([]byte(`{"name":"j","timeouts":{"queue":"5m"},"retry":{"max_attempts":3}}`), svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(`{"name":"j","timeouts":{"queue":"5m"},"retry":{"max_attempts":3}}`), svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.CreateJob(ctx, j); err != nil {
+	if _, err := svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
 	v, _, err := svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})
@@ -214,11 +214,11 @@ func TestUndispatchableFailsAfterTheQueueTimeout(t *testing.T) {
 func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	j, err := jobspec.Parse([]byte(`{"name":"j","retry":{"max_attempts":1}}`), f.svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(`{"name":"j","retry":{"max_attempts":1}}`), f.svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
 	v, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})

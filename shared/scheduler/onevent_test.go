@@ -47,11 +47,11 @@ func eventFixture(t *testing.T) (*scheduler.Service, *fixture, *signalLog) {
 
 func createJobOn(t *testing.T, svc *scheduler.Service, def string) {
 	t.Helper()
-	j, err := jobspec.Parse([]byte(def), svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(def), svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.CreateJob(context.Background(), j); err != nil {
+	if _, err := svc.Jobs().CreateJob(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -161,17 +161,17 @@ func TestEventIndexFollowsJobWrites(t *testing.T) {
 	if out, _ := svc.StartFromEvent(ctx, []byte(orderEvent)); len(out.Runs) != 0 {
 		t.Fatalf("the first pattern matched: %+v", out)
 	}
-	j, err := jobspec.ParseUpdate("fulfil", []byte(`{"on_event": [{"pattern": {"source": ["shop"]}}]}`), svc.ParseOptions())
+	j, err := jobspec.ParseUpdate("fulfil", []byte(`{"on_event": [{"pattern": {"source": ["shop"]}}]}`), svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.UpdateJob(ctx, j, 1); err != nil {
+	if _, err := svc.Jobs().UpdateJob(ctx, j, 1); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := svc.StartFromEvent(ctx, []byte(orderEvent)); err != nil || len(out.Runs) != 1 {
 		t.Fatalf("after the update: %+v %v, want one run", out, err)
 	}
-	if _, err := svc.PauseJob(ctx, "fulfil"); err != nil {
+	if _, err := svc.Jobs().PauseJob(ctx, "fulfil"); err != nil {
 		t.Fatal(err)
 	}
 	second := []byte(`{"id": "e-2", "source": "shop", "detail-type": "x", "detail": {}}`)

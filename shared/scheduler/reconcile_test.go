@@ -166,11 +166,11 @@ func (f *fixture) running(t *testing.T, workerID string) (string, protocol.Envel
 func (f *fixture) runningJob(t *testing.T, spec, workerID string) (string, protocol.Envelope) {
 	t.Helper()
 	ctx := context.Background()
-	j, err := jobspec.Parse([]byte(spec), f.svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(spec), f.svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
 	v, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})

@@ -28,6 +28,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler/jobs"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -204,10 +205,6 @@ type Service struct {
 	// turns is Config.Turns, or the Service's own registry.
 	turns *ledger.Turns
 
-	// deps caches the dependency edges read per job (dependentJobs).
-	depsMu sync.Mutex
-	deps   map[string]dependentsEntry
-
 	// events caches the on_event index (eventIndex).
 	events eventIndexCache
 
@@ -228,6 +225,9 @@ type Service struct {
 
 	// compiled keeps the job versions compiled once (compiled.go).
 	compiled compiledJobs
+
+	// jobs is the jobs room (room_jobs.go).
+	jobs *jobs.Room
 }
 
 // New builds a Service of cfg with its defaults, or fails naming the
@@ -246,6 +246,7 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 	if svc.turns = cfg.Turns; svc.turns == nil {
 		svc.turns = ledger.NewTurns()
 	}
+	svc.jobs = newJobsRoom(svc)
 	// Instances started together (Lambda cold starts) need not all begin
 	// at the same shard.
 	svc.tickShard.Store(uint32(cfg.Random() * tableschema.TimerShards))

@@ -23,11 +23,11 @@ import (
 func (f *fixture) queued(t *testing.T) protocol.Envelope {
 	t.Helper()
 	ctx := context.Background()
-	j, err := jobspec.Parse([]byte(`{"name":"j","timeouts":{"heartbeat":"10s"},"retry":{"max_attempts":3,"initial_interval":"1s","jitter":"none"}}`), f.svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(`{"name":"j","timeouts":{"heartbeat":"10s"},"retry":{"max_attempts":3,"initial_interval":"1s","jitter":"none"}}`), f.svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"}); err != nil {
@@ -245,11 +245,11 @@ func TestRefusedReportAnswersItsRealCode(t *testing.T) {
 func TestClaimAnswersWithTheEnvelope(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	j, err := jobspec.Parse([]byte(`{"name":"env","payload":{"n":7}}`), f.svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(`{"name":"env","payload":{"n":7}}`), f.svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "env", Params: []byte(`{"day":"mon"}`)}); err != nil {
@@ -296,11 +296,11 @@ func TestClaimBeforeTheDispatchWriteIsNotARefusal(t *testing.T) {
 		Pools: map[string]string{"default": pool}, Now: c.Now, ClaimWait: 20 * time.Millisecond,
 	})
 	ctx := context.Background()
-	j, err := jobspec.Parse([]byte(`{"name":"early"}`), svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(`{"name":"early"}`), svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.CreateJob(ctx, j); err != nil {
+	if _, err := svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
 	v, _, err := svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "early"})
@@ -328,11 +328,11 @@ func TestNewRunDispatchesItsRootTasksInOneBatch(t *testing.T) {
 	f := newFixture(t)
 	mq := f.q.(*memQueue)
 	ctx := context.Background()
-	j, err := jobspec.Parse([]byte(`{"name":"roots","tasks":[{"id":"a"},{"id":"b"},{"id":"c"}]}`), f.svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(`{"name":"roots","tasks":[{"id":"a"},{"id":"b"},{"id":"c"}]}`), f.svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
 	before := len(mq.batchSizes())
@@ -356,11 +356,11 @@ func TestFanOutDispatchesInOneBatch(t *testing.T) {
 	f := newFixture(t)
 	mq := f.q.(*memQueue)
 	ctx := context.Background()
-	j, err := jobspec.Parse([]byte(`{"name":"fan","tasks":[{"id":"a"},{"id":"b","depends_on":["a"]},{"id":"c","depends_on":["a"]},{"id":"d","depends_on":["a"]}]}`), f.svc.ParseOptions())
+	j, err := jobspec.Parse([]byte(`{"name":"fan","tasks":[{"id":"a"},{"id":"b","depends_on":["a"]},{"id":"c","depends_on":["a"]},{"id":"d","depends_on":["a"]}]}`), f.svc.Jobs().ParseOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.CreateJob(ctx, j); err != nil {
+	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "fan"}); err != nil {

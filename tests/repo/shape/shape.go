@@ -36,7 +36,7 @@ type Figures struct {
 	// body that names ErrVersionConflict): read-decide-write loops.
 	UpdateLoops []string
 	// SchedulerJobspecLoads are the calls of jobspec.Load in the
-	// scheduler's package.
+	// scheduler's package and the packages under it (its rooms).
 	SchedulerJobspecLoads []string
 	// Rooms are the packages under shared/scheduler/, the kernel's rooms;
 	// RoomBackImports their imports that run back up: of the kernel
@@ -81,8 +81,8 @@ func Measure(root string) (Figures, error) {
 		}
 		f.MutableVars = append(f.MutableVars, mutableVars(p)...)
 		f.UpdateLoops = append(f.UpdateLoops, updateLoops(fset, p)...)
-		if p.dir == "shared/scheduler" {
-			f.SchedulerJobspecLoads = calls(fset, p, "jobspec", "Load")
+		if p.dir == "shared/scheduler" || strings.HasPrefix(p.dir, "shared/scheduler/") {
+			f.SchedulerJobspecLoads = append(f.SchedulerJobspecLoads, calls(fset, p, "jobspec", "Load")...)
 		}
 	}
 	f.Rooms, f.RoomBackImports = roomImports(pkgs)

@@ -43,6 +43,10 @@ func loop(st store) {
 	write("shared/scheduler/c.go", `package scheduler
 func leaf() {}
 `)
+	write("shared/scheduler/room/r.go", `package room
+import "example/jobspec"
+func load() { _, _ = jobspec.Load(nil) }
+`)
 	write("shared/scheduler/a_test.go", `package scheduler
 var testOnly = 1
 func init() { testOnly++ }
@@ -82,8 +86,8 @@ import "example/shared/scheduler"
 	if want := []string{"shared/scheduler/b.go:loop"}; !slices.Equal(f.UpdateLoops, want) {
 		t.Errorf("read-decide-write loops %v, want %v (the bounded loop that reads and writes)", f.UpdateLoops, want)
 	}
-	if want := []string{"shared/scheduler/a.go:8"}; !slices.Equal(f.SchedulerJobspecLoads, want) {
-		t.Errorf("jobspec.Load calls %v, want %v", f.SchedulerJobspecLoads, want)
+	if want := []string{"shared/scheduler/a.go:8", "shared/scheduler/room/r.go:3"}; !slices.Equal(f.SchedulerJobspecLoads, want) {
+		t.Errorf("jobspec.Load calls %v, want %v (the scheduler's and its rooms')", f.SchedulerJobspecLoads, want)
 	}
 	if want := []string{"shared/scheduler/flow", "shared/scheduler/maps"}; !slices.Equal(f.Rooms, want) {
 		t.Errorf("rooms %v, want %v", f.Rooms, want)

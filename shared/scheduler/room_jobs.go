@@ -1,0 +1,46 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+
+	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/scheduler/jobs"
+)
+
+// jobsKernel is the kernel as the jobs room sees it (jobs.Kernel).
+type jobsKernel struct{ s *Service }
+
+func (k jobsKernel) CompiledJob(spec []byte) (*jobspec.Compiled, error) { return k.s.compiled.of(spec) }
+
+func (k jobsKernel) CheckGroupLimits(ctx context.Context, j jobspec.Job) error {
+	return k.s.checkGroupLimits(ctx, j)
+}
+
+func (k jobsKernel) ApplyLimit(ctx context.Context, j jobspec.Job) { k.s.applyLimit(ctx, j) }
+
+func (k jobsKernel) ForgetEventIndex() { k.s.forgetEventIndex() }
+
+func (k jobsKernel) RunAt(ctx context.Context, job string, logical time.Time) (ledger.Run, bool, error) {
+	return k.s.runAt(ctx, job, logical)
+}
+
+func (k jobsKernel) ArmTimer(ctx context.Context, key ledger.InstanceKey, at time.Time) {
+	k.s.armTimer(ctx, key, at)
+}
+
+// newJobsRoom builds the Service's jobs room.
+func newJobsRoom(s *Service) *jobs.Room {
+	return jobs.New(jobs.Params{Kernel: jobsKernel{s}, Store: s.store, Pools: s.cfg.Pools, Allowed: s.cfg.Allowed, Now: s.now, Log: s.log})
+}
+
+// Jobs is the jobs room: job definitions and the dependencies between
+// jobs.
+func (s *Service) Jobs() *jobs.Room { return s.jobs }
+
+// LoadJob reads a job and its definition (jobs.Room.LoadJob), for the
+// kernel's run starts, catch-up and backfills.
+func (s *Service) LoadJob(ctx context.Context, name string) (ledger.Job, jobspec.Job, error) {
+	return s.jobs.LoadJob(ctx, name)
+}
