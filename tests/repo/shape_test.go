@@ -22,8 +22,8 @@ func TestShapeStaysWithinItsCeilings(t *testing.T) {
 		what      string
 		got, most int
 	}{
-		{"methods on the largest type (" + f.LargestType + ")", f.LargestMethods, 176},
-		{"file-to-file arrows on a cycle (" + f.TangledPackage + ")", f.BackArrows, 161},
+		{"methods on the largest type (" + f.LargestType + ")", f.LargestMethods, 162},
+		{"file-to-file arrows on a cycle (" + f.TangledPackage + ")", f.BackArrows, 160},
 		{"package-level mutable variables", len(f.MutableVars), 0},
 		{"read-decide-write loops", len(f.UpdateLoops), 8},
 		{"jobspec.Load calls in the scheduler", len(f.SchedulerJobspecLoads), 1},

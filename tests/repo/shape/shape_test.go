@@ -89,7 +89,7 @@ import "example/shared/scheduler"
 	if want := []string{"shared/scheduler/a.go:8", "shared/scheduler/room/r.go:3"}; !slices.Equal(f.SchedulerJobspecLoads, want) {
 		t.Errorf("jobspec.Load calls %v, want %v (the scheduler's and its rooms')", f.SchedulerJobspecLoads, want)
 	}
-	if want := []string{"shared/scheduler/flow", "shared/scheduler/maps"}; !slices.Equal(f.Rooms, want) {
+	if want := []string{"shared/scheduler/flow", "shared/scheduler/maps", "shared/scheduler/room"}; !slices.Equal(f.Rooms, want) {
 		t.Errorf("rooms %v, want %v", f.Rooms, want)
 	}
 	// maps imports the API (a caller of the kernel) and another room; the
