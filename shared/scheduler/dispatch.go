@@ -206,7 +206,7 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 		run = r
 	}
 	if sl, ok := s.flow.SlotOf(run, key); ok {
-		held, stands, err := s.flow.HoldSlot(ctx, inst, sl)
+		held, stands, err := s.flow.HoldSlot(ctx, inst, sl, e.handedOn)
 		if held == nil {
 			return nil, dispatched{inst: stands, err: err}
 		}

@@ -96,8 +96,10 @@ func holderKey(id string) (ledger.InstanceKey, bool) {
 }
 
 // takeSlot enters a SCHEDULED instance in its limiter unless it is there
-// already, and reports whether it holds a slot (it may be sent).
-func (r *Room) takeSlot(ctx context.Context, inst ledger.Instance, sl TaskSlot) (bool, error) {
+// already, and reports whether it holds a slot (it may be sent). outer:
+// the hand-off whose effects dispatch it (nil: none), which the holders a
+// release or repair hands the room on to carry.
+func (r *Room) takeSlot(ctx context.Context, inst ledger.Instance, sl TaskSlot, outer *HandOff) (bool, error) {
 	at, err := ledger.FindInLimiter(ctx, r.store, sl.name, sl.place)
 	if err != nil || at.Admitted {
 		return at.Admitted, err
@@ -109,7 +111,7 @@ func (r *Room) takeSlot(ctx context.Context, inst ledger.Instance, sl TaskSlot) 
 		if !r.slots.repairDue(sl.name) {
 			return false, nil
 		}
-		if err := r.repairSlots(ctx, sl.name); err != nil {
+		if err := r.repairSlots(ctx, sl.name, outer); err != nil {
 			return false, err
 		}
 		at, err = ledger.FindInLimiter(ctx, r.store, sl.name, sl.place)
@@ -126,7 +128,7 @@ func (r *Room) takeSlot(ctx context.Context, inst ledger.Instance, sl TaskSlot) 
 	// release found nothing to give back): it leaves again at once. One
 	// that ends after this read is released by its ender.
 	if now, err := r.store.GetInstance(ctx, inst.Key); err == nil && slotDone(now, time.Time{}) {
-		r.releaseSlot(ctx, sl)
+		r.releaseSlot(ctx, sl, outer)
 		return false, nil
 	}
 	return e.Admitted, nil
@@ -174,13 +176,14 @@ func (r *Room) FreeSlot(ctx context.Context, inst ledger.Instance) {
 		return
 	}
 	if sl, ok := r.SlotOf(run, inst.Key); ok {
-		r.releaseSlot(ctx, sl)
+		r.releaseSlot(ctx, sl, nil)
 	}
 }
 
 // releaseSlot gives a holder's slot back, or takes it out of the queue,
-// and hands the room on.
-func (r *Room) releaseSlot(ctx context.Context, sl TaskSlot) {
+// and hands the room on. outer: the hand-off whose effects release it
+// (nil: none).
+func (r *Room) releaseSlot(ctx context.Context, sl TaskSlot, outer *HandOff) {
 	var err error
 	for range 3 {
 		// Admitted, waiting or neither; a hand-off may admit it between
@@ -194,7 +197,7 @@ func (r *Room) releaseSlot(ctx context.Context, sl TaskSlot) {
 		}
 	}
 	if err == nil {
-		err = r.handOnSlots(ctx, sl.name)
+		err = r.handOnSlots(ctx, sl.name, outer)
 	}
 	if err != nil {
 		// A waiting task's timer repairs it.
@@ -205,7 +208,7 @@ func (r *Room) releaseSlot(ctx context.Context, sl TaskSlot) {
 // handOnSlots admits the limiter's next holders while it has room and
 // dispatches each one's task. A holder whose task ended meanwhile gives its
 // slot back at once, and the room goes on.
-func (r *Room) handOnSlots(ctx context.Context, name string) error {
+func (r *Room) handOnSlots(ctx context.Context, name string, outer *HandOff) error {
 	for range limiterHandOnRounds {
 		got, err := r.turns.AdmitNext(ctx, r.store, name, limiter.Rate{}, r.now())
 		var work []Work
@@ -226,7 +229,7 @@ func (r *Room) handOnSlots(ctx context.Context, name string) error {
 				}
 				freed = true
 			case inst.Snapshot.State == statemodel.StateScheduled:
-				work = append(work, Work{Kind: Dispatch, Inst: inst})
+				work = append(work, Work{Kind: Dispatch, Inst: inst, HandOff: outer})
 			}
 		}
 		r.k.Perform(ctx, work...)
@@ -244,7 +247,7 @@ const limiterHandOnRounds = 8
 // repairSlots releases the slots of holders whose tasks left flight while
 // their release was lost (a crash between the two writes), then hands the
 // room on.
-func (r *Room) repairSlots(ctx context.Context, name string) error {
+func (r *Room) repairSlots(ctx context.Context, name string, outer *HandOff) error {
 	adm, err := r.store.ListAdmitted(ctx, name)
 	if err != nil {
 		return err
@@ -265,7 +268,7 @@ func (r *Room) repairSlots(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	return r.handOnSlots(ctx, name)
+	return r.handOnSlots(ctx, name, outer)
 }
 
 // WaitingForSlot answers, for a run answer, the limiter each SCHEDULED task
@@ -378,8 +381,9 @@ func (r *Room) specMayHoldSlots(spec []byte) bool {
 // HoldSlot is a dispatch's look at its task's slot: the instance to send
 // (SCHEDULED, its dependency verdict written) when it holds one, else nil
 // with the instance as it stands (waiting SCHEDULED, or moved on) and
-// what failed.
-func (r *Room) HoldSlot(ctx context.Context, inst ledger.Instance, sl TaskSlot) (*ledger.Instance, ledger.Instance, error) {
+// what failed. h: the hand-off whose effects dispatch it (nil: none); the
+// dispatches of the holders its look hands the room on to carry it.
+func (r *Room) HoldSlot(ctx context.Context, inst ledger.Instance, sl TaskSlot, h *HandOff) (*ledger.Instance, ledger.Instance, error) {
 	if inst.Snapshot.State == statemodel.StateCreated {
 		// The verdict is written before the task enters its limiter, so a
 		// hand-off that admits it finds it SCHEDULED and sends it.
@@ -389,7 +393,7 @@ func (r *Room) HoldSlot(ctx context.Context, inst ledger.Instance, sl TaskSlot) 
 		}
 		inst = written
 	}
-	ok, err := r.takeSlot(ctx, inst, sl)
+	ok, err := r.takeSlot(ctx, inst, sl, h)
 	if err != nil || !ok {
 		return nil, inst, err
 	}
