@@ -27,7 +27,7 @@ func (r *Room) CheckGroupLimits(ctx context.Context, j jobspec.Job) error {
 		for _, lj := range jobs {
 			other, err := r.k.Compiled(lj.Spec)
 			if err != nil {
-				continue // not this package's to judge; LoadJob reports it
+				continue // not the room's to judge; the kernel's LoadJob reports it
 			}
 			if err := jobspec.CheckGroupLimit(j, other.Job); err != nil {
 				return err
