@@ -94,7 +94,7 @@ func (h *Handler) runBody(ctx context.Context, v ledger.RunView) (protocol.RunDe
 	if err := h.addMaps(ctx, v, tasks); err != nil {
 		return protocol.RunDetail{}, err
 	}
-	slots, err := h.svc.WaitingForSlot(ctx, v)
+	slots, err := h.svc.Flow().WaitingForSlot(ctx, v)
 	if err != nil {
 		return protocol.RunDetail{}, err
 	}
@@ -103,7 +103,7 @@ func (h *Handler) runBody(ctx context.Context, v ledger.RunView) (protocol.RunDe
 	}
 	run := renderRun(v.Run)
 	run.WaitingFor = waiting
-	if run.Admission, err = h.svc.Admission(ctx, v); err != nil {
+	if run.Admission, err = h.svc.Flow().Admission(ctx, v); err != nil {
 		return protocol.RunDetail{}, err
 	}
 	return protocol.RunDetail{Run: run, Tasks: tasks}, nil
@@ -193,7 +193,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	adms, err := h.svc.ListAdmissions(r.Context(), runs)
+	adms, err := h.svc.Flow().ListAdmissions(r.Context(), runs)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/scheduler/flow"
 	"github.com/runledger/runledger/shared/scheduler/jobs"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -77,7 +78,7 @@ type derivation struct {
 // ended, the advance of its backfill. current: held was read after the
 // caller's last write, as advance's own read would be. h: the hand-off
 // whose effects advance the run (nil: none).
-func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunView, current, touch bool, h *handOff) ([]effect, error) {
+func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunView, current, touch bool, h *flow.HandOff) ([]effect, error) {
 	// The dispatches decided so far, by task: a round after a version
 	// conflict reads the run again and finds those tasks still CREATED;
 	// they count as SCHEDULED and are not decided twice.
@@ -155,7 +156,7 @@ const (
 // woken). When nothing changed it re-arms a due backstop timer instead, so
 // a live run is re-read once per backstop period, not on every pass. A
 // run that ended hands its room on as part of h's effects.
-func (s *Service) storeDerived(ctx context.Context, r ledger.Run, nodes []statemodel.TaskNode, how derivation, h *handOff) (settle, *ledger.Run, error) {
+func (s *Service) storeDerived(ctx context.Context, r ledger.Run, nodes []statemodel.TaskNode, how derivation, h *flow.HandOff) (settle, *ledger.Run, error) {
 	d := statemodel.DeriveRunState(nodes)
 	pub := statemodel.DerivePublication(nodes)
 	update := ledger.RunUpdate{ExecutionState: d.State, PublicationState: pub}
@@ -202,7 +203,7 @@ func (s *Service) storeDerived(ctx context.Context, r ledger.Run, nodes []statem
 		s.log.InfoContext(ctx, "run finished", "run_id", runID, "job", r.Job,
 			"execution_state", string(updated.ExecutionState), "publication_state", string(updated.PublicationState))
 		s.runEnded(ctx, updated, nodes)
-		s.releaseRun(ctx, updated, h)
+		s.flow.ReleaseRun(ctx, updated, h)
 	}
 	if finished || published {
 		// A dependent may wait for PUBLISHED, which can come before
@@ -223,7 +224,7 @@ func (s *Service) storeDerived(ctx context.Context, r ledger.Run, nodes []statem
 // by the ones written. refused names the tasks whose verdict's write was
 // refused: another writer moved them since the view was read. h: the
 // hand-off whose effects evaluate the run (nil: none).
-func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending map[string]bool, h *handOff) ([]statemodel.TaskNode, []effect, map[string]bool, error) {
+func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending map[string]bool, h *flow.HandOff) ([]statemodel.TaskNode, []effect, map[string]bool, error) {
 	nodes := view.Nodes()
 	for i, t := range view.Tasks {
 		if pending[t.Instance.Key.Task] && nodes[i].State == statemodel.StateCreated {
@@ -236,11 +237,11 @@ func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending ma
 	}
 	var effs []effect
 	cross := crossJobCache{}
-	adm := admission{fresh: neverDispatched(*view), handedOn: h}
+	adm := s.flow.Gate(*view, h)
 	// A run a hand-off just admitted: its roots are decided by that
 	// hand-off's write alone, so their dispatches carry their verdict
 	// (soleVerdict).
-	sole := h.admitted(view.Run.ID)
+	sole := h.Admitted(view.Run.ID)
 	refused := map[string]bool{} // moved by someone else: the next read tells
 	for {
 		progressed := false
@@ -262,7 +263,7 @@ func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending ma
 				// Any task, not only a root: one whose upstream ended
 				// without running (cancelled) may be due while the run
 				// still waits in its limiter.
-				ok, err := adm.admitted(ctx, s, view.Run)
+				ok, err := adm.Admitted(ctx, view.Run)
 				if err != nil {
 					return nodes, effs, nil, err
 				}

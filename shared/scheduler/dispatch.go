@@ -205,10 +205,10 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 		}
 		run = r
 	}
-	if sl, ok := slotOf(&s.compiled, run, key); ok {
-		held, out := s.holdSlot(ctx, inst, sl)
+	if sl, ok := s.flow.SlotOf(run, key); ok {
+		held, stands, err := s.flow.HoldSlot(ctx, inst, sl, e.handedOn)
 		if held == nil {
-			return nil, out
+			return nil, dispatched{inst: stands, err: err}
 		}
 		inst, p.inst, p.events = *held, *held, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/scheduler/flow"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -47,7 +48,7 @@ const (
 	effMapCancel
 	// effAdmitNewRun enters a new run of a limited job in its limiters
 	// from the view its creating write returned, and dispatches its root
-	// tasks once admitted (admitNewRun).
+	// tasks once admitted (flow.Room.AdmitNewRun).
 	effAdmitNewRun
 )
 
@@ -84,10 +85,10 @@ type effect struct {
 	// the run as it read it. Nil: nobody waits for an answer.
 	answer *ledger.RunView
 	task   int
-	// handedOn is the hand-off this effect is part of (see handOff): the
+	// handedOn is the hand-off this effect is part of (flow.HandOff): the
 	// effects it performs, and those they yield, carry what it admitted.
 	// Nil: none.
-	handedOn *handOff
+	handedOn *flow.HandOff
 }
 
 // maxEffects bounds one runner's work. What is left when it runs out is
@@ -183,7 +184,8 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 	case effMapCancel:
 		return s.cancelMap(ctx, e.key)
 	case effAdmitNewRun:
-		return s.admitNewRun(ctx, e)
+		work, err := s.flow.AdmitNewRun(ctx, *e.view, e.answer, e.handedOn)
+		return effectsOfWork(work), err
 	}
 	return nil, nil
 }

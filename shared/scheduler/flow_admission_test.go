@@ -33,12 +33,12 @@ func TestFlowTriggerPriorityAndAdmission(t *testing.T) {
 	if got := scheduler.RunPriority(f.readRun(t, older.Run.ID).Run); got != 3 {
 		t.Fatalf("default priority %d, want 3", got)
 	}
-	adm, err := f.svc.Admission(ctx, f.readRun(t, first.Run.ID))
+	adm, err := f.svc.Flow().Admission(ctx, f.readRun(t, first.Run.ID))
 	if err != nil || adm == nil || adm.State != protocol.AdmissionAdmitted || adm.Limiter != "solo/" || adm.AdmittedAt.IsZero() {
 		t.Fatalf("first run's admission %+v, %v", adm, err)
 	}
 	for id, place := range map[string]int{urgent.Run.ID: 1, older.Run.ID: 2} {
-		adm, err := f.svc.Admission(ctx, f.readRun(t, id))
+		adm, err := f.svc.Flow().Admission(ctx, f.readRun(t, id))
 		if err != nil || adm == nil || adm.State != protocol.AdmissionWaiting || adm.Reason != "concurrency" || adm.Place != place {
 			t.Fatalf("run %s: admission %+v, %v; want waiting for concurrency at %d", id, adm, err, place)
 		}
@@ -55,7 +55,7 @@ func TestFlowNoAdmissionWithoutLimits(t *testing.T) {
 	f := newFixture(t)
 	f.createJob(t, `{"name":"free"}`)
 	v := f.trigger(t, "free", time.Time{})
-	adm, err := f.svc.Admission(context.Background(), f.readRun(t, v.Run.ID))
+	adm, err := f.svc.Flow().Admission(context.Background(), f.readRun(t, v.Run.ID))
 	if err != nil || adm != nil {
 		t.Fatalf("admission %+v, %v; want none", adm, err)
 	}

@@ -55,7 +55,7 @@ func TestFlowPausedWaitingRunIsPassedOver(t *testing.T) {
 			if st := v2.Tasks[0].Instance.Snapshot; st.State != statemodel.StatePaused || st.Attempt != 0 {
 				t.Fatalf("paused waiting run's task: %s attempt %d", st.State, st.Attempt)
 			}
-			adm, err := f.svc.Admission(ctx, v2)
+			adm, err := f.svc.Flow().Admission(ctx, v2)
 			if err != nil || adm == nil || adm.State != protocol.AdmissionWaiting {
 				t.Fatalf("paused waiting run's admission %+v, %v; want waiting", adm, err)
 			}
@@ -67,7 +67,7 @@ func TestFlowPausedWaitingRunIsPassedOver(t *testing.T) {
 			if err := f.svc.ResumeRun(ctx, r[2], "go"); err != nil {
 				t.Fatal(err)
 			}
-			if adm, err := f.svc.Admission(ctx, f.readRun(t, r[2])); err != nil || adm == nil || adm.State != protocol.AdmissionWaiting || adm.Place != 1 {
+			if adm, err := f.svc.Flow().Admission(ctx, f.readRun(t, r[2])); err != nil || adm == nil || adm.State != protocol.AdmissionWaiting || adm.Place != 1 {
 				t.Fatalf("resumed run's admission %+v, %v; want waiting at 1", adm, err)
 			}
 			f.clock.Advance(time.Second)
@@ -82,7 +82,7 @@ func TestFlowPausedWaitingRunIsPassedOver(t *testing.T) {
 			var spans []limiter.Span
 			for i, id := range r {
 				v := f.readRun(t, id)
-				adm, err := f.svc.Admission(ctx, v)
+				adm, err := f.svc.Flow().Admission(ctx, v)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -95,7 +95,7 @@ func TestFlowPausedWaitingRunIsPassedOver(t *testing.T) {
 				if !v.Run.ExecutionState.Terminal() || adm == nil || adm.State != protocol.AdmissionAdmitted || adm.AdmittedAt.IsZero() {
 					t.Fatalf("R%d ended %s: admission %+v; want admitted with its time", i, v.Run.ExecutionState, adm)
 				}
-				list, err := f.svc.ListAdmissions(ctx, []ledger.Run{v.Run})
+				list, err := f.svc.Flow().ListAdmissions(ctx, []ledger.Run{v.Run})
 				if err != nil || list[0] == nil || !list[0].AdmittedAt.Equal(adm.AdmittedAt) {
 					t.Fatalf("R%d in a list: %+v, %v; want %+v", i, list, err, adm)
 				}
@@ -137,7 +137,7 @@ func TestFlowEndedRunKeepsItsAdmissionTime(t *testing.T) {
 					t.Fatalf("ended run still in limiter %s: %v %v %v", name, a, w, err)
 				}
 			}
-			adm, err := f.svc.Admission(ctx, ended)
+			adm, err := f.svc.Flow().Admission(ctx, ended)
 			if err != nil || adm == nil || adm.State != protocol.AdmissionAdmitted || adm.Limiter != "paced/" || !adm.AdmittedAt.Equal(at) {
 				t.Fatalf("ended run's admission %+v, %v; want admitted in paced/ at %s", adm, err, at)
 			}
@@ -164,7 +164,7 @@ func TestFlowListAdmissions(t *testing.T) {
 			for i := range runs {
 				runs[i] = f.readRun(t, runs[i].ID).Run
 			}
-			got, err := f.svc.ListAdmissions(ctx, runs)
+			got, err := f.svc.Flow().ListAdmissions(ctx, runs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +181,7 @@ func TestFlowListAdmissions(t *testing.T) {
 					(w.State == protocol.AdmissionAdmitted) == g.AdmittedAt.IsZero() {
 					t.Errorf("run %d: %+v, want %+v", i, g, w)
 				}
-				if full, err := f.svc.Admission(ctx, f.readRun(t, runs[i].ID)); err != nil || full.State != w.State || full.Limiter != w.Limiter {
+				if full, err := f.svc.Flow().Admission(ctx, f.readRun(t, runs[i].ID)); err != nil || full.State != w.State || full.Limiter != w.Limiter {
 					t.Errorf("run %d: the run's own answer %+v, %v disagrees with the list's %+v", i, full, err, g)
 				}
 			}

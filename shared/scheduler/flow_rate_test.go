@@ -53,7 +53,7 @@ func TestFlowRateLimitWaitsForTheWindow(t *testing.T) {
 			t.Fatalf("dispatched %s, want %s", got.Run, want)
 		}
 	}
-	adm, err := f.svc.Admission(ctx, f.readRun(t, runs[2]))
+	adm, err := f.svc.Flow().Admission(ctx, f.readRun(t, runs[2]))
 	if err != nil || adm == nil || adm.State != protocol.AdmissionWaiting || adm.Reason != "rate_limit" || adm.Limiter != "api/" {
 		t.Fatalf("third run's admission %+v, %v", adm, err)
 	}
@@ -99,7 +99,7 @@ func TestFlowConcurrencyAndRateBothHold(t *testing.T) {
 	if left := f.q.(*memQueue).bodies(f.pool); len(left) != 0 {
 		t.Fatalf("a third admission inside the window: %d envelopes", len(left))
 	}
-	adm, err := f.svc.Admission(context.Background(), f.readRun(t, runs[2]))
+	adm, err := f.svc.Flow().Admission(context.Background(), f.readRun(t, runs[2]))
 	if err != nil || adm == nil || adm.Reason != "rate_limit" {
 		t.Fatalf("third run's admission %+v, %v", adm, err)
 	}

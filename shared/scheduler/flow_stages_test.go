@@ -17,7 +17,7 @@ import (
 // admissionOf is a run's admission answer.
 func (f *fixture) admissionOf(t *testing.T, runID string) *protocol.Admission {
 	t.Helper()
-	adm, err := f.svc.Admission(context.Background(), f.readRun(t, runID))
+	adm, err := f.svc.Flow().Admission(context.Background(), f.readRun(t, runID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/scheduler/flow"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -89,7 +90,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		MarkSlot: req.Trigger == statemodel.TriggerManual && !req.LogicalTime.IsZero(),
 		Event:    req.Event,
 	}
-	nr.Priority = startPriority(j, req)
+	nr.Priority = flow.StartPriority(j, req.Priority, req.Trigger)
 	if j.Deadline > 0 {
 		// Counted from the moment the run may start: its release, for a
 		// backfill's run.
@@ -123,7 +124,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 	if err := checkEnvelopes(nr, now); err != nil {
 		return ledger.RunView{}, false, nil, fmt.Errorf("start run of %s: %w", j.Name, err)
 	}
-	if err := s.checkAdmissible(ctx, j, nr); err != nil {
+	if err := s.flow.CheckAdmissible(ctx, j, nr); err != nil {
 		return ledger.RunView{}, false, nil, err
 	}
 	view, err := s.store.CreateRun(ctx, nr, now)
@@ -144,7 +145,7 @@ func (s *Service) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 // wait on other jobs' runs, advance decides them and yields their
 // dispatches, and after those the run's dependency timeout is armed if a
 // root task still waits. A run of a limited job enters its limiters and,
-// admitted, dispatches its roots (admitNewRun). Otherwise each task
+// admitted, dispatches its roots (flow.Room.AdmitNewRun). Otherwise each task
 // created SCHEDULED is dispatched from the view the creating write
 // returned; a dispatch that fails leaves its task SCHEDULED, and the
 // task's timer tries again.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
@@ -36,7 +35,7 @@ func (s *Service) applyOperator(ctx context.Context, key ledger.InstanceKey, ev 
 	if err == nil {
 		s.applied(ctx, res)
 		if res.Outcome == statemodel.Applied {
-			s.perform(ctx, s.holdDispatches(ctx, key.Run, effectsOf(res))...)
+			s.perform(ctx, holdDispatches(ctx, s.flow, key.Run, effectsOf(res))...)
 		}
 	}
 	return res, err
@@ -86,7 +85,7 @@ func (s *Service) CancelRun(ctx context.Context, runID, reason string) error {
 // resumed: its waiting item is marked paused before its tasks, so no
 // hand-off admits it in between to hold the room while it runs nothing.
 func (s *Service) PauseRun(ctx context.Context, runID, reason string) error {
-	hold := func(v ledger.RunView) error { return s.pauseInLimiters(ctx, v, true) }
+	hold := func(v ledger.RunView) error { return s.flow.PauseInLimiters(ctx, v, true) }
 	return s.eachTask(ctx, runID, hold, func(t ledger.TaskView) (statemodel.Event, bool) {
 		_, ok := statemodel.Lookup(t.Instance.Snapshot.State, statemodel.EvPause)
 		return statemodel.Event{Type: statemodel.EvPause, Reason: reason}, ok
@@ -97,34 +96,10 @@ func (s *Service) PauseRun(ctx context.Context, runID, reason string) error {
 // waiting in a limiter takes its place in the queue again first; the
 // run's advance after the tasks' resume admits it when there is room.
 func (s *Service) ResumeRun(ctx context.Context, runID, reason string) error {
-	release := func(v ledger.RunView) error { return s.pauseInLimiters(ctx, v, false) }
+	release := func(v ledger.RunView) error { return s.flow.PauseInLimiters(ctx, v, false) }
 	return s.eachTask(ctx, runID, release, func(t ledger.TaskView) (statemodel.Event, bool) {
 		return statemodel.Event{Type: statemodel.EvResume, Reason: reason}, t.Instance.Snapshot.State == statemodel.StatePaused
 	})
-}
-
-// pauseInLimiters marks an unfinished run that waits in one of its
-// limiters paused there (passed over by every hand-off, keeping its
-// place) or resumed. A run admitted in its last limiter waits nowhere.
-func (s *Service) pauseInLimiters(ctx context.Context, view ledger.RunView, paused bool) error {
-	run := view.Run
-	c, stages := runStages(&s.compiled, run)
-	if len(stages) == 0 || run.ExecutionState.Terminal() || admittedInEvery(run, stages) {
-		return nil
-	}
-	if !slices.ContainsFunc(view.Tasks, func(t ledger.TaskView) bool {
-		st := t.Instance.Snapshot.State
-		return st == statemodel.StateCreated || st == statemodel.StatePaused
-	}) {
-		return nil // nothing of it waits for an admission
-	}
-	place := runPlace(c, run)
-	for _, st := range stages {
-		if _, err := s.turns.PauseWaiting(ctx, s.store, st.name, place, paused); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // eachTask applies the chosen operator event to every task it picks; the
@@ -189,7 +164,7 @@ func (s *Service) RetryTask(ctx context.Context, key ledger.InstanceKey, r Retry
 			return err
 		}
 	}
-	_, err := s.operateRetry(ctx, key, retry)
+	_, err := s.flow.Retry(ctx, key, retry)
 	if err == nil {
 		err = s.reopenMap(ctx, key, retry)
 	}

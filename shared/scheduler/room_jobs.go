@@ -15,10 +15,10 @@ type jobsKernel struct{ s *Service }
 func (k jobsKernel) CompiledJob(spec []byte) (*jobspec.Compiled, error) { return k.s.compiled.of(spec) }
 
 func (k jobsKernel) CheckGroupLimits(ctx context.Context, j jobspec.Job) error {
-	return k.s.checkGroupLimits(ctx, j)
+	return k.s.flow.CheckGroupLimits(ctx, j)
 }
 
-func (k jobsKernel) ApplyLimit(ctx context.Context, j jobspec.Job) { k.s.applyLimit(ctx, j) }
+func (k jobsKernel) ApplyLimit(ctx context.Context, j jobspec.Job) { k.s.flow.ApplyLimit(ctx, j) }
 
 func (k jobsKernel) ForgetEventIndex() { k.s.forgetEventIndex() }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler/flow"
 	"github.com/runledger/runledger/shared/scheduler/jobs"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
@@ -78,8 +79,9 @@ type Config struct {
 	// may start); definitions naming anything else are refused.
 	Allowed jobspec.Allowed
 	// Turns is the registry in which this process's limiter writes take
-	// turns (ledger.Turns): the composition root builds one per process.
-	// Nil: the Service builds its own, and takes turns with nobody else.
+	// turns (ledger.Turns): the composition root builds one per process,
+	// and the flow room owns it. Nil: the room builds its own, and takes
+	// turns with nobody else.
 	Turns *ledger.Turns
 	// MaxClockSkew bounds how far a worker's clock may be from the
 	// scheduler's: a silent attempt is retried only after its lease's end
@@ -202,14 +204,12 @@ type Service struct {
 	// executors are Config.Executors by type.
 	executors map[string]Executor
 
-	// turns is Config.Turns, or the Service's own registry.
-	turns *ledger.Turns
-
 	// events caches the on_event index (eventIndex).
 	events eventIndexCache
 
-	// slots remembers which jobs' tasks may hold task slots (taskslots.go).
-	slots slotJobs
+	// flow is the flow room: limiters, task slots and their turns
+	// (room_flow.go).
+	flow *flow.Room
 
 	// maps caches what a map's steps read and never changes, steps runs
 	// one round of each map at a time, and stalls remembers what each map
@@ -243,9 +243,7 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 	for _, ex := range cfg.Executors {
 		svc.executors[ex.Type()] = ex
 	}
-	if svc.turns = cfg.Turns; svc.turns == nil {
-		svc.turns = ledger.NewTurns()
-	}
+	svc.flow = newFlowRoom(svc)
 	svc.jobs = newJobsRoom(svc)
 	// Instances started together (Lambda cold starts) need not all begin
 	// at the same shard.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/scheduler/flow"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -32,7 +33,7 @@ type Moved struct {
 
 // applied is the one place that handles the transitions a write applied:
 // their metrics, the observers of Config.Moved, the signals of failed
-// and lost tasks, and the task slot of a task leaving flight (freeSlot). Every path that writes a transition calls it (through
+// and lost tasks, and the task slot of a task leaving flight (flow.Room.FreeSlot). Every path that writes a transition calls it (through
 // recorded or follow), whatever the result's outcome: res.Transitions
 // lists what was written.
 func (s *Service) applied(ctx context.Context, res ledger.Result) {
@@ -43,7 +44,7 @@ func (s *Service) applied(ctx context.Context, res ledger.Result) {
 	inst := res.Instance
 	release := false
 	for _, tr := range trs {
-		release = release || releasesSlot(tr)
+		release = release || flow.ReleasesSlot(tr)
 		s.emitTransitionMetrics(inst.Key, inst.Job, res.Snapshot, &tr)
 		if s.cfg.Moved != nil {
 			s.cfg.Moved(Moved{Job: inst.Job, Run: inst.Key.Run, Task: inst.Key.Task, From: tr.From, To: tr.To, At: tr.ObservedAt})
@@ -59,7 +60,7 @@ func (s *Service) applied(ctx context.Context, res ledger.Result) {
 	}
 	if release {
 		// Out of flight: a task slot it held goes to the next task waiting.
-		s.freeSlot(ctx, inst)
+		s.flow.FreeSlot(ctx, inst)
 	}
 }
 

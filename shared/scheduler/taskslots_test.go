@@ -37,7 +37,7 @@ func (f *fixture) inQueue(t *testing.T) []protocol.Envelope {
 // slotWaits is the limiter each task of a run waits in for a slot.
 func (f *fixture) slotWaits(t *testing.T, run string) map[string]string {
 	t.Helper()
-	w, err := f.svc.WaitingForSlot(context.Background(), f.readRun(t, run))
+	w, err := f.svc.Flow().WaitingForSlot(context.Background(), f.readRun(t, run))
 	if err != nil {
 		t.Fatal(err)
 	}

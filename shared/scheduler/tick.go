@@ -311,8 +311,8 @@ func (s *Service) FireTimer(ctx context.Context, key ledger.InstanceKey) error {
 		if err != nil {
 			return fmt.Errorf("fire timer %s: %w", key, err)
 		}
-		if held, err := s.heldByLimiter(ctx, run); held || err != nil {
-			return err // its run waits in a limiter (flow_retry.go)
+		if held, err := s.flow.HeldByLimiter(ctx, run); held || err != nil {
+			return err // its run waits in a limiter (flow/retry.go)
 		}
 		_, err = s.dispatch(ctx, inst, run)
 		return err

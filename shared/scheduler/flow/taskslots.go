@@ -1,4 +1,4 @@
-package scheduler
+package flow
 
 import (
 	"bytes"
@@ -19,11 +19,11 @@ import (
 // and functions: the holder is the task instance, "<run>/<task>", in the
 // Place's RunID.
 //
-//   - Dispatch (prepareDispatch) writes the task's dependency verdict on
-//     its own first, so the task is SCHEDULED, then enters the limiter.
-//     Admitted: it is sent as any task. Waiting: nothing is sent and the
+//   - Dispatch (the kernel's, through HoldSlot) writes the task's
+//     dependency verdict on its own first, so the task is SCHEDULED, then
+//     enters the limiter. Admitted: it is sent as any task. Waiting: nothing is sent and the
 //     task waits SCHEDULED (its answer carries waiting_for_slot).
-//   - A transition into UP_FOR_RETRY or a terminal state (applied) gives
+//   - A transition into UP_FOR_RETRY or a terminal state (FreeSlot) gives
 //     the slot back, or withdraws the task from the queue, and hands the
 //     room on: each holder admitted then is dispatched. A retry that falls
 //     due is dispatched again and so takes a slot again. LOST ->
@@ -38,8 +38,8 @@ import (
 // No job or group name holds ':'.
 const taskLimiterPrefix = "task:"
 
-// taskSlot is a task instance's place in its task limiter.
-type taskSlot struct {
+// TaskSlot is a task instance's place in its task limiter.
+type TaskSlot struct {
 	// shown is the limiter as the task answer names it
 	// (waiting_for_slot): "<group or job name>/<rendered key>"; name is
 	// its store name.
@@ -48,23 +48,23 @@ type taskSlot struct {
 	place       limiter.Place
 }
 
-// slotOf is the task limiter key's instance stands in (a map child: its
+// SlotOf is the task limiter key's instance stands in (a map child: its
 // map task's), false for a task without a concurrency.
-func slotOf(jobs *compiledJobs, run ledger.Run, key ledger.InstanceKey) (taskSlot, bool) {
+func (r *Room) SlotOf(run ledger.Run, key ledger.InstanceKey) (TaskSlot, bool) {
 	if !bytes.Contains(run.Spec, []byte(`"concurrency"`)) {
-		return taskSlot{}, false // nothing to parse
+		return TaskSlot{}, false // nothing to parse
 	}
-	cj, err := jobs.of(run.Spec)
+	cj, err := r.k.Compiled(run.Spec)
 	if err != nil {
-		return taskSlot{}, false
+		return TaskSlot{}, false
 	}
 	defID := key.Task
-	if p, ok := parentKey(key); ok {
-		defID = p.Task
+	if parent, _, ok := ledger.ParseChild(key.Task); ok {
+		defID = parent // a map child: its map task's
 	}
 	c := cj.TaskConcurrency(defID)
 	if c == nil {
-		return taskSlot{}, false
+		return TaskSlot{}, false
 	}
 	data := keyData(run)
 	data["Task"] = defID
@@ -77,9 +77,9 @@ func slotOf(jobs *compiledJobs, run ledger.Run, key ledger.InstanceKey) (taskSlo
 		group = cj.Job.Name
 	}
 	shown := limiter.Name(group, k)
-	return taskSlot{
+	return TaskSlot{
 		shown: shown, name: taskLimiterPrefix + shown, limit: c.Limit,
-		place: limiter.Place{Priority: runPriority(cj, run), CreatedAt: run.CreatedAt, RunID: holderID(key)},
+		place: limiter.Place{Priority: Priority(cj, run), CreatedAt: run.CreatedAt, RunID: holderID(key)},
 	}, true
 }
 
@@ -96,9 +96,11 @@ func holderKey(id string) (ledger.InstanceKey, bool) {
 }
 
 // takeSlot enters a SCHEDULED instance in its limiter unless it is there
-// already, and reports whether it holds a slot (it may be sent).
-func (s *Service) takeSlot(ctx context.Context, inst ledger.Instance, sl taskSlot) (bool, error) {
-	at, err := ledger.FindInLimiter(ctx, s.store, sl.name, sl.place)
+// already, and reports whether it holds a slot (it may be sent). outer:
+// the hand-off whose effects dispatch it (nil: none), which the holders a
+// release or repair hands the room on to carry.
+func (r *Room) takeSlot(ctx context.Context, inst ledger.Instance, sl TaskSlot, outer *HandOff) (bool, error) {
+	at, err := ledger.FindInLimiter(ctx, r.store, sl.name, sl.place)
 	if err != nil || at.Admitted {
 		return at.Admitted, err
 	}
@@ -106,16 +108,16 @@ func (s *Service) takeSlot(ctx context.Context, inst ledger.Instance, sl taskSlo
 		// Still waiting (its timer's pass): repair a release lost in a
 		// crash, then look again; once per limiter and process within
 		// slotRepairEvery, however many of its tasks wait.
-		if !s.slots.repairDue(sl.name) {
+		if !r.slots.repairDue(sl.name) {
 			return false, nil
 		}
-		if err := s.repairSlots(ctx, sl.name); err != nil {
+		if err := r.repairSlots(ctx, sl.name, outer); err != nil {
 			return false, err
 		}
-		at, err = ledger.FindInLimiter(ctx, s.store, sl.name, sl.place)
+		at, err = ledger.FindInLimiter(ctx, r.store, sl.name, sl.place)
 		return at.Admitted, err
 	}
-	e, err := s.turns.EnterLimiter(ctx, s.store, ledger.Entry{Limiter: sl.name, Limit: sl.limit, Place: sl.place}, s.now())
+	e, err := r.turns.EnterLimiter(ctx, r.store, ledger.Entry{Limiter: sl.name, Limit: sl.limit, Place: sl.place}, r.now())
 	if errors.Is(err, ledger.ErrLimitQueueFull) {
 		return false, nil // its timer's next pass tries again
 	}
@@ -125,8 +127,8 @@ func (s *Service) takeSlot(ctx context.Context, inst ledger.Instance, sl taskSlo
 	// The instance may have ended since it was read (a cancel whose
 	// release found nothing to give back): it leaves again at once. One
 	// that ends after this read is released by its ender.
-	if now, err := s.store.GetInstance(ctx, inst.Key); err == nil && slotDone(now, time.Time{}) {
-		s.releaseSlot(ctx, sl)
+	if now, err := r.store.GetInstance(ctx, inst.Key); err == nil && slotDone(now, time.Time{}) {
+		r.releaseSlot(ctx, sl, outer)
 		return false, nil
 	}
 	return e.Admitted, nil
@@ -150,86 +152,87 @@ func slotDone(inst ledger.Instance, admittedAt time.Time) bool {
 	return !ok || !admittedAt.After(cur.EndedAt)
 }
 
-// releasesSlot reports whether a transition takes a task out of flight
+// ReleasesSlot reports whether a transition takes a task out of flight
 // (or out of its wait for a slot): a paused task gives its slot or its
 // place back too, and takes one again when resumed and dispatched.
-func releasesSlot(tr statemodel.Transition) bool {
+func ReleasesSlot(tr statemodel.Transition) bool {
 	if tr.From == statemodel.StateCreated {
 		return false
 	}
 	return tr.To == statemodel.StateUpForRetry || tr.To == statemodel.StatePaused || tr.To.Terminal()
 }
 
-// freeSlot gives back the slot of an instance a transition took out of
+// FreeSlot gives back the slot of an instance a transition took out of
 // flight, when its task has a concurrency.
-func (s *Service) freeSlot(ctx context.Context, inst ledger.Instance) {
-	if !s.jobMayHoldSlots(ctx, inst.Job) {
+func (r *Room) FreeSlot(ctx context.Context, inst ledger.Instance) {
+	if !r.jobMayHoldSlots(ctx, inst.Job) {
 		return
 	}
-	run, err := s.store.GetRun(ctx, inst.Key.Run)
+	run, err := r.store.GetRun(ctx, inst.Key.Run)
 	if err != nil {
 		if !errors.Is(err, ledger.ErrNotFound) {
-			s.log.WarnContext(ctx, "task slot not released", "run_id", inst.Key.Run, "task", inst.Key.Task, "error", err.Error())
+			r.log.WarnContext(ctx, "task slot not released", "run_id", inst.Key.Run, "task", inst.Key.Task, "error", err.Error())
 		}
 		return
 	}
-	if sl, ok := slotOf(&s.compiled, run, inst.Key); ok {
-		s.releaseSlot(ctx, sl)
+	if sl, ok := r.SlotOf(run, inst.Key); ok {
+		r.releaseSlot(ctx, sl, nil)
 	}
 }
 
 // releaseSlot gives a holder's slot back, or takes it out of the queue,
-// and hands the room on.
-func (s *Service) releaseSlot(ctx context.Context, sl taskSlot) {
+// and hands the room on. outer: the hand-off whose effects release it
+// (nil: none).
+func (r *Room) releaseSlot(ctx context.Context, sl TaskSlot, outer *HandOff) {
 	var err error
 	for range 3 {
 		// Admitted, waiting or neither; a hand-off may admit it between
 		// the two looks.
 		var done bool
-		if done, err = s.turns.LeaveLimiter(ctx, s.store, sl.name, sl.place.RunID); err != nil || done {
+		if done, err = r.turns.LeaveLimiter(ctx, r.store, sl.name, sl.place.RunID); err != nil || done {
 			break
 		}
-		if done, err = s.turns.WithdrawWaiting(ctx, s.store, sl.name, sl.place); err != nil || done {
+		if done, err = r.turns.WithdrawWaiting(ctx, r.store, sl.name, sl.place); err != nil || done {
 			break
 		}
 	}
 	if err == nil {
-		err = s.handOnSlots(ctx, sl.name)
+		err = r.handOnSlots(ctx, sl.name, outer)
 	}
 	if err != nil {
 		// A waiting task's timer repairs it.
-		s.log.WarnContext(ctx, "task slot hand-off failed", "holder", sl.place.RunID, "limiter", sl.name, "error", err.Error())
+		r.log.WarnContext(ctx, "task slot hand-off failed", "holder", sl.place.RunID, "limiter", sl.name, "error", err.Error())
 	}
 }
 
 // handOnSlots admits the limiter's next holders while it has room and
 // dispatches each one's task. A holder whose task ended meanwhile gives its
 // slot back at once, and the room goes on.
-func (s *Service) handOnSlots(ctx context.Context, name string) error {
+func (r *Room) handOnSlots(ctx context.Context, name string, outer *HandOff) error {
 	for range limiterHandOnRounds {
-		got, err := s.turns.AdmitNext(ctx, s.store, name, limiter.Rate{}, s.now())
-		var effs []effect
+		got, err := r.turns.AdmitNext(ctx, r.store, name, limiter.Rate{}, r.now())
+		var work []Work
 		freed := false
 		for _, a := range got {
 			key, ok := holderKey(a.RunID)
 			var inst ledger.Instance
 			var gerr error
 			if ok {
-				inst, gerr = s.store.GetInstance(ctx, key)
+				inst, gerr = r.store.GetInstance(ctx, key)
 			}
 			switch {
 			case gerr != nil && !errors.Is(gerr, ledger.ErrNotFound):
 				err = errors.Join(err, gerr) // its timer dispatches it
 			case !ok || gerr != nil || slotDone(inst, a.AdmittedAt):
-				if _, lerr := s.turns.LeaveLimiter(ctx, s.store, name, a.RunID); lerr != nil {
+				if _, lerr := r.turns.LeaveLimiter(ctx, r.store, name, a.RunID); lerr != nil {
 					err = errors.Join(err, lerr)
 				}
 				freed = true
 			case inst.Snapshot.State == statemodel.StateScheduled:
-				effs = append(effs, effect{kind: effDispatch, key: key, inst: inst, runID: key.Run})
+				work = append(work, Work{Kind: Dispatch, Inst: inst, HandOff: outer})
 			}
 		}
-		s.perform(ctx, effs...)
+		r.k.Perform(ctx, work...)
 		if err != nil || !freed {
 			return err
 		}
@@ -244,8 +247,8 @@ const limiterHandOnRounds = 8
 // repairSlots releases the slots of holders whose tasks left flight while
 // their release was lost (a crash between the two writes), then hands the
 // room on.
-func (s *Service) repairSlots(ctx context.Context, name string) error {
-	adm, err := s.store.ListAdmitted(ctx, name)
+func (r *Room) repairSlots(ctx context.Context, name string, outer *HandOff) error {
+	adm, err := r.store.ListAdmitted(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -253,10 +256,10 @@ func (s *Service) repairSlots(ctx context.Context, name string) error {
 		key, ok := holderKey(a.RunID)
 		var inst ledger.Instance
 		if ok {
-			inst, err = s.store.GetInstance(ctx, key)
+			inst, err = r.store.GetInstance(ctx, key)
 		}
 		if !ok || errors.Is(err, ledger.ErrNotFound) || (err == nil && slotDone(inst, a.AdmittedAt)) {
-			if _, err := s.turns.LeaveLimiter(ctx, s.store, name, a.RunID); err != nil {
+			if _, err := r.turns.LeaveLimiter(ctx, r.store, name, a.RunID); err != nil {
 				return err
 			}
 			continue
@@ -265,23 +268,23 @@ func (s *Service) repairSlots(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	return s.handOnSlots(ctx, name)
+	return r.handOnSlots(ctx, name, outer)
 }
 
 // WaitingForSlot answers, for a run answer, the limiter each SCHEDULED task
 // of view waits in for a slot, by task; nil when none waits.
-func (s *Service) WaitingForSlot(ctx context.Context, view ledger.RunView) (map[string]string, error) {
+func (r *Room) WaitingForSlot(ctx context.Context, view ledger.RunView) (map[string]string, error) {
 	var out map[string]string
 	for _, t := range view.Tasks {
 		inst := t.Instance
 		if inst.Snapshot.State != statemodel.StateScheduled {
 			continue
 		}
-		sl, ok := slotOf(&s.compiled, view.Run, inst.Key)
+		sl, ok := r.SlotOf(view.Run, inst.Key)
 		if !ok {
 			continue
 		}
-		at, err := ledger.FindInLimiter(ctx, s.store, sl.name, sl.place)
+		at, err := ledger.FindInLimiter(ctx, r.store, sl.name, sl.place)
 		if err != nil {
 			return nil, err
 		}
@@ -336,34 +339,34 @@ const slotJobsTTL = 5 * time.Second
 
 // jobMayHoldSlots reports whether a task of job may hold a slot: its
 // definition names a task concurrency, or it cannot be read (deleted).
-func (s *Service) jobMayHoldSlots(ctx context.Context, job string) bool {
+func (r *Room) jobMayHoldSlots(ctx context.Context, job string) bool {
 	now := time.Now()
-	s.slots.mu.Lock()
-	e, ok := s.slots.seen[job]
-	s.slots.mu.Unlock()
+	r.slots.mu.Lock()
+	e, ok := r.slots.seen[job]
+	r.slots.mu.Unlock()
 	if ok && now.Sub(e.at) < slotJobsTTL {
 		return e.may
 	}
 	may := true
-	if j, err := s.store.GetJob(ctx, job); err == nil {
-		may = specMayHoldSlots(&s.compiled, j.Spec)
+	if j, err := r.store.GetJob(ctx, job); err == nil {
+		may = r.specMayHoldSlots(j.Spec)
 	} else if !errors.Is(err, ledger.ErrNotFound) {
 		return true // not cached: asked again next time
 	}
-	s.slots.mu.Lock()
-	if s.slots.seen == nil || len(s.slots.seen) > 10_000 {
-		s.slots.seen = map[string]slotJobSeen{}
+	r.slots.mu.Lock()
+	if r.slots.seen == nil || len(r.slots.seen) > 10_000 {
+		r.slots.seen = map[string]slotJobSeen{}
 	}
-	s.slots.seen[job] = slotJobSeen{may: may, at: now}
-	s.slots.mu.Unlock()
+	r.slots.seen[job] = slotJobSeen{may: may, at: now}
+	r.slots.mu.Unlock()
 	return may
 }
 
-func specMayHoldSlots(jobs *compiledJobs, spec []byte) bool {
+func (r *Room) specMayHoldSlots(spec []byte) bool {
 	if !bytes.Contains(spec, []byte(`"concurrency"`)) {
 		return false
 	}
-	c, err := jobs.of(spec)
+	c, err := r.k.Compiled(spec)
 	if err != nil {
 		return true
 	}
@@ -375,22 +378,24 @@ func specMayHoldSlots(jobs *compiledJobs, spec []byte) bool {
 	return false
 }
 
-// holdSlot is a dispatch's look at its task's slot: the instance to send
+// HoldSlot is a dispatch's look at its task's slot: the instance to send
 // (SCHEDULED, its dependency verdict written) when it holds one, else nil
-// with the dispatch's outcome (waiting SCHEDULED, or moved on).
-func (s *Service) holdSlot(ctx context.Context, inst ledger.Instance, sl taskSlot) (*ledger.Instance, dispatched) {
+// with the instance as it stands (waiting SCHEDULED, or moved on) and
+// what failed. h: the hand-off whose effects dispatch it (nil: none); the
+// dispatches of the holders its look hands the room on to carry it.
+func (r *Room) HoldSlot(ctx context.Context, inst ledger.Instance, sl TaskSlot, h *HandOff) (*ledger.Instance, ledger.Instance, error) {
 	if inst.Snapshot.State == statemodel.StateCreated {
 		// The verdict is written before the task enters its limiter, so a
 		// hand-off that admits it finds it SCHEDULED and sends it.
-		written, won, err := s.writeVerdict(ctx, inst)
+		written, won, err := r.k.WriteVerdict(ctx, inst)
 		if !won {
-			return nil, dispatched{inst: written, err: err}
+			return nil, written, err
 		}
 		inst = written
 	}
-	ok, err := s.takeSlot(ctx, inst, sl)
+	ok, err := r.takeSlot(ctx, inst, sl, h)
 	if err != nil || !ok {
-		return nil, dispatched{inst: inst, err: err}
+		return nil, inst, err
 	}
-	return &inst, dispatched{}
+	return &inst, inst, nil
 }
