@@ -176,7 +176,8 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 	case effWakeDependents:
 		return s.dependents(ctx, *e.run)
 	case effAdvanceBackfill:
-		return s.advanceBackfill(ctx, e.run.BackfillID, e.run, 0)
+		more, err := s.triggers.BackfillRunEnded(ctx, e.run)
+		return kernelEffects(more), err
 	case effMapStep:
 		return s.mapStep(ctx, e.key)
 	case effMapCancel:

@@ -28,6 +28,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler/triggers"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -208,8 +209,8 @@ type Service struct {
 	depsMu sync.Mutex
 	deps   map[string]dependentsEntry
 
-	// events caches the on_event index (eventIndex).
-	events eventIndexCache
+	// triggers is the room that starts runs (room_triggers.go).
+	triggers *triggers.Room
 
 	// slots remembers which jobs' tasks may hold task slots (taskslots.go).
 	slots slotJobs
@@ -239,6 +240,7 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 	}
 	svc := &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
 		executors: map[string]Executor{}, maps: newMapCache(), steps: newStepGate(), stalls: newStallWatch()}
+	svc.triggers = newTriggersRoom(svc)
 	svc.executors[jobspec.ExecutorSignal] = signalExecutor{}
 	for _, ex := range cfg.Executors {
 		svc.executors[ex.Type()] = ex
