@@ -105,7 +105,7 @@ func fireOnce(ctx context.Context, stack *devstack.Stack, slot time.Time) (float
 // finishOnce triggers a run of "scale" and times the cancel that ends it.
 func finishOnce(ctx context.Context, stack *devstack.Stack) (float64, error) {
 	svc := stack.Service
-	v, _, err := svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "scale"})
+	v, _, err := svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "scale"})
 	if err != nil {
 		return 0, fmt.Errorf("finish: trigger: %w", err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/scheduler/triggers"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -29,7 +29,7 @@ func (h *Handler) createBackfill(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &b, false); err != nil {
 		return err
 	}
-	req := scheduler.BackfillRequest{Job: r.PathValue("job"), MaxActive: scheduler.DefaultBackfillMaxActive}
+	req := triggers.BackfillRequest{Job: r.PathValue("job"), MaxActive: triggers.DefaultBackfillMaxActive}
 	var err error
 	if req.From, err = requiredTime("from", b.From); err != nil {
 		return err
@@ -40,7 +40,7 @@ func (h *Handler) createBackfill(w http.ResponseWriter, r *http.Request) error {
 	if b.MaxActive != nil {
 		// An explicit 0 is refused as every value outside 1..100 is (the
 		// service reads a zero MaxActive as "absent").
-		if err := scheduler.CheckBackfillMaxActive(*b.MaxActive); err != nil {
+		if err := triggers.CheckBackfillMaxActive(*b.MaxActive); err != nil {
 			return err
 		}
 		req.MaxActive = *b.MaxActive
@@ -53,7 +53,7 @@ func (h *Handler) createBackfill(w http.ResponseWriter, r *http.Request) error {
 	if req.Priority, err = bodyPriority(b.Priority); err != nil {
 		return err
 	}
-	bf, err := h.svc.CreateBackfill(r.Context(), req)
+	bf, err := h.svc.Triggers().CreateBackfill(r.Context(), req)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func requiredTime(name string, v *string) (time.Time, error) {
 }
 
 func (h *Handler) getBackfill(w http.ResponseWriter, r *http.Request) error {
-	bf, err := h.svc.GetBackfill(r.Context(), r.PathValue("backfill"))
+	bf, err := h.svc.Triggers().GetBackfill(r.Context(), r.PathValue("backfill"))
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (h *Handler) listBackfills(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list, next, err := h.svc.ListBackfills(r.Context(), r.PathValue("job"), limit, r.URL.Query().Get("next_token"))
+	list, next, err := h.svc.Triggers().ListBackfills(r.Context(), r.PathValue("job"), limit, r.URL.Query().Get("next_token"))
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (h *Handler) cancelBackfill(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &body, true); err != nil {
 		return err
 	}
-	bf, err := h.svc.CancelBackfill(r.Context(), r.PathValue("backfill"), body.Reason)
+	bf, err := h.svc.Triggers().CancelBackfill(r.Context(), r.PathValue("backfill"), body.Reason)
 	if errors.Is(err, statemodel.ErrIllegalTransition) {
 		return errf(protocol.CodeIllegalTransition, "The backfill has ended; there is nothing left to cancel.")
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/scheduler/triggers"
 )
 
 // putEvents delivers events as EventBridge's PutEvents would (the local
@@ -19,16 +19,16 @@ func (h *Handler) putEvents(w http.ResponseWriter, r *http.Request) error {
 	if err := b.Check(); err != nil {
 		return err
 	}
-	entries := make([]scheduler.EventEntry, len(b.Entries))
+	entries := make([]triggers.EventEntry, len(b.Entries))
 	for i, e := range b.Entries {
 		var at time.Time
 		if e.Time != "" {
 			at, _ = time.Parse(time.RFC3339, e.Time) // Check parsed it
 		}
-		entries[i] = scheduler.EventEntry{Source: e.Source, DetailType: e.DetailType, Detail: e.CompactDetail(),
+		entries[i] = triggers.EventEntry{Source: e.Source, DetailType: e.DetailType, Detail: e.CompactDetail(),
 			Resources: e.Resources, Time: at}
 	}
-	ids, err := h.svc.PutEvents(r.Context(), entries)
+	ids, err := h.svc.Triggers().PutEvents(r.Context(), entries)
 	if err != nil {
 		return err
 	}

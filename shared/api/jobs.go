@@ -168,7 +168,7 @@ func (h *Handler) pauseJob(w http.ResponseWriter, r *http.Request) error {
 // resumeJob resumes the schedule; the slots that fell while the job was
 // paused are caught up by its policy before the answer.
 func (h *Handler) resumeJob(w http.ResponseWriter, r *http.Request) error {
-	sj, err := h.svc.ResumeJob(r.Context(), r.PathValue("job"))
+	sj, err := h.svc.Triggers().ResumeJob(r.Context(), r.PathValue("job"))
 	if errors.Is(err, ledger.ErrConflict) {
 		return errf(protocol.CodeConflict, "Job %q kept changing while it was being resumed; resume it again.", r.PathValue("job"))
 	}
@@ -243,7 +243,7 @@ func (h *Handler) triggerRun(w http.ResponseWriter, r *http.Request) error {
 		sum := sha256.Sum256(body)
 		req.IdempotencyKey, req.BodyHash = key, hex.EncodeToString(sum[:])
 	}
-	v, created, err := h.svc.TriggerRun(r.Context(), req)
+	v, created, err := h.svc.Triggers().TriggerRun(r.Context(), req)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/scheduler/triggers"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -22,7 +23,7 @@ var backfillDay = time.Date(2029, 6, 1, 0, 0, 0, 0, time.UTC)
 
 func (f *fixture) backfill(t *testing.T, days, maxActive int) ledger.Backfill {
 	t.Helper()
-	b, err := f.svc.CreateBackfill(context.Background(), scheduler.BackfillRequest{
+	b, err := f.svc.Triggers().CreateBackfill(context.Background(), triggers.BackfillRequest{
 		Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, days), MaxActive: maxActive,
 		Params: []byte(`{"mode":"backfill"}`),
 	})
@@ -97,7 +98,7 @@ func TestBackfillReleasesOldestFirstWithinMaxActive(t *testing.T) {
 		f.finish(t, env, protocol.OutcomeSucceeded)
 		done++
 	}
-	got, err := f.svc.GetBackfill(ctx, b.ID)
+	got, err := f.svc.Triggers().GetBackfill(ctx, b.ID)
 	if err != nil || got.State != statemodel.BackfillSucceeded || got.Succeeded != 10 || got.Unfinished() || got.EndedAt.IsZero() {
 		t.Fatalf("after every run: %+v, %v; want SUCCEEDED with 10 succeeded", got, err)
 	}
@@ -132,13 +133,13 @@ func TestBackfillNeverRunsASlotTwice(t *testing.T) {
 		f.finish(t, f.nextEnvelope(t), protocol.OutcomeSucceeded)
 	}
 	for _, id := range []string{first.ID, second.ID} {
-		b, err := f.svc.GetBackfill(ctx, id)
+		b, err := f.svc.Triggers().GetBackfill(ctx, id)
 		if err != nil || b.Unfinished() || b.State != statemodel.BackfillSucceeded {
 			t.Fatalf("backfill %s: %+v, %v; want ended SUCCEEDED", id, b, err)
 		}
 	}
-	a, _ := f.svc.GetBackfill(ctx, first.ID)
-	b, _ := f.svc.GetBackfill(ctx, second.ID)
+	a, _ := f.svc.Triggers().GetBackfill(ctx, first.ID)
+	b, _ := f.svc.Triggers().GetBackfill(ctx, second.ID)
 	if a.Succeeded+b.Succeeded != 5 || a.Existing+b.Existing != 6+1 {
 		t.Fatalf("runs %d+%d, existing %d+%d; want 5 runs in all and every other slot existing", a.Succeeded, b.Succeeded, a.Existing, b.Existing)
 	}
@@ -151,7 +152,7 @@ func TestBackfillNeverRunsASlotTwice(t *testing.T) {
 	if third.Existing != 6 || third.Created() != 0 || third.State != statemodel.BackfillSucceeded {
 		t.Fatalf("third backfill: %+v; want 6 existing, SUCCEEDED", third)
 	}
-	list, _, err := f.svc.ListBackfills(ctx, "daily", 10, "")
+	list, _, err := f.svc.Triggers().ListBackfills(ctx, "daily", 10, "")
 	if err != nil || len(list) != 3 || list[0].ID != third.ID || list[2].ID != first.ID {
 		t.Fatalf("listing: %d backfills, %v; want 3, newest first", len(list), err)
 	}
@@ -165,7 +166,7 @@ func TestBackfillCancel(t *testing.T) {
 	ctx := context.Background()
 	f.createJob(t, dailyJob)
 	b := f.backfill(t, 5, 2)
-	got, err := f.svc.CancelBackfill(ctx, b.ID, "")
+	got, err := f.svc.Triggers().CancelBackfill(ctx, b.ID, "")
 	if err != nil || got.State != statemodel.BackfillCancelled || got.Cancelled != 5 || got.Unfinished() {
 		t.Fatalf("after cancel: %+v, %v; want CANCELLED, 5 cancelled, ended", got, err)
 	}
@@ -174,10 +175,10 @@ func TestBackfillCancel(t *testing.T) {
 			t.Fatalf("run %s is %s, want CANCELLED", a.Run, st)
 		}
 	}
-	if _, err := f.svc.CancelBackfill(ctx, b.ID, ""); !errors.Is(err, statemodel.ErrIllegalTransition) {
+	if _, err := f.svc.Triggers().CancelBackfill(ctx, b.ID, ""); !errors.Is(err, statemodel.ErrIllegalTransition) {
 		t.Fatalf("cancel an ended backfill: %v, want ErrIllegalTransition", err)
 	}
-	if _, err := f.svc.CancelBackfill(ctx, "01NOSUCHBACKFILL", ""); !errors.Is(err, scheduler.ErrNotFound) {
+	if _, err := f.svc.Triggers().CancelBackfill(ctx, "01NOSUCHBACKFILL", ""); !errors.Is(err, scheduler.ErrNotFound) {
 		t.Fatalf("cancel an unknown backfill: %v, want ErrNotFound", err)
 	}
 	if n := len(f.runsBySlot(t, "daily")); n != 2 {
@@ -201,7 +202,7 @@ func TestBackfillBackstopAfterACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.tick(t, f.svc)
-	got, err := f.svc.GetBackfill(ctx, b.ID)
+	got, err := f.svc.Triggers().GetBackfill(ctx, b.ID)
 	if err != nil || len(got.Active) != 1 || len(got.Pending) != 1 {
 		t.Fatalf("after a tick: %+v, %v; want the first slot released", got, err)
 	}
@@ -213,17 +214,17 @@ func TestBackfillBackstopAfterACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.tick(t, f.svc)
-	if again, _ := f.svc.GetBackfill(ctx, b.ID); len(again.Active) != 1 || again.Active[0].Run != run.ID {
+	if again, _ := f.svc.Triggers().GetBackfill(ctx, b.ID); len(again.Active) != 1 || again.Active[0].Run != run.ID {
 		t.Fatalf("before the backstop is due: %+v; want the ended run still active", again)
 	}
 	f.clock.Advance(ledger.DefaultRunBackstop + time.Second)
 	f.tick(t, f.svc)
-	got, err = f.svc.GetBackfill(ctx, b.ID)
+	got, err = f.svc.Triggers().GetBackfill(ctx, b.ID)
 	if err != nil || got.Failed != 1 || len(got.Active) != 1 || len(got.Pending) != 0 {
 		t.Fatalf("after the backstop: %+v, %v; want the failed run settled and the last slot released", got, err)
 	}
 	f.finish(t, f.nextEnvelope(t), protocol.OutcomeSucceeded)
-	got, _ = f.svc.GetBackfill(ctx, b.ID)
+	got, _ = f.svc.Triggers().GetBackfill(ctx, b.ID)
 	if got.State != statemodel.BackfillFailed || got.Succeeded != 1 || got.Failed != 1 {
 		t.Fatalf("at the end: %+v; want FAILED, one succeeded and one failed", got)
 	}
@@ -238,35 +239,35 @@ func TestBackfillRefusals(t *testing.T) {
 	f.createJob(t, `{"name":"manual"}`)
 	f.createJob(t, `{"name":"minutely","schedule":{"cron":"* * * * *","timezone":"UTC"}}`)
 	for _, c := range []struct {
-		req   scheduler.BackfillRequest
+		req   triggers.BackfillRequest
 		field string
 	}{
-		{scheduler.BackfillRequest{Job: "manual", From: backfillDay, To: backfillDay.AddDate(0, 0, 1)}, "schedule"},
-		{scheduler.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay}, "from"},
-		{scheduler.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, 1001)}, "to"},
-		{scheduler.BackfillRequest{Job: "minutely", From: backfillDay, To: backfillDay.Add(1001 * time.Minute)}, "to"},
-		{scheduler.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, 1), MaxActive: 101}, "max_active"},
-		{scheduler.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, 1), MaxActive: -1}, "max_active"},
+		{triggers.BackfillRequest{Job: "manual", From: backfillDay, To: backfillDay.AddDate(0, 0, 1)}, "schedule"},
+		{triggers.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay}, "from"},
+		{triggers.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, 1001)}, "to"},
+		{triggers.BackfillRequest{Job: "minutely", From: backfillDay, To: backfillDay.Add(1001 * time.Minute)}, "to"},
+		{triggers.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, 1), MaxActive: 101}, "max_active"},
+		{triggers.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, 1), MaxActive: -1}, "max_active"},
 		// The years 1970 to 9999 only.
-		{scheduler.BackfillRequest{Job: "daily", From: time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC), To: time.Date(1970, 1, 2, 0, 0, 0, 0, time.UTC)}, "from"},
-		{scheduler.BackfillRequest{Job: "daily", From: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), To: time.Date(10000, 1, 2, 0, 0, 0, 0, time.UTC)}, "to"},
+		{triggers.BackfillRequest{Job: "daily", From: time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC), To: time.Date(1970, 1, 2, 0, 0, 0, 0, time.UTC)}, "from"},
+		{triggers.BackfillRequest{Job: "daily", From: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), To: time.Date(10000, 1, 2, 0, 0, 0, 0, time.UTC)}, "to"},
 	} {
-		_, err := f.svc.CreateBackfill(ctx, c.req)
+		_, err := f.svc.Triggers().CreateBackfill(ctx, c.req)
 		var je *jobspec.Error
 		if !errors.As(err, &je) || je.Code != protocol.CodeInvalidField || je.Field != c.field {
 			t.Fatalf("%+v: %v, want invalid_field naming %s", c.req, err, c.field)
 		}
 	}
-	if _, err := f.svc.CreateBackfill(ctx, scheduler.BackfillRequest{Job: "absent", From: backfillDay, To: backfillDay.AddDate(0, 0, 1)}); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := f.svc.Triggers().CreateBackfill(ctx, triggers.BackfillRequest{Job: "absent", From: backfillDay, To: backfillDay.AddDate(0, 0, 1)}); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("an unknown job: %v, want not found", err)
 	}
 	for _, job := range []string{"daily", "manual", "minutely"} {
-		if list, _, err := f.svc.ListBackfills(ctx, job, 10, ""); err != nil || len(list) != 0 {
+		if list, _, err := f.svc.Triggers().ListBackfills(ctx, job, 10, ""); err != nil || len(list) != 0 {
 			t.Fatalf("job %s has %d backfills (%v) after refusals", job, len(list), err)
 		}
 	}
 	// Exactly 1,000 slots is allowed.
-	if b, err := f.svc.CreateBackfill(ctx, scheduler.BackfillRequest{Job: "minutely", From: backfillDay, To: backfillDay.Add(1000 * time.Minute), MaxActive: 2}); err != nil || b.Slots != 1000 {
+	if b, err := f.svc.Triggers().CreateBackfill(ctx, triggers.BackfillRequest{Job: "minutely", From: backfillDay, To: backfillDay.Add(1000 * time.Minute), MaxActive: 2}); err != nil || b.Slots != 1000 {
 		t.Fatalf("1,000 slots: %v, %v", b.Slots, err)
 	}
 }
@@ -287,7 +288,7 @@ func TestBackfillFarFutureRate(t *testing.T) {
 		{"hourly", time.Date(4000, 6, 1, 0, 0, 0, 0, time.UTC), time.Date(4000, 6, 2, 0, 0, 0, 0, time.UTC), 24},
 		{"daily", time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1970, 1, 4, 0, 0, 0, 0, time.UTC), 3},
 	} {
-		b, err := f.svc.CreateBackfill(ctx, scheduler.BackfillRequest{Job: c.job, From: c.from, To: c.to, MaxActive: 1})
+		b, err := f.svc.Triggers().CreateBackfill(ctx, triggers.BackfillRequest{Job: c.job, From: c.from, To: c.to, MaxActive: 1})
 		if err != nil || b.Slots != c.slots {
 			t.Fatalf("%s from %s to %s: %d slots (%v), want %d", c.job, c.from, c.to, b.Slots, err, c.slots)
 		}
@@ -299,7 +300,7 @@ func TestBackfillFarFutureRate(t *testing.T) {
 func TestOverlapLeavesBackfillRunsAlone(t *testing.T) {
 	f := newFixture(t)
 	f.createJob(t, `{"name":"daily","schedule":{"cron":"* * * * *","timezone":"UTC"},"overlap":"cancel_previous","timeouts":{"queue":"24h"}}`)
-	b, err := f.svc.CreateBackfill(context.Background(), scheduler.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.Add(time.Minute)})
+	b, err := f.svc.Triggers().CreateBackfill(context.Background(), triggers.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.Add(time.Minute)})
 	if err != nil || len(b.Active) != 1 {
 		t.Fatalf("backfill: %+v, %v", b, err)
 	}
@@ -327,7 +328,7 @@ func TestOverlapLeavesBackfillRunsAlone(t *testing.T) {
 func TestSkipIgnoresBackfillRuns(t *testing.T) {
 	f := newFixture(t)
 	f.createJob(t, `{"name":"daily","schedule":{"cron":"* * * * *","timezone":"UTC"},"overlap":"skip","timeouts":{"queue":"24h"}}`)
-	b, err := f.svc.CreateBackfill(context.Background(), scheduler.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.Add(time.Minute)})
+	b, err := f.svc.Triggers().CreateBackfill(context.Background(), triggers.BackfillRequest{Job: "daily", From: backfillDay, To: backfillDay.Add(time.Minute)})
 	if err != nil || len(b.Active) != 1 {
 		t.Fatalf("backfill: %+v, %v", b, err)
 	}
@@ -361,7 +362,7 @@ func TestBackfillPostReleasesABoundedFirstBatch(t *testing.T) {
 		t.Fatalf("after POST: %d active, %d pending, timer %s; want 10, 20, due now (%s)", len(b.Active), len(b.Pending), b.TimerAt, f.clock.Now())
 	}
 	f.tick(t, f.svc)
-	got, err := f.svc.GetBackfill(context.Background(), b.ID)
+	got, err := f.svc.Triggers().GetBackfill(context.Background(), b.ID)
 	if err != nil || len(got.Active) != 20 || len(got.Pending) != 10 || !got.TimerAt.After(f.clock.Now()) {
 		t.Fatalf("after a tick: %+v, %v; want 20 active, 10 pending, the backstop ahead", got, err)
 	}

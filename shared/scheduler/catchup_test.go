@@ -57,8 +57,8 @@ func logicalTimes(runs []ledger.Run) []string {
 	return out
 }
 
-// triggers counts the runs by trigger.
-func triggers(runs []ledger.Run) map[statemodel.Trigger]int {
+// byTrigger counts the runs by trigger.
+func byTrigger(runs []ledger.Run) map[statemodel.Trigger]int {
 	out := map[statemodel.Trigger]int{}
 	for _, r := range runs {
 		out[r.Trigger]++
@@ -108,7 +108,7 @@ func TestCatchupOnResume(t *testing.T) {
 				t.Fatalf("%d runs while paused", n)
 			}
 
-			j, err := f.svc.ResumeJob(ctx, "hourly")
+			j, err := f.svc.Triggers().ResumeJob(ctx, "hourly")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +125,7 @@ func TestCatchupOnResume(t *testing.T) {
 			if got := logicalTimes(runs); !slices.Equal(got, c.runs) {
 				t.Fatalf("runs at %v, want %v", got, c.runs)
 			}
-			if got := triggers(runs); got[statemodel.TriggerCatchup] != len(runs) {
+			if got := byTrigger(runs); got[statemodel.TriggerCatchup] != len(runs) {
 				t.Fatalf("triggers %v, want every run catchup", got)
 			}
 			j = f.job(t, "hourly")
@@ -133,7 +133,7 @@ func TestCatchupOnResume(t *testing.T) {
 				t.Fatalf("after the ticks: next fire %s, missed %d, catch-up from %s", protocol.FormatTime(j.NextFireAt), j.MissedSlots, protocol.FormatTime(j.CatchupNext))
 			}
 			// Resuming a running job changes nothing.
-			again, err := f.svc.ResumeJob(ctx, "hourly")
+			again, err := f.svc.Triggers().ResumeJob(ctx, "hourly")
 			if err != nil || again.Version != j.Version || again.MissedSlots != c.missed {
 				t.Fatalf("resume again: %+v %v", again, err)
 			}
@@ -174,7 +174,7 @@ func TestCatchupTickerDown(t *testing.T) {
 			if got := logicalTimes(runs); !slices.Equal(got, c.runs) {
 				t.Fatalf("runs at %v, want %v", got, c.runs)
 			}
-			if got := triggers(runs); got[statemodel.TriggerCatchup] != c.catchup || got[statemodel.TriggerSchedule] != len(runs)-c.catchup {
+			if got := byTrigger(runs); got[statemodel.TriggerCatchup] != c.catchup || got[statemodel.TriggerSchedule] != len(runs)-c.catchup {
 				t.Fatalf("triggers %v, want %d catchup and the rest schedule", got, c.catchup)
 			}
 			j := f.job(t, "minutely")
@@ -221,7 +221,7 @@ func TestCatchupAllNewestThousandInBatches(t *testing.T) {
 	}
 	f.clock.Advance(72 * time.Hour)
 	now := f.clock.Now()
-	if _, err := f.svc.ResumeJob(ctx, "busy"); err != nil {
+	if _, err := f.svc.Triggers().ResumeJob(ctx, "busy"); err != nil {
 		t.Fatal(err)
 	}
 	passes := 0
@@ -330,7 +330,7 @@ func TestCatchupCrashAndRaceNeverLoseOrDoubleASlot(t *testing.T) {
 	if want := slotsFrom(now.Add(-3*time.Hour), time.Minute, 181); !slices.Equal(logicalTimes(runs), want) {
 		t.Fatalf("runs %v\nwant %v", logicalTimes(runs), want)
 	}
-	if got := triggers(runs); got[statemodel.TriggerCatchup] != 178 || got[statemodel.TriggerSchedule] != 3 {
+	if got := byTrigger(runs); got[statemodel.TriggerCatchup] != 178 || got[statemodel.TriggerSchedule] != 3 {
 		t.Fatalf("triggers %v, want 178 catchup and 3 schedule", got)
 	}
 	if j := f.job(t, "racy"); j.MissedSlots != 419 || !j.NextFireAt.Equal(now.Add(time.Minute)) {
@@ -362,7 +362,7 @@ func TestCatchupFollowsOverlap(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.clock.Advance(5 * time.Hour)
-			if _, err := f.svc.ResumeJob(ctx, "o"); err != nil {
+			if _, err := f.svc.Triggers().ResumeJob(ctx, "o"); err != nil {
 				t.Fatal(err)
 			}
 			f.tick(t, f.svc)
@@ -396,7 +396,7 @@ func TestCatchupDecidedInParts(t *testing.T) {
 	}
 	f.clock.Advance(40 * 24 * time.Hour)
 	now := f.clock.Now()
-	j, err := f.svc.ResumeJob(ctx, "long")
+	j, err := f.svc.Triggers().ResumeJob(ctx, "long")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func TestCatchupDecidedInParts(t *testing.T) {
 	if want := slotsFrom(now.Add(-1002*time.Minute), time.Minute, 1003); !slices.Equal(logicalTimes(runs), want) {
 		t.Fatalf("%d runs from %s, want the newest 1,003", len(runs), protocol.FormatTime(runs[0].LogicalTime))
 	}
-	if got := triggers(runs); got[statemodel.TriggerCatchup] != 1000 || got[statemodel.TriggerSchedule] != 3 {
+	if got := byTrigger(runs); got[statemodel.TriggerCatchup] != 1000 || got[statemodel.TriggerSchedule] != 3 {
 		t.Fatalf("triggers %v, want 1,000 catchup and 3 schedule", got)
 	}
 }
@@ -446,7 +446,7 @@ func TestCatchupOfAMissedAt(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.clock.Advance(2 * time.Hour)
-			j, err := f.svc.ResumeJob(ctx, "once")
+			j, err := f.svc.Triggers().ResumeJob(ctx, "once")
 			if err != nil {
 				t.Fatal(err)
 			}

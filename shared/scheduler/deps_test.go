@@ -21,7 +21,7 @@ func TestDependentManualRunNeedsLogicalTime(t *testing.T) {
 	f := newFixture(t)
 	f.createJob(t, `{"name":"up"}`)
 	f.createJob(t, `{"name":"down","depends_on_jobs":[{"job":"up"}]}`)
-	_, _, err := f.svc.TriggerRun(context.Background(), scheduler.TriggerRequest{Job: "down"})
+	_, _, err := f.svc.Triggers().TriggerRun(context.Background(), scheduler.TriggerRequest{Job: "down"})
 	var je *jobspec.Error
 	if !errors.As(err, &je) || je.Code != protocol.CodeInvalidField || je.Field != "logical_time" {
 		t.Fatalf("trigger without logical_time: %v, want invalid_field naming logical_time", err)

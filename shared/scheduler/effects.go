@@ -178,7 +178,8 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 		ids, err := s.jobs.Dependents(ctx, *e.run)
 		return advanceEach(ids), err
 	case effAdvanceBackfill:
-		return s.advanceBackfill(ctx, e.run.BackfillID, e.run, 0)
+		more, err := s.triggers.BackfillRunEnded(ctx, e.run)
+		return kernelEffects(more), err
 	case effMapStep:
 		return s.mapStep(ctx, e.key)
 	case effMapCancel:

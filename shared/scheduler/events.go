@@ -11,6 +11,7 @@ import (
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/scheduler/triggers"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -56,9 +57,9 @@ func (s *Service) HandleEvents(ctx context.Context, ev events.SQSEvent) (events.
 // runs of any job with params, account and time of its choosing.
 func (s *Service) handleRecord(ctx context.Context, rec events.SQSMessage) error {
 	fromTrigger := s.cfg.TriggerQueueARN != "" && rec.EventSourceARN == s.cfg.TriggerQueueARN
-	switch envelope := IsEventEnvelope(rec.Body); {
+	switch envelope := triggers.IsEventEnvelope(rec.Body); {
 	case fromTrigger && envelope:
-		_, err := s.StartFromEvent(ctx, []byte(rec.Body))
+		_, err := s.triggers.StartFromEvent(ctx, []byte(rec.Body))
 		return err
 	case fromTrigger:
 		return fmt.Errorf("%w: the trigger queue carries EventBridge events only", ErrBadMessage)

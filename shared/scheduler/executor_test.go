@@ -105,7 +105,7 @@ func (f *fixture) triggerJob(t *testing.T, spec string) string {
 	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	v, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: j.Name})
+	v, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: j.Name})
 	if err != nil {
 		t.Fatal(err)
 	}

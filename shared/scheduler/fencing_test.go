@@ -214,7 +214,7 @@ func proven(l protocol.Lease, envs ...protocol.Envelope) protocol.Lease {
 func (f *fixture) claimAnother(t *testing.T, workerID string) protocol.Envelope {
 	t.Helper()
 	ctx := context.Background()
-	if _, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"}); err != nil {
+	if _, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"}); err != nil {
 		t.Fatal(err)
 	}
 	msgs, err := f.q.Receive(ctx, f.pool, queue.ReceiveOptions{MaxMessages: 1, Wait: 5 * time.Second})

@@ -9,6 +9,7 @@ import (
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/scheduler/triggers"
 )
 
 // A trigger's priority is stored on its run and orders the queue: a later
@@ -23,7 +24,7 @@ func TestFlowTriggerPriorityAndAdmission(t *testing.T) {
 	f.clock.Advance(time.Millisecond)
 	older := f.trigger(t, "solo", time.Time{})
 	f.clock.Advance(time.Millisecond)
-	urgent, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "solo", Priority: 1})
+	urgent, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "solo", Priority: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestFlowBackfillPriority(t *testing.T) {
 		t.Run(fmt.Sprintf("job%d_body%d", c.job, c.body), func(t *testing.T) {
 			f := newFixture(t)
 			f.createJob(t, fmt.Sprintf(`{"name":"daily","schedule":{"cron":"0 0 * * *","timezone":"UTC"},"priority":%d}`, c.job))
-			_, err := f.svc.CreateBackfill(context.Background(), scheduler.BackfillRequest{
+			_, err := f.svc.Triggers().CreateBackfill(context.Background(), triggers.BackfillRequest{
 				Job: "daily", From: backfillDay, To: backfillDay.AddDate(0, 0, 1), Priority: c.body,
 			})
 			if err != nil {

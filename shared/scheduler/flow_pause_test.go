@@ -121,7 +121,7 @@ func TestFlowEndedRunKeepsItsAdmissionTime(t *testing.T) {
 			f := mk(t)
 			ctx := context.Background()
 			f.createJob(t, `{"name":"paced","concurrency":{"limit":2},"rate_limit":{"runs":5,"per":"1m","group":"pace"}}`)
-			v, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "paced"})
+			v, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "paced"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -28,7 +28,7 @@ func TestFlowQueueFullRefusesTriggerAndMissesSlot(t *testing.T) {
 	ctx := context.Background()
 	f.createJob(t, `{"name": "minutely", "schedule": {"cron": "* * * * *", "catchup": "none"}, "concurrency": {"limit": 1}}`)
 	f.fillLimiter(t, "minutely/")
-	_, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "minutely"})
+	_, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "minutely"})
 	if !errors.Is(err, ledger.ErrLimitQueueFull) {
 		t.Fatalf("trigger into a full queue: %v", err)
 	}

@@ -221,13 +221,13 @@ func TestFlowSecondLimiterRefusesTrigger(t *testing.T) {
 	f := newEmulatorFixture(t)
 	ctx := context.Background()
 	f.createJob(t, `{"name":"both","concurrency":{"limit":1},"rate_limit":{"runs":1,"per":"1m","group":"api","key":"{{.Params.region}}"}}`)
-	_, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "both"})
+	_, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "both"})
 	var je *jobspec.Error
 	if !errors.As(err, &je) || je.Field != "rate_limit.key" {
 		t.Fatalf("a trigger whose rate key does not render: %v; want a 422 naming rate_limit.key", err)
 	}
 	f.fillLimiter(t, "api/eu")
-	_, _, err = f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "both", Params: json.RawMessage(`{"region":"eu"}`)})
+	_, _, err = f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "both", Params: json.RawMessage(`{"region":"eu"}`)})
 	if !errors.Is(err, ledger.ErrLimitQueueFull) {
 		t.Fatalf("a trigger into a full rate queue: %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 
 func (f *fixture) triggerWith(t *testing.T, job string, params string) ledger.RunView {
 	t.Helper()
-	v, _, err := f.svc.TriggerRun(context.Background(), scheduler.TriggerRequest{Job: job, Params: json.RawMessage(params)})
+	v, _, err := f.svc.Triggers().TriggerRun(context.Background(), scheduler.TriggerRequest{Job: job, Params: json.RawMessage(params)})
 	if err != nil {
 		t.Fatal(err)
 	}

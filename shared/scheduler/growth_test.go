@@ -39,7 +39,7 @@ func (f *fixture) createJob(t *testing.T, def string) {
 
 func (f *fixture) trigger(t *testing.T, job string, logical time.Time) ledger.RunView {
 	t.Helper()
-	v, _, err := f.svc.TriggerRun(context.Background(), scheduler.TriggerRequest{Job: job, LogicalTime: logical})
+	v, _, err := f.svc.Triggers().TriggerRun(context.Background(), scheduler.TriggerRequest{Job: job, LogicalTime: logical})
 	if err != nil {
 		t.Fatal(err)
 	}

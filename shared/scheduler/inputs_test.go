@@ -123,7 +123,7 @@ func TestTriggerChecksTheEnvelope(t *testing.T) {
 		{"over SQS's 256 KiB", params(strings.Repeat("x", 210_000)), true},
 		{"a character SQS refuses", params("\uffff"), false},
 	} {
-		_, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j", Params: c.params})
+		_, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "j", Params: c.params})
 		var ee *scheduler.EnvelopeError
 		if !errors.As(err, &ee) || ee.TooLarge != c.tooLarge || ee.Task != "main" {
 			t.Errorf("%s: %v, want an *EnvelopeError for main, too large %v", c.name, err, c.tooLarge)
@@ -135,7 +135,7 @@ func TestTriggerChecksTheEnvelope(t *testing.T) {
 
 	// 60 KB of HTML characters in the payload and 60 KB in the params
 	// travel as they are: the envelope is their size, not six times it.
-	v, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j", Params: params(strings.Repeat("<", 60_000))})
+	v, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "j", Params: params(strings.Repeat("<", 60_000))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestUndispatchableFailsAfterTheQueueTimeout(t *testing.T) {
 	if _, err := svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	v, _, err := svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})
+	v, _, err := svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	v, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})
+	v, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func TestEventStartsOneRunOfEachMatchingJob(t *testing.T) {
 	createJobOn(t, svc, `{"name": "audit", "on_event": [{"pattern": {"source": [{"prefix": "sh"}]}}]}`)
 	createJobOn(t, svc, `{"name": "other", "on_event": [{"pattern": {"source": ["billing"]}}]}`)
 
-	out, err := svc.StartFromEvent(ctx, []byte(orderEvent))
+	out, err := svc.Triggers().StartFromEvent(ctx, []byte(orderEvent))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestEventStartsOneRunOfEachMatchingJob(t *testing.T) {
 		t.Fatalf("other has %d runs, want none", n)
 	}
 
-	again, err := svc.StartFromEvent(ctx, []byte(orderEvent))
+	again, err := svc.Triggers().StartFromEvent(ctx, []byte(orderEvent))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestEventStartsOneRunOfEachMatchingJob(t *testing.T) {
 		t.Fatalf("second delivery answered %v, want the first delivery's runs %v", again.Runs, out.Runs)
 	}
 
-	none, err := svc.StartFromEvent(ctx, []byte(`{"id": "e-2", "source": "warehouse", "detail-type": "x", "detail": {}}`))
+	none, err := svc.Triggers().StartFromEvent(ctx, []byte(`{"id": "e-2", "source": "warehouse", "detail-type": "x", "detail": {}}`))
 	if err != nil || len(none.Runs) != 0 {
 		t.Fatalf("a non-matching event: %+v %v", none, err)
 	}
@@ -139,7 +139,7 @@ func TestEventStartsOneRunOfEachMatchingJob(t *testing.T) {
 func TestEventParamsThatFailMakeNoRun(t *testing.T) {
 	svc, f, sigs := eventFixture(t)
 	createJobOn(t, svc, `{"name": "fulfil", "on_event": [{"pattern": {"source": ["shop"]}, "params": {"sku": "{{.Event.detail.sku}}"}}]}`)
-	out, err := svc.StartFromEvent(context.Background(), []byte(orderEvent))
+	out, err := svc.Triggers().StartFromEvent(context.Background(), []byte(orderEvent))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestEventIndexFollowsJobWrites(t *testing.T) {
 	svc, f, _ := eventFixture(t)
 	ctx := context.Background()
 	createJobOn(t, svc, `{"name": "fulfil", "on_event": [{"pattern": {"source": ["billing"]}}]}`)
-	if out, _ := svc.StartFromEvent(ctx, []byte(orderEvent)); len(out.Runs) != 0 {
+	if out, _ := svc.Triggers().StartFromEvent(ctx, []byte(orderEvent)); len(out.Runs) != 0 {
 		t.Fatalf("the first pattern matched: %+v", out)
 	}
 	j, err := jobspec.ParseUpdate("fulfil", []byte(`{"on_event": [{"pattern": {"source": ["shop"]}}]}`), svc.Jobs().ParseOptions())
@@ -168,20 +168,20 @@ func TestEventIndexFollowsJobWrites(t *testing.T) {
 	if _, err := svc.Jobs().UpdateJob(ctx, j, 1); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := svc.StartFromEvent(ctx, []byte(orderEvent)); err != nil || len(out.Runs) != 1 {
+	if out, err := svc.Triggers().StartFromEvent(ctx, []byte(orderEvent)); err != nil || len(out.Runs) != 1 {
 		t.Fatalf("after the update: %+v %v, want one run", out, err)
 	}
 	if _, err := svc.Jobs().PauseJob(ctx, "fulfil"); err != nil {
 		t.Fatal(err)
 	}
 	second := []byte(`{"id": "e-2", "source": "shop", "detail-type": "x", "detail": {}}`)
-	if out, _ := svc.StartFromEvent(ctx, second); len(out.Runs) != 0 {
+	if out, _ := svc.Triggers().StartFromEvent(ctx, second); len(out.Runs) != 0 {
 		t.Fatalf("a paused job started a run: %+v", out)
 	}
-	if _, err := svc.ResumeJob(ctx, "fulfil"); err != nil {
+	if _, err := svc.Triggers().ResumeJob(ctx, "fulfil"); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := svc.StartFromEvent(ctx, second); err != nil || len(out.Runs) != 1 {
+	if out, err := svc.Triggers().StartFromEvent(ctx, second); err != nil || len(out.Runs) != 1 {
 		t.Fatalf("after the resume: %+v %v, want one run", out, err)
 	}
 	if n := len(runsOf(t, f.st, "fulfil")); n != 2 {

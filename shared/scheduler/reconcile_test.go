@@ -173,7 +173,7 @@ func (f *fixture) runningJob(t *testing.T, spec, workerID string) (string, proto
 	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	v, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})
+	v, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})
 	if err != nil {
 		t.Fatal(err)
 	}

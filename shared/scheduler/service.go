@@ -30,6 +30,7 @@ import (
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler/flow"
 	"github.com/runledger/runledger/shared/scheduler/jobs"
+	"github.com/runledger/runledger/shared/scheduler/triggers"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -204,8 +205,8 @@ type Service struct {
 	// executors are Config.Executors by type.
 	executors map[string]Executor
 
-	// events caches the on_event index (eventIndex).
-	events eventIndexCache
+	// triggers is the room that starts runs (room_triggers.go).
+	triggers *triggers.Room
 
 	// flow is the flow room: limiters, task slots and their turns
 	// (room_flow.go).
@@ -239,6 +240,7 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 	}
 	svc := &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
 		executors: map[string]Executor{}, maps: newMapCache(), steps: newStepGate(), stalls: newStallWatch()}
+	svc.triggers = newTriggersRoom(svc)
 	svc.executors[jobspec.ExecutorSignal] = signalExecutor{}
 	for _, ex := range cfg.Executors {
 		svc.executors[ex.Type()] = ex

@@ -54,11 +54,11 @@ func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 		}
 		switch d.Item {
 		case ledger.TimerOfJob:
-			return true, s.fireJob(ctx, d.Job, d.At)
+			return true, s.triggers.FireJob(ctx, d.Job, d.At)
 		case ledger.TimerOfRun:
 			return true, s.AdvanceRun(ctx, d.Run)
 		case ledger.TimerOfBackfill:
-			return true, s.AdvanceBackfill(ctx, d.Backfill)
+			return true, s.triggers.AdvanceBackfill(ctx, d.Backfill)
 		}
 		switch statemodel.TimerKind(d.Kind) {
 		case statemodel.TimerDispatch, statemodel.TimerRetry, statemodel.TimerDepsRecheck:

@@ -117,7 +117,7 @@ func TestEventTimeOutsideTheLogicalRange(t *testing.T) {
 		{"a number", `"time": 1700000000,`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := f.svc.StartFromEvent(ctx, event("bad-"+c.name, c.time))
+			_, err := f.svc.Triggers().StartFromEvent(ctx, event("bad-"+c.name, c.time))
 			if !errors.Is(err, scheduler.ErrBadMessage) {
 				t.Fatalf("err = %v, want ErrBadMessage", err)
 			}
@@ -131,7 +131,7 @@ func TestEventTimeOutsideTheLogicalRange(t *testing.T) {
 		if id == "no-time" {
 			timeField = ""
 		}
-		if out, err := f.svc.StartFromEvent(ctx, event(id, timeField)); err != nil || len(out.Runs) != 1 {
+		if out, err := f.svc.Triggers().StartFromEvent(ctx, event(id, timeField)); err != nil || len(out.Runs) != 1 {
 			t.Fatalf("%s: %+v %v, want one run", id, out, err)
 		}
 	}
@@ -171,7 +171,7 @@ func TestFullLimiterFailsOnlyItsJobsTrigger(t *testing.T) {
 
 	// The same event again (a redelivery) answers bbb's run and aaa's
 	// failure once more, and makes nothing new.
-	out, err := f.svc.StartFromEvent(context.Background(), []byte(orderEvent))
+	out, err := f.svc.Triggers().StartFromEvent(context.Background(), []byte(orderEvent))
 	if err != nil || len(out.Runs) != 1 || fmt.Sprint(out.Failed) != "[aaa]" {
 		t.Fatalf("again: %+v %v, want bbb's run and aaa failed", out, err)
 	}

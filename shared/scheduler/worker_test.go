@@ -30,7 +30,7 @@ func (f *fixture) queued(t *testing.T) protocol.Envelope {
 	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"}); err != nil {
+	if _, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"}); err != nil {
 		t.Fatal(err)
 	}
 	return f.nextEnvelope(t)
@@ -252,7 +252,7 @@ func TestClaimAnswersWithTheEnvelope(t *testing.T) {
 	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "env", Params: []byte(`{"day":"mon"}`)}); err != nil {
+	if _, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "env", Params: []byte(`{"day":"mon"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	sent := f.nextEnvelope(t)
@@ -303,7 +303,7 @@ func TestClaimBeforeTheDispatchWriteIsNotARefusal(t *testing.T) {
 	if _, err := svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	v, _, err := svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "early"})
+	v, _, err := svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "early"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestNewRunDispatchesItsRootTasksInOneBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := len(mq.batchSizes())
-	view, created, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "roots"})
+	view, created, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "roots"})
 	if err != nil || !created {
 		t.Fatalf("trigger: created %v, %v", created, err)
 	}
@@ -363,7 +363,7 @@ func TestFanOutDispatchesInOneBatch(t *testing.T) {
 	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.svc.TriggerRun(ctx, scheduler.TriggerRequest{Job: "fan"}); err != nil {
+	if _, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "fan"}); err != nil {
 		t.Fatal(err)
 	}
 	a := f.nextEnvelope(t)

@@ -1,4 +1,4 @@
-package scheduler
+package triggers
 
 import (
 	"context"
@@ -76,7 +76,7 @@ type eventEnvelope struct {
 // matched at once. It returns the ids, in order. Entries are checked by
 // the caller (the API); an entry whose detail is not a JSON object is an
 // error.
-func (s *Service) PutEvents(ctx context.Context, entries []EventEntry) ([]string, error) {
+func (r *Room) PutEvents(ctx context.Context, entries []EventEntry) ([]string, error) {
 	ids := make([]string, 0, len(entries))
 	for i, e := range entries {
 		id, err := newEventID()
@@ -85,7 +85,7 @@ func (s *Service) PutEvents(ctx context.Context, entries []EventEntry) ([]string
 		}
 		at := e.Time
 		if at.IsZero() {
-			at = s.now()
+			at = r.k.Now()
 		}
 		resources := e.Resources
 		if resources == nil {
@@ -96,7 +96,7 @@ func (s *Service) PutEvents(ctx context.Context, entries []EventEntry) ([]string
 		if err != nil {
 			return nil, fmt.Errorf("put event %d: %w", i, err)
 		}
-		if _, err := s.StartFromEvent(ctx, raw); err != nil {
+		if _, err := r.StartFromEvent(ctx, raw); err != nil {
 			return nil, fmt.Errorf("put event %d: %w", i, err)
 		}
 		ids = append(ids, id)
@@ -131,21 +131,21 @@ func IsEventEnvelope(body string) bool {
 // first entry that does: trigger event, logical time the event's time,
 // params rendered over the event, the event's id as the idempotency key.
 // A delivery of an event seen before starts nothing new. An event without
-// an id is ErrBadMessage.
-func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome, error) {
+// an id is Params.BadMessage.
+func (r *Room) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome, error) {
 	ev, err := eventpattern.DecodeEvent(raw)
 	if err != nil {
-		return EventOutcome{}, fmt.Errorf("%w: event: %v", ErrBadMessage, err)
+		return EventOutcome{}, fmt.Errorf("%w: event: %v", r.badMessage, err)
 	}
 	id, _ := ev["id"].(string)
 	if id == "" || ledger.CheckIdempotencyKey(id) != nil {
-		return EventOutcome{}, fmt.Errorf("%w: the event has no usable id", ErrBadMessage)
+		return EventOutcome{}, fmt.Errorf("%w: the event has no usable id", r.badMessage)
 	}
-	logical, err := eventLogicalTime(ev, s.now())
+	logical, err := eventLogicalTime(ev, r.k.Now())
 	if err != nil {
-		return EventOutcome{}, fmt.Errorf("%w: event %s: %v", ErrBadMessage, id, err)
+		return EventOutcome{}, fmt.Errorf("%w: event %s: %v", r.badMessage, id, err)
 	}
-	ix, err := s.eventIndex(ctx)
+	ix, err := r.eventIndex(ctx)
 	if err != nil {
 		return EventOutcome{}, err
 	}
@@ -156,7 +156,7 @@ func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome,
 	var errs []error
 	for _, hit := range ix.index.Match(ev) {
 		job := ix.jobs[hit.Key]
-		runID, err := s.startFromEvent(ctx, job, hit.Pattern, id, logical, ev)
+		runID, err := r.startFromEvent(ctx, job, hit.Pattern, id, logical, ev)
 		var rf *renderFailure
 		switch {
 		case errors.As(err, &rf):
@@ -165,7 +165,7 @@ func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome,
 			// Refused before anything was written, as a trigger into a
 			// full limiter is: this job misses the event, and no
 			// redelivery would find room sooner than its waiting runs.
-			s.triggerFailed(ctx, job.spec.Name, id, string(protocol.CodeLimitQueueFull), err)
+			r.triggerFailed(ctx, job.spec.Name, id, string(protocol.CodeLimitQueueFull), err)
 			out.Failed = append(out.Failed, job.spec.Name)
 		case errors.Is(err, ledger.ErrNotFound):
 			// Deleted since the index was built.
@@ -175,14 +175,15 @@ func (s *Service) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome,
 			out.Runs = append(out.Runs, runID)
 		}
 	}
-	return out, eventError(errs)
+	return out, eventError(errs, r.k.Transient)
 }
 
 // eventError is what the errors of one event's jobs amount to for its
 // delivery: the transient ones when there are any, so the delivery is
 // retried for those jobs rather than dropped for another job's permanent
 // error (the runs already started are found by their key), else all.
-func eventError(errs []error) error {
+// transient is the kernel's (Kernel.Transient).
+func eventError(errs []error, transient func(error) bool) error {
 	var retry []error
 	for _, err := range errs {
 		if transient(err) {
@@ -217,9 +218,9 @@ func eventLogicalTime(ev map[string]any, now time.Time) (time.Time, error) {
 
 // triggerFailed reports that an event matched job but started no run of
 // it: a warning in the log and an event.trigger_failed signal.
-func (s *Service) triggerFailed(ctx context.Context, job, eventID, reason string, err error) {
-	s.log.WarnContext(ctx, "event trigger failed", "job", job, "event_id", eventID, "reason", reason, "error", err.Error())
-	s.signal(ctx, protocol.Signal{Type: protocol.SignalEventTriggerFailed, Time: s.now(), Job: job, EventID: eventID, Reason: reason})
+func (r *Room) triggerFailed(ctx context.Context, job, eventID, reason string, err error) {
+	r.log.WarnContext(ctx, "event trigger failed", "job", job, "event_id", eventID, "reason", reason, "error", err.Error())
+	r.k.Signal(ctx, protocol.Signal{Type: protocol.SignalEventTriggerFailed, Time: r.k.Now(), Job: job, EventID: eventID, Reason: reason})
 }
 
 type renderFailure struct{ err error }
@@ -228,18 +229,18 @@ func (r *renderFailure) Error() string { return r.err.Error() }
 
 // startFromEvent starts the run of one matched job and moves it on. It
 // returns the run's id ("" when the key was used by another request).
-func (s *Service) startFromEvent(ctx context.Context, job indexedJob, entry int, eventID string, logical time.Time, ev map[string]any) (string, error) {
+func (r *Room) startFromEvent(ctx context.Context, job indexedJob, entry int, eventID string, logical time.Time, ev map[string]any) (string, error) {
 	j := job.spec
-	runID := s.NewID()
+	runID := r.k.NewID()
 	params, err := j.OnEvent[entry].RenderParams(jobspec.NewEventTemplateData(j.Name, runID, logical, ev))
 	if err != nil {
-		s.triggerFailed(ctx, j.Name, eventID, fmt.Sprintf("on_event[%d].params: %v", entry, err), err)
+		r.triggerFailed(ctx, j.Name, eventID, fmt.Sprintf("on_event[%d].params: %v", entry, err), err)
 		return "", &renderFailure{err}
 	}
 	source, _ := ev["source"].(string)
 	detailType, _ := ev["detail-type"].(string)
 	sum := sha256.Sum256([]byte("event\x00" + eventID))
-	view, created, effs, err := s.startRun(ctx, j, TriggerRequest{
+	view, created, effs, err := r.startRun(ctx, j, TriggerRequest{
 		Job: j.Name, Params: params, LogicalTime: logical, Trigger: statemodel.TriggerEvent, RunID: runID,
 		IdempotencyKey: eventID, BodyHash: hex.EncodeToString(sum[:]),
 		Event: &protocol.RunEvent{ID: eventID, Source: source, DetailType: detailType},
@@ -252,7 +253,7 @@ func (s *Service) startFromEvent(ctx context.Context, job indexedJob, entry int,
 		return "", fmt.Errorf("start run of %s for event %s: %w", j.Name, eventID, err)
 	}
 	if created {
-		s.perform(ctx, effs...)
+		r.k.Perform(ctx, effs, nil)
 	}
 	return view.Run.ID, nil
 }
@@ -274,7 +275,7 @@ type eventIndex struct {
 	gen uint64
 }
 
-// eventIndexCache is the Service's latest index (nil until built); it is
+// eventIndexCache is the room's latest index (nil until built); it is
 // stale once a job was written after it was built, or eventIndexTTL
 // after, and a rebuild reuses its jobs whose version is unchanged.
 type eventIndexCache struct {
@@ -287,29 +288,29 @@ type eventIndexCache struct {
 	gen uint64
 }
 
-// forgetEventIndex makes the index stale: a job was written.
-func (s *Service) forgetEventIndex() {
-	s.events.mu.Lock()
-	s.events.gen++
-	s.events.mu.Unlock()
+// ForgetEventIndex makes the index stale: a job was written.
+func (r *Room) ForgetEventIndex() {
+	r.events.mu.Lock()
+	r.events.gen++
+	r.events.mu.Unlock()
 }
 
 // eventIndex returns the index, rebuilding it when it is older than
 // eventIndexTTL or a job was written since, one rebuild at a time. A rebuild lists the jobs and
 // reuses the compiled definition of every job whose version is unchanged.
-func (s *Service) eventIndex(ctx context.Context) (*eventIndex, error) {
+func (r *Room) eventIndex(ctx context.Context) (*eventIndex, error) {
 	fresh := func() (*eventIndex, uint64, bool) {
 		now := time.Now() // an operational bound on real time, not domain time
-		s.events.mu.Lock()
-		defer s.events.mu.Unlock()
-		cur := s.events.cur
-		return cur, s.events.gen, cur != nil && cur.gen == s.events.gen && now.Sub(cur.built) < eventIndexTTL
+		r.events.mu.Lock()
+		defer r.events.mu.Unlock()
+		cur := r.events.cur
+		return cur, r.events.gen, cur != nil && cur.gen == r.events.gen && now.Sub(cur.built) < eventIndexTTL
 	}
 	if cur, _, ok := fresh(); ok {
 		return cur, nil
 	}
-	s.events.building.Lock()
-	defer s.events.building.Unlock()
+	r.events.building.Lock()
+	defer r.events.building.Unlock()
 	cur, gen, ok := fresh()
 	if ok {
 		return cur, nil
@@ -319,32 +320,32 @@ func (s *Service) eventIndex(ctx context.Context) (*eventIndex, error) {
 	if cur != nil {
 		prev = cur.jobs
 	}
-	next, err := s.buildEventIndex(ctx, prev, now)
+	next, err := r.buildEventIndex(ctx, prev, now)
 	if err != nil {
 		return nil, err
 	}
 	// Built from a listing that began after write gen: a write since
 	// leaves it stale, and the next event rebuilds from it.
 	next.gen = gen
-	s.events.mu.Lock()
-	s.events.cur = next
-	s.events.mu.Unlock()
+	r.events.mu.Lock()
+	r.events.cur = next
+	r.events.mu.Unlock()
 	return next, nil
 }
 
-func (s *Service) buildEventIndex(ctx context.Context, prev map[string]indexedJob, now time.Time) (*eventIndex, error) {
+func (r *Room) buildEventIndex(ctx context.Context, prev map[string]indexedJob, now time.Time) (*eventIndex, error) {
 	jobs := map[string]indexedJob{}
 	var entries []eventpattern.Entry
 	token := ""
 	for {
-		page, next, err := s.store.ListJobs(ctx, ledger.MaxListLimit, token)
+		page, next, err := r.store.ListJobs(ctx, ledger.MaxListLimit, token)
 		if err != nil {
 			return nil, fmt.Errorf("event index: %w", err)
 		}
 		for _, sj := range page {
 			ij, ok := prev[sj.Name]
 			if !ok || ij.version != sj.Version {
-				if ij, ok = s.loadIndexedJob(ctx, sj); !ok {
+				if ij, ok = r.loadIndexedJob(ctx, sj); !ok {
 					continue
 				}
 			}
@@ -371,19 +372,19 @@ func (s *Service) buildEventIndex(ctx context.Context, prev map[string]indexedJo
 
 // loadIndexedJob reads a job's definition; one that fails to load is left
 // out of the index (and logged).
-func (s *Service) loadIndexedJob(ctx context.Context, sj ledger.Job) (indexedJob, bool) {
+func (r *Room) loadIndexedJob(ctx context.Context, sj ledger.Job) (indexedJob, bool) {
 	spec := sj.Spec
 	if len(spec) == 0 {
-		full, err := s.store.GetJob(ctx, sj.Name)
+		full, err := r.store.GetJob(ctx, sj.Name)
 		if err != nil {
 			return indexedJob{}, false
 		}
 		spec = full.Spec
 	}
-	c, err := s.compiled.of(spec)
+	j, err := r.k.CompiledJob(spec)
 	if err != nil {
-		s.log.ErrorContext(ctx, "event index: job definition does not load", "job", sj.Name, "error", err.Error())
+		r.log.ErrorContext(ctx, "event index: job definition does not load", "job", sj.Name, "error", err.Error())
 		return indexedJob{}, false
 	}
-	return indexedJob{version: sj.Version, spec: c.Job}, true
+	return indexedJob{version: sj.Version, spec: j}, true
 }

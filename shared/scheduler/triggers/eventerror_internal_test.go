@@ -1,4 +1,4 @@
-package scheduler
+package triggers
 
 import (
 	"errors"
@@ -15,13 +15,19 @@ func TestEventErrorRetriesATransientJob(t *testing.T) {
 	t.Parallel()
 	throttled := fmt.Errorf("start run of a: %w", ledger.ErrThrottled)
 	invalid := fmt.Errorf("start run of b: %w", ledger.ErrInvalidInput)
-	if err := eventError([]error{invalid, throttled}); !transient(err) || errors.Is(err, ledger.ErrInvalidInput) {
+	if err := eventError([]error{invalid, throttled}, transient); !transient(err) || errors.Is(err, ledger.ErrInvalidInput) {
 		t.Errorf("eventError(permanent, transient) = %v: want the transient one only, retried", err)
 	}
-	if err := eventError([]error{invalid}); err == nil || transient(err) {
+	if err := eventError([]error{invalid}, transient); err == nil || transient(err) {
 		t.Errorf("eventError(permanent) = %v: want it, not retried", err)
 	}
-	if err := eventError(nil); err != nil {
+	if err := eventError(nil, transient); err != nil {
 		t.Errorf("eventError(none) = %v", err)
 	}
+}
+
+// transient classifies these errors as the kernel's Kernel.Transient
+// does: an input the store refused stays refused, throttling goes away.
+func transient(err error) bool {
+	return err != nil && !errors.Is(err, ledger.ErrInvalidInput)
 }

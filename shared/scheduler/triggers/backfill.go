@@ -1,4 +1,4 @@
-package scheduler
+package triggers
 
 import (
 	"context"
@@ -39,6 +39,11 @@ const DefaultBackfillMaxActive = 1
 // then due at once, and the ticker releases the rest.
 const postReleases = 10
 
+// maxAdvanceRounds bounds a backfill's rounds that end in a version
+// conflict (another advance, a cancel): each such round re-reads. It is
+// the bound the kernel's advance of a run keeps.
+const maxAdvanceRounds = 8
+
 // BackfillRequest is a backfill to start.
 type BackfillRequest struct {
 	Job       string
@@ -53,8 +58,8 @@ type BackfillRequest struct {
 // runs. It reads the job's slots in the range once, to count those that
 // hold a run already (existing); a slot taken after that (another backfill
 // of the same range) is found by its release's claim and counted then.
-func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (ledger.Backfill, error) {
-	sj, j, err := s.LoadJob(ctx, req.Job)
+func (r *Room) CreateBackfill(ctx context.Context, req BackfillRequest) (ledger.Backfill, error) {
+	sj, j, err := r.k.LoadJob(ctx, req.Job)
 	if err != nil {
 		return ledger.Backfill{}, err
 	}
@@ -65,13 +70,13 @@ func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (ledg
 	if err != nil {
 		return ledger.Backfill{}, err
 	}
-	taken, err := s.store.TakenSlots(ctx, j.Name, slots)
+	taken, err := r.store.TakenSlots(ctx, j.Name, slots)
 	if err != nil {
 		return ledger.Backfill{}, err
 	}
-	now := s.now()
+	now := r.k.Now()
 	b := ledger.Backfill{
-		ID: s.NewID(), Job: j.Name, From: req.From.UTC(), To: req.To.UTC(), MaxActive: req.MaxActive, Priority: req.Priority,
+		ID: r.k.NewID(), Job: j.Name, From: req.From.UTC(), To: req.To.UTC(), MaxActive: req.MaxActive, Priority: req.Priority,
 		Params: req.Params, Slots: len(slots), CreatedAt: now,
 		// Due at once: should this process stop before the first release,
 		// the ticker releases.
@@ -84,18 +89,18 @@ func (s *Service) CreateBackfill(ctx context.Context, req BackfillRequest) (ledg
 			b.Pending = append(b.Pending, t)
 		}
 	}
-	b, err = s.store.CreateBackfill(ctx, b)
+	b, err = r.store.CreateBackfill(ctx, b)
 	if err != nil {
 		return ledger.Backfill{}, fmt.Errorf("create backfill of job %s: %w", j.Name, err)
 	}
-	s.log.InfoContext(ctx, "backfill created", "backfill_id", b.ID, "job", j.Name, "slots", b.Slots, "existing", b.Existing)
-	effs, err := s.advanceBackfill(ctx, b.ID, nil, postReleases)
-	s.perform(ctx, effs...)
+	r.log.InfoContext(ctx, "backfill created", "backfill_id", b.ID, "job", j.Name, "slots", b.Slots, "existing", b.Existing)
+	effs, err := r.advanceBackfill(ctx, b.ID, nil, postReleases)
+	r.k.Perform(ctx, effs, nil)
 	if err != nil {
 		// The backstop timer releases what this could not.
-		s.log.WarnContext(ctx, "release backfill", "backfill_id", b.ID, "error", err.Error())
+		r.log.WarnContext(ctx, "release backfill", "backfill_id", b.ID, "error", err.Error())
 	}
-	return s.store.GetBackfill(ctx, b.ID)
+	return r.store.GetBackfill(ctx, b.ID)
 }
 
 // CheckBackfillMaxActive refuses a max_active outside 1..100 (an
@@ -146,30 +151,30 @@ func backfillSlots(sj ledger.Job, j jobspec.Job, req BackfillRequest) ([]time.Ti
 }
 
 // GetBackfill reads a backfill.
-func (s *Service) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
-	b, err := s.store.GetBackfill(ctx, id)
+func (r *Room) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
+	b, err := r.store.GetBackfill(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
-		return ledger.Backfill{}, fmt.Errorf("backfill %s: %w", id, ErrNotFound)
+		return ledger.Backfill{}, fmt.Errorf("backfill %s: %w", id, r.notFound)
 	}
 	return b, err
 }
 
 // ListBackfills lists a job's backfills newest first.
-func (s *Service) ListBackfills(ctx context.Context, job string, limit int, token string) ([]ledger.Backfill, string, error) {
-	if _, err := s.store.GetJob(ctx, job); err != nil {
+func (r *Room) ListBackfills(ctx context.Context, job string, limit int, token string) ([]ledger.Backfill, string, error) {
+	if _, err := r.store.GetJob(ctx, job); err != nil {
 		return nil, "", err
 	}
-	return s.store.ListBackfills(ctx, job, limit, token)
+	return r.store.ListBackfills(ctx, job, limit, token)
 }
 
 // CancelBackfill drops a backfill's unreleased slots (counted cancelled)
 // and cancels its unfinished runs as a run cancel does. A backfill that
 // ended is statemodel.ErrIllegalTransition; one cancelled already is cancelled again
 // (its runs that have not stopped are asked again).
-func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (ledger.Backfill, error) {
+func (r *Room) CancelBackfill(ctx context.Context, id, reason string) (ledger.Backfill, error) {
 	var b ledger.Backfill
 	for round := 0; ; round++ {
-		cur, err := s.GetBackfill(ctx, id)
+		cur, err := r.GetBackfill(ctx, id)
 		if err != nil {
 			return ledger.Backfill{}, err
 		}
@@ -183,7 +188,7 @@ func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (ledger
 		cur.CancelRequested = true
 		cur.Cancelled += len(cur.Pending)
 		cur.Pending = nil
-		b, err = s.store.UpdateBackfill(ctx, cur)
+		b, err = r.store.UpdateBackfill(ctx, cur)
 		if err == nil {
 			break
 		}
@@ -197,27 +202,35 @@ func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (ledger
 	// Written cancelled first: no release follows, so the active runs
 	// listed now are all there are.
 	for _, a := range b.Active {
-		if err := s.CancelRun(ctx, a.Run, reason); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) && !errors.Is(err, ErrNotFound) {
+		if err := r.k.CancelRun(ctx, a.Run, reason); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) && !errors.Is(err, r.notFound) {
 			return ledger.Backfill{}, err
 		}
 	}
-	effs, err := s.advanceBackfill(ctx, id, nil, 0)
-	s.perform(ctx, effs...)
+	effs, err := r.advanceBackfill(ctx, id, nil, 0)
+	r.k.Perform(ctx, effs, nil)
 	if err != nil {
-		s.log.WarnContext(ctx, "settle cancelled backfill", "backfill_id", id, "error", err.Error())
+		r.log.WarnContext(ctx, "settle cancelled backfill", "backfill_id", id, "error", err.Error())
 	}
-	return s.store.GetBackfill(ctx, id)
+	return r.store.GetBackfill(ctx, id)
 }
 
 // AdvanceBackfill settles every run of a backfill that ended and releases
 // its next slots: the backstop timer's and the POST's path.
-func (s *Service) AdvanceBackfill(ctx context.Context, id string) error {
-	effs, err := s.advanceBackfill(ctx, id, nil, 0)
-	s.perform(ctx, effs...)
+func (r *Room) AdvanceBackfill(ctx context.Context, id string) error {
+	effs, err := r.advanceBackfill(ctx, id, nil, 0)
+	r.k.Perform(ctx, effs, nil)
 	if err != nil {
 		return fmt.Errorf("advance backfill %s: %w", id, err)
 	}
 	return nil
+}
+
+// BackfillRunEnded settles a backfill's run that ended (run, as its final
+// state was stored) and releases the backfill's next slots: the kernel's
+// effect for a finished run of a backfill. It returns the effects of the
+// runs it released, for the kernel's runner.
+func (r *Room) BackfillRunEnded(ctx context.Context, run *ledger.Run) ([]Effect, error) {
+	return r.advanceBackfill(ctx, run.BackfillID, run, 0)
 }
 
 // advanceBackfill settles the backfill's runs that ended (only ended, when
@@ -226,23 +239,23 @@ func (s *Service) AdvanceBackfill(ctx context.Context, id string) error {
 // unfinished, at most budget of them (0: no bound). A version conflict
 // (another advance, a cancel) re-reads. It returns the effects of the runs
 // it released (their first dispatches), for the caller's runner.
-func (s *Service) advanceBackfill(ctx context.Context, id string, ended *ledger.Run, budget int) ([]effect, error) {
-	var effs []effect
+func (r *Room) advanceBackfill(ctx context.Context, id string, ended *ledger.Run, budget int) ([]Effect, error) {
+	var effs []Effect
 	for round := 0; round < maxAdvanceRounds; round++ {
-		b, err := s.store.GetBackfill(ctx, id)
+		b, err := r.store.GetBackfill(ctx, id)
 		if err != nil {
 			return effs, err
 		}
 		if !b.Unfinished() {
 			return effs, nil
 		}
-		next, changed, err := s.settleBackfill(ctx, b, ended)
+		next, changed, err := r.settleBackfill(ctx, b, ended)
 		if err != nil {
 			return effs, err
 		}
-		if changed || !b.TimerAt.After(s.now()) {
+		if changed || !b.TimerAt.After(r.k.Now()) {
 			// A due backstop is moved on by this write too.
-			next, err = s.store.UpdateBackfill(ctx, next)
+			next, err = r.store.UpdateBackfill(ctx, next)
 			if errors.Is(err, ledger.ErrVersionConflict) {
 				continue
 			}
@@ -250,7 +263,7 @@ func (s *Service) advanceBackfill(ctx context.Context, id string, ended *ledger.
 				return effs, err
 			}
 		}
-		done, err := s.releaseBackfill(ctx, next, &budget, &effs)
+		done, err := r.releaseBackfill(ctx, next, &budget, &effs)
 		if err != nil || done {
 			return effs, err
 		}
@@ -261,7 +274,7 @@ func (s *Service) advanceBackfill(ctx context.Context, id string, ended *ledger.
 // settleBackfill moves the backfill's active runs that ended to its
 // counts, without writing. With ended set it looks at that run only (the
 // effect of its finish); otherwise it reads every active run.
-func (s *Service) settleBackfill(ctx context.Context, b ledger.Backfill, ended *ledger.Run) (ledger.Backfill, bool, error) {
+func (r *Room) settleBackfill(ctx context.Context, b ledger.Backfill, ended *ledger.Run) (ledger.Backfill, bool, error) {
 	changed := false
 	var keep []ledger.BackfillRun
 	for _, a := range b.Active {
@@ -273,7 +286,7 @@ func (s *Service) settleBackfill(ctx context.Context, b ledger.Backfill, ended *
 			keep = append(keep, a)
 			continue
 		default:
-			r, err := s.store.GetRun(ctx, a.Run)
+			got, err := r.store.GetRun(ctx, a.Run)
 			if errors.Is(err, ledger.ErrNotFound) {
 				// Not there to run: nothing left to wait for.
 				b.Cancelled++
@@ -283,7 +296,7 @@ func (s *Service) settleBackfill(ctx context.Context, b ledger.Backfill, ended *
 			if err != nil {
 				return b, false, err
 			}
-			run = r
+			run = got
 		}
 		switch run.ExecutionState {
 		case statemodel.RunSucceeded:
@@ -308,24 +321,24 @@ func (s *Service) settleBackfill(ctx context.Context, b ledger.Backfill, ended *
 // due now, so the next tick goes on. It reports false when b proved stale
 // (the caller reads it again). The effects of the runs it creates are
 // added to effs.
-func (s *Service) releaseBackfill(ctx context.Context, b ledger.Backfill, budget *int, effs *[]effect) (bool, error) {
+func (r *Room) releaseBackfill(ctx context.Context, b ledger.Backfill, budget *int, effs *[]Effect) (bool, error) {
 	var j jobspec.Job
 	loaded := false
 	bounded := *budget > 0
 	for !b.CancelRequested && len(b.Pending) > 0 && len(b.Active) < b.MaxActive {
 		if bounded && *budget == 0 {
-			b.WakeAt = s.now()
-			_, err := s.store.UpdateBackfill(ctx, b)
+			b.WakeAt = r.k.Now()
+			_, err := r.store.UpdateBackfill(ctx, b)
 			return !errors.Is(err, ledger.ErrVersionConflict), ignoreConflict(err)
 		}
 		if !loaded {
-			_, job, err := s.LoadJob(ctx, b.Job)
+			_, job, err := r.k.LoadJob(ctx, b.Job)
 			if errors.Is(err, ledger.ErrNotFound) {
 				// The job was deleted: its slots cannot run.
-				s.log.WarnContext(ctx, "backfill's job is gone: its pending slots are dropped", "backfill_id", b.ID, "job", b.Job)
+				r.log.WarnContext(ctx, "backfill's job is gone: its pending slots are dropped", "backfill_id", b.ID, "job", b.Job)
 				b.Cancelled += len(b.Pending)
 				b.Pending = nil
-				_, err = s.store.UpdateBackfill(ctx, b)
+				_, err = r.store.UpdateBackfill(ctx, b)
 				return !errors.Is(err, ledger.ErrVersionConflict), ignoreConflict(err)
 			}
 			if err != nil {
@@ -335,7 +348,7 @@ func (s *Service) releaseBackfill(ctx context.Context, b ledger.Backfill, budget
 		}
 		held := b
 		slot := b.Pending[0]
-		view, created, more, err := s.startRun(ctx, j, TriggerRequest{
+		view, created, more, err := r.startRun(ctx, j, TriggerRequest{
 			Job: b.Job, LogicalTime: slot, Slot: true, Params: b.Params,
 			Trigger: statemodel.TriggerBackfill, BackfillID: b.ID, Release: &held, Priority: b.Priority,
 		})
@@ -350,7 +363,7 @@ func (s *Service) releaseBackfill(ctx context.Context, b ledger.Backfill, budget
 			// backfill's): it counts as existing and is not run again.
 			b.Pending = b.Pending[1:]
 			b.Existing++
-			b, err = s.store.UpdateBackfill(ctx, b)
+			b, err = r.store.UpdateBackfill(ctx, b)
 			if errors.Is(err, ledger.ErrVersionConflict) {
 				return false, nil
 			}
@@ -361,8 +374,8 @@ func (s *Service) releaseBackfill(ctx context.Context, b ledger.Backfill, budget
 			if bounded {
 				*budget--
 			}
-			s.log.InfoContext(ctx, "backfill released a slot", "backfill_id", b.ID, "run_id", view.Run.ID, "slot", protocol.FormatTime(slot))
-			b, err = s.store.GetBackfill(ctx, b.ID)
+			r.log.InfoContext(ctx, "backfill released a slot", "backfill_id", b.ID, "run_id", view.Run.ID, "slot", protocol.FormatTime(slot))
+			b, err = r.store.GetBackfill(ctx, b.ID)
 			if err != nil {
 				return false, err
 			}

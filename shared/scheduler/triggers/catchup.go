@@ -1,4 +1,4 @@
-package scheduler
+package triggers
 
 import (
 	"context"
@@ -27,8 +27,9 @@ import (
 // start no slot twice, and no decided slot is lost: the range stays until
 // its runs are started.
 
-// DefaultTickerPeriod is Config.TickerPeriod's default: the CDK stack's
-// ticker runs every minute.
+// DefaultTickerPeriod is the ticker's period unless one is configured
+// (the scheduler's Config.TickerPeriod): the CDK stack's ticker runs every
+// minute.
 const DefaultTickerPeriod = time.Minute
 
 // Batches of catch-up runs: a ticker pass starts at most catchupBatch of
@@ -49,8 +50,8 @@ const maxDecideSteps = 50_000
 
 // lateAfter is how late the ticker may first see a slot and still fire
 // it as scheduled: max(60 s, two ticker periods).
-func (s *Service) lateAfter() time.Duration {
-	return max(time.Minute, 2*s.cfg.TickerPeriod)
+func (r *Room) lateAfter() time.Duration {
+	return max(time.Minute, 2*r.tickerPeriod)
 }
 
 // catchupDecision is what a decision does to a job's schedule.
@@ -118,8 +119,8 @@ func decideCatchup(sched jobspec.Schedule, from time.Time, missed func(time.Time
 
 // decideLate decides the slots the ticker sees too late, from the job's
 // next fire (which is one of them).
-func (s *Service) decideLate(sched jobspec.Schedule, from, now time.Time) catchupDecision {
-	cutoff := now.Add(-s.lateAfter())
+func (r *Room) decideLate(sched jobspec.Schedule, from, now time.Time) catchupDecision {
+	cutoff := now.Add(-r.lateAfter())
 	return decideCatchup(sched, from, func(t time.Time) bool { return t.Before(cutoff) }, now, maxDecideSteps)
 }
 
@@ -137,21 +138,21 @@ func decidePaused(sched jobspec.Schedule, from, now time.Time) catchupDecision {
 // after it are then decided as the ticker finds them. So are the slots
 // past maxDecideSteps of a frequent schedule paused for months: the
 // resume answers with the part it decided.
-func (s *Service) ResumeJob(ctx context.Context, name string) (ledger.Job, error) {
-	defer s.forgetEventIndex()
+func (r *Room) ResumeJob(ctx context.Context, name string) (ledger.Job, error) {
+	defer r.ForgetEventIndex()
 	for try := 0; ; try++ {
-		sj, j, err := s.LoadJob(ctx, name)
+		sj, j, err := r.k.LoadJob(ctx, name)
 		if err != nil || !sj.Paused {
 			return sj, err
 		}
 		m := ledger.ScheduleMove{Version: sj.Version, From: sj.Position(), To: sj.Position()}
-		now := s.now()
+		now := r.k.Now()
 		var d catchupDecision
 		if sj.CatchupNext.IsZero() && !sj.NextFireAt.IsZero() && !sj.NextFireAt.After(now) {
 			d = decidePaused(j.Schedule, sj.NextFireAt, now)
 			m.To, m.Missed = d.To, d.Missed
 		}
-		out, err := s.store.ResumeJob(ctx, name, m)
+		out, err := r.store.ResumeJob(ctx, name, m)
 		if errors.Is(err, ledger.ErrConflict) && try < conflictRetries {
 			continue // changed since read: decide again from what stands
 		}
@@ -159,17 +160,17 @@ func (s *Service) ResumeJob(ctx context.Context, name string) (ledger.Job, error
 			return ledger.Job{}, err
 		}
 		if m.Missed > 0 || d.Runs > 0 {
-			s.log.InfoContext(ctx, "resumed: missed slots decided", "job", name, "policy", string(j.Schedule.CatchupPolicy()),
+			r.log.InfoContext(ctx, "resumed: missed slots decided", "job", name, "policy", string(j.Schedule.CatchupPolicy()),
 				"missed", m.Missed, "catchup_runs", d.Runs, "next_fire", protocol.FormatTime(out.NextFireAt))
 		}
 		if out.CatchupNext.IsZero() {
 			return out, nil
 		}
-		started, err := s.startCatchup(ctx, out, j, resumeBatch)
+		started, err := r.startCatchup(ctx, out, j, resumeBatch)
 		if err != nil {
 			// The range stays in the job: the ticker starts its runs.
-			s.log.WarnContext(ctx, "resume: start catch-up runs", "job", name, "error", err.Error())
-			return s.store.GetJob(ctx, name)
+			r.log.WarnContext(ctx, "resume: start catch-up runs", "job", name, "error", err.Error())
+			return r.store.GetJob(ctx, name)
 		}
 		return started, nil
 	}
@@ -185,8 +186,8 @@ var errMovedOn = errors.New("schedule moved on")
 
 // moveSchedule writes a move decided from sj; errMovedOn when another
 // writer moved the job first (or paused, resumed or updated it).
-func (s *Service) moveSchedule(ctx context.Context, sj ledger.Job, to ledger.SchedulePosition, missed int64) (ledger.Job, error) {
-	out, err := s.store.MoveSchedule(ctx, sj.Name, ledger.ScheduleMove{Version: sj.Version, From: sj.Position(), To: to, Missed: missed})
+func (r *Room) moveSchedule(ctx context.Context, sj ledger.Job, to ledger.SchedulePosition, missed int64) (ledger.Job, error) {
+	out, err := r.store.MoveSchedule(ctx, sj.Name, ledger.ScheduleMove{Version: sj.Version, From: sj.Position(), To: to, Missed: missed})
 	if errors.Is(err, ledger.ErrConflict) {
 		return sj, errMovedOn
 	}
@@ -196,11 +197,11 @@ func (s *Service) moveSchedule(ctx context.Context, sj ledger.Job, to ledger.Sch
 // startCatchup starts up to limit of the job's pending catch-up runs,
 // oldest slot first, then moves the range past them. Each run claims its
 // slot, so runs another writer started already are not started twice.
-func (s *Service) startCatchup(ctx context.Context, sj ledger.Job, j jobspec.Job, limit int) (ledger.Job, error) {
+func (r *Room) startCatchup(ctx context.Context, sj ledger.Job, j jobspec.Job, limit int) (ledger.Job, error) {
 	slot, started, missed := sj.CatchupNext, 0, int64(0)
 	var ferr error
-	for ; !slot.IsZero() && !slot.After(sj.CatchupLast) && started < limit && !s.deadlineReached(ctx); started++ {
-		if ferr = s.fireSlot(ctx, j, slot, statemodel.TriggerCatchup); errors.Is(ferr, ledger.ErrLimitQueueFull) {
+	for ; !slot.IsZero() && !slot.After(sj.CatchupLast) && started < limit && !r.k.DeadlineReached(ctx); started++ {
+		if ferr = r.fireSlot(ctx, j, slot, statemodel.TriggerCatchup); errors.Is(ferr, ledger.ErrLimitQueueFull) {
 			missed, ferr = missed+1, nil // its limiter's queue is full: the slot is missed
 		} else if ferr != nil {
 			break
@@ -219,7 +220,7 @@ func (s *Service) startCatchup(ctx context.Context, sj ledger.Job, j jobspec.Job
 	if slot.IsZero() || slot.After(sj.CatchupLast) {
 		to.CatchupNext, to.CatchupLast = time.Time{}, time.Time{}
 	}
-	out, err := s.moveSchedule(ctx, sj, to, missed)
+	out, err := r.moveSchedule(ctx, sj, to, missed)
 	if err != nil {
 		return sj, errors.Join(ferr, err)
 	}
@@ -230,38 +231,38 @@ func (s *Service) startCatchup(ctx context.Context, sj ledger.Job, j jobspec.Job
 // sees too late are decided by the catch-up policy, slots still on time
 // run as scheduled, until the next fire is after now. While an earlier
 // catch-up is still under way, late slots wait for it to end.
-func (s *Service) fireSchedule(ctx context.Context, sj ledger.Job, j jobspec.Job) error {
-	now := s.now()
-	for !sj.NextFireAt.IsZero() && !sj.NextFireAt.After(now) && !s.deadlineReached(ctx) {
+func (r *Room) fireSchedule(ctx context.Context, sj ledger.Job, j jobspec.Job) error {
+	now := r.k.Now()
+	for !sj.NextFireAt.IsZero() && !sj.NextFireAt.After(now) && !r.k.DeadlineReached(ctx) {
 		at := sj.NextFireAt
 		var err error
-		if at.Before(now.Add(-s.lateAfter())) {
+		if at.Before(now.Add(-r.lateAfter())) {
 			if !sj.CatchupNext.IsZero() {
 				return nil
 			}
-			d := s.decideLate(j.Schedule, at, now)
-			if sj, err = s.moveSchedule(ctx, sj, d.To, d.Missed); err != nil {
+			d := r.decideLate(j.Schedule, at, now)
+			if sj, err = r.moveSchedule(ctx, sj, d.To, d.Missed); err != nil {
 				return err
 			}
-			s.log.InfoContext(ctx, "missed slots decided", "job", sj.Name, "policy", string(j.Schedule.CatchupPolicy()),
+			r.log.InfoContext(ctx, "missed slots decided", "job", sj.Name, "policy", string(j.Schedule.CatchupPolicy()),
 				"from", protocol.FormatTime(at), "missed", d.Missed, "catchup_runs", d.Runs, "next_fire", protocol.FormatTime(sj.NextFireAt))
 			if !sj.CatchupNext.IsZero() {
-				if sj, err = s.startCatchup(ctx, sj, j, catchupBatch); err != nil {
+				if sj, err = r.startCatchup(ctx, sj, j, catchupBatch); err != nil {
 					return err
 				}
 			}
 			continue
 		}
 		missed := int64(0)
-		if err := s.fireSlot(ctx, j, at, statemodel.TriggerSchedule); errors.Is(err, ledger.ErrLimitQueueFull) {
+		if err := r.fireSlot(ctx, j, at, statemodel.TriggerSchedule); errors.Is(err, ledger.ErrLimitQueueFull) {
 			missed = 1 // its limiter's queue is full: the slot is missed
-			s.log.WarnContext(ctx, "slot missed: limiter queue full", "job", sj.Name, "slot", protocol.FormatTime(at))
+			r.log.WarnContext(ctx, "slot missed: limiter queue full", "job", sj.Name, "slot", protocol.FormatTime(at))
 		} else if err != nil {
 			return fmt.Errorf("fire job %s at %s: %w", sj.Name, protocol.FormatTime(at), err)
 		}
 		to := sj.Position()
 		to.NextFireAt, _ = j.NextFire(at)
-		if sj, err = s.moveSchedule(ctx, sj, to, missed); err != nil {
+		if sj, err = r.moveSchedule(ctx, sj, to, missed); err != nil {
 			return err
 		}
 	}
