@@ -40,7 +40,7 @@ const (
 	// and arms its dependency timeout if a root task still waits.
 	effArmDependencyTimeout
 	// effMapStep moves a map task on (key) after one of its children
-	// ended or it started: release, or its end (mapping.go).
+	// ended or it started: release, or its end (the maps room).
 	effMapStep
 	// effMapCancel stops a map task's releases and cancels its children
 	// (key: the map task, whose cancel was requested).
@@ -178,9 +178,9 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 	case effAdvanceBackfill:
 		return s.advanceBackfill(ctx, e.run.BackfillID, e.run, 0)
 	case effMapStep:
-		return s.mapStep(ctx, e.key)
+		return s.maps.Step(ctx, e.key)
 	case effMapCancel:
-		return s.cancelMap(ctx, e.key)
+		return s.maps.Cancel(ctx, e.key)
 	case effAdmitNewRun:
 		return s.admitNewRun(ctx, e)
 	}

@@ -1,4 +1,4 @@
-package scheduler
+package maps
 
 import (
 	"context"
@@ -20,21 +20,21 @@ import (
 //     backstops of this process (stalled): a map that moves costs its
 //     backstop no more than its map item.
 
-// mapBackstop is the run timer's look at its running map tasks.
-func (s *Service) mapBackstop(ctx context.Context, runID string) []effect {
-	view, err := s.store.ReadRun(ctx, runID)
+// Backstop is the run timer's look at its running map tasks.
+func (r *Room[E]) Backstop(ctx context.Context, runID string) []E {
+	view, err := r.store.ReadRun(ctx, runID)
 	if err != nil {
 		return nil
 	}
-	var effs []effect
+	var effs []E
 	for _, t := range view.Tasks {
 		inst := t.Instance
 		if len(inst.Map) == 0 || inst.Snapshot.State != statemodel.StateRunning {
 			continue
 		}
-		more, err := s.mapRepair(ctx, inst, view)
+		more, err := r.mapRepair(ctx, inst, view)
 		if err != nil {
-			s.log.WarnContext(ctx, "map backstop", "run_id", runID, "task", inst.Key.Task, "error", err.Error())
+			r.log.WarnContext(ctx, "map backstop", "run_id", runID, "task", inst.Key.Task, "error", err.Error())
 		}
 		effs = append(effs, more...)
 	}
@@ -42,7 +42,7 @@ func (s *Service) mapBackstop(ctx context.Context, runID string) []effect {
 }
 
 // mapRepair is the backstop of one running map task.
-func (s *Service) mapRepair(ctx context.Context, inst ledger.Instance, view ledger.RunView) ([]effect, error) {
+func (r *Room[E]) mapRepair(ctx context.Context, inst ledger.Instance, view ledger.RunView) ([]E, error) {
 	key := inst.Key
 	m, ok := view.Maps[key.Task]
 	if !ok {
@@ -50,26 +50,26 @@ func (s *Service) mapRepair(ctx context.Context, inst ledger.Instance, view ledg
 		if err != nil {
 			return nil, err
 		}
-		_, more, err := s.expandMap(ctx, inst, view.Run, rec)
+		_, more, err := r.expandMap(ctx, inst, view.Run, rec)
 		return more, err
 	}
-	effs := []effect{{kind: effMapStep, key: key, runID: key.Run}}
-	if m.Running <= 0 || !s.stalls.stalled(key, m) {
+	effs := []E{r.k.MapStep(key)}
+	if m.Running <= 0 || !r.stalls.stalled(key, m) {
 		return effs, nil
 	}
-	more, err := s.recreateChildren(ctx, key, m)
+	more, err := r.recreateChildren(ctx, key, m)
 	return append(effs, more...), err
 }
 
 // recreateChildren writes the released children of m that do not exist
 // (a write that meets one another process wrote leaves it as it is) and
 // dispatches them, and the ones found SCHEDULED.
-func (s *Service) recreateChildren(ctx context.Context, key ledger.InstanceKey, m ledger.MapState) ([]effect, error) {
+func (r *Room[E]) recreateChildren(ctx context.Context, key ledger.InstanceKey, m ledger.MapState) ([]E, error) {
 	exists := make([]bool, m.Next)
 	var waiting []ledger.Instance
 	token := ""
 	for {
-		page, next, err := s.store.ListChildren(ctx, key.Run, key.Task, 1000, token)
+		page, next, err := r.store.ListChildren(ctx, key.Run, key.Task, 1000, token)
 		if err != nil {
 			return nil, err
 		}
@@ -92,22 +92,22 @@ func (s *Service) recreateChildren(ctx context.Context, key ledger.InstanceKey, 
 			missing = append(missing, i)
 		}
 	}
-	p, err := s.mapParentOf(ctx, key)
+	p, err := r.mapParentOf(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	if len(missing) > 0 {
-		children, _, err := s.newChildren(ctx, key, missing)
+		children, _, err := r.newChildren(ctx, key, missing)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.store.CreateChildren(ctx, children); err != nil {
+		if err := r.store.CreateChildren(ctx, children); err != nil {
 			return nil, err
 		}
 		for _, c := range children {
 			// Dispatch the child as stored: another process may have
 			// written it first, with its own secret.
-			stored, err := s.store.GetInstance(ctx, c.Key)
+			stored, err := r.store.GetInstance(ctx, c.Key)
 			if err != nil {
 				return nil, err
 			}
@@ -115,12 +115,12 @@ func (s *Service) recreateChildren(ctx context.Context, key ledger.InstanceKey, 
 				waiting = append(waiting, stored)
 			}
 		}
-		s.log.InfoContext(ctx, "map backstop wrote released children", "run_id", key.Run, "task", key.Task, "children", len(missing))
+		r.log.InfoContext(ctx, "map backstop wrote released children", "run_id", key.Run, "task", key.Task, "children", len(missing))
 	}
 	run := p.run
-	effs := make([]effect, len(waiting))
+	effs := make([]E, len(waiting))
 	for i, c := range waiting {
-		effs[i] = effect{kind: effDispatch, key: c.Key, inst: c, run: &run, runID: key.Run}
+		effs[i] = r.k.Dispatch(c, &run)
 	}
 	return effs, nil
 }
