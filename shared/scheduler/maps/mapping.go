@@ -140,22 +140,7 @@ func (r *Room[E]) mapItems(ctx context.Context, key ledger.InstanceKey, c int) (
 // first children go. It answers the instance as it left it and the
 // effects that yields.
 func (r *Room[E]) Start(ctx context.Context, inst ledger.Instance, held *ledger.Run) (ledger.Instance, []E, error) {
-	snap := inst.Snapshot
-	n := snap.Attempt + 1
-	_, hash, err := r.k.AttemptToken(inst, n)
-	if err != nil {
-		return inst, nil, err
-	}
-	var evs []statemodel.Event
-	if snap.State == statemodel.StateCreated {
-		evs = append(evs, statemodel.Event{ID: ledger.DepsEventID(snap.Seq), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler})
-	}
-	evs = append(evs,
-		statemodel.Event{ID: fmt.Sprintf("dispatch:%d", n), Type: statemodel.EvDispatched, Actor: statemodel.ActorExecutor,
-			Attempt: n, TokenHash: hash, ExecutorID: "map", Executor: "map"},
-		statemodel.Event{ID: fmt.Sprintf("map-start:%d", n), Type: statemodel.EvStarted, Actor: statemodel.ActorWorker,
-			Attempt: n, WorkerID: "map"})
-	res, err := r.store.TransitionAll(ctx, inst, evs, r.now(), r.policy())
+	res, err := r.startAttempt(ctx, inst)
 	if err != nil || res.Outcome != statemodel.Applied || res.Stopped {
 		// Another evaluator started it (or it moved on): nothing to do.
 		return res.Instance, nil, err
@@ -181,6 +166,28 @@ func (r *Room[E]) Start(ctx context.Context, inst ledger.Instance, held *ledger.
 	}
 	ended, emore, err := r.expandMap(ctx, started, run, rec)
 	return ended, append(more, emore...), err
+}
+
+// startAttempt writes the next attempt of the map task inst as started
+// with no worker (with its dependency verdict when it is CREATED), in
+// one write.
+func (r *Room[E]) startAttempt(ctx context.Context, inst ledger.Instance) (ledger.Result, error) {
+	snap := inst.Snapshot
+	n := snap.Attempt + 1
+	_, hash, err := r.k.AttemptToken(inst, n)
+	if err != nil {
+		return ledger.Result{Instance: inst}, err
+	}
+	var evs []statemodel.Event
+	if snap.State == statemodel.StateCreated {
+		evs = append(evs, statemodel.Event{ID: ledger.DepsEventID(snap.Seq), Type: statemodel.EvDepsMet, Actor: statemodel.ActorScheduler})
+	}
+	evs = append(evs,
+		statemodel.Event{ID: fmt.Sprintf("dispatch:%d", n), Type: statemodel.EvDispatched, Actor: statemodel.ActorExecutor,
+			Attempt: n, TokenHash: hash, ExecutorID: "map", Executor: "map"},
+		statemodel.Event{ID: fmt.Sprintf("map-start:%d", n), Type: statemodel.EvStarted, Actor: statemodel.ActorWorker,
+			Attempt: n, WorkerID: "map"})
+	return r.store.TransitionAll(ctx, inst, evs, r.now(), r.policy())
 }
 
 // expandMap renders a started map task's over and creates its map item:

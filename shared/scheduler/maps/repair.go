@@ -65,13 +65,39 @@ func (r *Room[E]) mapRepair(ctx context.Context, inst ledger.Instance, view ledg
 // (a write that meets one another process wrote leaves it as it is) and
 // dispatches them, and the ones found SCHEDULED.
 func (r *Room[E]) recreateChildren(ctx context.Context, key ledger.InstanceKey, m ledger.MapState) ([]E, error) {
+	missing, waiting, err := r.scanChildren(ctx, key, m)
+	if err != nil {
+		return nil, err
+	}
+	p, err := r.mapParentOf(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		written, err := r.writeMissing(ctx, key, missing)
+		if err != nil {
+			return nil, err
+		}
+		waiting = append(waiting, written...)
+	}
+	run := p.run
+	effs := make([]E, len(waiting))
+	for i, c := range waiting {
+		effs[i] = r.k.Dispatch(c, &run)
+	}
+	return effs, nil
+}
+
+// scanChildren pages the children of m: the indexes released and not
+// written (missing), and the children written and not dispatched
+// (SCHEDULED).
+func (r *Room[E]) scanChildren(ctx context.Context, key ledger.InstanceKey, m ledger.MapState) (missing []int, waiting []ledger.Instance, err error) {
 	exists := make([]bool, m.Next)
-	var waiting []ledger.Instance
 	token := ""
 	for {
 		page, next, err := r.store.ListChildren(ctx, key.Run, key.Task, 1000, token)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, c := range page {
 			if _, i, ok := ledger.ParseChild(c.Key.Task); ok && i < len(exists) {
@@ -86,41 +112,36 @@ func (r *Room[E]) recreateChildren(ctx context.Context, key ledger.InstanceKey, 
 		}
 		token = next
 	}
-	var missing []int
 	for i, ok := range exists {
 		if !ok {
 			missing = append(missing, i)
 		}
 	}
-	p, err := r.mapParentOf(ctx, key)
+	return missing, waiting, nil
+}
+
+// writeMissing writes the children missing of the map task key and
+// answers the ones SCHEDULED as stored.
+func (r *Room[E]) writeMissing(ctx context.Context, key ledger.InstanceKey, missing []int) ([]ledger.Instance, error) {
+	children, _, err := r.newChildren(ctx, key, missing)
 	if err != nil {
 		return nil, err
 	}
-	if len(missing) > 0 {
-		children, _, err := r.newChildren(ctx, key, missing)
+	if err := r.store.CreateChildren(ctx, children); err != nil {
+		return nil, err
+	}
+	var waiting []ledger.Instance
+	for _, c := range children {
+		// Dispatch the child as stored: another process may have
+		// written it first, with its own secret.
+		stored, err := r.store.GetInstance(ctx, c.Key)
 		if err != nil {
 			return nil, err
 		}
-		if err := r.store.CreateChildren(ctx, children); err != nil {
-			return nil, err
+		if stored.Snapshot.State == statemodel.StateScheduled {
+			waiting = append(waiting, stored)
 		}
-		for _, c := range children {
-			// Dispatch the child as stored: another process may have
-			// written it first, with its own secret.
-			stored, err := r.store.GetInstance(ctx, c.Key)
-			if err != nil {
-				return nil, err
-			}
-			if stored.Snapshot.State == statemodel.StateScheduled {
-				waiting = append(waiting, stored)
-			}
-		}
-		r.log.InfoContext(ctx, "map backstop wrote released children", "run_id", key.Run, "task", key.Task, "children", len(missing))
 	}
-	run := p.run
-	effs := make([]E, len(waiting))
-	for i, c := range waiting {
-		effs[i] = r.k.Dispatch(c, &run)
-	}
-	return effs, nil
+	r.log.InfoContext(ctx, "map backstop wrote released children", "run_id", key.Run, "task", key.Task, "children", len(missing))
+	return waiting, nil
 }
