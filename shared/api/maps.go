@@ -25,7 +25,7 @@ func (h *Handler) addMaps(ctx context.Context, v ledger.RunView, tasks []protoco
 		if tasks[i].State != statemodel.StateSucceeded {
 			continue
 		}
-		out, truncated, err := h.svc.MapOutput(ctx, v.Run.ID, tasks[i].Task)
+		out, truncated, err := h.svc.Maps().Output(ctx, v.Run.ID, tasks[i].Task)
 		if errors.Is(err, ledger.ErrNotFound) {
 			continue
 		}
@@ -43,7 +43,7 @@ func (h *Handler) children(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	insts, next, err := h.svc.Children(r.Context(), r.PathValue("run"), r.PathValue("task"), limit, r.URL.Query().Get("next_token"))
+	insts, next, err := h.svc.Maps().Children(r.Context(), r.PathValue("run"), r.PathValue("task"), limit, r.URL.Query().Get("next_token"))
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
 	if err := s.advanceRun(ctx, runID, false); err != nil {
 		return err
 	}
-	s.perform(ctx, s.mapBackstop(ctx, runID)...)
+	s.perform(ctx, s.maps.Backstop(ctx, runID)...)
 	return nil
 }
 

@@ -163,7 +163,8 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 		return nil, dispatched{inst: inst}
 	}
 	if len(inst.Map) > 0 {
-		return nil, s.startMap(ctx, e)
+		inst, more, err := s.maps.Start(ctx, inst, e.run)
+		return nil, dispatched{inst: inst, more: more, err: err}
 	}
 	if e.depsMet && !e.soleVerdict && verdictFirst(inst) {
 		written, won, err := s.writeVerdict(ctx, inst)

@@ -41,7 +41,7 @@ const (
 	// and arms its dependency timeout if a root task still waits.
 	effArmDependencyTimeout
 	// effMapStep moves a map task on (key) after one of its children
-	// ended or it started: release, or its end (mapping.go).
+	// ended or it started: release, or its end (the maps room).
 	effMapStep
 	// effMapCancel stops a map task's releases and cancels its children
 	// (key: the map task, whose cancel was requested).
@@ -181,9 +181,9 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 		more, err := s.triggers.BackfillRunEnded(ctx, e.run)
 		return kernelEffects(more), err
 	case effMapStep:
-		return s.mapStep(ctx, e.key)
+		return s.maps.Step(ctx, e.key)
 	case effMapCancel:
-		return s.cancelMap(ctx, e.key)
+		return s.maps.Cancel(ctx, e.key)
 	case effAdmitNewRun:
 		work, err := s.flow.AdmitNewRun(ctx, *e.view, e.answer, e.handedOn)
 		return effectsOfWork(work), err

@@ -101,7 +101,7 @@ func backstopWritesReleasedChildren(t *testing.T, f *fixture, st *stoppingStore)
 	if m := view.Maps["each"]; m.Succeeded != 5 || m.Running != 0 || m.Next != 5 {
 		t.Errorf("counts %+v", m)
 	}
-	children, _, err := f.svc.Children(ctx, v.Run.ID, "each", 100, "")
+	children, _, err := f.svc.Maps().Children(ctx, v.Run.ID, "each", 100, "")
 	if err != nil || len(children) != 5 {
 		t.Fatalf("%d children (%v)", len(children), err)
 	}

@@ -166,7 +166,7 @@ func (s *Service) RetryTask(ctx context.Context, key ledger.InstanceKey, r Retry
 	}
 	_, err := s.flow.Retry(ctx, key, retry)
 	if err == nil {
-		err = s.reopenMap(ctx, key, retry)
+		err = s.maps.Reopen(ctx, key, retry)
 	}
 	if err != nil && r.Downstream && !errors.Is(err, ErrNotFound) {
 		// The retry lost a race after the clears: whatever the task is

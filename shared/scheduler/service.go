@@ -30,6 +30,7 @@ import (
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler/flow"
 	"github.com/runledger/runledger/shared/scheduler/jobs"
+	"github.com/runledger/runledger/shared/scheduler/maps"
 	"github.com/runledger/runledger/shared/scheduler/triggers"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
@@ -212,13 +213,9 @@ type Service struct {
 	// (room_flow.go).
 	flow *flow.Room
 
-	// maps caches what a map's steps read and never changes, steps runs
-	// one round of each map at a time, and stalls remembers what each map
-	// task's last backstop found (mapping.go). They are the Service's, not
-	// the package's, so two Services never share them.
-	maps   *mapCache
-	steps  *stepGate
-	stalls *stallWatch
+	// maps is the maps room (room_maps.go): the Service's own, so two
+	// Services never share its caches.
+	maps *maps.Room[effect]
 
 	// metricsMu keeps each embedded-metric line whole on Config.Metrics,
 	// which passes running at once share.
@@ -239,7 +236,8 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	svc := &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
-		executors: map[string]Executor{}, maps: newMapCache(), steps: newStepGate(), stalls: newStallWatch()}
+		executors: map[string]Executor{}}
+	svc.maps = newMapsRoom(svc)
 	svc.triggers = newTriggersRoom(svc)
 	svc.executors[jobspec.ExecutorSignal] = signalExecutor{}
 	for _, ex := range cfg.Executors {

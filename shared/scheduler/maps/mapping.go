@@ -1,4 +1,4 @@
-package scheduler
+package maps
 
 import (
 	"bytes"
@@ -14,19 +14,6 @@ import (
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/statemodel"
 )
-
-// A map task (docs/api.md, "Fan-out over a list") runs as its children.
-// When its dependencies are met its attempt starts at once, with no
-// worker (one write: deps.met, dispatch.accepted and attempt.started),
-// over is rendered, and the map item is created with the rendered
-// elements (CreateMap). Children are then released in batches: one
-// conditional write of the map item (ReleaseChildren) moves its release
-// mark, then the released children's instances are written (SCHEDULED)
-// and dispatched as any task. A child's final write moves the map's counts
-// in the same atomic write (the store's WriteInstance), and its effect
-// (effMapStep) reads the map item once: it releases the next children, or,
-// when all ended, ends the map task, which the run then derives from as
-// from any task. No child step reads the run's tasks or its siblings.
 
 // CategoryInvalidMap: over did not render a JSON array within the limits.
 const CategoryInvalidMap = "invalid_map"
@@ -54,8 +41,8 @@ type mapRecord struct {
 	Cancel    time.Duration `json:"cancel"`
 }
 
-// withMap makes nt a map task's NewTask when t is one.
-func withMap(nt *ledger.NewTask, t jobspec.Task) {
+// WithMap makes nt a map task's NewTask when t is one.
+func WithMap(nt *ledger.NewTask, t jobspec.Task) {
 	if t.Map == nil {
 		return
 	}
@@ -73,8 +60,9 @@ func mapRecordOf(inst ledger.Instance) (mapRecord, error) {
 	return rec, nil
 }
 
-// parentKey is the map task of a child.
-func parentKey(child ledger.InstanceKey) (ledger.InstanceKey, bool) {
+// ParentKey is the map task of a child; false for a task that is no
+// map's child.
+func ParentKey(child ledger.InstanceKey) (ledger.InstanceKey, bool) {
 	p, _, ok := ledger.ParseChild(child.Task)
 	return ledger.InstanceKey{Run: child.Run, Task: p}, ok
 }
@@ -99,14 +87,14 @@ func newMapCache() *mapCache {
 	return &mapCache{parent: map[ledger.InstanceKey]mapParent{}, chunks: map[string][][]byte{}}
 }
 
-func (s *Service) mapParentOf(ctx context.Context, key ledger.InstanceKey) (mapParent, error) {
-	s.maps.mu.Lock()
-	p, ok := s.maps.parent[key]
-	s.maps.mu.Unlock()
+func (r *Room[E]) mapParentOf(ctx context.Context, key ledger.InstanceKey) (mapParent, error) {
+	r.cache.mu.Lock()
+	p, ok := r.cache.parent[key]
+	r.cache.mu.Unlock()
 	if ok {
 		return p, nil
 	}
-	inst, run, err := s.store.GetInstanceAndRun(ctx, key)
+	inst, run, err := r.store.GetInstanceAndRun(ctx, key)
 	if err != nil {
 		return p, err
 	}
@@ -116,46 +104,79 @@ func (s *Service) mapParentOf(ctx context.Context, key ledger.InstanceKey) (mapP
 	}
 	inst.History, inst.Snapshot = nil, statemodel.Snapshot{}
 	p = mapParent{inst: inst, run: run, rec: rec}
-	s.maps.mu.Lock()
-	if len(s.maps.parent) >= mapCacheSize {
-		clear(s.maps.parent)
+	r.cache.mu.Lock()
+	if len(r.cache.parent) >= mapCacheSize {
+		clear(r.cache.parent)
 	}
-	s.maps.parent[key] = p
-	s.maps.mu.Unlock()
+	r.cache.parent[key] = p
+	r.cache.mu.Unlock()
 	return p, nil
 }
 
-func (s *Service) mapItems(ctx context.Context, key ledger.InstanceKey, c int) ([][]byte, error) {
+func (r *Room[E]) mapItems(ctx context.Context, key ledger.InstanceKey, c int) ([][]byte, error) {
 	id := fmt.Sprintf("%s/%s#%d", key.Run, key.Task, c)
-	s.maps.mu.Lock()
-	items, ok := s.maps.chunks[id]
-	s.maps.mu.Unlock()
+	r.cache.mu.Lock()
+	items, ok := r.cache.chunks[id]
+	r.cache.mu.Unlock()
 	if ok {
 		return items, nil
 	}
-	items, err := s.store.MapItems(ctx, key.Run, key.Task, c)
+	items, err := r.store.MapItems(ctx, key.Run, key.Task, c)
 	if err != nil {
 		return nil, err
 	}
-	s.maps.mu.Lock()
-	if len(s.maps.chunks) >= mapCacheSize {
-		clear(s.maps.chunks)
+	r.cache.mu.Lock()
+	if len(r.cache.chunks) >= mapCacheSize {
+		clear(r.cache.chunks)
 	}
-	s.maps.chunks[id] = items
-	s.maps.mu.Unlock()
+	r.cache.chunks[id] = items
+	r.cache.mu.Unlock()
 	return items, nil
 }
 
-// startMap starts a map task whose dependencies are met (e is its
-// dispatch effect): its attempt starts with no worker, its over is
-// rendered and its map item created; then its first children go.
-func (s *Service) startMap(ctx context.Context, e effect) dispatched {
-	inst := e.inst
+// Start starts a map task whose dependencies are met (inst, as its
+// dispatch effect holds it, with the run when held): its attempt starts
+// with no worker, its over is rendered and its map item created; then its
+// first children go. It answers the instance as it left it and the
+// effects that yields.
+func (r *Room[E]) Start(ctx context.Context, inst ledger.Instance, held *ledger.Run) (ledger.Instance, []E, error) {
+	res, err := r.startAttempt(ctx, inst)
+	if err != nil || res.Outcome != statemodel.Applied || res.Stopped {
+		// Another evaluator started it (or it moved on): nothing to do.
+		return res.Instance, nil, err
+	}
+	more := r.k.Applied(ctx, res)
+	started := res.Instance
+	run := ledger.Run{}
+	if held != nil {
+		run = *held
+	} else if run, err = r.store.GetRun(ctx, inst.Key.Run); err != nil {
+		return started, more, err
+	}
+	rec, err := mapRecordOf(inst)
+	if err != nil {
+		return started, more, err
+	}
+	if _, err := r.store.GetMap(ctx, inst.Key.Run, inst.Key.Task); err == nil {
+		// Reopened by a child's retry: its children stand; it ends when
+		// they have.
+		return started, append(more, r.k.MapStep(inst.Key)), nil
+	} else if !errors.Is(err, ledger.ErrNotFound) {
+		return started, more, err
+	}
+	ended, emore, err := r.expandMap(ctx, started, run, rec)
+	return ended, append(more, emore...), err
+}
+
+// startAttempt writes the next attempt of the map task inst as started
+// with no worker (with its dependency verdict when it is CREATED), in
+// one write.
+func (r *Room[E]) startAttempt(ctx context.Context, inst ledger.Instance) (ledger.Result, error) {
 	snap := inst.Snapshot
 	n := snap.Attempt + 1
-	_, hash, err := attemptToken(inst, n)
+	_, hash, err := r.k.AttemptToken(inst, n)
 	if err != nil {
-		return dispatched{inst: inst, err: err}
+		return ledger.Result{Instance: inst}, err
 	}
 	var evs []statemodel.Event
 	if snap.State == statemodel.StateCreated {
@@ -166,62 +187,36 @@ func (s *Service) startMap(ctx context.Context, e effect) dispatched {
 			Attempt: n, TokenHash: hash, ExecutorID: "map", Executor: "map"},
 		statemodel.Event{ID: fmt.Sprintf("map-start:%d", n), Type: statemodel.EvStarted, Actor: statemodel.ActorWorker,
 			Attempt: n, WorkerID: "map"})
-	res, err := s.store.TransitionAll(ctx, inst, evs, s.now(), s.policy())
-	if err != nil || res.Outcome != statemodel.Applied || res.Stopped {
-		// Another evaluator started it (or it moved on): nothing to do.
-		return dispatched{inst: res.Instance, err: err}
-	}
-	s.applied(ctx, res)
-	more := effectsOf(res)
-	started := res.Instance
-	run := ledger.Run{}
-	if e.run != nil {
-		run = *e.run
-	} else if run, err = s.store.GetRun(ctx, inst.Key.Run); err != nil {
-		return dispatched{inst: started, more: more, err: err}
-	}
-	rec, err := mapRecordOf(inst)
-	if err != nil {
-		return dispatched{inst: started, more: more, err: err}
-	}
-	if _, err := s.store.GetMap(ctx, inst.Key.Run, inst.Key.Task); err == nil {
-		// Reopened by a child's retry: its children stand; it ends when
-		// they have.
-		return dispatched{inst: started, more: append(more, effect{kind: effMapStep, key: inst.Key, runID: inst.Key.Run})}
-	} else if !errors.Is(err, ledger.ErrNotFound) {
-		return dispatched{inst: started, more: more, err: err}
-	}
-	ended, emore, err := s.expandMap(ctx, started, run, rec)
-	return dispatched{inst: ended, more: append(more, emore...), err: err}
+	return r.store.TransitionAll(ctx, inst, evs, r.now(), r.policy())
 }
 
 // expandMap renders a started map task's over and creates its map item:
 // an over that does not render fails the map task (invalid_map); any
 // other error (a read of its inputs) leaves it RUNNING with no map item,
 // for the run's backstop to expand again (mapRepair).
-func (s *Service) expandMap(ctx context.Context, started ledger.Instance, run ledger.Run, rec mapRecord) (ledger.Instance, []effect, error) {
+func (r *Room[E]) expandMap(ctx context.Context, started ledger.Instance, run ledger.Run, rec mapRecord) (ledger.Instance, []E, error) {
 	key := started.Key
-	items, rerr := s.renderOver(ctx, started, run, rec.Map)
+	items, rerr := r.renderOver(ctx, started, run, rec.Map)
 	if rerr != nil {
 		if !errors.Is(rerr, jobspec.ErrInvalidMap) {
 			return started, nil, rerr
 		}
-		return s.endMap(ctx, started, nil, CategoryInvalidMap, rerr.Error())
+		return r.endMap(ctx, started, nil, CategoryInvalidMap, rerr.Error())
 	}
 	m := ledger.MapState{Run: key.Run, Task: key.Task, Total: len(items), MaxParallel: rec.MaxParallel, Tolerated: rec.ToleratedFailures}
 	raw := make([][]byte, len(items))
 	for i, it := range items {
 		raw[i] = it
 	}
-	if err := s.store.CreateMap(ctx, m, raw); err != nil && !errors.Is(err, ledger.ErrConflict) {
+	if err := r.store.CreateMap(ctx, m, raw); err != nil && !errors.Is(err, ledger.ErrConflict) {
 		return started, nil, err
 	}
-	return started, []effect{{kind: effMapStep, key: key, runID: key.Run}}, nil
+	return started, []E{r.k.MapStep(key)}, nil
 }
 
 // renderOver renders a map's over with the run's names and the task's
 // inputs.
-func (s *Service) renderOver(ctx context.Context, inst ledger.Instance, run ledger.Run, m jobspec.Map) ([]json.RawMessage, error) {
+func (r *Room[E]) renderOver(ctx context.Context, inst ledger.Instance, run ledger.Run, m jobspec.Map) ([]json.RawMessage, error) {
 	v := jobspec.OverVars{Job: run.Job, Run: run.ID, Trigger: string(run.Trigger), Params: map[string]any{}, Inputs: map[string]any{}}
 	if !run.LogicalTime.IsZero() {
 		v.LogicalTime = protocol.FormatTime(run.LogicalTime)
@@ -233,7 +228,7 @@ func (s *Service) renderOver(ctx context.Context, inst ledger.Instance, run ledg
 		}
 	}
 	if len(inst.DependsOn) > 0 {
-		outs, err := s.store.GetOutputs(ctx, inst.Key.Run, inst.DependsOn)
+		outs, err := r.store.GetOutputs(ctx, inst.Key.Run, inst.DependsOn)
 		if err != nil {
 			return nil, err
 		}
@@ -253,20 +248,20 @@ func decodeNumbers(raw []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// mapStep moves a map on after a child's end (or its start): one read of
+// Step moves a map on after a child's end (or its start): one read of
 // the map item, then the release of the next children, or the map task's
 // end once every child ended. Steps of one map in one process share
 // rounds: a step asked for while a round runs waits for the next round,
 // which one of the waiters takes for all of them; it reads after each of
 // their children's writes, so children ending together cost one read, not
 // one each, and no step waits longer than two rounds.
-func (s *Service) mapStep(ctx context.Context, key ledger.InstanceKey) ([]effect, error) {
-	round, ok := s.steps.take(key)
+func (r *Room[E]) Step(ctx context.Context, key ledger.InstanceKey) ([]E, error) {
+	round, ok := r.steps.take(key)
 	if !ok {
 		return nil, nil // served by another step's round
 	}
-	effs, err := s.mapRound(ctx, key)
-	s.steps.done(key, round, err == nil)
+	effs, err := r.mapRound(ctx, key)
+	r.steps.done(key, round, err == nil)
 	return effs, err
 }
 
@@ -275,20 +270,20 @@ func (s *Service) mapStep(ctx context.Context, key ledger.InstanceKey) ([]effect
 // is tried again from the mark it met, with the counts as read: ended
 // children only grow, so the room they show is there (or less), and a
 // child whose end this misses releases in its own step.
-func (s *Service) mapRound(ctx context.Context, key ledger.InstanceKey) ([]effect, error) {
-	m, err := s.store.GetMap(ctx, key.Run, key.Task)
+func (r *Room[E]) mapRound(ctx context.Context, key ledger.InstanceKey) ([]E, error) {
+	m, err := r.store.GetMap(ctx, key.Run, key.Task)
 	if err != nil {
 		return nil, err
 	}
-	for round := 0; round < maxAdvanceRounds; round++ {
+	for round := 0; round < maxRounds; round++ {
 		if m.Ended() {
-			return s.finishMap(ctx, key, m)
+			return r.finishMap(ctx, key, m)
 		}
 		k := min(m.Free(), releaseBatch)
 		if k == 0 {
 			return nil, nil
 		}
-		found, err := s.store.ReleaseChildren(ctx, m, k)
+		found, err := r.store.ReleaseChildren(ctx, m, k)
 		if errors.Is(err, ledger.ErrVersionConflict) {
 			if found.Next <= m.Next || found.Next >= m.Total {
 				// Released to the end, or closed by a cancel: the steps
@@ -301,12 +296,12 @@ func (s *Service) mapRound(ctx context.Context, key ledger.InstanceKey) ([]effec
 		} else if err != nil {
 			return nil, err
 		}
-		return s.createChildren(ctx, key, m.Next, k)
+		return r.createChildren(ctx, key, m.Next, k)
 	}
 	return nil, nil
 }
 
-// stepGate runs one round of each map at a time in its Service, the one
+// stepGate runs one round of each map at a time in its Room, the one
 // of a process. A step takes a ticket; a round serves every ticket taken
 // before it started.
 type stepGate struct {
@@ -393,44 +388,44 @@ func (w *stallWatch) stalled(key ledger.InstanceKey, m ledger.MapState) bool {
 
 // createChildren writes released children from..from+k-1 and returns
 // their dispatches.
-func (s *Service) createChildren(ctx context.Context, key ledger.InstanceKey, from, k int) ([]effect, error) {
+func (r *Room[E]) createChildren(ctx context.Context, key ledger.InstanceKey, from, k int) ([]E, error) {
 	idx := make([]int, k)
 	for j := range idx {
 		idx[j] = from + j
 	}
-	children, p, err := s.newChildren(ctx, key, idx)
+	children, p, err := r.newChildren(ctx, key, idx)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.store.CreateChildren(ctx, children); err != nil {
+	if err := r.store.CreateChildren(ctx, children); err != nil {
 		return nil, err
 	}
 	run := p.run
-	effs := make([]effect, len(children))
+	effs := make([]E, len(children))
 	for i, c := range children {
-		effs[i] = effect{kind: effDispatch, key: c.Key, inst: c, run: &run, runID: key.Run}
+		effs[i] = r.k.Dispatch(c, &run)
 	}
 	return effs, nil
 }
 
 // newChildren builds the instances of the children idx of the map task
 // key (SCHEDULED, with their elements), writing nothing.
-func (s *Service) newChildren(ctx context.Context, key ledger.InstanceKey, idx []int) ([]ledger.Instance, mapParent, error) {
-	p, err := s.mapParentOf(ctx, key)
+func (r *Room[E]) newChildren(ctx context.Context, key ledger.InstanceKey, idx []int) ([]ledger.Instance, mapParent, error) {
+	p, err := r.mapParentOf(ctx, key)
 	if err != nil {
 		return nil, p, err
 	}
 	policy := p.inst.Policy
 	policy.Timeouts.Heartbeat, policy.Timeouts.Cancel = p.rec.Heartbeat, p.rec.Cancel
 	nr := ledger.NewRun{ID: key.Run, Job: p.inst.Job}
-	now := s.now()
+	now := r.now()
 	children := make([]ledger.Instance, 0, len(idx))
 	for _, i := range idx {
-		items, err := s.mapItems(ctx, key, i/ledger.MapItemsPerChunk)
+		items, err := r.mapItems(ctx, key, i/ledger.MapItemsPerChunk)
 		if err != nil {
 			return nil, p, err
 		}
-		secret, err := newSecret()
+		secret, err := r.k.NewSecret()
 		if err != nil {
 			return nil, p, err
 		}
@@ -450,8 +445,8 @@ func (s *Service) newChildren(ctx context.Context, key ledger.InstanceKey, idx [
 // finishMap ends a map task whose children all ended: its output (the
 // children's outputs, in index order) is kept, then its attempt ends,
 // conditioned on its state: it ends once.
-func (s *Service) finishMap(ctx context.Context, key ledger.InstanceKey, m ledger.MapState) ([]effect, error) {
-	inst, err := s.store.GetInstance(ctx, key)
+func (r *Room[E]) finishMap(ctx context.Context, key ledger.InstanceKey, m ledger.MapState) ([]E, error) {
+	inst, err := r.store.GetInstance(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -459,30 +454,30 @@ func (s *Service) finishMap(ctx context.Context, key ledger.InstanceKey, m ledge
 		return nil, nil
 	}
 	if !m.Succeeds() || inst.Snapshot.State == statemodel.StateCancelling {
-		_, more, err := s.endMap(ctx, inst, nil, CategoryChildrenFailed,
+		_, more, err := r.endMap(ctx, inst, nil, CategoryChildrenFailed,
 			fmt.Sprintf("%d of %d children ended other than SUCCEEDED (%d tolerated)", m.Total-m.Succeeded, m.Total, m.Tolerated))
 		return more, err
 	}
-	out, truncated, err := s.childrenOutput(ctx, key)
+	out, truncated, err := r.childrenOutput(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.store.SetMapOutput(ctx, key.Run, key.Task, out, truncated); err != nil {
+	if err := r.store.SetMapOutput(ctx, key.Run, key.Task, out, truncated); err != nil {
 		return nil, err
 	}
-	_, more, err := s.endMap(ctx, inst, out, "", "")
+	_, more, err := r.endMap(ctx, inst, out, "", "")
 	return more, err
 }
 
 // childrenOutput builds the array of the children's outputs (null for one
 // without); nil and truncated beyond ledger.MaxMapOutputBytes.
-func (s *Service) childrenOutput(ctx context.Context, key ledger.InstanceKey) ([]byte, bool, error) {
+func (r *Room[E]) childrenOutput(ctx context.Context, key ledger.InstanceKey) ([]byte, bool, error) {
 	var b bytes.Buffer
 	b.WriteByte('[')
 	token := ""
 	first := true
 	for {
-		page, next, err := s.store.ListChildren(ctx, key.Run, key.Task, 1000, token)
+		page, next, err := r.store.ListChildren(ctx, key.Run, key.Task, 1000, token)
 		if err != nil {
 			return nil, false, err
 		}
@@ -515,7 +510,7 @@ func (s *Service) childrenOutput(ctx context.Context, key ledger.InstanceKey) ([
 // endMap ends a map task's attempt: succeeded with out when category is
 // empty, else failed (not retried) with category and reason; a map task
 // whose cancel was requested acknowledges it.
-func (s *Service) endMap(ctx context.Context, inst ledger.Instance, out []byte, category, reason string) (ledger.Instance, []effect, error) {
+func (r *Room[E]) endMap(ctx context.Context, inst ledger.Instance, out []byte, category, reason string) (ledger.Instance, []E, error) {
 	n := inst.Snapshot.Attempt
 	ev := statemodel.Event{ID: fmt.Sprintf("map-end:%d", n), Actor: statemodel.ActorWorker, Attempt: n, Reason: reason}
 	switch {
@@ -529,73 +524,55 @@ func (s *Service) endMap(ctx context.Context, inst ledger.Instance, out []byte, 
 	default:
 		ev.Type, ev.ErrorCategory, ev.Retryable = statemodel.EvFailed, category, new(bool)
 	}
-	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
+	res, err := r.store.TransitionFrom(ctx, inst, ev, r.now(), r.policy())
 	if err != nil {
 		return inst, nil, err
 	}
 	if res.Outcome != statemodel.Applied {
 		return res.Instance, nil, nil
 	}
-	s.applied(ctx, res)
-	return res.Instance, effectsOf(res), nil
+	return res.Instance, r.k.Applied(ctx, res), nil
 }
 
-// authorizeChild is authorizeInRun for a map child: its instance alone
-// (one GetItem), never its run's tasks or its siblings.
-func (s *Service) authorizeChild(ctx context.Context, ref protocol.AttemptRef, token string) (ledger.RunView, ledger.Instance, error) {
-	inst, err := s.store.GetInstance(ctx, instanceKey(ref))
-	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
-		return ledger.RunView{}, ledger.Instance{}, protocol.ErrInvalidAttemptToken
-	}
-	if err != nil {
-		return ledger.RunView{}, ledger.Instance{}, err
-	}
-	err = s.checkToken(ctx, ref, token, inst)
-	if errors.Is(err, ErrNotDispatchedYet) {
-		err = protocol.ErrInvalidAttemptToken
-	}
-	return ledger.RunView{}, inst, err
-}
-
-// MapOutput reads a map task's output: ErrNotFound before it ended.
-func (s *Service) MapOutput(ctx context.Context, run, task string) ([]byte, bool, error) {
-	return s.store.GetMapOutput(ctx, run, task)
+// Output reads a map task's output: ErrNotFound before it ended.
+func (r *Room[E]) Output(ctx context.Context, run, task string) ([]byte, bool, error) {
+	return r.store.GetMapOutput(ctx, run, task)
 }
 
 // Children pages a map task's children in index order; ErrNotFound when
 // the run has no such task.
-func (s *Service) Children(ctx context.Context, run, task string, limit int, token string) ([]ledger.Instance, string, error) {
-	if _, err := s.store.GetInstance(ctx, ledger.InstanceKey{Run: run, Task: task}); err != nil {
+func (r *Room[E]) Children(ctx context.Context, run, task string, limit int, token string) ([]ledger.Instance, string, error) {
+	if _, err := r.store.GetInstance(ctx, ledger.InstanceKey{Run: run, Task: task}); err != nil {
 		return nil, "", err
 	}
-	return s.store.ListChildren(ctx, run, task, limit, token)
+	return r.store.ListChildren(ctx, run, task, limit, token)
 }
 
-// cancelMap stops a map task whose cancel was requested: its pending
+// Cancel stops a map task whose cancel was requested: its pending
 // children are counted cancelled and never released (one conditional
 // write of the map item), its released children that did not end get a
 // cancel request, and once all ended the map task acknowledges its
 // cancel (finishMap).
-func (s *Service) cancelMap(ctx context.Context, key ledger.InstanceKey) ([]effect, error) {
+func (r *Room[E]) Cancel(ctx context.Context, key ledger.InstanceKey) ([]E, error) {
 	var m ledger.MapState
 	for round := 0; ; round++ {
-		cur, err := s.store.GetMap(ctx, key.Run, key.Task)
+		cur, err := r.store.GetMap(ctx, key.Run, key.Task)
 		if errors.Is(err, ledger.ErrNotFound) {
 			return nil, nil // not expanded: nothing runs
 		}
 		if err != nil {
 			return nil, err
 		}
-		if m, err = s.store.CloseMap(ctx, cur); err == nil {
+		if m, err = r.store.CloseMap(ctx, cur); err == nil {
 			break
 		}
-		if !errors.Is(err, ledger.ErrVersionConflict) || round == maxAdvanceRounds {
+		if !errors.Is(err, ledger.ErrVersionConflict) || round == maxRounds {
 			return nil, err
 		}
 	}
 	token := ""
 	for {
-		page, next, err := s.store.ListChildren(ctx, key.Run, key.Task, 1000, token)
+		page, next, err := r.store.ListChildren(ctx, key.Run, key.Task, 1000, token)
 		if err != nil {
 			return nil, err
 		}
@@ -605,12 +582,12 @@ func (s *Service) cancelMap(ctx context.Context, key ledger.InstanceKey) ([]effe
 				continue
 			}
 			ev := statemodel.Event{ID: "map-cancel:" + key.Task, Type: statemodel.EvCancelRequested, Actor: statemodel.ActorOperator, Reason: "its map task was cancelled"}
-			res, err := s.store.TransitionFrom(ctx, c, ev, s.now(), s.policy())
+			res, err := r.store.TransitionFrom(ctx, c, ev, r.now(), r.policy())
 			if err != nil {
-				s.log.WarnContext(ctx, "cancel map child", "run_id", key.Run, "task", c.Key.Task, "error", err.Error())
+				r.log.WarnContext(ctx, "cancel map child", "run_id", key.Run, "task", c.Key.Task, "error", err.Error())
 				continue
 			}
-			s.follow(ctx, res)
+			r.k.Follow(ctx, res)
 		}
 		if next == "" {
 			break
@@ -618,22 +595,22 @@ func (s *Service) cancelMap(ctx context.Context, key ledger.InstanceKey) ([]effe
 		token = next
 	}
 	if m.Ended() {
-		return s.finishMap(ctx, key, m)
+		return r.finishMap(ctx, key, m)
 	}
 	return nil, nil
 }
 
-// reopenMap gives a map task that ended a new attempt when an operator
+// Reopen gives a map task that ended a new attempt when an operator
 // retried one of its children (key): it runs again until its children
 // have ended, and is decided from their counts then. A SUCCEEDED map task
 // (its failures tolerated) is first marked failed by the operator, in the
 // same write as its retry, so it is never seen FAILED.
-func (s *Service) reopenMap(ctx context.Context, key ledger.InstanceKey, retry statemodel.Event) error {
-	parent, ok := parentKey(key)
+func (r *Room[E]) Reopen(ctx context.Context, key ledger.InstanceKey, retry statemodel.Event) error {
+	parent, ok := ParentKey(key)
 	if !ok {
 		return nil
 	}
-	inst, err := s.store.GetInstance(ctx, parent)
+	inst, err := r.store.GetInstance(ctx, parent)
 	if err != nil {
 		return err
 	}
@@ -641,32 +618,31 @@ func (s *Service) reopenMap(ctx context.Context, key ledger.InstanceKey, retry s
 	retry.Reason = fmt.Sprintf("child %s retried: %s", key.Task, retry.Reason)
 	switch inst.Snapshot.State {
 	case statemodel.StateFailed, statemodel.StateCancelled:
-		_, err = s.operate(ctx, parent, retry)
-		return err
+		return r.k.Operate(ctx, parent, retry)
 	case statemodel.StateSucceeded:
-		return s.reopenSucceededMap(ctx, inst, retry)
+		return r.reopenSucceededMap(ctx, inst, retry)
 	}
 	return nil
 }
 
-// reopenSucceededMap is reopenMap for a SUCCEEDED map task: override.failed
+// reopenSucceededMap is Reopen for a SUCCEEDED map task: override.failed
 // and operator.retry in one write, then the run is derived again as for
 // any retry.
-func (s *Service) reopenSucceededMap(ctx context.Context, inst ledger.Instance, retry statemodel.Event) error {
+func (r *Room[E]) reopenSucceededMap(ctx context.Context, inst ledger.Instance, retry statemodel.Event) error {
 	retry.Actor = statemodel.ActorOperator
 	if retry.Operator == "" {
 		retry.Operator = "runledger"
 	}
-	retry.ID = "op:" + s.NewID()
-	over := statemodel.Event{ID: "op:" + s.NewID(), Type: statemodel.EvOverrideFailed, Actor: statemodel.ActorOperator,
+	retry.ID = "op:" + r.k.NewID()
+	over := statemodel.Event{ID: "op:" + r.k.NewID(), Type: statemodel.EvOverrideFailed, Actor: statemodel.ActorOperator,
 		Operator: retry.Operator, Reason: retry.Reason}
-	res, err := s.store.TransitionAll(ctx, inst, []statemodel.Event{over, retry}, s.now(), s.policy())
+	res, err := r.store.TransitionAll(ctx, inst, []statemodel.Event{over, retry}, r.now(), r.policy())
 	if err != nil {
 		return err
 	}
 	if res.Outcome != statemodel.Applied || res.Stopped {
 		return nil // it moved on meanwhile: whoever moved it decides
 	}
-	s.follow(ctx, res)
-	return s.advanceRun(ctx, inst.Key.Run, true)
+	r.k.Follow(ctx, res)
+	return r.k.AdvanceRun(ctx, inst.Key.Run, true)
 }
