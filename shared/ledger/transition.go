@@ -122,106 +122,176 @@ func TransitionAll(ctx context.Context, s InstanceStorage, held Instance, events
 			}
 		}
 	}
-	inst := &held
-	if !HeldCopyUsable(held) {
-		inst = nil // a copy whose history is not its snapshot's: read it
+	u := &instanceUpdate{s: s, key: key, events: events, now: now, p: p}
+	if HeldCopyUsable(held) {
+		u.inst = &held // else a copy whose history is not its snapshot's: read it
 	}
+	err := Update(ctx, Rounds{Max: MaxRounds}, u.read, u.decide, u.write)
+	switch {
+	case errors.Is(err, ErrUnsettled):
+		return Result{Rounds: MaxRounds}, op(err)
+	case err != nil:
+		return u.res, op(err)
+	}
+	return u.res, nil
+}
+
+// instanceUpdate is one TransitionAll as it goes from round to round.
+type instanceUpdate struct {
+	s      InstanceStorage
+	key    InstanceKey
+	events []statemodel.Event
+	now    time.Time
+	p      statemodel.Policy
+	// inst is the instance the next round decides on (nil: read it).
 	// fresh: inst is the instance as this call read it or as a failed
-	// write found it. An answer that writes nothing (rejected, duplicate,
-	// stale) is given only from a fresh copy: from the caller's copy it is
-	// confirmed by one read first, so a stale copy never answers wrongly.
-	fresh := false
-	for round := 1; round <= MaxRounds; round++ {
-		if inst == nil {
-			got, err := s.GetInstance(ctx, key)
-			if err != nil {
-				return Result{Rounds: round}, op(err)
-			}
-			inst, fresh = &got, true
+	// write found it. An answer that writes nothing (rejected,
+	// duplicate, stale) is given only from a fresh copy: from the
+	// caller's copy it is confirmed by one read first, so a stale copy
+	// never answers wrongly.
+	inst  *Instance
+	fresh bool
+	round int // the round under way, from 1
+	res   Result
+}
+
+// decided is one round's decisions on from: the events applied, in
+// order, and the one the sequence stopped at (nil: none).
+type decided struct {
+	from    Instance
+	applied []statemodel.Decision
+	stop    *statemodel.Decision
+}
+
+// read answers the instance to decide on, reading it when the round has
+// none.
+func (u *instanceUpdate) read(ctx context.Context, round int) (Instance, error) {
+	u.round = round + 1
+	if u.inst == nil {
+		got, err := u.s.GetInstance(ctx, u.key)
+		if err != nil {
+			u.res = Result{Rounds: u.round}
+			return Instance{}, err
 		}
-		policy := DecisionPolicy(p, inst.Policy)
-		var applied []statemodel.Decision
-		snap := inst.Snapshot
-		var res Result
-		var stop *statemodel.Decision
-		for _, e := range events {
-			d := statemodel.Apply(snap, e, now, policy)
-			if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && MayHaveForgotten(*inst, d.Outcome) {
-				first, seen, err := s.SeenBefore(ctx, *inst, e.ID)
-				if err != nil {
-					return Result{Outcome: d.Outcome, Snapshot: snap, Rounds: round, Instance: *inst}, op(err)
-				}
-				if seen {
-					d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
-				}
-			}
-			if d.Outcome != statemodel.Applied {
-				stop = &d
-				break
-			}
-			applied = append(applied, d)
-			snap = d.Snapshot
-		}
-		if len(applied) == 0 && !fresh && stop.Outcome != statemodel.Refreshed {
-			inst = nil // confirm the refusal against the instance as it stands
-			continue
-		}
-		if len(applied) == 0 || (stop != nil && stop.Outcome == statemodel.Refreshed) {
-			d := *stop
-			res = Result{Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition, First: d.First, Late: d.Late, Effects: d.Effects, Rounds: round, Instance: *inst}
-			switch d.Outcome {
-			case statemodel.Duplicate:
-				return res, nil
-			case statemodel.Rejected:
-				return res, op(d.Err)
-			case statemodel.Stale:
-				if err := s.AppendLate(ctx, key, *d.Late); err != nil {
-					return res, op(err)
-				}
-				return res, nil
-			}
-			// Refreshed: a heartbeat that changes no state.
-			written, err := s.WriteInstance(ctx, *inst, []statemodel.Decision{d})
-			if err == nil {
-				res.Instance = written
-				return res, nil
-			}
-			var conflict *ConflictError
-			if !errors.As(err, &conflict) {
-				return res, op(err)
-			}
-			inst, fresh = conflict.Current, conflict.Current != nil // nil: re-read
-			continue
-		}
-		last := applied[len(applied)-1]
-		res = Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Rounds: round, Instance: *inst}
-		for _, d := range applied {
-			res.Effects = append(res.Effects, d.Effects...)
-			res.Transitions = append(res.Transitions, *d.Transition)
-		}
-		if stop != nil {
-			res.Outcome, res.First, res.Late, res.Stopped = stop.Outcome, stop.First, stop.Late, true
-		}
-		written, err := s.WriteInstance(ctx, *inst, applied)
-		if err == nil {
-			res.Instance = written
-			switch {
-			case stop != nil && stop.Outcome == statemodel.Rejected:
-				return res, op(stop.Err)
-			case stop != nil && stop.Outcome == statemodel.Stale:
-				if err := s.AppendLate(ctx, key, *stop.Late); err != nil {
-					return res, op(err)
-				}
-			}
-			return res, nil
-		}
-		var conflict *ConflictError
-		if !errors.As(err, &conflict) {
-			return res, op(err)
-		}
-		inst, fresh = conflict.Current, conflict.Current != nil // nil: re-read
+		u.inst, u.fresh = &got, true
 	}
-	return Result{Rounds: MaxRounds}, op(fmt.Errorf("%w after %d rounds", ErrUnsettled, MaxRounds))
+	return *u.inst, nil
+}
+
+// decide applies the events to inst and says what to write: the events
+// applied, or a heartbeat's refresh; nothing for an answer that writes no
+// instance (given only from a fresh copy), which finish completes.
+func (u *instanceUpdate) decide(ctx context.Context, inst Instance) (decided, Step, error) {
+	d, err := u.apply(ctx, inst)
+	if err != nil {
+		return d, 0, err
+	}
+	if len(d.applied) == 0 && !u.fresh && d.stop.Outcome != statemodel.Refreshed {
+		u.inst = nil // confirm the refusal against the instance as it stands
+		return d, StepAgain, nil
+	}
+	u.res = d.result(u.round)
+	if len(d.applied) == 0 {
+		switch d.stop.Outcome {
+		case statemodel.Duplicate, statemodel.Rejected, statemodel.Stale:
+			return d, StepDone, u.finish(ctx, d.stop)
+		}
+	}
+	return d, StepWrite, nil
+}
+
+// apply decides the events in order on inst, each on the snapshot the
+// one before left, up to the first that does not apply. An event the
+// snapshot may have forgotten is looked up in the whole history.
+func (u *instanceUpdate) apply(ctx context.Context, inst Instance) (decided, error) {
+	policy := DecisionPolicy(u.p, inst.Policy)
+	out := decided{from: inst}
+	snap := inst.Snapshot
+	for _, e := range u.events {
+		d := statemodel.Apply(snap, e, u.now, policy)
+		if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && MayHaveForgotten(inst, d.Outcome) {
+			first, seen, err := u.s.SeenBefore(ctx, inst, e.ID)
+			if err != nil {
+				u.res = Result{Outcome: d.Outcome, Snapshot: snap, Rounds: u.round, Instance: inst}
+				return out, err
+			}
+			if seen {
+				d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
+			}
+		}
+		if d.Outcome != statemodel.Applied {
+			out.stop = &d
+			break
+		}
+		out.applied = append(out.applied, d)
+		snap = d.Snapshot
+	}
+	return out, nil
+}
+
+// single: the round answers as its one decision (the stop; a refresh
+// written alone), not as the events applied.
+func (d decided) single() bool {
+	return len(d.applied) == 0 || d.stop != nil && d.stop.Outcome == statemodel.Refreshed
+}
+
+// writes lists the decisions the round writes.
+func (d decided) writes() []statemodel.Decision {
+	if d.single() {
+		return []statemodel.Decision{*d.stop}
+	}
+	return d.applied
+}
+
+// result is the round's Result before its write.
+func (d decided) result(round int) Result {
+	if d.single() {
+		s := d.stop
+		return Result{Outcome: s.Outcome, Snapshot: s.Snapshot, Transition: s.Transition, First: s.First, Late: s.Late, Effects: s.Effects, Rounds: round, Instance: d.from}
+	}
+	last := d.applied[len(d.applied)-1]
+	res := Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Rounds: round, Instance: d.from}
+	for _, a := range d.applied {
+		res.Effects = append(res.Effects, a.Effects...)
+		res.Transitions = append(res.Transitions, *a.Transition)
+	}
+	if d.stop != nil {
+		res.Outcome, res.First, res.Late, res.Stopped = d.stop.Outcome, d.stop.First, d.stop.Late, true
+	}
+	return res
+}
+
+// write writes the round's decisions conditioned on the instance they
+// were decided from. A failed condition is a conflict (the next round
+// decides on the instance as the write found it); a write that lands is
+// finished by the event it stopped at.
+func (u *instanceUpdate) write(ctx context.Context, d decided) error {
+	written, err := u.s.WriteInstance(ctx, d.from, d.writes())
+	var conflict *ConflictError
+	if errors.As(err, &conflict) {
+		u.inst, u.fresh = conflict.Current, conflict.Current != nil // nil: re-read
+		return fmt.Errorf("%w: %w", ErrVersionConflict, err)
+	}
+	if err != nil {
+		return err
+	}
+	u.res.Instance = written
+	return u.finish(ctx, d.stop)
+}
+
+// finish completes what the event the sequence stopped at says: a
+// rejection is the call's error, a stale event is recorded on its older
+// attempt.
+func (u *instanceUpdate) finish(ctx context.Context, stop *statemodel.Decision) error {
+	switch {
+	case stop == nil:
+		return nil
+	case stop.Outcome == statemodel.Rejected:
+		return stop.Err
+	case stop.Outcome == statemodel.Stale:
+		return u.s.AppendLate(ctx, u.key, *stop.Late)
+	}
+	return nil
 }
 
 // Decider gives a store the decision loop as its Transition,
