@@ -13,15 +13,16 @@ import (
 // store writes conditionally, a failed condition is decided again from the
 // instance as it stands, a refusal is confirmed, and an event the
 // snapshot may have forgotten is looked up in the whole history. A store
-// offers only the reads and conditional writes of InstanceStorage, and
-// embeds a Decider, whose Transition, TransitionFrom and TransitionAll
-// methods call these functions with the store.
+// offers only the reads and conditional writes of InstanceStorage; a
+// Ledger (New) calls these functions with it as its Transition,
+// TransitionFrom and TransitionAll.
 
 // InstanceStorage is what the decision loop needs of a store: reads and
 // conditional writes of one instance, no decisions.
 type InstanceStorage interface {
 	// GetInstance reads the instance as it stands (strongly consistent);
-	// ErrNotFound when it does not exist.
+	// ErrNotFound when it does not exist, ErrInvalidKey (before any I/O)
+	// for a key no instance can have.
 	GetInstance(ctx context.Context, key InstanceKey) (Instance, error)
 	// WriteInstance writes decisions made by statemodel.Apply in order from
 	// from.Snapshot as ONE conditional write, and answers the instance as
@@ -58,11 +59,9 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Unwrap() error { return ErrConflict }
 
 // Transition applies event e to the instance at key: read it (strongly
-// consistent), then TransitionFrom.
+// consistent), then TransitionFrom. The key is checked by the read, before
+// any I/O (InstanceStorage.GetInstance).
 func Transition(ctx context.Context, s InstanceStorage, key InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
-	if err := CheckInstanceKey(key); err != nil {
-		return Result{}, fmt.Errorf("transition %s %s: %w", key, e, err)
-	}
 	inst, err := s.GetInstance(ctx, key)
 	if err != nil {
 		return Result{Rounds: 1}, fmt.Errorf("transition %s %s: %w", key, e, err)
@@ -292,32 +291,6 @@ func (u *instanceUpdate) finish(ctx context.Context, stop *statemodel.Decision) 
 		return u.s.AppendLate(ctx, u.key, *stop.Late)
 	}
 	return nil
-}
-
-// Decider gives a store the decision loop as its Transition,
-// TransitionFrom and TransitionAll methods, run on the store's own reads
-// and writes: a store embeds it, set to itself (Decider{Storage: s}), and
-// so implements Instances' transitions without writing them again.
-type Decider struct {
-	Storage InstanceStorage
-}
-
-// Transition applies e to the instance at key (see the function
-// Transition).
-func (d Decider) Transition(ctx context.Context, key InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
-	return Transition(ctx, d.Storage, key, e, now, p)
-}
-
-// TransitionFrom applies e decided from held (see the function
-// TransitionFrom).
-func (d Decider) TransitionFrom(ctx context.Context, held Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
-	return TransitionFrom(ctx, d.Storage, held, e, now, p)
-}
-
-// TransitionAll applies events in order to held as one write (see the
-// function TransitionAll).
-func (d Decider) TransitionAll(ctx context.Context, held Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
-	return TransitionAll(ctx, d.Storage, held, events, now, p)
 }
 
 // CheckLateEvent refuses a late event no store may record: a bad key or
