@@ -39,10 +39,10 @@ type Rounds struct {
 // Update is the one read-decide-write loop of the ledger and the
 // scheduler: each round reads (round counts the rounds before it, from
 // 0), decides on what it read, and writes the decision conditionally. A
-// write refused with ErrVersionConflict (a write whose condition another
-// writer beat; a caller whose store says so otherwise, a
-// *ConflictError, answers ErrVersionConflict for it) is decided again in
-// a new round from a new read, never resubmitted blindly. Any other error
+// write refused with ErrVersionConflict (its condition met another
+// writer's write; a write refused in other words, a *ConflictError,
+// answers ErrVersionConflict for it) is decided again in a new round from
+// a new read, never resubmitted blindly. Any other error
 // of read, decide or write ends the loop and is returned as it is. What a
 // caller carries from round to round (a conflict's found item, the
 // effects decided so far) lives in its closures.
