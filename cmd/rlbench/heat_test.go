@@ -44,7 +44,7 @@ func TestHeatTraceSumsToStoreReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st *store.Store
-	h := ledgertest.NewHarness(t, func(_ testing.TB, now func() time.Time) ledger.Store {
+	h := ledgertest.NewHarness(t, func(_ testing.TB, now func() time.Time) ledger.Storage {
 		st = store.New(db, table, store.WithClock(now), store.WithCapacityReports(func(r store.CapacityReport) {
 			mu.Lock()
 			defer mu.Unlock()

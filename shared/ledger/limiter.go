@@ -283,41 +283,83 @@ func decideEntry(st limiter.State, e Entry, now time.Time) (LimiterWrite, limite
 
 // enterHeld is one entry's read-decide-write loop in a turn held.
 func enterHeld(ctx context.Context, s Limiters, tu *turn, e Entry, now time.Time) (Entered, error) {
-	for try := range limiterRetries {
-		if try > 1 {
-			if err := conflictPause(ctx, try); err != nil {
-				return Entered{}, err
+	var en Entered
+	err := Update(ctx, limiterRounds(), tu.reader(s, e.Limiter),
+		func(_ context.Context, cur seen) (LimiterWrite, Step, error) {
+			w, _, out, err := decideEntry(cur.st, e, now)
+			switch {
+			case err != nil && cur.cached:
+				return w, StepAgain, nil // refused on what this process last wrote: read it
+			case err != nil:
+				return w, 0, fmt.Errorf("enter limiter %s: %w", e.Limiter, ErrLimitQueueFull)
 			}
-		}
-		st, cached, err := tu.state(ctx, s, e.Limiter, try)
-		if err != nil {
-			return Entered{}, err
-		}
-		w, n, en, err := decideEntry(st, e, now)
-		if err != nil && cached {
-			continue // refused on what this process last wrote: read it
-		}
-		if err != nil {
-			return Entered{}, fmt.Errorf("enter limiter %s: %w", e.Limiter, ErrLimitQueueFull)
-		}
-		w.Name, w.Expected = e.Limiter, st.Version
-		err = s.WriteLimiter(ctx, w)
-		if errors.Is(err, ErrVersionConflict) {
-			if where, ok, rerr := findRun(ctx, s, e.Limiter, e.Place); rerr != nil || ok {
-				return where, rerr
+			w.Name, w.Expected, en = e.Limiter, cur.st.Version, out
+			return w, StepWrite, nil
+		},
+		func(ctx context.Context, w LimiterWrite) error {
+			err := tu.write(ctx, s, w)
+			switch {
+			case errors.Is(err, ErrVersionConflict):
+				// A retried entry whose first write landed is where it is.
+				where, found, ferr := findRun(ctx, s, e.Limiter, e.Place)
+				if ferr != nil || found {
+					en = where
+					return ferr
+				}
+			case errors.Is(err, ErrConflict):
+				return fmt.Errorf("enter limiter %s: run %s: %w", e.Limiter, e.Place.RunID, ErrRunEnded)
 			}
-			continue
-		}
-		if errors.Is(err, ErrConflict) {
-			return Entered{}, fmt.Errorf("enter limiter %s: run %s: %w", e.Limiter, e.Place.RunID, ErrRunEnded)
-		}
-		if err != nil {
-			return Entered{}, err
-		}
-		tu.wrote(n)
-		return en, nil
+			return err
+		})
+	if err != nil {
+		return Entered{}, unsettled(err, "enter limiter "+e.Limiter)
 	}
-	return Entered{}, fmt.Errorf("enter limiter %s: %w", e.Limiter, ErrUnsettled)
+	return en, nil
+}
+
+// seen is a limiter as a round found it; cached: this process's last
+// write of it, not a read.
+type seen struct {
+	st     limiter.State
+	cached bool
+}
+
+// reader reads limiter name for an Update's rounds: the first tries this
+// process's last write (turn.state).
+func (tu *turn) reader(s Limiters, name string) func(context.Context, int) (seen, error) {
+	return func(ctx context.Context, round int) (seen, error) {
+		st, cached, err := tu.state(ctx, s, name, round)
+		return seen{st, cached}, err
+	}
+}
+
+// write writes w and, when it lands, remembers the state it left.
+func (tu *turn) write(ctx context.Context, s Limiters, w LimiterWrite) error {
+	if err := s.WriteLimiter(ctx, w); err != nil {
+		return err
+	}
+	tu.wrote(w.State)
+	return nil
+}
+
+// limiterRounds bounds a limiter operation's rounds under contention:
+// limiterRetries, the first retry at once (it reads afresh), the later
+// ones after a conflictPause.
+func limiterRounds() Rounds {
+	return Rounds{Max: limiterRetries, Pause: func(ctx context.Context, missed int) error {
+		if missed < 2 {
+			return nil
+		}
+		return conflictPause(ctx, missed)
+	}}
+}
+
+// unsettled names what an Update that ran out of rounds was about.
+func unsettled(err error, what string) error {
+	if errors.Is(err, ErrUnsettled) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return err
 }
 
 func (w LimiterWrite) admittedAt() time.Time {
@@ -466,53 +508,42 @@ func leaveAtOnce(ctx context.Context, s Limiters, tu *turn, name string, ws []*w
 // caller made in this turn (each admission it writes is one too: the
 // round after it decides on it, with no read).
 func admitNextHeld(ctx context.Context, s Limiters, name string, rate limiter.Rate, now time.Time, tu *turn, ownWrite bool) ([]Admitted, error) {
-	var out []Admitted
-	read := 0 // tu.state's round: 0 tries this process's last write
-	for tries := 0; tries < limiterRetries; {
-		st, cached, err := tu.state(ctx, s, name, read)
-		if err != nil {
-			return out, err
-		}
-		guess := cached && !ownWrite
-		if ok, _ := st.Room(rate, now); !ok || st.Waiting == 0 {
-			if guess {
-				read = 1
-				continue
+	var out, got []Admitted
+	try := 0 // tu.state's round: 0 tries this process's last write
+	err := Update(ctx, Rounds{Max: limiterRetries, Pause: conflictPause},
+		func(ctx context.Context, _ int) (seen, error) { return tu.reader(s, name)(ctx, try) },
+		func(ctx context.Context, cur seen) (LimiterWrite, Step, error) {
+			var writes []LimiterWrite
+			n := cur.st
+			if ok, _ := cur.st.Room(rate, now); ok && cur.st.Waiting > 0 {
+				var err error
+				if writes, got, n, err = admitHeads(ctx, s, name, cur.st, rate, now); err != nil {
+					return LimiterWrite{}, 0, err
+				}
 			}
-			return out, nil
-		}
-		writes, got, n, err := admitHeads(ctx, s, name, st, rate, now)
-		if err != nil {
-			return out, err
-		}
-		if len(writes) == 0 {
-			if guess {
-				read = 1
-				continue
+			if len(writes) == 0 && cur.cached && !ownWrite {
+				try = 1 // a guess: read
+				return LimiterWrite{}, StepAgain, nil
 			}
-			return out, nil
-		}
-		w := writes[0]
-		w.Name, w.Expected, w.State, w.Also = name, st.Version, n, writes[1:]
-		err = s.WriteLimiter(ctx, w)
-		if errors.Is(err, ErrVersionConflict) {
-			tries++
-			if err := conflictPause(ctx, tries); err != nil {
-				return out, err
+			if len(writes) == 0 {
+				return LimiterWrite{}, StepDone, nil
 			}
-			read, ownWrite = 1, false
-			continue
-		}
-		if err != nil {
-			return out, err
-		}
-		// The next round decides on this write: it is the caller's own,
-		// in the turn it holds.
-		tu.wrote(n)
-		out = append(out, got...)
-		read, ownWrite = 0, true
-	}
-	return out, fmt.Errorf("admit next of limiter %s: %w", name, ErrUnsettled)
+			w := writes[0]
+			w.Name, w.Expected, w.State, w.Also = name, cur.st.Version, n, writes[1:]
+			return w, StepWriteMore, nil
+		},
+		func(ctx context.Context, w LimiterWrite) error {
+			if err := tu.write(ctx, s, w); err != nil {
+				try, ownWrite = 1, false
+				return err
+			}
+			// The next round decides on this write: it is the caller's
+			// own, in the turn it holds.
+			out = append(out, got...)
+			try, ownWrite = 0, true
+			return nil
+		})
+	return out, unsettled(err, "admit next of limiter "+name)
 }
 
 // admitHeads decides, on st, the admission of as many of the queue's
@@ -678,36 +709,28 @@ type decision func(ctx context.Context, st limiter.State, cached bool) (LimiterW
 
 // changeLimiterHeld is changeLimiter's loop in a turn held.
 func changeLimiterHeld(ctx context.Context, s Limiters, name string, tu *turn, decide decision) (bool, error) {
-	for try := range limiterRetries {
-		if try > 1 {
-			if err := conflictPause(ctx, try); err != nil {
-				return false, err
+	wrote := false
+	err := Update(ctx, limiterRounds(), tu.reader(s, name),
+		func(ctx context.Context, cur seen) (LimiterWrite, Step, error) {
+			w, ok, err := decide(ctx, cur.st, cur.cached)
+			switch {
+			case err != nil:
+				return w, 0, err
+			case !ok && cur.cached:
+				return w, StepAgain, nil // nothing to do is believed from a fresh read only
+			case !ok:
+				return w, StepDone, nil
 			}
-		}
-		st, cached, err := tu.state(ctx, s, name, try)
-		if err != nil {
-			return false, err
-		}
-		w, ok, err := decide(ctx, st, cached)
-		if err != nil {
-			return false, err
-		}
-		if !ok {
-			if cached {
-				continue // nothing to do is believed from a fresh read only
-			}
-			return false, nil
-		}
-		w.Name, w.Expected = name, st.Version
-		err = s.WriteLimiter(ctx, w)
-		if errors.Is(err, ErrVersionConflict) {
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
-		tu.wrote(w.State)
-		return true, nil
+			w.Name, w.Expected = name, cur.st.Version
+			return w, StepWrite, nil
+		},
+		func(ctx context.Context, w LimiterWrite) error {
+			err := tu.write(ctx, s, w)
+			wrote = err == nil
+			return err
+		})
+	if err != nil {
+		return false, unsettled(err, "limiter "+name)
 	}
-	return false, fmt.Errorf("limiter %s: %w", name, ErrUnsettled)
+	return wrote, nil
 }

@@ -7,10 +7,10 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// Store is the storage contract: everything the scheduler reads and
-// writes, and nothing else, in this package's records. The DynamoDB store (shared/store) and the in-memory
-// one (shared/store/memstore) implement it, and one contract suite
-// (ledgertest) holds both to the same behaviour.
+// Store is the storage contract the scheduler uses: everything it reads
+// and writes, and nothing else, in this package's records, with every
+// change of an instance's state decided by the decision loop. A store
+// implements the port (Storage); New builds the Store over it once.
 //
 // Errors are this package's sentinels (ErrNotFound, ErrVersionConflict,
 // ...) and statemodel's for a rejected event, whatever the implementation.
@@ -25,6 +25,55 @@ type Store interface {
 	Maps
 	Limiters
 }
+
+// Storage is the port a store implements: reads and conditional writes,
+// no decisions. The DynamoDB store (shared/store) and the in-memory one
+// (shared/store/memstore) implement it, and one contract suite
+// (ledgertest) holds both, each under New, to the same behaviour.
+type Storage interface {
+	Runs
+	InstanceStorage
+	InstanceRecords
+	Timers
+	Jobs
+	WorkerLeases
+	Backfills
+	Outputs
+	Maps
+	Limiters
+}
+
+// Ledger is a Store: a port with the decision loop over it. The loop
+// (TransitionAll) runs on the port's instance reads and writes; every
+// other call goes to the port as it is.
+type Ledger struct {
+	Storage
+}
+
+// New returns the Store over port s: the one place the decision loop is
+// joined to a store.
+func New(s Storage) Ledger { return Ledger{Storage: s} }
+
+// Transition applies e to the instance at key (see the function
+// Transition).
+func (l Ledger) Transition(ctx context.Context, key InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+	return Transition(ctx, l.Storage, key, e, now, p)
+}
+
+// TransitionFrom applies e decided from held (see the function
+// TransitionFrom).
+func (l Ledger) TransitionFrom(ctx context.Context, held Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+	return TransitionFrom(ctx, l.Storage, held, e, now, p)
+}
+
+// TransitionAll applies events in order to held as one write (see the
+// function TransitionAll).
+func (l Ledger) TransitionAll(ctx context.Context, held Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
+	return TransitionAll(ctx, l.Storage, held, events, now, p)
+}
+
+// A Ledger is a Store.
+var _ Store = Ledger{}
 
 // Backfills keeps backfills: the slots of a range still to release, the
 // runs released and not ended, and what became of the others. Releasing a
@@ -83,11 +132,8 @@ type Runs interface {
 // and written conditionally, so a race costs a re-decision, never a wrong
 // write.
 type Instances interface {
+	InstanceRecords
 	GetInstance(ctx context.Context, key InstanceKey) (Instance, error)
-	// GetInstanceAndRun reads an instance and its run in one call.
-	GetInstanceAndRun(ctx context.Context, key InstanceKey) (Instance, Run, error)
-	// GetAttempt reads attempt n, also one the instance no longer holds.
-	GetAttempt(ctx context.Context, key InstanceKey, n int) (Attempt, error)
 	// Transition applies e at now under policy p (StoredPolicy: the
 	// instance's own) and answers what it did (Result).
 	Transition(ctx context.Context, key InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error)
@@ -98,6 +144,16 @@ type Instances interface {
 	// TransitionAll applies events in order as one write, stopping at the
 	// first that does not apply (deps.met and dispatch.accepted).
 	TransitionAll(ctx context.Context, held Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (Result, error)
+}
+
+// InstanceRecords reads an instance's run, attempts and history, and
+// renews its lease: the instance calls a store answers on its own, with
+// no decision of the loop's.
+type InstanceRecords interface {
+	// GetInstanceAndRun reads an instance and its run in one call.
+	GetInstanceAndRun(ctx context.Context, key InstanceKey) (Instance, Run, error)
+	// GetAttempt reads attempt n, also one the instance no longer holds.
+	GetAttempt(ctx context.Context, key InstanceKey, n int) (Attempt, error)
 	// Heartbeat renews attempt's lease without a history record.
 	Heartbeat(ctx context.Context, key InstanceKey, attempt int, now time.Time, lease time.Duration) (HeartbeatResult, error)
 	// History pages an instance's transition records in order.

@@ -13,15 +13,16 @@ import (
 // store writes conditionally, a failed condition is decided again from the
 // instance as it stands, a refusal is confirmed, and an event the
 // snapshot may have forgotten is looked up in the whole history. A store
-// offers only the reads and conditional writes of InstanceStorage, and
-// embeds a Decider, whose Transition, TransitionFrom and TransitionAll
-// methods call these functions with the store.
+// offers only the reads and conditional writes of InstanceStorage; a
+// Ledger (New) calls these functions with it as its Transition,
+// TransitionFrom and TransitionAll.
 
 // InstanceStorage is what the decision loop needs of a store: reads and
 // conditional writes of one instance, no decisions.
 type InstanceStorage interface {
 	// GetInstance reads the instance as it stands (strongly consistent);
-	// ErrNotFound when it does not exist.
+	// ErrNotFound when it does not exist, ErrInvalidKey (before any I/O)
+	// for a key no instance can have.
 	GetInstance(ctx context.Context, key InstanceKey) (Instance, error)
 	// WriteInstance writes decisions made by statemodel.Apply in order from
 	// from.Snapshot as ONE conditional write, and answers the instance as
@@ -58,11 +59,9 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Unwrap() error { return ErrConflict }
 
 // Transition applies event e to the instance at key: read it (strongly
-// consistent), then TransitionFrom.
+// consistent), then TransitionFrom. The key is checked by the read, before
+// any I/O (InstanceStorage.GetInstance).
 func Transition(ctx context.Context, s InstanceStorage, key InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
-	if err := CheckInstanceKey(key); err != nil {
-		return Result{}, fmt.Errorf("transition %s %s: %w", key, e, err)
-	}
 	inst, err := s.GetInstance(ctx, key)
 	if err != nil {
 		return Result{Rounds: 1}, fmt.Errorf("transition %s %s: %w", key, e, err)
@@ -122,132 +121,176 @@ func TransitionAll(ctx context.Context, s InstanceStorage, held Instance, events
 			}
 		}
 	}
-	inst := &held
-	if !HeldCopyUsable(held) {
-		inst = nil // a copy whose history is not its snapshot's: read it
+	u := &instanceUpdate{s: s, key: key, events: events, now: now, p: p}
+	if HeldCopyUsable(held) {
+		u.inst = &held // else a copy whose history is not its snapshot's: read it
 	}
+	err := Update(ctx, Rounds{Max: MaxRounds}, u.read, u.decide, u.write)
+	switch {
+	case errors.Is(err, ErrUnsettled):
+		return Result{Rounds: MaxRounds}, op(err)
+	case err != nil:
+		return u.res, op(err)
+	}
+	return u.res, nil
+}
+
+// instanceUpdate is one TransitionAll as it goes from round to round.
+type instanceUpdate struct {
+	s      InstanceStorage
+	key    InstanceKey
+	events []statemodel.Event
+	now    time.Time
+	p      statemodel.Policy
+	// inst is the instance the next round decides on (nil: read it).
 	// fresh: inst is the instance as this call read it or as a failed
-	// write found it. An answer that writes nothing (rejected, duplicate,
-	// stale) is given only from a fresh copy: from the caller's copy it is
-	// confirmed by one read first, so a stale copy never answers wrongly.
-	fresh := false
-	for round := 1; round <= MaxRounds; round++ {
-		if inst == nil {
-			got, err := s.GetInstance(ctx, key)
-			if err != nil {
-				return Result{Rounds: round}, op(err)
-			}
-			inst, fresh = &got, true
+	// write found it. An answer that writes nothing (rejected,
+	// duplicate, stale) is given only from a fresh copy: from the
+	// caller's copy it is confirmed by one read first, so a stale copy
+	// never answers wrongly.
+	inst  *Instance
+	fresh bool
+	round int // the round under way, from 1
+	res   Result
+}
+
+// decided is one round's decisions on from: the events applied, in
+// order, and the one the sequence stopped at (nil: none).
+type decided struct {
+	from    Instance
+	applied []statemodel.Decision
+	stop    *statemodel.Decision
+}
+
+// read answers the instance to decide on, reading it when the round has
+// none.
+func (u *instanceUpdate) read(ctx context.Context, round int) (Instance, error) {
+	u.round = round + 1
+	if u.inst == nil {
+		got, err := u.s.GetInstance(ctx, u.key)
+		if err != nil {
+			u.res = Result{Rounds: u.round}
+			return Instance{}, err
 		}
-		policy := DecisionPolicy(p, inst.Policy)
-		var applied []statemodel.Decision
-		snap := inst.Snapshot
-		var res Result
-		var stop *statemodel.Decision
-		for _, e := range events {
-			d := statemodel.Apply(snap, e, now, policy)
-			if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && MayHaveForgotten(*inst, d.Outcome) {
-				first, seen, err := s.SeenBefore(ctx, *inst, e.ID)
-				if err != nil {
-					return Result{Outcome: d.Outcome, Snapshot: snap, Rounds: round, Instance: *inst}, op(err)
-				}
-				if seen {
-					d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
-				}
-			}
-			if d.Outcome != statemodel.Applied {
-				stop = &d
-				break
-			}
-			applied = append(applied, d)
-			snap = d.Snapshot
-		}
-		if len(applied) == 0 && !fresh && stop.Outcome != statemodel.Refreshed {
-			inst = nil // confirm the refusal against the instance as it stands
-			continue
-		}
-		if len(applied) == 0 || (stop != nil && stop.Outcome == statemodel.Refreshed) {
-			d := *stop
-			res = Result{Outcome: d.Outcome, Snapshot: d.Snapshot, Transition: d.Transition, First: d.First, Late: d.Late, Effects: d.Effects, Rounds: round, Instance: *inst}
-			switch d.Outcome {
-			case statemodel.Duplicate:
-				return res, nil
-			case statemodel.Rejected:
-				return res, op(d.Err)
-			case statemodel.Stale:
-				if err := s.AppendLate(ctx, key, *d.Late); err != nil {
-					return res, op(err)
-				}
-				return res, nil
-			}
-			// Refreshed: a heartbeat that changes no state.
-			written, err := s.WriteInstance(ctx, *inst, []statemodel.Decision{d})
-			if err == nil {
-				res.Instance = written
-				return res, nil
-			}
-			var conflict *ConflictError
-			if !errors.As(err, &conflict) {
-				return res, op(err)
-			}
-			inst, fresh = conflict.Current, conflict.Current != nil // nil: re-read
-			continue
-		}
-		last := applied[len(applied)-1]
-		res = Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Rounds: round, Instance: *inst}
-		for _, d := range applied {
-			res.Effects = append(res.Effects, d.Effects...)
-			res.Transitions = append(res.Transitions, *d.Transition)
-		}
-		if stop != nil {
-			res.Outcome, res.First, res.Late, res.Stopped = stop.Outcome, stop.First, stop.Late, true
-		}
-		written, err := s.WriteInstance(ctx, *inst, applied)
-		if err == nil {
-			res.Instance = written
-			switch {
-			case stop != nil && stop.Outcome == statemodel.Rejected:
-				return res, op(stop.Err)
-			case stop != nil && stop.Outcome == statemodel.Stale:
-				if err := s.AppendLate(ctx, key, *stop.Late); err != nil {
-					return res, op(err)
-				}
-			}
-			return res, nil
-		}
-		var conflict *ConflictError
-		if !errors.As(err, &conflict) {
-			return res, op(err)
-		}
-		inst, fresh = conflict.Current, conflict.Current != nil // nil: re-read
+		u.inst, u.fresh = &got, true
 	}
-	return Result{Rounds: MaxRounds}, op(fmt.Errorf("%w after %d rounds", ErrUnsettled, MaxRounds))
+	return *u.inst, nil
 }
 
-// Decider gives a store the decision loop as its Transition,
-// TransitionFrom and TransitionAll methods, run on the store's own reads
-// and writes: a store embeds it, set to itself (Decider{Storage: s}), and
-// so implements Instances' transitions without writing them again.
-type Decider struct {
-	Storage InstanceStorage
+// decide applies the events to inst and says what to write: the events
+// applied, or a heartbeat's refresh; nothing for an answer that writes no
+// instance (given only from a fresh copy), which finish completes.
+func (u *instanceUpdate) decide(ctx context.Context, inst Instance) (decided, Step, error) {
+	d, err := u.apply(ctx, inst)
+	if err != nil {
+		return d, 0, err
+	}
+	if len(d.applied) == 0 && !u.fresh && d.stop.Outcome != statemodel.Refreshed {
+		u.inst = nil // confirm the refusal against the instance as it stands
+		return d, StepAgain, nil
+	}
+	u.res = d.result(u.round)
+	if len(d.applied) == 0 {
+		switch d.stop.Outcome {
+		case statemodel.Duplicate, statemodel.Rejected, statemodel.Stale:
+			return d, StepDone, u.finish(ctx, d.stop)
+		}
+	}
+	return d, StepWrite, nil
 }
 
-// Transition applies e to the instance at key (see the function
-// Transition).
-func (d Decider) Transition(ctx context.Context, key InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
-	return Transition(ctx, d.Storage, key, e, now, p)
+// apply decides the events in order on inst, each on the snapshot the
+// one before left, up to the first that does not apply. An event the
+// snapshot may have forgotten is looked up in the whole history.
+func (u *instanceUpdate) apply(ctx context.Context, inst Instance) (decided, error) {
+	policy := DecisionPolicy(u.p, inst.Policy)
+	out := decided{from: inst}
+	snap := inst.Snapshot
+	for _, e := range u.events {
+		d := statemodel.Apply(snap, e, u.now, policy)
+		if d.Outcome != statemodel.Duplicate && e.ID != "" && !errors.Is(d.Err, statemodel.ErrInvalidEvent) && MayHaveForgotten(inst, d.Outcome) {
+			first, seen, err := u.s.SeenBefore(ctx, inst, e.ID)
+			if err != nil {
+				u.res = Result{Outcome: d.Outcome, Snapshot: snap, Rounds: u.round, Instance: inst}
+				return out, err
+			}
+			if seen {
+				d = statemodel.Decision{Outcome: statemodel.Duplicate, Snapshot: snap, First: first}
+			}
+		}
+		if d.Outcome != statemodel.Applied {
+			out.stop = &d
+			break
+		}
+		out.applied = append(out.applied, d)
+		snap = d.Snapshot
+	}
+	return out, nil
 }
 
-// TransitionFrom applies e decided from held (see the function
-// TransitionFrom).
-func (d Decider) TransitionFrom(ctx context.Context, held Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
-	return TransitionFrom(ctx, d.Storage, held, e, now, p)
+// single: the round answers as its one decision (the stop; a refresh
+// written alone), not as the events applied.
+func (d decided) single() bool {
+	return len(d.applied) == 0 || d.stop != nil && d.stop.Outcome == statemodel.Refreshed
 }
 
-// TransitionAll applies events in order to held as one write (see the
-// function TransitionAll).
-func (d Decider) TransitionAll(ctx context.Context, held Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (Result, error) {
-	return TransitionAll(ctx, d.Storage, held, events, now, p)
+// writes lists the decisions the round writes.
+func (d decided) writes() []statemodel.Decision {
+	if d.single() {
+		return []statemodel.Decision{*d.stop}
+	}
+	return d.applied
+}
+
+// result is the round's Result before its write.
+func (d decided) result(round int) Result {
+	if d.single() {
+		s := d.stop
+		return Result{Outcome: s.Outcome, Snapshot: s.Snapshot, Transition: s.Transition, First: s.First, Late: s.Late, Effects: s.Effects, Rounds: round, Instance: d.from}
+	}
+	last := d.applied[len(d.applied)-1]
+	res := Result{Outcome: statemodel.Applied, Snapshot: last.Snapshot, Transition: last.Transition, Rounds: round, Instance: d.from}
+	for _, a := range d.applied {
+		res.Effects = append(res.Effects, a.Effects...)
+		res.Transitions = append(res.Transitions, *a.Transition)
+	}
+	if d.stop != nil {
+		res.Outcome, res.First, res.Late, res.Stopped = d.stop.Outcome, d.stop.First, d.stop.Late, true
+	}
+	return res
+}
+
+// write writes the round's decisions conditioned on the instance they
+// were decided from. A failed condition is a conflict (the next round
+// decides on the instance as the write found it); a write that lands is
+// finished by the event it stopped at.
+func (u *instanceUpdate) write(ctx context.Context, d decided) error {
+	written, err := u.s.WriteInstance(ctx, d.from, d.writes())
+	var conflict *ConflictError
+	if errors.As(err, &conflict) {
+		u.inst, u.fresh = conflict.Current, conflict.Current != nil // nil: re-read
+		return fmt.Errorf("%w: %w", ErrVersionConflict, err)
+	}
+	if err != nil {
+		return err
+	}
+	u.res.Instance = written
+	return u.finish(ctx, d.stop)
+}
+
+// finish completes what the event the sequence stopped at says: a
+// rejection is the call's error, a stale event is recorded on its older
+// attempt.
+func (u *instanceUpdate) finish(ctx context.Context, stop *statemodel.Decision) error {
+	switch {
+	case stop == nil:
+		return nil
+	case stop.Outcome == statemodel.Rejected:
+		return stop.Err
+	case stop.Outcome == statemodel.Stale:
+		return u.s.AppendLate(ctx, u.key, *stop.Late)
+	}
+	return nil
 }
 
 // CheckLateEvent refuses a late event no store may record: a bad key or

@@ -79,61 +79,96 @@ type derivation struct {
 // caller's last write, as advance's own read would be. h: the hand-off
 // whose effects advance the run (nil: none).
 func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunView, current, touch bool, h *flow.HandOff) ([]effect, error) {
-	// The dispatches decided so far, by task: a round after a version
-	// conflict reads the run again and finds those tasks still CREATED;
-	// they count as SCHEDULED and are not decided twice.
-	var effs []effect
-	pending, wasRefused := map[string]bool{}, map[string]bool{}
-	for round := 0; round < maxAdvanceRounds; round++ {
-		var view ledger.RunView
-		if held != nil && round == 0 {
-			view = *held
-		} else {
-			v, err := s.store.ReadRun(ctx, runID)
-			if err != nil {
-				return effs, err
-			}
-			view = v
-		}
-		if err := s.checkDeadline(ctx, &view.Run); err != nil {
-			return effs, err
-		}
-		nodes, more, refused, err := s.evaluate(ctx, &view, pending, h)
-		effs = append(effs, more...)
-		if err != nil {
-			return effs, err
-		}
-		moved := false
-		for id := range refused {
-			moved = moved || !wasRefused[id]
-			wasRefused[id] = true
-		}
-		if moved {
-			// Another writer moved a task since this view was read, so the
-			// tasks as they stand are not known: read them again (once per
-			// task: a verdict refused twice is left to its timer).
-			continue
-		}
-		how := derivation{held: held != nil && round == 0 && !current, touch: touch}
-		outcome, wake, err := s.storeDerived(ctx, view.Run, nodes, how, h)
-		if err != nil {
-			return effs, err
-		}
-		if wake != nil {
-			effs = append(effs, effect{kind: effWakeDependents, run: wake, runID: wake.ID})
-			if wake.BackfillID != "" && wake.ExecutionState.Terminal() {
-				// Its backfill may release its next slot.
-				effs = append(effs, effect{kind: effAdvanceBackfill, run: wake, runID: wake.ID})
-			}
-		}
-		switch outcome {
-		case settled:
-			return effs, nil
-		case confirm:
-			return append(effs, effect{kind: effAdvanceRun, runID: runID}), nil
+	a := &advancing{s: s, runID: runID, held: held, current: current, touch: touch, h: h,
+		pending: map[string]bool{}, wasRefused: map[string]bool{}}
+	err := ledger.Update(ctx, ledger.Rounds{Max: maxAdvanceRounds}, a.readView, a.decideView, a.storeView)
+	return a.effs, err
+}
+
+// advancing is one advance as it goes from round to round.
+type advancing struct {
+	s              *Service
+	runID          string
+	held           *ledger.RunView
+	current, touch bool
+	h              *flow.HandOff
+	// effs are the effects yielded so far. pending are the dispatches
+	// decided so far, by task: a round after a version conflict reads the
+	// run again and finds those tasks still CREATED; they count as
+	// SCHEDULED and are not decided twice. wasRefused are the tasks whose
+	// verdict's write was refused so far.
+	effs                []effect
+	pending, wasRefused map[string]bool
+	// fromHeld: the round's view is the caller's held one.
+	fromHeld bool
+}
+
+// derived is a round's derivation to store: the run as read and its
+// tasks as they now stand.
+type derived struct {
+	run   ledger.Run
+	nodes []statemodel.TaskNode
+	how   derivation
+}
+
+// readView answers the caller's view in the first round, else reads the run.
+func (a *advancing) readView(ctx context.Context, round int) (ledger.RunView, error) {
+	a.fromHeld = a.held != nil && round == 0
+	if a.fromHeld {
+		return *a.held, nil
+	}
+	return a.s.store.ReadRun(ctx, a.runID)
+}
+
+// decideView decides view's tasks (evaluate) and the derivation to store;
+// a verdict refused for a task not refused before reads again.
+func (a *advancing) decideView(ctx context.Context, view ledger.RunView) (derived, ledger.Step, error) {
+	if err := a.s.checkDeadline(ctx, &view.Run); err != nil {
+		return derived{}, 0, err
+	}
+	nodes, more, refused, err := a.s.evaluate(ctx, &view, a.pending, a.h)
+	a.effs = append(a.effs, more...)
+	if err != nil {
+		return derived{}, 0, err
+	}
+	moved := false
+	for id := range refused {
+		moved = moved || !a.wasRefused[id]
+		a.wasRefused[id] = true
+	}
+	if moved {
+		// Another writer moved a task since this view was read, so the
+		// tasks as they stand are not known: read them again (once per
+		// task: a verdict refused twice is left to its timer).
+		return derived{}, ledger.StepAgain, nil
+	}
+	how := derivation{held: a.fromHeld && !a.current, touch: a.touch}
+	return derived{run: view.Run, nodes: nodes, how: how}, ledger.StepWrite, nil
+}
+
+// storeView stores the derivation (storeDerived) and adds what it yields; a
+// derivation to be made again (a version conflict, or a finished run
+// reopened) is a conflict to Update.
+func (a *advancing) storeView(ctx context.Context, d derived) error {
+	outcome, wake, err := a.s.storeDerived(ctx, d.run, d.nodes, d.how, a.h)
+	if err != nil {
+		return err
+	}
+	if wake != nil {
+		a.effs = append(a.effs, effect{kind: effWakeDependents, run: wake, runID: wake.ID})
+		if wake.BackfillID != "" && wake.ExecutionState.Terminal() {
+			// Its backfill may release its next slot.
+			a.effs = append(a.effs, effect{kind: effAdvanceBackfill, run: wake, runID: wake.ID})
 		}
 	}
-	return effs, fmt.Errorf("%w after %d rounds", ledger.ErrUnsettled, maxAdvanceRounds)
+	switch outcome {
+	case settled:
+		return nil
+	case confirm:
+		a.effs = append(a.effs, effect{kind: effAdvanceRun, runID: a.runID})
+		return nil
+	}
+	return fmt.Errorf("run %s: %w: derive again", a.runID, ledger.ErrVersionConflict)
 }
 
 // settle is what storing a derivation came to.

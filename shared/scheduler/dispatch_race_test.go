@@ -194,19 +194,11 @@ func (g *gatedStore) ReadRun(ctx context.Context, id string) (ledger.RunView, er
 	return g.Store.ReadRun(ctx, id)
 }
 
-func (g *gatedStore) Transition(ctx context.Context, key ledger.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	defer g.write(key)()
-	return g.Store.Transition(ctx, key, e, now, p)
-}
-
-func (g *gatedStore) TransitionFrom(ctx context.Context, held ledger.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	defer g.write(held.Key)()
-	return g.Store.TransitionFrom(ctx, held, e, now, p)
-}
-
-func (g *gatedStore) TransitionAll(ctx context.Context, held ledger.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
-	defer g.write(held.Key)()
-	return g.Store.TransitionAll(ctx, held, events, now, p)
+// WriteInstance is where every transition the scheduler decides reaches
+// the store: the gate holds it there.
+func (g *gatedStore) WriteInstance(ctx context.Context, from ledger.Instance, ds []statemodel.Decision) (ledger.Instance, error) {
+	defer g.write(from.Key)()
+	return g.Store.WriteInstance(ctx, from, ds)
 }
 
 // joinJob: c waits for a and b, and runs whatever became of them.

@@ -257,7 +257,7 @@ func TestRefusedVerdictReadsTheRunAgain(t *testing.T) {
 		case 1: // the completion's read, before its write
 			// a fails, and its writer crashes before advancing the run.
 			no := false
-			if _, err := base.st.Transition(ctx, ledger.InstanceKey{Run: v.Run.ID, Task: "a"}, statemodel.Event{
+			if _, err := ledger.New(base.st).Transition(ctx, ledger.InstanceKey{Run: v.Run.ID, Task: "a"}, statemodel.Event{
 				ID: "w:a:fail", Type: statemodel.EvFailed, Actor: statemodel.ActorWorker, Attempt: 1, ErrorCategory: "boom", Retryable: &no,
 			}, f.clock.Now(), ledger.StoredPolicy(nil)); err != nil {
 				t.Error(err)

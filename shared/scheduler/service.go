@@ -191,7 +191,8 @@ func (c Config) Validate() error {
 
 // Service is the scheduler.
 type Service struct {
-	store Store
+	// store is New's port with the decision loop over it.
+	store ledger.Store
 	queue Queue
 	cfg   Config
 	log   *slog.Logger
@@ -235,7 +236,7 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	svc := &Service{store: st, queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
+	svc := &Service{store: ledger.New(st), queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
 		executors: map[string]Executor{}}
 	svc.maps = newMapsRoom(svc)
 	svc.triggers = newTriggersRoom(svc)

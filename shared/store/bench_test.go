@@ -100,7 +100,7 @@ func BenchmarkTransitions(b *testing.B) {
 					if typ == statemodel.EvStarted {
 						e.WorkerID = "bench"
 					}
-					res, err := ts.Transition(ctx, keys[k], e, now, ledgertest.Policy())
+					res, err := ts.Harness.Store.Transition(ctx, keys[k], e, now, ledgertest.Policy())
 					if err != nil || res.Outcome != statemodel.Applied {
 						failed.Store(fmt.Errorf("%s on %s: %s %v", e, keys[k], res.Outcome, err))
 						return

@@ -12,7 +12,7 @@ import (
 // TestContract holds the DynamoDB store to the port's contract suite, on
 // DynamoDB Local, a fresh table per case.
 func TestContract(t *testing.T) {
-	ledgertest.Run(t, func(t testing.TB, now func() time.Time) ledger.Store {
+	ledgertest.Run(t, func(t testing.TB, now func() time.Time) ledger.Storage {
 		return store.New(db, newTable(t), store.WithClock(now))
 	})
 }

@@ -84,7 +84,7 @@ func TestHistoryCompleteAfterACrashAtEveryWriteBoundary(t *testing.T) {
 			ts := newStore(t)
 			ctx := context.Background()
 			c := &crasher{after: after}
-			cs := store.New(env.DynamoDBClient(c.option), ts.table, store.WithClock(ts.Clock.Now))
+			cs := ledger.New(store.New(env.DynamoDBClient(c.option), ts.table, store.WithClock(ts.Clock.Now)))
 			v := ts.MustCreate(t, ledgertest.NewRun("crashes", "main"))
 			key := v.Tasks[0].Instance.Key
 			now := ts.Clock.Now()

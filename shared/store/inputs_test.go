@@ -76,7 +76,7 @@ func TestAttemptsBoundedInTheInstanceItem(t *testing.T) {
 		}
 	}
 	late := ledgertest.Ev(statemodel.EvSucceeded, 1)
-	if res, err := ts.Transition(ctx, key, late, now, p); err != nil || res.Outcome != statemodel.Stale {
+	if res, err := ts.Harness.Store.Transition(ctx, key, late, now, p); err != nil || res.Outcome != statemodel.Stale {
 		t.Fatalf("attempt 1's late success: %s, %v", res.Outcome, err)
 	}
 	a1, err := ts.GetAttempt(ctx, key, 1)

@@ -455,61 +455,92 @@ func (s *Store) Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt i
 	if lease <= 0 || attempt < 1 {
 		return ledger.HeartbeatResult{}, op(fmt.Errorf("%w: lease %s, attempt %d", ledger.ErrInvalidInput, lease, attempt))
 	}
-	pk, sk := runPK(key.Run), instanceSK(key.Task)
-	expires := now.Add(lease)
-	state := statemodel.StateRunning
-	for range ledger.MaxRounds {
-		e := newExpr()
-		set := item{attrLeaseBeat: tm(now), attrLeaseExpires: tm(expires)}
-		if state == statemodel.StateRunning {
-			set[tableschema.TimerShard] = str(timerShard(pk, sk))
-			set[tableschema.TimerAt] = str(ledger.FormatTime(expires))
-			set[attrTimerKind] = str(string(statemodel.TimerLease))
-		}
-		cond := e.n(attrState) + " = " + e.v("state", str(string(state))) +
-			" AND " + e.n(attrAttempt) + " = " + e.v("attempt", num(int64(attempt)))
-		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(s.table), Key: keyOf(pk, sk),
-			UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
-			ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			ReturnValues:                        s.returnNewForReport(),
-			ReturnConsumedCapacity:              s.returnCapacity(),
-		})
-		if err == nil {
-			// RUNNING never has a cancel request (a requested cancel moves
-			// it to CANCELLING) and CANCELLING always has one.
-			res := ledger.HeartbeatResult{State: state, CancelRequested: state == statemodel.StateCancelling, LeaseExpiresAt: expires}
-			var cc []types.ConsumedCapacity
-			if out.ConsumedCapacity != nil {
-				cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
-			}
-			s.report("heartbeat", false, []int{itemSize(out.Attributes)}, heartbeatIndexWrites(state, out.Attributes), cc)
-			return res, nil
-		}
-		old, ok := conditionItem(err)
-		if !ok {
-			return ledger.HeartbeatResult{}, op(translate(err))
-		}
-		if len(old) == 0 {
-			found, gerr := s.GetInstance(ctx, key)
-			if gerr != nil {
-				return ledger.HeartbeatResult{}, op(gerr)
-			}
-			old = instanceItem(found).present()
-		}
-		r := &reader{it: old}
-		cur := readSnapshot(r)
-		if r.err != nil {
-			return ledger.HeartbeatResult{}, op(r.err)
-		}
-		next, err := ledger.HeartbeatTarget(cur, attempt)
-		if err != nil {
-			return ledger.HeartbeatResult{}, op(err)
-		}
-		state = next
+	b := &beat{s: s, key: key, attempt: attempt, now: now, expires: now.Add(lease)}
+	if err := ledger.Update(ctx, ledger.Rounds{Max: ledger.MaxRounds}, b.read, b.decide, b.write); err != nil {
+		return ledger.HeartbeatResult{}, op(err)
 	}
-	return ledger.HeartbeatResult{}, op(fmt.Errorf("%w after %d rounds", ledger.ErrUnsettled, ledger.MaxRounds))
+	return b.res, nil
+}
+
+// beat is one Heartbeat as it goes from round to round.
+type beat struct {
+	s       *Store
+	key     ledger.InstanceKey
+	attempt int
+	now     time.Time
+	expires time.Time
+	found   item // the item a refused write found (ALL_OLD; empty: none)
+	res     ledger.HeartbeatResult
+}
+
+// read answers the instance's snapshot as the last refused write found
+// it (read when it found no item), nil in the first round: a live
+// attempt's instance is RUNNING, so that form is tried first.
+func (b *beat) read(ctx context.Context, round int) (*statemodel.Snapshot, error) {
+	if round == 0 {
+		return nil, nil
+	}
+	if len(b.found) == 0 {
+		inst, err := b.s.GetInstance(ctx, b.key)
+		if err != nil {
+			return nil, err
+		}
+		b.found = instanceItem(inst).present()
+	}
+	r := &reader{it: b.found}
+	cur := readSnapshot(r)
+	return &cur, r.err
+}
+
+// decide picks the form of the write: RUNNING first, then the state the
+// instance is found in (ledger.HeartbeatTarget).
+func (b *beat) decide(_ context.Context, cur *statemodel.Snapshot) (statemodel.InstanceState, ledger.Step, error) {
+	if cur == nil {
+		return statemodel.StateRunning, ledger.StepWrite, nil
+	}
+	next, err := ledger.HeartbeatTarget(*cur, b.attempt)
+	return next, ledger.StepWrite, err
+}
+
+// write renews the lease conditioned on state and the attempt; a failed
+// condition keeps the item found for the next round's decision.
+func (b *beat) write(ctx context.Context, state statemodel.InstanceState) error {
+	s := b.s
+	pk, sk := runPK(b.key.Run), instanceSK(b.key.Task)
+	e := newExpr()
+	set := item{attrLeaseBeat: tm(b.now), attrLeaseExpires: tm(b.expires)}
+	if state == statemodel.StateRunning {
+		set[tableschema.TimerShard] = str(timerShard(pk, sk))
+		set[tableschema.TimerAt] = str(ledger.FormatTime(b.expires))
+		set[attrTimerKind] = str(string(statemodel.TimerLease))
+	}
+	cond := e.n(attrState) + " = " + e.v("state", str(string(state))) +
+		" AND " + e.n(attrAttempt) + " = " + e.v("attempt", num(int64(b.attempt)))
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: keyOf(pk, sk),
+		UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		ReturnValues:                        s.returnNewForReport(),
+		ReturnConsumedCapacity:              s.returnCapacity(),
+	})
+	if err != nil {
+		found, ok := conditionItem(err)
+		if !ok {
+			return translate(err)
+		}
+		b.found = found
+		return fmt.Errorf("%w: instance %s is not %s with attempt %d", ledger.ErrVersionConflict, b.key, state, b.attempt)
+	}
+	// RUNNING never has a cancel request (a requested cancel moves it to
+	// CANCELLING) and CANCELLING always has one.
+	b.res = ledger.HeartbeatResult{State: state, CancelRequested: state == statemodel.StateCancelling, LeaseExpiresAt: b.expires}
+	var cc []types.ConsumedCapacity
+	if out.ConsumedCapacity != nil {
+		cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
+	}
+	s.report("heartbeat", false, []int{itemSize(out.Attributes)}, heartbeatIndexWrites(state, out.Attributes), cc)
+	return nil
 }
 
 // heartbeatIndexWrites lists the index entry writes of a heartbeat that

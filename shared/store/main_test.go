@@ -51,7 +51,7 @@ var unsafeTableChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 func newStore(t testing.TB, opts ...store.Option) *testStore {
 	t.Helper()
 	ts := &testStore{table: newTable(t)}
-	ts.Harness = ledgertest.NewHarness(t, func(_ testing.TB, now func() time.Time) ledger.Store {
+	ts.Harness = ledgertest.NewHarness(t, func(_ testing.TB, now func() time.Time) ledger.Storage {
 		ts.Store = store.New(db, ts.table, append([]store.Option{store.WithClock(now)}, opts...)...)
 		return ts.Store
 	})

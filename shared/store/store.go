@@ -53,9 +53,6 @@ const (
 
 // Store is the DynamoDB store of one table. It is safe for concurrent use.
 type Store struct {
-	// Decider runs the decision loop (ledger.TransitionAll and the rest)
-	// on this store's reads and conditional writes.
-	ledger.Decider
 	db        *dynamodb.Client
 	table     string
 	clock     func() time.Time
@@ -96,7 +93,6 @@ func New(db *dynamodb.Client, table string, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	s.Decider = ledger.Decider{Storage: s}
 	return s
 }
 
@@ -212,5 +208,5 @@ func conditionItem(err error) (map[string]types.AttributeValue, bool) {
 }
 
 // The DynamoDB store is the production implementation of the storage
-// contract.
-var _ ledger.Store = (*Store)(nil)
+// port (ledger.New makes the ledger.Store over it).
+var _ ledger.Storage = (*Store)(nil)

@@ -38,7 +38,7 @@ func TestDuplicateWriteFindsStandingInstance(t *testing.T) {
 	if _, err := ts.WriteInstance(ctx, before, []statemodel.Decision{d}); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("the same decision again: err = %v, want ErrConflict", err)
 	}
-	res, err := ts.TransitionFrom(ctx, before, succeeded, now.Add(time.Second), ledgertest.Policy())
+	res, err := ts.Harness.Store.TransitionFrom(ctx, before, succeeded, now.Add(time.Second), ledgertest.Policy())
 	if err != nil || res.Outcome != statemodel.Duplicate || res.Rounds != 2 {
 		t.Fatalf("the event again from the old snapshot: %s in %d rounds, err %v; want duplicate in 2", res.Outcome, res.Rounds, err)
 	}
@@ -77,7 +77,7 @@ func TestLeaseExpiryLosesToHeartbeat(t *testing.T) {
 	if _, err := ts.WriteInstance(ctx, seen, []statemodel.Decision{d}); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("stale lease.expired decision written: err %v, want ErrConflict", err)
 	}
-	res, err := ts.Transition(ctx, key, expired, late, p)
+	res, err := ts.Harness.Store.Transition(ctx, key, expired, late, p)
 	if res.Outcome != statemodel.Rejected || !errors.Is(err, statemodel.ErrNotDue) {
 		t.Fatalf("lease.expired after a heartbeat: %s, %v; want rejected, not due", res.Outcome, err)
 	}

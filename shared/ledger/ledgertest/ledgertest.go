@@ -1,5 +1,6 @@
 // Package ledgertest is the contract suite of the storage contract
-// (ledger.Store): every behaviour of the port as a table of cases, run
+// (ledger.Store over a ledger.Storage port, ledger.New): every behaviour
+// of the port, with the decision loop over it, as a table of cases, run
 // against each implementation (the DynamoDB store on DynamoDB Local in
 // shared/store's tests, memstore in its own). A behaviour the scheduler
 // relies on belongs here, stated through the port only, never through an
@@ -22,7 +23,8 @@ import (
 // Opener returns a fresh, empty store whose clock (the times it stamps:
 // creation, idempotency expiry, backstops) is now and whose run backstop
 // is ledger.DefaultRunBackstop. It cleans up after itself with t.Cleanup.
-type Opener func(t testing.TB, now func() time.Time) ledger.Store
+// The harness builds the ledger.Store over it (ledger.New).
+type Opener func(t testing.TB, now func() time.Time) ledger.Storage
 
 // Case is one behaviour of the port.
 type Case struct {
@@ -80,6 +82,7 @@ func (c *Clock) Advance(d time.Duration) time.Time {
 // compared with its stored snapshot, and each attempt the snapshot holds
 // with what GetAttempt and ReadRun say of it.
 type Harness struct {
+	// Store is the opened port with the decision loop over it.
 	Store ledger.Store
 	Clock *Clock
 	// Turns is the registry the case's limiter calls take turns in, as
@@ -94,7 +97,7 @@ type Harness struct {
 func NewHarness(t testing.TB, open Opener) *Harness {
 	t.Helper()
 	h := &Harness{Clock: &Clock{t: T0}, Turns: ledger.NewTurns()}
-	h.Store = open(t, h.Clock.Now)
+	h.Store = ledger.New(open(t, h.Clock.Now))
 	t.Cleanup(func() { h.checkReplay(t) })
 	return h
 }

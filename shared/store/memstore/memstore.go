@@ -1,5 +1,5 @@
-// Package memstore is an in-memory implementation of the storage contract
-// (ledger.Store): the same answers and the same errors as the DynamoDB
+// Package memstore is an in-memory implementation of the storage port
+// (ledger.Storage; ledger.New makes the ledger.Store over it): the same answers and the same errors as the DynamoDB
 // store (shared/store) for every operation, held to it by the contract
 // suite (shared/ledger/ledgertest), with no emulator. The scheduler's own
 // tests use it to check decisions in milliseconds.
@@ -35,10 +35,6 @@ import (
 
 // Store is an in-memory store. It is safe for concurrent use.
 type Store struct {
-	// Decider runs the decision loop (ledger.TransitionAll and the rest)
-	// on this store's reads and conditional writes, so a test on memstore
-	// meets the races the DynamoDB store meets.
-	ledger.Decider
 	clock    func() time.Time
 	backstop time.Duration
 
@@ -98,7 +94,6 @@ func New(opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	s.Decider = ledger.Decider{Storage: s}
 	return s
 }
 
@@ -249,4 +244,5 @@ func opError(format string, args ...any) func(error) error {
 	return func(err error) error { return fmt.Errorf("%s: %w", prefix, err) }
 }
 
-var _ ledger.Store = (*Store)(nil)
+// The in-memory store is a port of the storage contract.
+var _ ledger.Storage = (*Store)(nil)

@@ -13,7 +13,7 @@ import (
 
 // TestContract holds memstore to the port's contract suite.
 func TestContract(t *testing.T) {
-	ledgertest.Run(t, func(t testing.TB, now func() time.Time) ledger.Store {
+	ledgertest.Run(t, func(t testing.TB, now func() time.Time) ledger.Storage {
 		return memstore.New(memstore.WithClock(now))
 	})
 }

@@ -450,7 +450,9 @@ func root(e ast.Expr) string {
 // Delete*, Mark*, Apply*, Release*, store* or write*) and decides again on
 // what it reads (Get*, Read*, Find*, List*, Query*, read*, state) or on
 // what a refused write found (it names ErrVersionConflict). A loop that
-// resubmits one write unchanged is not one.
+// resubmits one write unchanged is not one. The generic loop
+// (ledger.Update, bounded by its rounds, calling its read and write) is
+// one; a caller that passes it closures has no loop of its own.
 func updateLoops(fset *token.FileSet, p pkg) []string {
 	var out []string
 	for _, name := range sortedKeys(p.files) {

@@ -47,6 +47,17 @@ func leaf() {}
 import "example/jobspec"
 func load() { _, _ = jobspec.Load(nil) }
 `)
+	// The one generic loop is counted; a caller that passes it its read,
+	// decision and write has no loop of its own.
+	write("shared/ledger/update.go", `package ledger
+func Update[T, W any](rounds Rounds, read func(int) T, decide func(T) W, write func(W) error) error {
+	for round, missed := 0, 0; missed < rounds.Max; round++ { if write(decide(read(round))) == nil { return nil }; missed++ }
+	return nil
+}
+func caller(st store) error {
+	return Update(Rounds{Max: 3}, func(int) int { return st.GetX() }, func(v int) int { return v + 1 }, func(v int) error { return st.WriteX(v) })
+}
+`)
 	write("shared/scheduler/a_test.go", `package scheduler
 var testOnly = 1
 func init() { testOnly++ }
@@ -83,7 +94,7 @@ import "example/shared/scheduler"
 	if want := []string{"shared/scheduler.counts", "shared/scheduler.mu"}; !slices.Equal(f.MutableVars, want) {
 		t.Errorf("mutable variables %v, want %v", f.MutableVars, want)
 	}
-	if want := []string{"shared/scheduler/b.go:loop"}; !slices.Equal(f.UpdateLoops, want) {
+	if want := []string{"shared/ledger/update.go:Update", "shared/scheduler/b.go:loop"}; !slices.Equal(f.UpdateLoops, want) {
 		t.Errorf("read-decide-write loops %v, want %v (the bounded loop that reads and writes)", f.UpdateLoops, want)
 	}
 	if want := []string{"shared/scheduler/a.go:8", "shared/scheduler/room/r.go:3"}; !slices.Equal(f.SchedulerJobspecLoads, want) {
