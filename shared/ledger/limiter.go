@@ -221,37 +221,43 @@ func enterAtOnce(ctx context.Context, s Limiters, tu *turn, name string, ws []*w
 		}
 		runs[w.entry.Place.RunID] = true
 	}
-	for try := range 2 {
-		st, cached, err := tu.state(ctx, s, name, try)
-		if err != nil {
-			return false
-		}
-		cur := st
-		writes := make([]LimiterWrite, len(ws))
-		out := make([]Entered, len(ws))
-		for i, w := range ws {
-			var err error
-			if writes[i], cur, out[i], err = decideEntry(cur, *w.entry, w.now); err != nil {
-				return false
+	var out []Entered
+	var fresh bool // the round decided on a read, not on this process's last write
+	err := Update(ctx, Rounds{Max: 2}, tu.reader(s, name),
+		func(_ context.Context, cur seen) (LimiterWrite, Step, error) {
+			fresh = !cur.cached
+			st := cur.st
+			writes := make([]LimiterWrite, len(ws))
+			out = make([]Entered, len(ws))
+			for i, w := range ws {
+				var err error
+				if writes[i], st, out[i], err = decideEntry(st, *w.entry, w.now); err != nil {
+					return LimiterWrite{}, 0, err
+				}
 			}
-		}
-		lw := writes[0]
-		lw.Name, lw.Expected, lw.State, lw.Also = name, st.Version, cur, writes[1:]
-		err = s.WriteLimiter(ctx, lw)
-		if errors.Is(err, ErrVersionConflict) && cached {
-			continue
-		}
-		if err != nil {
-			return false
-		}
-		tu.wrote(cur)
-		for i, w := range ws {
-			w.entered = out[i]
-		}
-		return true
+			lw := writes[0]
+			lw.Name, lw.Expected, lw.State, lw.Also = name, cur.st.Version, st, writes[1:]
+			return lw, StepWrite, nil
+		},
+		func(ctx context.Context, lw LimiterWrite) error {
+			err := tu.write(ctx, s, lw)
+			if errors.Is(err, ErrVersionConflict) && fresh {
+				return errRefusedAtOnce // refused on a fresh read: enter each on its own
+			}
+			return err
+		})
+	if err != nil {
+		return false
 	}
-	return false
+	for i, w := range ws {
+		w.entered = out[i]
+	}
+	return true
 }
+
+// errRefusedAtOnce ends enterAtOnce's rounds when a write decided on a
+// fresh read was refused: its entries are then entered one by one.
+var errRefusedAtOnce = errors.New("entries refused at once")
 
 // decideEntry decides e on st: the write's item changes and the state it
 // leaves, and the answer; limiter.ErrQueueFull beyond the bound.

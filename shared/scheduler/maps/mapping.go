@@ -275,30 +275,63 @@ func (r *Room[E]) mapRound(ctx context.Context, key ledger.InstanceKey) ([]E, er
 	if err != nil {
 		return nil, err
 	}
-	for round := 0; round < maxRounds; round++ {
-		if m.Ended() {
-			return r.finishMap(ctx, key, m)
-		}
-		k := min(m.Free(), releaseBatch)
-		if k == 0 {
-			return nil, nil
-		}
-		found, err := r.store.ReleaseChildren(ctx, m, k)
-		if errors.Is(err, ledger.ErrVersionConflict) {
-			if found.Next <= m.Next || found.Next >= m.Total {
-				// Released to the end, or closed by a cancel: the steps
-				// of the children running decide the rest.
-				return nil, nil
-			}
-			m.Running += found.Next - m.Next
-			m.Next = found.Next
-			continue
-		} else if err != nil {
-			return nil, err
-		}
-		return r.createChildren(ctx, key, m.Next, k)
+	rl := &releasing[E]{r: r, key: key, m: m}
+	err = ledger.Update(ctx, ledger.Rounds{Max: maxRounds}, rl.read, rl.decide, rl.write)
+	if errors.Is(err, ledger.ErrUnsettled) && !rl.finished {
+		// Refused every round: the steps of the children running decide
+		// the rest, as after any refused release.
+		return nil, nil
 	}
-	return nil, nil
+	return rl.effs, err
+}
+
+// releasing is one round of a map's releases from try to try: a refused
+// release moves m to what the refusal found, and the next try decides on
+// that rather than on a new read.
+type releasing[E any] struct {
+	r        *Room[E]
+	key      ledger.InstanceKey
+	m        ledger.MapState
+	effs     []E
+	finished bool // the map had ended: finishMap answered
+}
+
+func (rl *releasing[E]) read(context.Context, int) (ledger.MapState, error) { return rl.m, nil }
+
+// decide finishes an ended map, or sizes the next release.
+func (rl *releasing[E]) decide(ctx context.Context, m ledger.MapState) (int, ledger.Step, error) {
+	if m.Ended() {
+		rl.finished = true
+		effs, err := rl.r.finishMap(ctx, rl.key, m)
+		rl.effs = effs
+		return 0, ledger.StepDone, err
+	}
+	k := min(m.Free(), releaseBatch)
+	if k == 0 {
+		return 0, ledger.StepDone, nil
+	}
+	return k, ledger.StepWrite, nil
+}
+
+// write releases k children and creates them; a refusal that found the
+// map released to its end, or closed by a cancel, ends the round.
+func (rl *releasing[E]) write(ctx context.Context, k int) error {
+	found, err := rl.r.store.ReleaseChildren(ctx, rl.m, k)
+	if errors.Is(err, ledger.ErrVersionConflict) {
+		if found.Next <= rl.m.Next || found.Next >= rl.m.Total {
+			// Released to the end, or closed by a cancel: the steps of
+			// the children running decide the rest.
+			return nil
+		}
+		rl.m.Running += found.Next - rl.m.Next
+		rl.m.Next = found.Next
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	rl.effs, err = rl.r.createChildren(ctx, rl.key, rl.m.Next, k)
+	return err
 }
 
 // stepGate runs one round of each map at a time in its Room, the one
@@ -555,20 +588,28 @@ func (r *Room[E]) Children(ctx context.Context, run, task string, limit int, tok
 // cancel (finishMap).
 func (r *Room[E]) Cancel(ctx context.Context, key ledger.InstanceKey) ([]E, error) {
 	var m ledger.MapState
-	for round := 0; ; round++ {
-		cur, err := r.store.GetMap(ctx, key.Run, key.Task)
-		if errors.Is(err, ledger.ErrNotFound) {
-			return nil, nil // not expanded: nothing runs
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m, err = r.store.CloseMap(ctx, cur); err == nil {
-			break
-		}
-		if !errors.Is(err, ledger.ErrVersionConflict) || round == maxRounds {
-			return nil, err
-		}
+	expanded := true
+	err := ledger.Update(ctx, ledger.Rounds{Max: maxRounds + 1},
+		func(ctx context.Context, _ int) (ledger.MapState, error) {
+			cur, err := r.store.GetMap(ctx, key.Run, key.Task)
+			if errors.Is(err, ledger.ErrNotFound) {
+				expanded = false
+				return cur, nil
+			}
+			return cur, err
+		},
+		func(_ context.Context, cur ledger.MapState) (ledger.MapState, ledger.Step, error) {
+			if !expanded {
+				return cur, ledger.StepDone, nil // not expanded: nothing runs
+			}
+			return cur, ledger.StepWrite, nil
+		},
+		func(ctx context.Context, cur ledger.MapState) (err error) {
+			m, err = r.store.CloseMap(ctx, cur)
+			return err
+		})
+	if err != nil || !expanded {
+		return nil, err
 	}
 	token := ""
 	for {

@@ -173,28 +173,27 @@ func (r *Room) ListBackfills(ctx context.Context, job string, limit int, token s
 // (its runs that have not stopped are asked again).
 func (r *Room) CancelBackfill(ctx context.Context, id, reason string) (ledger.Backfill, error) {
 	var b ledger.Backfill
-	for round := 0; ; round++ {
-		cur, err := r.GetBackfill(ctx, id)
-		if err != nil {
-			return ledger.Backfill{}, err
-		}
-		if !cur.Unfinished() {
-			return ledger.Backfill{}, fmt.Errorf("%w: backfill %s ended %s", statemodel.ErrIllegalTransition, id, cur.State)
-		}
-		if cur.CancelRequested {
-			b = cur
-			break
-		}
-		cur.CancelRequested = true
-		cur.Cancelled += len(cur.Pending)
-		cur.Pending = nil
-		b, err = r.store.UpdateBackfill(ctx, cur)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, ledger.ErrVersionConflict) || round >= maxAdvanceRounds {
-			return ledger.Backfill{}, err
-		}
+	err := ledger.Update(ctx, ledger.Rounds{Max: maxAdvanceRounds + 1},
+		func(ctx context.Context, _ int) (ledger.Backfill, error) { return r.GetBackfill(ctx, id) },
+		func(_ context.Context, cur ledger.Backfill) (ledger.Backfill, ledger.Step, error) {
+			if !cur.Unfinished() {
+				return cur, 0, fmt.Errorf("%w: backfill %s ended %s", statemodel.ErrIllegalTransition, id, cur.State)
+			}
+			if cur.CancelRequested {
+				b = cur
+				return cur, ledger.StepDone, nil
+			}
+			cur.CancelRequested = true
+			cur.Cancelled += len(cur.Pending)
+			cur.Pending = nil
+			return cur, ledger.StepWrite, nil
+		},
+		func(ctx context.Context, cur ledger.Backfill) (err error) {
+			b, err = r.store.UpdateBackfill(ctx, cur)
+			return err
+		})
+	if err != nil {
+		return ledger.Backfill{}, err
 	}
 	if reason == "" {
 		reason = "backfill " + id + " cancelled"
@@ -240,35 +239,57 @@ func (r *Room) BackfillRunEnded(ctx context.Context, run *ledger.Run) ([]Effect,
 // (another advance, a cancel) re-reads. It returns the effects of the runs
 // it released (their first dispatches), for the caller's runner.
 func (r *Room) advanceBackfill(ctx context.Context, id string, ended *ledger.Run, budget int) ([]Effect, error) {
-	var effs []Effect
-	for round := 0; round < maxAdvanceRounds; round++ {
-		b, err := r.store.GetBackfill(ctx, id)
-		if err != nil {
-			return effs, err
-		}
-		if !b.Unfinished() {
-			return effs, nil
-		}
-		next, changed, err := r.settleBackfill(ctx, b, ended)
-		if err != nil {
-			return effs, err
-		}
-		if changed || !b.TimerAt.After(r.k.Now()) {
-			// A due backstop is moved on by this write too.
-			next, err = r.store.UpdateBackfill(ctx, next)
-			if errors.Is(err, ledger.ErrVersionConflict) {
-				continue
-			}
-			if err != nil {
-				return effs, err
-			}
-		}
-		done, err := r.releaseBackfill(ctx, next, &budget, &effs)
-		if err != nil || done {
-			return effs, err
+	a := &advancing{r: r, ended: ended, budget: budget}
+	err := ledger.Update(ctx, ledger.Rounds{Max: maxAdvanceRounds},
+		func(ctx context.Context, _ int) (ledger.Backfill, error) { return r.store.GetBackfill(ctx, id) },
+		a.decide, a.write)
+	return a.effs, err
+}
+
+// advancing is one advance of a backfill from round to round: the budget
+// left and the effects of the runs released so far.
+type advancing struct {
+	r      *Room
+	ended  *ledger.Run
+	budget int
+	effs   []Effect
+}
+
+// settled is a round's decision: the backfill with its ended runs
+// settled, and whether it is to be written (changed, or its backstop due)
+// before its next slots are released.
+type settled struct {
+	b     ledger.Backfill
+	store bool
+}
+
+func (a *advancing) decide(ctx context.Context, b ledger.Backfill) (settled, ledger.Step, error) {
+	if !b.Unfinished() {
+		return settled{}, ledger.StepDone, nil
+	}
+	next, changed, err := a.r.settleBackfill(ctx, b, a.ended)
+	if err != nil {
+		return settled{}, 0, err
+	}
+	// A due backstop is moved on by this write too.
+	return settled{b: next, store: changed || !b.TimerAt.After(a.r.k.Now())}, ledger.StepWrite, nil
+}
+
+// write stores the settled backfill when it changed, then releases its
+// next slots; a release that found the backfill stale reads it again.
+func (a *advancing) write(ctx context.Context, d settled) error {
+	next := d.b
+	if d.store {
+		var err error
+		if next, err = a.r.store.UpdateBackfill(ctx, next); err != nil {
+			return err
 		}
 	}
-	return effs, fmt.Errorf("%w after %d rounds", ledger.ErrUnsettled, maxAdvanceRounds)
+	done, err := a.r.releaseBackfill(ctx, next, &a.budget, &a.effs)
+	if err == nil && !done {
+		return ledger.ErrVersionConflict
+	}
+	return err
 }
 
 // settleBackfill moves the backfill's active runs that ended to its
