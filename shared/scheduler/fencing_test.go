@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/runledger/runledger/shared/ledger"
@@ -35,17 +34,16 @@ func bootAt(t time.Time) string {
 // deliver hands messages to the events function as the events queue would.
 func (f *fixture) deliver(t *testing.T, bodies ...any) {
 	t.Helper()
-	var ev events.SQSEvent
+	var msgs []scheduler.Message
 	for i, b := range bodies {
 		raw, err := json.Marshal(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: string(rune('a' + i)), Body: string(raw)})
+		msgs = append(msgs, scheduler.Message{ID: string(rune('a' + i)), Body: string(raw)})
 	}
-	resp, err := f.svc.HandleEvents(context.Background(), ev)
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("events: %v %+v", err, resp)
+	if again := f.svc.HandleMessages(context.Background(), msgs); len(again) != 0 {
+		t.Fatalf("events: %v handed back for redelivery", again)
 	}
 }
 
