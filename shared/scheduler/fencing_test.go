@@ -223,7 +223,7 @@ func (f *fixture) claimAnother(t *testing.T, workerID string) protocol.Envelope 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.Claim(ctx, env.Ref(), env.Token, workerID, "claim-another"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, env.Ref(), env.Token, workerID, "claim-another"); err != nil {
 		t.Fatal(err)
 	}
 	return env

@@ -239,11 +239,11 @@ func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 			first = env
 		}
 		ref := protocol.AttemptRef{Run: env.Run, Task: env.Task, Attempt: n}
-		if _, err := f.svc.Claim(ctx, ref, env.Token, "w", "claim-"+env.Token); err != nil {
+		if _, err := f.svc.Workers().Claim(ctx, ref, env.Token, "w", "claim-"+env.Token); err != nil {
 			t.Fatal(err)
 		}
 		c := protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "fail-" + env.Token, Outcome: "failed", ErrorCategory: "boom"}
-		if _, err := f.svc.Complete(ctx, c, env.Token); err != nil {
+		if _, err := f.svc.Workers().Complete(ctx, c, env.Token); err != nil {
 			t.Fatal(err)
 		}
 		if n < total {
@@ -257,11 +257,11 @@ func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 	}
 	ref := protocol.AttemptRef{Run: v.Run.ID, Task: "main", Attempt: 1}
 	late := protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "late-ok", Outcome: "succeeded"}
-	res, err := f.svc.Complete(ctx, late, first.Token)
+	res, err := f.svc.Workers().Complete(ctx, late, first.Token)
 	if err != nil || res.Result != "stale" || res.State != statemodel.StateFailed {
 		t.Fatalf("attempt 1's late success: %+v, %v; want stale with FAILED", res, err)
 	}
-	if _, err := f.svc.Complete(ctx, late, "0123456789abcdef0123456789abcdef"); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
+	if _, err := f.svc.Workers().Complete(ctx, late, "0123456789abcdef0123456789abcdef"); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 		t.Fatalf("a forged token for attempt 1: %v, want ErrInvalidToken", err)
 	}
 }

@@ -540,23 +540,6 @@ func (s *Service) endMap(ctx context.Context, inst ledger.Instance, out []byte, 
 	return res.Instance, effectsOf(res), nil
 }
 
-// authorizeChild is authorizeInRun for a map child: its instance alone
-// (one GetItem), never its run's tasks or its siblings.
-func (s *Service) authorizeChild(ctx context.Context, ref protocol.AttemptRef, token string) (ledger.RunView, ledger.Instance, error) {
-	inst, err := s.store.GetInstance(ctx, instanceKey(ref))
-	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
-		return ledger.RunView{}, ledger.Instance{}, protocol.ErrInvalidAttemptToken
-	}
-	if err != nil {
-		return ledger.RunView{}, ledger.Instance{}, err
-	}
-	err = s.checkToken(ctx, ref, token, inst)
-	if errors.Is(err, ErrNotDispatchedYet) {
-		err = protocol.ErrInvalidAttemptToken
-	}
-	return ledger.RunView{}, inst, err
-}
-
 // MapOutput reads a map task's output: ErrNotFound before it ended.
 func (s *Service) MapOutput(ctx context.Context, run, task string) ([]byte, bool, error) {
 	return s.store.GetMapOutput(ctx, run, task)

@@ -28,6 +28,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler/workers"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -228,6 +229,9 @@ type Service struct {
 
 	// compiled keeps the job versions compiled once (compiled.go).
 	compiled compiledJobs
+
+	// workers is the worker protocol's room (room_workers.go).
+	workers *workers.Room
 }
 
 // New builds a Service of cfg with its defaults, or fails naming the
@@ -243,6 +247,7 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 	for _, ex := range cfg.Executors {
 		svc.executors[ex.Type()] = ex
 	}
+	svc.workers = newWorkersRoom(svc)
 	if svc.turns = cfg.Turns; svc.turns == nil {
 		svc.turns = ledger.NewTurns()
 	}

@@ -64,7 +64,7 @@ func TestSignalOutputFlowsDownstream(t *testing.T) {
 	if env.Task == "" {
 		t.Fatal("next was not dispatched after the signal")
 	}
-	ans, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", "claim-next")
+	ans, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "w@boot", "claim-next")
 	if err != nil {
 		t.Fatal(err)
 	}
