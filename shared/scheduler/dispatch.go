@@ -14,6 +14,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler/signals"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -285,7 +286,7 @@ func (s *Service) recordDispatch(ctx context.Context, p *pendingDispatch, msgID 
 	}
 	events := append(p.events, accepted)
 	if p.spec.Type == jobspec.ExecutorSignal {
-		events = append(events, signalStartEvent(n))
+		events = append(events, signals.StartEvent(n))
 	}
 	res, err := s.store.TransitionAll(ctx, p.inst, events, s.now(), s.policy())
 	if err != nil {
@@ -301,7 +302,7 @@ func (s *Service) recordDispatch(ctx context.Context, p *pendingDispatch, msgID 
 	}
 	s.applied(ctx, res)
 	if p.spec.Type == jobspec.ExecutorSignal && res.Outcome == statemodel.Applied {
-		s.signalRequested(ctx, res.Instance, n, p.env.Token)
+		s.signals.Announce(ctx, res.Instance, n, p.env.Token)
 	}
 	return dispatched{inst: res.Instance, more: effectsOf(res)}
 }

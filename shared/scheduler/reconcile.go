@@ -8,6 +8,7 @@ import (
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/scheduler/signals"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -88,7 +89,7 @@ func (s *Service) reconcileInstance(ctx context.Context, key ledger.InstanceKey)
 			if now.Before(snap.Deadline) {
 				return nil
 			}
-			ev = signalTimeoutEvent(snap)
+			ev = signals.TimeoutEvent(snap)
 			break
 		}
 		if now.Before(snap.Lease.ExpiresAt) {

@@ -28,6 +28,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler/signals"
 	"github.com/runledger/runledger/shared/scheduler/workers"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
@@ -232,6 +233,9 @@ type Service struct {
 
 	// workers is the worker protocol's room (room_workers.go).
 	workers *workers.Room
+
+	// signals is the signal tasks' room (room_signals.go).
+	signals *signals.Room
 }
 
 // New builds a Service of cfg with its defaults, or fails naming the
@@ -248,6 +252,7 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 		svc.executors[ex.Type()] = ex
 	}
 	svc.workers = newWorkersRoom(svc)
+	svc.signals = newSignalsRoom(svc)
 	if svc.turns = cfg.Turns; svc.turns == nil {
 		svc.turns = ledger.NewTurns()
 	}
@@ -352,15 +357,6 @@ func newToken() (token, hash string, err error) {
 // HashToken is how a fencing token is stored: only its SHA-256
 // (protocol.HashToken, which a worker's lease proofs are keyed by).
 func HashToken(token string) string { return protocol.HashToken(token) }
-
-// tokenMatches compares in constant time, so a forger learns nothing from
-// how long a refusal took.
-func tokenMatches(token, hash string) bool {
-	if token == "" || hash == "" {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(HashToken(token)), []byte(hash)) == 1
-}
 
 // deadlineReached reports whether a pass should stop starting new work.
 func (s *Service) deadlineReached(ctx context.Context) bool {
