@@ -70,7 +70,7 @@ type pendingDispatch struct {
 // a true duplicate, claimed as the contract says for a second delivery
 // (the same worker gets its first answer, another 409 already_claimed);
 // exactly one worker runs the attempt. A claim that arrives before the
-// write lands waits for it (Claim).
+// write lands waits for it (workers.Room.Claim).
 //
 // With depsMet the instance is CREATED. For a task with one upstream task
 // its dependency verdict rides in the dispatch's write: deps.met and

@@ -268,7 +268,7 @@ func latest(a, b time.Time) time.Time {
 //   - a live lease of the attempt's boot that lists the attempt: it still
 //     runs (VerdictRunning);
 //
-// A stored lease lists only the attempts it proved (Service.workerLease):
+// A stored lease lists only the attempts it proved (workers.Room.HandleMessage):
 // a lease anyone could have sent proves neither a restart nor a running
 // attempt.
 //   - a lease of the attempt's boot that has ended by the scheduler's clock

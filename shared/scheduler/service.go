@@ -329,7 +329,7 @@ func attemptToken(inst ledger.Instance, n int) (token, hash string, err error) {
 // is but for another purpose, so it needs no write and tells nothing of
 // the token; "" for an instance without a secret, whose attempts have
 // none. The claim route takes it as a bearer while the attempt is not
-// claimed (checkToken), and answers that claim with the token.
+// claimed (the worker protocol's claim check), and answers that claim with the token.
 func attemptNonce(inst ledger.Instance, n int) string {
 	if len(inst.Secret) == 0 {
 		return ""
