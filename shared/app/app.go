@@ -315,10 +315,10 @@ func (a *App) HandleEvents(ctx context.Context, ev events.SQSEvent) (events.SQSE
 }
 
 // sqsMessages are the records of an SQS batch as the service's messages.
-func sqsMessages(ev events.SQSEvent) []scheduler.Message {
-	msgs := make([]scheduler.Message, len(ev.Records))
+func sqsMessages(ev events.SQSEvent) []scheduler.QueueMessage {
+	msgs := make([]scheduler.QueueMessage, len(ev.Records))
 	for i, rec := range ev.Records {
-		msgs[i] = scheduler.Message{ID: rec.MessageId, QueueARN: rec.EventSourceARN, Body: rec.Body}
+		msgs[i] = scheduler.QueueMessage{ID: rec.MessageId, QueueARN: rec.EventSourceARN, Body: rec.Body}
 	}
 	return msgs
 }

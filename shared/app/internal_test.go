@@ -90,7 +90,7 @@ func TestEventsFunctionSpeaksSQS(t *testing.T) {
 		{MessageId: "m-1", EventSourceARN: "arn:aws:sqs:eu-west-1:1:rl-events", Body: `{"a":1}`},
 		{MessageId: "m-2", Body: "b"},
 	}}
-	want := []scheduler.Message{{ID: "m-1", QueueARN: "arn:aws:sqs:eu-west-1:1:rl-events", Body: `{"a":1}`}, {ID: "m-2", Body: "b"}}
+	want := []scheduler.QueueMessage{{ID: "m-1", QueueARN: "arn:aws:sqs:eu-west-1:1:rl-events", Body: `{"a":1}`}, {ID: "m-2", Body: "b"}}
 	if got := sqsMessages(ev); !reflect.DeepEqual(got, want) {
 		t.Errorf("messages %+v, want %+v", got, want)
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/runledger/runledger/shared/protocol"
 )
 
-// Message is one queue message as the events function is handed it,
-// whatever transport carried it (shared/app decodes SQS's records).
-type Message struct {
+// QueueMessage is one queue message as the events function is handed
+// it, whatever transport carried it (shared/app decodes SQS's records).
+type QueueMessage struct {
 	// ID is the queue's id of the message: logs and the redelivery answer
 	// name it.
 	ID string
@@ -32,7 +32,7 @@ type Message struct {
 // the trigger queue) is logged with its reason, counted
 // (MetricMessageRefused) and dropped, so it is recorded once rather than
 // redelivered forever.
-func (s *Service) HandleMessages(ctx context.Context, msgs []Message) (redeliver []string) {
+func (s *Service) HandleMessages(ctx context.Context, msgs []QueueMessage) (redeliver []string) {
 	// Messages are independent (SQS keeps no order between them) and each
 	// is fenced by the store's compare-and-set, so a batch is applied
 	// concurrently; its latency is one message's, not the sum.
@@ -63,7 +63,7 @@ func (s *Service) HandleMessages(ctx context.Context, msgs []Message) (redeliver
 // worker messages and timers, and a trigger event found on them is
 // refused: every worker may send to the events queue, and must not start
 // runs of any job with params, account and time of its choosing.
-func (s *Service) handleMessage(ctx context.Context, m Message) error {
+func (s *Service) handleMessage(ctx context.Context, m QueueMessage) error {
 	fromTrigger := s.cfg.TriggerQueueARN != "" && m.QueueARN == s.cfg.TriggerQueueARN
 	switch envelope := IsEventEnvelope(m.Body); {
 	case fromTrigger && envelope:

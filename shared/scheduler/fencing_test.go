@@ -34,13 +34,13 @@ func bootAt(t time.Time) string {
 // deliver hands messages to the events function as the events queue would.
 func (f *fixture) deliver(t *testing.T, bodies ...any) {
 	t.Helper()
-	var msgs []scheduler.Message
+	var msgs []scheduler.QueueMessage
 	for i, b := range bodies {
 		raw, err := json.Marshal(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs = append(msgs, scheduler.Message{ID: string(rune('a' + i)), Body: string(raw)})
+		msgs = append(msgs, scheduler.QueueMessage{ID: string(rune('a' + i)), Body: string(raw)})
 	}
 	if again := f.svc.HandleMessages(context.Background(), msgs); len(again) != 0 {
 		t.Fatalf("events: %v handed back for redelivery", again)

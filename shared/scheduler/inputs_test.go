@@ -51,7 +51,7 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 	})
 	key := ledger.InstanceKey{Run: run, Task: "main"}
 
-	message := func(id string, mutate func(*protocol.Completion)) scheduler.Message {
+	message := func(id string, mutate func(*protocol.Completion)) scheduler.QueueMessage {
 		c := protocol.Completion{Run: run, Task: "main", Attempt: 1, EventID: id, Outcome: protocol.OutcomeFailed,
 			ErrorCategory: "boom", Token: env.Token}
 		mutate(&c)
@@ -59,9 +59,9 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return scheduler.Message{ID: id, Body: string(body)}
+		return scheduler.QueueMessage{ID: id, Body: string(body)}
 	}
-	bad := []scheduler.Message{
+	bad := []scheduler.QueueMessage{
 		message("big-ref", func(c *protocol.Completion) { c.OutputRef = strings.Repeat("r", 200_000) }),
 		message("long-category", func(c *protocol.Completion) { c.ErrorCategory = strings.Repeat("a", 65) }),
 		message("bad-category", func(c *protocol.Completion) { c.ErrorCategory = "Not Snake" }),
@@ -80,7 +80,7 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 	}
 
 	tail := "exit status 2: disk <full> & more"
-	if again := svc.HandleMessages(ctx, []scheduler.Message{
+	if again := svc.HandleMessages(ctx, []scheduler.QueueMessage{
 		message("good", func(c *protocol.Completion) { c.Reason = tail }),
 	}); len(again) != 0 {
 		t.Fatalf("good completion handed back for redelivery: %v", again)

@@ -2,10 +2,8 @@ package scheduler
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler/signals"
@@ -34,23 +32,3 @@ func (k signalsKernel) NewID() string { return k.s.NewID() }
 func (k signalsKernel) Follow(ctx context.Context, res ledger.Result) { k.s.follow(ctx, res) }
 
 func (k signalsKernel) Notice(ctx context.Context, sig protocol.Signal) { k.s.signal(ctx, sig) }
-
-// signalExecutor is the executor of signal tasks (jobspec.ExecutorSignal):
-// it starts nothing. Its attempt is recorded as dispatched and started in
-// one write (recordDispatch adds signal.requested to dispatch.accepted),
-// and then waits for POST /v1/runs/{run}/tasks/{task}/signal (signals.Room.SignalTask)
-// or its run timeout (the reconciler's signal.timeout). It is never LOST,
-// so it is never asked for evidence, nor to stop.
-type signalExecutor struct{}
-
-func (signalExecutor) Type() string { return jobspec.ExecutorSignal }
-
-func (signalExecutor) Start(_ context.Context, env protocol.Envelope, _ jobspec.Executor) (string, error) {
-	return fmt.Sprintf("signal:%d", env.Attempt), nil
-}
-
-func (signalExecutor) Stop(context.Context, string, jobspec.Executor) error { return nil }
-
-func (signalExecutor) Check(context.Context, jobspec.Executor, ledger.Instance, statemodel.AttemptRecord) (Evidence, error) {
-	return Evidence{Verdict: VerdictUnknown}, nil
-}

@@ -12,17 +12,6 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// The worker protocol's sentinels, under the names the API and the events
-// function know them by.
-var (
-	// ErrBadMessage: a queue message that cannot be understood
-	// (workers.ErrBadMessage).
-	ErrBadMessage = workers.ErrBadMessage
-	// ErrNotDispatchedYet: a claim came before its dispatch write
-	// (workers.ErrNotDispatchedYet).
-	ErrNotDispatchedYet = workers.ErrNotDispatchedYet
-)
-
 // Workers is the worker protocol: the claim, heartbeat and completion
 // routes' service.
 func (s *Service) Workers() *workers.Room { return s.workers }

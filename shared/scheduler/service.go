@@ -367,6 +367,17 @@ func (s *Service) deadlineReached(ctx context.Context) bool {
 	return ok && time.Until(dl) < s.cfg.Margin
 }
 
+// The worker protocol's sentinels, under the names the API and the events
+// function know them by.
+var (
+	// ErrBadMessage: a queue message that cannot be understood
+	// (workers.ErrBadMessage).
+	ErrBadMessage = workers.ErrBadMessage
+	// ErrNotDispatchedYet: a claim came before its dispatch write
+	// (workers.ErrNotDispatchedYet).
+	ErrNotDispatchedYet = workers.ErrNotDispatchedYet
+)
+
 // transient reports whether an error may go away by itself (throttling,
 // network, contention): such work is retried by redelivery, never dropped.
 func transient(err error) bool {

@@ -34,7 +34,7 @@ func newTriggerFixture(t *testing.T) (*fixture, *signalRecorder) {
 // answers the ids it hands back for redelivery.
 func deliver(t *testing.T, svc *scheduler.Service, arn, id, body string) []string {
 	t.Helper()
-	return svc.HandleMessages(context.Background(), []scheduler.Message{{ID: id, QueueARN: arn, Body: body}})
+	return svc.HandleMessages(context.Background(), []scheduler.QueueMessage{{ID: id, QueueARN: arn, Body: body}})
 }
 
 // runsAt names runs by their logical times, for failure messages.
