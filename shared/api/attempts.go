@@ -48,7 +48,7 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) error {
 	if err := b.Validate(); err != nil {
 		return fieldError(err)
 	}
-	res, err := h.svc.Claim(r.Context(), b.Ref(), tok, b.WorkerID, b.EventID)
+	res, err := h.svc.Workers().Claim(r.Context(), b.Ref(), tok, b.WorkerID, b.EventID)
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (h *Handler) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err := b.Validate(); err != nil {
 		return fieldError(err)
 	}
-	res, err := h.svc.Heartbeat(r.Context(), b.Ref(), tok, b.EventID)
+	res, err := h.svc.Workers().Heartbeat(r.Context(), b.Ref(), tok, b.EventID)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request) error {
 	if err := c.Validate(); err != nil {
 		return fieldError(err)
 	}
-	res, err := h.svc.Complete(r.Context(), c, tok)
+	res, err := h.svc.Workers().Complete(r.Context(), c, tok)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/scheduler/signals"
 )
 
 // signalTask settles a waiting signal task (docs/api.md, "Signal tasks").
@@ -27,11 +27,11 @@ func (h *Handler) signalTask(w http.ResponseWriter, r *http.Request) error {
 	if err := body.Validate(); err != nil {
 		return fieldError(err)
 	}
-	auth := scheduler.SignalAuth{Token: tok}
+	auth := signals.Auth{Token: tok}
 	if h.cfg.Auth == AuthAPIKey && subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.APIKey)) == 1 {
 		auth.Token = ""
 	}
-	if err := h.svc.SignalTask(r.Context(), taskKey(r), body, auth); err != nil {
+	if err := h.svc.Signals().SignalTask(r.Context(), taskKey(r), body, auth); err != nil {
 		return err
 	}
 	return h.getRun(w, r)

@@ -9,6 +9,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/scheduler/workers"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -100,7 +101,7 @@ func renderTask(t ledger.TaskView) protocol.Task {
 		}
 		for _, l := range late[a.N].Late {
 			av.LateEvents = append(av.LateEvents, protocol.LateEvent{
-				EventID: scheduler.ClientEventID(l.EventID), Event: string(l.Type), Actor: string(l.Actor), Outcome: string(l.Outcome),
+				EventID: workers.ClientEventID(l.EventID), Event: string(l.Type), Actor: string(l.Actor), Outcome: string(l.Outcome),
 				EventTime: l.EventTime, ObservedAt: l.ObservedAt, Detail: l.Detail,
 			})
 		}
@@ -129,7 +130,7 @@ func renderTransition(tr statemodel.Transition) protocol.Transition {
 		ev = map[string]string{}
 	}
 	return protocol.Transition{
-		Seq: tr.Seq, From: tr.From, To: tr.To, Event: tr.Event, EventID: scheduler.ClientEventID(tr.EventID),
+		Seq: tr.Seq, From: tr.From, To: tr.To, Event: tr.Event, EventID: workers.ClientEventID(tr.EventID),
 		Actor: tr.Actor, Attempt: tr.Attempt, EventTime: tr.EventTime, ObservedAt: tr.ObservedAt,
 		Evidence: ev, Reason: tr.Reason, Operator: tr.Operator, Scope: tr.Scope, Override: tr.Override(),
 	}

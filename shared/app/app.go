@@ -305,10 +305,33 @@ func (a *App) HTTP() (http.Handler, error) {
 }
 
 // HandleEvents is the events function: worker completions, process leases
-// and precise timers from the events and delay queues.
+// and precise timers from the events and delay queues, and the trigger
+// queue's events. It hands the batch's records to the service as messages
+// (scheduler.Service.HandleMessages) and answers the ones the service
+// asks to see again as the batch's item failures, which SQS redelivers.
 func (a *App) HandleEvents(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	defer a.Flush(ctx)
-	return a.Service.HandleEvents(ctx, ev)
+	return batchItemFailures(a.Service.HandleMessages(ctx, sqsMessages(ev))), nil
+}
+
+// sqsMessages are the records of an SQS batch as the service's messages.
+func sqsMessages(ev events.SQSEvent) []scheduler.QueueMessage {
+	msgs := make([]scheduler.QueueMessage, len(ev.Records))
+	for i, rec := range ev.Records {
+		msgs[i] = scheduler.QueueMessage{ID: rec.MessageId, QueueARN: rec.EventSourceARN, Body: rec.Body}
+	}
+	return msgs
+}
+
+// batchItemFailures is the answer to an SQS batch that asks for the
+// messages of ids again (a Lambda event source mapping's
+// ReportBatchItemFailures).
+func batchItemFailures(ids []string) events.SQSEventResponse {
+	var resp events.SQSEventResponse
+	for _, id := range ids {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+	}
+	return resp
 }
 
 // Tick is the ticker function: one pass over cron and one-off slots, due

@@ -8,9 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/runledger/runledger/shared/jobspec"
+	"github.com/runledger/runledger/shared/scheduler"
 )
 
 // Every Part's Metrics writer gets the scheduler's lines beside
@@ -76,5 +78,27 @@ func TestAWSECS(t *testing.T) {
 	got, err := awsECS(aws.Config{Region: "eu-west-1"}, allowed, env(map[string]string{"RUNLEDGER_API_URL": "https://api"}))
 	if err != nil || len(got) != 1 || got[0].Type() != jobspec.ExecutorECS {
 		t.Fatalf("with ECS allowed: %v %v, want the ecs executor", got, err)
+	}
+}
+
+// The events function hands the service each SQS record as a message (its
+// id, its queue and its body, in order) and answers the ids the service
+// hands back, and only those, as the batch's item failures.
+func TestEventsFunctionSpeaksSQS(t *testing.T) {
+	t.Parallel()
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		{MessageId: "m-1", EventSourceARN: "arn:aws:sqs:eu-west-1:1:rl-events", Body: `{"a":1}`},
+		{MessageId: "m-2", Body: "b"},
+	}}
+	want := []scheduler.QueueMessage{{ID: "m-1", QueueARN: "arn:aws:sqs:eu-west-1:1:rl-events", Body: `{"a":1}`}, {ID: "m-2", Body: "b"}}
+	if got := sqsMessages(ev); !reflect.DeepEqual(got, want) {
+		t.Errorf("messages %+v, want %+v", got, want)
+	}
+	resp := batchItemFailures([]string{"m-2"})
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "m-2" {
+		t.Errorf("answered %+v, want m-2 alone redelivered", resp)
+	}
+	if resp := batchItemFailures(nil); len(resp.BatchItemFailures) != 0 {
+		t.Errorf("answered %+v for a batch all handled", resp)
 	}
 }

@@ -3,6 +3,7 @@ package protocol
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -61,6 +62,16 @@ type LeasedAttempt struct {
 func HashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
+}
+
+// TokenMatches reports whether token is the one whose stored hash is hash
+// (HashToken), comparing in constant time, so a forger learns nothing
+// from how long a refusal took. An empty token or hash matches nothing.
+func TokenMatches(token, hash string) bool {
+	if token == "" || hash == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(HashToken(token)), []byte(hash)) == 1
 }
 
 // LeaseProof proves that the sender of lease l holds the token of

@@ -14,6 +14,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
+	"github.com/runledger/runledger/shared/scheduler/signals"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -69,7 +70,7 @@ type pendingDispatch struct {
 // a true duplicate, claimed as the contract says for a second delivery
 // (the same worker gets its first answer, another 409 already_claimed);
 // exactly one worker runs the attempt. A claim that arrives before the
-// write lands waits for it (Claim).
+// write lands waits for it (workers.Room.Claim).
 //
 // With depsMet the instance is CREATED. For a task with one upstream task
 // its dependency verdict rides in the dispatch's write: deps.met and
@@ -286,7 +287,7 @@ func (s *Service) recordDispatch(ctx context.Context, p *pendingDispatch, msgID 
 	}
 	events := append(p.events, accepted)
 	if p.spec.Type == jobspec.ExecutorSignal {
-		events = append(events, signalStartEvent(n))
+		events = append(events, signals.StartEvent(n))
 	}
 	res, err := s.store.TransitionAll(ctx, p.inst, events, s.now(), s.policy())
 	if err != nil {
@@ -302,7 +303,7 @@ func (s *Service) recordDispatch(ctx context.Context, p *pendingDispatch, msgID 
 	}
 	s.applied(ctx, res)
 	if p.spec.Type == jobspec.ExecutorSignal && res.Outcome == statemodel.Applied {
-		s.signalRequested(ctx, res.Instance, n, p.env.Token)
+		s.signals.Announce(ctx, res.Instance, n, p.env.Token)
 	}
 	return dispatched{inst: res.Instance, more: effectsOf(res)}
 }

@@ -245,7 +245,7 @@ func raceJoin(t *testing.T, f *fixture, gate *gatedStore, rounds int) {
 				t.Fatalf("round %d: %d envelopes of %s#1", round, len(envs), task)
 			}
 			ups[task] = envs[0]
-			if _, err := f.svc.Claim(ctx, refOf(envs[0]), envs[0].Token, "up@boot", "claim"); err != nil {
+			if _, err := f.svc.Workers().Claim(ctx, refOf(envs[0]), envs[0].Token, "up@boot", "claim"); err != nil {
 				t.Fatalf("round %d: claim %s: %v", round, task, err)
 			}
 		}
@@ -265,7 +265,7 @@ func raceJoin(t *testing.T, f *fixture, gate *gatedStore, rounds int) {
 			}
 			wg.Go(func() {
 				<-start
-				_, err := f.svc.Complete(ctx, comp, env.Token)
+				_, err := f.svc.Workers().Complete(ctx, comp, env.Token)
 				writers <- gate.done()
 				if err != nil {
 					t.Errorf("round %d: complete %s: %v", round, task, err)
@@ -289,18 +289,18 @@ func raceJoin(t *testing.T, f *fixture, gate *gatedStore, rounds int) {
 				t.Fatalf("round %d: %d envelopes of c#1 with different tokens", round, len(envs))
 			}
 		}
-		first, err := f.svc.Claim(ctx, refOf(envs[0]), envs[0].Token, "w1@boot", "claim")
+		first, err := f.svc.Workers().Claim(ctx, refOf(envs[0]), envs[0].Token, "w1@boot", "claim")
 		if err != nil {
 			t.Fatalf("round %d: claim of c#1's first envelope: %v", round, err)
 		}
 		// Every envelope, the first one's second delivery included: the
 		// same worker gets its first answer, another worker is refused.
 		for i, e := range envs {
-			again, err := f.svc.Claim(ctx, refOf(e), e.Token, "w1@boot", "claim")
+			again, err := f.svc.Workers().Claim(ctx, refOf(e), e.Token, "w1@boot", "claim")
 			if err != nil || !again.Claimed || !again.LeaseExpiresAt.Equal(first.LeaseExpiresAt) {
 				t.Fatalf("round %d: the same worker's claim of envelope %d of c#1: %+v, %v; want the first answer", round, i+1, again, err)
 			}
-			if _, err := f.svc.Claim(ctx, refOf(e), e.Token, "w2@boot", "claim"); !errors.Is(err, protocol.ErrAlreadyClaimed) {
+			if _, err := f.svc.Workers().Claim(ctx, refOf(e), e.Token, "w2@boot", "claim"); !errors.Is(err, protocol.ErrAlreadyClaimed) {
 				t.Fatalf("round %d: another worker's claim of envelope %d of c#1: %v, want already claimed", round, i+1, err)
 			}
 		}
@@ -342,7 +342,7 @@ func TestInstanceWithoutSecretIsDispatchedWithARandomToken(t *testing.T) {
 	if len(envs) != 1 || len(envs[0].Token) != 32 {
 		t.Fatalf("envelopes %+v, want one with a token", envs)
 	}
-	if ans, err := f.svc.Claim(ctx, refOf(envs[0]), envs[0].Token, "w@boot", "claim"); err != nil || !ans.Claimed {
+	if ans, err := f.svc.Workers().Claim(ctx, refOf(envs[0]), envs[0].Token, "w@boot", "claim"); err != nil || !ans.Claimed {
 		t.Fatalf("claim: %+v, %v", ans, err)
 	}
 }

@@ -143,3 +143,23 @@ func (s *Service) stopAttempt(ctx context.Context, inst ledger.Instance, a state
 	s.log.InfoContext(ctx, "attempt stopped", "run_id", inst.Key.Run, "task", inst.Key.Task, "attempt", a.N,
 		"executor", a.Executor, "executor_id", a.ExecutorID)
 }
+
+// signalExecutor is the executor of signal tasks (jobspec.ExecutorSignal):
+// it starts nothing. Its attempt is recorded as dispatched and started in
+// one write (recordDispatch adds signal.requested to dispatch.accepted),
+// and then waits for POST /v1/runs/{run}/tasks/{task}/signal (signals.Room.SignalTask)
+// or its run timeout (the reconciler's signal.timeout). It is never LOST,
+// so it is never asked for evidence, nor to stop.
+type signalExecutor struct{}
+
+func (signalExecutor) Type() string { return jobspec.ExecutorSignal }
+
+func (signalExecutor) Start(_ context.Context, env protocol.Envelope, _ jobspec.Executor) (string, error) {
+	return fmt.Sprintf("signal:%d", env.Attempt), nil
+}
+
+func (signalExecutor) Stop(context.Context, string, jobspec.Executor) error { return nil }
+
+func (signalExecutor) Check(context.Context, jobspec.Executor, ledger.Instance, statemodel.AttemptRecord) (Evidence, error) {
+	return Evidence{Verdict: VerdictUnknown}, nil
+}

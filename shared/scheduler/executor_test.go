@@ -14,6 +14,7 @@ import (
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/scheduler/workers"
 	"github.com/runledger/runledger/shared/store/memstore"
 	"github.com/runledger/runledger/shared/wire"
 	"github.com/runledger/runledger/statemodel"
@@ -134,7 +135,7 @@ func TestExecutorStartsInsteadOfTheQueue(t *testing.T) {
 	if inst.Snapshot.State != statemodel.StateQueued || cur.Executor != "lambda" || cur.ExecutorID != "inv-1" {
 		t.Fatalf("%s with attempt %+v, want QUEUED by lambda inv-1", inst.Snapshot.State, cur)
 	}
-	if _, err := f.svc.Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
+	if _, err := f.svc.Workers().Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
 		t.Fatalf("claim with the started envelope: %v", err)
 	}
 }
@@ -172,7 +173,7 @@ func TestExecutorEvidenceIsChosenByTheAttempt(t *testing.T) {
 	ex.verdict = scheduler.VerdictFailed
 	run := f.triggerJob(t, lambdaJob)
 	env := ex.last(t)
-	if _, err := f.svc.Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
+	if _, err := f.svc.Workers().Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
 		t.Fatal(err)
 	}
 	f.lose(t)
@@ -191,13 +192,13 @@ func TestCancelTimeoutStopsTheExecutorsWork(t *testing.T) {
 	run := f.triggerJob(t, lambdaJob)
 	env := ex.last(t)
 	ctx := context.Background()
-	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.svc.CancelRun(ctx, run, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.Heartbeat(ctx, refOf(env), env.Token, "hb-1"); err != nil {
+	if _, err := f.svc.Workers().Heartbeat(ctx, refOf(env), env.Token, "hb-1"); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.instance(t, run).Snapshot.State; s != statemodel.StateCancelling || len(ex.stopped) != 0 {
@@ -228,7 +229,7 @@ func TestFailedInvocationResolvesALostAttempt(t *testing.T) {
 	f, ex := executorFixture(t)
 	run := f.triggerJob(t, lambdaJob)
 	env := ex.last(t)
-	if _, err := f.svc.Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
+	if _, err := f.svc.Workers().Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
 		t.Fatal(err)
 	}
 	f.lose(t)
@@ -240,7 +241,7 @@ func TestFailedInvocationResolvesALostAttempt(t *testing.T) {
 	a1, _ := inst.Snapshot.AttemptN(1)
 	// The retry's backoff is 1 s from now, not the lease's end plus the
 	// 30 s clock skew: the evidence proves the process gone.
-	if inst.Snapshot.State != statemodel.StateUpForRetry || a1.ErrorCategory != scheduler.CategoryInvocationFailed ||
+	if inst.Snapshot.State != statemodel.StateUpForRetry || a1.ErrorCategory != workers.CategoryInvocationFailed ||
 		a1.Outcome != statemodel.OutcomeFailed || !inst.Snapshot.RetryAt.Equal(f.clock.Now().Add(time.Second)) {
 		t.Fatalf("state %s retry at %s, attempt 1 %s %q; want UP_FOR_RETRY 1 s from now after a confirmed failure",
 			inst.Snapshot.State, inst.Snapshot.RetryAt, a1.Outcome, a1.ErrorCategory)
@@ -266,7 +267,7 @@ func TestFailedInvocationWaitsForTheLease(t *testing.T) {
 	f, ex := executorFixture(t)
 	run := f.triggerJob(t, lambdaJob)
 	env := ex.last(t)
-	if _, err := f.svc.Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
+	if _, err := f.svc.Workers().Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
 		t.Fatal(err)
 	}
 	f.deliver(t, failedInvocation(env, "inv-1"))
@@ -283,7 +284,7 @@ func TestFailedInvocationWaitsForTheLease(t *testing.T) {
 	f.clock.Advance(11 * time.Second)
 	f.deliver(t, failedInvocation(env, "inv-1"))
 	snap := f.instance(t, run).Snapshot
-	if a1, _ := snap.AttemptN(1); snap.State != statemodel.StateUpForRetry || a1.ErrorCategory != scheduler.CategoryInvocationFailed {
+	if a1, _ := snap.AttemptN(1); snap.State != statemodel.StateUpForRetry || a1.ErrorCategory != workers.CategoryInvocationFailed {
 		t.Fatalf("state %s, attempt 1 %q; want UP_FOR_RETRY from the invocation's failure once the lease ended", snap.State, a1.ErrorCategory)
 	}
 }
@@ -294,7 +295,7 @@ func TestFailedInvocationMustMatchTheAttempt(t *testing.T) {
 	f, ex := executorFixture(t)
 	run := f.triggerJob(t, lambdaJob)
 	env := ex.last(t)
-	if _, err := f.svc.Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
+	if _, err := f.svc.Workers().Claim(context.Background(), refOf(env), env.Token, "fn@req", "claim-1"); err != nil {
 		t.Fatal(err)
 	}
 	f.lose(t)
@@ -322,17 +323,17 @@ func TestClaimNonceIsGoodForOneClaim(t *testing.T) {
 	}
 	nonceRefused := func(when string) {
 		t.Helper()
-		if _, err := f.svc.Heartbeat(ctx, ref, env.ClaimNonce, "beat-"+strings.ReplaceAll(when, " ", "-")); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
+		if _, err := f.svc.Workers().Heartbeat(ctx, ref, env.ClaimNonce, "beat-"+strings.ReplaceAll(when, " ", "-")); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 			t.Fatalf("heartbeat with the nonce %s: %v, want invalid token", when, err)
 		}
 		comp := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: "done-" + strings.ReplaceAll(when, " ", "-"), Outcome: protocol.OutcomeSucceeded}
-		if _, err := f.svc.Complete(ctx, comp, env.ClaimNonce); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
+		if _, err := f.svc.Workers().Complete(ctx, comp, env.ClaimNonce); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 			t.Fatalf("complete with the nonce %s: %v, want invalid token", when, err)
 		}
 	}
 	nonceRefused("before the claim")
 
-	ans, err := f.svc.Claim(ctx, ref, env.ClaimNonce, "box@boot", "claim")
+	ans, err := f.svc.Workers().Claim(ctx, ref, env.ClaimNonce, "box@boot", "claim")
 	if err != nil || !ans.Claimed || ans.Envelope == nil || ans.Envelope.Token != env.Token {
 		t.Fatalf("claim with the nonce: %+v, %v; want claimed, answering the token", ans, err)
 	}
@@ -340,21 +341,21 @@ func TestClaimNonceIsGoodForOneClaim(t *testing.T) {
 		t.Fatalf("the claim's answer %s (%v) holds the nonce", b, err)
 	}
 	for _, worker := range []string{"box@boot", "thief@boot"} {
-		if _, err := f.svc.Claim(ctx, ref, env.ClaimNonce, worker, "claim"); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
+		if _, err := f.svc.Workers().Claim(ctx, ref, env.ClaimNonce, worker, "claim"); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 			t.Fatalf("a second claim with the nonce by %s: %v, want invalid token", worker, err)
 		}
 	}
 	nonceRefused("after the claim")
 
 	// The token the claim answered is the attempt's.
-	if again, err := f.svc.Claim(ctx, ref, env.Token, "box@boot", "claim"); err != nil || !again.Claimed {
+	if again, err := f.svc.Workers().Claim(ctx, ref, env.Token, "box@boot", "claim"); err != nil || !again.Claimed {
 		t.Fatalf("the claimer's retry with the token: %+v, %v; want its first answer", again, err)
 	}
-	if _, err := f.svc.Heartbeat(ctx, ref, env.Token, "beat"); err != nil {
+	if _, err := f.svc.Workers().Heartbeat(ctx, ref, env.Token, "beat"); err != nil {
 		t.Fatalf("heartbeat with the token: %v", err)
 	}
 	comp := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: "done", Outcome: protocol.OutcomeSucceeded}
-	if res, err := f.svc.Complete(ctx, comp, env.Token); err != nil || res.State != statemodel.StateSucceeded {
+	if res, err := f.svc.Workers().Complete(ctx, comp, env.Token); err != nil || res.State != statemodel.StateSucceeded {
 		t.Fatalf("complete with the token: %+v, %v", res, err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/runledger/runledger/shared/ledger"
@@ -35,17 +34,16 @@ func bootAt(t time.Time) string {
 // deliver hands messages to the events function as the events queue would.
 func (f *fixture) deliver(t *testing.T, bodies ...any) {
 	t.Helper()
-	var ev events.SQSEvent
+	var msgs []scheduler.QueueMessage
 	for i, b := range bodies {
 		raw, err := json.Marshal(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: string(rune('a' + i)), Body: string(raw)})
+		msgs = append(msgs, scheduler.QueueMessage{ID: string(rune('a' + i)), Body: string(raw)})
 	}
-	resp, err := f.svc.HandleEvents(context.Background(), ev)
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("events: %v %+v", err, resp)
+	if again := f.svc.HandleMessages(context.Background(), msgs); len(again) != 0 {
+		t.Fatalf("events: %v handed back for redelivery", again)
 	}
 }
 
@@ -225,7 +223,7 @@ func (f *fixture) claimAnother(t *testing.T, workerID string) protocol.Envelope 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.Claim(ctx, env.Ref(), env.Token, workerID, "claim-another"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, env.Ref(), env.Token, workerID, "claim-another"); err != nil {
 		t.Fatal(err)
 	}
 	return env

@@ -220,7 +220,7 @@ func TestRequeuedRetryKeepsTheRunRunning(t *testing.T) {
 		t.Fatalf("run %s after the claim, want RUNNING", got)
 	}
 	retryable := true
-	if _, err := f.svc.Complete(ctx, protocol.Completion{
+	if _, err := f.svc.Workers().Complete(ctx, protocol.Completion{
 		Run: envl.Run, Task: envl.Task, Attempt: envl.Attempt,
 		EventID: "fail-1", Outcome: "failed", Retryable: &retryable, ErrorCategory: "boom",
 	}, envl.Token); err != nil {

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
@@ -21,7 +19,7 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// syncBuffer is a log sink safe for HandleEvents' concurrent records.
+// syncBuffer is a log sink safe for HandleMessages' concurrent messages.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -53,7 +51,7 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 	})
 	key := ledger.InstanceKey{Run: run, Task: "main"}
 
-	message := func(id string, mutate func(*protocol.Completion)) events.SQSMessage {
+	message := func(id string, mutate func(*protocol.Completion)) scheduler.QueueMessage {
 		c := protocol.Completion{Run: run, Task: "main", Attempt: 1, EventID: id, Outcome: protocol.OutcomeFailed,
 			ErrorCategory: "boom", Token: env.Token}
 		mutate(&c)
@@ -61,24 +59,20 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return events.SQSMessage{MessageId: id, Body: string(body)}
+		return scheduler.QueueMessage{ID: id, Body: string(body)}
 	}
-	bad := []events.SQSMessage{
+	bad := []scheduler.QueueMessage{
 		message("big-ref", func(c *protocol.Completion) { c.OutputRef = strings.Repeat("r", 200_000) }),
 		message("long-category", func(c *protocol.Completion) { c.ErrorCategory = strings.Repeat("a", 65) }),
 		message("bad-category", func(c *protocol.Completion) { c.ErrorCategory = "Not Snake" }),
 		message("big-reason", func(c *protocol.Completion) { c.Reason = strings.Repeat("x", protocol.MaxReasonBytes+1) }),
 	}
-	resp, err := svc.HandleEvents(ctx, events.SQSEvent{Records: bad})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.BatchItemFailures) != 0 {
-		t.Errorf("%d bad completions were handed back for redelivery", len(resp.BatchItemFailures))
+	if again := svc.HandleMessages(ctx, bad); len(again) != 0 {
+		t.Errorf("%d bad completions were handed back for redelivery", len(again))
 	}
 	for _, m := range bad {
-		if !strings.Contains(logs.String(), `"message_id":"`+m.MessageId+`"`) {
-			t.Errorf("no log line for the dropped message %s:\n%s", m.MessageId, logs.String())
+		if !strings.Contains(logs.String(), `"message_id":"`+m.ID+`"`) {
+			t.Errorf("no log line for the dropped message %s:\n%s", m.ID, logs.String())
 		}
 	}
 	if inst := f.instance(t, run); inst.Snapshot.State != statemodel.StateRunning || inst.Snapshot.Version != 4 {
@@ -86,11 +80,10 @@ func TestEventsQueueCompletionLimits(t *testing.T) {
 	}
 
 	tail := "exit status 2: disk <full> & more"
-	resp, err = svc.HandleEvents(ctx, events.SQSEvent{Records: []events.SQSMessage{
+	if again := svc.HandleMessages(ctx, []scheduler.QueueMessage{
 		message("good", func(c *protocol.Completion) { c.Reason = tail }),
-	}})
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("good completion: %v %v", err, resp.BatchItemFailures)
+	}); len(again) != 0 {
+		t.Fatalf("good completion handed back for redelivery: %v", again)
 	}
 	h, err := ledger.FullHistory(ctx, f.st, key)
 	if err != nil {
@@ -246,11 +239,11 @@ func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 			first = env
 		}
 		ref := protocol.AttemptRef{Run: env.Run, Task: env.Task, Attempt: n}
-		if _, err := f.svc.Claim(ctx, ref, env.Token, "w", "claim-"+env.Token); err != nil {
+		if _, err := f.svc.Workers().Claim(ctx, ref, env.Token, "w", "claim-"+env.Token); err != nil {
 			t.Fatal(err)
 		}
 		c := protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "fail-" + env.Token, Outcome: "failed", ErrorCategory: "boom"}
-		if _, err := f.svc.Complete(ctx, c, env.Token); err != nil {
+		if _, err := f.svc.Workers().Complete(ctx, c, env.Token); err != nil {
 			t.Fatal(err)
 		}
 		if n < total {
@@ -264,11 +257,11 @@ func TestLateReportOfAnEvictedAttempt(t *testing.T) {
 	}
 	ref := protocol.AttemptRef{Run: v.Run.ID, Task: "main", Attempt: 1}
 	late := protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "late-ok", Outcome: "succeeded"}
-	res, err := f.svc.Complete(ctx, late, first.Token)
+	res, err := f.svc.Workers().Complete(ctx, late, first.Token)
 	if err != nil || res.Result != "stale" || res.State != statemodel.StateFailed {
 		t.Fatalf("attempt 1's late success: %+v, %v; want stale with FAILED", res, err)
 	}
-	if _, err := f.svc.Complete(ctx, late, "0123456789abcdef0123456789abcdef"); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
+	if _, err := f.svc.Workers().Complete(ctx, late, "0123456789abcdef0123456789abcdef"); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 		t.Fatalf("a forged token for attempt 1: %v, want ErrInvalidToken", err)
 	}
 }

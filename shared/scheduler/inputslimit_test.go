@@ -50,12 +50,12 @@ func TestInputsOverTheBoundFailTheTask(t *testing.T) {
 	v := f.trigger(t, "big", time.Time{})
 	ctx := context.Background()
 	for i, env := range f.drainEnvelopes(t) {
-		if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", fmt.Sprint("claim-", i)); err != nil {
+		if _, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "w@boot", fmt.Sprint("claim-", i)); err != nil {
 			t.Fatal(err)
 		}
 		c := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: "done",
 			Outcome: protocol.OutcomeSucceeded, Output: json.RawMessage(`"small"`)}
-		if _, err := f.svc.Complete(ctx, c, env.Token); err != nil {
+		if _, err := f.svc.Workers().Complete(ctx, c, env.Token); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -64,7 +64,7 @@ func TestInputsOverTheBoundFailTheTask(t *testing.T) {
 		t.Fatalf("envelopes %+v, want join's", envs)
 	}
 	join := envs[0]
-	ans, err := f.svc.Claim(ctx, refOf(join), join.Token, "w@boot", "claim-join")
+	ans, err := f.svc.Workers().Claim(ctx, refOf(join), join.Token, "w@boot", "claim-join")
 	if !errors.Is(err, scheduler.ErrInputsTooLarge) || !errors.Is(err, protocol.ErrIllegalTransition) {
 		n := 0
 		if ans.Envelope != nil {
@@ -86,7 +86,7 @@ func TestInputsOverTheBoundFailTheTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The worker retries its claim (same event id): the same answer, no write.
-	if _, err := f.svc.Claim(ctx, refOf(join), join.Token, "w@boot", "claim-join"); !errors.Is(err, scheduler.ErrInputsTooLarge) {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(join), join.Token, "w@boot", "claim-join"); !errors.Is(err, scheduler.ErrInputsTooLarge) {
 		t.Fatalf("the claim's retry: %v, want the same refusal", err)
 	}
 	if after, err := ledger.FullHistory(ctx, f.st, key); err != nil || len(after) != len(before) {
@@ -106,16 +106,16 @@ func TestInputsAtTheBoundAreAnswered(t *testing.T) {
 	f.trigger(t, "edge", time.Time{})
 	ctx := context.Background()
 	up := f.drainEnvelopes(t)[0]
-	if _, err := f.svc.Claim(ctx, refOf(up), up.Token, "w@boot", "claim-up"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(up), up.Token, "w@boot", "claim-up"); err != nil {
 		t.Fatal(err)
 	}
 	c := protocol.Completion{Run: up.Run, Task: up.Task, Attempt: up.Attempt, EventID: "done", Outcome: protocol.OutcomeSucceeded,
 		Output: json.RawMessage(`1`)}
-	if _, err := f.svc.Complete(ctx, c, up.Token); err != nil {
+	if _, err := f.svc.Workers().Complete(ctx, c, up.Token); err != nil {
 		t.Fatal(err)
 	}
 	down := f.drainEnvelopes(t)[0]
-	ans, err := f.svc.Claim(ctx, refOf(down), down.Token, "w@boot", "claim-down")
+	ans, err := f.svc.Workers().Claim(ctx, refOf(down), down.Token, "w@boot", "claim-down")
 	if err != nil {
 		t.Fatalf("claim with inputs at the bound: %v", err)
 	}

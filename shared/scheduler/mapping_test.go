@@ -56,7 +56,7 @@ func (d *mapDriver) run(t *testing.T, runID string) {
 	var answers []protocol.ClaimAnswer
 	for round := 0; round < 10000; round++ {
 		for _, env := range d.f.drainEnvelopes(t) {
-			ans, err := d.f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", fmt.Sprintf("claim-%d", round))
+			ans, err := d.f.svc.Workers().Claim(ctx, refOf(env), env.Token, "w@boot", fmt.Sprintf("claim-%d", round))
 			if err != nil {
 				t.Fatalf("claim %s: %v", env.Ref(), err)
 			}
@@ -86,12 +86,12 @@ func (d *mapDriver) run(t *testing.T, runID string) {
 		if _, _, child := ledger.ParseChild(env.Task); child {
 			d.inFlight--
 		}
-		if _, err := d.f.svc.Complete(ctx, c, env.Token); err != nil {
+		if _, err := d.f.svc.Workers().Complete(ctx, c, env.Token); err != nil {
 			t.Fatalf("complete %s: %v", env.Ref(), err)
 		}
 		if d.rng.IntN(4) == 0 {
 			// A duplicate delivery of the same completion changes nothing.
-			if res, err := d.f.svc.Complete(ctx, c, env.Token); err != nil || res.Result != string(statemodel.Duplicate) {
+			if res, err := d.f.svc.Workers().Complete(ctx, c, env.Token); err != nil || res.Result != string(statemodel.Duplicate) {
 				t.Fatalf("duplicate completion of %s: %+v, %v", env.Ref(), res, err)
 			}
 		}
@@ -233,7 +233,7 @@ func TestMapCancelReachesEveryChild(t *testing.T) {
 			t.Fatalf("%d children dispatched, want 2", len(envs))
 		}
 		for i, env := range envs {
-			if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", fmt.Sprintf("c%d", i)); err != nil {
+			if _, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "w@boot", fmt.Sprintf("c%d", i)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -246,7 +246,7 @@ func TestMapCancelReachesEveryChild(t *testing.T) {
 				t.Fatalf("child %s is %s after the cancel (%v)", env.Task, inst.Snapshot.State, err)
 			}
 			c := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: fmt.Sprintf("ack%d", i), Outcome: protocol.OutcomeCancelled}
-			if _, err := f.svc.Complete(ctx, c, env.Token); err != nil {
+			if _, err := f.svc.Workers().Complete(ctx, c, env.Token); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -267,13 +267,13 @@ func TestMapCancelReachesEveryChild(t *testing.T) {
 			f.createJob(t, `{"name":"m","retry":{"max_attempts":1},"tasks":[{"id":"each","map":{"over":"[1]","max_parallel":1}}]}`)
 			v := f.trigger(t, "m", time.Time{})
 			env := f.drainEnvelopes(t)[0]
-			if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", "c"); err != nil {
+			if _, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "w@boot", "c"); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan error, 2)
 			go func() {
 				c := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: 1, EventID: "done", Outcome: protocol.OutcomeSucceeded}
-				_, err := f.svc.Complete(ctx, c, env.Token)
+				_, err := f.svc.Workers().Complete(ctx, c, env.Token)
 				done <- err
 			}()
 			go func() { done <- f.svc.CancelRun(ctx, v.Run.ID, "stop") }()
@@ -285,7 +285,7 @@ func TestMapCancelReachesEveryChild(t *testing.T) {
 			// A cancel that came first waits for the child's acknowledgement.
 			if inst, _ := f.st.GetInstance(ctx, ledger.InstanceKey{Run: env.Run, Task: env.Task}); inst.Snapshot.State == statemodel.StateCancelling {
 				c := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: 1, EventID: "ack", Outcome: protocol.OutcomeCancelled}
-				if _, err := f.svc.Complete(ctx, c, env.Token); err != nil {
+				if _, err := f.svc.Workers().Complete(ctx, c, env.Token); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -372,13 +372,13 @@ func TestMapChildLostAndResolved(t *testing.T) {
 		t.Fatalf("%d children dispatched", len(envs))
 	}
 	for i, env := range envs {
-		if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", fmt.Sprintf("c%d", i)); err != nil {
+		if _, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "w@boot", fmt.Sprintf("c%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ok := func(env protocol.Envelope, id string) protocol.CompleteAnswer {
 		t.Helper()
-		ans, err := f.svc.Complete(ctx, protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: id, Outcome: protocol.OutcomeSucceeded}, env.Token)
+		ans, err := f.svc.Workers().Complete(ctx, protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: id, Outcome: protocol.OutcomeSucceeded}, env.Token)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -401,10 +401,10 @@ func TestMapChildLostAndResolved(t *testing.T) {
 	if m := f.readRun(t, v.Run.ID).Maps["each"]; m.Running != 1 || m.Succeeded != 1 {
 		t.Fatalf("counts while the child was LOST and retried: %+v", m)
 	}
-	if _, err := f.svc.Claim(ctx, refOf(retried[0]), retried[0].Token, "w2@boot", "c2"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(retried[0]), retried[0].Token, "w2@boot", "c2"); err != nil {
 		t.Fatal(err)
 	}
-	if ans, err := f.svc.Complete(ctx, protocol.Completion{Run: envs[1].Run, Task: envs[1].Task, Attempt: 1, EventID: "late", Outcome: protocol.OutcomeSucceeded}, envs[1].Token); err == nil && ans.Result != string(statemodel.Stale) {
+	if ans, err := f.svc.Workers().Complete(ctx, protocol.Completion{Run: envs[1].Run, Task: envs[1].Task, Attempt: 1, EventID: "late", Outcome: protocol.OutcomeSucceeded}, envs[1].Token); err == nil && ans.Result != string(statemodel.Stale) {
 		t.Fatalf("the lost attempt's late report: %+v", ans)
 	}
 	ok(retried[0], "done1")

@@ -125,12 +125,12 @@ func TestMapBackstopRendersOverAgain(t *testing.T) {
 	if len(envs) != 1 {
 		t.Fatalf("%d envelopes, want list's", len(envs))
 	}
-	if _, err := f.svc.Claim(ctx, refOf(envs[0]), envs[0].Token, "w@boot", "c"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(envs[0]), envs[0].Token, "w@boot", "c"); err != nil {
 		t.Fatal(err)
 	}
 	st.outputReads.Store(1)
 	c := protocol.Completion{Run: envs[0].Run, Task: envs[0].Task, Attempt: 1, EventID: "done", Outcome: protocol.OutcomeSucceeded, Output: json.RawMessage(`[1,2,3]`)}
-	if _, err := f.svc.Complete(ctx, c, envs[0].Token); err != nil {
+	if _, err := f.svc.Workers().Complete(ctx, c, envs[0].Token); err != nil {
 		t.Fatal(err)
 	}
 	view := f.readRun(t, v.Run.ID)

@@ -18,7 +18,7 @@ import (
 func (f *fixture) finish(t *testing.T, env protocol.Envelope, outcome protocol.Outcome) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", "claim"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "w@boot", "claim"); err != nil {
 		t.Fatalf("claim %s: %v", env.Task, err)
 	}
 	c := protocol.Completion{Run: env.Run, Task: env.Task, Attempt: env.Attempt, EventID: "done", Outcome: outcome}
@@ -26,7 +26,7 @@ func (f *fixture) finish(t *testing.T, env protocol.Envelope, outcome protocol.O
 		no := false
 		c.ErrorCategory, c.Retryable = "boom", &no
 	}
-	if _, err := f.svc.Complete(ctx, c, env.Token); err != nil {
+	if _, err := f.svc.Workers().Complete(ctx, c, env.Token); err != nil {
 		t.Fatalf("complete %s %s: %v", env.Task, outcome, err)
 	}
 }
@@ -196,7 +196,7 @@ func TestRetryDuringASiblingsCompletionKeepsTheRunRunning(t *testing.T) {
 	}
 	f.finish(t, envs["x"], "failed")
 	y := envs["y"]
-	if _, err := f.svc.Claim(ctx, refOf(y), y.Token, "w@boot", "claim"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(y), y.Token, "w@boot", "claim"); err != nil {
 		t.Fatal(err)
 	}
 	if r := f.readRun(t, v.Run.ID).Run; r.ExecutionState != statemodel.RunRunning {
@@ -213,7 +213,7 @@ func TestRetryDuringASiblingsCompletionKeepsTheRunRunning(t *testing.T) {
 		}
 	}
 	c := protocol.Completion{Run: y.Run, Task: y.Task, Attempt: y.Attempt, EventID: "done", Outcome: protocol.OutcomeSucceeded}
-	if _, err := f.svc.Complete(ctx, c, y.Token); err != nil {
+	if _, err := f.svc.Workers().Complete(ctx, c, y.Token); err != nil {
 		t.Fatal(err)
 	}
 	if racy.hook != nil {
@@ -245,7 +245,7 @@ func TestRefusedVerdictReadsTheRunAgain(t *testing.T) {
 	for range 2 {
 		env := f.nextEnvelope(t)
 		envs[env.Task] = env
-		if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", "claim"); err != nil {
+		if _, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "w@boot", "claim"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -275,7 +275,7 @@ func TestRefusedVerdictReadsTheRunAgain(t *testing.T) {
 		}
 	}
 	c := envs["c"]
-	if _, err := f.svc.Complete(ctx, protocol.Completion{Run: c.Run, Task: c.Task, Attempt: c.Attempt, EventID: "done", Outcome: protocol.OutcomeSucceeded}, c.Token); err != nil {
+	if _, err := f.svc.Workers().Complete(ctx, protocol.Completion{Run: c.Run, Task: c.Task, Attempt: c.Attempt, EventID: "done", Outcome: protocol.OutcomeSucceeded}, c.Token); err != nil {
 		t.Fatal(err)
 	}
 	if n := reads.Load(); n < 3 {

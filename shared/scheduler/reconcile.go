@@ -8,6 +8,7 @@ import (
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/scheduler/signals"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -88,7 +89,7 @@ func (s *Service) reconcileInstance(ctx context.Context, key ledger.InstanceKey)
 			if now.Before(snap.Deadline) {
 				return nil
 			}
-			ev = signalTimeoutEvent(snap)
+			ev = signals.TimeoutEvent(snap)
 			break
 		}
 		if now.Before(snap.Lease.ExpiresAt) {
@@ -267,7 +268,7 @@ func latest(a, b time.Time) time.Time {
 //   - a live lease of the attempt's boot that lists the attempt: it still
 //     runs (VerdictRunning);
 //
-// A stored lease lists only the attempts it proved (Service.workerLease):
+// A stored lease lists only the attempts it proved (workers.Room.HandleMessage):
 // a lease anyone could have sent proves neither a restart nor a running
 // attempt.
 //   - a lease of the attempt's boot that has ended by the scheduler's clock

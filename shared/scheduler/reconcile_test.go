@@ -186,7 +186,7 @@ func (f *fixture) runningJob(t *testing.T, spec, workerID string) (string, proto
 		t.Fatal(err)
 	}
 	ref := protocol.AttemptRef{Run: envl.Run, Task: envl.Task, Attempt: envl.Attempt}
-	if _, err := f.svc.Claim(ctx, ref, envl.Token, workerID, "claim-1"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, ref, envl.Token, workerID, "claim-1"); err != nil {
 		t.Fatal(err)
 	}
 	return v.Run.ID, envl

@@ -31,7 +31,9 @@ import (
 	"github.com/runledger/runledger/shared/scheduler/flow"
 	"github.com/runledger/runledger/shared/scheduler/jobs"
 	"github.com/runledger/runledger/shared/scheduler/maps"
+	"github.com/runledger/runledger/shared/scheduler/signals"
 	"github.com/runledger/runledger/shared/scheduler/triggers"
+	"github.com/runledger/runledger/shared/scheduler/workers"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -227,6 +229,12 @@ type Service struct {
 
 	// jobs is the jobs room (room_jobs.go).
 	jobs *jobs.Room
+
+	// workers is the worker protocol's room (room_workers.go).
+	workers *workers.Room
+
+	// signals is the signal tasks' room (room_signals.go).
+	signals *signals.Room
 }
 
 // New builds a Service of cfg with its defaults, or fails naming the
@@ -246,6 +254,8 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 	}
 	svc.flow = newFlowRoom(svc)
 	svc.jobs = newJobsRoom(svc)
+	svc.workers = newWorkersRoom(svc)
+	svc.signals = newSignalsRoom(svc)
 	// Instances started together (Lambda cold starts) need not all begin
 	// at the same shard.
 	svc.tickShard.Store(uint32(cfg.Random() * tableschema.TimerShards))
@@ -319,7 +329,7 @@ func attemptToken(inst ledger.Instance, n int) (token, hash string, err error) {
 // is but for another purpose, so it needs no write and tells nothing of
 // the token; "" for an instance without a secret, whose attempts have
 // none. The claim route takes it as a bearer while the attempt is not
-// claimed (checkToken), and answers that claim with the token.
+// claimed (the worker protocol's claim check), and answers that claim with the token.
 func attemptNonce(inst ledger.Instance, n int) string {
 	if len(inst.Secret) == 0 {
 		return ""
@@ -348,15 +358,6 @@ func newToken() (token, hash string, err error) {
 // (protocol.HashToken, which a worker's lease proofs are keyed by).
 func HashToken(token string) string { return protocol.HashToken(token) }
 
-// tokenMatches compares in constant time, so a forger learns nothing from
-// how long a refusal took.
-func tokenMatches(token, hash string) bool {
-	if token == "" || hash == "" {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(HashToken(token)), []byte(hash)) == 1
-}
-
 // deadlineReached reports whether a pass should stop starting new work.
 func (s *Service) deadlineReached(ctx context.Context) bool {
 	if ctx.Err() != nil {
@@ -365,6 +366,17 @@ func (s *Service) deadlineReached(ctx context.Context) bool {
 	dl, ok := ctx.Deadline()
 	return ok && time.Until(dl) < s.cfg.Margin
 }
+
+// The worker protocol's sentinels, under the names the API and the events
+// function know them by.
+var (
+	// ErrBadMessage: a queue message that cannot be understood
+	// (workers.ErrBadMessage).
+	ErrBadMessage = workers.ErrBadMessage
+	// ErrNotDispatchedYet: a claim came before its dispatch write
+	// (workers.ErrNotDispatchedYet).
+	ErrNotDispatchedYet = workers.ErrNotDispatchedYet
+)
 
 // transient reports whether an error may go away by itself (throttling,
 // network, contention): such work is retried by redelivery, never dropped.

@@ -105,7 +105,7 @@ func TestSignalsOfAFailedRun(t *testing.T) {
 	f.clock.Advance(1500 * time.Millisecond)
 	c := protocol.Completion{Run: run, Task: "main", Attempt: 1, EventID: "done-1", Outcome: protocol.OutcomeFailed,
 		ErrorCategory: "bad_input", Reason: "the file is empty"}
-	if _, err := f.svc.Complete(ctx, c, envl.Token); err != nil {
+	if _, err := f.svc.Workers().Complete(ctx, c, envl.Token); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(rec.types(), ","); got != "task.failed,run.failed" {
@@ -208,7 +208,7 @@ func TestDeadlineMissedOnce(t *testing.T) {
 		t.Fatalf("run %+v: want it RUNNING still, the miss recorded, its timer back to the backstop", stored)
 	}
 	c := protocol.Completion{Run: run, Task: "main", Attempt: 1, EventID: "done-1", Outcome: protocol.OutcomeSucceeded}
-	if _, err := f.svc.Complete(ctx, c, envl.Token); err != nil {
+	if _, err := f.svc.Workers().Complete(ctx, c, envl.Token); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(rec.types(), ","); got != "run.deadline_missed,run.succeeded" {
@@ -223,7 +223,7 @@ func TestNoDeadlineNoSignal(t *testing.T) {
 	ctx := context.Background()
 	run, envl := f.runningJob(t, `{"name":"j","deadline":"1h"}`, "w@boot")
 	c := protocol.Completion{Run: run, Task: "main", Attempt: 1, EventID: "done-1", Outcome: protocol.OutcomeSucceeded}
-	if _, err := f.svc.Complete(ctx, c, envl.Token); err != nil {
+	if _, err := f.svc.Workers().Complete(ctx, c, envl.Token); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(2 * time.Hour)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/scheduler/signals"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -33,7 +33,7 @@ func TestSignalOutputFlowsDownstream(t *testing.T) {
 	}
 
 	big := json.RawMessage(`"` + strings.Repeat("x", protocol.MaxOutputBytes) + `"`)
-	err = f.svc.SignalTask(ctx, key, protocol.SignalRequest{Outcome: protocol.SignalSucceeded, By: "ana", Output: big}, scheduler.SignalAuth{})
+	err = f.svc.Signals().SignalTask(ctx, key, protocol.SignalRequest{Outcome: protocol.SignalSucceeded, By: "ana", Output: big}, signals.Auth{})
 	var fe *protocol.FieldError
 	if !errors.As(err, &fe) || fe.Field != "output" || !fe.TooLarge {
 		t.Fatalf("signal with a %d-byte output: %v, want a too-large output", len(big), err)
@@ -44,7 +44,7 @@ func TestSignalOutputFlowsDownstream(t *testing.T) {
 
 	out := `{"approved_amount":120,"note":"ok"}`
 	req := protocol.SignalRequest{Outcome: protocol.SignalSucceeded, By: "ana", Output: json.RawMessage("{ \"approved_amount\": 120, \"note\": \"ok\" }")}
-	if err := f.svc.SignalTask(ctx, key, req, scheduler.SignalAuth{}); err != nil {
+	if err := f.svc.Signals().SignalTask(ctx, key, req, signals.Auth{}); err != nil {
 		t.Fatal(err)
 	}
 	gate, err = f.st.GetInstance(ctx, key)
@@ -64,7 +64,7 @@ func TestSignalOutputFlowsDownstream(t *testing.T) {
 	if env.Task == "" {
 		t.Fatal("next was not dispatched after the signal")
 	}
-	ans, err := f.svc.Claim(ctx, refOf(env), env.Token, "w@boot", "claim-next")
+	ans, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "w@boot", "claim-next")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func (c *storm) work(ctx context.Context, t *testing.T, id int) {
 		// storm finishes what it started, effects included.
 		call := context.WithoutCancel(ctx)
 		worker := fmt.Sprintf("w%d@boot", id)
-		if _, err := c.f.svc.Claim(call, refOf(env), env.Token, worker, "claim"); err != nil {
+		if _, err := c.f.svc.Workers().Claim(call, refOf(env), env.Token, worker, "claim"); err != nil {
 			continue // cancelled, timed out or superseded meanwhile: refused, as it should be
 		}
 		c.mu.Lock()
@@ -71,7 +71,7 @@ func (c *storm) work(ctx context.Context, t *testing.T, id int) {
 		if rng.IntN(5) == 0 {
 			// The queue delivered the envelope twice: another worker's
 			// claim of it must be refused.
-			if _, err := c.f.svc.Claim(call, refOf(env), env.Token, fmt.Sprintf("dup%d@boot", id), "claim"); err == nil {
+			if _, err := c.f.svc.Workers().Claim(call, refOf(env), env.Token, fmt.Sprintf("dup%d@boot", id), "claim"); err == nil {
 				t.Errorf("a second worker claimed %s/%s#%d", env.Run, env.Task, env.Attempt)
 			}
 		}
@@ -79,7 +79,7 @@ func (c *storm) work(ctx context.Context, t *testing.T, id int) {
 		if rng.IntN(3) == 0 {
 			// A heartbeat first (it may find the attempt LOST and bring it
 			// back); a cancel it reports is acknowledged.
-			beat, err := c.f.svc.Heartbeat(call, refOf(env), env.Token, "beat")
+			beat, err := c.f.svc.Workers().Heartbeat(call, refOf(env), env.Token, "beat")
 			if err == nil && beat.CancelRequested {
 				comp.Outcome = protocol.OutcomeCancelled
 			}
@@ -94,9 +94,9 @@ func (c *storm) work(ctx context.Context, t *testing.T, id int) {
 				continue // crashed: no completion, no heartbeat
 			}
 		}
-		_, _ = c.f.svc.Complete(call, comp, env.Token) // refused when fenced off: the history says which
+		_, _ = c.f.svc.Workers().Complete(call, comp, env.Token) // refused when fenced off: the history says which
 		if rng.IntN(5) == 0 {
-			_, _ = c.f.svc.Complete(call, comp, env.Token) // delivered twice: changes nothing
+			_, _ = c.f.svc.Workers().Complete(call, comp, env.Token) // delivered twice: changes nothing
 		}
 	}
 }

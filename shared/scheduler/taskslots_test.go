@@ -130,11 +130,11 @@ func TestSlotGivenBackDuringRetry(t *testing.T) {
 	if w := f.slotWaits(t, steady.Run.ID); w["load"] != "one/" {
 		t.Fatalf("steady's load waits for %v", w)
 	}
-	if _, err := f.svc.Claim(ctx, refOf(first), first.Token, "w1", "claim"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(first), first.Token, "w1", "claim"); err != nil {
 		t.Fatal(err)
 	}
 	yes := true
-	if _, err := f.svc.Complete(ctx, protocol.Completion{Run: first.Run, Task: first.Task, Attempt: 1, EventID: "fail",
+	if _, err := f.svc.Workers().Complete(ctx, protocol.Completion{Run: first.Run, Task: first.Task, Attempt: 1, EventID: "fail",
 		Outcome: protocol.OutcomeFailed, ErrorCategory: "boom", Retryable: &yes}, first.Token); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
@@ -32,15 +30,11 @@ func newTriggerFixture(t *testing.T) (*fixture, *signalRecorder) {
 	return f, rec
 }
 
-// deliver hands the events function one record of queue arn.
-func deliver(t *testing.T, svc *scheduler.Service, arn, id, body string) events.SQSEventResponse {
+// deliver hands the events function one message of queue arn, and
+// answers the ids it hands back for redelivery.
+func deliver(t *testing.T, svc *scheduler.Service, arn, id, body string) []string {
 	t.Helper()
-	resp, err := svc.HandleEvents(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		{MessageId: id, EventSource: "aws:sqs", EventSourceARN: arn, Body: body}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
+	return svc.HandleMessages(context.Background(), []scheduler.QueueMessage{{ID: id, QueueARN: arn, Body: body}})
 }
 
 // runsAt names runs by their logical times, for failure messages.
@@ -74,7 +68,7 @@ func TestTriggerEventsOnlyFromTheTriggerQueue(t *testing.T) {
 	f.createJob(t, `{"name": "fulfil", "on_event": [{"pattern": {"source": ["shop"]}, "params": {"order": "{{.Event.detail.order_id}}"}}]}`)
 
 	for _, c := range []struct{ id, arn string }{{"forged-events", eventsQueueARN}, {"forged-unnamed", ""}} {
-		if resp := deliver(t, f.svc, c.arn, c.id, orderEvent); len(resp.BatchItemFailures) != 0 {
+		if resp := deliver(t, f.svc, c.arn, c.id, orderEvent); len(resp) != 0 {
 			t.Fatalf("%s: answered %+v, want the record dropped, not redelivered", c.id, resp)
 		}
 		if runs := runsOf(t, f.st, "fulfil"); len(runs) != 0 {
@@ -82,14 +76,14 @@ func TestTriggerEventsOnlyFromTheTriggerQueue(t *testing.T) {
 		}
 	}
 	completion := `{"run": "r", "task": "main", "attempt": 1, "event_id": "e", "outcome": "succeeded", "token": "t"}`
-	if resp := deliver(t, f.svc, triggerQueueARN, "not-an-event", completion); len(resp.BatchItemFailures) != 0 {
+	if resp := deliver(t, f.svc, triggerQueueARN, "not-an-event", completion); len(resp) != 0 {
 		t.Fatalf("a worker message on the trigger queue: answered %+v, want it dropped", resp)
 	}
 	if got, want := fmt.Sprint(refusedMessages(t, rec)), "[forged-events forged-unnamed not-an-event]"; got != want {
 		t.Fatalf("MessageRefused counted %s, want %s", got, want)
 	}
 
-	if resp := deliver(t, f.svc, triggerQueueARN, "delivered", orderEvent); len(resp.BatchItemFailures) != 0 {
+	if resp := deliver(t, f.svc, triggerQueueARN, "delivered", orderEvent); len(resp) != 0 {
 		t.Fatalf("the trigger queue's event: answered %+v", resp)
 	}
 	if runs := runsOf(t, f.st, "fulfil"); len(runs) != 1 || runs[0].Event == nil || runs[0].Event.ID != "6f1c-order-1" {
@@ -147,7 +141,7 @@ func TestFullLimiterFailsOnlyItsJobsTrigger(t *testing.T) {
 	f.createJob(t, `{"name": "bbb", "on_event": [{"pattern": {"source": ["shop"]}}]}`)
 	f.fillLimiter(t, "aaa/")
 
-	if resp := deliver(t, f.svc, triggerQueueARN, "m-1", orderEvent); len(resp.BatchItemFailures) != 0 {
+	if resp := deliver(t, f.svc, triggerQueueARN, "m-1", orderEvent); len(resp) != 0 {
 		t.Fatalf("answered %+v, want the delivery done (bbb's run started, aaa's refused for good)", resp)
 	}
 	if runs := runsOf(t, f.st, "bbb"); len(runs) != 1 {

@@ -14,6 +14,7 @@ import (
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/scheduler/workers"
 	"github.com/runledger/runledger/shared/store/memstore"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -61,10 +62,10 @@ func TestEventIDScopedByAttemptAndRoute(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	env1 := f.queued(t)
-	if _, err := f.svc.Claim(ctx, refOf(env1), env1.Token, "w@boot", "same-id"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(env1), env1.Token, "w@boot", "same-id"); err != nil {
 		t.Fatalf("claim attempt 1: %v", err)
 	}
-	res, err := f.svc.Complete(ctx, protocol.Completion{Run: env1.Run, Task: env1.Task, Attempt: env1.Attempt, EventID: "same-id", Outcome: "failed", ErrorCategory: "boom"}, env1.Token)
+	res, err := f.svc.Workers().Complete(ctx, protocol.Completion{Run: env1.Run, Task: env1.Task, Attempt: env1.Attempt, EventID: "same-id", Outcome: "failed", ErrorCategory: "boom"}, env1.Token)
 	if err != nil || res.Result != "applied" || res.State != statemodel.StateUpForRetry {
 		t.Fatalf("fail attempt 1 with the claim's id: %+v, %v; want applied, UP_FOR_RETRY", res, err)
 	}
@@ -76,7 +77,7 @@ func TestEventIDScopedByAttemptAndRoute(t *testing.T) {
 	if env2.Attempt != 2 {
 		t.Fatalf("dispatched attempt %d, want 2", env2.Attempt)
 	}
-	if _, err := f.svc.Claim(ctx, refOf(env2), env2.Token, "w@boot", "same-id"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(env2), env2.Token, "w@boot", "same-id"); err != nil {
 		t.Fatalf("claim attempt 2 with attempt 1's claim id: %v, want claimed", err)
 	}
 	inst := f.instance(t, env1.Run)
@@ -101,18 +102,18 @@ func TestDuplicateClaimIDFromAnotherWorker(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	env := f.queued(t)
-	first, err := f.svc.Claim(ctx, refOf(env), env.Token, "a@boot", "claim-1")
+	first, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "a@boot", "claim-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := f.svc.Claim(ctx, refOf(env), env.Token, "a@boot", "claim-1")
+	again, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "a@boot", "claim-1")
 	if err != nil || !again.LeaseExpiresAt.Equal(first.LeaseExpiresAt) {
 		t.Fatalf("the winner's retry: %+v, %v; want the same lease %s", again, err, first.LeaseExpiresAt)
 	}
-	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "b@boot", "claim-1"); !errors.Is(err, protocol.ErrAlreadyClaimed) {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "b@boot", "claim-1"); !errors.Is(err, protocol.ErrAlreadyClaimed) {
 		t.Fatalf("another worker with the winner's id: %v, want ErrAlreadyClaimed", err)
 	}
-	if _, err := f.svc.Claim(ctx, refOf(env), env.Token, "b@boot", "claim-2"); !errors.Is(err, protocol.ErrAlreadyClaimed) {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(env), env.Token, "b@boot", "claim-2"); !errors.Is(err, protocol.ErrAlreadyClaimed) {
 		t.Fatalf("another worker with its own id: %v, want ErrAlreadyClaimed", err)
 	}
 }
@@ -126,7 +127,7 @@ func TestWorkerRoutesRequireClientEventID(t *testing.T) {
 	ref := refOf(env)
 	for _, id := range []string{"", "dispatch:2", "deps", "retry:1", strings.Repeat("x", 129)} {
 		var fe *protocol.FieldError
-		if _, err := f.svc.Claim(ctx, ref, env.Token, "w@boot", id); !errors.As(err, &fe) {
+		if _, err := f.svc.Workers().Claim(ctx, ref, env.Token, "w@boot", id); !errors.As(err, &fe) {
 			t.Errorf("claim with event id %q: %v, want a *protocol.FieldError", id, err)
 		}
 	}
@@ -134,16 +135,16 @@ func TestWorkerRoutesRequireClientEventID(t *testing.T) {
 	if before.State != statemodel.StateQueued {
 		t.Fatalf("after refused claims: %s, want QUEUED", before.State)
 	}
-	if _, err := f.svc.Claim(ctx, ref, env.Token, "w@boot", "c1"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, ref, env.Token, "w@boot", "c1"); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"", "alive:1:5", "deps"} {
 		var fe *protocol.FieldError
-		if _, err := f.svc.Heartbeat(ctx, ref, env.Token, id); !errors.As(err, &fe) {
+		if _, err := f.svc.Workers().Heartbeat(ctx, ref, env.Token, id); !errors.As(err, &fe) {
 			t.Errorf("heartbeat with event id %q: %v, want a *protocol.FieldError", id, err)
 		}
 		c := protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: id, Outcome: "succeeded"}
-		if _, err := f.svc.Complete(ctx, c, env.Token); !errors.As(err, &fe) || !errors.Is(err, scheduler.ErrInvalidCompletion) {
+		if _, err := f.svc.Workers().Complete(ctx, c, env.Token); !errors.As(err, &fe) || !errors.Is(err, workers.ErrInvalidCompletion) {
 			t.Errorf("complete with event id %q: %v, want an invalid completion with a *protocol.FieldError", id, err)
 		}
 	}
@@ -168,7 +169,7 @@ func TestDuplicateAnswersReportTheStateThatStands(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-gate
-			res, err := f.svc.Claim(ctx, ref, env.Token, "w@boot", "claim-1")
+			res, err := f.svc.Workers().Claim(ctx, ref, env.Token, "w@boot", "claim-1")
 			claims[i], leases[i] = err, res.LeaseExpiresAt
 		})
 	}
@@ -187,7 +188,7 @@ func TestDuplicateAnswersReportTheStateThatStands(t *testing.T) {
 		wg.Go(func() {
 			<-gate
 			c := protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "done-1", Outcome: "succeeded"}
-			results[i], errs[i] = f.svc.Complete(ctx, c, env.Token)
+			results[i], errs[i] = f.svc.Workers().Complete(ctx, c, env.Token)
 		})
 	}
 	close(gate)
@@ -214,7 +215,7 @@ func TestRefusedReportAnswersItsRealCode(t *testing.T) {
 	run, env := f.running(t, "w@boot")
 	ref := refOf(env)
 	// No cancel was requested: a "cancelled" report has no row while RUNNING.
-	_, err := f.svc.Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "cancel-1", Outcome: "cancelled"}, env.Token)
+	_, err := f.svc.Workers().Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "cancel-1", Outcome: "cancelled"}, env.Token)
 	if !errors.Is(err, statemodel.ErrIllegalTransition) || errors.Is(err, protocol.ErrAlreadyClaimed) {
 		t.Fatalf("cancelled report while RUNNING: %v, want ErrIllegalTransition", err)
 	}
@@ -222,18 +223,18 @@ func TestRefusedReportAnswersItsRealCode(t *testing.T) {
 		t.Fatalf("after the refused report: %s, want RUNNING", st)
 	}
 	// The claim route alone answers already_claimed for a claimed attempt.
-	if _, err := f.svc.Claim(ctx, ref, env.Token, "other@boot", "claim-x"); !errors.Is(err, protocol.ErrAlreadyClaimed) {
+	if _, err := f.svc.Workers().Claim(ctx, ref, env.Token, "other@boot", "claim-x"); !errors.Is(err, protocol.ErrAlreadyClaimed) {
 		t.Fatalf("a second worker's claim: %v, want ErrAlreadyClaimed", err)
 	}
-	ok, err := f.svc.Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "done-1", Outcome: "succeeded"}, env.Token)
+	ok, err := f.svc.Workers().Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "done-1", Outcome: "succeeded"}, env.Token)
 	if err != nil || ok.State != statemodel.StateSucceeded {
 		t.Fatalf("succeeded report: %+v, %v", ok, err)
 	}
 	// Terminal: a heartbeat and another report are illegal transitions.
-	if _, err := f.svc.Heartbeat(ctx, ref, env.Token, "beat-9"); !errors.Is(err, statemodel.ErrIllegalTransition) {
+	if _, err := f.svc.Workers().Heartbeat(ctx, ref, env.Token, "beat-9"); !errors.Is(err, statemodel.ErrIllegalTransition) {
 		t.Errorf("heartbeat after SUCCEEDED: %v, want ErrIllegalTransition", err)
 	}
-	if _, err := f.svc.Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "done-2", Outcome: "failed"}, env.Token); !errors.Is(err, statemodel.ErrIllegalTransition) {
+	if _, err := f.svc.Workers().Complete(ctx, protocol.Completion{Run: ref.Run, Task: ref.Task, Attempt: ref.Attempt, EventID: "done-2", Outcome: "failed"}, env.Token); !errors.Is(err, statemodel.ErrIllegalTransition) {
 		t.Errorf("a second report after SUCCEEDED: %v, want ErrIllegalTransition", err)
 	}
 }
@@ -257,7 +258,7 @@ func TestClaimAnswersWithTheEnvelope(t *testing.T) {
 	}
 	sent := f.nextEnvelope(t)
 	for _, try := range []string{"first", "retry"} {
-		ans, err := f.svc.Claim(ctx, refOf(sent), sent.Token, "w@boot", "c1")
+		ans, err := f.svc.Workers().Claim(ctx, refOf(sent), sent.Token, "w@boot", "c1")
 		if err != nil || ans.Envelope == nil {
 			t.Fatalf("%s claim: %+v, %v; want an envelope", try, ans, err)
 		}
@@ -312,11 +313,11 @@ func TestClaimBeforeTheDispatchWriteIsNotARefusal(t *testing.T) {
 		t.Fatalf("task is %s, want SCHEDULED (its dispatch failed)", st)
 	}
 	next := protocol.AttemptRef{Run: key.Run, Task: key.Task, Attempt: 1}
-	if _, err := svc.Claim(ctx, next, "any-token", "w@boot", "c1"); !errors.Is(err, scheduler.ErrNotDispatchedYet) {
+	if _, err := svc.Workers().Claim(ctx, next, "any-token", "w@boot", "c1"); !errors.Is(err, scheduler.ErrNotDispatchedYet) {
 		t.Fatalf("claim of the next attempt before its dispatch write: %v, want ErrNotDispatchedYet", err)
 	}
 	later := protocol.AttemptRef{Run: key.Run, Task: key.Task, Attempt: 2}
-	if _, err := svc.Claim(ctx, later, "any-token", "w@boot", "c2"); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
+	if _, err := svc.Workers().Claim(ctx, later, "any-token", "w@boot", "c2"); !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 		t.Fatalf("claim of attempt 2: %v, want ErrInvalidToken", err)
 	}
 }
@@ -367,11 +368,11 @@ func TestFanOutDispatchesInOneBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := f.nextEnvelope(t)
-	if _, err := f.svc.Claim(ctx, refOf(a), a.Token, "w@boot", "c"); err != nil {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(a), a.Token, "w@boot", "c"); err != nil {
 		t.Fatal(err)
 	}
 	before := len(mq.batchSizes())
-	if _, err := f.svc.Complete(ctx, protocol.Completion{Run: a.Run, Task: a.Task, Attempt: 1, EventID: "done", Outcome: "succeeded"}, a.Token); err != nil {
+	if _, err := f.svc.Workers().Complete(ctx, protocol.Completion{Run: a.Run, Task: a.Task, Attempt: 1, EventID: "done", Outcome: "succeeded"}, a.Token); err != nil {
 		t.Fatal(err)
 	}
 	if got := mq.batchSizes()[before:]; len(got) != 1 || got[0] != 3 {

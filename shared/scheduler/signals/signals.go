@@ -1,62 +1,47 @@
-package scheduler
+// Package signals is the signal tasks' room of the scheduler: a signal
+// task's attempt starts nothing and waits until an outside caller (the
+// operator, or the holder of the attempt's token) settles it, or its run
+// timeout passes. What a signal does to its instance is decided by
+// statemodel and written by the ledger; what follows is the kernel's
+// (Kernel).
+package signals
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/statemodel"
 )
 
-// signalExecutor is the executor of signal tasks (jobspec.ExecutorSignal):
-// it starts nothing. Its attempt is recorded as dispatched and started in
-// one write (recordDispatch adds signal.requested to dispatch.accepted),
-// and then waits for POST /v1/runs/{run}/tasks/{task}/signal (SignalTask)
-// or its run timeout (the reconciler's signal.timeout). It is never LOST,
-// so it is never asked for evidence, nor to stop.
-type signalExecutor struct{}
-
-func (signalExecutor) Type() string { return jobspec.ExecutorSignal }
-
-func (signalExecutor) Start(_ context.Context, env protocol.Envelope, _ jobspec.Executor) (string, error) {
-	return fmt.Sprintf("signal:%d", env.Attempt), nil
-}
-
-func (signalExecutor) Stop(context.Context, string, jobspec.Executor) error { return nil }
-
-func (signalExecutor) Check(context.Context, jobspec.Executor, ledger.Instance, statemodel.AttemptRecord) (Evidence, error) {
-	return Evidence{Verdict: VerdictUnknown}, nil
-}
-
-// signalStartEvent starts signal attempt n, in the write that records its
+// StartEvent starts signal attempt n, in the write that records its
 // dispatch.
-func signalStartEvent(n int) statemodel.Event {
+func StartEvent(n int) statemodel.Event {
 	return statemodel.Event{ID: fmt.Sprintf("signal-start:%d", n), Type: statemodel.EvSignalRequested,
 		Actor: statemodel.ActorScheduler, Attempt: n}
 }
 
-// signalTimeoutEvent is the reconciler's event for a waiting signal
-// attempt whose run timeout passed.
-func signalTimeoutEvent(snap statemodel.Snapshot) statemodel.Event {
+// TimeoutEvent is the reconciler's event for a waiting signal attempt
+// whose run timeout passed.
+func TimeoutEvent(snap statemodel.Snapshot) statemodel.Event {
 	return statemodel.Event{ID: fmt.Sprintf("signal-timeout:%d", snap.Attempt), Type: statemodel.EvSignalTimeout,
 		Reason: "no signal within the run timeout"}
 }
 
-// signalRequested announces a started signal attempt: the
-// task.signal_requested event carries the attempt's token, the one
+// Announce announces a started signal attempt: the
+// task.signal_requested notice carries the attempt's token, the one
 // credential (besides the API key) its signal accepts.
-func (s *Service) signalRequested(ctx context.Context, inst ledger.Instance, n int, token string) {
-	s.signal(ctx, protocol.Signal{Type: protocol.SignalTaskSignalRequested, Job: inst.Job, Run: inst.Key.Run,
+func (r *Room) Announce(ctx context.Context, inst ledger.Instance, n int, token string) {
+	r.k.Notice(ctx, protocol.Signal{Type: protocol.SignalTaskSignalRequested, Job: inst.Job, Run: inst.Key.Run,
 		Task: inst.Key.Task, Attempt: n, State: string(statemodel.StateRunning), Token: token,
 		Reason: fmt.Sprintf("waiting for a signal until %s", protocol.FormatTime(inst.Snapshot.Deadline))})
 }
 
-// SignalAuth is who sends a signal: the operator (the API key), or the
+// Auth is who sends a signal: the operator (the API key), or the
 // holder of one attempt's token.
-type SignalAuth struct {
+type Auth struct {
 	// Token is the bearer attempt token; "" when the operator signals.
 	Token string
 }
@@ -65,23 +50,25 @@ type SignalAuth struct {
 // failed (the retry policy decides what follows). The transition's actor
 // is the operator and its evidence holds who decided (by).
 //
-// The operator's signal concerns the current attempt. A token's concerns
+// An unknown task is the kernel's not-found error (Params.ErrNotFound)
+// to the operator, and protocol.ErrInvalidAttemptToken to a token. The
+// operator's signal concerns the current attempt. A token's concerns
 // the attempt it was derived for: a token that matches no held signal
 // attempt is protocol.ErrInvalidAttemptToken; an older attempt's is
 // recorded as a late event on it and answered protocol.ErrStaleAttempt.
 // The same event id again answers nil with nothing written (the first
 // outcome stands). A task that is not a signal task waiting for its
 // signal is statemodel.ErrIllegalTransition.
-func (s *Service) SignalTask(ctx context.Context, key ledger.InstanceKey, req protocol.SignalRequest, auth SignalAuth) error {
+func (r *Room) SignalTask(ctx context.Context, key ledger.InstanceKey, req protocol.SignalRequest, auth Auth) error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	inst, err := s.store.GetInstance(ctx, key)
+	inst, err := r.store.GetInstance(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
 		if auth.Token != "" {
 			return protocol.ErrInvalidAttemptToken
 		}
-		return fmt.Errorf("signal %s: %w", key, ErrNotFound)
+		return fmt.Errorf("signal %s: %w", key, r.errNotFound)
 	}
 	if err != nil {
 		return err
@@ -92,10 +79,10 @@ func (s *Service) SignalTask(ctx context.Context, key ledger.InstanceKey, req pr
 			return err
 		}
 	}
-	ev := signalEvent(req, n, auth, s.NewID)
-	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
+	ev := signalEvent(req, n, auth, r.k.NewID)
+	res, err := r.store.TransitionFrom(ctx, inst, ev, r.k.Now(), r.k.Policy())
 	if err != nil {
-		if transient(err) {
+		if r.k.Transient(err) {
 			return err
 		}
 		return fmt.Errorf("%w: task %s is %s, not a signal task waiting for its signal: %v",
@@ -105,7 +92,7 @@ func (s *Service) SignalTask(ctx context.Context, key ledger.InstanceKey, req pr
 	case statemodel.Stale:
 		return protocol.ErrStaleAttempt
 	case statemodel.Applied:
-		s.follow(ctx, res)
+		r.k.Follow(ctx, res)
 	}
 	return nil
 }
@@ -113,7 +100,7 @@ func (s *Service) SignalTask(ctx context.Context, key ledger.InstanceKey, req pr
 // signalAttemptOf is the signal attempt whose token token is.
 func signalAttemptOf(inst ledger.Instance, token string) (int, error) {
 	for _, a := range inst.Snapshot.Attempts {
-		if a.Signal() && tokenMatches(token, a.TokenHash) {
+		if a.Signal() && protocol.TokenMatches(token, a.TokenHash) {
 			return a.N, nil
 		}
 	}
@@ -123,7 +110,7 @@ func signalAttemptOf(inst ledger.Instance, token string) (int, error) {
 // signalEvent is the event of a signal for attempt n. Its id is the
 // client's event id (one per task, whichever attempt it names, so a
 // repeated signal is a duplicate even after a retry), else a fresh one.
-func signalEvent(req protocol.SignalRequest, n int, auth SignalAuth, newID func() string) statemodel.Event {
+func signalEvent(req protocol.SignalRequest, n int, auth Auth, newID func() string) statemodel.Event {
 	typ := statemodel.EvSignalSucceeded
 	if req.Outcome == protocol.SignalFailed {
 		typ = statemodel.EvSignalFailed
@@ -141,11 +128,4 @@ func signalEvent(req protocol.SignalRequest, n int, auth SignalAuth, newID func(
 		Reason: req.Reason, Operator: req.By, OutputRef: req.OutputRef, Output: protocol.CompactOutput(req.Output),
 		Evidence: map[string]string{"by": req.By, "authorized_by": via, "outcome": req.Outcome},
 	}
-}
-
-// signalTokenRefused: a worker route refuses a signal attempt's token,
-// which authorizes its signal and nothing else.
-func signalTokenRefused(inst ledger.Instance, n int) bool {
-	a, ok := inst.Snapshot.AttemptN(n)
-	return ok && a.Signal()
 }

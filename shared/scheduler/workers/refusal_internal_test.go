@@ -1,4 +1,4 @@
-package scheduler
+package workers
 
 import (
 	"context"
@@ -16,14 +16,20 @@ import (
 // already_claimed. These answers need no read of the instance.
 func TestClassifyRefusalKeepsStoreErrors(t *testing.T) {
 	t.Parallel()
-	s := &Service{} // no store: these errors are answered before any read
+	w := New(Params{Kernel: permanent{}}) // no store: these errors are answered before any read
 	ref := protocol.AttemptRef{Run: "r", Task: "t", Attempt: 1}
 	for _, want := range []error{ledger.ErrItemTooLarge, ledger.ErrInvalidKey, ledger.ErrInvalidInput} {
 		for _, route := range []string{routeClaim, routeHeartbeat, routeComplete} {
-			err := s.classifyRefusal(context.Background(), route, ref, ledger.Instance{}, fmt.Errorf("transition r/t: %w", want))
+			err := w.classifyRefusal(context.Background(), route, ref, ledger.Instance{}, fmt.Errorf("transition r/t: %w", want))
 			if !errors.Is(err, want) || errors.Is(err, protocol.ErrAlreadyClaimed) || errors.Is(err, statemodel.ErrIllegalTransition) {
 				t.Errorf("%s refused with %v: answered %v, want the store's error", route, want, err)
 			}
 		}
 	}
 }
+
+// permanent is a kernel to which no error is transient; it has nothing
+// else.
+type permanent struct{ Kernel }
+
+func (permanent) Transient(error) bool { return false }

@@ -1,4 +1,4 @@
-package scheduler
+package workers
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
+	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -30,10 +31,10 @@ const CategoryInvocationFailed = "invocation_failed"
 // delayed until then), and is applied once that has made it LOST. An attempt never
 // claimed (QUEUED) is left to its queue timeout, and an attempt that has
 // ended or been superseded needs nothing: the record is dropped.
-func (s *Service) invocationFailed(ctx context.Context, f protocol.InvocationFailure, body string) error {
+func (w *Room) invocationFailed(ctx context.Context, f protocol.InvocationFailure, body string) error {
 	ref := f.Ref()
 	key := ledger.InstanceKey{Run: ref.Run, Task: ref.Task}
-	inst, err := s.store.GetInstance(ctx, key)
+	inst, err := w.store.GetInstance(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return fmt.Errorf("%w: invocation %s: %v", ErrBadMessage, f.RequestID, err)
 	}
@@ -44,12 +45,12 @@ func (s *Service) invocationFailed(ctx context.Context, f protocol.InvocationFai
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: invocation %s names attempt %s, which does not exist", ErrBadMessage, f.RequestID, ref)
-	case !tokenMatches(f.Envelope.Token, a.TokenHash):
+	case !protocol.TokenMatches(f.Envelope.Token, a.TokenHash):
 		return fmt.Errorf("%w: invocation %s: the token does not match attempt %s", ErrBadMessage, f.RequestID, ref)
 	case a.Executor != jobspec.ExecutorLambda || a.ExecutorID != f.RequestID:
 		return fmt.Errorf("%w: invocation %s: attempt %s was started as %s %q", ErrBadMessage, f.RequestID, ref, a.Executor, a.ExecutorID)
 	}
-	log := s.log.With("run_id", key.Run, "task", key.Task, "attempt", ref.Attempt, "request_id", f.RequestID)
+	log := w.log.With("run_id", key.Run, "task", key.Task, "attempt", ref.Attempt, "request_id", f.RequestID)
 	snap := inst.Snapshot
 	if snap.Attempt != ref.Attempt || !a.EndedAt.IsZero() {
 		log.InfoContext(ctx, "failed invocation of a finished attempt", "state", string(snap.State))
@@ -64,13 +65,13 @@ func (s *Service) invocationFailed(ctx context.Context, f protocol.InvocationFai
 		if snap.State == statemodel.StateCancelling {
 			until = snap.Deadline
 		}
-		if s.now().Before(until) {
-			return s.holdInvocationFailure(ctx, key, body, until)
+		if w.k.Now().Before(until) {
+			return w.holdInvocationFailure(ctx, key, body, until)
 		}
-		if err := s.reconcileInstance(ctx, key); err != nil {
+		if err := w.k.ReconcileInstance(ctx, key); err != nil {
 			return err
 		}
-		if inst, err = s.store.GetInstance(ctx, key); err != nil {
+		if inst, err = w.store.GetInstance(ctx, key); err != nil {
 			return err
 		}
 		if inst.Snapshot.State != statemodel.StateLost || inst.Snapshot.Attempt != ref.Attempt {
@@ -92,26 +93,26 @@ func (s *Service) invocationFailed(ctx context.Context, f protocol.InvocationFai
 		Actor: statemodel.ActorReconciler, Attempt: ref.Attempt, ErrorCategory: CategoryInvocationFailed, Evidence: detail,
 		Reason: protocol.ClipReason(fmt.Sprintf("evidence from lambda: the invocation failed (%s): %s", f.Condition, f.ErrorMessage)),
 	}
-	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
+	res, err := w.store.TransitionFrom(ctx, inst, ev, w.k.Now(), w.k.Policy())
 	if err != nil {
-		if transient(err) {
+		if w.k.Transient(err) {
 			return fmt.Errorf("invocation %s failed: %w", f.RequestID, err)
 		}
 		return nil // a late report or another record got there first
 	}
-	s.follow(ctx, res)
+	w.k.Follow(ctx, res)
 	return nil
 }
 
 // holdInvocationFailure sends the record again, to arrive once until has
 // passed (at most SQS's longest delay ahead; a later arrival holds it
 // again).
-func (s *Service) holdInvocationFailure(ctx context.Context, key ledger.InstanceKey, body string, until time.Time) error {
-	if s.cfg.EventsQueueURL == "" {
+func (w *Room) holdInvocationFailure(ctx context.Context, key ledger.InstanceKey, body string, until time.Time) error {
+	if w.eventsQueueURL == "" {
 		return fmt.Errorf("invocation failure of %s: the attempt's lease has not ended (no events queue to hold it in)", key)
 	}
-	delay := min(max(until.Sub(s.now()), 0)+time.Second, maxDelay).Round(time.Second)
-	if _, err := s.queue.SendDelayed(ctx, s.cfg.EventsQueueURL, body, nil, delay); err != nil {
+	delay := min(max(until.Sub(w.k.Now()), 0)+time.Second, queue.MaxDelay).Round(time.Second)
+	if _, err := w.queue.SendDelayed(ctx, w.eventsQueueURL, body, nil, delay); err != nil {
 		return fmt.Errorf("invocation failure of %s: hold until its lease ends: %w", key, err)
 	}
 	return nil

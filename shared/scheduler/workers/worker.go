@@ -1,10 +1,9 @@
-package scheduler
+package workers
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -13,7 +12,8 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// ErrBadMessage: a queue message that cannot be understood. The worker
+// ErrBadMessage: a queue message that cannot be understood, or that
+// proves nothing it claims (dropped, never redelivered). The worker
 // routes' refusals are protocol's (protocol.ErrStaleAttempt, protocol.ErrAlreadyClaimed,
 // ErrInvalidAttemptToken) and the state model's statemodel.ErrIllegalTransition.
 var ErrBadMessage = errors.New("bad message")
@@ -62,19 +62,19 @@ func ClientEventID(recorded string) string {
 // its token (byNonce, see checkClaimBearer); and it may come before the
 // dispatch write that follows its envelope's send, so it waits, bounded,
 // for that write when the attempt is the next one.
-func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token string, claim bool) (inst ledger.Instance, run ledger.Run, byNonce bool, err error) {
+func (w *Room) authorize(ctx context.Context, ref protocol.AttemptRef, token string, claim bool) (inst ledger.Instance, run ledger.Run, byNonce bool, err error) {
 	// An operational bound on real time, not domain time: an injected clock
 	// that stands still must not make a claim wait forever.
-	deadline := time.Now().Add(s.cfg.ClaimWait)
+	deadline := time.Now().Add(w.claimWait)
 	// The dispatch write usually follows the envelope within a few
 	// milliseconds; a busy table takes longer, and polling it harder only
 	// delays the write awaited: the pauses double.
 	pause := 5 * time.Millisecond
 	for polls := 0; ; polls++ {
 		if claim && polls == 0 {
-			inst, run, err = s.store.GetInstanceAndRun(ctx, instanceKey(ref))
+			inst, run, err = w.store.GetInstanceAndRun(ctx, instanceKey(ref))
 		} else {
-			inst, err = s.store.GetInstance(ctx, instanceKey(ref)) // the run's params do not change
+			inst, err = w.store.GetInstance(ctx, instanceKey(ref)) // the run's params do not change
 		}
 		if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
 			return ledger.Instance{}, ledger.Run{}, false, protocol.ErrInvalidAttemptToken
@@ -83,9 +83,9 @@ func (s *Service) authorize(ctx context.Context, ref protocol.AttemptRef, token 
 			return ledger.Instance{}, ledger.Run{}, false, err
 		}
 		if claim {
-			byNonce, err = s.checkClaimBearer(ctx, ref, token, inst)
+			byNonce, err = w.checkClaimBearer(ctx, ref, token, inst)
 		} else {
-			err = s.checkToken(ctx, ref, token, inst)
+			err = w.checkToken(ctx, ref, token, inst)
 		}
 		pending := errors.Is(err, ErrNotDispatchedYet)
 		if !pending {
@@ -121,15 +121,16 @@ var ErrNotDispatchedYet = errors.New("attempt not dispatched yet")
 // the caller read it: nil, protocol.ErrInvalidAttemptToken, or ErrNotDispatchedYet when
 // the attempt is the next one of an instance still waiting for its
 // dispatch write (CREATED or SCHEDULED).
-func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token string, inst ledger.Instance) error {
+func (w *Room) checkToken(ctx context.Context, ref protocol.AttemptRef, token string, inst ledger.Instance) error {
 	if a, ok := inst.Snapshot.AttemptN(ref.Attempt); ok {
-		if !tokenMatches(token, a.TokenHash) || signalTokenRefused(inst, ref.Attempt) {
+		// A signal attempt's token authorizes its signal and nothing else.
+		if !protocol.TokenMatches(token, a.TokenHash) || a.Signal() {
 			return protocol.ErrInvalidAttemptToken
 		}
 		return nil
 	}
 	if ref.Attempt >= 1 && ref.Attempt < inst.Snapshot.Attempt {
-		return s.authorizeEvicted(ctx, ref, token)
+		return w.authorizeEvicted(ctx, ref, token)
 	}
 	st := inst.Snapshot.State
 	if ref.Attempt == inst.Snapshot.Attempt+1 && (st == statemodel.StateScheduled || st == statemodel.StateCreated) {
@@ -139,18 +140,18 @@ func (s *Service) checkToken(ctx context.Context, ref protocol.AttemptRef, token
 }
 
 // checkClaimBearer is checkToken for a claim, which also accepts attempt
-// n's one-time claim nonce (attemptNonce) as its bearer while attempt n is
+// n's one-time claim nonce (Kernel.NonceMatches) as its bearer while attempt n is
 // recorded and not claimed: byNonce reports that it was the nonce. Once
 // the attempt is claimed the nonce is refused as any wrong token is, so a
 // nonce read from a start environment after its process claimed is worth
 // nothing; and a claim of the next attempt whose dispatch write has not
 // landed waits for it as a token's does.
-func (s *Service) checkClaimBearer(ctx context.Context, ref protocol.AttemptRef, bearer string, inst ledger.Instance) (byNonce bool, err error) {
-	err = s.checkToken(ctx, ref, bearer, inst)
+func (w *Room) checkClaimBearer(ctx context.Context, ref protocol.AttemptRef, bearer string, inst ledger.Instance) (byNonce bool, err error) {
+	err = w.checkToken(ctx, ref, bearer, inst)
 	if !errors.Is(err, protocol.ErrInvalidAttemptToken) {
 		return false, err
 	}
-	if a, ok := inst.Snapshot.AttemptN(ref.Attempt); ok && !a.Claimed() && nonceMatches(inst, ref.Attempt, bearer) {
+	if a, ok := inst.Snapshot.AttemptN(ref.Attempt); ok && !a.Claimed() && w.k.NonceMatches(inst, ref.Attempt, bearer) {
 		return true, nil
 	}
 	return false, err
@@ -159,14 +160,14 @@ func (s *Service) checkClaimBearer(ctx context.Context, ref protocol.AttemptRef,
 // authorizeEvicted checks the token of an attempt older than the
 // instance holds (statemodel.MaxInlineAttempts) against its attempt item,
 // so its late reports are answered stale, not invalid_token.
-func (s *Service) authorizeEvicted(ctx context.Context, ref protocol.AttemptRef, token string) error {
-	a, err := s.store.GetAttempt(ctx, instanceKey(ref), ref.Attempt)
+func (w *Room) authorizeEvicted(ctx context.Context, ref protocol.AttemptRef, token string) error {
+	a, err := w.store.GetAttempt(ctx, instanceKey(ref), ref.Attempt)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		return protocol.ErrInvalidAttemptToken
 	case err != nil:
 		return err
-	case !tokenMatches(token, a.TokenHash):
+	case !protocol.TokenMatches(token, a.TokenHash):
 		return protocol.ErrInvalidAttemptToken
 	}
 	return nil
@@ -184,16 +185,16 @@ func (s *Service) authorizeEvicted(ctx context.Context, ref protocol.AttemptRef,
 // nonce is protocol.ErrInvalidAttemptToken, the same worker's retry included: a process
 // whose claim answer was lost cannot claim again, and its attempt, claimed
 // and silent, goes LOST and is resolved by the reconciler.
-func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, workerID, eventID string) (protocol.ClaimAnswer, error) {
+func (w *Room) Claim(ctx context.Context, ref protocol.AttemptRef, token, workerID, eventID string) (protocol.ClaimAnswer, error) {
 	if err := protocol.CheckEventID(eventID); err != nil {
 		return protocol.ClaimAnswer{}, err
 	}
-	inst, run, byNonce, err := s.authorize(ctx, ref, token, true)
+	inst, run, byNonce, err := w.authorize(ctx, ref, token, true)
 	if err != nil {
 		return protocol.ClaimAnswer{}, err
 	}
 	if byNonce {
-		token, _, err = attemptToken(inst, ref.Attempt)
+		token, err = w.k.AttemptToken(inst, ref.Attempt)
 		if err != nil {
 			return protocol.ClaimAnswer{}, err
 		}
@@ -201,10 +202,8 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 	// claimed answers the claim that won, from cur, the instance as the
 	// claim left it; inputs too large end the attempt there.
 	claimed := func(cur ledger.Instance) (protocol.ClaimAnswer, error) {
-		env := claimEnvelope(inst, run, ref.Attempt, token)
-		if err := s.addInputs(ctx, inst, &env); errors.Is(err, ErrInputsTooLarge) {
-			return protocol.ClaimAnswer{}, s.failInputsTooLarge(ctx, cur, ref.Attempt, err)
-		} else if err != nil {
+		env, err := w.k.ClaimEnvelope(ctx, inst, run, cur, ref.Attempt, token)
+		if err != nil {
 			return protocol.ClaimAnswer{}, err
 		}
 		return protocol.ClaimAnswer{Claimed: true, LeaseExpiresAt: cur.Snapshot.Lease.ExpiresAt, Envelope: &env}, nil
@@ -217,17 +216,10 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 		return protocol.ClaimAnswer{}, protocol.ErrStaleAttempt
 	}
 	ev := statemodel.Event{ID: id, Type: statemodel.EvStarted, Actor: statemodel.ActorWorker, Attempt: ref.Attempt, WorkerID: workerID}
-	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
+	res, err := w.store.TransitionFrom(ctx, inst, ev, w.k.Now(), w.k.Policy())
 	switch {
 	case err == nil && res.Outcome == statemodel.Applied:
-		s.applied(ctx, res)
-		effs := effectsOf(res)
-		if run.ExecutionState != statemodel.RunQueued {
-			// The run read with the instance has started already: marking
-			// it would be a write refused by its condition.
-			effs = slices.DeleteFunc(effs, func(e effect) bool { return e.kind == effRunStarted })
-		}
-		s.perform(ctx, effs...)
+		w.k.FollowClaim(ctx, res, run)
 		return claimed(res.Instance)
 	case byNonce && err == nil && res.Outcome == statemodel.Duplicate:
 		// A claim with this event id won since our read: the nonce was used.
@@ -241,7 +233,7 @@ func (s *Service) Claim(ctx context.Context, ref protocol.AttemptRef, token, wor
 	case err == nil && res.Outcome == statemodel.Stale:
 		return protocol.ClaimAnswer{}, protocol.ErrStaleAttempt
 	}
-	refusal := s.classifyRefusal(ctx, routeClaim, ref, inst, err)
+	refusal := w.classifyRefusal(ctx, routeClaim, ref, inst, err)
 	if byNonce && errors.Is(refusal, protocol.ErrAlreadyClaimed) {
 		return protocol.ClaimAnswer{}, protocol.ErrInvalidAttemptToken // another claim won since our read: the nonce was used
 	}
@@ -261,12 +253,12 @@ func wonBy(a statemodel.AttemptRecord, id, workerID string) bool {
 // payload_too_large); an older attempt is stale; a claim of an attempt
 // another worker holds is already_claimed; anything else the state does
 // not allow is illegal_transition.
-func (s *Service) classifyRefusal(ctx context.Context, route string, ref protocol.AttemptRef, before ledger.Instance, err error) error {
-	if transient(err) || errors.Is(err, ledger.ErrItemTooLarge) || errors.Is(err, ledger.ErrInvalidKey) ||
+func (w *Room) classifyRefusal(ctx context.Context, route string, ref protocol.AttemptRef, before ledger.Instance, err error) error {
+	if w.k.Transient(err) || errors.Is(err, ledger.ErrItemTooLarge) || errors.Is(err, ledger.ErrInvalidKey) ||
 		errors.Is(err, ledger.ErrInvalidInput) {
 		return err
 	}
-	inst, rerr := s.store.GetInstance(ctx, instanceKey(ref))
+	inst, rerr := w.store.GetInstance(ctx, instanceKey(ref))
 	if rerr != nil {
 		inst = before
 	}
@@ -286,16 +278,16 @@ func (s *Service) classifyRefusal(ctx context.Context, route string, ref protoco
 // Heartbeat renews attempt n's lease: one cheap conditional update, no
 // history. From the current attempt while LOST it is a real transition back
 // to RUNNING (or CANCELLING when a cancel waits).
-func (s *Service) Heartbeat(ctx context.Context, ref protocol.AttemptRef, token, eventID string) (protocol.HeartbeatAnswer, error) {
+func (w *Room) Heartbeat(ctx context.Context, ref protocol.AttemptRef, token, eventID string) (protocol.HeartbeatAnswer, error) {
 	if err := protocol.CheckEventID(eventID); err != nil {
 		return protocol.HeartbeatAnswer{}, err
 	}
-	inst, _, _, err := s.authorize(ctx, ref, token, false)
+	inst, _, _, err := w.authorize(ctx, ref, token, false)
 	if err != nil {
 		return protocol.HeartbeatAnswer{}, err
 	}
-	now := s.now()
-	hb, err := s.store.Heartbeat(ctx, instanceKey(ref), ref.Attempt, now, inst.Policy.Timeouts.Heartbeat)
+	now := w.k.Now()
+	hb, err := w.store.Heartbeat(ctx, instanceKey(ref), ref.Attempt, now, inst.Policy.Timeouts.Heartbeat)
 	switch {
 	case err == nil:
 		return protocol.HeartbeatAnswer{CancelRequested: hb.CancelRequested, LeaseExpiresAt: hb.LeaseExpiresAt, State: hb.State}, nil
@@ -304,15 +296,15 @@ func (s *Service) Heartbeat(ctx context.Context, ref protocol.AttemptRef, token,
 	case errors.Is(err, ledger.ErrLostNeedsTransition):
 		// The one heartbeat whose id matters: it moves LOST -> RUNNING.
 		ev := statemodel.Event{ID: scopedEventID(ref, routeHeartbeat, eventID), Type: statemodel.EvHeartbeat, Actor: statemodel.ActorWorker, Attempt: ref.Attempt}
-		res, terr := s.store.TransitionFrom(ctx, inst, ev, now, s.policy())
+		res, terr := w.store.TransitionFrom(ctx, inst, ev, now, w.k.Policy())
 		if terr != nil {
-			return protocol.HeartbeatAnswer{}, s.classifyRefusal(ctx, routeHeartbeat, ref, inst, terr)
+			return protocol.HeartbeatAnswer{}, w.classifyRefusal(ctx, routeHeartbeat, ref, inst, terr)
 		}
-		s.follow(ctx, res)
+		w.k.Follow(ctx, res)
 		snap := res.Snapshot
 		return protocol.HeartbeatAnswer{CancelRequested: snap.CancelRequested, LeaseExpiresAt: snap.Lease.ExpiresAt, State: snap.State}, nil
 	}
-	return protocol.HeartbeatAnswer{}, s.classifyRefusal(ctx, routeHeartbeat, ref, inst, err)
+	return protocol.HeartbeatAnswer{}, w.classifyRefusal(ctx, routeHeartbeat, ref, inst, err)
 }
 
 // ErrInvalidCompletion: the report itself is malformed.
@@ -321,7 +313,7 @@ var ErrInvalidCompletion = errors.New("invalid completion")
 // Complete applies a worker's completion report. The report is validated
 // here as the API and the events queue validate it (protocol.Completion's
 // Validate), so a caller that skipped it still meets the contract's limits.
-func (s *Service) Complete(ctx context.Context, c protocol.Completion, token string) (protocol.CompleteAnswer, error) {
+func (w *Room) Complete(ctx context.Context, c protocol.Completion, token string) (protocol.CompleteAnswer, error) {
 	if err := c.Validate(); err != nil {
 		return protocol.CompleteAnswer{}, fmt.Errorf("%w: %w", ErrInvalidCompletion, err)
 	}
@@ -333,7 +325,7 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 		typ = statemodel.EvCancelled
 	}
 	ref := c.Ref()
-	view, inst, err := s.authorizeInRun(ctx, ref, token)
+	view, inst, err := w.authorizeInRun(ctx, ref, token)
 	if err != nil {
 		return protocol.CompleteAnswer{}, err
 	}
@@ -343,12 +335,11 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 		Retryable: c.Retryable, OutputRef: c.OutputRef, Reason: c.Reason,
 		Output: protocol.CompactOutput(c.Output),
 	}
-	res, err := s.store.TransitionFrom(ctx, inst, ev, s.now(), s.policy())
+	res, err := w.store.TransitionFrom(ctx, inst, ev, w.k.Now(), w.k.Policy())
 	if err != nil {
-		return protocol.CompleteAnswer{}, s.classifyRefusal(ctx, routeComplete, ref, inst, err)
+		return protocol.CompleteAnswer{}, w.classifyRefusal(ctx, routeComplete, ref, inst, err)
 	}
 	if res.Outcome == statemodel.Applied {
-		s.applied(ctx, res)
 		// The run as read, with this task as written: advancing it needs
 		// no read.
 		for i := range view.Tasks {
@@ -356,7 +347,7 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 				view.Tasks[i].Instance = res.Instance
 			}
 		}
-		s.perform(ctx, withHeld(effectsOf(res), view)...)
+		w.k.FollowInRun(ctx, res, view)
 	}
 	state := res.Snapshot.State
 	return protocol.CompleteAnswer{Result: string(res.Outcome), State: state}, nil
@@ -365,11 +356,11 @@ func (s *Service) Complete(ctx context.Context, c protocol.Completion, token str
 // authorizeInRun reads the attempt's whole run (one Query: its task is in
 // it) and checks the token. A completion usually ends its task, and then
 // its run is advanced from this read, not from another.
-func (s *Service) authorizeInRun(ctx context.Context, ref protocol.AttemptRef, token string) (ledger.RunView, ledger.Instance, error) {
-	if _, ok := parentKey(instanceKey(ref)); ok {
-		return s.authorizeChild(ctx, ref, token)
+func (w *Room) authorizeInRun(ctx context.Context, ref protocol.AttemptRef, token string) (ledger.RunView, ledger.Instance, error) {
+	if _, _, child := ledger.ParseChild(ref.Task); child {
+		return w.authorizeChild(ctx, ref, token)
 	}
-	view, err := s.store.ReadRun(ctx, ref.Run)
+	view, err := w.store.ReadRun(ctx, ref.Run)
 	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
 		return ledger.RunView{}, ledger.Instance{}, protocol.ErrInvalidAttemptToken
 	}
@@ -380,11 +371,28 @@ func (s *Service) authorizeInRun(ctx context.Context, ref protocol.AttemptRef, t
 		if t.Instance.Key.Task != ref.Task {
 			continue
 		}
-		err := s.checkToken(ctx, ref, token, t.Instance)
+		err := w.checkToken(ctx, ref, token, t.Instance)
 		if errors.Is(err, ErrNotDispatchedYet) {
 			err = protocol.ErrInvalidAttemptToken
 		}
 		return view, t.Instance, err
 	}
 	return ledger.RunView{}, ledger.Instance{}, protocol.ErrInvalidAttemptToken
+}
+
+// authorizeChild is authorizeInRun for a map child: its instance alone
+// (one GetItem), never its run's tasks or its siblings.
+func (w *Room) authorizeChild(ctx context.Context, ref protocol.AttemptRef, token string) (ledger.RunView, ledger.Instance, error) {
+	inst, err := w.store.GetInstance(ctx, instanceKey(ref))
+	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
+		return ledger.RunView{}, ledger.Instance{}, protocol.ErrInvalidAttemptToken
+	}
+	if err != nil {
+		return ledger.RunView{}, ledger.Instance{}, err
+	}
+	err = w.checkToken(ctx, ref, token, inst)
+	if errors.Is(err, ErrNotDispatchedYet) {
+		err = protocol.ErrInvalidAttemptToken
+	}
+	return ledger.RunView{}, inst, err
 }
