@@ -46,7 +46,6 @@ func sentinelAnswers() []answerCase {
 	return []answerCase{
 		{"ledger not found", ledger.ErrNotFound, 404, protocol.CodeNotFound, msgNotFound, ""},
 		{"ledger not found wrapped", wrapped(ledger.ErrNotFound), 404, protocol.CodeNotFound, msgNotFound, ""},
-		{"scheduler not found wrapped", wrapped(scheduler.ErrNotFound), 404, protocol.CodeNotFound, msgNotFound, ""},
 		{"table not found", fmt.Errorf("%w: no message", store.ErrTableNotFound), 404, protocol.CodeNotFound, msgNotFound, ""},
 		{"not dispatched yet", wrapped(scheduler.ErrNotDispatchedYet), 503, protocol.CodeUnavailable,
 			"The attempt's dispatch is not recorded yet; claim again shortly.", "1"},

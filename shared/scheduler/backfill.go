@@ -149,7 +149,7 @@ func backfillSlots(sj ledger.Job, j jobspec.Job, req BackfillRequest) ([]time.Ti
 func (s *Service) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
 	b, err := s.store.GetBackfill(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
-		return ledger.Backfill{}, fmt.Errorf("backfill %s: %w", id, ErrNotFound)
+		return ledger.Backfill{}, fmt.Errorf("backfill %s: %w", id, ledger.ErrNotFound)
 	}
 	return b, err
 }
@@ -197,7 +197,7 @@ func (s *Service) CancelBackfill(ctx context.Context, id, reason string) (ledger
 	// Written cancelled first: no release follows, so the active runs
 	// listed now are all there are.
 	for _, a := range b.Active {
-		if err := s.CancelRun(ctx, a.Run, reason); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) && !errors.Is(err, ErrNotFound) {
+		if err := s.CancelRun(ctx, a.Run, reason); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) && !errors.Is(err, ledger.ErrNotFound) {
 			return ledger.Backfill{}, err
 		}
 	}

@@ -557,12 +557,12 @@ func (s *Service) authorizeChild(ctx context.Context, ref protocol.AttemptRef, t
 	return ledger.RunView{}, inst, err
 }
 
-// MapOutput reads a map task's output: ErrNotFound before it ended.
+// MapOutput reads a map task's output: ledger.ErrNotFound before it ended.
 func (s *Service) MapOutput(ctx context.Context, run, task string) ([]byte, bool, error) {
 	return s.store.GetMapOutput(ctx, run, task)
 }
 
-// Children pages a map task's children in index order; ErrNotFound when
+// Children pages a map task's children in index order; ledger.ErrNotFound when
 // the run has no such task.
 func (s *Service) Children(ctx context.Context, run, task string, limit int, token string) ([]ledger.Instance, string, error) {
 	if _, err := s.store.GetInstance(ctx, ledger.InstanceKey{Run: run, Task: task}); err != nil {

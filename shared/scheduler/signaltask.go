@@ -81,7 +81,7 @@ func (s *Service) SignalTask(ctx context.Context, key ledger.InstanceKey, req pr
 		if auth.Token != "" {
 			return protocol.ErrInvalidAttemptToken
 		}
-		return fmt.Errorf("signal %s: %w", key, ErrNotFound)
+		return fmt.Errorf("signal %s: %w", key, ledger.ErrNotFound)
 	}
 	if err != nil {
 		return err
