@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/wire"
 )
@@ -33,7 +34,7 @@ var (
 	ErrInvalidToken = protocol.ErrInvalidAttemptToken
 	// ErrTransient: the call may succeed if repeated: a network failure, a
 	// timeout, 429 or a 5xx answer.
-	ErrTransient = errors.New("transient failure")
+	ErrTransient = fault.New(fault.Unavailable, "transient failure")
 )
 
 // APIError is an error answer of the API: {"code", "message"} and the
