@@ -5,7 +5,9 @@
 //
 // A sentinel is an *Error built once with New: errors.Is finds it through
 // any %w wrapping, and ClassOf and Answered read its class and its API
-// answer the same way.
+// answer the same way. The clients' errors that decode an API answer are
+// Classed too, so a caller on either side of the API tests the same
+// classes.
 package fault
 
 import (
@@ -102,12 +104,19 @@ func (e *Error) Code() string { return e.code }
 // Message is the sentence the API answers e with, or "" with no code.
 func (e *Error) Message() string { return e.message }
 
-// ClassOf is the class of the first *Error in err's chain, Internal when
-// there is none (nil included).
+// Classed is an error that knows its class: an *Error, or an API answer
+// a client decoded (its code's class).
+type Classed interface {
+	error
+	Class() Class
+}
+
+// ClassOf is the class of the first Classed error in err's chain,
+// Internal when there is none (nil included).
 func ClassOf(err error) Class {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.class
+	var c Classed
+	if errors.As(err, &c) {
+		return c.Class()
 	}
 	return Internal
 }

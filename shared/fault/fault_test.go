@@ -57,3 +57,15 @@ func TestClassNames(t *testing.T) {
 		t.Fatalf("%s %s", fault.TooLarge, fault.Class(99))
 	}
 }
+
+// decoded is an answer a client decoded: Classed without being an *Error.
+type decoded struct{ code string }
+
+func (d *decoded) Error() string      { return d.code }
+func (d *decoded) Class() fault.Class { return fault.NotFound }
+
+func TestClassOfReadsAnyClassedError(t *testing.T) {
+	if c := fault.ClassOf(fmt.Errorf("get run r: %w", &decoded{"not_found"})); c != fault.NotFound {
+		t.Fatalf("class %v, want not found", c)
+	}
+}

@@ -51,6 +51,10 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("%s %s: %d %s: %s", e.Op, e.Ref, e.Status, e.Code, e.Message)
 }
 
+// Class is the class of the answer's code (fault.ClassOf reads it
+// through wrapping); Internal when Code is not the API's.
+func (e *APIError) Class() fault.Class { return protocol.Code(e.Code).Class() }
+
 // Is maps the answer onto the package's errors.
 func (e *APIError) Is(target error) bool {
 	switch target {
