@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/shared/protocol"
 )
 
@@ -54,6 +55,10 @@ func (e *Error) Error() string {
 	}
 	return fmt.Sprintf("%s: %d %s: %s", e.Op, e.Status, code, e.Message)
 }
+
+// Class is the class of the answer's code (fault.ClassOf reads it
+// through wrapping); Internal when Code is empty.
+func (e *Error) Class() fault.Class { return protocol.Code(e.Code).Class() }
 
 // ErrorCode is the API's error code of err ("not_found",
 // "version_conflict", ...), or "" when err is not an error answer of the

@@ -22,6 +22,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/shared/localinfo"
 )
 
@@ -71,6 +72,17 @@ func TestErrorCarriesTheServersCodeAndMessage(t *testing.T) {
 	}
 	if ErrorCode(errors.New("network")) != "" {
 		t.Fatal("a non-API error has no code")
+	}
+}
+
+func TestErrorClassIsItsCodes(t *testing.T) {
+	for code, want := range map[string]fault.Class{
+		CodeVersionConflict: fault.Conflict, CodeNotFound: fault.NotFound, CodeInvalidToken: fault.Forbidden, "": fault.Internal,
+	} {
+		err := fmt.Errorf("apply: %w", &Error{Op: "update job nightly", Status: 400, Code: code})
+		if got := fault.ClassOf(err); got != want {
+			t.Errorf("code %q: class %v, want %v", code, got, want)
+		}
 	}
 }
 

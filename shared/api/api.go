@@ -18,13 +18,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/runledger/runledger/shared/dashboard"
+	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/shared/jobspec"
-	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/wire"
-	"github.com/runledger/runledger/statemodel"
 )
 
 // Auth says who checks the caller of the non-worker routes.
@@ -179,76 +178,69 @@ func bearer(r *http.Request) (string, bool) {
 	return strings.TrimSpace(v[len(p):]), true
 }
 
-// apiError is an error with its answer; the status is the code's.
-type apiError struct {
+// errf is an error the API answers with code and the formatted message.
+func errf(code protocol.Code, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return protocol.NewError(code, string(code)+": "+msg, msg)
+}
+
+// answer is what the API answers an error with.
+type answer struct {
+	class   fault.Class
 	code    protocol.Code
 	message string
 }
 
-func (e *apiError) Error() string { return string(e.code) + ": " + e.message }
-
-func errf(code protocol.Code, format string, args ...any) error {
-	return &apiError{code: code, message: fmt.Sprintf(format, args...)}
-}
-
 // fail answers an error. Internal errors are logged with their detail and
 // answered with a generic sentence: err.Error() never reaches a client.
+// An Unavailable answer tells the client when to try again.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var ae *apiError
+	a, ok := answerOf(err)
+	if !ok {
+		h.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+		a = answer{fault.Internal, protocol.CodeInternal, "The request could not be completed; try again."}
+	}
+	if a.class == fault.Unavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, protocol.Status(a.class, a.code), map[string]string{"code": string(a.code), "message": a.message})
+}
+
+// answerOf is err's answer: the one of the first error type below in
+// err's chain whose answer is built from its fields, else the class, code
+// and message the error carries (protocol.Answer, the one table); ok is
+// false for an internal error.
+func answerOf(err error) (answer, bool) {
 	var je *jobspec.Error
 	var mbe *http.MaxBytesError
 	var env *scheduler.EnvelopeError
 	var fe *protocol.FieldError
 	switch {
-	case errors.As(err, &ae):
-		writeError(w, ae.code, ae.message)
 	case errors.As(err, &fe):
 		// A worker field the service refused (the routes check first).
-		h.fail(w, r, fieldError(fe))
+		return answerOf(fieldError(fe))
 	case errors.As(err, &je):
-		writeError(w, je.Code, je.Message)
-	case errors.As(err, &env) && env.TooLarge:
-		writeError(w, protocol.CodePayloadTooLarge, fmt.Sprintf(
-			"Task %q's dispatch message would be %d bytes, over the queue's limit of %d (256 KiB).", env.Task, env.Size, queue.MaxPayloadBytes))
+		return answer{je.Code.Class(), je.Code, je.Message}, true
 	case errors.As(err, &env):
-		writeError(w, protocol.CodeInvalidField, fmt.Sprintf(
-			"Task %q's payload or the params hold a character the queue cannot carry (U+FFFE or U+FFFF).", env.Task))
+		return envelopeAnswer(env), true
 	case errors.As(err, &mbe):
-		writeError(w, protocol.CodePayloadTooLarge, fmt.Sprintf("The request body is over %d bytes.", MaxBodyBytes))
-	case errors.Is(err, scheduler.ErrNotFound), errors.Is(err, ledger.ErrNotFound):
-		writeError(w, protocol.CodeNotFound, "The resource does not exist.")
-	case errors.Is(err, scheduler.ErrNotDispatchedYet):
-		w.Header().Set("Retry-After", "1")
-		writeError(w, protocol.CodeUnavailable, "The attempt's dispatch is not recorded yet; claim again shortly.")
-	case errors.Is(err, protocol.ErrInvalidAttemptToken):
-		writeError(w, protocol.CodeInvalidToken, "The attempt token does not match this run, task and attempt.")
-	case errors.Is(err, protocol.ErrAlreadyClaimed):
-		writeError(w, protocol.CodeAlreadyClaimed, "Another worker holds this attempt.")
-	case errors.Is(err, protocol.ErrStaleAttempt):
-		writeError(w, protocol.CodeStaleAttempt, "A newer attempt of this task exists.")
-	case errors.Is(err, scheduler.ErrInputsTooLarge):
-		writeError(w, protocol.CodeIllegalTransition, fmt.Sprintf(
-			"The task's inputs are over %d bytes in total, so it failed with error_category inputs_too_large.", protocol.MaxInputsBytes))
-	case errors.Is(err, statemodel.ErrIllegalTransition):
-		writeError(w, protocol.CodeIllegalTransition, "The task's current state does not allow this.")
-	case errors.Is(err, ledger.ErrVersionConflict):
-		writeError(w, protocol.CodeVersionConflict, "The job changed since that version; read it again.")
-	case errors.Is(err, ledger.ErrIdempotencyMismatch):
-		writeError(w, protocol.CodeConflict, "This Idempotency-Key was used with another body.")
-	case errors.Is(err, ledger.ErrAlreadyExists):
-		writeError(w, protocol.CodeConflict, "It exists already.")
-	case errors.Is(err, ledger.ErrLimitQueueFull):
-		writeError(w, protocol.CodeLimitQueueFull, "The run's limiter already has 10,000 runs waiting; nothing was written.")
-	case errors.Is(err, ledger.ErrItemTooLarge):
-		writeError(w, protocol.CodePayloadTooLarge, "The item would be over DynamoDB's 400 KB limit.")
-	case errors.Is(err, ledger.ErrTooManyTasks):
-		writeError(w, protocol.CodeInvalidField, fmt.Sprintf("A run has at most %d tasks.", ledger.MaxTasksPerRun))
-	case errors.Is(err, ledger.ErrInvalidKey), errors.Is(err, ledger.ErrInvalidInput), errors.Is(err, ledger.ErrInvalidPageToken):
-		writeError(w, protocol.CodeInvalidField, "A name, id or token in the request is not valid.")
-	default:
-		h.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "error", err.Error())
-		writeError(w, protocol.CodeInternal, "The request could not be completed; try again.")
+		return answer{fault.TooLarge, protocol.CodePayloadTooLarge, fmt.Sprintf("The request body is over %d bytes.", MaxBodyBytes)}, true
 	}
+	f, ok := protocol.Answer(err)
+	if !ok {
+		return answer{}, false
+	}
+	return answer{f.Class(), protocol.Code(f.Code()), f.Message()}, true
+}
+
+// envelopeAnswer answers a dispatch message the queue cannot carry.
+func envelopeAnswer(env *scheduler.EnvelopeError) answer {
+	if env.TooLarge {
+		return answer{fault.TooLarge, protocol.CodePayloadTooLarge, fmt.Sprintf(
+			"Task %q's dispatch message would be %d bytes, over the queue's limit of %d (256 KiB).", env.Task, env.Size, queue.MaxPayloadBytes)}
+	}
+	return answer{fault.Invalid, protocol.CodeInvalidField, fmt.Sprintf(
+		"Task %q's payload or the params hold a character the queue cannot carry (U+FFFE or U+FFFF).", env.Task)}
 }
 
 // writeError answers an error {"code", "message"} with the code's status.

@@ -13,7 +13,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runledger/runledger/shared/api"
+	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/queue"
@@ -159,7 +159,7 @@ type App struct {
 
 // ErrConfig is wrapped by every error that a missing or malformed setting
 // causes.
-var ErrConfig = errors.New("app: configuration")
+var ErrConfig = fault.New(fault.Invalid, "app: configuration")
 
 func configErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)

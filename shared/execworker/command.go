@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/shared/fieldtemplate"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/worker"
@@ -312,6 +313,8 @@ func (a Allowlist) allowed(name, abs string, bare bool) bool {
 
 // Errors of Resolve.
 var (
-	ErrNotAllowed = errors.New("command not allowed")
-	ErrNotFound   = errors.New("command not found")
+	// ErrNotAllowed: the allowlist does not admit the executable.
+	ErrNotAllowed = fault.New(fault.Forbidden, "command not allowed")
+	// ErrNotFound: the executable is not on PATH or not at its path.
+	ErrNotFound = fault.New(fault.NotFound, "command not found")
 )

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+
+	"github.com/runledger/runledger/shared/fault"
 )
 
 // MaxRangeSteps bounds the iterations of every {{range}} of the fields of
@@ -34,7 +36,7 @@ const MaxRangeSteps = 100_000
 const madePerByte = 4
 
 // ErrTooLarge is the error of a rendering stopped at a cap on its output.
-var ErrTooLarge = errors.New("renders too much")
+var ErrTooLarge = fault.New(fault.TooLarge, "renders too much")
 
 // boundError is a refusal by one of the bounds, its text saying which;
 // one by a cap on the output wraps ErrTooLarge.

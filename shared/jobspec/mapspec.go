@@ -3,10 +3,10 @@ package jobspec
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/shared/fieldtemplate"
 )
 
@@ -80,7 +80,7 @@ type OverVars struct {
 }
 
 // ErrInvalidMap: over did not render to a JSON array within the limits.
-var ErrInvalidMap = errors.New("invalid map")
+var ErrInvalidMap = fault.New(fault.Invalid, "invalid map")
 
 // RenderOver renders a map's over within MaxMapBytes (fieldtemplate says
 // how it is bounded) and splits the JSON array it gives into its elements

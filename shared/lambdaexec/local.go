@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/wire"
@@ -26,7 +27,7 @@ import (
 type Function func(ctx context.Context, event json.RawMessage) error
 
 // ErrUnknownFunction: the local stack has no function of that name.
-var ErrUnknownFunction = errors.New("no such local function")
+var ErrUnknownFunction = fault.New(fault.NotFound, "no such local function")
 
 // Local is Invoker for the local stack: it runs registered functions in
 // the stack's process, each invocation in its own goroutine. A function

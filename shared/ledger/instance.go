@@ -2,12 +2,12 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -119,11 +119,11 @@ type Result struct {
 // Heartbeat and duplicate errors.
 var (
 	// ErrStaleAttempt: the call names an attempt older than the current one.
-	ErrStaleAttempt = errors.New("stale attempt")
+	ErrStaleAttempt = fault.New(fault.Conflict, "stale attempt")
 	// ErrLostNeedsTransition: a heartbeat met the instance LOST with the
 	// same attempt. That heartbeat is a real transition (the worker proved
 	// alive): the caller applies EvHeartbeat with Transition.
-	ErrLostNeedsTransition = errors.New("heartbeat in LOST is a transition")
+	ErrLostNeedsTransition = fault.New(fault.Conflict, "heartbeat in LOST is a transition")
 )
 
 // StoredPolicy returns a policy argument that makes Transition decide with

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/statemodel/limiter"
 )
 
@@ -98,7 +99,8 @@ type LimiterWrite struct {
 
 // ErrLimitQueueFull: a limiter already has limiter.MaxWaiting runs
 // waiting; the API answers 429 limit_queue_full.
-var ErrLimitQueueFull = errors.New("limit queue full")
+var ErrLimitQueueFull = protocol.NewError(protocol.CodeLimitQueueFull, "limit queue full",
+	"The run's limiter already has 10,000 runs waiting; nothing was written.")
 
 // limiterRetries bounds the read-decide-write rounds of one limiter
 // operation under contention.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/runledger/runledger/shared/fault"
+
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -67,26 +69,48 @@ const (
 	CodeUnavailable Code = "unavailable"
 )
 
-var codeStatus = map[Code]int{
-	CodeInvalidJSON:        http.StatusBadRequest,
-	CodeUnauthorized:       http.StatusUnauthorized,
-	CodeInvalidToken:       http.StatusUnauthorized,
-	CodeNotFound:           http.StatusNotFound,
-	CodeConflict:           http.StatusConflict,
-	CodeIllegalTransition:  http.StatusConflict,
-	CodeAlreadyClaimed:     http.StatusConflict,
-	CodeStaleAttempt:       http.StatusConflict,
-	CodeVersionConflict:    http.StatusPreconditionFailed,
-	CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
-	CodeMisdirectedRequest: http.StatusMisdirectedRequest,
-	CodeInvalidField:       http.StatusUnprocessableEntity,
-	CodeInvalidCron:        http.StatusUnprocessableEntity,
-	CodeInvalidTimezone:    http.StatusUnprocessableEntity,
-	CodeDependencyCycle:    http.StatusUnprocessableEntity,
-	CodeLimitQueueFull:     http.StatusTooManyRequests,
-	CodeInternal:           http.StatusInternalServerError,
-	CodeUnavailable:        http.StatusServiceUnavailable,
-}
+// The one table from errors to HTTP: an error the API answers carries a
+// class and a code (package fault); the answer's status is its class's
+// (classStatus) unless its code is one of the special cases (codeStatus).
+// codeClass gives each code its class, for the answers built from a code
+// alone (a refused field, a refused definition).
+var (
+	classStatus = map[fault.Class]int{
+		fault.Internal:    http.StatusInternalServerError,
+		fault.Invalid:     http.StatusUnprocessableEntity,
+		fault.Forbidden:   http.StatusUnauthorized, // every refusal is of a credential: the API answers no 403
+		fault.NotFound:    http.StatusNotFound,
+		fault.Conflict:    http.StatusConflict,
+		fault.TooLarge:    http.StatusRequestEntityTooLarge,
+		fault.Throttled:   http.StatusTooManyRequests,
+		fault.Unavailable: http.StatusServiceUnavailable,
+	}
+	codeStatus = map[Code]int{
+		CodeInvalidJSON:        http.StatusBadRequest,         // Invalid, before any field is read
+		CodeVersionConflict:    http.StatusPreconditionFailed, // Conflict with an If-Match
+		CodeMisdirectedRequest: http.StatusMisdirectedRequest, // Invalid: the Host is not the local stack's
+	}
+	codeClass = map[Code]fault.Class{
+		CodeInvalidJSON:        fault.Invalid,
+		CodeUnauthorized:       fault.Forbidden,
+		CodeInvalidToken:       fault.Forbidden,
+		CodeNotFound:           fault.NotFound,
+		CodeConflict:           fault.Conflict,
+		CodeIllegalTransition:  fault.Conflict,
+		CodeAlreadyClaimed:     fault.Conflict,
+		CodeStaleAttempt:       fault.Conflict,
+		CodeVersionConflict:    fault.Conflict,
+		CodePayloadTooLarge:    fault.TooLarge,
+		CodeMisdirectedRequest: fault.Invalid,
+		CodeInvalidField:       fault.Invalid,
+		CodeInvalidCron:        fault.Invalid,
+		CodeInvalidTimezone:    fault.Invalid,
+		CodeDependencyCycle:    fault.Invalid,
+		CodeLimitQueueFull:     fault.Throttled,
+		CodeInternal:           fault.Internal,
+		CodeUnavailable:        fault.Unavailable,
+	}
+)
 
 // Codes lists every error code the API answers, in the order of their
 // HTTP status.
@@ -100,13 +124,43 @@ func Codes() []Code {
 	}
 }
 
-// Status is the HTTP status the API answers code with; 500 for a code it
-// does not answer.
-func (c Code) Status() int {
-	if s, ok := codeStatus[c]; ok {
+// Class is code's class; Internal for a code the API does not answer.
+func (c Code) Class() fault.Class { return codeClass[c] }
+
+// Status is the HTTP status the API answers code with: its class's, or
+// its own where the table says so; 500 for a code it does not answer.
+func (c Code) Status() int { return Status(c.Class(), c) }
+
+// Status is the HTTP status of an answer of class with code: the code's
+// own where it has one (the special cases), else the class's.
+func Status(class fault.Class, code Code) int {
+	if s, ok := codeStatus[code]; ok {
+		return s
+	}
+	if s, ok := classStatus[class]; ok {
 		return s
 	}
 	return http.StatusInternalServerError
+}
+
+// Answer is the error the API answers err with: the first in err's chain
+// that carries a code (package fault), else the state model's refusal
+// (illegalTransition) when err is one; ok is false for an error the API
+// answers 500 internal.
+func Answer(err error) (answer *fault.Error, ok bool) {
+	if f, ok := fault.Answered(err); ok {
+		return f, true
+	}
+	if errors.Is(err, ErrIllegalTransition) {
+		return illegalTransition, true
+	}
+	return nil, false
+}
+
+// NewError returns a sentinel error with text for logs, of code's class,
+// that the API answers with code and message.
+func NewError(code Code, text, message string) *fault.Error {
+	return fault.New(code.Class(), text).Answer(string(code), message)
 }
 
 // The refusals of the worker routes (claim, heartbeat, complete), declared
@@ -114,14 +168,18 @@ func (c Code) Status() int {
 // the worker SDK returns them for those answers. Test with errors.Is.
 var (
 	// ErrStaleAttempt: a newer attempt of the task exists (stale_attempt).
-	ErrStaleAttempt = errors.New("stale attempt")
+	ErrStaleAttempt = NewError(CodeStaleAttempt, "stale attempt", "A newer attempt of this task exists.")
 	// ErrAlreadyClaimed: another claim of the attempt won (already_claimed).
-	ErrAlreadyClaimed = errors.New("attempt already claimed")
+	ErrAlreadyClaimed = NewError(CodeAlreadyClaimed, "attempt already claimed", "Another worker holds this attempt.")
 	// ErrInvalidAttemptToken: the attempt token (the fencing token) does
 	// not match the run, task and attempt, or they are unknown
 	// (invalid_token).
-	ErrInvalidAttemptToken = errors.New("invalid attempt token")
+	ErrInvalidAttemptToken = NewError(CodeInvalidToken, "invalid attempt token", "The attempt token does not match this run, task and attempt.")
 	// ErrIllegalTransition: the state refuses the event: the state
-	// model's own refusal (illegal_transition).
+	// model's own refusal (illegal_transition). The pure state model
+	// knows nothing of the API; Answer gives it its class and code.
 	ErrIllegalTransition = statemodel.ErrIllegalTransition
 )
+
+// illegalTransition is the answer to ErrIllegalTransition.
+var illegalTransition = NewError(CodeIllegalTransition, "illegal transition", "The task's current state does not allow this.")

@@ -8,36 +8,39 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/runledger/runledger/shared/fault"
 )
 
 // Errors returned by the adapter, wrapped with the operation and the queue
-// name. Test with errors.Is. The SDK's own errors never leave the package.
+// name. Test with errors.Is; each has its class (package fault). The
+// SDK's own errors never leave the package.
 var (
 	// ErrPayloadTooLarge: body plus message attributes exceed MaxPayloadBytes.
 	// Checked before any request, so nothing was sent.
-	ErrPayloadTooLarge = errors.New("payload exceeds the SQS limit of 262,144 bytes")
+	ErrPayloadTooLarge = fault.New(fault.TooLarge, "payload exceeds the SQS limit of 262,144 bytes")
 	// ErrDelayTooLong: a send delay above MaxDelay. Nothing was sent.
-	ErrDelayTooLong = errors.New("delay exceeds the SQS limit of 15 minutes")
+	ErrDelayTooLong = fault.New(fault.Invalid, "delay exceeds the SQS limit of 15 minutes")
 	// ErrInvalidMessage: an empty body, characters SQS rejects, or bad
 	// message attributes. Nothing was sent.
-	ErrInvalidMessage = errors.New("invalid message")
+	ErrInvalidMessage = fault.New(fault.Invalid, "invalid message")
 	// ErrInvalidArgument: an option outside the range SQS accepts (a negative
 	// delay, more than 10 messages, a wait over 20 s, a visibility timeout
 	// over 12 h, an empty queue name).
-	ErrInvalidArgument = errors.New("invalid argument")
+	ErrInvalidArgument = fault.New(fault.Invalid, "invalid argument")
 	// ErrQueueNotFound: the queue does not exist.
-	ErrQueueNotFound = errors.New("queue does not exist")
+	ErrQueueNotFound = fault.New(fault.NotFound, "queue does not exist")
 	// ErrQueueExists: a queue of that name exists with other attributes.
-	ErrQueueExists = errors.New("queue exists with different attributes")
+	ErrQueueExists = fault.New(fault.Conflict, "queue exists with different attributes")
 	// ErrReceiptInvalid: the receipt handle is malformed, or belongs to a
 	// delivery that has been superseded by a later receive or deleted.
-	ErrReceiptInvalid = errors.New("receipt handle is invalid")
+	ErrReceiptInvalid = fault.New(fault.Invalid, "receipt handle is invalid")
 	// ErrNotInFlight: the message is no longer in flight (its visibility
 	// timeout ran out or it was deleted), so its visibility cannot change.
-	ErrNotInFlight = errors.New("message is not in flight")
+	ErrNotInFlight = fault.New(fault.Conflict, "message is not in flight")
 	// ErrRequestFailed: any other failure of the request (network,
 	// throttling, permissions, server errors). Usually worth a retry.
-	ErrRequestFailed = errors.New("sqs request failed")
+	ErrRequestFailed = fault.New(fault.Unavailable, "sqs request failed")
 )
 
 // translate maps an SDK error onto the package's errors. The server's

@@ -10,7 +10,6 @@ import (
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/scheduler/triggers"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -178,7 +177,7 @@ func TestBackfillCancel(t *testing.T) {
 	if _, err := f.svc.Triggers().CancelBackfill(ctx, b.ID, ""); !errors.Is(err, statemodel.ErrIllegalTransition) {
 		t.Fatalf("cancel an ended backfill: %v, want ErrIllegalTransition", err)
 	}
-	if _, err := f.svc.Triggers().CancelBackfill(ctx, "01NOSUCHBACKFILL", ""); !errors.Is(err, scheduler.ErrNotFound) {
+	if _, err := f.svc.Triggers().CancelBackfill(ctx, "01NOSUCHBACKFILL", ""); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("cancel an unknown backfill: %v, want ErrNotFound", err)
 	}
 	if n := len(f.runsBySlot(t, "daily")); n != 2 {

@@ -9,9 +9,6 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// ErrNotFound: the run or task does not exist.
-var ErrNotFound = errors.New("not found")
-
 // operate applies one operator event to one task and follows its effects,
 // and stores the run's state after it, even unchanged (touch, see
 // derivation). A refused
@@ -50,7 +47,7 @@ func (s *Service) writeOperator(ctx context.Context, key ledger.InstanceKey, ev 
 	}
 	res, err := s.store.Transition(ctx, key, ev, s.now(), s.policy())
 	if errors.Is(err, ledger.ErrNotFound) {
-		return res, fmt.Errorf("%s %s: %w", ev.Type, key, ErrNotFound)
+		return res, fmt.Errorf("%s %s: %w", ev.Type, key, ledger.ErrNotFound)
 	}
 	if err != nil {
 		if transient(err) {
@@ -108,7 +105,7 @@ func (s *Service) ResumeRun(ctx context.Context, runID, reason string) error {
 func (s *Service) eachTask(ctx context.Context, runID string, first func(ledger.RunView) error, pick func(ledger.TaskView) (statemodel.Event, bool)) error {
 	view, err := s.store.ReadRun(ctx, runID)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return fmt.Errorf("run %s: %w", runID, ErrNotFound)
+		return fmt.Errorf("run %s: %w", runID, ledger.ErrNotFound)
 	}
 	if err != nil {
 		return err
@@ -168,7 +165,7 @@ func (s *Service) RetryTask(ctx context.Context, key ledger.InstanceKey, r Retry
 	if err == nil {
 		err = s.maps.Reopen(ctx, key, retry)
 	}
-	if err != nil && r.Downstream && !errors.Is(err, ErrNotFound) {
+	if err != nil && r.Downstream && !errors.Is(err, ledger.ErrNotFound) {
 		// The retry lost a race after the clears: whatever the task is
 		// now decides the cleared tasks again.
 		if aerr := s.advanceRun(ctx, key.Run, true); aerr != nil {
@@ -187,7 +184,7 @@ func (s *Service) RetryTask(ctx context.Context, key ledger.InstanceKey, r Retry
 func (s *Service) clearDownstream(ctx context.Context, key ledger.InstanceKey, r Retry) error {
 	view, err := s.store.ReadRun(ctx, key.Run)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return fmt.Errorf("run %s: %w", key.Run, ErrNotFound)
+		return fmt.Errorf("run %s: %w", key.Run, ledger.ErrNotFound)
 	}
 	if err != nil {
 		return err
@@ -198,7 +195,7 @@ func (s *Service) clearDownstream(ctx context.Context, key ledger.InstanceKey, r
 	}
 	task, ok := byID[key.Task]
 	if !ok {
-		return fmt.Errorf("task %s: %w", key, ErrNotFound)
+		return fmt.Errorf("task %s: %w", key, ledger.ErrNotFound)
 	}
 	if st := task.Instance.Snapshot.State; !canTake(st, statemodel.EvManualRetry) {
 		return fmt.Errorf("%w: task %s is %s; only a FAILED or CANCELLED task can be retried", statemodel.ErrIllegalTransition, key.Task, st)

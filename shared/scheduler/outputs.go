@@ -19,7 +19,9 @@ const CategoryInputsTooLarge = "inputs_too_large"
 // ErrInputsTooLarge: a claim's inputs are over protocol.MaxInputsBytes;
 // the claim failed the task (CategoryInputsTooLarge). It is an illegal
 // transition to the claimer, as any later call of the attempt will be.
-var ErrInputsTooLarge = fmt.Errorf("inputs too large: %w", protocol.ErrIllegalTransition)
+var ErrInputsTooLarge = protocol.NewError(protocol.CodeIllegalTransition, "inputs too large", fmt.Sprintf(
+	"The task's inputs are over %d bytes in total, so it failed with error_category inputs_too_large.", protocol.MaxInputsBytes)).
+	Wrapping(protocol.ErrIllegalTransition)
 
 // addInputs puts the outputs of inst's direct upstream tasks that
 // succeeded with one into a claim answer's envelope (one batched read,

@@ -15,7 +15,7 @@ func (s *Service) Signals() *signals.Room { return s.signals }
 
 // newSignalsRoom builds the signal tasks' room of s.
 func newSignalsRoom(s *Service) *signals.Room {
-	return signals.New(signals.Params{Kernel: signalsKernel{s}, Store: s.store, ErrNotFound: ErrNotFound})
+	return signals.New(signals.Params{Kernel: signalsKernel{s}, Store: s.store})
 }
 
 // signalsKernel is the kernel as the signal tasks reach it.

@@ -35,7 +35,7 @@ func (s *Service) Triggers() *triggers.Room { return s.triggers }
 // newTriggersRoom builds the triggers room over s.
 func newTriggersRoom(s *Service) *triggers.Room {
 	return triggers.New(triggers.Params{Kernel: triggersKernel{s}, Store: s.store, Logger: s.log,
-		TickerPeriod: s.cfg.TickerPeriod, NotFound: ErrNotFound, BadMessage: ErrBadMessage})
+		TickerPeriod: s.cfg.TickerPeriod, BadMessage: ErrBadMessage})
 }
 
 // forgetEventIndex makes the room's on_event index stale: a job was

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/shared/ledger"
 )
 
@@ -21,7 +22,7 @@ var (
 	// ErrTableLayout: an existing table has an index of this version's name
 	// but another key schema or projection, which DynamoDB cannot change in
 	// place (EnsureTable).
-	ErrTableLayout = errors.New("table layout differs from this version's")
+	ErrTableLayout = fault.New(fault.Conflict, "table layout differs from this version's")
 )
 
 // translate maps an SDK error to the store's errors. Conditional-check and

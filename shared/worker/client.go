@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/wire"
 )
@@ -33,7 +34,7 @@ var (
 	ErrInvalidToken = protocol.ErrInvalidAttemptToken
 	// ErrTransient: the call may succeed if repeated: a network failure, a
 	// timeout, 429 or a 5xx answer.
-	ErrTransient = errors.New("transient failure")
+	ErrTransient = fault.New(fault.Unavailable, "transient failure")
 )
 
 // APIError is an error answer of the API: {"code", "message"} and the
@@ -49,6 +50,10 @@ type APIError struct {
 func (e *APIError) Error() string {
 	return fmt.Sprintf("%s %s: %d %s: %s", e.Op, e.Ref, e.Status, e.Code, e.Message)
 }
+
+// Class is the class of the answer's code (fault.ClassOf reads it
+// through wrapping); Internal when Code is not the API's.
+func (e *APIError) Class() fault.Class { return protocol.Code(e.Code).Class() }
 
 // Is maps the answer onto the package's errors.
 func (e *APIError) Is(target error) bool {

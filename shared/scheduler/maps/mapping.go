@@ -572,7 +572,7 @@ func (r *Room[E]) Output(ctx context.Context, run, task string) ([]byte, bool, e
 	return r.store.GetMapOutput(ctx, run, task)
 }
 
-// Children pages a map task's children in index order; ErrNotFound when
+// Children pages a map task's children in index order; ledger.ErrNotFound when
 // the run has no such task.
 func (r *Room[E]) Children(ctx context.Context, run, task string, limit int, token string) ([]ledger.Instance, string, error) {
 	if _, err := r.store.GetInstance(ctx, ledger.InstanceKey{Run: run, Task: task}); err != nil {

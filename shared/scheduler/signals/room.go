@@ -39,19 +39,15 @@ type Params struct {
 	Kernel Kernel
 	// Store is the ledger.
 	Store Store
-	// ErrNotFound is the error the operator's signal of an unknown task
-	// wraps: the kernel's own not-found error, which the API answers 404.
-	ErrNotFound error
 }
 
 // Room is the signal tasks.
 type Room struct {
-	k           Kernel
-	store       Store
-	errNotFound error
+	k     Kernel
+	store Store
 }
 
 // New builds the signal tasks' room of p.
 func New(p Params) *Room {
-	return &Room{k: p.Kernel, store: p.Store, errNotFound: p.ErrNotFound}
+	return &Room{k: p.Kernel, store: p.Store}
 }

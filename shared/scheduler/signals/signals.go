@@ -50,8 +50,7 @@ type Auth struct {
 // failed (the retry policy decides what follows). The transition's actor
 // is the operator and its evidence holds who decided (by).
 //
-// An unknown task is the kernel's not-found error (Params.ErrNotFound)
-// to the operator, and protocol.ErrInvalidAttemptToken to a token. The
+// An unknown task is ledger.ErrNotFound to the operator, and protocol.ErrInvalidAttemptToken to a token. The
 // operator's signal concerns the current attempt. A token's concerns
 // the attempt it was derived for: a token that matches no held signal
 // attempt is protocol.ErrInvalidAttemptToken; an older attempt's is
@@ -68,7 +67,7 @@ func (r *Room) SignalTask(ctx context.Context, key ledger.InstanceKey, req proto
 		if auth.Token != "" {
 			return protocol.ErrInvalidAttemptToken
 		}
-		return fmt.Errorf("signal %s: %w", key, r.errNotFound)
+		return fmt.Errorf("signal %s: %w", key, ledger.ErrNotFound)
 	}
 	if err != nil {
 		return err

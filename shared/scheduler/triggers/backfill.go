@@ -154,7 +154,7 @@ func backfillSlots(sj ledger.Job, j jobspec.Job, req BackfillRequest) ([]time.Ti
 func (r *Room) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
 	b, err := r.store.GetBackfill(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
-		return ledger.Backfill{}, fmt.Errorf("backfill %s: %w", id, r.notFound)
+		return ledger.Backfill{}, fmt.Errorf("backfill %s: %w", id, ledger.ErrNotFound)
 	}
 	return b, err
 }
@@ -201,7 +201,7 @@ func (r *Room) CancelBackfill(ctx context.Context, id, reason string) (ledger.Ba
 	// Written cancelled first: no release follows, so the active runs
 	// listed now are all there are.
 	for _, a := range b.Active {
-		if err := r.k.CancelRun(ctx, a.Run, reason); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) && !errors.Is(err, r.notFound) {
+		if err := r.k.CancelRun(ctx, a.Run, reason); err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) && !errors.Is(err, ledger.ErrNotFound) {
 			return ledger.Backfill{}, err
 		}
 	}

@@ -87,9 +87,6 @@ type Params struct {
 	// TickerPeriod is how often the ticker runs (it shapes when a slot
 	// counts as missed: lateAfter).
 	TickerPeriod time.Duration
-	// NotFound is the kernel's error for a backfill that is not there (and
-	// a run gone since its backfill listed it); the room wraps it.
-	NotFound error
 	// BadMessage is the kernel's error for a trigger event that can never
 	// start a run (no id, a time out of range); the room wraps it.
 	BadMessage error
@@ -102,7 +99,6 @@ type Room struct {
 	store        Store
 	log          *slog.Logger
 	tickerPeriod time.Duration
-	notFound     error
 	badMessage   error
 
 	// events caches the on_event index (eventIndex).
@@ -112,5 +108,5 @@ type Room struct {
 // New builds the room from its dependencies.
 func New(p Params) *Room {
 	return &Room{k: p.Kernel, store: p.Store, log: p.Logger, tickerPeriod: p.TickerPeriod,
-		notFound: p.NotFound, badMessage: p.BadMessage}
+		badMessage: p.BadMessage}
 }

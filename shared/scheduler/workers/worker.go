@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/statemodel"
@@ -16,7 +17,7 @@ import (
 // proves nothing it claims (dropped, never redelivered). The worker
 // routes' refusals are protocol's (protocol.ErrStaleAttempt, protocol.ErrAlreadyClaimed,
 // ErrInvalidAttemptToken) and the state model's statemodel.ErrIllegalTransition.
-var ErrBadMessage = errors.New("bad message")
+var ErrBadMessage = fault.New(fault.Invalid, "bad message")
 
 // instanceKey is the task instance an attempt belongs to.
 func instanceKey(a protocol.AttemptRef) ledger.InstanceKey {
@@ -115,7 +116,8 @@ func (w *Room) authorize(ctx context.Context, ref protocol.AttemptRef, token str
 // ErrNotDispatchedYet: a claim's attempt is the instance's next one, and
 // the write that records its dispatch has not landed within the claim's
 // wait (503: claim again shortly).
-var ErrNotDispatchedYet = errors.New("attempt not dispatched yet")
+var ErrNotDispatchedYet = protocol.NewError(protocol.CodeUnavailable, "attempt not dispatched yet",
+	"The attempt's dispatch is not recorded yet; claim again shortly.")
 
 // checkToken checks the token against attempt n of inst, the instance as
 // the caller read it: nil, protocol.ErrInvalidAttemptToken, or ErrNotDispatchedYet when
@@ -308,7 +310,7 @@ func (w *Room) Heartbeat(ctx context.Context, ref protocol.AttemptRef, token, ev
 }
 
 // ErrInvalidCompletion: the report itself is malformed.
-var ErrInvalidCompletion = errors.New("invalid completion")
+var ErrInvalidCompletion = fault.New(fault.Invalid, "invalid completion")
 
 // Complete applies a worker's completion report. The report is validated
 // here as the API and the events queue validate it (protocol.Completion's
