@@ -54,7 +54,7 @@ func sentinelAnswers() []answerCase {
 			"The attempt token does not match this run, task and attempt.", ""},
 		{"already claimed", protocol.ErrAlreadyClaimed, 409, protocol.CodeAlreadyClaimed, "Another worker holds this attempt.", ""},
 		{"stale attempt", wrapped(protocol.ErrStaleAttempt), 409, protocol.CodeStaleAttempt, "A newer attempt of this task exists.", ""},
-		{"inputs too large", wrapped(scheduler.ErrInputsTooLarge), 409, protocol.CodeIllegalTransition,
+		{"inputs too large", wrapped(workers.ErrInputsTooLarge), 409, protocol.CodeIllegalTransition,
 			"The task's inputs are over 1048576 bytes in total, so it failed with error_category inputs_too_large.", ""},
 		{"illegal transition", statemodel.ErrIllegalTransition, 409, protocol.CodeIllegalTransition, msgIllegal, ""},
 		{"illegal transition wrapped", fmt.Errorf("%w: instance is RUNNING: x", statemodel.ErrIllegalTransition), 409, protocol.CodeIllegalTransition, msgIllegal, ""},

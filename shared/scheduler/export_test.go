@@ -10,7 +10,7 @@ import (
 // ticker pass for the starting shard) that hands each due timer to see
 // instead of acting on it.
 func (s *Service) TickPassForTest(ctx context.Context, see func(ledger.DueTimer)) (PassStats, error) {
-	return s.pass(ctx, "test", &s.tickShard, 0, func(_ context.Context, d ledger.DueTimer) (bool, error) {
+	return s.ticks.run(ctx, "test", 0, func(_ context.Context, d ledger.DueTimer) (bool, error) {
 		see(d)
 		return false, nil
 	})

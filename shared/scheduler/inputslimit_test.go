@@ -12,6 +12,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/scheduler/workers"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -65,7 +66,7 @@ func TestInputsOverTheBoundFailTheTask(t *testing.T) {
 	}
 	join := envs[0]
 	ans, err := f.svc.Workers().Claim(ctx, refOf(join), join.Token, "w@boot", "claim-join")
-	if !errors.Is(err, scheduler.ErrInputsTooLarge) || !errors.Is(err, protocol.ErrIllegalTransition) {
+	if !errors.Is(err, workers.ErrInputsTooLarge) || !errors.Is(err, protocol.ErrIllegalTransition) {
 		n := 0
 		if ans.Envelope != nil {
 			n = len(ans.Envelope.Inputs)
@@ -78,15 +79,15 @@ func TestInputsOverTheBoundFailTheTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _ := inst.Snapshot.AttemptN(1)
-	if inst.Snapshot.State != statemodel.StateFailed || a.ErrorCategory != scheduler.CategoryInputsTooLarge || inst.Snapshot.Attempt != 1 {
-		t.Fatalf("join: %s attempt %d %+v, want FAILED by attempt 1 with %s", inst.Snapshot.State, inst.Snapshot.Attempt, a, scheduler.CategoryInputsTooLarge)
+	if inst.Snapshot.State != statemodel.StateFailed || a.ErrorCategory != workers.CategoryInputsTooLarge || inst.Snapshot.Attempt != 1 {
+		t.Fatalf("join: %s attempt %d %+v, want FAILED by attempt 1 with %s", inst.Snapshot.State, inst.Snapshot.Attempt, a, workers.CategoryInputsTooLarge)
 	}
 	before, err := ledger.FullHistory(ctx, f.st, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The worker retries its claim (same event id): the same answer, no write.
-	if _, err := f.svc.Workers().Claim(ctx, refOf(join), join.Token, "w@boot", "claim-join"); !errors.Is(err, scheduler.ErrInputsTooLarge) {
+	if _, err := f.svc.Workers().Claim(ctx, refOf(join), join.Token, "w@boot", "claim-join"); !errors.Is(err, workers.ErrInputsTooLarge) {
 		t.Fatalf("the claim's retry: %v, want the same refusal", err)
 	}
 	if after, err := ledger.FullHistory(ctx, f.st, key); err != nil || len(after) != len(before) {

@@ -20,10 +20,10 @@ func (k jobsKernel) CheckGroupLimits(ctx context.Context, j jobspec.Job) error {
 
 func (k jobsKernel) ApplyLimit(ctx context.Context, j jobspec.Job) { k.s.flow.ApplyLimit(ctx, j) }
 
-func (k jobsKernel) ForgetEventIndex() { k.s.forgetEventIndex() }
+func (k jobsKernel) ForgetEventIndex() { k.s.triggers.ForgetEventIndex() }
 
 func (k jobsKernel) RunAt(ctx context.Context, job string, logical time.Time) (ledger.Run, bool, error) {
-	return k.s.runAt(ctx, job, logical)
+	return k.s.triggers.RunAt(ctx, job, logical, maxDependencyScan)
 }
 
 func (k jobsKernel) ArmTimer(ctx context.Context, key ledger.InstanceKey, at time.Time) {
@@ -38,9 +38,3 @@ func newJobsRoom(s *Service) *jobs.Room {
 // Jobs is the jobs room: job definitions and the dependencies between
 // jobs.
 func (s *Service) Jobs() *jobs.Room { return s.jobs }
-
-// LoadJob reads a job and its definition (jobs.Room.LoadJob), for the
-// kernel's run starts, catch-up and backfills.
-func (s *Service) LoadJob(ctx context.Context, name string) (ledger.Job, jobspec.Job, error) {
-	return s.jobs.LoadJob(ctx, name)
-}

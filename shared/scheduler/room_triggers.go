@@ -38,16 +38,6 @@ func newTriggersRoom(s *Service) *triggers.Room {
 		TickerPeriod: s.cfg.TickerPeriod, BadMessage: ErrBadMessage})
 }
 
-// forgetEventIndex makes the room's on_event index stale: a job was
-// written.
-func (s *Service) forgetEventIndex() { s.triggers.ForgetEventIndex() }
-
-// runAt finds a job's run with the given logical time among its newest
-// maxDependencyScan runs.
-func (s *Service) runAt(ctx context.Context, job string, logical time.Time) (ledger.Run, bool, error) {
-	return s.triggers.RunAt(ctx, job, logical, maxDependencyScan)
-}
-
 // roomEffects hands the kernel's effects to a room, which carries them.
 func roomEffects(effs []effect) []triggers.Effect {
 	out := make([]triggers.Effect, len(effs))
@@ -81,7 +71,7 @@ func (k triggersKernel) DeadlineReached(ctx context.Context) bool { return k.s.d
 
 // LoadJob reads a job and its compiled definition.
 func (k triggersKernel) LoadJob(ctx context.Context, name string) (ledger.Job, jobspec.Job, error) {
-	return k.s.LoadJob(ctx, name)
+	return k.s.jobs.LoadJob(ctx, name)
 }
 
 // CompiledJob is spec's definition, compiled once per version.

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
@@ -40,16 +39,9 @@ func (k workersKernel) NonceMatches(inst ledger.Instance, n int, bearer string) 
 	return nonceMatches(inst, n, bearer)
 }
 
-// ClaimEnvelope is the claim's envelope with the attempt's inputs; inputs
-// too large end the attempt from cur.
-func (k workersKernel) ClaimEnvelope(ctx context.Context, inst ledger.Instance, run ledger.Run, cur ledger.Instance, n int, token string) (protocol.Envelope, error) {
-	env := claimEnvelope(inst, run, n, token)
-	if err := k.s.addInputs(ctx, inst, &env); errors.Is(err, ErrInputsTooLarge) {
-		return protocol.Envelope{}, k.s.failInputsTooLarge(ctx, cur, n, err)
-	} else if err != nil {
-		return protocol.Envelope{}, err
-	}
-	return env, nil
+// Envelope is the envelope of attempt n of inst, without its inputs.
+func (k workersKernel) Envelope(inst ledger.Instance, run ledger.Run, n int, token string) protocol.Envelope {
+	return claimEnvelope(inst, run, n, token)
 }
 
 func (k workersKernel) FollowClaim(ctx context.Context, res ledger.Result, run ledger.Run) {

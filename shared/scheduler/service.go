@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -34,7 +33,6 @@ import (
 	"github.com/runledger/runledger/shared/scheduler/signals"
 	"github.com/runledger/runledger/shared/scheduler/triggers"
 	"github.com/runledger/runledger/shared/scheduler/workers"
-	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -202,9 +200,9 @@ type Service struct {
 	entropyMu sync.Mutex
 	entropy   io.Reader
 
-	// tickShard and reconcileShard count the passes of each kind; a pass
-	// starts at shard count mod tableschema.TimerShards.
-	tickShard, reconcileShard atomic.Uint32
+	// ticks and reconciles are the ticker's and the reconciler's passes
+	// over the timers index (tick.go).
+	ticks, reconciles *timerPass
 
 	// executors are Config.Executors by type.
 	executors map[string]Executor
@@ -246,20 +244,18 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 	}
 	svc := &Service{store: ledger.New(st), queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
 		executors: map[string]Executor{}}
-	svc.maps = newMapsRoom(svc)
-	svc.triggers = newTriggersRoom(svc)
 	svc.executors[jobspec.ExecutorSignal] = signalExecutor{}
 	for _, ex := range cfg.Executors {
 		svc.executors[ex.Type()] = ex
 	}
+	// The rooms, each reaching the kernel through its adapter (room_*.go).
 	svc.flow = newFlowRoom(svc)
+	svc.maps = newMapsRoom(svc)
+	svc.triggers = newTriggersRoom(svc)
 	svc.jobs = newJobsRoom(svc)
 	svc.workers = newWorkersRoom(svc)
 	svc.signals = newSignalsRoom(svc)
-	// Instances started together (Lambda cold starts) need not all begin
-	// at the same shard.
-	svc.tickShard.Store(uint32(cfg.Random() * tableschema.TimerShards))
-	svc.reconcileShard.Store(uint32(cfg.Random() * tableschema.TimerShards))
+	svc.ticks, svc.reconciles = newTimerPass(svc), newTimerPass(svc)
 	return svc, nil
 }
 

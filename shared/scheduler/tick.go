@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +43,7 @@ func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 	var mu sync.Mutex
 	advanced := map[string]bool{}
 	lookahead := min(s.cfg.TickerPeriod, retryLookahead)
-	return s.pass(ctx, "tick", &s.tickShard, lookahead, func(ctx context.Context, d ledger.DueTimer) (bool, error) {
+	return s.ticks.run(ctx, "tick", lookahead, func(ctx context.Context, d ledger.DueTimer) (bool, error) {
 		if d.Item == ledger.TimerOfRun || statemodel.TimerKind(d.Kind) == statemodel.TimerDepsRecheck {
 			mu.Lock()
 			seen := advanced[d.Run]
@@ -73,7 +74,7 @@ func (s *Service) Tick(ctx context.Context) (PassStats, error) {
 // resolved on evidence or, once the evidence window ends empty, by policy.
 // It stops before the context's deadline.
 func (s *Service) Reconcile(ctx context.Context) (PassStats, error) {
-	return s.pass(ctx, "reconcile", &s.reconcileShard, 0, func(ctx context.Context, d ledger.DueTimer) (bool, error) {
+	return s.reconciles.run(ctx, "reconcile", 0, func(ctx context.Context, d ledger.DueTimer) (bool, error) {
 		if d.Item != ledger.TimerOfInstance {
 			return false, nil
 		}
@@ -105,18 +106,40 @@ type passState struct {
 	errs []error
 }
 
-// pass lists and handles the due timers of every shard. Each pass starts
-// shardStride shards further than the previous pass of its kind (first
-// counts the passes), so a pass that stops at its deadline in a slow shard leaves the
+// timerPass is one kind of pass over the timers index, the ticker's or
+// the reconciler's: it counts its passes (a pass starts at the count mod
+// tableschema.TimerShards) and lists the due timers with what it was
+// given.
+type timerPass struct {
+	passes atomic.Uint32
+	store  interface {
+		ListDueTimers(ctx context.Context, shard int, now time.Time, limit int, token string) ([]ledger.DueTimer, string, error)
+	}
+	now     func() time.Time
+	reached func(context.Context) bool // the pass is to stop (Service.deadlineReached)
+	log     *slog.Logger
+}
+
+// newTimerPass builds s's pass of one kind, starting at a random shard:
+// instances started together (Lambda cold starts) need not all begin at
+// the same one.
+func newTimerPass(s *Service) *timerPass {
+	p := &timerPass{store: s.store, now: s.now, reached: s.deadlineReached, log: s.log}
+	p.passes.Store(uint32(s.cfg.Random() * tableschema.TimerShards))
+	return p
+}
+
+// run lists and handles the due timers of every shard. Each pass starts
+// shardStride shards further than the previous pass of its kind, so a pass that stops at its deadline in a slow shard leaves the
 // other shards to the next passes rather than starving them. Instance and
 // run timers are handled up to passParallelism at once (a run's backstops
 // fall due together with its retries: runs created together re-arm
 // together); job and backfill timers one after another, in the index's
 // order. Retries due within
 // lookahead of now are listed too, and each handled once due.
-func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, lookahead time.Duration, handle func(context.Context, ledger.DueTimer) (bool, error)) (PassStats, error) {
+func (p *timerPass) run(ctx context.Context, name string, lookahead time.Duration, handle func(context.Context, ledger.DueTimer) (bool, error)) (PassStats, error) {
 	start := time.Now()
-	now := s.now()
+	now := p.now()
 	ps := &passState{}
 	sem := make(chan struct{}, passParallelism)
 	var wg sync.WaitGroup
@@ -126,14 +149,14 @@ func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, l
 		ps.st.Duration = time.Since(start)
 		return ps.st, errors.Join(ps.errs...)
 	}
-	from := int((first.Add(1)-1)*shardStride) % tableschema.TimerShards
+	from := int((p.passes.Add(1)-1)*shardStride) % tableschema.TimerShards
 	until := now.Add(lookahead)
-	firsts := s.firstDuePages(ctx, until)
+	firsts := p.firstDuePages(ctx, until)
 	for i := range tableschema.TimerShards {
 		shard := (from + i) % tableschema.TimerShards
 		token := ""
 		for page := 0; ; page++ {
-			if s.deadlineReached(ctx) {
+			if p.reached(ctx) {
 				return finish(true)
 			}
 			var due []ledger.DueTimer
@@ -142,14 +165,14 @@ func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, l
 			if page == 0 {
 				due, next, err = firsts[shard].due, firsts[shard].next, firsts[shard].err
 			} else {
-				due, next, err = s.store.ListDueTimers(ctx, shard, until, ledger.MaxListLimit, token)
+				due, next, err = p.store.ListDueTimers(ctx, shard, until, ledger.MaxListLimit, token)
 			}
 			if err != nil {
 				ps.fail(err)
 				break
 			}
 			for _, d := range due {
-				if s.deadlineReached(ctx) {
+				if p.reached(ctx) {
 					break
 				}
 				early := d.At.After(now)
@@ -158,16 +181,16 @@ func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, l
 				}
 				ps.listed()
 				if d.Item == ledger.TimerOfJob || d.Item == ledger.TimerOfBackfill {
-					s.handleTimer(ctx, name, ps, handle, d)
+					p.handle(ctx, name, ps, handle, d)
 					continue
 				}
 				if early {
 					// It takes a slot once due: waiting holds none.
 					wg.Go(func() {
-						if s.sleepUntil(ctx, d.At) {
+						if sleepUntil(ctx, p.now, d.At) {
 							sem <- struct{}{}
 							defer func() { <-sem }()
-							s.handleTimer(ctx, name, ps, handle, d)
+							p.handle(ctx, name, ps, handle, d)
 						}
 					})
 					continue
@@ -175,7 +198,7 @@ func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, l
 				sem <- struct{}{}
 				wg.Go(func() {
 					defer func() { <-sem }()
-					s.handleTimer(ctx, name, ps, handle, d)
+					p.handle(ctx, name, ps, handle, d)
 				})
 			}
 			if next == "" {
@@ -187,8 +210,8 @@ func (s *Service) pass(ctx context.Context, name string, first *atomic.Uint32, l
 	return finish(false)
 }
 
-// handleTimer hands one due timer to the pass's handler and counts it.
-func (s *Service) handleTimer(ctx context.Context, name string, ps *passState, handle func(context.Context, ledger.DueTimer) (bool, error), d ledger.DueTimer) {
+// handle hands one due timer to the pass's handler and counts it.
+func (p *timerPass) handle(ctx context.Context, name string, ps *passState, handle func(context.Context, ledger.DueTimer) (bool, error), d ledger.DueTimer) {
 	acted, err := handle(ctx, d)
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -197,7 +220,7 @@ func (s *Service) handleTimer(ctx context.Context, name string, ps *passState, h
 	}
 	if err != nil {
 		ps.st.Errors++
-		s.log.WarnContext(ctx, name+" timer", "item", string(d.Item), "job", d.Job, "run_id", d.Run, "task", d.Task, "kind", d.Kind, "error", err.Error())
+		p.log.WarnContext(ctx, name+" timer", "item", string(d.Item), "job", d.Job, "run_id", d.Run, "task", d.Task, "kind", d.Kind, "error", err.Error())
 		if transient(err) {
 			ps.errs = append(ps.errs, err)
 		}
@@ -217,10 +240,10 @@ func (ps *passState) fail(err error) {
 	ps.mu.Unlock()
 }
 
-// sleepUntil waits until at by the scheduler's clock (real time paces the
-// wait), or until ctx ends; it reports whether at came.
-func (s *Service) sleepUntil(ctx context.Context, at time.Time) bool {
-	wait := at.Sub(s.now())
+// sleepUntil waits until at by the clock now (real time paces the wait),
+// or until ctx ends; it reports whether at came.
+func sleepUntil(ctx context.Context, now func() time.Time, at time.Time) bool {
+	wait := at.Sub(now())
 	if wait <= 0 {
 		return true
 	}
@@ -253,7 +276,7 @@ const shardReaders = 16
 // shardReaders shards at once: a pass reads many shards (they keep each
 // index partition under its write limit), and one after the other they
 // would take that many round trips.
-func (s *Service) firstDuePages(ctx context.Context, until time.Time) []duePage {
+func (p *timerPass) firstDuePages(ctx context.Context, until time.Time) []duePage {
 	out := make([]duePage, tableschema.TimerShards)
 	shards := make(chan int)
 	var wg sync.WaitGroup
@@ -262,8 +285,8 @@ func (s *Service) firstDuePages(ctx context.Context, until time.Time) []duePage 
 		go func() {
 			defer wg.Done()
 			for shard := range shards {
-				p := &out[shard]
-				p.due, p.next, p.err = s.store.ListDueTimers(ctx, shard, until, ledger.MaxListLimit, "")
+				page := &out[shard]
+				page.due, page.next, page.err = p.store.ListDueTimers(ctx, shard, until, ledger.MaxListLimit, "")
 			}
 		}()
 	}
@@ -342,7 +365,7 @@ func (s *Service) waitDue(ctx context.Context, at time.Time) (bool, error) {
 	if at.Sub(s.now()) > time.Second {
 		return false, nil
 	}
-	if !s.sleepUntil(ctx, at) {
+	if !sleepUntil(ctx, s.now, at) {
 		return false, ctx.Err()
 	}
 	return true, nil

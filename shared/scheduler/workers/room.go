@@ -33,11 +33,9 @@ type Kernel interface {
 	// NonceMatches reports whether bearer is attempt n's one-time claim
 	// nonce.
 	NonceMatches(inst ledger.Instance, n int, bearer string) bool
-	// ClaimEnvelope is the envelope a won claim of attempt n of inst (as
-	// read with its run) answers with, inputs included; cur is the
-	// instance as the claim left it, which inputs too large end FAILED
-	// (the error answered is then the reason).
-	ClaimEnvelope(ctx context.Context, inst ledger.Instance, run ledger.Run, cur ledger.Instance, n int, token string) (protocol.Envelope, error)
+	// Envelope is the envelope of attempt n of inst (as read with its
+	// run), without its inputs: what the dispatch sent.
+	Envelope(inst ledger.Instance, run ledger.Run, n int, token string) protocol.Envelope
 	// FollowClaim handles a claim's applied transition and performs its
 	// effects; run is the run as the claim read it (a run already
 	// started is not marked started again).
@@ -59,6 +57,7 @@ type Store interface {
 	GetInstance(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, error)
 	GetInstanceAndRun(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, ledger.Run, error)
 	GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (ledger.Attempt, error)
+	GetOutputs(ctx context.Context, run string, tasks []string) (map[string][]byte, error)
 	ReadRun(ctx context.Context, id string) (ledger.RunView, error)
 	TransitionFrom(ctx context.Context, held ledger.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error)
 	Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt int, now time.Time, lease time.Duration) (ledger.HeartbeatResult, error)

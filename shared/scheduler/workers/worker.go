@@ -204,7 +204,7 @@ func (w *Room) Claim(ctx context.Context, ref protocol.AttemptRef, token, worker
 	// claimed answers the claim that won, from cur, the instance as the
 	// claim left it; inputs too large end the attempt there.
 	claimed := func(cur ledger.Instance) (protocol.ClaimAnswer, error) {
-		env, err := w.k.ClaimEnvelope(ctx, inst, run, cur, ref.Attempt, token)
+		env, err := w.claimEnvelope(ctx, inst, run, cur, ref.Attempt, token)
 		if err != nil {
 			return protocol.ClaimAnswer{}, err
 		}

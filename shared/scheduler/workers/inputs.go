@@ -1,4 +1,4 @@
-package scheduler
+package workers
 
 import (
 	"context"
@@ -28,14 +28,14 @@ var ErrInputsTooLarge = protocol.NewError(protocol.CodeIllegalTransition, "input
 // none for a task without upstream tasks). The queue message never
 // carries them: it stays small, and an output is read when it is needed.
 // Outputs over protocol.MaxInputsBytes in total are ErrInputsTooLarge.
-func (s *Service) addInputs(ctx context.Context, inst ledger.Instance, env *protocol.Envelope) error {
+func (w *Room) addInputs(ctx context.Context, inst ledger.Instance, env *protocol.Envelope) error {
 	if _, i, ok := ledger.ParseChild(inst.Key.Task); ok {
 		env.Item, env.Index = inst.Item, &i
 	}
 	if len(inst.DependsOn) == 0 {
 		return nil
 	}
-	outs, err := s.store.GetOutputs(ctx, inst.Key.Run, inst.DependsOn)
+	outs, err := w.store.GetOutputs(ctx, inst.Key.Run, inst.DependsOn)
 	if err != nil {
 		return fmt.Errorf("inputs of %s: %w", inst.Key, err)
 	}
@@ -52,6 +52,20 @@ func (s *Service) addInputs(ctx context.Context, inst ledger.Instance, env *prot
 	return nil
 }
 
+// claimEnvelope is the envelope a won claim of attempt n of inst (as read
+// with run) answers with, its inputs added; cur is the instance as the
+// claim left it, which inputs too large end FAILED (the error answered is
+// then the reason).
+func (w *Room) claimEnvelope(ctx context.Context, inst ledger.Instance, run ledger.Run, cur ledger.Instance, n int, token string) (protocol.Envelope, error) {
+	env := w.k.Envelope(inst, run, n, token)
+	if err := w.addInputs(ctx, inst, &env); errors.Is(err, ErrInputsTooLarge) {
+		return protocol.Envelope{}, w.failInputsTooLarge(ctx, cur, n, err)
+	} else if err != nil {
+		return protocol.Envelope{}, err
+	}
+	return env, nil
+}
+
 // inputsSize is the length of inputs encoded as a JSON object.
 func inputsSize(inputs map[string]json.RawMessage) int {
 	n := len("{}") + max(len(inputs)-1, 0) // braces and commas
@@ -66,16 +80,15 @@ func inputsSize(inputs map[string]json.RawMessage) int {
 // CategoryInputsTooLarge and no retry, and answers cause. The event's id
 // is the attempt's own, so the claimer's retry of its claim writes nothing
 // new; a store error is answered instead, and that retry tries again.
-func (s *Service) failInputsTooLarge(ctx context.Context, cur ledger.Instance, n int, cause error) error {
+func (w *Room) failInputsTooLarge(ctx context.Context, cur ledger.Instance, n int, cause error) error {
 	ev := statemodel.Event{ID: fmt.Sprintf("inputs-too-large:%d", n), Type: statemodel.EvFailed, Actor: statemodel.ActorWorker,
 		Attempt: n, ErrorCategory: CategoryInputsTooLarge, Retryable: new(bool), Reason: protocol.ClipReason(cause.Error())}
-	res, err := s.store.TransitionFrom(ctx, cur, ev, s.now(), s.policy())
+	res, err := w.store.TransitionFrom(ctx, cur, ev, w.k.Now(), w.k.Policy())
 	if err != nil && !errors.Is(err, statemodel.ErrIllegalTransition) {
 		return fmt.Errorf("record %s#%d failed (%v): %w", cur.Key, n, cause, err)
 	}
 	if err == nil && res.Outcome == statemodel.Applied {
-		s.applied(ctx, res)
-		s.perform(ctx, effectsOf(res)...)
+		w.k.Follow(ctx, res)
 	}
 	return cause
 }
