@@ -51,7 +51,7 @@ func (s *Service) HandleMessages(ctx context.Context, msgs []QueueMessage) (rede
 			redeliver = append(redeliver, m.ID)
 		default:
 			s.log.ErrorContext(ctx, "event refused", "message_id", m.ID, "queue_arn", m.QueueARN, "error", err.Error())
-			s.emit(metric{name: MetricMessageRefused, unit: "Count", value: 1,
+			s.metrics.emit(metric{name: MetricMessageRefused, unit: "Count", value: 1,
 				props: map[string]any{"message_id": m.ID, "queue_arn": m.QueueARN}})
 		}
 	}

@@ -2,6 +2,9 @@ package scheduler
 
 import (
 	"encoding/json"
+	"io"
+	"sync"
+	"time"
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
@@ -22,34 +25,43 @@ const JobDimension = "Job"
 // and never redelivered, so this count is what an alarm can watch.
 const MetricMessageRefused = "MessageRefused"
 
-// emitTransitionMetrics writes CloudWatch embedded-metric-format lines for
+// metrics writes the Service's CloudWatch embedded-metric-format lines to
+// Config.Metrics, each line whole although passes running at once share
+// the writer.
+type metrics struct {
+	mu  sync.Mutex
+	w   io.Writer
+	now func() time.Time
+}
+
+// transitions writes CloudWatch embedded-metric-format lines for
 // the transitions that alarms and dashboards watch: every move to LOST or
 // FAILED, and every claim's queue wait (from transition times, never from
 // created/updated columns).
-func (s *Service) emitTransitionMetrics(key ledger.InstanceKey, job string, snap statemodel.Snapshot, tr *statemodel.Transition) {
+func (m *metrics) transitions(key ledger.InstanceKey, job string, snap statemodel.Snapshot, tr *statemodel.Transition) {
 	props := map[string]any{"run_id": key.Run, "task": key.Task, "attempt": tr.Attempt, "job": job}
 	switch {
 	case tr.To == statemodel.StateLost:
-		s.emit(metric{name: "InstanceLost", unit: "Count", value: 1, props: props})
+		m.emit(metric{name: "InstanceLost", unit: "Count", value: 1, props: props})
 	case tr.To == statemodel.StateFailed:
-		s.emit(metric{name: "TaskFailed", unit: "Count", value: 1, props: props})
+		m.emit(metric{name: "TaskFailed", unit: "Count", value: 1, props: props})
 	case tr.Event == statemodel.EvStarted:
 		if a, ok := snap.AttemptN(tr.Attempt); ok {
-			if m := a.Metrics(); m.QueueWait != nil {
-				s.emit(metric{name: "QueueWait", unit: "Milliseconds", value: float64(m.QueueWait.Milliseconds()), props: props})
+			if am := a.Metrics(); am.QueueWait != nil {
+				m.emit(metric{name: "QueueWait", unit: "Milliseconds", value: float64(am.QueueWait.Milliseconds()), props: props})
 			}
 		}
 	}
 }
 
-// emitRun writes one metric of a run; byJob also counts it under the run's
+// run writes one metric of a run; byJob also counts it under the run's
 // job (JobDimension).
-func (s *Service) emitRun(name, unit string, value float64, run ledger.Run, byJob bool) {
-	m := metric{name: name, unit: unit, value: value, props: map[string]any{"run_id": run.ID, "job": run.Job}}
+func (m *metrics) run(name, unit string, value float64, run ledger.Run, byJob bool) {
+	line := metric{name: name, unit: unit, value: value, props: map[string]any{"run_id": run.ID, "job": run.Job}}
 	if byJob {
-		m.job = run.Job
+		line.job = run.Job
 	}
-	s.emit(m)
+	m.emit(line)
 }
 
 // metric is one embedded-metric line: a value with no dimension, and under
@@ -61,30 +73,31 @@ type metric struct {
 	props      map[string]any
 }
 
-func (s *Service) emit(m metric) {
+// emit writes one line.
+func (m *metrics) emit(one metric) {
 	dims := [][]string{{}}
 	line := map[string]any{}
-	for k, v := range m.props {
+	for k, v := range one.props {
 		line[k] = v
 	}
-	if m.job != "" {
+	if one.job != "" {
 		dims = append(dims, []string{JobDimension})
-		line[JobDimension] = m.job
+		line[JobDimension] = one.job
 	}
 	line["_aws"] = map[string]any{
-		"Timestamp": s.now().UnixMilli(),
+		"Timestamp": m.now().UnixMilli(),
 		"CloudWatchMetrics": []any{map[string]any{
 			"Namespace":  MetricsNamespace,
 			"Dimensions": dims,
-			"Metrics":    []any{map[string]string{"Name": m.name, "Unit": m.unit}},
+			"Metrics":    []any{map[string]string{"Name": one.name, "Unit": one.unit}},
 		}},
 	}
-	line[m.name] = m.value
+	line[one.name] = one.value
 	b, err := json.Marshal(line)
 	if err != nil {
 		return
 	}
-	s.metricsMu.Lock()
-	defer s.metricsMu.Unlock()
-	_, _ = s.cfg.Metrics.Write(append(b, '\n'))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, _ = m.w.Write(append(b, '\n'))
 }

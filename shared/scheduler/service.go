@@ -218,9 +218,8 @@ type Service struct {
 	// Services never share its caches.
 	maps *maps.Room[effect]
 
-	// metricsMu keeps each embedded-metric line whole on Config.Metrics,
-	// which passes running at once share.
-	metricsMu sync.Mutex
+	// metrics writes the embedded-metric lines (metrics.go).
+	metrics *metrics
 
 	// compiled keeps the job versions compiled once (compiled.go).
 	compiled compiledJobs
@@ -243,7 +242,7 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	svc := &Service{store: ledger.New(st), queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
-		executors: map[string]Executor{}}
+		executors: map[string]Executor{}, metrics: &metrics{w: cfg.Metrics, now: cfg.Now}}
 	svc.executors[jobspec.ExecutorSignal] = signalExecutor{}
 	for _, ex := range cfg.Executors {
 		svc.executors[ex.Type()] = ex

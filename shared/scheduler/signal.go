@@ -45,7 +45,7 @@ func (s *Service) applied(ctx context.Context, res ledger.Result) {
 	release := false
 	for _, tr := range trs {
 		release = release || flow.ReleasesSlot(tr)
-		s.emitTransitionMetrics(inst.Key, inst.Job, res.Snapshot, &tr)
+		s.metrics.transitions(inst.Key, inst.Job, res.Snapshot, &tr)
 		if s.cfg.Moved != nil {
 			s.cfg.Moved(Moved{Job: inst.Job, Run: inst.Key.Run, Task: inst.Key.Task, From: tr.From, To: tr.To, At: tr.ObservedAt})
 		}
@@ -101,17 +101,17 @@ func (s *Service) runEnded(ctx context.Context, run ledger.Run, nodes []statemod
 	switch run.ExecutionState {
 	case statemodel.RunSucceeded:
 		typ = protocol.SignalRunSucceeded
-		s.emitRun("RunSucceeded", "Count", 1, run, false)
+		s.metrics.run("RunSucceeded", "Count", 1, run, false)
 	case statemodel.RunFailed:
 		typ = protocol.SignalRunFailed
-		s.emitRun("RunFailed", "Count", 1, run, true)
+		s.metrics.run("RunFailed", "Count", 1, run, true)
 	case statemodel.RunCancelled:
 		typ = protocol.SignalRunCancelled
 	default:
 		return
 	}
 	if !run.EndedAt.IsZero() && !run.CreatedAt.IsZero() {
-		s.emitRun("RunDuration", "Milliseconds", float64(run.EndedAt.Sub(run.CreatedAt).Milliseconds()), run, true)
+		s.metrics.run("RunDuration", "Milliseconds", float64(run.EndedAt.Sub(run.CreatedAt).Milliseconds()), run, true)
 	}
 	s.signal(ctx, protocol.Signal{Type: typ, Time: run.EndedAt, Job: run.Job, Run: run.ID,
 		State: string(run.ExecutionState), Reason: runReason(run.ExecutionState, nodes)})
@@ -146,7 +146,7 @@ func runReason(state statemodel.RunState, nodes []statemodel.TaskNode) string {
 // deadlineMissed signals and measures a run found unfinished at its
 // deadline (once: the caller recorded it first).
 func (s *Service) deadlineMissed(ctx context.Context, run ledger.Run, deadline time.Duration) {
-	s.emitRun("DeadlineMissed", "Count", 1, run, false)
+	s.metrics.run("DeadlineMissed", "Count", 1, run, false)
 	s.signal(ctx, protocol.Signal{Type: protocol.SignalRunDeadlineMissed, Time: s.now(), Job: run.Job, Run: run.ID,
 		State:  string(run.ExecutionState),
 		Reason: fmt.Sprintf("unfinished at its deadline %s (%s after it could start)", protocol.FormatTime(run.DeadlineAt), deadline)})
