@@ -193,7 +193,7 @@ func (s *Service) prepareDispatch(ctx context.Context, e effect) (*pendingDispat
 			return fail(fmt.Errorf("pool %q has no queue", inst.Pool))
 		}
 		p.url = url
-	} else if p.ex, err = s.executorFor(spec); err != nil {
+	} else if p.ex, err = s.executors.of(spec); err != nil {
 		return fail(err)
 	}
 	p.spec = spec

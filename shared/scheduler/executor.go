@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/ledger"
@@ -82,9 +83,26 @@ func instanceExecutor(inst ledger.Instance) (jobspec.Executor, error) {
 	return e, nil
 }
 
-// executorFor is the registered executor of spec's type.
-func (s *Service) executorFor(spec jobspec.Executor) (Executor, error) {
-	ex, ok := s.executors[spec.Type]
+// executors are the Service's executors by type (Config.Executors and the
+// signal tasks' own), with the evidence providers of queue attempts.
+type executors struct {
+	byType   map[string]Executor
+	evidence []EvidenceProvider
+	log      *slog.Logger
+}
+
+// newExecutors registers cfg's executors beside the signal tasks'.
+func newExecutors(cfg Config) *executors {
+	e := &executors{byType: map[string]Executor{jobspec.ExecutorSignal: signalExecutor{}}, evidence: cfg.Evidence, log: cfg.Logger}
+	for _, ex := range cfg.Executors {
+		e.byType[ex.Type()] = ex
+	}
+	return e
+}
+
+// of is the registered executor of spec's type.
+func (e *executors) of(spec jobspec.Executor) (Executor, error) {
+	ex, ok := e.byType[spec.Type]
 	if !ok {
 		return nil, fmt.Errorf("no %s executor is configured in this deployment", spec.Type)
 	}
@@ -106,41 +124,41 @@ func (e executorEvidence) Check(ctx context.Context, inst ledger.Instance, a sta
 // evidenceFor lists the providers to ask about attempt a: its executor's
 // for an attempt started outside the queues, else the configured ones
 // (the worker leases first).
-func (s *Service) evidenceFor(inst ledger.Instance, a statemodel.AttemptRecord) []EvidenceProvider {
+func (e *executors) evidenceFor(inst ledger.Instance, a statemodel.AttemptRecord) []EvidenceProvider {
 	if a.Executor == "" || a.Executor == jobspec.ExecutorQueue {
-		return s.cfg.Evidence
+		return e.evidence
 	}
 	spec, err := instanceExecutor(inst)
 	if err != nil {
 		return nil
 	}
-	ex, err := s.executorFor(spec)
+	ex, err := e.of(spec)
 	if err != nil {
 		return nil
 	}
 	return []EvidenceProvider{executorEvidence{ex: ex, spec: spec}}
 }
 
-// stopAttempt asks a's executor to stop it (a cancel reached its timeout).
+// stop asks a's executor to stop it (a cancel reached its timeout).
 // Queue attempts have nothing to stop: their worker learns of the cancel
 // from its heartbeat's answer.
-func (s *Service) stopAttempt(ctx context.Context, inst ledger.Instance, a statemodel.AttemptRecord) {
+func (e *executors) stop(ctx context.Context, inst ledger.Instance, a statemodel.AttemptRecord) {
 	if a.Executor == "" || a.Executor == jobspec.ExecutorQueue || a.ExecutorID == "" {
 		return
 	}
 	spec, err := instanceExecutor(inst)
 	if err == nil {
 		var ex Executor
-		if ex, err = s.executorFor(spec); err == nil {
+		if ex, err = e.of(spec); err == nil {
 			err = ex.Stop(ctx, a.ExecutorID, spec)
 		}
 	}
 	if err != nil {
-		s.log.WarnContext(ctx, "stop attempt", "run_id", inst.Key.Run, "task", inst.Key.Task, "attempt", a.N,
+		e.log.WarnContext(ctx, "stop attempt", "run_id", inst.Key.Run, "task", inst.Key.Task, "attempt", a.N,
 			"executor", a.Executor, "executor_id", a.ExecutorID, "error", err.Error())
 		return
 	}
-	s.log.InfoContext(ctx, "attempt stopped", "run_id", inst.Key.Run, "task", inst.Key.Task, "attempt", a.N,
+	e.log.InfoContext(ctx, "attempt stopped", "run_id", inst.Key.Run, "task", inst.Key.Task, "attempt", a.N,
 		"executor", a.Executor, "executor_id", a.ExecutorID)
 }
 

@@ -126,7 +126,7 @@ func (s *Service) reconcileInstance(ctx context.Context, key ledger.InstanceKey)
 		if ev.Type == statemodel.EvCancelTimeout {
 			// The work did not stop on its own: ask its executor to.
 			if cur, ok := inst.Snapshot.Current(); ok {
-				s.stopAttempt(ctx, inst, cur)
+				s.executors.stop(ctx, inst, cur)
 			}
 		}
 		return s.resolveLost(ctx, inst) // a restarted worker need not wait out the window
@@ -155,7 +155,7 @@ func (s *Service) resolveLost(ctx context.Context, inst ledger.Instance) error {
 	fenceEnd := snap.Lease.ExpiresAt.Add(s.cfg.MaxClockSkew)
 	var recheck time.Time // when a verdict held back by the fence may count
 	var ev statemodel.Event
-	for _, p := range s.evidenceFor(inst, cur) {
+	for _, p := range s.executors.evidenceFor(inst, cur) {
 		found, err := p.Check(ctx, inst, cur)
 		if err != nil {
 			s.log.WarnContext(ctx, "evidence provider", "provider", p.Name(), "run_id", inst.Key.Run, "task", inst.Key.Task, "error", err.Error())

@@ -204,8 +204,8 @@ type Service struct {
 	// over the timers index (tick.go).
 	ticks, reconciles *timerPass
 
-	// executors are Config.Executors by type.
-	executors map[string]Executor
+	// executors are Config.Executors by type (executor.go).
+	executors *executors
 
 	// triggers is the room that starts runs (room_triggers.go).
 	triggers *triggers.Room
@@ -242,11 +242,7 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	svc := &Service{store: ledger.New(st), queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
-		executors: map[string]Executor{}, metrics: &metrics{w: cfg.Metrics, now: cfg.Now}}
-	svc.executors[jobspec.ExecutorSignal] = signalExecutor{}
-	for _, ex := range cfg.Executors {
-		svc.executors[ex.Type()] = ex
-	}
+		executors: newExecutors(cfg), metrics: &metrics{w: cfg.Metrics, now: cfg.Now}}
 	// The rooms, each reaching the kernel through its adapter (room_*.go).
 	svc.flow = newFlowRoom(svc)
 	svc.maps = newMapsRoom(svc)
