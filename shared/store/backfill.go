@@ -115,7 +115,7 @@ func decodeBackfill(m map[string]types.AttributeValue) (ledger.Backfill, error) 
 //
 // Its backstop is b.TimerAt, or the store's clock + its run backstop when
 // zero; a backfill with nothing to run is written ended.
-func (s *Store) CreateBackfill(ctx context.Context, b ledger.Backfill) (ledger.Backfill, error) {
+func (s *backfills) CreateBackfill(ctx context.Context, b ledger.Backfill) (ledger.Backfill, error) {
 	op := func(err error) error { return fmt.Errorf("create backfill %s of job %s: %w", b.ID, b.Job, err) }
 	if err := ledger.CheckNewBackfill(b); err != nil {
 		return ledger.Backfill{}, op(err)
@@ -161,12 +161,12 @@ func newBackfill(b ledger.Backfill, stamp time.Time, backstop time.Duration) led
 }
 
 // GetBackfill reads a backfill (strongly consistent).
-func (s *Store) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
+func (s *backfills) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
 	op := func(err error) error { return fmt.Errorf("get backfill %s: %w", id, err) }
 	if err := ledger.CheckBackfillID(id); err != nil {
 		return ledger.Backfill{}, op(err)
 	}
-	b, err := getItem(ctx, s, backfillPK(id), skBackfill, decodeBackfill)
+	b, err := getItem(ctx, s.base, backfillPK(id), skBackfill, decodeBackfill)
 	if err != nil {
 		return ledger.Backfill{}, op(err)
 	}
@@ -176,7 +176,7 @@ func (s *Store) GetBackfill(ctx context.Context, id string) (ledger.Backfill, er
 // ListBackfills lists a job's backfills newest first: one strongly
 // consistent Query of the job's backfill pointers, then the backfills
 // (BatchGetItem). Callers page until the token is "".
-func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token string) ([]ledger.Backfill, string, error) {
+func (s *backfills) ListBackfills(ctx context.Context, job string, limit int, token string) ([]ledger.Backfill, string, error) {
 	op := func(err error) error { return fmt.Errorf("list backfills of job %s: %w", job, err) }
 	if err := ledger.CheckJobName(job); err != nil {
 		return nil, "", op(err)
@@ -242,7 +242,7 @@ func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token 
 //
 // Counts that do not add up to the backfill's slots are refused
 // (ErrInvalidInput) before any write.
-func (s *Store) UpdateBackfill(ctx context.Context, b ledger.Backfill) (ledger.Backfill, error) {
+func (s *backfills) UpdateBackfill(ctx context.Context, b ledger.Backfill) (ledger.Backfill, error) {
 	op := func(err error) error {
 		return fmt.Errorf("update backfill %s from version %d: %w", b.ID, b.Version, err)
 	}
@@ -266,7 +266,7 @@ func (s *Store) UpdateBackfill(ctx context.Context, b ledger.Backfill) (ledger.B
 // schedule, catch-up or backfill run claimed it, or a manual run with
 // that logical time marked it), in the order of slots. One BatchGetItem
 // per 100 slots.
-func (s *Store) TakenSlots(ctx context.Context, job string, slots []time.Time) ([]bool, error) {
+func (s *backfills) TakenSlots(ctx context.Context, job string, slots []time.Time) ([]bool, error) {
 	op := func(err error) error { return fmt.Errorf("read %d slots of job %s: %w", len(slots), job, err) }
 	if err := ledger.CheckJobName(job); err != nil {
 		return nil, op(err)

@@ -91,7 +91,7 @@ func planHistory(inline []statemodel.Transition, trs ...statemodel.Transition) (
 // putHistory writes spilled records as one history item. It has no
 // condition: its records are committed and never change, so writing them
 // again (a retry after a crash, with the same or more records) is harmless.
-func (s *Store) putHistory(ctx context.Context, key ledger.InstanceKey, trs []statemodel.Transition) error {
+func (s *instances) putHistory(ctx context.Context, key ledger.InstanceKey, trs []statemodel.Transition) error {
 	last := trs[len(trs)-1].Seq
 	it := item{
 		tableschema.PK:  str(runPK(key.Run)),
@@ -120,7 +120,7 @@ func (s *Store) putHistory(ctx context.Context, key ledger.InstanceKey, trs []st
 // longer holds (statemodel.MaxInlineAttempts) to their attempt items,
 // keeping any late events there. Like putHistory it precedes the instance
 // write and is harmless to repeat.
-func (s *Store) putEvictedAttempts(ctx context.Context, key ledger.InstanceKey, from, to statemodel.Snapshot) error {
+func (s *instances) putEvictedAttempts(ctx context.Context, key ledger.InstanceKey, from, to statemodel.Snapshot) error {
 	for _, a := range from.Attempts {
 		if len(to.Attempts) == 0 || a.N >= to.Attempts[0].N {
 			continue
@@ -165,7 +165,7 @@ func spilled(inst ledger.Instance) bool {
 //
 // History items are keyed by their last record's seq, so the first item
 // the range returns may start before from.
-func (s *Store) readSpilled(ctx context.Context, key ledger.InstanceKey, from int64, want int) ([]statemodel.Transition, error) {
+func (s *instances) readSpilled(ctx context.Context, key ledger.InstanceKey, from int64, want int) ([]statemodel.Transition, error) {
 	e := newExpr()
 	upper := []byte(transitionPrefix(key.Task))
 	upper[len(upper)-1]++
@@ -225,7 +225,7 @@ func mergeHistory(lists ...[]statemodel.Transition) []statemodel.Transition {
 // applied event's id, and this read is paid only by an event the snapshot's
 // recent ids do not know (a rejected or stale one, or any event on an
 // instance with more than statemodel.RecentEvents transitions).
-func (s *Store) SeenBefore(ctx context.Context, inst ledger.Instance, id string) (statemodel.SeenEvent, bool, error) {
+func (s *instances) SeenBefore(ctx context.Context, inst ledger.Instance, id string) (statemodel.SeenEvent, bool, error) {
 	find := func(trs []statemodel.Transition) (statemodel.SeenEvent, bool) {
 		for _, tr := range trs {
 			if tr.EventID == id {
@@ -256,7 +256,7 @@ func (s *Store) SeenBefore(ctx context.Context, inst ledger.Instance, id string)
 // One GetItem of the instance, whose item holds the newest records, and,
 // when the page starts before them, one Query of the spilled ones
 // (readSpilled).
-func (s *Store) History(ctx context.Context, key ledger.InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
+func (s *instances) History(ctx context.Context, key ledger.InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
 	op := func(err error) error { return fmt.Errorf("history %s: %w", key, err) }
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return nil, "", op(err)

@@ -89,11 +89,11 @@ func decodeInstance(m map[string]types.AttributeValue) (ledger.Instance, error) 
 }
 
 // GetInstance reads one instance with a strongly consistent GetItem.
-func (s *Store) GetInstance(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, error) {
+func (s *instances) GetInstance(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, error) {
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
 	}
-	inst, err := getItem(ctx, s, runPK(key.Run), instanceSK(key.Task), decodeInstance)
+	inst, err := getItem(ctx, s.base, runPK(key.Run), instanceSK(key.Task), decodeInstance)
 	if err != nil {
 		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
 	}
@@ -106,7 +106,7 @@ func (s *Store) GetInstance(ctx context.Context, key ledger.InstanceKey) (ledger
 // instance let it go. Late events live in the attempt item. One strongly
 // consistent GetItem of the attempt item, and one of the instance when the
 // item holds no record.
-func (s *Store) GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (ledger.Attempt, error) {
+func (s *instances) GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (ledger.Attempt, error) {
 	op := func(err error) error { return fmt.Errorf("get attempt %s#%d: %w", key, n, err) }
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return ledger.Attempt{}, op(err)
@@ -183,7 +183,7 @@ func asConflict(key ledger.InstanceKey, err error) (*ledger.ConflictError, bool)
 // Refreshed (a heartbeat that changes no state): one UpdateItem of the
 // instance's lease and timer, condition #state = :expected_state AND
 // #version = :expected_version; fails as above.
-func (s *Store) WriteInstance(ctx context.Context, from ledger.Instance, ds []statemodel.Decision) (ledger.Instance, error) {
+func (s *instances) WriteInstance(ctx context.Context, from ledger.Instance, ds []statemodel.Decision) (ledger.Instance, error) {
 	if err := ledger.CheckInstanceKey(from.Key); err != nil {
 		return from, err
 	}
@@ -203,7 +203,7 @@ func (s *Store) WriteInstance(ctx context.Context, from ledger.Instance, ds []st
 
 // writeTransitions writes applied decisions, made in order from
 // inst.Snapshot, as one conditional UpdateItem (see WriteInstance).
-func (s *Store) writeTransitions(ctx context.Context, inst ledger.Instance, ds []statemodel.Decision) (ledger.Instance, error) {
+func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, ds []statemodel.Decision) (ledger.Instance, error) {
 	key, from := inst.Key, inst.Snapshot
 	trs := make([]statemodel.Transition, 0, len(ds))
 	expiry := false
@@ -263,7 +263,7 @@ func (s *Store) writeTransitions(ctx context.Context, inst ledger.Instance, ds [
 			ExpressionAttributeNames: ie.nameMap(), ExpressionAttributeValues: ie.valueMap(),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}
-		if err := s.writeChildEnd(ctx, key, update, change); err != nil {
+		if err := s.maps.writeChildEnd(ctx, key, update, change); err != nil {
 			return inst, err
 		}
 		return next, nil
@@ -290,7 +290,7 @@ func (s *Store) writeTransitions(ctx context.Context, inst ledger.Instance, ds [
 //
 //	condition  #state = :expected_state AND #version = :expected_version
 //	fails when a transition moved the instance: *ledger.ConflictError.
-func (s *Store) refreshLease(ctx context.Context, inst ledger.Instance, n statemodel.Snapshot) (ledger.Instance, error) {
+func (s *instances) refreshLease(ctx context.Context, inst ledger.Instance, n statemodel.Snapshot) (ledger.Instance, error) {
 	pk, sk := runPK(inst.Key.Run), instanceSK(inst.Key.Task)
 	set := item{attrLeaseBeat: tm(n.Lease.LastHeartbeatAt), attrLeaseExpires: tm(n.Lease.ExpiresAt)}
 	for k, v := range timerItem(pk, sk, n) {
@@ -339,7 +339,7 @@ func (s *Store) refreshLease(ctx context.Context, inst ledger.Instance, n statem
 //
 //	attempt  Update  ADD #late_events_dropped :one
 //	condition  attribute_exists(#pk)
-func (s *Store) AppendLate(ctx context.Context, key ledger.InstanceKey, late statemodel.LateEvent) error {
+func (s *instances) AppendLate(ctx context.Context, key ledger.InstanceKey, late statemodel.LateEvent) error {
 	op := func(err error) error {
 		return fmt.Errorf("record late event %s on %s#%d: %w", late.EventID, key, late.Attempt, err)
 	}
@@ -410,7 +410,7 @@ func recorded(it map[string]types.AttributeValue, eventID string) bool {
 }
 
 // countDroppedLate counts one late event past MaxLateEvents.
-func (s *Store) countDroppedLate(ctx context.Context, pk, sk string, op func(error) error) error {
+func (s *instances) countDroppedLate(ctx context.Context, pk, sk string, op func(error) error) error {
 	e := newExpr()
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(pk, sk),
@@ -447,7 +447,7 @@ func (s *Store) countDroppedLate(ctx context.Context, pk, sk string, op func(err
 // EvHeartbeat with Transition: it is a real transition); an older attempt is
 // ErrStaleAttempt; anything else a *statemodel.TransitionError
 // (ErrIllegalTransition, ErrUnknownAttempt); no item, ErrNotFound.
-func (s *Store) Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt int, now time.Time, lease time.Duration) (ledger.HeartbeatResult, error) {
+func (s *instances) Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt int, now time.Time, lease time.Duration) (ledger.HeartbeatResult, error) {
 	op := func(err error) error { return fmt.Errorf("heartbeat %s#%d: %w", key, attempt, err) }
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return ledger.HeartbeatResult{}, op(err)
@@ -464,7 +464,7 @@ func (s *Store) Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt i
 
 // beat is one Heartbeat as it goes from round to round.
 type beat struct {
-	s       *Store
+	s       *instances
 	key     ledger.InstanceKey
 	attempt int
 	now     time.Time
@@ -557,7 +557,7 @@ func heartbeatIndexWrites(state statemodel.InstanceState, next item) []int {
 }
 
 // FullHistory pages History to the end.
-func (s *Store) FullHistory(ctx context.Context, key ledger.InstanceKey) ([]statemodel.Transition, error) {
+func (s *instances) FullHistory(ctx context.Context, key ledger.InstanceKey) ([]statemodel.Transition, error) {
 	return ledger.FullHistory(ctx, s, key)
 }
 
@@ -565,7 +565,7 @@ func (s *Store) FullHistory(ctx context.Context, key ledger.InstanceKey) ([]stat
 // consistent BatchGetItem: a claim answers with the attempt's envelope,
 // which holds the run's params and logical time. ErrNotFound when either
 // is missing.
-func (s *Store) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, ledger.Run, error) {
+func (s *instances) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, ledger.Run, error) {
 	op := func(err error) error { return fmt.Errorf("get instance %s with its run: %w", key, err) }
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return ledger.Instance{}, ledger.Run{}, op(err)

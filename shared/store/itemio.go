@@ -14,7 +14,7 @@ import (
 // getItem reads the item at (pk, sk) with ONE strongly consistent GetItem
 // and decodes it: the read every entity's Get shares. ErrNotFound when
 // there is no item.
-func getItem[T any](ctx context.Context, s *Store, pk, sk string, decode func(map[string]types.AttributeValue) (T, error)) (T, error) {
+func getItem[T any](ctx context.Context, s *base, pk, sk string, decode func(map[string]types.AttributeValue) (T, error)) (T, error) {
 	var zero T
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: keyOf(pk, sk), ConsistentRead: aws.Bool(true),
@@ -38,7 +38,7 @@ func getItem[T any](ctx context.Context, s *Store, pk, sk string, decode func(ma
 // version, or ErrNotFound when the item is gone: told from the item
 // DynamoDB returns with the failure or, from an endpoint that returns
 // none, by one read.
-func (s *Store) versionedUpdate(ctx context.Context, pk, sk string, set item, expected int64, also func(*expr) string) (*dynamodb.UpdateItemOutput, error) {
+func (s *base) versionedUpdate(ctx context.Context, pk, sk string, set item, expected int64, also func(*expr) string) (*dynamodb.UpdateItemOutput, error) {
 	e := newExpr()
 	upd := e.update(set)
 	cond := e.n(attrVersion) + " = " + e.v("expected_version", num(expected))

@@ -73,7 +73,7 @@ func edgeItem(up, down string) item {
 // edgeActions are the writes that move job's edges from the upstream list
 // before to after: a Put of each edge in after (idempotent, and it repairs
 // a missing edge) and a Delete of each edge only in before.
-func (s *Store) edgeActions(job string, before, after []string) ([]types.TransactWriteItem, []int) {
+func (s *jobs) edgeActions(job string, before, after []string) ([]types.TransactWriteItem, []int) {
 	var actions []types.TransactWriteItem
 	var sizes []int
 	for _, up := range after {
@@ -97,7 +97,7 @@ func (s *Store) edgeActions(job string, before, after []string) ([]types.Transac
 // edges, however many jobs are defined.
 //
 //	pk = JOB#<job> AND sk BETWEEN "DEP#" AND "DEP$"
-func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error) {
+func (s *jobs) ListDependents(ctx context.Context, job string) ([]string, error) {
 	op := func(err error) error { return fmt.Errorf("list dependents of job %s: %w", job, err) }
 	if err := ledger.CheckJobName(job); err != nil {
 		return nil, op(err)
@@ -135,7 +135,7 @@ func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error
 //	Put JOB#<name>/JOB      condition attribute_not_exists(#pk)
 //	                        fails: a job of that name exists (ErrAlreadyExists).
 //	Put JOB#<up>/DEP#<name> per upstream job, unconditional
-func (s *Store) CreateJob(ctx context.Context, j ledger.Job) (ledger.Job, error) {
+func (s *jobs) CreateJob(ctx context.Context, j ledger.Job) (ledger.Job, error) {
 	op := func(err error) error { return fmt.Errorf("create job %s: %w", j.Name, err) }
 	if err := ledger.CheckJobName(j.Name); err != nil {
 		return ledger.Job{}, op(err)
@@ -180,11 +180,11 @@ func consumed(c *types.ConsumedCapacity) []types.ConsumedCapacity {
 }
 
 // GetJob reads a job (strongly consistent).
-func (s *Store) GetJob(ctx context.Context, name string) (ledger.Job, error) {
+func (s *jobs) GetJob(ctx context.Context, name string) (ledger.Job, error) {
 	if err := ledger.CheckJobName(name); err != nil {
 		return ledger.Job{}, fmt.Errorf("get job %s: %w", name, err)
 	}
-	j, err := getItem(ctx, s, jobPK(name), skJob, decodeJob)
+	j, err := getItem(ctx, s.base, jobPK(name), skJob, decodeJob)
 	if err != nil {
 		return ledger.Job{}, fmt.Errorf("get job %s: %w", name, err)
 	}
@@ -194,7 +194,7 @@ func (s *Store) GetJob(ctx context.Context, name string) (ledger.Job, error) {
 // ListJobs lists jobs by name from the listing index (list_pk "JOBS";
 // eventually consistent), limit per page (0: DefaultListLimit), with an
 // opaque token for the next page ("" at the end).
-func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]ledger.Job, string, error) {
+func (s *jobs) ListJobs(ctx context.Context, limit int, token string) ([]ledger.Job, string, error) {
 	op := func(err error) error { return fmt.Errorf("list jobs: %w", err) }
 	if limit <= 0 {
 		limit = ledger.DefaultListLimit
@@ -221,7 +221,7 @@ func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]ledger
 		r := &reader{it: it}
 		names = append(names, r.str(tableschema.ListSK))
 	}
-	jobs, err := s.getJobs(ctx, names)
+	jobs, err := s.list.getJobs(ctx, names)
 	if err != nil {
 		return nil, "", op(err)
 	}
@@ -240,7 +240,7 @@ func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]ledger
 //
 // When the upstream jobs change, the same transaction puts the new edges
 // and deletes the old ones.
-func (s *Store) UpdateJob(ctx context.Context, j ledger.Job, expected int64) (ledger.Job, error) {
+func (s *jobs) UpdateJob(ctx context.Context, j ledger.Job, expected int64) (ledger.Job, error) {
 	op := func(err error) error { return fmt.Errorf("update job %s from version %d: %w", j.Name, expected, err) }
 	if err := ledger.CheckJobName(j.Name); err != nil {
 		return ledger.Job{}, op(err)
@@ -270,7 +270,7 @@ func (s *Store) UpdateJob(ctx context.Context, j ledger.Job, expected int64) (le
 //	Update JOB#<name>/JOB  SET paused, updated_at, version = :expected + 1, timer
 //	condition  #version = :expected_version (the version this call read)
 //	fails: a concurrent change; ErrVersionConflict.
-func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (ledger.Job, error) {
+func (s *jobs) SetJobPaused(ctx context.Context, name string, paused bool) (ledger.Job, error) {
 	op := func(err error) error { return fmt.Errorf("set job %s paused=%t: %w", name, paused, err) }
 	cur, err := s.GetJob(ctx, name)
 	if err != nil {
@@ -298,7 +298,7 @@ func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (led
 //	           AND next_fire_at, catchup_next, catchup_last as in m.From (absent when zero)
 //	fails: another ticker moved it, the job was paused, resumed or updated
 //	meanwhile, or it is gone: ErrConflict.
-func (s *Store) MoveSchedule(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
+func (s *jobs) MoveSchedule(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
 	op := func(err error) error {
 		return fmt.Errorf("move schedule of job %s from %s to %s: %w", name, ledger.FormatTime(m.From.NextFireAt), ledger.FormatTime(m.To.NextFireAt), err)
 	}
@@ -322,7 +322,7 @@ func (s *Store) MoveSchedule(ctx context.Context, name string, m ledger.Schedule
 //	condition  #version = :version AND #paused = true AND the position as in m.From
 //	fails: the job changed since it was read (resumed, updated, moved) or
 //	is gone: ErrConflict.
-func (s *Store) ResumeJob(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
+func (s *jobs) ResumeJob(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
 	op := func(err error) error { return fmt.Errorf("resume job %s from version %d: %w", name, m.Version, err) }
 	if err := ledger.CheckJobName(name); err != nil {
 		return ledger.Job{}, op(err)
@@ -338,7 +338,7 @@ func (s *Store) ResumeJob(ctx context.Context, name string, m ledger.ScheduleMov
 // writePosition writes m.To over m.From on a job whose paused flag is
 // paused, with extra attributes set beside it, and returns the job as
 // written.
-func (s *Store) writePosition(ctx context.Context, name, opName string, m ledger.ScheduleMove, paused bool, extra item) (ledger.Job, error) {
+func (s *jobs) writePosition(ctx context.Context, name, opName string, m ledger.ScheduleMove, paused bool, extra item) (ledger.Job, error) {
 	if m.Missed < 0 {
 		return ledger.Job{}, fmt.Errorf("%w: %d missed slots", ledger.ErrInvalidInput, m.Missed)
 	}
@@ -390,7 +390,7 @@ func (s *Store) writePosition(ctx context.Context, name, opName string, m ledger
 // writeJob writes next over cur with a version compare-and-set, and moves
 // the dependency edges in the same transaction when the upstream jobs
 // changed.
-func (s *Store) writeJob(ctx context.Context, cur, next ledger.Job, opName string, op func(error) error) (ledger.Job, error) {
+func (s *jobs) writeJob(ctx context.Context, cur, next ledger.Job, opName string, op func(error) error) (ledger.Job, error) {
 	full := jobItem(next)
 	size, err := checkSize("job "+next.Name, full.present())
 	if err != nil {
@@ -432,7 +432,7 @@ func (s *Store) writeJob(ctx context.Context, cur, next ledger.Job, opName strin
 
 // deleteJob deletes the job as read (cur) with its edges; retry reports a
 // failed condition: the job changed or went since it was read.
-func (s *Store) deleteJob(ctx context.Context, cur ledger.Job, mark int64) (retry bool, err error) {
+func (s *jobs) deleteJob(ctx context.Context, cur ledger.Job, mark int64) (retry bool, err error) {
 	e := newExpr()
 	// The job is as read and still carries this caller's mark.
 	cond := e.n(attrVersion) + " = " + e.v("read_version", num(cur.Version)) +
@@ -497,7 +497,7 @@ func gateActions(job string, action func(key map[string]types.AttributeValue) ty
 }
 
 // gatePuts puts job's gates anew with extra attributes (none: open).
-func (s *Store) gatePuts(job string, extra item) []types.TransactWriteItem {
+func (s *jobs) gatePuts(job string, extra item) []types.TransactWriteItem {
 	return gateActions(job, func(key map[string]types.AttributeValue) types.TransactWriteItem {
 		it := item{tableschema.PK: key[tableschema.PK], tableschema.SK: key[tableschema.SK], attrKind: str(kindGate), attrJob: str(job)}
 		for k, v := range extra {
@@ -523,7 +523,7 @@ func (s *Store) gatePuts(job string, extra item) []types.TransactWriteItem {
 // no live mark (NewRun.OfLiveJob, jobGateCheck), so a run created after the mark fails, and one
 // created before it is found by the check. A write to the job in between
 // fails the delete's condition, and the whole is tried again.
-func (s *Store) DeleteJobIfIdle(ctx context.Context, name string) error {
+func (s *jobs) DeleteJobIfIdle(ctx context.Context, name string) error {
 	op := func(err error) error { return fmt.Errorf("delete job %s: %w", name, err) }
 	if err := ledger.CheckJobName(name); err != nil {
 		return op(err)
@@ -540,7 +540,7 @@ func (s *Store) DeleteJobIfIdle(ctx context.Context, name string) error {
 		}
 		retry := !marked
 		if marked {
-			busy, err := s.HasUnfinishedRuns(ctx, name)
+			busy, err := s.runs.HasUnfinishedRuns(ctx, name)
 			if err != nil || busy {
 				s.unmarkJobDeleting(ctx, name, mark)
 				if err == nil {
@@ -563,7 +563,7 @@ func (s *Store) DeleteJobIfIdle(ctx context.Context, name string) error {
 
 // markJobDeleting sets the job's deletion mark if the job is still at the
 // version read; false when it changed or went.
-func (s *Store) markJobDeleting(ctx context.Context, cur ledger.Job, mark int64) (bool, error) {
+func (s *jobs) markJobDeleting(ctx context.Context, cur ledger.Job, mark int64) (bool, error) {
 	e := newExpr()
 	actions := []types.TransactWriteItem{{Update: &types.Update{
 		TableName: aws.String(s.table), Key: keyOf(jobPK(cur.Name), skJob),
@@ -594,7 +594,7 @@ func (s *Store) markJobDeleting(ctx context.Context, cur ledger.Job, mark int64)
 
 // unmarkJobDeleting removes this caller's deletion mark; a failure leaves
 // it to expire (deletingMarkTTL).
-func (s *Store) unmarkJobDeleting(ctx context.Context, name string, mark int64) {
+func (s *jobs) unmarkJobDeleting(ctx context.Context, name string, mark int64) {
 	keys := []map[string]types.AttributeValue{keyOf(jobPK(name), skJob)}
 	for n := range tableschema.JobShards {
 		keys = append(keys, keyOf(jobShardN(name, n), skGate))

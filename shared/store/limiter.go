@@ -40,7 +40,7 @@ const (
 func limiterPK(name string) string { return limiterPrefix + name }
 
 // GetLimiter implements ledger.Limiters with one consistent GetItem.
-func (s *Store) GetLimiter(ctx context.Context, name string) (limiter.State, error) {
+func (s *limiters) GetLimiter(ctx context.Context, name string) (limiter.State, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: keyOf(limiterPK(name), skLimiterState), ConsistentRead: aws.Bool(true),
 	})
@@ -67,7 +67,7 @@ func (s *Store) GetLimiter(ctx context.Context, name string) (limiter.State, err
 
 // ListWaiting implements ledger.Limiters: a consistent Query of the
 // waiting items, whose sort keys are in admission order.
-func (s *Store) ListWaiting(ctx context.Context, name string, limit int) ([]ledger.Waiting, error) {
+func (s *limiters) ListWaiting(ctx context.Context, name string, limit int) ([]ledger.Waiting, error) {
 	var out []ledger.Waiting
 	if limit <= 0 {
 		return nil, nil
@@ -86,7 +86,7 @@ func (s *Store) ListWaiting(ctx context.Context, name string, limit int) ([]ledg
 }
 
 // ListAdmitted implements ledger.Limiters.
-func (s *Store) ListAdmitted(ctx context.Context, name string) ([]ledger.Admitted, error) {
+func (s *limiters) ListAdmitted(ctx context.Context, name string) ([]ledger.Admitted, error) {
 	var out []ledger.Admitted
 	err := s.queryLimiter(ctx, name, prefixLimAdmit, 0, func(r *reader) {
 		out = append(out, ledger.Admitted{RunID: r.str(attrRun), AdmittedAt: r.time(attrAdmittedAt)})
@@ -99,7 +99,7 @@ func (s *Store) ListAdmitted(ctx context.Context, name string) ([]ledger.Admitte
 
 // queryLimiter pages through the limiter's items under prefix, at most
 // limit of them (0: all).
-func (s *Store) queryLimiter(ctx context.Context, name, prefix string, limit int, each func(*reader)) error {
+func (s *limiters) queryLimiter(ctx context.Context, name, prefix string, limit int, each func(*reader)) error {
 	e := newExpr()
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
@@ -131,7 +131,7 @@ func (s *Store) queryLimiter(ctx context.Context, name, prefix string, limit int
 }
 
 // FindRun implements ledger.Limiters with two consistent key reads.
-func (s *Store) FindRun(ctx context.Context, name string, p limiter.Place) (*ledger.Admitted, *ledger.Waiting, error) {
+func (s *limiters) FindRun(ctx context.Context, name string, p limiter.Place) (*ledger.Admitted, *ledger.Waiting, error) {
 	get := func(sk string) (*reader, error) {
 		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName: aws.String(s.table), Key: keyOf(limiterPK(name), sk), ConsistentRead: aws.Bool(true),
@@ -171,7 +171,7 @@ func (s *Store) FindRun(ctx context.Context, name string, p limiter.Place) (*led
 //
 // Any condition failing is ErrVersionConflict: the limiter moved since
 // the caller's read, which reads again.
-func (s *Store) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) error {
+func (s *limiters) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) error {
 	op := func(err error) error { return fmt.Errorf("write limiter %s: %w", w.Name, err) }
 	if err := ledger.CheckLimiterName(w.Name); err != nil {
 		return op(err)

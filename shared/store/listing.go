@@ -46,7 +46,7 @@ func runListPartitions() []string {
 // token's run id over every shard, read whole (BatchGetItem), the status
 // filter applied to the runs read. The token is the last run id of the
 // page, opaque to callers.
-func (s *Store) listAllRuns(ctx context.Context, f ledger.RunFilter, limit int) ([]ledger.Run, string, error) {
+func (s *listings) listAllRuns(ctx context.Context, f ledger.RunFilter, limit int) ([]ledger.Run, string, error) {
 	want := map[string]string{tableschema.ListPK: listRuns, tableschema.ListSK: ""}
 	start, err := decodeToken(f.Token, want)
 	if err != nil {
@@ -80,7 +80,7 @@ func (s *Store) listAllRuns(ctx context.Context, f ledger.RunFilter, limit int) 
 // its newest limit entries whose list_sk sorts below before ("": from the
 // newest), and merges them: the newest limit list_sk values over all of
 // them, and whether any entry is left after those.
-func (s *Store) newestListed(ctx context.Context, partitions []string, before string, limit int) ([]string, bool, error) {
+func (s *listings) newestListed(ctx context.Context, partitions []string, before string, limit int) ([]string, bool, error) {
 	return s.newestMerged(ctx, partitions, limit, func(pk string) *dynamodb.QueryInput {
 		e := newExpr()
 		cond := e.n(tableschema.ListPK) + " = " + e.v("list_pk", str(pk))
@@ -99,7 +99,7 @@ func (s *Store) newestListed(ctx context.Context, partitions []string, before st
 // first, limit each, takes key(item) of each item (a run id), leaves out
 // exclude (a BETWEEN's inclusive end), and merges: the newest limit ids
 // over all of them, and whether any is left after those.
-func (s *Store) newestMerged(ctx context.Context, partitions []string, limit int, query func(pk string) *dynamodb.QueryInput, key func(map[string]types.AttributeValue) string, exclude string) ([]string, bool, error) {
+func (s *listings) newestMerged(ctx context.Context, partitions []string, limit int, query func(pk string) *dynamodb.QueryInput, key func(map[string]types.AttributeValue) string, exclude string) ([]string, bool, error) {
 	type answer struct {
 		keys []string
 		more bool
@@ -150,7 +150,7 @@ func (s *Store) newestMerged(ctx context.Context, partitions []string, limit int
 
 // getJobs reads job items by name with BatchGetItem, in the order of
 // names; jobs that vanished are left out.
-func (s *Store) getJobs(ctx context.Context, names []string) ([]ledger.Job, error) {
+func (s *listings) getJobs(ctx context.Context, names []string) ([]ledger.Job, error) {
 	keys := make([]map[string]types.AttributeValue, len(names))
 	for i, n := range names {
 		keys[i] = keyOf(jobPK(n), skJob)
@@ -235,7 +235,7 @@ func pointerPartitions(job string) []string {
 // newestPointers reads the run ids of a job's newest pointers below before
 // ("": from the newest), limit of them, merged over the pointer
 // partitions (strongly consistent), and whether any is left after those.
-func (s *Store) newestPointerIDs(ctx context.Context, job, before string, limit int) ([]string, bool, error) {
+func (s *listings) newestPointerIDs(ctx context.Context, job, before string, limit int) ([]string, bool, error) {
 	return s.newestMerged(ctx, pointerPartitions(job), limit, func(pk string) *dynamodb.QueryInput {
 		e := newExpr()
 		var cond string

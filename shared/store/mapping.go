@@ -106,7 +106,7 @@ func decodeMap(it map[string]types.AttributeValue) (ledger.MapState, error) {
 
 // CreateMap writes the map item and its element chunks in one
 // TransactWriteItems, the map item conditioned on not existing.
-func (s *Store) CreateMap(ctx context.Context, m ledger.MapState, items [][]byte) error {
+func (s *maps) CreateMap(ctx context.Context, m ledger.MapState, items [][]byte) error {
 	op := func(err error) error { return fmt.Errorf("create map %s/%s: %w", m.Run, m.Task, err) }
 	if err := ledger.CheckMapKey(m.Run, m.Task); err != nil {
 		return op(err)
@@ -139,7 +139,7 @@ func (s *Store) CreateMap(ctx context.Context, m ledger.MapState, items [][]byte
 }
 
 // GetMap reads a map item with a strongly consistent GetItem.
-func (s *Store) GetMap(ctx context.Context, run, task string) (ledger.MapState, error) {
+func (s *maps) GetMap(ctx context.Context, run, task string) (ledger.MapState, error) {
 	if err := ledger.CheckMapKey(run, task); err != nil {
 		return ledger.MapState{}, err
 	}
@@ -167,11 +167,11 @@ func (s *Store) GetMap(ctx context.Context, run, task string) (ledger.MapState, 
 }
 
 // MapItems reads one chunk of a map's elements (GetItem).
-func (s *Store) MapItems(ctx context.Context, run, task string, c int) ([][]byte, error) {
+func (s *maps) MapItems(ctx context.Context, run, task string, c int) ([][]byte, error) {
 	if err := ledger.CheckMapKey(run, task); err != nil {
 		return nil, err
 	}
-	items, err := getItem(ctx, s, runPK(run), mapChunkSK(task, c), func(it map[string]types.AttributeValue) ([][]byte, error) {
+	items, err := getItem(ctx, s.base, runPK(run), mapChunkSK(task, c), func(it map[string]types.AttributeValue) ([][]byte, error) {
 		l, ok := it[attrItems].(*types.AttributeValueMemberL)
 		if !ok {
 			return nil, errors.New("a map chunk without items")
@@ -191,7 +191,7 @@ func (s *Store) MapItems(ctx context.Context, run, task string, c int) ([][]byte
 }
 
 // ReleaseChildren is one conditional UpdateItem of the map item.
-func (s *Store) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (ledger.MapState, error) {
+func (s *maps) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (ledger.MapState, error) {
 	if err := ledger.CheckMapKey(m.Run, m.Task); err != nil {
 		return m, err
 	}
@@ -225,7 +225,7 @@ func (s *Store) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (
 // CreateChildren writes children's instances, up to 100 in one
 // TransactWriteItems, each conditioned on not existing; a batch that
 // meets an existing child is written one by one, skipping those.
-func (s *Store) CreateChildren(ctx context.Context, insts []ledger.Instance) error {
+func (s *maps) CreateChildren(ctx context.Context, insts []ledger.Instance) error {
 	put := func(inst ledger.Instance) types.TransactWriteItem {
 		e := newExpr()
 		return types.TransactWriteItem{Put: &types.Put{
@@ -263,7 +263,7 @@ func (s *Store) CreateChildren(ctx context.Context, insts []ledger.Instance) err
 }
 
 // ListChildren queries a map's children in index order.
-func (s *Store) ListChildren(ctx context.Context, run, task string, limit int, token string) ([]ledger.Instance, string, error) {
+func (s *maps) ListChildren(ctx context.Context, run, task string, limit int, token string) ([]ledger.Instance, string, error) {
 	op := func(err error) error { return fmt.Errorf("list children of %s/%s: %w", run, task, err) }
 	if err := ledger.CheckMapKey(run, task); err != nil {
 		return nil, "", op(err)
@@ -316,7 +316,7 @@ func (s *Store) ListChildren(ctx context.Context, run, task string, limit int, t
 // TransactWriteItems: the counts move exactly when the child's state
 // does. A failed condition on the child is a *ledger.ConflictError with
 // the child as found, as for any instance write.
-func (s *Store) writeChildEnd(ctx context.Context, key ledger.InstanceKey, update *types.Update, change map[string]int) error {
+func (s *maps) writeChildEnd(ctx context.Context, key ledger.InstanceKey, update *types.Update, change map[string]int) error {
 	parent, i, _ := ledger.ParseChild(key.Task)
 	e := newExpr()
 	var adds []string
@@ -353,7 +353,7 @@ func (s *Store) writeChildEnd(ctx context.Context, key ledger.InstanceKey, updat
 
 // SetMapOutput writes a map's output item (PutItem; the same output
 // again changes nothing).
-func (s *Store) SetMapOutput(ctx context.Context, run, task string, out []byte, truncated bool) error {
+func (s *maps) SetMapOutput(ctx context.Context, run, task string, out []byte, truncated bool) error {
 	if err := ledger.CheckMapKey(run, task); err != nil {
 		return err
 	}
@@ -368,7 +368,7 @@ func (s *Store) SetMapOutput(ctx context.Context, run, task string, out []byte, 
 }
 
 // GetMapOutput reads a map's output item: ErrNotFound before it ended.
-func (s *Store) GetMapOutput(ctx context.Context, run, task string) ([]byte, bool, error) {
+func (s *maps) GetMapOutput(ctx context.Context, run, task string) ([]byte, bool, error) {
 	if err := ledger.CheckMapKey(run, task); err != nil {
 		return nil, false, err
 	}
@@ -376,7 +376,7 @@ func (s *Store) GetMapOutput(ctx context.Context, run, task string) ([]byte, boo
 		out       []byte
 		truncated bool
 	}
-	g, err := getItem(ctx, s, runPK(run), mapOutputSK(task), func(it map[string]types.AttributeValue) (got, error) {
+	g, err := getItem(ctx, s.base, runPK(run), mapOutputSK(task), func(it map[string]types.AttributeValue) (got, error) {
 		r := &reader{it: it}
 		return got{optBytes(r.str(attrOutput)), r.bool("output_truncated")}, r.err
 	})
@@ -387,7 +387,7 @@ func (s *Store) GetMapOutput(ctx context.Context, run, task string) ([]byte, boo
 }
 
 // CloseMap is one conditional UpdateItem of the map item.
-func (s *Store) CloseMap(ctx context.Context, m ledger.MapState) (ledger.MapState, error) {
+func (s *maps) CloseMap(ctx context.Context, m ledger.MapState) (ledger.MapState, error) {
 	if err := ledger.CheckMapKey(m.Run, m.Task); err != nil {
 		return m, err
 	}

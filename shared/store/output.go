@@ -11,7 +11,7 @@ import (
 
 // GetOutputs reads the named instances of run with one strongly
 // consistent BatchGetItem (per 100 tasks) and answers their outputs.
-func (s *Store) GetOutputs(ctx context.Context, run string, tasks []string) (map[string][]byte, error) {
+func (s *outputs) GetOutputs(ctx context.Context, run string, tasks []string) (map[string][]byte, error) {
 	op := func(err error) error { return fmt.Errorf("get outputs of %s: %w", run, err) }
 	keys := make([]map[string]types.AttributeValue, 0, len(tasks))
 	for _, t := range tasks {

@@ -49,7 +49,7 @@ import (
 // Nothing is written unless everything is. More than MaxTasksPerRun tasks is
 // ErrTooManyTasks; items over 400 KB, invalid keys and invalid policies or
 // graphs are refused before any write.
-func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (ledger.RunView, error) {
+func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (ledger.RunView, error) {
 	op := func(err error) error { return fmt.Errorf("create run %s of job %s: %w", nr.ID, nr.Job, err) }
 	nodes, released, err := ledger.CheckNewRun(nr)
 	if err != nil {
@@ -231,7 +231,7 @@ func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) 
 
 // existingRun reads the run id held by a slot or idempotency item: from the
 // failed put's ALL_OLD image, or with a read when the endpoint sent none.
-func (s *Store) existingRun(ctx context.Context, job, sk string, old map[string]types.AttributeValue) (*ledger.ExistingRunError, error) {
+func (s *runs) existingRun(ctx context.Context, job, sk string, old map[string]types.AttributeValue) (*ledger.ExistingRunError, error) {
 	if len(old) == 0 {
 		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName: aws.String(s.table), Key: keyOf(jobPK(job), sk), ConsistentRead: aws.Bool(true),
@@ -320,12 +320,12 @@ func decodeRun(m map[string]types.AttributeValue) (ledger.Run, error) {
 }
 
 // GetRun reads a run item (strongly consistent).
-func (s *Store) GetRun(ctx context.Context, id string) (ledger.Run, error) {
+func (s *runs) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 	if err := ledger.CheckRunID(id); err != nil {
 		return ledger.Run{}, fmt.Errorf("get run %s: %w", id, err)
 	}
 	ref := ""
-	run, err := getItem(ctx, s, runPK(id), skRun, func(m map[string]types.AttributeValue) (ledger.Run, error) {
+	run, err := getItem(ctx, s.base, runPK(id), skRun, func(m map[string]types.AttributeValue) (ledger.Run, error) {
 		ref = specRefOf(m)
 		return decodeRun(m)
 	})
@@ -350,7 +350,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 // History items (TR#) sort outside that range, so they are excluded by the
 // key design, not by a filter. TaskView.Attempts lists every attempt, from
 // the instance's records and the attempt items.
-func (s *Store) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
+func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 	op := func(err error) error { return fmt.Errorf("read run %s: %w", id, err) }
 	if err := ledger.CheckRunID(id); err != nil {
 		return ledger.RunView{}, op(err)
@@ -456,7 +456,7 @@ func decodeAttempt(r *reader) ledger.Attempt {
 // The status filter is applied after paging, to the runs read: a page may
 // hold fewer than Limit runs, even none, while a next token remains.
 // Callers page on until the token is "".
-func (s *Store) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, string, error) {
+func (s *runs) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, string, error) {
 	op := func(err error) error { return fmt.Errorf("list runs (job %q, status %q): %w", f.Job, f.Status, err) }
 	limit := f.Limit
 	if limit <= 0 {
@@ -464,7 +464,7 @@ func (s *Store) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run,
 	}
 	limit = min(limit, ledger.MaxListLimit)
 	if f.Job == "" {
-		runs, next, err := s.listAllRuns(ctx, f, limit)
+		runs, next, err := s.list.listAllRuns(ctx, f, limit)
 		if err != nil {
 			return nil, "", op(err)
 		}
@@ -483,7 +483,7 @@ func (s *Store) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run,
 	if start != nil {
 		before = strings.TrimPrefix(start[tableschema.SK].(*types.AttributeValueMemberS).Value, prefixRun)
 	}
-	ids, more, err := s.newestPointerIDs(ctx, f.Job, before, limit)
+	ids, more, err := s.list.newestPointerIDs(ctx, f.Job, before, limit)
 	if err != nil {
 		return nil, "", op(err)
 	}
@@ -504,7 +504,7 @@ func (s *Store) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run,
 
 // getRuns reads run items by id with BatchGetItem (100 keys per request),
 // in the order of ids; runs that vanished are left out.
-func (s *Store) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error) {
+func (s *base) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error) {
 	keys := make([]map[string]types.AttributeValue, len(ids))
 	for i, id := range ids {
 		keys[i] = keyOf(runPK(id), skRun)
@@ -542,7 +542,7 @@ func (s *Store) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error)
 // batchGet reads items by key with strongly consistent BatchGetItems (100
 // keys per request), retrying unprocessed keys a bounded number of times,
 // and passes each item found to each, in no particular order.
-func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, each func(map[string]types.AttributeValue)) error {
+func (s *base) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, each func(map[string]types.AttributeValue)) error {
 	for chunk := range slices.Chunk(keys, 100) {
 		req := map[string]types.KeysAndAttributes{s.table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
 		for try := 0; len(req) > 0; try++ {
@@ -568,7 +568,7 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 }
 
 // legacyTrigger is legacyTriggers of one run.
-func (s *Store) legacyTrigger(ctx context.Context, run *ledger.Run) error {
+func (s *base) legacyTrigger(ctx context.Context, run *ledger.Run) error {
 	if run.Trigger != "" {
 		return nil
 	}
@@ -583,7 +583,7 @@ func (s *Store) legacyTrigger(ctx context.Context, run *ledger.Run) error {
 // (only schedule runs claimed slots then), manual otherwise. It reads the
 // slots of those runs only (one BatchGetItem per 100), so runs written
 // since cost nothing.
-func (s *Store) legacyTriggers(ctx context.Context, runs []ledger.Run) error {
+func (s *base) legacyTriggers(ctx context.Context, runs []ledger.Run) error {
 	var keys []map[string]types.AttributeValue
 	for i := range runs {
 		if runs[i].Trigger == "" {
@@ -621,7 +621,7 @@ func (s *Store) legacyTriggers(ctx context.Context, runs []ledger.Run) error {
 // listed, and one created a moment ago may be missing. Callers act on a
 // listed run through operations that read it again (CancelRun,
 // AdvanceRun), and HasUnfinishedRuns covers the newest runs itself.
-func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]ledger.UnfinishedRun, error) {
+func (s *runs) ListUnfinishedRuns(ctx context.Context, job string) ([]ledger.UnfinishedRun, error) {
 	op := func(err error) error { return fmt.Errorf("list unfinished runs of job %s: %w", job, err) }
 	if err := ledger.CheckJobName(job); err != nil {
 		return nil, op(err)
@@ -644,7 +644,7 @@ func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]ledger.Un
 // queryLive pages through a job's entries of the live index, shard after
 // shard (liveShards), limit per page (0: DefaultListLimit), until each
 // returns false or the entries end.
-func (s *Store) queryLive(ctx context.Context, job string, limit int, each func(*reader) bool) error {
+func (s *runs) queryLive(ctx context.Context, job string, limit int, each func(*reader) bool) error {
 	for _, pk := range liveShards(job) {
 		more, err := s.queryLiveShard(ctx, pk, limit, each)
 		if err != nil || !more {
@@ -656,7 +656,7 @@ func (s *Store) queryLive(ctx context.Context, job string, limit int, each func(
 
 // queryLiveShard is queryLive on one live_pk value; false when each asked
 // to stop.
-func (s *Store) queryLiveShard(ctx context.Context, livePK string, limit int, each func(*reader) bool) (bool, error) {
+func (s *runs) queryLiveShard(ctx context.Context, livePK string, limit int, each func(*reader) bool) (bool, error) {
 	if limit <= 0 {
 		limit = ledger.DefaultListLimit
 	}
@@ -721,12 +721,12 @@ const newestPointers = 10
 //     among them;
 //  2. the live index, each entry confirmed by a strongly consistent read
 //     of its run (the index may still list a run that just ended).
-func (s *Store) HasUnfinishedRuns(ctx context.Context, job string, ignore ...statemodel.Trigger) (bool, error) {
+func (s *runs) HasUnfinishedRuns(ctx context.Context, job string, ignore ...statemodel.Trigger) (bool, error) {
 	op := func(err error) error { return fmt.Errorf("unfinished runs of job %s: %w", job, err) }
 	if err := ledger.CheckJobName(job); err != nil {
 		return false, op(err)
 	}
-	ids, _, err := s.newestPointerIDs(ctx, job, "", newestPointers)
+	ids, _, err := s.list.newestPointerIDs(ctx, job, "", newestPointers)
 	if err != nil {
 		return false, op(err)
 	}
@@ -770,7 +770,7 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string, ignore ...sta
 
 // formerEntryFinished reads the run of a pointer listed in the live index
 // and, when it is finished (or gone), takes the pointer out of the index.
-func (s *Store) formerEntryFinished(ctx context.Context, job, id string) (bool, error) {
+func (s *runs) formerEntryFinished(ctx context.Context, job, id string) (bool, error) {
 	run, err := s.GetRun(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return true, s.clearFormerLiveEntry(ctx, job, id)
@@ -791,7 +791,7 @@ func (s *Store) formerEntryFinished(ctx context.Context, job, id string) (bool, 
 //
 //	Update JOB#<job>/RUN#<run>  REMOVE live_pk, live_sk
 //	condition  attribute_exists(#pk)
-func (s *Store) clearFormerLiveEntry(ctx context.Context, job, run string) error {
+func (s *runs) clearFormerLiveEntry(ctx context.Context, job, run string) error {
 	e := newExpr()
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(jobPK(job), pointerSK(run)),
@@ -820,7 +820,7 @@ func (s *Store) clearFormerLiveEntry(ctx context.Context, job, run string) error
 //	condition  #version = :expected_version AND #exec = :exec
 //	fails: the run was stored since it was read (ErrVersionConflict; that
 //	write armed its own timer), or it does not exist (ErrNotFound).
-func (s *Store) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Run, error) {
+func (s *runs) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Run, error) {
 	op := func(err error) error { return fmt.Errorf("re-arm backstop of run %s: %w", run.ID, err) }
 	if err := ledger.CheckRunID(run.ID); err != nil {
 		return ledger.Run{}, op(err)
@@ -859,7 +859,7 @@ func (s *Store) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Ru
 //
 // Status is ExecutionState.Status(); it is never passed separately, so the
 // two cannot disagree.
-func (s *Store) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.RunUpdate) (ledger.Run, error) {
+func (s *runs) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.RunUpdate) (ledger.Run, error) {
 	op := func(err error) error {
 		return fmt.Errorf("update run %s from version %d: %w", run.ID, run.Version, err)
 	}
@@ -899,7 +899,7 @@ func runIndexWrites(run, next ledger.Run) []int {
 //	           AND #exec IN (:queued, :running)
 //	fails: recorded already, or the run finished first (false), or it
 //	does not exist (ErrNotFound).
-func (s *Store) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.Run, bool, error) {
+func (s *runs) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.Run, bool, error) {
 	op := func(err error) error { return fmt.Errorf("mark deadline of run %s missed: %w", run.ID, err) }
 	if err := ledger.CheckRunID(run.ID); err != nil {
 		return ledger.Run{}, false, op(err)
@@ -954,7 +954,7 @@ func (s *Store) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.
 //	Update RUN#<run>/RUN  SET #exec = RUNNING, #status, #version = #version + 1
 //	condition  #exec = :queued
 //	fails: the run is past QUEUED already (started, or finished): false.
-func (s *Store) MarkRunStarted(ctx context.Context, id string) (bool, error) {
+func (s *runs) MarkRunStarted(ctx context.Context, id string) (bool, error) {
 	op := func(err error) error { return fmt.Errorf("mark run %s started: %w", id, err) }
 	if err := ledger.CheckRunID(id); err != nil {
 		return false, op(err)

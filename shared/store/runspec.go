@@ -97,7 +97,7 @@ func (c *specCache) put(job, ref string, spec []byte) {
 // PutItem unless this process wrote or read it before. A run whose
 // transaction then fails leaves the item behind, harmless: it is what the
 // next run of that spec needs.
-func (s *Store) ensureRunSpec(ctx context.Context, job string, spec []byte) error {
+func (s *base) ensureRunSpec(ctx context.Context, job string, spec []byte) error {
 	ref := runSpecRef(spec)
 	if ref == "" {
 		return nil
@@ -130,7 +130,7 @@ func (s *Store) ensureRunSpec(ctx context.Context, job string, spec []byte) erro
 // content name run i's item holds ("" when the item carried its spec
 // inline, or had none). Specs this process knows come from its cache, the
 // others from one GetItem (one spec) or one BatchGetItem per 100.
-func (s *Store) runSpecs(ctx context.Context, runs []ledger.Run, refs []string) error {
+func (s *base) runSpecs(ctx context.Context, runs []ledger.Run, refs []string) error {
 	var keys []map[string]types.AttributeValue
 	asked := map[string]bool{}
 	for i, ref := range refs {
@@ -182,7 +182,7 @@ func (s *Store) runSpecs(ctx context.Context, runs []ledger.Run, refs []string) 
 }
 
 // runSpec is runSpecs of one run.
-func (s *Store) runSpec(ctx context.Context, run *ledger.Run, ref string) error {
+func (s *base) runSpec(ctx context.Context, run *ledger.Run, ref string) error {
 	runs := []ledger.Run{*run}
 	err := s.runSpecs(ctx, runs, []string{ref})
 	*run = runs[0]

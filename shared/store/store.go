@@ -52,7 +52,28 @@ const (
 )
 
 // Store is the DynamoDB store of one table. It is safe for concurrent use.
+//
+// It is split by concern, one small type per narrow port of the ledger,
+// each over the one shared base, and composes them by embedding: every
+// method of the port (ledger.Storage) is a method of one concern type,
+// promoted to Store.
 type Store struct {
+	*base
+	*runs
+	*instances
+	*jobs
+	*backfills
+	*limiters
+	*maps
+	*outputs
+	*timers
+	*workerLeases
+}
+
+// base is what every concern shares: the client, the table, the options,
+// and the helpers every item write and read goes through (capacity
+// reports, transactions, the versioned update, batch reads, run specs).
+type base struct {
 	db        *dynamodb.Client
 	table     string
 	clock     func() time.Time
@@ -62,6 +83,55 @@ type Store struct {
 	capacity  func(CapacityReport)
 	specs     *specCache // run specs written or read (runspec.go)
 }
+
+// runs keeps runs and answers from the live-work indexes (ledger.Runs but
+// ListDependents, which reads the jobs' dependency edges): run.go. Its
+// paged listings are list's.
+type runs struct {
+	*base
+	list *listings
+}
+
+// instances keeps task instances, their attempts and their history
+// (ledger.InstanceStorage and ledger.InstanceRecords): instance.go and
+// history.go. A map child's end moves its map's counts in the same write
+// (maps.writeChildEnd).
+type instances struct {
+	*base
+	maps *maps
+}
+
+// jobs keeps job definitions, their schedule state and their dependency
+// edges (ledger.Jobs, and ListDependents of ledger.Runs): job.go. A job is
+// deleted only when runs finds no unfinished run of it.
+type jobs struct {
+	*base
+	list *listings
+	runs *runs
+}
+
+// listings reads the listing indexes newest first, merged across their
+// partitions, for runs and jobs alike: listing.go.
+type listings struct{ *base }
+
+// backfills keeps backfills (ledger.Backfills): backfill.go.
+type backfills struct{ *base }
+
+// limiters keeps limiter entries (ledger.Limiters): limiter.go.
+type limiters struct{ *base }
+
+// maps keeps map states, their item chunks, children and outputs
+// (ledger.Maps): mapping.go.
+type maps struct{ *base }
+
+// outputs reads task outputs (ledger.Outputs): output.go.
+type outputs struct{ *base }
+
+// timers lists due timers (ledger.Timers): timer.go.
+type timers struct{ *base }
+
+// workerLeases keeps worker leases (ledger.WorkerLeases): worker_lease.go.
+type workerLeases struct{ *base }
 
 // Option configures a Store.
 type Option func(*Store)
@@ -85,10 +155,19 @@ func WithCapacityReports(fn func(CapacityReport)) Option { return func(s *Store)
 
 // New returns the store of table on db.
 func New(db *dynamodb.Client, table string, opts ...Option) *Store {
-	s := &Store{
+	b := &base{
 		db: db, table: table, clock: time.Now,
 		retention: ledger.DefaultHistoryRetention, backstop: ledger.DefaultRunBackstop,
 		log: slog.Default(), specs: &specCache{},
+	}
+	list := &listings{b}
+	rs := &runs{base: b, list: list}
+	ms := &maps{b}
+	s := &Store{
+		base: b, runs: rs, instances: &instances{base: b, maps: ms},
+		jobs: &jobs{base: b, list: list, runs: rs}, backfills: &backfills{b},
+		limiters: &limiters{b}, maps: ms, outputs: &outputs{b},
+		timers: &timers{b}, workerLeases: &workerLeases{b},
 	}
 	for _, o := range opts {
 		o(s)
@@ -97,7 +176,7 @@ func New(db *dynamodb.Client, table string, opts ...Option) *Store {
 }
 
 // Table returns the table name.
-func (s *Store) Table() string { return s.table }
+func (s *base) Table() string { return s.table }
 
 // CapacityReport describes one write for capacity accounting.
 type CapacityReport struct {
@@ -132,7 +211,7 @@ func (r CapacityReport) IndexWCU() float64 { return writeUnits(r.IndexWriteSizes
 // ComputedWCU is TableWCU plus IndexWCU.
 func (r CapacityReport) ComputedWCU() float64 { return r.TableWCU() + r.IndexWCU() }
 
-func (s *Store) returnCapacity() types.ReturnConsumedCapacity {
+func (s *base) returnCapacity() types.ReturnConsumedCapacity {
 	if s.capacity == nil {
 		return ""
 	}
@@ -141,14 +220,14 @@ func (s *Store) returnCapacity() types.ReturnConsumedCapacity {
 
 // returnNewForReport asks for the item after an update only when someone
 // wants its size for a capacity report.
-func (s *Store) returnNewForReport() types.ReturnValue {
+func (s *base) returnNewForReport() types.ReturnValue {
 	if s.capacity == nil {
 		return types.ReturnValueNone
 	}
 	return types.ReturnValueAllNew
 }
 
-func (s *Store) report(op string, transactional bool, sizes, index []int, cc []types.ConsumedCapacity) {
+func (s *base) report(op string, transactional bool, sizes, index []int, cc []types.ConsumedCapacity) {
 	if s.capacity == nil {
 		return
 	}
@@ -171,7 +250,7 @@ func (s *Store) report(op string, transactional bool, sizes, index []int, cc []t
 // carries its own condition, so a resubmission can never do what the first
 // submission would not have done. Any other cancellation is returned with
 // its reasons for the caller to interpret.
-func (s *Store) transact(ctx context.Context, op string, actions []types.TransactWriteItem, sizes, index []int) error {
+func (s *base) transact(ctx context.Context, op string, actions []types.TransactWriteItem, sizes, index []int) error {
 	in := &dynamodb.TransactWriteItemsInput{
 		TransactItems:          actions,
 		ReturnConsumedCapacity: s.returnCapacity(),
@@ -208,5 +287,17 @@ func conditionItem(err error) (map[string]types.AttributeValue, bool) {
 }
 
 // The DynamoDB store is the production implementation of the storage
-// port (ledger.New makes the ledger.Store over it).
-var _ ledger.Storage = (*Store)(nil)
+// port (ledger.New makes the ledger.Store over it), each concern type of
+// the narrow port it keeps.
+var (
+	_ ledger.Storage         = (*Store)(nil)
+	_ ledger.InstanceStorage = (*instances)(nil)
+	_ ledger.InstanceRecords = (*instances)(nil)
+	_ ledger.Jobs            = (*jobs)(nil)
+	_ ledger.Backfills       = (*backfills)(nil)
+	_ ledger.Limiters        = (*limiters)(nil)
+	_ ledger.Maps            = (*maps)(nil)
+	_ ledger.Outputs         = (*outputs)(nil)
+	_ ledger.Timers          = (*timers)(nil)
+	_ ledger.WorkerLeases    = (*workerLeases)(nil)
+)

@@ -83,7 +83,7 @@ func timerIndexWrites(old, next item) []int {
 // The index is eventually consistent: a timer just moved may still be
 // listed at its old time, so callers re-read the item (Transition does)
 // and let statemodel decide (ErrNotDue).
-func (s *Store) ListDueTimers(ctx context.Context, shard int, now time.Time, limit int, token string) ([]ledger.DueTimer, string, error) {
+func (s *timers) ListDueTimers(ctx context.Context, shard int, now time.Time, limit int, token string) ([]ledger.DueTimer, string, error) {
 	op := func(err error) error {
 		return fmt.Errorf("list due timers of shard %d at %s: %w", shard, ledger.FormatTime(now), err)
 	}

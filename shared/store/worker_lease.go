@@ -36,7 +36,7 @@ const workerPK = "WORKER#"
 // before boot start times were stored is replaced.
 //
 // The item expires (TTL) a day after the lease ends.
-func (s *Store) PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error {
+func (s *workerLeases) PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error {
 	op := func(err error) error { return fmt.Errorf("put worker lease %s: %w", l.Name, err) }
 	if err := ledger.CheckWorkerName(l.Name); err != nil {
 		return op(err)
@@ -89,7 +89,7 @@ func later(a, b time.Time) time.Time {
 
 // GetWorkerLease reads a worker's lease; a worker never seen has the zero
 // lease (empty BootID).
-func (s *Store) GetWorkerLease(ctx context.Context, name string) (ledger.WorkerLease, error) {
+func (s *workerLeases) GetWorkerLease(ctx context.Context, name string) (ledger.WorkerLease, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: keyOf(workerPK+name, "LEASE"), ConsistentRead: aws.Bool(true),
 	})

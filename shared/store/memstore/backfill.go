@@ -11,7 +11,7 @@ import (
 )
 
 // CreateBackfill writes a new backfill, as the DynamoDB store does.
-func (s *Store) CreateBackfill(ctx context.Context, b ledger.Backfill) (ledger.Backfill, error) {
+func (s *backfills) CreateBackfill(ctx context.Context, b ledger.Backfill) (ledger.Backfill, error) {
 	op := opError("create backfill %s of job %s", b.ID, b.Job)
 	if err := ledger.CheckNewBackfill(b); err != nil {
 		return ledger.Backfill{}, op(err)
@@ -40,7 +40,7 @@ func (s *Store) CreateBackfill(ctx context.Context, b ledger.Backfill) (ledger.B
 }
 
 // GetBackfill reads a backfill.
-func (s *Store) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
+func (s *backfills) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
 	op := opError("get backfill %s", id)
 	if err := s.enter(ctx, ledger.CheckBackfillID(id)); err != nil {
 		return ledger.Backfill{}, op(err)
@@ -54,7 +54,7 @@ func (s *Store) GetBackfill(ctx context.Context, id string) (ledger.Backfill, er
 }
 
 // ListBackfills lists a job's backfills newest first.
-func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token string) ([]ledger.Backfill, string, error) {
+func (s *backfills) ListBackfills(ctx context.Context, job string, limit int, token string) ([]ledger.Backfill, string, error) {
 	op := opError("list backfills of job %s", job)
 	if err := ledger.CheckJobName(job); err != nil {
 		return nil, "", op(err)
@@ -84,7 +84,7 @@ func (s *Store) ListBackfills(ctx context.Context, job string, limit int, token 
 }
 
 // UpdateBackfill stores what b holds with a compare-and-set on b.Version.
-func (s *Store) UpdateBackfill(ctx context.Context, b ledger.Backfill) (ledger.Backfill, error) {
+func (s *backfills) UpdateBackfill(ctx context.Context, b ledger.Backfill) (ledger.Backfill, error) {
 	op := opError("update backfill %s from version %d", b.ID, b.Version)
 	if err := ledger.CheckBackfillID(b.ID); err != nil {
 		return ledger.Backfill{}, op(err)
@@ -112,7 +112,7 @@ func (s *Store) UpdateBackfill(ctx context.Context, b ledger.Backfill) (ledger.B
 }
 
 // TakenSlots reports which of a job's slots hold a run.
-func (s *Store) TakenSlots(ctx context.Context, job string, slots []time.Time) ([]bool, error) {
+func (s *backfills) TakenSlots(ctx context.Context, job string, slots []time.Time) ([]bool, error) {
 	op := opError("read %d slots of job %s", len(slots), job)
 	if err := s.enter(ctx, ledger.CheckJobName(job)); err != nil {
 		return nil, op(err)

@@ -10,7 +10,7 @@ import (
 )
 
 // GetInstance reads one instance.
-func (s *Store) GetInstance(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, error) {
+func (s *instances) GetInstance(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, error) {
 	op := opError("get instance %s", key)
 	if err := s.enter(ctx, ledger.CheckInstanceKey(key)); err != nil {
 		return ledger.Instance{}, op(err)
@@ -25,7 +25,7 @@ func (s *Store) GetInstance(ctx context.Context, key ledger.InstanceKey) (ledger
 
 // GetAttempt reads attempt n: its record as the transitions left it, and
 // its late events.
-func (s *Store) GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (ledger.Attempt, error) {
+func (s *instances) GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (ledger.Attempt, error) {
 	op := opError("get attempt %s#%d", key, n)
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return ledger.Attempt{}, op(err)
@@ -49,7 +49,7 @@ func (s *Store) GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (
 // its lease is still past), as the DynamoDB store's condition does; else
 // it answers a *ledger.ConflictError with the instance as it stands
 // (ledger.InstanceStorage).
-func (s *Store) WriteInstance(ctx context.Context, from ledger.Instance, ds []statemodel.Decision) (ledger.Instance, error) {
+func (s *instances) WriteInstance(ctx context.Context, from ledger.Instance, ds []statemodel.Decision) (ledger.Instance, error) {
 	if err := s.enter(ctx, ledger.CheckInstanceKey(from.Key)); err != nil {
 		return from, err
 	}
@@ -124,7 +124,7 @@ func (in *instance) unchangedSince(from statemodel.Snapshot, ds []statemodel.Dec
 
 // AppendLate records a late event on its attempt: the first
 // ledger.MaxLateEvents once each, later ones only counted.
-func (s *Store) AppendLate(ctx context.Context, key ledger.InstanceKey, late statemodel.LateEvent) error {
+func (s *instances) AppendLate(ctx context.Context, key ledger.InstanceKey, late statemodel.LateEvent) error {
 	op := opError("record late event %s on %s#%d", late.EventID, key, late.Attempt)
 	if err := ledger.CheckLateEvent(key, late); err != nil {
 		return op(err)
@@ -143,7 +143,7 @@ func (s *Store) AppendLate(ctx context.Context, key ledger.InstanceKey, late sta
 
 // SeenBefore looks an event id up in inst's history, the records up to
 // its seq (ledger.InstanceStorage).
-func (s *Store) SeenBefore(ctx context.Context, inst ledger.Instance, id string) (statemodel.SeenEvent, bool, error) {
+func (s *instances) SeenBefore(ctx context.Context, inst ledger.Instance, id string) (statemodel.SeenEvent, bool, error) {
 	if seen, ok := inst.Snapshot.Seen(id); ok {
 		return seen, true, nil
 	}
@@ -210,7 +210,7 @@ func (in *instance) appendLate(late statemodel.LateEvent) {
 // Heartbeat renews attempt's lease (and, in RUNNING, the timer, which is
 // the lease): no history record, no version bump. ledger.HeartbeatTarget
 // says which form fits or why none does.
-func (s *Store) Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt int, now time.Time, lease time.Duration) (ledger.HeartbeatResult, error) {
+func (s *instances) Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt int, now time.Time, lease time.Duration) (ledger.HeartbeatResult, error) {
 	op := opError("heartbeat %s#%d", key, attempt)
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return ledger.HeartbeatResult{}, op(err)
@@ -239,7 +239,7 @@ func (s *Store) Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt i
 // History returns an instance's transition records in seq order, at most
 // limit (0: all) per call, and the token of the next page ("" at the end).
 // An instance that does not exist has no records.
-func (s *Store) History(ctx context.Context, key ledger.InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
+func (s *instances) History(ctx context.Context, key ledger.InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
 	op := opError("history %s", key)
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return nil, "", op(err)
@@ -267,7 +267,7 @@ func (s *Store) History(ctx context.Context, key ledger.InstanceKey, limit int, 
 }
 
 // GetInstanceAndRun reads an instance and its run.
-func (s *Store) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, ledger.Run, error) {
+func (s *instances) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, ledger.Run, error) {
 	op := opError("get instance %s with its run", key)
 	if err := s.enter(ctx, ledger.CheckInstanceKey(key)); err != nil {
 		return ledger.Instance{}, ledger.Run{}, op(err)

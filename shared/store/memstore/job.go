@@ -11,7 +11,7 @@ import (
 
 // CreateJob stores a new job at version 1, stamped with the store's clock,
 // with its dependency edges.
-func (s *Store) CreateJob(ctx context.Context, j ledger.Job) (ledger.Job, error) {
+func (s *jobs) CreateJob(ctx context.Context, j ledger.Job) (ledger.Job, error) {
 	op := opError("create job %s", j.Name)
 	if err := checkJob(&j); err != nil {
 		return ledger.Job{}, op(err)
@@ -43,7 +43,7 @@ func checkJob(j *ledger.Job) error {
 
 // putJob stores next over cur (zero: none) and moves the dependency edges
 // from cur's upstream jobs to next's.
-func (s *Store) putJob(cur, next ledger.Job) {
+func (s *jobs) putJob(cur, next ledger.Job) {
 	for _, up := range cur.Upstream {
 		delete(s.edges[up], cur.Name)
 	}
@@ -57,7 +57,7 @@ func (s *Store) putJob(cur, next ledger.Job) {
 }
 
 // GetJob reads a job.
-func (s *Store) GetJob(ctx context.Context, name string) (ledger.Job, error) {
+func (s *jobs) GetJob(ctx context.Context, name string) (ledger.Job, error) {
 	op := opError("get job %s", name)
 	if err := s.enter(ctx, ledger.CheckJobName(name)); err != nil {
 		return ledger.Job{}, op(err)
@@ -71,7 +71,7 @@ func (s *Store) GetJob(ctx context.Context, name string) (ledger.Job, error) {
 }
 
 // ListJobs lists jobs by name, limit per page (0: ledger.DefaultListLimit).
-func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]ledger.Job, string, error) {
+func (s *jobs) ListJobs(ctx context.Context, limit int, token string) ([]ledger.Job, string, error) {
 	op := opError("list jobs")
 	after, err := decodeToken(token, "jobs")
 	if err != nil {
@@ -99,7 +99,7 @@ func (s *Store) ListJobs(ctx context.Context, limit int, token string) ([]ledger
 // UpdateJob replaces a job's spec, schedule position and upstream jobs
 // with a compare-and-set on its version; paused, the missed slots and the
 // creation time stay.
-func (s *Store) UpdateJob(ctx context.Context, j ledger.Job, expected int64) (ledger.Job, error) {
+func (s *jobs) UpdateJob(ctx context.Context, j ledger.Job, expected int64) (ledger.Job, error) {
 	op := opError("update job %s from version %d", j.Name, expected)
 	if err := checkJob(&j); err != nil {
 		return ledger.Job{}, op(err)
@@ -124,7 +124,7 @@ func (s *Store) UpdateJob(ctx context.Context, j ledger.Job, expected int64) (le
 
 // SetJobPaused pauses or resumes a job (a paused job has no due timer);
 // the version moves unless the flag is already as asked.
-func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (ledger.Job, error) {
+func (s *jobs) SetJobPaused(ctx context.Context, name string, paused bool) (ledger.Job, error) {
 	op := opError("set job %s paused=%t", name, paused)
 	if err := s.enter(ctx, ledger.CheckJobName(name)); err != nil {
 		return ledger.Job{}, op(err)
@@ -146,7 +146,7 @@ func (s *Store) SetJobPaused(ctx context.Context, name string, paused bool) (led
 // MoveSchedule moves a running job's schedule from m.From to m.To and adds
 // m.Missed to its missed slots; ledger.ErrConflict unless the job is at
 // m.Version, not paused, and at m.From. The version stays.
-func (s *Store) MoveSchedule(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
+func (s *jobs) MoveSchedule(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
 	op := opError("move schedule of job %s from %s to %s", name, m.From.NextFireAt, m.To.NextFireAt)
 	j, err := s.writePosition(ctx, name, m, false)
 	if err != nil {
@@ -158,7 +158,7 @@ func (s *Store) MoveSchedule(ctx context.Context, name string, m ledger.Schedule
 // ResumeJob resumes a paused job and moves its schedule as m says;
 // ledger.ErrConflict unless the job is paused, at m.Version and at m.From.
 // The version moves to m.Version+1.
-func (s *Store) ResumeJob(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
+func (s *jobs) ResumeJob(ctx context.Context, name string, m ledger.ScheduleMove) (ledger.Job, error) {
 	op := opError("resume job %s from version %d", name, m.Version)
 	j, err := s.writePosition(ctx, name, m, true)
 	if err != nil {
@@ -169,7 +169,7 @@ func (s *Store) ResumeJob(ctx context.Context, name string, m ledger.ScheduleMov
 
 // writePosition writes m.To over m.From on a job whose paused flag is
 // paused; a paused job is resumed by it.
-func (s *Store) writePosition(ctx context.Context, name string, m ledger.ScheduleMove, paused bool) (ledger.Job, error) {
+func (s *jobs) writePosition(ctx context.Context, name string, m ledger.ScheduleMove, paused bool) (ledger.Job, error) {
 	if m.Missed < 0 {
 		return ledger.Job{}, fmt.Errorf("%w: %d missed slots", ledger.ErrInvalidInput, m.Missed)
 	}
@@ -196,7 +196,7 @@ func samePosition(a, b ledger.SchedulePosition) bool {
 }
 
 // ListDependents lists the jobs that depend on job, by name.
-func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error) {
+func (s *jobs) ListDependents(ctx context.Context, job string) ([]string, error) {
 	op := opError("list dependents of job %s", job)
 	if err := s.enter(ctx, ledger.CheckJobName(job)); err != nil {
 		return nil, op(err)
@@ -214,7 +214,7 @@ func (s *Store) ListDependents(ctx context.Context, job string) ([]string, error
 // (ledger.ErrUnfinishedRuns otherwise): the check and the delete are one
 // step under the store's lock, as the conditional writes of the DynamoDB
 // store make them one.
-func (s *Store) DeleteJobIfIdle(ctx context.Context, name string) error {
+func (s *jobs) DeleteJobIfIdle(ctx context.Context, name string) error {
 	op := opError("delete job %s", name)
 	if err := s.enter(ctx, ledger.CheckJobName(name)); err != nil {
 		return op(err)

@@ -13,7 +13,7 @@ import (
 // other, and within one boot a higher seq replaces a lower one, by at most
 // ledger.MaxLeaseSeqJump. An older lease, or one that jumps too far, is
 // dropped without an error.
-func (s *Store) PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error {
+func (s *workerLeases) PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error {
 	op := opError("put worker lease %s", l.Name)
 	if err := s.enter(ctx, ledger.CheckWorkerName(l.Name)); err != nil {
 		return op(err)
@@ -32,7 +32,7 @@ func (s *Store) PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error 
 
 // GetWorkerLease reads a worker's lease; a worker never seen has the zero
 // lease (empty BootID).
-func (s *Store) GetWorkerLease(ctx context.Context, name string) (ledger.WorkerLease, error) {
+func (s *workerLeases) GetWorkerLease(ctx context.Context, name string) (ledger.WorkerLease, error) {
 	if err := s.begin(ctx); err != nil {
 		return ledger.WorkerLease{}, opError("get worker lease %s", name)(err)
 	}

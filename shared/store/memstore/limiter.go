@@ -18,7 +18,7 @@ type limiterRec struct {
 	admitted map[string]ledger.Admitted
 }
 
-func (s *Store) limiter(name string) *limiterRec {
+func (s *limiters) limiter(name string) *limiterRec {
 	if s.limiters == nil {
 		s.limiters = map[string]*limiterRec{}
 	}
@@ -31,7 +31,7 @@ func (s *Store) limiter(name string) *limiterRec {
 }
 
 // GetLimiter implements ledger.Limiters.
-func (s *Store) GetLimiter(_ context.Context, name string) (limiter.State, error) {
+func (s *limiters) GetLimiter(_ context.Context, name string) (limiter.State, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.limiter(name).state
@@ -40,7 +40,7 @@ func (s *Store) GetLimiter(_ context.Context, name string) (limiter.State, error
 }
 
 // ListWaiting implements ledger.Limiters.
-func (s *Store) ListWaiting(_ context.Context, name string, limit int) ([]ledger.Waiting, error) {
+func (s *limiters) ListWaiting(_ context.Context, name string, limit int) ([]ledger.Waiting, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.limiter(name)
@@ -56,7 +56,7 @@ func (s *Store) ListWaiting(_ context.Context, name string, limit int) ([]ledger
 }
 
 // ListAdmitted implements ledger.Limiters.
-func (s *Store) ListAdmitted(_ context.Context, name string) ([]ledger.Admitted, error) {
+func (s *limiters) ListAdmitted(_ context.Context, name string) ([]ledger.Admitted, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.limiter(name)
@@ -68,7 +68,7 @@ func (s *Store) ListAdmitted(_ context.Context, name string) ([]ledger.Admitted,
 }
 
 // FindRun implements ledger.Limiters.
-func (s *Store) FindRun(_ context.Context, name string, p limiter.Place) (*ledger.Admitted, *ledger.Waiting, error) {
+func (s *limiters) FindRun(_ context.Context, name string, p limiter.Place) (*ledger.Admitted, *ledger.Waiting, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.limiter(name)
@@ -85,7 +85,7 @@ func (s *Store) FindRun(_ context.Context, name string, p limiter.Place) (*ledge
 
 // WriteLimiter implements ledger.Limiters: every condition is checked
 // before anything changes, as one transaction.
-func (s *Store) WriteLimiter(_ context.Context, w ledger.LimiterWrite) error {
+func (s *limiters) WriteLimiter(_ context.Context, w ledger.LimiterWrite) error {
 	if err := ledger.CheckLimiterName(w.Name); err != nil {
 		return fmt.Errorf("write limiter: %w", err)
 	}

@@ -18,7 +18,7 @@ type memMap struct {
 }
 
 // CreateMap writes a map's item with its elements, once.
-func (s *Store) CreateMap(ctx context.Context, m ledger.MapState, items [][]byte) error {
+func (s *mapStates) CreateMap(ctx context.Context, m ledger.MapState, items [][]byte) error {
 	op := opError("create map %s/%s", m.Run, m.Task)
 	if err := s.enter(ctx, ledger.CheckMapKey(m.Run, m.Task)); err != nil {
 		return op(err)
@@ -39,13 +39,13 @@ func (s *Store) CreateMap(ctx context.Context, m ledger.MapState, items [][]byte
 	return nil
 }
 
-func (s *Store) mapOf(run, task string) (*memMap, bool) {
+func (s *mem) mapOf(run, task string) (*memMap, bool) {
 	m, ok := s.maps[ledger.InstanceKey{Run: run, Task: task}]
 	return m, ok
 }
 
 // GetMap reads a map's item.
-func (s *Store) GetMap(ctx context.Context, run, task string) (ledger.MapState, error) {
+func (s *mapStates) GetMap(ctx context.Context, run, task string) (ledger.MapState, error) {
 	op := opError("get map %s/%s", run, task)
 	if err := s.enter(ctx, ledger.CheckMapKey(run, task)); err != nil {
 		return ledger.MapState{}, op(err)
@@ -59,7 +59,7 @@ func (s *Store) GetMap(ctx context.Context, run, task string) (ledger.MapState, 
 }
 
 // MapItems reads chunk c of a map's elements.
-func (s *Store) MapItems(ctx context.Context, run, task string, c int) ([][]byte, error) {
+func (s *mapStates) MapItems(ctx context.Context, run, task string, c int) ([][]byte, error) {
 	op := opError("map items %s/%s#%d", run, task, c)
 	if err := s.enter(ctx, ledger.CheckMapKey(run, task)); err != nil {
 		return nil, op(err)
@@ -80,7 +80,7 @@ func (s *Store) MapItems(ctx context.Context, run, task string, c int) ([][]byte
 
 // ReleaseChildren moves Next and Running on, conditioned as the DynamoDB
 // store's write.
-func (s *Store) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (ledger.MapState, error) {
+func (s *mapStates) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (ledger.MapState, error) {
 	if err := s.enter(ctx, ledger.CheckMapKey(m.Run, m.Task)); err != nil {
 		return m, err
 	}
@@ -102,7 +102,7 @@ func (s *Store) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (
 }
 
 // CreateChildren writes children's instances; existing ones stay.
-func (s *Store) CreateChildren(ctx context.Context, insts []ledger.Instance) error {
+func (s *mapStates) CreateChildren(ctx context.Context, insts []ledger.Instance) error {
 	if err := s.enter(ctx, nil); err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func (s *Store) CreateChildren(ctx context.Context, insts []ledger.Instance) err
 }
 
 // ListChildren pages a map's children in index order.
-func (s *Store) ListChildren(ctx context.Context, run, task string, limit int, token string) ([]ledger.Instance, string, error) {
+func (s *mapStates) ListChildren(ctx context.Context, run, task string, limit int, token string) ([]ledger.Instance, string, error) {
 	op := opError("list children of %s/%s", run, task)
 	if err := s.enter(ctx, ledger.CheckMapKey(run, task)); err != nil {
 		return nil, "", op(err)
@@ -164,7 +164,7 @@ func (s *Store) ListChildren(ctx context.Context, run, task string, limit int, t
 
 // addChildEnd adds a child's count change to its map's counts (under the
 // store's lock, with the child's write).
-func (s *Store) addChildEnd(key ledger.InstanceKey, change map[string]int) error {
+func (s *mem) addChildEnd(key ledger.InstanceKey, change map[string]int) error {
 	parent, _, _ := ledger.ParseChild(key.Task)
 	m, ok := s.mapOf(key.Run, parent)
 	if !ok {
@@ -183,7 +183,7 @@ type memMapOutput struct {
 }
 
 // SetMapOutput keeps a map's output.
-func (s *Store) SetMapOutput(ctx context.Context, run, task string, out []byte, truncated bool) error {
+func (s *mapStates) SetMapOutput(ctx context.Context, run, task string, out []byte, truncated bool) error {
 	if err := s.enter(ctx, ledger.CheckMapKey(run, task)); err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (s *Store) SetMapOutput(ctx context.Context, run, task string, out []byte, 
 }
 
 // GetMapOutput reads a map's output.
-func (s *Store) GetMapOutput(ctx context.Context, run, task string) ([]byte, bool, error) {
+func (s *mapStates) GetMapOutput(ctx context.Context, run, task string) ([]byte, bool, error) {
 	if err := s.enter(ctx, ledger.CheckMapKey(run, task)); err != nil {
 		return nil, false, err
 	}
@@ -211,7 +211,7 @@ func (s *Store) GetMapOutput(ctx context.Context, run, task string) ([]byte, boo
 
 // CloseMap counts a map's pending children cancelled, conditioned as the
 // DynamoDB store's write.
-func (s *Store) CloseMap(ctx context.Context, m ledger.MapState) (ledger.MapState, error) {
+func (s *mapStates) CloseMap(ctx context.Context, m ledger.MapState) (ledger.MapState, error) {
 	if err := s.enter(ctx, ledger.CheckMapKey(m.Run, m.Task)); err != nil {
 		return m, err
 	}

@@ -34,7 +34,27 @@ import (
 )
 
 // Store is an in-memory store. It is safe for concurrent use.
+//
+// It is split by concern as the DynamoDB store is, one small type per
+// narrow port of the ledger, each over the one mutex-guarded mem, and
+// composes them by embedding: every method of the port (ledger.Storage)
+// is a method of one concern type, promoted to Store.
 type Store struct {
+	*mem
+	*runs
+	*instances
+	*jobs
+	*backfills
+	*limiters
+	*mapStates
+	*outputs
+	*timers
+	*workerLeases
+}
+
+// mem is everything the store holds, behind its one mutex, with the
+// helpers that more than one concern calls under it.
+type mem struct {
 	clock    func() time.Time
 	backstop time.Duration
 
@@ -69,6 +89,37 @@ type idemClaim struct {
 	expires       time.Time
 }
 
+// runs keeps runs and answers from the live-work indexes (ledger.Runs but
+// ListDependents, which reads the jobs' dependency edges): run.go.
+type runs struct{ *mem }
+
+// instances keeps task instances, their attempts and their history
+// (ledger.InstanceStorage and ledger.InstanceRecords): instance.go.
+type instances struct{ *mem }
+
+// jobs keeps job definitions, their schedule state and their dependency
+// edges (ledger.Jobs, and ListDependents of ledger.Runs): job.go.
+type jobs struct{ *mem }
+
+// backfills keeps backfills (ledger.Backfills): backfill.go.
+type backfills struct{ *mem }
+
+// limiters keeps limiter entries (ledger.Limiters): limiter.go.
+type limiters struct{ *mem }
+
+// mapStates keeps map states, their items, children and outputs
+// (ledger.Maps): mapping.go.
+type mapStates struct{ *mem }
+
+// outputs reads task outputs (ledger.Outputs): output.go.
+type outputs struct{ *mem }
+
+// timers lists due timers (ledger.Timers): timer.go.
+type timers struct{ *mem }
+
+// workerLeases keeps worker leases (ledger.WorkerLeases): lease.go.
+type workerLeases struct{ *mem }
+
 // Option configures a Store.
 type Option func(*Store)
 
@@ -83,13 +134,18 @@ func WithRunBackstop(d time.Duration) Option { return func(s *Store) { s.backsto
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
-	s := &Store{
+	m := &mem{
 		clock: time.Now, backstop: ledger.DefaultRunBackstop,
 		jobs: map[string]ledger.Job{}, edges: map[string]map[string]bool{},
 		runs: map[string]ledger.Run{}, runsOfJob: map[string][]string{}, tasks: map[string][]string{},
 		instances: map[ledger.InstanceKey]*instance{},
 		slots:     map[claimKey]string{}, idem: map[claimKey]idemClaim{},
 		leases: map[string]ledger.WorkerLease{}, backfills: map[string]ledger.Backfill{},
+	}
+	s := &Store{
+		mem: m, runs: &runs{m}, instances: &instances{m}, jobs: &jobs{m},
+		backfills: &backfills{m}, limiters: &limiters{m}, mapStates: &mapStates{m},
+		outputs: &outputs{m}, timers: &timers{m}, workerLeases: &workerLeases{m},
 	}
 	for _, o := range opts {
 		o(s)
@@ -99,7 +155,7 @@ func New(opts ...Option) *Store {
 
 // begin checks the context, as every SDK call does first, and takes the
 // lock; the caller defers s.mu.Unlock.
-func (s *Store) begin(ctx context.Context) error {
+func (s *mem) begin(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -109,7 +165,7 @@ func (s *Store) begin(ctx context.Context) error {
 
 // enter refuses an invalid key (invalid, a key check's answer) or a done
 // context, else takes the lock; the caller defers s.mu.Unlock.
-func (s *Store) enter(ctx context.Context, invalid error) error {
+func (s *mem) enter(ctx context.Context, invalid error) error {
 	if invalid != nil {
 		return invalid
 	}
@@ -244,5 +300,17 @@ func opError(format string, args ...any) func(error) error {
 	return func(err error) error { return fmt.Errorf("%s: %w", prefix, err) }
 }
 
-// The in-memory store is a port of the storage contract.
-var _ ledger.Storage = (*Store)(nil)
+// The in-memory store is a port of the storage contract, each concern
+// type of the narrow port it keeps.
+var (
+	_ ledger.Storage         = (*Store)(nil)
+	_ ledger.InstanceStorage = (*instances)(nil)
+	_ ledger.InstanceRecords = (*instances)(nil)
+	_ ledger.Jobs            = (*jobs)(nil)
+	_ ledger.Backfills       = (*backfills)(nil)
+	_ ledger.Limiters        = (*limiters)(nil)
+	_ ledger.Maps            = (*mapStates)(nil)
+	_ ledger.Outputs         = (*outputs)(nil)
+	_ ledger.Timers          = (*timers)(nil)
+	_ ledger.WorkerLeases    = (*workerLeases)(nil)
+)

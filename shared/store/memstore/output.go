@@ -7,7 +7,7 @@ import (
 )
 
 // GetOutputs reads the named instances of run and answers their outputs.
-func (s *Store) GetOutputs(ctx context.Context, run string, tasks []string) (map[string][]byte, error) {
+func (s *outputs) GetOutputs(ctx context.Context, run string, tasks []string) (map[string][]byte, error) {
 	op := opError("get outputs of %s", run)
 	if err := s.enter(ctx, nil); err != nil {
 		return nil, op(err)

@@ -16,7 +16,7 @@ import (
 // records, all or nothing, refusing what the DynamoDB store refuses before
 // any write. A taken idempotency key is answered before a taken slot, and
 // both before a run id that exists, as the DynamoDB store answers.
-func (s *Store) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (ledger.RunView, error) {
+func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (ledger.RunView, error) {
 	op := opError("create run %s of job %s", nr.ID, nr.Job)
 	nodes, err := checkNewRun(nr)
 	if err != nil {
@@ -103,7 +103,7 @@ func checkNewRun(nr ledger.NewRun) ([]statemodel.TaskNode, error) {
 // releasable answers the backfill a run's release leaves, or
 // ErrVersionConflict when the backfill held is not the one stored, as the
 // DynamoDB store's condition does before any other.
-func (s *Store) releasable(nr ledger.NewRun) (ledger.Backfill, error) {
+func (s *runs) releasable(nr ledger.NewRun) (ledger.Backfill, error) {
 	if nr.Release == nil {
 		return ledger.Backfill{}, nil
 	}
@@ -114,7 +114,7 @@ func (s *Store) releasable(nr ledger.NewRun) (ledger.Backfill, error) {
 }
 
 // claimable refuses a run whose idempotency key, slot or id is taken.
-func (s *Store) claimable(nr ledger.NewRun, stamp time.Time) error {
+func (s *runs) claimable(nr ledger.NewRun, stamp time.Time) error {
 	if ik := nr.Idempotency; ik != nil {
 		// An expired key is free again (the DynamoDB store compares epoch
 		// seconds, as TTL does).
@@ -156,7 +156,7 @@ func newInstance(nr ledger.NewRun, t ledger.NewTask, now time.Time) (*instance, 
 }
 
 // GetRun reads a run.
-func (s *Store) GetRun(ctx context.Context, id string) (ledger.Run, error) {
+func (s *runs) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 	op := opError("get run %s", id)
 	if err := s.enter(ctx, ledger.CheckRunID(id)); err != nil {
 		return ledger.Run{}, op(err)
@@ -171,7 +171,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 
 // ReadRun reads a whole run: the run, its instances by task id, and each
 // instance's attempts by number.
-func (s *Store) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
+func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 	op := opError("read run %s", id)
 	if err := s.enter(ctx, ledger.CheckRunID(id)); err != nil {
 		return ledger.RunView{}, op(err)
@@ -201,7 +201,7 @@ func (s *Store) ReadRun(ctx context.Context, id string) (ledger.RunView, error) 
 
 // ListRuns lists runs newest first (run ids are ULIDs), of one job or of
 // all, filtered by status.
-func (s *Store) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, string, error) {
+func (s *runs) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, string, error) {
 	op := opError("list runs (job %q, status %q)", f.Job, f.Status)
 	listing := "runs"
 	if f.Job != "" {
@@ -235,7 +235,7 @@ func (s *Store) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run,
 
 // UpdateRunState stores a run's derived state with a compare-and-set on
 // run.Version.
-func (s *Store) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.RunUpdate) (ledger.Run, error) {
+func (s *runs) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.RunUpdate) (ledger.Run, error) {
 	op := opError("update run %s from version %d", run.ID, run.Version)
 	next, err := ledger.NextRun(run, u, s.clock(), s.backstop)
 	if err != nil {
@@ -263,7 +263,7 @@ func (s *Store) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.Run
 
 // RearmRunBackstop moves a live run's backstop to the clock + the run
 // backstop when the stored version and execution state are still run's.
-func (s *Store) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Run, error) {
+func (s *runs) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Run, error) {
 	op := opError("re-arm backstop of run %s", run.ID)
 	if err := ledger.CheckRunID(run.ID); err != nil {
 		return ledger.Run{}, op(err)
@@ -291,7 +291,7 @@ func (s *Store) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Ru
 
 // MarkDeadlineMissed records that run was found unfinished at its
 // deadline: false when recorded already or the run finished first.
-func (s *Store) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.Run, bool, error) {
+func (s *runs) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.Run, bool, error) {
 	op := opError("mark deadline of run %s missed", run.ID)
 	if err := ledger.CheckRunID(run.ID); err != nil {
 		return ledger.Run{}, false, op(err)
@@ -317,7 +317,7 @@ func (s *Store) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.
 }
 
 // ListUnfinishedRuns lists a job's unfinished runs, oldest first.
-func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]ledger.UnfinishedRun, error) {
+func (s *runs) ListUnfinishedRuns(ctx context.Context, job string) ([]ledger.UnfinishedRun, error) {
 	op := opError("list unfinished runs of job %s", job)
 	if err := s.enter(ctx, ledger.CheckJobName(job)); err != nil {
 		return nil, op(err)
@@ -328,7 +328,7 @@ func (s *Store) ListUnfinishedRuns(ctx context.Context, job string) ([]ledger.Un
 
 // unfinished lists job's unfinished runs, oldest first; the caller holds
 // the lock.
-func (s *Store) unfinished(job string) []ledger.UnfinishedRun {
+func (s *mem) unfinished(job string) []ledger.UnfinishedRun {
 	var out []ledger.UnfinishedRun
 	for _, id := range slices.Sorted(slices.Values(s.runsOfJob[job])) {
 		if run := s.runs[id]; !run.ExecutionState.Terminal() {
@@ -340,7 +340,7 @@ func (s *Store) unfinished(job string) []ledger.UnfinishedRun {
 
 // HasUnfinishedRuns reports whether job has a run that has not ended,
 // runs of the ignored triggers left out.
-func (s *Store) HasUnfinishedRuns(ctx context.Context, job string, ignore ...statemodel.Trigger) (bool, error) {
+func (s *runs) HasUnfinishedRuns(ctx context.Context, job string, ignore ...statemodel.Trigger) (bool, error) {
 	op := opError("unfinished runs of job %s", job)
 	if err := s.enter(ctx, ledger.CheckJobName(job)); err != nil {
 		return false, op(err)
@@ -356,7 +356,7 @@ func (s *Store) HasUnfinishedRuns(ctx context.Context, job string, ignore ...sta
 
 // MarkRunStarted moves a QUEUED run to RUNNING, and reports whether it did
 // (false: the run is past QUEUED).
-func (s *Store) MarkRunStarted(ctx context.Context, id string) (bool, error) {
+func (s *runs) MarkRunStarted(ctx context.Context, id string) (bool, error) {
 	op := opError("mark run %s started", id)
 	if err := s.enter(ctx, ledger.CheckRunID(id)); err != nil {
 		return false, op(err)

@@ -18,7 +18,7 @@ import (
 // limit (0: ledger.DefaultListLimit) per page. Jobs with a next fire that
 // are not paused, live runs' backstops and instances that wait on a time
 // have a timer; an item keeps its shard for life.
-func (s *Store) ListDueTimers(ctx context.Context, shard int, now time.Time, limit int, token string) ([]ledger.DueTimer, string, error) {
+func (s *timers) ListDueTimers(ctx context.Context, shard int, now time.Time, limit int, token string) ([]ledger.DueTimer, string, error) {
 	op := opError("list due timers of shard %d at %s", shard, now)
 	if shard < 0 || shard >= tableschema.TimerShards {
 		return nil, "", op(fmt.Errorf("%w: shard %d outside 0..%d", ledger.ErrInvalidInput, shard, tableschema.TimerShards-1))
