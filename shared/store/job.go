@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -528,37 +529,46 @@ func (s *jobs) DeleteJobIfIdle(ctx context.Context, name string) error {
 	if err := ledger.CheckJobName(name); err != nil {
 		return op(err)
 	}
-	for try := 0; ; try++ {
-		cur, err := s.GetJob(ctx, name)
-		if err != nil {
-			return op(err)
-		}
-		mark := s.clock().UnixMilli()
-		marked, err := s.markJobDeleting(ctx, cur, mark)
-		if err != nil {
-			return op(err)
-		}
-		retry := !marked
-		if marked {
-			busy, err := s.runs.HasUnfinishedRuns(ctx, name)
-			if err != nil || busy {
-				s.unmarkJobDeleting(ctx, name, mark)
-				if err == nil {
-					err = fmt.Errorf("%w: job %s", ledger.ErrUnfinishedRuns, name)
-				}
-				return op(err)
-			}
-			if retry, err = s.deleteJob(ctx, cur, mark); err != nil {
-				return op(err)
-			}
-		}
-		switch {
-		case !retry:
-			return nil
-		case try >= conflictRetries:
-			return op(ledger.ErrVersionConflict)
-		}
+	err := ledger.Update(ctx, ledger.Rounds{Max: conflictRetries + 1},
+		func(ctx context.Context, _ int) (ledger.Job, error) { return s.GetJob(ctx, name) },
+		func(_ context.Context, cur ledger.Job) (ledger.Job, ledger.Step, error) {
+			return cur, ledger.StepWrite, nil
+		},
+		s.deleteIfIdle)
+	if errors.Is(err, ledger.ErrUnsettled) {
+		err = ledger.ErrVersionConflict
 	}
+	if err != nil {
+		return op(err)
+	}
+	return nil
+}
+
+// deleteIfIdle deletes cur, the job as read, unless it has unfinished
+// runs (ledger.ErrUnfinishedRuns); a write to the job since the read is
+// ledger.ErrVersionConflict, to read it again.
+func (s *jobs) deleteIfIdle(ctx context.Context, cur ledger.Job) error {
+	mark := s.clock().UnixMilli()
+	marked, err := s.markJobDeleting(ctx, cur, mark)
+	if err != nil {
+		return err
+	}
+	if !marked {
+		return ledger.ErrVersionConflict
+	}
+	busy, err := s.runs.HasUnfinishedRuns(ctx, cur.Name)
+	if err != nil || busy {
+		s.unmarkJobDeleting(ctx, cur.Name, mark)
+		if err == nil {
+			err = fmt.Errorf("%w: job %s", ledger.ErrUnfinishedRuns, cur.Name)
+		}
+		return err
+	}
+	retry, err := s.deleteJob(ctx, cur, mark)
+	if err == nil && retry {
+		return ledger.ErrVersionConflict
+	}
+	return err
 }
 
 // markJobDeleting sets the job's deletion mark if the job is still at the

@@ -14,7 +14,7 @@ import (
 	"github.com/runledger/runledger/shared/tableschema"
 )
 
-// Key prefixes and fixed sort keys (docs: notes/store.md layout).
+// Key prefixes and fixed sort keys (docs/store.md, the layout).
 const (
 	prefixJob        = "JOB#"
 	prefixRun        = "RUN#"

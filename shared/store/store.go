@@ -3,7 +3,7 @@
 // for the domain (CreateRun, Transition, Heartbeat, ListDueTimers), and
 // nothing above it sees an SDK type or error.
 //
-// The item layout (docs: notes/store.md):
+// The item layout (docs/store.md):
 //
 //	job              JOB#<name>  JOB                      version CAS, spec, next fire, listing JOBS/<name>, timer
 //	slot claim       JOB#<name>  SLOT#<logical time>       run id; one slot never yields two runs

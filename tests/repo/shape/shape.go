@@ -535,7 +535,7 @@ func bounded(header []ast.Node) bool {
 }
 
 // callsNamed reports whether n calls a function or method whose name
-// starts with one of prefixes.
+// starts with one of prefixes, in either case (getX reads as GetX does).
 func callsNamed(n ast.Node, prefixes []string) bool {
 	found := false
 	ast.Inspect(n, func(n ast.Node) bool {
@@ -551,7 +551,7 @@ func callsNamed(n ast.Node, prefixes []string) bool {
 			name = f.Sel.Name
 		}
 		for _, p := range prefixes {
-			found = found || strings.HasPrefix(name, p)
+			found = found || strings.HasPrefix(strings.ToLower(name), strings.ToLower(p))
 		}
 		return !found
 	})

@@ -43,12 +43,16 @@ func loop(st store) {
 	write("shared/scheduler/c.go", `package scheduler
 func leaf() {}
 `)
-	// A loop over a round whose bound the body checks is one; a test's
-	// case that races writers is not.
+	// A loop over a round whose bound the body checks is one, and so is
+	// one whose reads and writes are unexported; a test's case that races
+	// writers is not.
 	write("shared/scheduler/d.go", `package scheduler
 import "testing"
 func retry(st store) {
 	for round := 0; ; round++ { v := st.GetX(); if st.CloseX(v) == nil || round > 3 { return } }
+}
+func lower(st store) {
+	for try := range maxTries { v := st.getX(); st.deleteX(v) }
 }
 func raceCase(t *testing.T, st store) {
 	for round := range 5 { st.WriteX(st.GetX()) }
@@ -105,7 +109,7 @@ import "example/shared/scheduler"
 	if want := []string{"shared/scheduler.counts", "shared/scheduler.mu"}; !slices.Equal(f.MutableVars, want) {
 		t.Errorf("mutable variables %v, want %v", f.MutableVars, want)
 	}
-	if want := []string{"shared/ledger/update.go:Update", "shared/scheduler/b.go:loop", "shared/scheduler/d.go:retry"}; !slices.Equal(f.UpdateLoops, want) {
+	if want := []string{"shared/ledger/update.go:Update", "shared/scheduler/b.go:loop", "shared/scheduler/d.go:retry", "shared/scheduler/d.go:lower"}; !slices.Equal(f.UpdateLoops, want) {
 		t.Errorf("read-decide-write loops %v, want %v (the bounded loop that reads and writes)", f.UpdateLoops, want)
 	}
 	if want := []string{"shared/scheduler/a.go:8", "shared/scheduler/room/r.go:3"}; !slices.Equal(f.SchedulerJobspecLoads, want) {
