@@ -70,9 +70,31 @@ func ParentKey(child ledger.InstanceKey) (ledger.InstanceKey, bool) {
 // mapCache keeps what a map's steps need and never changes: its parent
 // instance's static fields, its run, and its element chunks. Bounded.
 type mapCache struct {
-	mu     sync.Mutex
-	parent map[ledger.InstanceKey]mapParent
-	chunks map[string][][]byte
+	parent *bounded[ledger.InstanceKey, mapParent]
+	chunks *bounded[string, [][]byte]
+}
+
+// bounded is a map of at most mapCacheSize entries, emptied when full,
+// safe for steps running at once.
+type bounded[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]V
+}
+
+func (b *bounded[K, V]) get(k K) (V, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.m[k]
+	return v, ok
+}
+
+func (b *bounded[K, V]) put(k K, v V) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.m) >= mapCacheSize {
+		clear(b.m)
+	}
+	b.m[k] = v
 }
 
 type mapParent struct {
@@ -84,53 +106,38 @@ type mapParent struct {
 const mapCacheSize = 256
 
 func newMapCache() *mapCache {
-	return &mapCache{parent: map[ledger.InstanceKey]mapParent{}, chunks: map[string][][]byte{}}
+	return &mapCache{parent: &bounded[ledger.InstanceKey, mapParent]{m: map[ledger.InstanceKey]mapParent{}},
+		chunks: &bounded[string, [][]byte]{m: map[string][][]byte{}}}
 }
 
 func (r *Room[E]) mapParentOf(ctx context.Context, key ledger.InstanceKey) (mapParent, error) {
-	r.cache.mu.Lock()
-	p, ok := r.cache.parent[key]
-	r.cache.mu.Unlock()
-	if ok {
+	if p, ok := r.cache.parent.get(key); ok {
 		return p, nil
 	}
 	inst, run, err := r.store.GetInstanceAndRun(ctx, key)
 	if err != nil {
-		return p, err
+		return mapParent{}, err
 	}
 	rec, err := mapRecordOf(inst)
 	if err != nil {
-		return p, err
+		return mapParent{}, err
 	}
 	inst.History, inst.Snapshot = nil, statemodel.Snapshot{}
-	p = mapParent{inst: inst, run: run, rec: rec}
-	r.cache.mu.Lock()
-	if len(r.cache.parent) >= mapCacheSize {
-		clear(r.cache.parent)
-	}
-	r.cache.parent[key] = p
-	r.cache.mu.Unlock()
+	p := mapParent{inst: inst, run: run, rec: rec}
+	r.cache.parent.put(key, p)
 	return p, nil
 }
 
 func (r *Room[E]) mapItems(ctx context.Context, key ledger.InstanceKey, c int) ([][]byte, error) {
 	id := fmt.Sprintf("%s/%s#%d", key.Run, key.Task, c)
-	r.cache.mu.Lock()
-	items, ok := r.cache.chunks[id]
-	r.cache.mu.Unlock()
-	if ok {
+	if items, ok := r.cache.chunks.get(id); ok {
 		return items, nil
 	}
 	items, err := r.store.MapItems(ctx, key.Run, key.Task, c)
 	if err != nil {
 		return nil, err
 	}
-	r.cache.mu.Lock()
-	if len(r.cache.chunks) >= mapCacheSize {
-		clear(r.cache.chunks)
-	}
-	r.cache.chunks[id] = items
-	r.cache.mu.Unlock()
+	r.cache.chunks.put(id, items)
 	return items, nil
 }
 
