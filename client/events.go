@@ -12,12 +12,12 @@ type (
 	// Event is one event of the local stack (docs/api.md, "Events"): a run
 	// that ended, a task that failed or went LOST, a missed deadline. Task
 	// is "" for a run's event.
-	Event = protocol.Signal
+	Event = protocol.Notice
 	// EventType is an Event's type ("run.failed", ...).
-	EventType = protocol.SignalType
+	EventType = protocol.NoticeType
 	// EventPage is one page of ListEvents, oldest first; NextToken is ""
 	// when no more events are kept yet.
-	EventPage = protocol.SignalPage
+	EventPage = protocol.NoticePage
 )
 
 // EventFilter selects events for ListEvents: those at or after Since

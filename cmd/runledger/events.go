@@ -42,7 +42,7 @@ deadline. A deployed stack publishes them to its EventBridge bus instead
 				return printJSON(cmd.OutOrStdout(), page)
 			}
 			t := newTable(cmd.OutOrStdout(), "TIME", "TYPE", "JOB", "RUN", "TASK", "ATTEMPT", "STATE", "REASON")
-			for _, e := range page.Events {
+			for _, e := range page.Notices {
 				attempt := ""
 				if e.Attempt > 0 {
 					attempt = strconv.Itoa(e.Attempt)
