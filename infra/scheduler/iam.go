@@ -31,7 +31,7 @@ var (
 	dynamoIndexQuery = []string{"dynamodb:Query"}
 	// SendMessageBatch is authorized by sqs:SendMessage.
 	sqsSend = []string{"sqs:SendMessage"}
-	// The scheduler's events go to the stack's own bus only.
+	// The scheduler's notices go to the stack's own bus only.
 	eventsPut = []string{"events:PutEvents"}
 )
 
