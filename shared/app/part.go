@@ -208,12 +208,12 @@ func (a *App) Flush(ctx context.Context) {
 	defer cancel()
 	for _, p := range flushes {
 		if err := p.Flush(ctx); err != nil {
-			a.Config.Logger.WarnContext(ctx, "events not flushed", "part", p.Name, "error", err.Error())
+			a.Config.Logger.WarnContext(ctx, "notices not flushed", "part", p.Name, "error", err.Error())
 		}
 	}
 }
 
-// flushing makes h flush the Parts' event sinks after every request, when
+// flushing makes h flush the Parts' notice sinks after every request, when
 // a Part has something to flush (the api Lambda).
 func (a *App) flushing(h http.Handler) http.Handler {
 	for _, p := range a.Config.Parts {
