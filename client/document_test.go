@@ -79,7 +79,7 @@ func TestEveryCallIsADocumentedOperation(t *testing.T) {
 			return err
 		},
 		func() error {
-			_, err := c.ListEvents(ctx, EventFilter{Since: time.Now(), Page: Page{Limit: 10, NextToken: "3"}})
+			_, err := c.ListNotices(ctx, NoticeFilter{Since: time.Now(), Page: Page{Limit: 10, NextToken: "3"}})
 			return err
 		},
 		func() error {

@@ -31,7 +31,7 @@ type SignalRequest struct {
 
 // Signal settles a waiting signal task and answers its run. The client's
 // API key authorizes it; the holder of the attempt token a
-// task.signal_requested event carried may instead build a client with
+// task.signal_requested notice carried may instead build a client with
 // that token as its APIKey (it authorizes this call for that task only).
 // A task not waiting as a signal task is CodeIllegalTransition; an older
 // attempt's token CodeStaleAttempt.

@@ -88,6 +88,6 @@ func newStack(scope constructs.Construct, cfg config) (awscdk.Stack, *scheduler.
 	output("PoolQueueUrls", "Dispatch queue per worker pool, JSON (RUNLEDGER_POOL_QUEUES)", s.PoolQueuesJSON())
 	output("DeadLetterQueueUrls", "Dead-letter queue per queue, JSON", s.DeadLetterQueuesJSON())
 	output("DashboardName", "CloudWatch dashboard", s.Dashboard.DashboardName())
-	output("EventBusName", "EventBridge bus of the scheduler's events (RUNLEDGER_EVENT_BUS)", s.EventBus.EventBusName())
+	output("EventBusName", "EventBridge bus of the scheduler's notices (RUNLEDGER_EVENT_BUS)", s.EventBus.EventBusName())
 	return stack, s
 }

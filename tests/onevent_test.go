@@ -157,7 +157,7 @@ func TestTriggerEventOnlyFromTheTriggerQueue(t *testing.T) {
 
 // The same event delivered twice (an EventBridge rule's delivery to the
 // trigger queue, redelivered) makes one run; a params template that fails
-// makes none and an event.trigger_failed event.
+// makes none and an event.trigger_failed notice.
 func TestSameEventTwiceMakesOneRun(t *testing.T) {
 	s := startStack(t, devstack.Options{})
 	s.createJob(map[string]any{"name": "fulfil", "on_event": []any{map[string]any{

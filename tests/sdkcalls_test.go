@@ -111,7 +111,7 @@ func TestSDKCallsOfEachFunction(t *testing.T) {
 		cfg.Executors = append(cfg.Executors, ecsexec.NewExecutor(ecsexec.Client{API: ecsClient}, apiSrv.URL))
 		bus := eventbridge.New(eventbridge.Options{BaseEndpoint: aws.String(busFake.URL), Region: "eu-west-1", Credentials: creds,
 			RetryMaxAttempts: 1, APIOptions: []func(*middleware.Stack) error{rec.Add}})
-		cfg.Parts = append(cfg.Parts, app.EventBusPart(bus, cfg.EventBus, cfg.Logger))
+		cfg.Parts = append(cfg.Parts, app.NoticeBusPart(bus, cfg.NoticeBus, cfg.Logger))
 		a, err := app.New(t.Context(), cfg)
 		if err != nil {
 			t.Fatalf("%s: %v", fn, err)

@@ -30,20 +30,20 @@ func approvalJob(name string, gate map[string]any) map[string]any {
 	})
 }
 
-// signalToken waits for the task.signal_requested event of attempt n and
+// signalToken waits for the task.signal_requested notice of attempt n and
 // returns its token.
 func (s *stack) signalToken(run, task string, n int) string {
 	s.t.Helper()
 	token := ""
 	eventually(s.t, 20*time.Second, fmt.Sprintf("task.signal_requested of %s/%s#%d", run, task, n), func() (bool, string) {
-		page := s.events(time.Time{})
-		for _, e := range page.Events {
-			if e.Type == protocol.SignalTaskSignalRequested && e.Run == run && e.Task == task && e.Attempt == n {
-				token = e.Token
+		page := s.notices(time.Time{})
+		for _, note := range page.Notices {
+			if note.Type == protocol.NoticeTaskSignalRequested && note.Run == run && note.Task == task && note.Attempt == n {
+				token = note.Token
 				return token != "", "token " + token
 			}
 		}
-		return false, eventTypes(page.Events)
+		return false, noticeTypes(page.Notices)
 	})
 	return token
 }

@@ -15,11 +15,12 @@ func newEventsCmd() *cobra.Command {
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "events",
-		Short: "List the local stack's events (runs ended, tasks failed or lost, deadlines missed), oldest first",
-		Long: `events lists what the local stack keeps of its events (the last 1,000):
-runs that ended, tasks that failed or went LOST, runs unfinished at their
-deadline. A deployed stack publishes them to its EventBridge bus instead
-(docs/deploy.md shows a rule that sends "run failed" to SNS).`,
+		Short: "List the local stack's notices (runs ended, tasks failed or lost, deadlines missed), oldest first",
+		Long: `events lists what the local stack keeps of its notices (GET /v1/events,
+the last 1,000): runs that ended, tasks that failed or went LOST, runs
+unfinished at their deadline. A deployed stack publishes them to its
+EventBridge bus instead (docs/deploy.md shows a rule that sends "run
+failed" to SNS). "events put" delivers trigger events, which start runs.`,
 		Example: "  runledger events\n  runledger events --since 10m\n  runledger events --since 2026-12-01T00:00:00Z -o json",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -34,7 +35,7 @@ deadline. A deployed stack publishes them to its EventBridge bus instead
 			if err != nil {
 				return err
 			}
-			page, err := c.ListEvents(cmd.Context(), client.EventFilter{Since: from, Page: client.Page{Limit: limit}})
+			page, err := c.ListNotices(cmd.Context(), client.NoticeFilter{Since: from, Page: client.Page{Limit: limit}})
 			if err != nil {
 				return err
 			}
@@ -42,25 +43,25 @@ deadline. A deployed stack publishes them to its EventBridge bus instead
 				return printJSON(cmd.OutOrStdout(), page)
 			}
 			t := newTable(cmd.OutOrStdout(), "TIME", "TYPE", "JOB", "RUN", "TASK", "ATTEMPT", "STATE", "REASON")
-			for _, e := range page.Events {
+			for _, n := range page.Notices {
 				attempt := ""
-				if e.Attempt > 0 {
-					attempt = strconv.Itoa(e.Attempt)
+				if n.Attempt > 0 {
+					attempt = strconv.Itoa(n.Attempt)
 				}
-				t.row(when(e.Time), string(e.Type), e.Job, e.Run, e.Task, attempt, e.State, e.Reason)
+				t.row(when(n.Time), string(n.Type), n.Job, n.Run, n.Task, attempt, n.State, n.Reason)
 			}
 			return t.flush()
 		},
 	}
 	api.register(cmd.Flags())
-	cmd.Flags().StringVar(&since, "since", "", "only events at or after this time: RFC 3339, or a duration back from now (10m)")
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many events")
+	cmd.Flags().StringVar(&since, "since", "", "only notices at or after this time: RFC 3339, or a duration back from now (10m)")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many notices")
 	cmd.AddCommand(newEventsPutCmd())
 	return cmd
 }
 
 // sinceFlag reads --since: an RFC 3339 time, or a Go duration counted back
-// from now; "" is every kept event.
+// from now; "" is every kept notice.
 func sinceFlag(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil

@@ -11,12 +11,12 @@ func newEventsPutCmd() *cobra.Command {
 	var e client.PutEventsEntry
 	cmd := &cobra.Command{
 		Use:   "put",
-		Short: "Deliver an event: each job whose on_event matches it gets a run",
-		Long: `events put delivers one event as EventBridge's PutEvents would
+		Short: "Deliver a trigger event: each job whose on_event matches it gets a run",
+		Long: `events put delivers one trigger event as EventBridge's PutEvents would
 (POST /v1/events/put). Each job with an on_event entry matching it gets
 one run (trigger event) whose params are rendered from the event; the
 event's id is printed. It is the local stack's ingress: a deployed stack
-takes events from the buses its stack listens to.`,
+takes trigger events from the buses its stack listens to.`,
 		Example: `  runledger events put --source shop --detail-type "Order Placed" --detail '{"order_id": "o-42"}'
   runledger events put --source shop --detail-type "Order Placed" --detail '{}' --time 2026-12-01T00:00:00Z -o json`,
 		Args: noArgs,

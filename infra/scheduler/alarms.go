@@ -108,7 +108,7 @@ func (s *Scheduler) addAlarms(p Props) {
 	})
 	if p.RunFailedAlarm {
 		add("RunFailed", &awscloudwatch.AlarmProps{
-			AlarmDescription:   jsii.String("runledger: runs failed; the event bus's run.failed events name them"),
+			AlarmDescription:   jsii.String("runledger: runs failed; the event bus's run.failed notices name them"),
 			Metric:             emfMetric("RunFailed", "Sum", ""),
 			Threshold:          jsii.Number(1),
 			ComparisonOperator: atLeastOne,

@@ -31,7 +31,7 @@ var (
 	dynamoIndexQuery = []string{"dynamodb:Query"}
 	// SendMessageBatch is authorized by sqs:SendMessage.
 	sqsSend = []string{"sqs:SendMessage"}
-	// The scheduler's events go to the stack's own bus only.
+	// The scheduler's notices go to the stack's own bus only.
 	eventsPut = []string{"events:PutEvents"}
 )
 
@@ -41,7 +41,7 @@ type tableAccess struct {
 	items   bool
 	indexes []string
 	sendTo  []string // "pools", "events", "delay"
-	// publish: the function may put events on the stack's event bus.
+	// publish: the function may put notices on the stack's event bus.
 	publish bool
 }
 
@@ -51,7 +51,7 @@ type tableAccess struct {
 //     listings; triggering a run dispatches at once (pools), a delayed timer
 //     goes to the delay queue, a completion may be forwarded to events.
 //   - events: applies completions, dispatches downstream tasks at once;
-//     starts the runs of events from the trigger queue, listing the jobs
+//     starts the runs of trigger events from the trigger queue, listing the jobs
 //     (the listing index) to match them.
 //   - ticker, reconciler: the timers index finds due work; both dispatch and
 //     arm short delayed timers.
@@ -59,7 +59,7 @@ type tableAccess struct {
 //     index finds a job's unfinished runs (overlap policies, DELETE of a
 //     job, waking the runs that wait on a finished run).
 //   - every function that applies transitions (all but the worker)
-//     publishes the events they raise to the stack's bus.
+//     publishes the notices they raise to the stack's bus.
 //   - worker: talks to the API over HTTP and reports completions to the
 //     events queue; it never touches the table.
 var accessByFunction = map[string]tableAccess{

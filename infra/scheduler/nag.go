@@ -26,7 +26,7 @@ var publicRouteReasons = map[string]string{
 	"/v1/attempts/heartbeat": workerRouteReason,
 	"/v1/attempts/complete":  workerRouteReason,
 	"/v1/runs/{run}/tasks/{task}/signal": "A signal task's callback: the handler authorizes it with the attempt token " +
-		"(Authorization: Bearer) of the task.signal_requested event, which settles that one waiting attempt and reads its run, nothing else.",
+		"(Authorization: Bearer) of the task.signal_requested notice, which settles that one waiting attempt and reads its run, nothing else.",
 }
 
 const workerRouteReason = "A worker route: the handler authorizes it with the attempt token (Authorization: Bearer) " +

@@ -47,8 +47,8 @@ type Scheduler struct {
 	API awsapigatewayv2.HttpApi
 	// AccessLogs holds the HTTP API's access log, one JSON line per request.
 	AccessLogs awslogs.LogGroup
-	// EventBus receives the scheduler's events (docs/api.md, "Events"):
-	// source "runledger", detail-type the event's type. Route them with
+	// EventBus receives the scheduler's notices (docs/api.md, "Notices"):
+	// source "runledger", detail-type the notice's type. Route them with
 	// rules on it.
 	EventBus    awsevents.EventBus
 	EventsQueue QueuePair

@@ -46,19 +46,19 @@ type Config struct {
 	// Logger receives the handler's logs. Defaults to a logger that
 	// discards them.
 	Logger *slog.Logger
-	// Events, if set, answers GET /v1/events: the local stack's kept
-	// signals. Without it (in AWS, where they go to EventBridge) the route
+	// Notices, if set, answers GET /v1/events: the local stack's kept
+	// notices. Without it (in AWS, where they go to EventBridge) the route
 	// answers 404.
-	Events EventLog
+	Notices NoticeLog
 }
 
-// EventLog is the list of kept signals GET /v1/events reads (the local
-// stack's signal.Ring).
-type EventLog interface {
-	// Since lists at most limit signals at or after since, oldest first,
+// NoticeLog is the list of kept notices GET /v1/events reads (the local
+// stack's notice.Ring).
+type NoticeLog interface {
+	// Since lists at most limit notices at or after since, oldest first,
 	// from token's position; next is "" when nothing more is kept yet. A
 	// bad token is a *protocol.FieldError.
-	Since(since time.Time, limit int, token string) (sigs []protocol.Signal, next string, err error)
+	Since(since time.Time, limit int, token string) (notices []protocol.Notice, next string, err error)
 }
 
 // Handler serves the API.

@@ -142,7 +142,7 @@ func TestOpenAPIEnumsAreTheStateModels(t *testing.T) {
 	runStates := statemodel.AllRunStates()
 	statuses := statemodel.AllStatuses()
 	reqs := statemodel.AllRequirements()
-	sigs := protocol.SignalTypes()
+	notices := protocol.NoticeTypes()
 	triggers := statemodel.AllTriggers()
 	backfillStates := statemodel.AllBackfillStates()
 	cases := []struct {
@@ -158,7 +158,7 @@ func TestOpenAPIEnumsAreTheStateModels(t *testing.T) {
 		{"RunState", "", each(len(runStates), func(i int) string { return string(runStates[i]) })},
 		{"Status", "", each(len(statuses), func(i int) string { return string(statuses[i]) })},
 		{"JobDependency", "require", each(len(reqs), func(i int) string { return string(reqs[i]) })},
-		{"Event", "type", each(len(sigs), func(i int) string { return string(sigs[i]) })},
+		{"Notice", "type", each(len(notices), func(i int) string { return string(notices[i]) })},
 		{"Run", "trigger", each(len(triggers), func(i int) string { return string(triggers[i]) })},
 		{"Backfill", "state", each(len(backfillStates), func(i int) string { return string(backfillStates[i]) })},
 	}

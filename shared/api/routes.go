@@ -53,8 +53,8 @@ func (h *Handler) routes() []route {
 		{"POST", "/v1/runs/{run}/tasks/{task}/mark-failed", "Operator override: failed.", authClient, h.markFailed},
 		{"POST", "/v1/runs/{run}/tasks/{task}/signal", "Settle a waiting signal task (bearer: API key, or the attempt token of its task.signal_requested).", authSignal, h.signalTask},
 
-		{"GET", "/v1/events", "Events of the local stack (runs ended, tasks failed or lost, deadlines missed), oldest first.", authClient, h.events},
-		{"POST", "/v1/events/put", "Deliver events (PutEvents' body): each job whose on_event matches gets a run.", authClient, h.putEvents},
+		{"GET", "/v1/events", "Notices of the local stack (runs ended, tasks failed or lost, deadlines missed), oldest first.", authClient, h.notices},
+		{"POST", "/v1/events/put", "Deliver trigger events (PutEvents' body): each job whose on_event matches gets a run.", authClient, h.putEvents},
 
 		{"POST", "/v1/attempts/claim", "Claim an attempt (bearer: attempt token, or its one-time claim nonce).", authAttempt, h.claim},
 		{"POST", "/v1/attempts/heartbeat", "Renew an attempt's lease (bearer: attempt token).", authAttempt, h.heartbeat},
@@ -213,10 +213,10 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) error {
 	return errf(protocol.CodeNotFound, "GET /metrics is served by the local stack; this deployment writes CloudWatch embedded metrics.")
 }
 
-// events lists the kept signals from since (inclusive), oldest first.
-func (h *Handler) events(w http.ResponseWriter, r *http.Request) error {
-	if h.cfg.Events == nil {
-		return errf(protocol.CodeNotFound, "This deployment publishes its events to its EventBridge bus; GET /v1/events serves the local stack's.")
+// notices lists the kept notices from since (inclusive), oldest first.
+func (h *Handler) notices(w http.ResponseWriter, r *http.Request) error {
+	if h.cfg.Notices == nil {
+		return errf(protocol.CodeNotFound, "This deployment publishes its notices to its EventBridge bus; GET /v1/events serves the local stack's.")
 	}
 	limit, err := queryLimit(r, 100, 1000)
 	if err != nil {
@@ -229,11 +229,11 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) error {
 			return errf(protocol.CodeInvalidField, "since must be an RFC 3339 time.")
 		}
 	}
-	sigs, next, err := h.cfg.Events.Since(since, limit, q.Get("next_token"))
+	notices, next, err := h.cfg.Notices.Since(since, limit, q.Get("next_token"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, protocol.SignalPage{Events: sigs, NextToken: next})
+	writeJSON(w, http.StatusOK, protocol.NoticePage{Notices: notices, NextToken: next})
 	return nil
 }
 

@@ -114,13 +114,13 @@ type Config struct {
 	// Metrics receives the scheduler's CloudWatch embedded-metric-format
 	// lines (default: discarded; the Lambda entries pass stdout).
 	Metrics io.Writer
-	// EventBus is the EventBridge bus the Lambda entries publish the
-	// scheduler's signals to (Boot adds the publisher's Part); "" publishes
+	// NoticeBus is the EventBridge bus the Lambda entries publish the
+	// scheduler's notices to (Boot adds the publisher's Part); "" publishes
 	// none.
-	EventBus string
-	// EventLog, if set, is what GET /v1/events serves (the local stack's
-	// kept signals).
-	EventLog api.EventLog
+	NoticeBus string
+	// NoticeLog, if set, is what GET /v1/events serves (the local stack's
+	// kept notices).
+	NoticeLog api.NoticeLog
 	// Logger (default: discarded).
 	Logger *slog.Logger
 
@@ -208,7 +208,7 @@ func (c *Config) scheduler(evidence []scheduler.EvidenceProvider) scheduler.Conf
 		Pools: c.Pools, EventsQueueURL: c.EventsQueueURL, DelayQueueURL: c.DelayQueueURL, TriggerQueueARN: c.TriggerQueueARN,
 		Now: c.Now, Evidence: evidence, Executors: executors, Allowed: allowed,
 		MaxClockSkew: c.MaxClockSkew, TickerPeriod: c.TickerPeriod, Metrics: c.metrics(), Logger: c.Logger,
-		Events: c.events(), Moved: c.moved(),
+		Notices: c.notices(), Moved: c.moved(),
 	}
 }
 
@@ -293,7 +293,7 @@ func (c *Config) storeOptions() []store.Option {
 // HTTP builds the HTTP API with the Parts' routes beside it. Only the api
 // entry and the local stack serve HTTP, so only they need an API key.
 func (a *App) HTTP() (http.Handler, error) {
-	h, err := api.New(a.Service, api.Config{Auth: a.Config.Auth, APIKey: a.Config.APIKey, Logger: a.Config.Logger, Events: a.Config.EventLog})
+	h, err := api.New(a.Service, api.Config{Auth: a.Config.Auth, APIKey: a.Config.APIKey, Logger: a.Config.Logger, Notices: a.Config.NoticeLog})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -15,9 +15,9 @@ import (
 
 	"github.com/runledger/runledger/shared/api"
 	"github.com/runledger/runledger/shared/lambdaexec"
+	"github.com/runledger/runledger/shared/notice"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/signal"
 	"github.com/runledger/runledger/shared/worker"
 )
 
@@ -36,7 +36,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		DelayQueueURL:  getenv("RUNLEDGER_DELAY_QUEUE_URL"),
 		Auth:           api.Auth(getenv("RUNLEDGER_AUTH")),
 		APIKey:         getenv("RUNLEDGER_API_KEY"),
-		EventBus:       getenv("RUNLEDGER_EVENT_BUS"),
+		NoticeBus:      getenv("RUNLEDGER_EVENT_BUS"),
 		// Only the events function gets it (with EventTriggers).
 		TriggerQueueARN: getenv("RUNLEDGER_TRIGGER_QUEUE_ARN"),
 	}
@@ -115,20 +115,20 @@ func Boot(ctx context.Context, parts ...Part) (*App, *slog.Logger, error) {
 		return nil, log, err
 	}
 	cfg.Executors = append(cfg.Executors, ecsExecutors...)
-	if cfg.EventBus != "" {
-		cfg.Parts = append(cfg.Parts, EventBusPart(eventbridge.NewFromConfig(awsCfg), cfg.EventBus, log))
+	if cfg.NoticeBus != "" {
+		cfg.Parts = append(cfg.Parts, NoticeBusPart(eventbridge.NewFromConfig(awsCfg), cfg.NoticeBus, log))
 	}
 	a, err := New(ctx, cfg)
 	return a, log, err
 }
 
-// EventBusPart publishes the scheduler's signals to an EventBridge bus
-// through a bounded asynchronous publisher (signal.Publisher): a
+// NoticeBusPart publishes the scheduler's notices to an EventBridge bus
+// through a bounded asynchronous publisher (notice.Publisher): a
 // transition never waits on EventBridge, and each invocation flushes what
 // it raised before it returns.
-func EventBusPart(client signal.PutEventsAPI, bus string, log *slog.Logger) Part {
-	pub := signal.NewPublisher(signal.EventBridge{Client: client, Bus: bus}, signal.Options{Logger: log})
-	return Part{Name: "eventbridge", Events: pub, Flush: pub.Flush}
+func NoticeBusPart(client notice.PutEventsAPI, bus string, log *slog.Logger) Part {
+	pub := notice.NewPublisher(notice.EventBridge{Client: client, Bus: bus}, notice.Options{Logger: log})
+	return Part{Name: "eventbridge", Notices: pub, Flush: pub.Flush}
 }
 
 // lambdaBatchConcurrency lets every record of the largest SQS batch run at

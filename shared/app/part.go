@@ -44,11 +44,11 @@ type Part struct {
 	// metric format, one JSON object a line) beside Config.Metrics: a
 	// local metrics page counts from them.
 	Metrics io.Writer
-	// Events receives the scheduler's signals (runs ended, tasks failed or
-	// lost, deadlines missed): the EventBridge publisher, the local
+	// Notices receives the scheduler's notices (runs ended, tasks failed
+	// or lost, deadlines missed): the EventBridge publisher, the local
 	// stack's kept list. Publish must not block.
-	Events scheduler.EventSink
-	// Flush, if set, delivers what Events still holds; the Lambda entries
+	Notices scheduler.NoticeSink
+	// Flush, if set, delivers what Notices still holds; the Lambda entries
 	// call it (App.Flush) before each invocation returns, since the
 	// process is frozen in between.
 	Flush func(context.Context) error
@@ -144,12 +144,12 @@ func (c *Config) metrics() io.Writer {
 	return io.MultiWriter(ws...)
 }
 
-// events is where the scheduler hands its signals: every Part's sink.
-func (c *Config) events() scheduler.EventSink {
+// notices is where the scheduler hands its notices: every Part's sink.
+func (c *Config) notices() scheduler.NoticeSink {
 	var sinks fanout
 	for _, p := range c.Parts {
-		if p.Events != nil {
-			sinks = append(sinks, p.Events)
+		if p.Notices != nil {
+			sinks = append(sinks, p.Notices)
 		}
 	}
 	switch len(sinks) {
@@ -161,11 +161,11 @@ func (c *Config) events() scheduler.EventSink {
 	return sinks
 }
 
-type fanout []scheduler.EventSink
+type fanout []scheduler.NoticeSink
 
-func (f fanout) Publish(sig protocol.Signal) {
+func (f fanout) Publish(n protocol.Notice) {
 	for _, s := range f {
-		s.Publish(sig)
+		s.Publish(n)
 	}
 }
 
@@ -187,11 +187,11 @@ func (c *Config) moved() func(scheduler.Moved) {
 	}
 }
 
-// FlushTimeout bounds how long an invocation waits for its signals'
+// FlushTimeout bounds how long an invocation waits for its notices'
 // delivery before it returns.
 const FlushTimeout = 2 * time.Second
 
-// Flush delivers what the Parts' event sinks still hold, within
+// Flush delivers what the Parts' notice sinks still hold, within
 // FlushTimeout and ctx's deadline. A failure is logged, never returned:
 // the invocation's own work is done.
 func (a *App) Flush(ctx context.Context) {
@@ -208,12 +208,12 @@ func (a *App) Flush(ctx context.Context) {
 	defer cancel()
 	for _, p := range flushes {
 		if err := p.Flush(ctx); err != nil {
-			a.Config.Logger.WarnContext(ctx, "events not flushed", "part", p.Name, "error", err.Error())
+			a.Config.Logger.WarnContext(ctx, "notices not flushed", "part", p.Name, "error", err.Error())
 		}
 	}
 }
 
-// flushing makes h flush the Parts' event sinks after every request, when
+// flushing makes h flush the Parts' notice sinks after every request, when
 // a Part has something to flush (the api Lambda).
 func (a *App) flushing(h http.Handler) http.Handler {
 	for _, p := range a.Config.Parts {

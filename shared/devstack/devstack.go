@@ -30,9 +30,9 @@ import (
 	"github.com/runledger/runledger/shared/local"
 	"github.com/runledger/runledger/shared/localinfo"
 	"github.com/runledger/runledger/shared/metricspage"
+	"github.com/runledger/runledger/shared/notice"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
-	"github.com/runledger/runledger/shared/signal"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/worker"
 )
@@ -99,9 +99,9 @@ type Stack struct {
 	Server   *local.Server
 	Counters *local.Counters
 	Info     Info
-	// Events keeps the latest signals, which GET /v1/events serves;
+	// Notices keeps the latest notices, which GET /v1/events serves;
 	// Metrics counts the transitions GET /metrics serves.
-	Events  *signal.Ring
+	Notices *notice.Ring
 	Metrics *metricspage.Metrics
 
 	loc    app.Local
@@ -172,7 +172,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 		o.MaxClockSkew = skew
 	}
-	st := &Stack{Counters: o.Counters, Events: signal.NewRing(signal.DefaultKeep), Metrics: metricspage.New()}
+	st := &Stack{Counters: o.Counters, Notices: notice.NewRing(notice.DefaultKeep), Metrics: metricspage.New()}
 	if o.Env == nil {
 		env, err := emulator.Start(ctx, emulator.Options{Logger: o.Logger, DataDir: o.DataDir})
 		if err != nil {
@@ -188,10 +188,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 	}()
 	cfg := o.appConfig()
-	// The stack's own signals and metrics pages: the kept events of
+	// The stack's own notices and metrics pages: the kept notices of
 	// GET /v1/events and the counts of GET /metrics.
-	cfg.Parts = append(cfg.Parts, app.Part{Name: "events", Events: st.Events}, st.Metrics.Part())
-	cfg.EventLog = st.Events
+	cfg.Parts = append(cfg.Parts, app.Part{Name: "notices", Notices: st.Notices}, st.Metrics.Part())
+	cfg.NoticeLog = st.Notices
 	a, err := app.New(ctx, cfg)
 	if errors.Is(err, store.ErrTableLayout) && o.DataDir != "" {
 		return nil, fmt.Errorf("devstack: %w (delete %s to start with a new table)", err, o.DataDir)

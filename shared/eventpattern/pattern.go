@@ -1,9 +1,9 @@
 // Package eventpattern compiles and matches the event patterns of a job's
-// on_event entries (docs/api.md, "Starting runs from events"): EventBridge's
-// pattern semantics for the subset runledger accepts. A pattern is a JSON
-// object over the event's source, detail-type, account, region, resources
-// and detail (nested objects); each leaf is a non-empty list that matches
-// when any of its values matches. A value is a string, number, boolean or
+// on_event entries (docs/api.md, "Starting runs from trigger events"):
+// EventBridge's pattern semantics for the subset runledger accepts. A
+// pattern is a JSON object over the trigger event's source, detail-type,
+// account, region, resources and detail (nested objects); each leaf is a
+// non-empty list that matches when any of its values matches. A value is a string, number, boolean or
 // null (equal), or one matcher object: prefix, suffix, equals-ignore-case,
 // anything-but (a value, a list of strings or of numbers, or a prefix,
 // suffix or equals-ignore-case), exists (true or false) or numeric

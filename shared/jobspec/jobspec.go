@@ -101,8 +101,8 @@ type Job struct {
 	EvidenceWindow time.Duration
 	// Deadline, if not zero, is how long after it may start (its creation,
 	// or its release for a backfill run) a run should have finished: one
-	// still unfinished then is signalled run.deadline_missed, once, and
-	// goes on.
+	// still unfinished then gets the notice run.deadline_missed, once,
+	// and goes on.
 	Deadline time.Duration
 	Overlap  Overlap
 	// Executor runs the tasks that set none; the zero value is the pool's

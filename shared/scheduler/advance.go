@@ -237,7 +237,7 @@ func (s *Service) storeDerived(ctx context.Context, r ledger.Run, nodes []statem
 	if finished {
 		s.log.InfoContext(ctx, "run finished", "run_id", runID, "job", r.Job,
 			"execution_state", string(updated.ExecutionState), "publication_state", string(updated.PublicationState))
-		s.runEnded(ctx, updated, nodes)
+		s.notices.runEnded(ctx, updated, nodes)
 		s.flow.ReleaseRun(ctx, updated, h)
 	}
 	if finished || published {
@@ -349,10 +349,10 @@ func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending ma
 	}
 }
 
-// checkDeadline records and signals a run found unfinished at or past its
-// deadline (the run's timer falls due then, so a pass comes on time). The
-// mark is one conditional write that only one caller wins, so the signal
-// goes out once however many passes, retries and processes find the run;
+// checkDeadline records and notifies a run found unfinished at or past
+// its deadline (the run's timer falls due then, so a pass comes on time).
+// The mark is one conditional write that only one caller wins, so the
+// notice goes out once however many passes, retries and processes find the run;
 // run becomes the run as stored. The run itself goes on.
 func (s *Service) checkDeadline(ctx context.Context, run *ledger.Run) error {
 	if run.DeadlineAt.IsZero() || !run.DeadlineMissedAt.IsZero() || run.ExecutionState.Terminal() || s.now().Before(run.DeadlineAt) {
@@ -363,7 +363,7 @@ func (s *Service) checkDeadline(ctx context.Context, run *ledger.Run) error {
 		return err
 	}
 	*run = marked
-	s.deadlineMissed(ctx, marked, marked.DeadlineAt.Sub(marked.CreatedAt))
+	s.notices.deadlineMissed(ctx, marked, marked.DeadlineAt.Sub(marked.CreatedAt))
 	return nil
 }
 

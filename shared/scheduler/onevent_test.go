@@ -14,22 +14,22 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-type signalLog struct {
-	mu   sync.Mutex
-	sigs []protocol.Signal
+type noticeLog struct {
+	mu    sync.Mutex
+	notes []protocol.Notice
 }
 
-func (l *signalLog) Publish(s protocol.Signal) {
+func (l *noticeLog) Publish(s protocol.Notice) {
 	l.mu.Lock()
-	l.sigs = append(l.sigs, s)
+	l.notes = append(l.notes, s)
 	l.mu.Unlock()
 }
 
-func (l *signalLog) of(typ protocol.SignalType) []protocol.Signal {
+func (l *noticeLog) of(typ protocol.NoticeType) []protocol.Notice {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []protocol.Signal
-	for _, s := range l.sigs {
+	var out []protocol.Notice
+	for _, s := range l.notes {
 		if s.Type == typ {
 			out = append(out, s)
 		}
@@ -37,12 +37,12 @@ func (l *signalLog) of(typ protocol.SignalType) []protocol.Signal {
 	return out
 }
 
-// eventFixture is the service on DynamoDB Local with a kept signal log.
-func eventFixture(t *testing.T) (*scheduler.Service, *fixture, *signalLog) {
+// eventFixture is the service on DynamoDB Local with a kept notice log.
+func eventFixture(t *testing.T) (*scheduler.Service, *fixture, *noticeLog) {
 	f := newEmulatorFixture(t)
-	sigs := &signalLog{}
-	svc := mustNew(f.st, f.sent, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Events: sigs})
-	return svc, f, sigs
+	notes := &noticeLog{}
+	svc := mustNew(f.st, f.sent, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Notices: notes})
+	return svc, f, notes
 }
 
 func createJobOn(t *testing.T, svc *scheduler.Service, def string) {
@@ -134,10 +134,10 @@ func TestEventStartsOneRunOfEachMatchingJob(t *testing.T) {
 	}
 }
 
-// A params template that fails makes no run and signals
+// A params template that fails makes no run and raises the notice
 // event.trigger_failed with the job, the event id and the reason.
 func TestEventParamsThatFailMakeNoRun(t *testing.T) {
-	svc, f, sigs := eventFixture(t)
+	svc, f, notes := eventFixture(t)
 	createJobOn(t, svc, `{"name": "fulfil", "on_event": [{"pattern": {"source": ["shop"]}, "params": {"sku": "{{.Event.detail.sku}}"}}]}`)
 	out, err := svc.Triggers().StartFromEvent(context.Background(), []byte(orderEvent))
 	if err != nil {
@@ -146,9 +146,9 @@ func TestEventParamsThatFailMakeNoRun(t *testing.T) {
 	if len(out.Runs) != 0 || len(out.Failed) != 1 || len(runsOf(t, f.st, "fulfil")) != 0 {
 		t.Fatalf("outcome %+v: want no run and fulfil failed", out)
 	}
-	got := sigs.of(protocol.SignalEventTriggerFailed)
+	got := notes.of(protocol.NoticeEventTriggerFailed)
 	if len(got) != 1 || got[0].Job != "fulfil" || got[0].EventID != "6f1c-order-1" || got[0].Reason == "" {
-		t.Fatalf("signals %+v, want one event.trigger_failed naming fulfil and the event", got)
+		t.Fatalf("notices %+v, want one event.trigger_failed naming fulfil and the event", got)
 	}
 }
 

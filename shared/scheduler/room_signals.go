@@ -31,4 +31,4 @@ func (k signalsKernel) NewID() string { return k.s.NewID() }
 
 func (k signalsKernel) Follow(ctx context.Context, res ledger.Result) { k.s.follow(ctx, res) }
 
-func (k signalsKernel) Notice(ctx context.Context, sig protocol.Signal) { k.s.signal(ctx, sig) }
+func (k signalsKernel) Notice(ctx context.Context, n protocol.Notice) { k.s.notices.notify(ctx, n) }

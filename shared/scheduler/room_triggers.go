@@ -134,8 +134,8 @@ func (k triggersKernel) CancelUnfinished(ctx context.Context, job string, at tim
 	return k.s.cancelUnfinished(ctx, job, at)
 }
 
-// Signal logs a signal and hands it to the sink.
-func (k triggersKernel) Signal(ctx context.Context, sig protocol.Signal) { k.s.signal(ctx, sig) }
+// Notice logs a notice and hands it to the sink.
+func (k triggersKernel) Notice(ctx context.Context, n protocol.Notice) { k.s.notices.notify(ctx, n) }
 
 // Transient reports whether err may go away by itself.
 func (k triggersKernel) Transient(err error) bool { return transient(err) }

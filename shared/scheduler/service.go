@@ -94,9 +94,9 @@ type Config struct {
 	// Metrics receives CloudWatch embedded-metric-format lines. Lambda
 	// functions pass os.Stdout. Defaults to io.Discard.
 	Metrics io.Writer
-	// Events receives the signals of terminal runs, failed and lost tasks
-	// and missed deadlines. Nil: only the log has them.
-	Events EventSink
+	// Notices receives the notices of terminal runs, failed and lost
+	// tasks and missed deadlines. Nil: only the log has them.
+	Notices NoticeSink
 	// Moved, if set, is told of every applied change of a task instance
 	// (the local stack's Prometheus page counts them); it must not block.
 	Moved func(Moved)
@@ -232,6 +232,9 @@ type Service struct {
 
 	// signals is the signal tasks' room (room_signals.go).
 	signals *signals.Room
+
+	// notices raises the notices for people (notice.go).
+	notices notices
 }
 
 // New builds a Service of cfg with its defaults, or fails naming the
@@ -243,6 +246,7 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 	}
 	svc := &Service{store: ledger.New(st), queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
 		executors: newExecutors(cfg), metrics: &metrics{w: cfg.Metrics, now: cfg.Now}}
+	svc.notices = notices{sink: cfg.Notices, log: cfg.Logger, now: svc.now, metrics: svc.metrics}
 	// The rooms, each reaching the kernel through its adapter (room_*.go).
 	svc.flow = newFlowRoom(svc)
 	svc.maps = newMapsRoom(svc)

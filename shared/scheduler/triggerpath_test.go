@@ -17,15 +17,15 @@ const (
 	eventsQueueARN  = "arn:aws:sqs:eu-west-1:123456789012:rl-events"
 )
 
-// newTriggerFixture is newSignalFixture whose service drains a trigger
+// newTriggerFixture is newNoticeFixture whose service drains a trigger
 // queue (triggerQueueARN).
-func newTriggerFixture(t *testing.T) (*fixture, *signalRecorder) {
+func newTriggerFixture(t *testing.T) (*fixture, *noticeRecorder) {
 	t.Helper()
 	f := newFixture(t)
-	rec := &signalRecorder{}
+	rec := &noticeRecorder{}
 	f.svc = mustNew(f.st, f.q, scheduler.Config{
 		Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Evidence: []scheduler.EvidenceProvider{f.ev},
-		Events: rec, Metrics: rec, TriggerQueueARN: triggerQueueARN,
+		Notices: rec, Metrics: rec, TriggerQueueARN: triggerQueueARN,
 	})
 	return f, rec
 }
@@ -47,7 +47,7 @@ func runsAt(runs []ledger.Run) []string {
 }
 
 // refusedMessages are the message ids counted as MessageRefused.
-func refusedMessages(t *testing.T, rec *signalRecorder) []string {
+func refusedMessages(t *testing.T, rec *noticeRecorder) []string {
 	t.Helper()
 	var ids []string
 	for _, l := range rec.lines(t) {
@@ -151,11 +151,11 @@ func TestFullLimiterFailsOnlyItsJobsTrigger(t *testing.T) {
 		t.Fatalf("aaa has runs %v, want none: its limiter is full", runsAt(runs))
 	}
 	rec.mu.Lock()
-	sigs := append([]protocol.Signal(nil), rec.sigs...)
+	notes := append([]protocol.Notice(nil), rec.notes...)
 	rec.mu.Unlock()
-	var failed []protocol.Signal
-	for _, s := range sigs {
-		if s.Type == protocol.SignalEventTriggerFailed {
+	var failed []protocol.Notice
+	for _, s := range notes {
+		if s.Type == protocol.NoticeEventTriggerFailed {
 			failed = append(failed, s)
 		}
 	}

@@ -110,8 +110,8 @@ func TestRunThroughTheFunctions(t *testing.T) {
 	// The run's end went to the stack's event bus.
 	published := false
 	for _, e := range h.bus.received() {
-		if e.DetailType == string(protocol.SignalRunSucceeded) && strings.Contains(e.Detail, run.ID) {
-			published = e.EventBusName == h.locals.EventBus && e.Source == protocol.SignalSource
+		if e.DetailType == string(protocol.NoticeRunSucceeded) && strings.Contains(e.Detail, run.ID) {
+			published = e.EventBusName == h.locals.EventBus && e.Source == protocol.NoticeSource
 		}
 	}
 	if !published {

@@ -22,7 +22,7 @@ func TestShapeStaysWithinItsCeilings(t *testing.T) {
 		what      string
 		got, most int
 	}{
-		{"methods on the largest type (" + f.LargestType + ")", f.LargestMethods, 60},
+		{"methods on the largest type (" + f.LargestType + ")", f.LargestMethods, 57},
 		{"file-to-file arrows on a cycle (" + f.TangledPackage + ")", f.BackArrows, 124},
 		{"package-level mutable variables", len(f.MutableVars), 0},
 		{"read-decide-write loops", len(f.UpdateLoops), 1},

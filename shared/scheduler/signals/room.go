@@ -22,8 +22,8 @@ type Kernel interface {
 	NewID() string
 	// Follow handles a write's transitions and performs their effects.
 	Follow(ctx context.Context, res ledger.Result)
-	// Notice tells people of sig (the kernel's event sink and log).
-	Notice(ctx context.Context, sig protocol.Signal)
+	// Notice tells people of n (the kernel's notice sink and log).
+	Notice(ctx context.Context, n protocol.Notice)
 }
 
 // Store is what the signal tasks read and write of the ledger

@@ -34,7 +34,7 @@ func TimeoutEvent(snap statemodel.Snapshot) statemodel.Event {
 // task.signal_requested notice carries the attempt's token, the one
 // credential (besides the API key) its signal accepts.
 func (r *Room) Announce(ctx context.Context, inst ledger.Instance, n int, token string) {
-	r.k.Notice(ctx, protocol.Signal{Type: protocol.SignalTaskSignalRequested, Job: inst.Job, Run: inst.Key.Run,
+	r.k.Notice(ctx, protocol.Notice{Type: protocol.NoticeTaskSignalRequested, Job: inst.Job, Run: inst.Key.Run,
 		Task: inst.Key.Task, Attempt: n, State: string(statemodel.StateRunning), Token: token,
 		Reason: fmt.Sprintf("waiting for a signal until %s", protocol.FormatTime(inst.Snapshot.Deadline))})
 }

@@ -19,11 +19,11 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// Events start runs (docs/api.md, "Starting runs from events"): an event
-// as EventBridge delivers it is matched against every job's on_event
-// patterns, through an index built from the jobs' definitions, and each
-// job it matches gets one run, whose idempotency key in that job is the
-// event's id.
+// Trigger events start runs (docs/api.md, "Starting runs from trigger
+// events"): a trigger event as EventBridge delivers it is matched against
+// every job's on_event patterns, through an index built from the jobs'
+// definitions, and each job it matches gets one run, whose idempotency
+// key in that job is the event's id.
 
 // The account and region of the events PutEvents builds (the local
 // stack's; in AWS, EventBridge fills in its own).
@@ -216,11 +216,11 @@ func eventLogicalTime(ev map[string]any, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// triggerFailed reports that an event matched job but started no run of
-// it: a warning in the log and an event.trigger_failed signal.
+// triggerFailed reports that a trigger event matched job but started no
+// run of it: a warning in the log and an event.trigger_failed notice.
 func (r *Room) triggerFailed(ctx context.Context, job, eventID, reason string, err error) {
 	r.log.WarnContext(ctx, "event trigger failed", "job", job, "event_id", eventID, "reason", reason, "error", err.Error())
-	r.k.Signal(ctx, protocol.Signal{Type: protocol.SignalEventTriggerFailed, Time: r.k.Now(), Job: job, EventID: eventID, Reason: reason})
+	r.k.Notice(ctx, protocol.Notice{Type: protocol.NoticeEventTriggerFailed, Time: r.k.Now(), Job: job, EventID: eventID, Reason: reason})
 }
 
 type renderFailure struct{ err error }

@@ -56,8 +56,8 @@ type Kernel interface {
 	// CancelUnfinished cancels the job's unfinished runs of slots before
 	// at, backfill runs excepted (the overlap policy cancel_previous).
 	CancelUnfinished(ctx context.Context, job string, at time.Time) error
-	// Signal logs a signal and hands it to the sink.
-	Signal(ctx context.Context, sig protocol.Signal)
+	// Notice tells people of n (the kernel's notice sink and log).
+	Notice(ctx context.Context, n protocol.Notice)
 	// Transient reports whether an error may go away by itself, so that
 	// the work that met it is retried by redelivery.
 	Transient(err error) bool

@@ -1,4 +1,4 @@
-package signal
+package notice
 
 import (
 	"context"
@@ -18,9 +18,9 @@ type PutEventsAPI interface {
 	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
 }
 
-// EventBridge delivers signals to an event bus: one entry per signal, with
-// source protocol.SignalSource, the signal's type as detail-type and the
-// signal itself (its API shape) as detail, so a rule matches on
+// EventBridge delivers notices to an event bus: one entry per notice, with
+// source protocol.NoticeSource, the notice's type as detail-type and the
+// notice itself (its API shape) as detail, so a rule matches on
 // {"source": ["runledger"], "detail-type": ["run.failed"]} and reads the
 // run, job and reason from the detail.
 type EventBridge struct {
@@ -41,22 +41,22 @@ func (e *FailedEntriesError) Error() string {
 	return fmt.Sprintf("put events: %d of %d entries refused (%s)", e.Failed, e.Of, e.Code)
 }
 
-// Send puts batch (at most MaxBatch signals) on the bus in one PutEvents
+// Send puts batch (at most MaxBatch notices) on the bus in one PutEvents
 // call; entries EventBridge refuses (throttling, an internal failure) are
 // sent once more.
-func (e EventBridge) Send(ctx context.Context, batch []protocol.Signal) error {
+func (e EventBridge) Send(ctx context.Context, batch []protocol.Notice) error {
 	if len(batch) > MaxBatch {
 		return fmt.Errorf("put events: %d entries, at most %d a call", len(batch), MaxBatch)
 	}
 	entries := make([]types.PutEventsRequestEntry, 0, len(batch))
-	for _, sig := range batch {
-		detail, err := wire.Marshal(sig)
+	for _, note := range batch {
+		detail, err := wire.Marshal(note)
 		if err != nil {
-			return fmt.Errorf("put events: encode %s of run %s: %w", sig.Type, sig.Run, err)
+			return fmt.Errorf("put events: encode %s of run %s: %w", note.Type, note.Run, err)
 		}
 		entries = append(entries, types.PutEventsRequestEntry{
-			EventBusName: aws.String(e.Bus), Source: aws.String(protocol.SignalSource),
-			DetailType: aws.String(string(sig.Type)), Detail: aws.String(string(detail)), Time: aws.Time(sig.Time),
+			EventBusName: aws.String(e.Bus), Source: aws.String(protocol.NoticeSource),
+			DetailType: aws.String(string(note.Type)), Detail: aws.String(string(detail)), Time: aws.Time(note.Time),
 		})
 	}
 	of := len(entries)

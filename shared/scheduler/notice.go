@@ -13,13 +13,23 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// EventSink receives the signals a person may act on (protocol.Signal):
+// NoticeSink receives the notices a person may act on (protocol.Notice):
 // the EventBridge publisher in AWS, the log and the kept list of the local
 // stack. Publish is called in the path that applies a transition, so it
 // must never block: a sink that does I/O buffers, and drops (counted)
 // when its buffer is full.
-type EventSink interface {
-	Publish(protocol.Signal)
+type NoticeSink interface {
+	Publish(protocol.Notice)
+}
+
+// notices raises the kernel's notices: each is logged and handed to the
+// sink, and a run's end and a missed deadline are measured too.
+type notices struct {
+	sink NoticeSink // nil: only the log has them
+	log  *slog.Logger
+	now  func() time.Time
+	// metrics writes a run's metric lines (metrics.go).
+	metrics *metrics
 }
 
 // Moved is one applied change of a task instance, as the local metrics
@@ -32,7 +42,7 @@ type Moved struct {
 }
 
 // applied is the one place that handles the transitions a write applied:
-// their metrics, the observers of Config.Moved, the signals of failed
+// their metrics, the observers of Config.Moved, the notices of failed
 // and lost tasks, and the task slot of a task leaving flight (flow.Room.FreeSlot). Every path that writes a transition calls it (through
 // recorded or follow), whatever the result's outcome: res.Transitions
 // lists what was written.
@@ -51,10 +61,10 @@ func (s *Service) applied(ctx context.Context, res ledger.Result) {
 		}
 		switch tr.To {
 		case statemodel.StateFailed:
-			s.signal(ctx, protocol.Signal{Type: protocol.SignalTaskFailed, Time: tr.ObservedAt, Job: inst.Job, Run: inst.Key.Run,
+			s.notices.notify(ctx, protocol.Notice{Type: protocol.NoticeTaskFailed, Time: tr.ObservedAt, Job: inst.Job, Run: inst.Key.Run,
 				Task: inst.Key.Task, Attempt: tr.Attempt, State: string(tr.To), Reason: failureReason(tr)})
 		case statemodel.StateLost:
-			s.signal(ctx, protocol.Signal{Type: protocol.SignalTaskLost, Time: tr.ObservedAt, Job: inst.Job, Run: inst.Key.Run,
+			s.notices.notify(ctx, protocol.Notice{Type: protocol.NoticeTaskLost, Time: tr.ObservedAt, Job: inst.Job, Run: inst.Key.Run,
 				Task: inst.Key.Task, Attempt: tr.Attempt, State: string(tr.To), Reason: failureReason(tr)})
 		}
 	}
@@ -82,7 +92,7 @@ func (s *Service) created(view ledger.RunView) {
 	}
 }
 
-// failureReason is a task signal's reason: the transition's own, else its
+// failureReason is a task notice's reason: the transition's own, else its
 // attempt's error category.
 func failureReason(tr statemodel.Transition) string {
 	if tr.Reason != "" {
@@ -94,26 +104,26 @@ func failureReason(tr statemodel.Transition) string {
 	return ""
 }
 
-// runEnded signals and measures a run that has just reached a terminal
+// runEnded notifies and measures a run that has just reached a terminal
 // execution state; nodes are its tasks as derived.
-func (s *Service) runEnded(ctx context.Context, run ledger.Run, nodes []statemodel.TaskNode) {
-	var typ protocol.SignalType
+func (n notices) runEnded(ctx context.Context, run ledger.Run, nodes []statemodel.TaskNode) {
+	var typ protocol.NoticeType
 	switch run.ExecutionState {
 	case statemodel.RunSucceeded:
-		typ = protocol.SignalRunSucceeded
-		s.metrics.run("RunSucceeded", "Count", 1, run, false)
+		typ = protocol.NoticeRunSucceeded
+		n.metrics.run("RunSucceeded", "Count", 1, run, false)
 	case statemodel.RunFailed:
-		typ = protocol.SignalRunFailed
-		s.metrics.run("RunFailed", "Count", 1, run, true)
+		typ = protocol.NoticeRunFailed
+		n.metrics.run("RunFailed", "Count", 1, run, true)
 	case statemodel.RunCancelled:
-		typ = protocol.SignalRunCancelled
+		typ = protocol.NoticeRunCancelled
 	default:
 		return
 	}
 	if !run.EndedAt.IsZero() && !run.CreatedAt.IsZero() {
-		s.metrics.run("RunDuration", "Milliseconds", float64(run.EndedAt.Sub(run.CreatedAt).Milliseconds()), run, true)
+		n.metrics.run("RunDuration", "Milliseconds", float64(run.EndedAt.Sub(run.CreatedAt).Milliseconds()), run, true)
 	}
-	s.signal(ctx, protocol.Signal{Type: typ, Time: run.EndedAt, Job: run.Job, Run: run.ID,
+	n.notify(ctx, protocol.Notice{Type: typ, Time: run.EndedAt, Job: run.Job, Run: run.ID,
 		State: string(run.ExecutionState), Reason: runReason(run.ExecutionState, nodes)})
 }
 
@@ -143,31 +153,31 @@ func runReason(state statemodel.RunState, nodes []statemodel.TaskNode) string {
 	return "tasks: " + strings.Join(names, ", ")
 }
 
-// deadlineMissed signals and measures a run found unfinished at its
+// deadlineMissed notifies and measures a run found unfinished at its
 // deadline (once: the caller recorded it first).
-func (s *Service) deadlineMissed(ctx context.Context, run ledger.Run, deadline time.Duration) {
-	s.metrics.run("DeadlineMissed", "Count", 1, run, false)
-	s.signal(ctx, protocol.Signal{Type: protocol.SignalRunDeadlineMissed, Time: s.now(), Job: run.Job, Run: run.ID,
+func (n notices) deadlineMissed(ctx context.Context, run ledger.Run, deadline time.Duration) {
+	n.metrics.run("DeadlineMissed", "Count", 1, run, false)
+	n.notify(ctx, protocol.Notice{Type: protocol.NoticeRunDeadlineMissed, Time: n.now(), Job: run.Job, Run: run.ID,
 		State:  string(run.ExecutionState),
 		Reason: fmt.Sprintf("unfinished at its deadline %s (%s after it could start)", protocol.FormatTime(run.DeadlineAt), deadline)})
 }
 
-// signal logs a signal and hands it to the sink, which never blocks. What
+// notify logs a notice and hands it to the sink, which never blocks. What
 // went wrong is logged as a warning, so that the local stack's default
 // log (warnings and errors) shows it; a run that ended well or was
 // cancelled is information.
-func (s *Service) signal(ctx context.Context, sig protocol.Signal) {
-	if sig.Time.IsZero() {
-		sig.Time = s.now()
+func (n notices) notify(ctx context.Context, note protocol.Notice) {
+	if note.Time.IsZero() {
+		note.Time = n.now()
 	}
-	sig.Time = sig.Time.UTC().Truncate(time.Millisecond)
+	note.Time = note.Time.UTC().Truncate(time.Millisecond)
 	level := slog.LevelWarn
-	if sig.Type == protocol.SignalRunSucceeded || sig.Type == protocol.SignalRunCancelled {
+	if note.Type == protocol.NoticeRunSucceeded || note.Type == protocol.NoticeRunCancelled {
 		level = slog.LevelInfo
 	}
-	s.log.Log(ctx, level, "event", "type", string(sig.Type), "job", sig.Job, "run_id", sig.Run, "task", sig.Task,
-		"attempt", sig.Attempt, "state", sig.State, "reason", sig.Reason)
-	if s.cfg.Events != nil {
-		s.cfg.Events.Publish(sig)
+	n.log.Log(ctx, level, "notice", "type", string(note.Type), "job", note.Job, "run_id", note.Run, "task", note.Task,
+		"attempt", note.Attempt, "state", note.State, "reason", note.Reason)
+	if n.sink != nil {
+		n.sink.Publish(note)
 	}
 }

@@ -1,4 +1,4 @@
-package signal_test
+package notice_test
 
 import (
 	"context"
@@ -16,14 +16,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
+	"github.com/runledger/runledger/shared/notice"
 	"github.com/runledger/runledger/shared/protocol"
-	"github.com/runledger/runledger/shared/signal"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
-func sig(i int) protocol.Signal {
-	return protocol.Signal{Type: protocol.SignalRunFailed, Time: t0.Add(time.Duration(i) * time.Second), Job: "nightly",
+func note(i int) protocol.Notice {
+	return protocol.Notice{Type: protocol.NoticeRunFailed, Time: t0.Add(time.Duration(i) * time.Second), Job: "nightly",
 		Run: fmt.Sprintf("run%04d", i), State: "FAILED", Reason: "tasks: load FAILED"}
 }
 
@@ -31,9 +31,9 @@ func sig(i int) protocol.Signal {
 // token, the oldest entries beyond the ring's size are forgotten, and a
 // bad token is a field error naming next_token.
 func TestRingSinceAndPages(t *testing.T) {
-	r := signal.NewRing(5)
+	r := notice.NewRing(5)
 	for i := range 8 {
-		r.Publish(sig(i))
+		r.Publish(note(i))
 	}
 	all, next, err := r.Since(time.Time{}, 100, "")
 	if err != nil || next != "" || len(all) != 5 || all[0].Run != "run0003" || all[4].Run != "run0007" {
@@ -47,7 +47,7 @@ func TestRingSinceAndPages(t *testing.T) {
 	if err != nil || len(page) != 2 || next == "" {
 		t.Fatalf("first page: %v %q %v", page, next, err)
 	}
-	r.Publish(sig(8))
+	r.Publish(note(8))
 	rest, last, err := r.Since(time.Time{}, 100, next)
 	if err != nil || last != "" || len(rest) != 4 || rest[0].Run != "run0005" || rest[3].Run != "run0008" {
 		t.Fatalf("from the token: %v %q %v, want run0005..run0008", rest, last, err)
@@ -62,11 +62,11 @@ func TestRingSinceAndPages(t *testing.T) {
 // open (nil: never).
 type recordingSink struct {
 	mu      sync.Mutex
-	batches [][]protocol.Signal
+	batches [][]protocol.Notice
 	gate    chan struct{}
 }
 
-func (s *recordingSink) Send(ctx context.Context, batch []protocol.Signal) error {
+func (s *recordingSink) Send(ctx context.Context, batch []protocol.Notice) error {
 	if s.gate != nil {
 		select {
 		case <-s.gate:
@@ -76,18 +76,18 @@ func (s *recordingSink) Send(ctx context.Context, batch []protocol.Signal) error
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.batches = append(s.batches, append([]protocol.Signal(nil), batch...))
+	s.batches = append(s.batches, append([]protocol.Notice(nil), batch...))
 	return nil
 }
 
-// TestPublisherBatchesAndFlushes: 25 signals are delivered in batches of
+// TestPublisherBatchesAndFlushes: 25 notices are delivered in batches of
 // at most 10, all of them once Flush returns.
 func TestPublisherBatchesAndFlushes(t *testing.T) {
 	sink := &recordingSink{}
-	p := signal.NewPublisher(sink, signal.Options{})
+	p := notice.NewPublisher(sink, notice.Options{})
 	defer p.Close(context.Background())
 	for i := range 25 {
-		p.Publish(sig(i))
+		p.Publish(note(i))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -98,7 +98,7 @@ func TestPublisherBatchesAndFlushes(t *testing.T) {
 	defer sink.mu.Unlock()
 	n := 0
 	for _, b := range sink.batches {
-		if len(b) > signal.MaxBatch {
+		if len(b) > notice.MaxBatch {
 			t.Errorf("a batch of %d", len(b))
 		}
 		for _, s := range b {
@@ -117,12 +117,12 @@ func TestPublisherBatchesAndFlushes(t *testing.T) {
 // and a full buffer drops (counted); Flush is bounded by its context.
 func TestPublisherNeverBlocks(t *testing.T) {
 	sink := &recordingSink{gate: make(chan struct{})}
-	p := signal.NewPublisher(sink, signal.Options{Buffer: 4})
+	p := notice.NewPublisher(sink, notice.Options{Buffer: 4})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := range 50 {
-			p.Publish(sig(i))
+			p.Publish(note(i))
 		}
 	}()
 	select {
@@ -130,8 +130,8 @@ func TestPublisherNeverBlocks(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Publish blocked on a stuck sink")
 	}
-	if _, _, dropped := p.Counts(); dropped < 50-4-signal.MaxBatch {
-		t.Fatalf("dropped %d of 50 with a buffer of 4, want at least %d", dropped, 50-4-signal.MaxBatch)
+	if _, _, dropped := p.Counts(); dropped < 50-4-notice.MaxBatch {
+		t.Fatalf("dropped %d of 50 with a buffer of 4, want at least %d", dropped, 50-4-notice.MaxBatch)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -190,8 +190,8 @@ func TestEventBridgePutEvents(t *testing.T) {
 		Region: "eu-west-1", BaseEndpoint: aws.String(srv.URL),
 		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
 	})
-	eb := signal.EventBridge{Client: client, Bus: "runledger-events"}
-	batch := []protocol.Signal{sig(1), {Type: protocol.SignalTaskLost, Time: t0, Job: "nightly", Run: "run0002", Task: "load", Attempt: 2, State: "LOST", Reason: "lease expired"}, sig(3)}
+	eb := notice.EventBridge{Client: client, Bus: "runledger-events"}
+	batch := []protocol.Notice{note(1), {Type: protocol.NoticeTaskLost, Time: t0, Job: "nightly", Run: "run0002", Task: "load", Attempt: 2, State: "LOST", Reason: "lease expired"}, note(3)}
 	if err := eb.Send(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
@@ -204,18 +204,18 @@ func TestEventBridgePutEvents(t *testing.T) {
 		}
 		var detail map[string]any
 		if err := json.Unmarshal([]byte(e.Detail), &detail); err != nil || detail["run"] != batch[i].Run || detail["type"] != string(batch[i].Type) {
-			t.Errorf("entry %d's detail %s (%v), want the signal of %s", i, e.Detail, err, batch[i].Run)
+			t.Errorf("entry %d's detail %s (%v), want the notice of %s", i, e.Detail, err, batch[i].Run)
 		}
 	}
 	var lost map[string]any
 	_ = json.Unmarshal([]byte(got[1].Entries[0].Detail), &lost)
 	if lost["task"] != "load" || lost["attempt"] != float64(2) || lost["state"] != "LOST" || lost["reason"] != "lease expired" {
-		t.Errorf("the retried entry's detail %v, want the task.lost signal", lost)
+		t.Errorf("the retried entry's detail %v, want the task.lost notice", lost)
 	}
 	if _, ok := lost["time"].(string); !ok {
 		t.Errorf("detail time %v, want an RFC 3339 string", lost["time"])
 	}
-	if err := eb.Send(context.Background(), make([]protocol.Signal, signal.MaxBatch+1)); err == nil {
+	if err := eb.Send(context.Background(), make([]protocol.Notice, notice.MaxBatch+1)); err == nil {
 		t.Error("11 entries in one call were sent")
 	}
 }

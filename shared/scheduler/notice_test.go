@@ -15,43 +15,43 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// signalRecorder keeps what the service told its event sink, its metrics
+// noticeRecorder keeps what the service told its notice sink, its metrics
 // writer and its Moved observer.
-type signalRecorder struct {
+type noticeRecorder struct {
 	mu      sync.Mutex
-	sigs    []protocol.Signal
+	notes   []protocol.Notice
 	metrics bytes.Buffer
 	moved   []scheduler.Moved
 }
 
-func (r *signalRecorder) Publish(s protocol.Signal) {
+func (r *noticeRecorder) Publish(s protocol.Notice) {
 	r.mu.Lock()
-	r.sigs = append(r.sigs, s)
+	r.notes = append(r.notes, s)
 	r.mu.Unlock()
 }
-func (r *signalRecorder) Write(b []byte) (int, error) {
+func (r *noticeRecorder) Write(b []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.metrics.Write(b)
 }
-func (r *signalRecorder) Moved(m scheduler.Moved) {
+func (r *noticeRecorder) Moved(m scheduler.Moved) {
 	r.mu.Lock()
 	r.moved = append(r.moved, m)
 	r.mu.Unlock()
 }
 
-func (r *signalRecorder) types() []string {
+func (r *noticeRecorder) types() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
-	for _, s := range r.sigs {
+	for _, s := range r.notes {
 		out = append(out, string(s.Type))
 	}
 	return out
 }
 
 // lines are the embedded-metric lines written, decoded.
-func (r *signalRecorder) lines(t *testing.T) []map[string]any {
+func (r *noticeRecorder) lines(t *testing.T) []map[string]any {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []map[string]any
@@ -82,24 +82,24 @@ func metricLine(lines []map[string]any, name string) (map[string]any, string, bo
 	return nil, "", false
 }
 
-// newSignalFixture is newFixture with the recorder as the service's event
+// newNoticeFixture is newFixture with the recorder as the service's notice
 // sink, metrics writer and Moved observer.
-func newSignalFixture(t *testing.T) (*fixture, *signalRecorder) {
+func newNoticeFixture(t *testing.T) (*fixture, *noticeRecorder) {
 	t.Helper()
 	f := newFixture(t)
-	rec := &signalRecorder{}
+	rec := &noticeRecorder{}
 	f.svc = mustNew(f.st, f.q, scheduler.Config{
 		Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Evidence: []scheduler.EvidenceProvider{f.ev},
-		Events: rec, Metrics: rec, Moved: rec.Moved,
+		Notices: rec, Metrics: rec, Moved: rec.Moved,
 	})
 	return f, rec
 }
 
-// TestSignalsOfAFailedRun: a task failing for good raises task.failed and
+// TestNoticesOfAFailedRun: a task failing for good raises task.failed and
 // then run.failed, with the metrics TaskFailed, RunFailed and RunDuration
 // (the last two also by job), and every change reaches Moved.
-func TestSignalsOfAFailedRun(t *testing.T) {
-	f, rec := newSignalFixture(t)
+func TestNoticesOfAFailedRun(t *testing.T) {
+	f, rec := newNoticeFixture(t)
 	ctx := context.Background()
 	run, envl := f.runningJob(t, `{"name":"j","retry":{"max_attempts":1}}`, "w@boot")
 	f.clock.Advance(1500 * time.Millisecond)
@@ -109,9 +109,9 @@ func TestSignalsOfAFailedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := strings.Join(rec.types(), ","); got != "task.failed,run.failed" {
-		t.Fatalf("signals %s, want task.failed,run.failed", got)
+		t.Fatalf("notices %s, want task.failed,run.failed", got)
 	}
-	task, runSig := rec.sigs[0], rec.sigs[1]
+	task, runSig := rec.notes[0], rec.notes[1]
 	if task.Job != "j" || task.Run != run || task.Task != "main" || task.Attempt != 1 || task.State != "FAILED" || task.Reason != "the file is empty" {
 		t.Errorf("task.failed %+v", task)
 	}
@@ -146,16 +146,16 @@ func TestSignalsOfAFailedRun(t *testing.T) {
 	}
 }
 
-// TestSignalOfALostTask: an expired lease raises task.lost and
+// TestNoticeOfALostTask: an expired lease raises task.lost and
 // InstanceLost.
-func TestSignalOfALostTask(t *testing.T) {
-	f, rec := newSignalFixture(t)
+func TestNoticeOfALostTask(t *testing.T) {
+	f, rec := newNoticeFixture(t)
 	f.running(t, "w@boot")
 	f.lose(t)
 	if got := strings.Join(rec.types(), ","); got != "task.lost" {
-		t.Fatalf("signals %s, want task.lost", got)
+		t.Fatalf("notices %s, want task.lost", got)
 	}
-	if s := rec.sigs[0]; s.State != "LOST" || s.Attempt != 1 || s.Task != "main" {
+	if s := rec.notes[0]; s.State != "LOST" || s.Attempt != 1 || s.Task != "main" {
 		t.Errorf("task.lost %+v", s)
 	}
 	if _, _, ok := metricLine(rec.lines(t), "InstanceLost"); !ok {
@@ -167,7 +167,7 @@ func TestSignalOfALostTask(t *testing.T) {
 // run.deadline_missed once, from the ticker's pass that its timer brings,
 // however many passes and services see it afterwards; the run goes on.
 func TestDeadlineMissedOnce(t *testing.T) {
-	f, rec := newSignalFixture(t)
+	f, rec := newNoticeFixture(t)
 	ctx := context.Background()
 	run, envl := f.runningJob(t, `{"name":"j","deadline":"1m","timeouts":{"heartbeat":"10m"}}`, "w@boot")
 	stored, err := f.st.GetRun(ctx, run)
@@ -179,10 +179,10 @@ func TestDeadlineMissedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := len(rec.types()); n != 0 {
-		t.Fatalf("%d signals before the deadline", n)
+		t.Fatalf("%d notices before the deadline", n)
 	}
 	f.clock.Advance(time.Second)
-	other := mustNew(f.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Events: rec, Metrics: rec})
+	other := mustNew(f.st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Notices: rec, Metrics: rec})
 	for range 3 {
 		if _, err := f.svc.Tick(ctx); err != nil {
 			t.Fatal(err)
@@ -195,9 +195,9 @@ func TestDeadlineMissedOnce(t *testing.T) {
 		}
 	}
 	if got := strings.Join(rec.types(), ","); got != "run.deadline_missed" {
-		t.Fatalf("signals %s, want one run.deadline_missed", got)
+		t.Fatalf("notices %s, want one run.deadline_missed", got)
 	}
-	if s := rec.sigs[0]; s.Run != run || s.Job != "j" || s.State != "RUNNING" || !strings.Contains(s.Reason, "1m0s") {
+	if s := rec.notes[0]; s.Run != run || s.Job != "j" || s.State != "RUNNING" || !strings.Contains(s.Reason, "1m0s") {
 		t.Errorf("run.deadline_missed %+v", s)
 	}
 	if _, _, ok := metricLine(rec.lines(t), "DeadlineMissed"); !ok {
@@ -212,14 +212,14 @@ func TestDeadlineMissedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := strings.Join(rec.types(), ","); got != "run.deadline_missed,run.succeeded" {
-		t.Fatalf("signals %s, want the run's success after its missed deadline", got)
+		t.Fatalf("notices %s, want the run's success after its missed deadline", got)
 	}
 }
 
-// TestNoDeadlineNoSignal: a run that ends before its deadline raises only
+// TestNoDeadlineNoNotice: a run that ends before its deadline raises only
 // its end, and a memstore run without a deadline keeps its backstop timer.
-func TestNoDeadlineNoSignal(t *testing.T) {
-	f, rec := newSignalFixture(t)
+func TestNoDeadlineNoNotice(t *testing.T) {
+	f, rec := newNoticeFixture(t)
 	ctx := context.Background()
 	run, envl := f.runningJob(t, `{"name":"j","deadline":"1h"}`, "w@boot")
 	c := protocol.Completion{Run: run, Task: "main", Attempt: 1, EventID: "done-1", Outcome: protocol.OutcomeSucceeded}
@@ -231,6 +231,6 @@ func TestNoDeadlineNoSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := strings.Join(rec.types(), ","); got != "run.succeeded" {
-		t.Fatalf("signals %s, want run.succeeded only", got)
+		t.Fatalf("notices %s, want run.succeeded only", got)
 	}
 }

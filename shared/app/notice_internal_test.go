@@ -13,38 +13,38 @@ import (
 )
 
 type sinkDouble struct {
-	mu   sync.Mutex
-	sigs []protocol.Signal
+	mu    sync.Mutex
+	notes []protocol.Notice
 }
 
-func (s *sinkDouble) Publish(sig protocol.Signal) {
+func (s *sinkDouble) Publish(n protocol.Notice) {
 	s.mu.Lock()
-	s.sigs = append(s.sigs, sig)
+	s.notes = append(s.notes, n)
 	s.mu.Unlock()
 }
 
-// Every Part's event sink gets each event; Flush reaches every Part that
+// Every Part's notice sink gets each notice; Flush reaches every Part that
 // has one after each HTTP request, and is bounded in time.
-func TestEventsReachEveryPartAndAreFlushed(t *testing.T) {
+func TestNoticesReachEveryPartAndAreFlushed(t *testing.T) {
 	t.Parallel()
 	a, b := &sinkDouble{}, &sinkDouble{}
 	var flushes int
 	var deadline time.Time
 	parts := []Part{
-		{Name: "a", Events: a},
+		{Name: "a", Notices: a},
 		{Name: "quiet"},
-		{Name: "b", Events: b, Flush: func(ctx context.Context) error {
+		{Name: "b", Notices: b, Flush: func(ctx context.Context) error {
 			flushes++
 			deadline, _ = ctx.Deadline()
 			return nil
 		}},
 	}
 	cfg := Config{Parts: parts, Logger: slog.New(slog.DiscardHandler)}
-	cfg.events().Publish(protocol.Signal{Type: protocol.SignalRunFailed, Run: "r1"})
-	if len(a.sigs) != 1 || len(b.sigs) != 1 {
-		t.Fatalf("sinks got %d and %d events, want 1 each", len(a.sigs), len(b.sigs))
+	cfg.notices().Publish(protocol.Notice{Type: protocol.NoticeRunFailed, Run: "r1"})
+	if len(a.notes) != 1 || len(b.notes) != 1 {
+		t.Fatalf("sinks got %d and %d notices, want 1 each", len(a.notes), len(b.notes))
 	}
-	if (&Config{Parts: []Part{{Name: "quiet"}}}).events() != nil {
+	if (&Config{Parts: []Part{{Name: "quiet"}}}).notices() != nil {
 		t.Error("without sinks the scheduler still gets one")
 	}
 	app := &App{Config: cfg}

@@ -14,21 +14,21 @@ import (
 	"github.com/runledger/runledger/shared/protocol"
 )
 
-// events reads GET /v1/events from since and decodes the page.
-func (s *stack) events(since time.Time) protocol.SignalPage {
+// notices reads GET /v1/events from since and decodes the page.
+func (s *stack) notices(since time.Time) protocol.NoticePage {
 	s.t.Helper()
 	r := s.call("GET", "/v1/events?since="+url.QueryEscape(protocol.FormatTime(since)), nil).must(s.t, http.StatusOK)
-	var page protocol.SignalPage
+	var page protocol.NoticePage
 	if err := json.Unmarshal(r.Raw, &page); err != nil {
-		s.t.Fatalf("events: %v: %s", err, r.Raw)
+		s.t.Fatalf("notices: %v: %s", err, r.Raw)
 	}
 	return page
 }
 
-func eventTypes(sigs []protocol.Signal) string {
+func noticeTypes(notices []protocol.Notice) string {
 	var out []string
-	for _, s := range sigs {
-		out = append(out, string(s.Type))
+	for _, n := range notices {
+		out = append(out, string(n.Type))
 	}
 	return strings.Join(out, ",")
 }
@@ -48,12 +48,12 @@ func (s *stack) scrape() string {
 	return string(b)
 }
 
-// TestSignalsOfAFailingRun runs a job whose task fails for good on the
+// TestNoticesOfAFailingRun runs a job whose task fails for good on the
 // local stack, then reads GET /v1/events (task.failed, then run.failed,
 // with the run's job, id, state and reason) and GET /metrics (the
 // transitions of its one task counted by job, from and to; the time it
 // spent running; the instances gauge).
-func TestSignalsOfAFailingRun(t *testing.T) {
+func TestNoticesOfAFailingRun(t *testing.T) {
 	s := startStack(t, devstack.Options{DemoWorker: true})
 	before := time.Now().Add(-time.Second)
 	s.createJob(map[string]any{"name": "bad", "pool": "demo", "retry": map[string]any{"max_attempts": 1},
@@ -61,23 +61,23 @@ func TestSignalsOfAFailingRun(t *testing.T) {
 	run := s.trigger("bad", nil)
 	s.waitRun(run, 30*time.Second, "FAILED")
 
-	var page protocol.SignalPage
-	eventually(t, 10*time.Second, "the run's events", func() (bool, string) {
-		page = s.events(before)
-		return eventTypes(page.Events) == "task.failed,run.failed", eventTypes(page.Events)
+	var page protocol.NoticePage
+	eventually(t, 10*time.Second, "the run's notices", func() (bool, string) {
+		page = s.notices(before)
+		return noticeTypes(page.Notices) == "task.failed,run.failed", noticeTypes(page.Notices)
 	})
-	task, ended := page.Events[0], page.Events[1]
+	task, ended := page.Notices[0], page.Notices[1]
 	if task.Job != "bad" || task.Run != run || task.Task != "main" || task.Attempt != 1 || task.State != "FAILED" || task.Reason == "" {
 		t.Errorf("task.failed %+v", task)
 	}
 	if ended.Job != "bad" || ended.Run != run || ended.Task != "" || ended.State != "FAILED" || ended.Reason != "tasks: main FAILED" || page.NextToken != "" {
 		t.Errorf("run.failed %+v, next token %q", ended, page.NextToken)
 	}
-	if later := s.events(ended.Time.Add(time.Millisecond)); len(later.Events) != 0 {
-		t.Errorf("events after the last: %s", eventTypes(later.Events))
+	if later := s.notices(ended.Time.Add(time.Millisecond)); len(later.Notices) != 0 {
+		t.Errorf("notices after the last: %s", noticeTypes(later.Notices))
 	}
 	if r := s.callAs("", "GET", "/v1/events", nil); r.Status != http.StatusUnauthorized {
-		t.Errorf("events without the key: %d, want 401", r.Status)
+		t.Errorf("notices without the key: %d, want 401", r.Status)
 	}
 	if r := s.call("GET", "/v1/events?since=yesterday", nil); r.Status != http.StatusUnprocessableEntity || r.code() != "invalid_field" {
 		t.Errorf("a bad since: %d %s, want 422 invalid_field", r.Status, r.code())
@@ -104,20 +104,20 @@ func TestSignalsOfAFailingRun(t *testing.T) {
 	}
 }
 
-// TestDeadlineMissedEvent: a run still running at its job's deadline gets
-// one run.deadline_missed event and goes on to succeed.
-func TestDeadlineMissedEvent(t *testing.T) {
+// TestDeadlineMissedNotice: a run still running at its job's deadline gets
+// one run.deadline_missed notice and goes on to succeed.
+func TestDeadlineMissedNotice(t *testing.T) {
 	s := startStack(t, devstack.Options{DemoWorker: true})
 	before := time.Now().Add(-time.Second)
 	s.createJob(map[string]any{"name": "slow", "pool": "demo", "deadline": "1s", "payload": map[string]any{"sleep": "3s"}})
 	run := s.trigger("slow", nil)
 	s.waitRun(run, 30*time.Second, "SUCCEEDED")
-	var page protocol.SignalPage
-	eventually(t, 10*time.Second, "the run's events", func() (bool, string) {
-		page = s.events(before)
-		return eventTypes(page.Events) == "run.deadline_missed,run.succeeded", eventTypes(page.Events)
+	var page protocol.NoticePage
+	eventually(t, 10*time.Second, "the run's notices", func() (bool, string) {
+		page = s.notices(before)
+		return noticeTypes(page.Notices) == "run.deadline_missed,run.succeeded", noticeTypes(page.Notices)
 	})
-	if d := page.Events[0]; d.Run != run || d.State != "RUNNING" || !strings.Contains(d.Reason, "1s") {
+	if d := page.Notices[0]; d.Run != run || d.State != "RUNNING" || !strings.Contains(d.Reason, "1s") {
 		t.Errorf("run.deadline_missed %+v", d)
 	}
 	if r := s.call("GET", "/v1/jobs/slow", nil).must(t, http.StatusOK); fmt.Sprint(r.Body["job"].(map[string]any)["deadline"]) != "1s" {

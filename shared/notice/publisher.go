@@ -1,4 +1,4 @@
-package signal
+package notice
 
 import (
 	"context"
@@ -11,35 +11,35 @@ import (
 	"github.com/runledger/runledger/shared/protocol"
 )
 
-// MaxBatch is the most signals one delivery carries: EventBridge's
+// MaxBatch is the most notices one delivery carries: EventBridge's
 // PutEvents takes at most 10 entries a call.
 const MaxBatch = 10
 
-// Sink delivers one batch of at most MaxBatch signals (EventBridge).
+// Sink delivers one batch of at most MaxBatch notices (EventBridge).
 type Sink interface {
-	Send(ctx context.Context, batch []protocol.Signal) error
+	Send(ctx context.Context, batch []protocol.Notice) error
 }
 
 // Options configure a Publisher. Zero values take the defaults.
 type Options struct {
-	// Buffer is how many signals may wait for delivery (default 1,000);
-	// beyond it a signal is dropped, counted and warned about.
+	// Buffer is how many notices may wait for delivery (default 1,000);
+	// beyond it a notice is dropped, counted and warned about.
 	Buffer int
 	// SendTimeout bounds one delivery (default 5 s).
 	SendTimeout time.Duration
 	Logger      *slog.Logger
 }
 
-// Publisher delivers signals to a Sink in the background, in batches of at
-// most MaxBatch, so that the transition that raised a signal never waits
-// on the delivery: Publish only puts the signal in a bounded buffer, and
+// Publisher delivers notices to a Sink in the background, in batches of at
+// most MaxBatch, so that the transition that raised a notice never waits
+// on the delivery: Publish only puts the notice in a bounded buffer, and
 // drops it (counted, with a warning) when the buffer is full. In Lambda,
 // where the process is frozen between invocations, the entry calls Flush
 // before it returns, bounded by time.
 type Publisher struct {
 	sink    Sink
 	opts    Options
-	ch      chan protocol.Signal
+	ch      chan protocol.Notice
 	flushes chan chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -60,27 +60,27 @@ func NewPublisher(sink Sink, opts Options) *Publisher {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Publisher{
-		sink: sink, opts: opts, ch: make(chan protocol.Signal, opts.Buffer),
+		sink: sink, opts: opts, ch: make(chan protocol.Notice, opts.Buffer),
 		flushes: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go p.run()
 	return p
 }
 
-// Publish queues sig for delivery and returns at once.
-func (p *Publisher) Publish(sig protocol.Signal) {
+// Publish queues note for delivery and returns at once.
+func (p *Publisher) Publish(note protocol.Notice) {
 	select {
-	case p.ch <- sig:
+	case p.ch <- note:
 	default:
 		n := p.dropped.Add(1)
 		if n == 1 || n%100 == 0 {
-			p.opts.Logger.Warn("event dropped: the publisher's buffer is full",
-				"type", string(sig.Type), "run_id", sig.Run, "dropped", n, "buffer", p.opts.Buffer)
+			p.opts.Logger.Warn("notice dropped: the publisher's buffer is full",
+				"type", string(note.Type), "run_id", note.Run, "dropped", n, "buffer", p.opts.Buffer)
 		}
 	}
 }
 
-// Flush delivers every signal published before the call, and returns when
+// Flush delivers every notice published before the call, and returns when
 // they are delivered (or failed) or when ctx ends, whichever comes first.
 func (p *Publisher) Flush(ctx context.Context) error {
 	req := make(chan struct{})
@@ -107,7 +107,7 @@ func (p *Publisher) Close(ctx context.Context) error {
 	return err
 }
 
-// Counts reports how many signals were delivered, failed to deliver, and
+// Counts reports how many notices were delivered, failed to deliver, and
 // were dropped for a full buffer.
 func (p *Publisher) Counts() (sent, failed, dropped uint64) {
 	return p.sent.Load(), p.failed.Load(), p.dropped.Load()
@@ -117,8 +117,8 @@ func (p *Publisher) run() {
 	defer close(p.done)
 	for {
 		select {
-		case sig := <-p.ch:
-			p.deliver(p.drain([]protocol.Signal{sig}))
+		case note := <-p.ch:
+			p.deliver(p.drain([]protocol.Notice{note}))
 		case req := <-p.flushes:
 			p.deliver(p.drain(nil))
 			close(req)
@@ -128,25 +128,25 @@ func (p *Publisher) run() {
 	}
 }
 
-// drain adds every signal waiting in the buffer now.
-func (p *Publisher) drain(batch []protocol.Signal) []protocol.Signal {
+// drain adds every notice waiting in the buffer now.
+func (p *Publisher) drain(batch []protocol.Notice) []protocol.Notice {
 	for {
 		select {
-		case sig := <-p.ch:
-			batch = append(batch, sig)
+		case note := <-p.ch:
+			batch = append(batch, note)
 		default:
 			return batch
 		}
 	}
 }
 
-// deliver sends sigs in batches of at most MaxBatch. A failed batch is
+// deliver sends notes in batches of at most MaxBatch. A failed batch is
 // logged and counted, not retried here: the sink retries what it can.
-func (p *Publisher) deliver(sigs []protocol.Signal) {
-	for len(sigs) > 0 {
-		n := min(len(sigs), MaxBatch)
-		batch := sigs[:n]
-		sigs = sigs[n:]
+func (p *Publisher) deliver(notes []protocol.Notice) {
+	for len(notes) > 0 {
+		n := min(len(notes), MaxBatch)
+		batch := notes[:n]
+		notes = notes[n:]
 		ctx, cancel := context.WithTimeout(context.Background(), p.opts.SendTimeout)
 		err := p.sink.Send(ctx, batch)
 		cancel()
@@ -157,7 +157,7 @@ func (p *Publisher) deliver(sigs []protocol.Signal) {
 		}
 		if err != nil {
 			p.failed.Add(uint64(failed))
-			p.opts.Logger.Warn("events not delivered", "events", failed, "error", err.Error())
+			p.opts.Logger.Warn("notices not delivered", "notices", failed, "error", err.Error())
 		} else {
 			failed = 0
 		}
