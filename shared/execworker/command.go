@@ -250,7 +250,7 @@ func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
 
 // Resolve finds the executable of c (in PATH for a bare name, relative to
 // c.Dir for a relative path), checks it against the list and sets c.Path.
-// A refusal wraps ErrNotAllowed; a missing executable ErrNotFound.
+// A refusal wraps ErrNotAllowed; a missing executable ErrCommandNotFound.
 func (a Allowlist) Resolve(c *Command) error {
 	name := c.Args[0]
 	bare := !strings.ContainsRune(name, '/')
@@ -259,7 +259,7 @@ func (a Allowlist) Resolve(c *Command) error {
 		p, err := exec.LookPath(name)
 		if err != nil {
 			if a.allowed(name, "", true) {
-				return fmt.Errorf("%w: %q is not in PATH", ErrNotFound, name)
+				return fmt.Errorf("%w: %q is not in PATH", ErrCommandNotFound, name)
 			}
 			return fmt.Errorf("%w: %q matches no allow pattern", ErrNotAllowed, name)
 		}
@@ -272,13 +272,13 @@ func (a Allowlist) Resolve(c *Command) error {
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return fmt.Errorf("%w: %q: %v", ErrNotFound, name, err)
+		return fmt.Errorf("%w: %q: %v", ErrCommandNotFound, name, err)
 	}
 	// The file that runs is the one checked: a link's target, not its name.
 	resolved, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		if a.allowed(name, abs, bare) {
-			return fmt.Errorf("%w: %q: %v", ErrNotFound, name, err)
+			return fmt.Errorf("%w: %q: %v", ErrCommandNotFound, name, err)
 		}
 		return fmt.Errorf("%w: %q (%s) matches no allow pattern", ErrNotAllowed, name, abs)
 	}
@@ -315,6 +315,6 @@ func (a Allowlist) allowed(name, abs string, bare bool) bool {
 var (
 	// ErrNotAllowed: the allowlist does not admit the executable.
 	ErrNotAllowed = fault.New(fault.Forbidden, "command not allowed")
-	// ErrNotFound: the executable is not on PATH or not at its path.
-	ErrNotFound = fault.New(fault.NotFound, "command not found")
+	// ErrCommandNotFound: the executable is not on PATH or not at its path.
+	ErrCommandNotFound = fault.New(fault.NotFound, "command not found")
 )

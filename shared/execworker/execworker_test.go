@@ -96,7 +96,7 @@ func TestAllowlist(t *testing.T) {
 		{[]string{filepath.Dir(shPath) + "/*"}, false, "sh", "", nil},
 		{[]string{"python3"}, false, "sh", "", execworker.ErrNotAllowed},
 		{nil, true, fake, "", nil},
-		{[]string{"no-such-cmd-rl"}, false, "no-such-cmd-rl", "", execworker.ErrNotFound},
+		{[]string{"no-such-cmd-rl"}, false, "no-such-cmd-rl", "", execworker.ErrCommandNotFound},
 	}
 	for _, c := range cases {
 		a, err := execworker.NewAllowlist(c.allow, c.any)
