@@ -178,8 +178,7 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 		ids, err := s.jobs.Dependents(ctx, *e.run)
 		return advanceEach(ids), err
 	case effAdvanceBackfill:
-		more, err := s.triggers.BackfillRunEnded(ctx, e.run)
-		return kernelEffects(more), err
+		return s.triggers.BackfillRunEnded(ctx, e.run)
 	case effMapStep:
 		return s.maps.Step(ctx, e.key)
 	case effMapCancel:

@@ -30,30 +30,12 @@ type TriggerRequest = triggers.TriggerRequest
 
 // Triggers is the room that starts runs; the API, the composition root
 // and the tests call it for triggers, backfills, resumes and PutEvents.
-func (s *Service) Triggers() *triggers.Room { return s.triggers }
+func (s *Service) Triggers() *triggers.Room[effect] { return s.triggers }
 
 // newTriggersRoom builds the triggers room over s.
-func newTriggersRoom(s *Service) *triggers.Room {
-	return triggers.New(triggers.Params{Kernel: triggersKernel{s}, Store: s.store, Logger: s.log,
+func newTriggersRoom(s *Service) *triggers.Room[effect] {
+	return triggers.New(triggers.Params[effect]{Kernel: triggersKernel{s}, Store: s.store, Logger: s.log,
 		TickerPeriod: s.cfg.TickerPeriod, BadMessage: ErrBadMessage})
-}
-
-// roomEffects hands the kernel's effects to a room, which carries them.
-func roomEffects(effs []effect) []triggers.Effect {
-	out := make([]triggers.Effect, len(effs))
-	for i, e := range effs {
-		out[i] = e
-	}
-	return out
-}
-
-// kernelEffects takes back the effects a room carried.
-func kernelEffects(effs []triggers.Effect) []effect {
-	out := make([]effect, len(effs))
-	for i, e := range effs {
-		out[i] = e.(effect)
-	}
-	return out
 }
 
 // triggersKernel is the kernel as the triggers room sees it
@@ -111,17 +93,16 @@ func (k triggersKernel) CheckAdmissible(ctx context.Context, j jobspec.Job, nr l
 func (k triggersKernel) Created(view ledger.RunView) { k.s.created(view) }
 
 // NewRunEffects are what moves a new run of j on.
-func (k triggersKernel) NewRunEffects(view ledger.RunView, j jobspec.Job) []triggers.Effect {
-	return roomEffects(newRunEffects(view, j))
+func (k triggersKernel) NewRunEffects(view ledger.RunView, j jobspec.Job) []effect {
+	return newRunEffects(view, j)
 }
 
 // Perform runs effs on the Service's runner, completing answer if set.
-func (k triggersKernel) Perform(ctx context.Context, effs []triggers.Effect, answer *ledger.RunView) {
-	mine := kernelEffects(effs)
+func (k triggersKernel) Perform(ctx context.Context, effs []effect, answer *ledger.RunView) {
 	if answer != nil {
-		mine = withAnswer(mine, answer)
+		effs = withAnswer(effs, answer)
 	}
-	k.s.perform(ctx, mine...)
+	k.s.perform(ctx, effs...)
 }
 
 // CancelRun cancels a run.

@@ -208,7 +208,7 @@ type Service struct {
 	executors *executors
 
 	// triggers is the room that starts runs (room_triggers.go).
-	triggers *triggers.Room
+	triggers *triggers.Room[effect]
 
 	// flow is the flow room: limiters, task slots and their turns
 	// (room_flow.go).

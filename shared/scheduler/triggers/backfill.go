@@ -58,7 +58,7 @@ type BackfillRequest struct {
 // runs. It reads the job's slots in the range once, to count those that
 // hold a run already (existing); a slot taken after that (another backfill
 // of the same range) is found by its release's claim and counted then.
-func (r *Room) CreateBackfill(ctx context.Context, req BackfillRequest) (ledger.Backfill, error) {
+func (r *Room[E]) CreateBackfill(ctx context.Context, req BackfillRequest) (ledger.Backfill, error) {
 	sj, j, err := r.k.LoadJob(ctx, req.Job)
 	if err != nil {
 		return ledger.Backfill{}, err
@@ -151,7 +151,7 @@ func backfillSlots(sj ledger.Job, j jobspec.Job, req BackfillRequest) ([]time.Ti
 }
 
 // GetBackfill reads a backfill.
-func (r *Room) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
+func (r *Room[E]) GetBackfill(ctx context.Context, id string) (ledger.Backfill, error) {
 	b, err := r.store.GetBackfill(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalidKey) {
 		return ledger.Backfill{}, fmt.Errorf("backfill %s: %w", id, ledger.ErrNotFound)
@@ -160,7 +160,7 @@ func (r *Room) GetBackfill(ctx context.Context, id string) (ledger.Backfill, err
 }
 
 // ListBackfills lists a job's backfills newest first.
-func (r *Room) ListBackfills(ctx context.Context, job string, limit int, token string) ([]ledger.Backfill, string, error) {
+func (r *Room[E]) ListBackfills(ctx context.Context, job string, limit int, token string) ([]ledger.Backfill, string, error) {
 	if _, err := r.store.GetJob(ctx, job); err != nil {
 		return nil, "", err
 	}
@@ -171,7 +171,7 @@ func (r *Room) ListBackfills(ctx context.Context, job string, limit int, token s
 // and cancels its unfinished runs as a run cancel does. A backfill that
 // ended is statemodel.ErrIllegalTransition; one cancelled already is cancelled again
 // (its runs that have not stopped are asked again).
-func (r *Room) CancelBackfill(ctx context.Context, id, reason string) (ledger.Backfill, error) {
+func (r *Room[E]) CancelBackfill(ctx context.Context, id, reason string) (ledger.Backfill, error) {
 	var b ledger.Backfill
 	err := ledger.Update(ctx, ledger.Rounds{Max: maxAdvanceRounds + 1},
 		func(ctx context.Context, _ int) (ledger.Backfill, error) { return r.GetBackfill(ctx, id) },
@@ -215,7 +215,7 @@ func (r *Room) CancelBackfill(ctx context.Context, id, reason string) (ledger.Ba
 
 // AdvanceBackfill settles every run of a backfill that ended and releases
 // its next slots: the backstop timer's and the POST's path.
-func (r *Room) AdvanceBackfill(ctx context.Context, id string) error {
+func (r *Room[E]) AdvanceBackfill(ctx context.Context, id string) error {
 	effs, err := r.advanceBackfill(ctx, id, nil, 0)
 	r.k.Perform(ctx, effs, nil)
 	if err != nil {
@@ -228,7 +228,7 @@ func (r *Room) AdvanceBackfill(ctx context.Context, id string) error {
 // state was stored) and releases the backfill's next slots: the kernel's
 // effect for a finished run of a backfill. It returns the effects of the
 // runs it released, for the kernel's runner.
-func (r *Room) BackfillRunEnded(ctx context.Context, run *ledger.Run) ([]Effect, error) {
+func (r *Room[E]) BackfillRunEnded(ctx context.Context, run *ledger.Run) ([]E, error) {
 	return r.advanceBackfill(ctx, run.BackfillID, run, 0)
 }
 
@@ -238,8 +238,8 @@ func (r *Room) BackfillRunEnded(ctx context.Context, run *ledger.Run) ([]Effect,
 // unfinished, at most budget of them (0: no bound). A version conflict
 // (another advance, a cancel) re-reads. It returns the effects of the runs
 // it released (their first dispatches), for the caller's runner.
-func (r *Room) advanceBackfill(ctx context.Context, id string, ended *ledger.Run, budget int) ([]Effect, error) {
-	a := &advancing{r: r, ended: ended, budget: budget}
+func (r *Room[E]) advanceBackfill(ctx context.Context, id string, ended *ledger.Run, budget int) ([]E, error) {
+	a := &advancing[E]{r: r, ended: ended, budget: budget}
 	err := ledger.Update(ctx, ledger.Rounds{Max: maxAdvanceRounds},
 		func(ctx context.Context, _ int) (ledger.Backfill, error) { return r.store.GetBackfill(ctx, id) },
 		a.decide, a.write)
@@ -248,11 +248,11 @@ func (r *Room) advanceBackfill(ctx context.Context, id string, ended *ledger.Run
 
 // advancing is one advance of a backfill from round to round: the budget
 // left and the effects of the runs released so far.
-type advancing struct {
-	r      *Room
+type advancing[E any] struct {
+	r      *Room[E]
 	ended  *ledger.Run
 	budget int
-	effs   []Effect
+	effs   []E
 }
 
 // settled is a round's decision: the backfill with its ended runs
@@ -263,7 +263,7 @@ type settled struct {
 	store bool
 }
 
-func (a *advancing) decide(ctx context.Context, b ledger.Backfill) (settled, ledger.Step, error) {
+func (a *advancing[E]) decide(ctx context.Context, b ledger.Backfill) (settled, ledger.Step, error) {
 	if !b.Unfinished() {
 		return settled{}, ledger.StepDone, nil
 	}
@@ -277,7 +277,7 @@ func (a *advancing) decide(ctx context.Context, b ledger.Backfill) (settled, led
 
 // write stores the settled backfill when it changed, then releases its
 // next slots; a release that found the backfill stale reads it again.
-func (a *advancing) write(ctx context.Context, d settled) error {
+func (a *advancing[E]) write(ctx context.Context, d settled) error {
 	next := d.b
 	if d.store {
 		var err error
@@ -295,7 +295,7 @@ func (a *advancing) write(ctx context.Context, d settled) error {
 // settleBackfill moves the backfill's active runs that ended to its
 // counts, without writing. With ended set it looks at that run only (the
 // effect of its finish); otherwise it reads every active run.
-func (r *Room) settleBackfill(ctx context.Context, b ledger.Backfill, ended *ledger.Run) (ledger.Backfill, bool, error) {
+func (r *Room[E]) settleBackfill(ctx context.Context, b ledger.Backfill, ended *ledger.Run) (ledger.Backfill, bool, error) {
 	changed := false
 	var keep []ledger.BackfillRun
 	for _, a := range b.Active {
@@ -342,7 +342,7 @@ func (r *Room) settleBackfill(ctx context.Context, b ledger.Backfill, ended *led
 // due now, so the next tick goes on. It reports false when b proved stale
 // (the caller reads it again). The effects of the runs it creates are
 // added to effs.
-func (r *Room) releaseBackfill(ctx context.Context, b ledger.Backfill, budget *int, effs *[]Effect) (bool, error) {
+func (r *Room[E]) releaseBackfill(ctx context.Context, b ledger.Backfill, budget *int, effs *[]E) (bool, error) {
 	var j jobspec.Job
 	loaded := false
 	bounded := *budget > 0

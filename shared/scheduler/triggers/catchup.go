@@ -50,7 +50,7 @@ const maxDecideSteps = 50_000
 
 // lateAfter is how late the ticker may first see a slot and still fire
 // it as scheduled: max(60 s, two ticker periods).
-func (r *Room) lateAfter() time.Duration {
+func (r *Room[E]) lateAfter() time.Duration {
 	return max(time.Minute, 2*r.tickerPeriod)
 }
 
@@ -119,7 +119,7 @@ func decideCatchup(sched jobspec.Schedule, from time.Time, missed func(time.Time
 
 // decideLate decides the slots the ticker sees too late, from the job's
 // next fire (which is one of them).
-func (r *Room) decideLate(sched jobspec.Schedule, from, now time.Time) catchupDecision {
+func (r *Room[E]) decideLate(sched jobspec.Schedule, from, now time.Time) catchupDecision {
 	cutoff := now.Add(-r.lateAfter())
 	return decideCatchup(sched, from, func(t time.Time) bool { return t.Before(cutoff) }, now, maxDecideSteps)
 }
@@ -138,7 +138,7 @@ func decidePaused(sched jobspec.Schedule, from, now time.Time) catchupDecision {
 // after it are then decided as the ticker finds them. So are the slots
 // past maxDecideSteps of a frequent schedule paused for months: the
 // resume answers with the part it decided.
-func (r *Room) ResumeJob(ctx context.Context, name string) (ledger.Job, error) {
+func (r *Room[E]) ResumeJob(ctx context.Context, name string) (ledger.Job, error) {
 	defer r.ForgetEventIndex()
 	for try := 0; ; try++ {
 		sj, j, err := r.k.LoadJob(ctx, name)
@@ -186,7 +186,7 @@ var errMovedOn = errors.New("schedule moved on")
 
 // moveSchedule writes a move decided from sj; errMovedOn when another
 // writer moved the job first (or paused, resumed or updated it).
-func (r *Room) moveSchedule(ctx context.Context, sj ledger.Job, to ledger.SchedulePosition, missed int64) (ledger.Job, error) {
+func (r *Room[E]) moveSchedule(ctx context.Context, sj ledger.Job, to ledger.SchedulePosition, missed int64) (ledger.Job, error) {
 	out, err := r.store.MoveSchedule(ctx, sj.Name, ledger.ScheduleMove{Version: sj.Version, From: sj.Position(), To: to, Missed: missed})
 	if errors.Is(err, ledger.ErrConflict) {
 		return sj, errMovedOn
@@ -197,7 +197,7 @@ func (r *Room) moveSchedule(ctx context.Context, sj ledger.Job, to ledger.Schedu
 // startCatchup starts up to limit of the job's pending catch-up runs,
 // oldest slot first, then moves the range past them. Each run claims its
 // slot, so runs another writer started already are not started twice.
-func (r *Room) startCatchup(ctx context.Context, sj ledger.Job, j jobspec.Job, limit int) (ledger.Job, error) {
+func (r *Room[E]) startCatchup(ctx context.Context, sj ledger.Job, j jobspec.Job, limit int) (ledger.Job, error) {
 	slot, started, missed := sj.CatchupNext, 0, int64(0)
 	var ferr error
 	for ; !slot.IsZero() && !slot.After(sj.CatchupLast) && started < limit && !r.k.DeadlineReached(ctx); started++ {
@@ -231,7 +231,7 @@ func (r *Room) startCatchup(ctx context.Context, sj ledger.Job, j jobspec.Job, l
 // sees too late are decided by the catch-up policy, slots still on time
 // run as scheduled, until the next fire is after now. While an earlier
 // catch-up is still under way, late slots wait for it to end.
-func (r *Room) fireSchedule(ctx context.Context, sj ledger.Job, j jobspec.Job) error {
+func (r *Room[E]) fireSchedule(ctx context.Context, sj ledger.Job, j jobspec.Job) error {
 	now := r.k.Now()
 	for !sj.NextFireAt.IsZero() && !sj.NextFireAt.After(now) && !r.k.DeadlineReached(ctx) {
 		at := sj.NextFireAt

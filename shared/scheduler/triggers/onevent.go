@@ -76,7 +76,7 @@ type eventEnvelope struct {
 // matched at once. It returns the ids, in order. Entries are checked by
 // the caller (the API); an entry whose detail is not a JSON object is an
 // error.
-func (r *Room) PutEvents(ctx context.Context, entries []EventEntry) ([]string, error) {
+func (r *Room[E]) PutEvents(ctx context.Context, entries []EventEntry) ([]string, error) {
 	ids := make([]string, 0, len(entries))
 	for i, e := range entries {
 		id, err := newEventID()
@@ -132,7 +132,7 @@ func IsEventEnvelope(body string) bool {
 // params rendered over the event, the event's id as the idempotency key.
 // A delivery of an event seen before starts nothing new. An event without
 // an id is Params.BadMessage.
-func (r *Room) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome, error) {
+func (r *Room[E]) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome, error) {
 	ev, err := eventpattern.DecodeEvent(raw)
 	if err != nil {
 		return EventOutcome{}, fmt.Errorf("%w: event: %v", r.badMessage, err)
@@ -218,7 +218,7 @@ func eventLogicalTime(ev map[string]any, now time.Time) (time.Time, error) {
 
 // triggerFailed reports that a trigger event matched job but started no
 // run of it: a warning in the log and an event.trigger_failed notice.
-func (r *Room) triggerFailed(ctx context.Context, job, eventID, reason string, err error) {
+func (r *Room[E]) triggerFailed(ctx context.Context, job, eventID, reason string, err error) {
 	r.log.WarnContext(ctx, "event trigger failed", "job", job, "event_id", eventID, "reason", reason, "error", err.Error())
 	r.k.Notice(ctx, protocol.Notice{Type: protocol.NoticeEventTriggerFailed, Time: r.k.Now(), Job: job, EventID: eventID, Reason: reason})
 }
@@ -229,7 +229,7 @@ func (r *renderFailure) Error() string { return r.err.Error() }
 
 // startFromEvent starts the run of one matched job and moves it on. It
 // returns the run's id ("" when the key was used by another request).
-func (r *Room) startFromEvent(ctx context.Context, job indexedJob, entry int, eventID string, logical time.Time, ev map[string]any) (string, error) {
+func (r *Room[E]) startFromEvent(ctx context.Context, job indexedJob, entry int, eventID string, logical time.Time, ev map[string]any) (string, error) {
 	j := job.spec
 	runID := r.k.NewID()
 	params, err := j.OnEvent[entry].RenderParams(jobspec.NewEventTemplateData(j.Name, runID, logical, ev))
@@ -289,7 +289,7 @@ type eventIndexCache struct {
 }
 
 // ForgetEventIndex makes the index stale: a job was written.
-func (r *Room) ForgetEventIndex() {
+func (r *Room[E]) ForgetEventIndex() {
 	r.events.mu.Lock()
 	r.events.gen++
 	r.events.mu.Unlock()
@@ -298,7 +298,7 @@ func (r *Room) ForgetEventIndex() {
 // eventIndex returns the index, rebuilding it when it is older than
 // eventIndexTTL or a job was written since, one rebuild at a time. A rebuild lists the jobs and
 // reuses the compiled definition of every job whose version is unchanged.
-func (r *Room) eventIndex(ctx context.Context) (*eventIndex, error) {
+func (r *Room[E]) eventIndex(ctx context.Context) (*eventIndex, error) {
 	fresh := func() (*eventIndex, uint64, bool) {
 		now := time.Now() // an operational bound on real time, not domain time
 		r.events.mu.Lock()
@@ -333,7 +333,7 @@ func (r *Room) eventIndex(ctx context.Context) (*eventIndex, error) {
 	return next, nil
 }
 
-func (r *Room) buildEventIndex(ctx context.Context, prev map[string]indexedJob, now time.Time) (*eventIndex, error) {
+func (r *Room[E]) buildEventIndex(ctx context.Context, prev map[string]indexedJob, now time.Time) (*eventIndex, error) {
 	jobs := map[string]indexedJob{}
 	var entries []eventpattern.Entry
 	token := ""
@@ -372,7 +372,7 @@ func (r *Room) buildEventIndex(ctx context.Context, prev map[string]indexedJob, 
 
 // loadIndexedJob reads a job's definition; one that fails to load is left
 // out of the index (and logged).
-func (r *Room) loadIndexedJob(ctx context.Context, sj ledger.Job) (indexedJob, bool) {
+func (r *Room[E]) loadIndexedJob(ctx context.Context, sj ledger.Job) (indexedJob, bool) {
 	spec := sj.Spec
 	if len(spec) == 0 {
 		full, err := r.store.GetJob(ctx, sj.Name)

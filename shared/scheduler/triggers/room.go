@@ -15,8 +15,11 @@ import (
 	"github.com/runledger/runledger/shared/protocol"
 )
 
-// Kernel is what the room needs of the scheduler's kernel.
-type Kernel interface {
+// Kernel is what the room needs of the scheduler's kernel; E is the
+// kernel's effect (the first dispatch of a new run's task, its
+// admission), which the room carries from the kernel's call that made it
+// to the kernel's runner and never looks inside.
+type Kernel[E any] interface {
 	// Now is the scheduler's clock, in UTC.
 	Now() time.Time
 	// NewID returns a new run's id: unique, sortable by creation time.
@@ -46,10 +49,10 @@ type Kernel interface {
 	// Created tells the observers of the instances a new run created.
 	Created(view ledger.RunView)
 	// NewRunEffects are what moves a new run of j on.
-	NewRunEffects(view ledger.RunView, j jobspec.Job) []Effect
+	NewRunEffects(view ledger.RunView, j jobspec.Job) []E
 	// Perform carries out effects and the effects they yield; with answer
 	// set, a new run's effects complete it as they are performed.
-	Perform(ctx context.Context, effs []Effect, answer *ledger.RunView)
+	Perform(ctx context.Context, effs []E, answer *ledger.RunView)
 
 	// CancelRun cancels a run as the operator's cancel does.
 	CancelRun(ctx context.Context, runID, reason string) error
@@ -63,11 +66,6 @@ type Kernel interface {
 	Transient(err error) bool
 }
 
-// Effect is one of the kernel's effects (the first dispatch of a new run's
-// task, its admission): the room carries it from the kernel's call that
-// made it to the kernel's runner and never looks inside.
-type Effect any
-
 // Store is what the room reads and writes: jobs and their schedule
 // positions, runs, backfills.
 type Store interface {
@@ -77,9 +75,9 @@ type Store interface {
 }
 
 // Params are a Room's dependencies, each required.
-type Params struct {
+type Params[E any] struct {
 	// Kernel is the scheduler's kernel.
-	Kernel Kernel
+	Kernel Kernel[E]
 	// Store is the scheduler's store.
 	Store Store
 	// Logger receives the room's logs.
@@ -94,8 +92,8 @@ type Params struct {
 
 // Room starts runs: triggers, schedules and their catch-up, backfills,
 // trigger events.
-type Room struct {
-	k            Kernel
+type Room[E any] struct {
+	k            Kernel[E]
 	store        Store
 	log          *slog.Logger
 	tickerPeriod time.Duration
@@ -106,7 +104,7 @@ type Room struct {
 }
 
 // New builds the room from its dependencies.
-func New(p Params) *Room {
-	return &Room{k: p.Kernel, store: p.Store, log: p.Logger, tickerPeriod: p.TickerPeriod,
+func New[E any](p Params[E]) *Room[E] {
+	return &Room[E]{k: p.Kernel, store: p.Store, log: p.Logger, tickerPeriod: p.TickerPeriod,
 		badMessage: p.BadMessage}
 }

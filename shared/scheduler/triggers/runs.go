@@ -48,7 +48,7 @@ type TriggerRequest struct {
 // TriggerRun creates a run of a job and moves its first tasks on at once. It
 // reports created=false when an idempotency key or a slot already holds a
 // run, which it returns.
-func (r *Room) TriggerRun(ctx context.Context, req TriggerRequest) (ledger.RunView, bool, error) {
+func (r *Room[E]) TriggerRun(ctx context.Context, req TriggerRequest) (ledger.RunView, bool, error) {
 	_, j, err := r.k.LoadJob(ctx, req.Job)
 	if err != nil {
 		return ledger.RunView{}, false, err
@@ -75,7 +75,7 @@ func (r *Room) TriggerRun(ctx context.Context, req TriggerRequest) (ledger.RunVi
 // the advance that decides them and then the arming of its dependency
 // timeout. created is false when an idempotency key or a slot already
 // holds a run, which it returns, with no effects.
-func (r *Room) startRun(ctx context.Context, j jobspec.Job, req TriggerRequest) (ledger.RunView, bool, []Effect, error) {
+func (r *Room[E]) startRun(ctx context.Context, j jobspec.Job, req TriggerRequest) (ledger.RunView, bool, []E, error) {
 	now := r.k.Now()
 	logical := req.LogicalTime
 	if logical.IsZero() {
@@ -149,7 +149,7 @@ func (r *Room) startRun(ctx context.Context, j jobspec.Job, req TriggerRequest) 
 // until the next fire is after now. Two tickers racing create one run per
 // slot: the slot claim is conditional, and so is every move of the
 // schedule.
-func (r *Room) FireJob(ctx context.Context, name string, at time.Time) error {
+func (r *Room[E]) FireJob(ctx context.Context, name string, at time.Time) error {
 	sj, j, err := r.k.LoadJob(ctx, name)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil
@@ -182,7 +182,7 @@ func ignoreMovedOn(err error) error {
 // policy: skip starts nothing while a run is unfinished, cancel_previous
 // cancels the unfinished runs of earlier slots first. The run claims the
 // slot, so a slot another ticker started already is not started again.
-func (r *Room) fireSlot(ctx context.Context, j jobspec.Job, at time.Time, trigger statemodel.Trigger) error {
+func (r *Room[E]) fireSlot(ctx context.Context, j jobspec.Job, at time.Time, trigger statemodel.Trigger) error {
 	switch j.Overlap {
 	case jobspec.OverlapSkip:
 		// The overlap policy does not govern backfill runs (max_active
@@ -208,7 +208,7 @@ func (r *Room) fireSlot(ctx context.Context, j jobspec.Job, at time.Time, trigge
 // RunAt finds a job's run with the given logical time among its newest
 // runs, a page at a time until scan of them were searched (the kernel's
 // bound for a cross-job dependency's upstream run).
-func (r *Room) RunAt(ctx context.Context, job string, logical time.Time, scan int) (ledger.Run, bool, error) {
+func (r *Room[E]) RunAt(ctx context.Context, job string, logical time.Time, scan int) (ledger.Run, bool, error) {
 	token, seen := "", 0
 	for seen < scan {
 		runs, next, err := r.store.ListRuns(ctx, ledger.RunFilter{Job: job, Token: token, Limit: 100})
