@@ -83,6 +83,7 @@ func (a meterCounts) sub(b meterCounts) meterCounts {
 		ComputedWCU: a.ComputedWCU - b.ComputedWCU, StoreReports: a.StoreReports - b.StoreReports,
 		EmptyReceives: a.EmptyReceives - b.EmptyReceives, SQSExtraChunks: a.SQSExtraChunks - b.SQSExtraChunks,
 		Writes:  a.Writes[min(len(b.Writes), len(a.Writes)):],
+		TxTimes: a.TxTimes[min(len(b.TxTimes), len(a.TxTimes)):],
 		Latency: map[string]opTime{},
 	}
 	for op, t := range a.Latency {

@@ -55,7 +55,7 @@ func (b *bench) reportLimits(ctx context.Context, cs *costStack, api *apiClient,
 	b.rep.note("limits, single-task run: the deployment's ceiling %.0f runs/s (by %s); with the adjustable quotas raised (%s) %.0f runs/s\n"+
 		"  (by %s; target >= 10000); one job %.0f runs/s with them raised (by %s; target >= 1000); one limiter of %d admits %.0f runs/s\n"+
 		"  (by %s; target >= 1000); one map's children %.0f a second (by %s, a map of %d; target >= 1000). A transaction is\n"+
-		"  taken to hold its items for its measured mean time on DynamoDB Local (%.1f ms); a run's Lambda time is its invocations' %.3f s.\n%s",
+		"  taken to hold its items for the run's fastest one on DynamoDB Local (%.1f ms); a run's Lambda time is its invocations' %.3f s.\n%s",
 		ceil.Rate, ceil.Name, adjustableNames(), raised.Rate, raised.Name, one.Rate, one.Name, costLimit, lim.Rate, lim.Name,
 		children.Rate, children.Name, costMapChildren, 1000*single.TxSeconds, single.LambdaSeconds, limitTable(ls))
 	return nil

@@ -296,7 +296,7 @@ type runDemand struct {
 	// LambdaSeconds is the summed duration of the run's invocations.
 	LambdaSeconds float64
 	// Conflicts are the items the run's transactions named that other runs
-	// name too (conflictLoads); TxSeconds the measured mean time of a
+	// name too (conflictLoads); TxSeconds the measured time of a
 	// transaction.
 	Conflicts []conflictLoad
 	TxSeconds float64
