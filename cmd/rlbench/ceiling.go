@@ -84,7 +84,7 @@ func mapChildRate(loads []partitionLoad, tx []txItem, children int, txSeconds fl
 	for _, it := range tx {
 		pk, _, _ := shapeOf(it.PK, run, job, nil)
 		sk, _, _ := shapeOf(it.SK, run, job, nil)
-		name := "table:" + pk + "/" + trailingNumber.ReplaceAllString(sk, "#nn")
+		name := itemShape(pk, trailingNumber.ReplaceAllString(sk, "#nn"))
 		f := shapes[name]
 		if f == nil {
 			f = &family{values: map[txItem]bool{}}

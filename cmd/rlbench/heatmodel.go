@@ -307,7 +307,7 @@ type runDemand struct {
 // TransactionConflict), so an item named in n transactions a run, each
 // taking TxSeconds, allows Shards/(n*TxSeconds) runs a second.
 type conflictLoad struct {
-	Item   string // index:pk-shape/sk-shape
+	Item   string // itemShape
 	PK     string // pk-shape
 	Scope  keyScope
 	Shards int
@@ -329,7 +329,10 @@ func conflictLoads(items []txItem, run, job string, shards map[string]int) []con
 		if pkScope == scopeJob || skScope == scopeJob {
 			scope = scopeJob
 		}
-		name := "table:" + pk + "/" + sk
+		if m, ok := shards["table:"+pk]; ok {
+			n = m
+		}
+		name := itemShape(pk, sk)
 		i, ok := at[name]
 		if !ok {
 			i = len(out)
@@ -341,6 +344,9 @@ func conflictLoads(items []txItem, run, job string, shards map[string]int) []con
 	slices.SortFunc(out, func(a, b conflictLoad) int { return strings.Compare(a.Item, b.Item) })
 	return out
 }
+
+// itemShape names an item's shape in a transaction: table:<pk>|<sk>.
+func itemShape(pk, sk string) string { return "table:" + pk + "|" + sk }
 
 // limit is one bound on the rate of runs: what sets it and the rate.
 type limit struct {

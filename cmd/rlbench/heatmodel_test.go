@@ -102,7 +102,7 @@ func TestLimitsAndCeiling(t *testing.T) {
 		Conflicts: []conflictLoad{
 			// The job's gate: 16 shards, one check a run, 20 ms each:
 			// 16 / 0.02 = 800 runs/s of one job.
-			{Item: "table:JOB#<job>#nn/GATE", PK: "JOB#<job>#nn", Scope: scopeJob, Shards: 16, PerRun: 1},
+			{Item: "table:JOB#<job>#nn|GATE", PK: "JOB#<job>#nn", Scope: scopeJob, Shards: 16, PerRun: 1},
 		},
 		TxSeconds: 0.02,
 	}
@@ -129,7 +129,7 @@ func TestLimitsAndCeiling(t *testing.T) {
 		{"lambda_concurrency", 1000 / 0.2},        // 5,000
 		{"partition:listing:RUNS#nn", 1000.0 * 32 / 2},
 		{"partition:table:JOB#<job>", 1000.0 / 4},
-		{"transaction_conflict:table:JOB#<job>#nn/GATE", 16 / 0.02},
+		{"transaction_conflict:table:JOB#<job>#nn|GATE", 16 / 0.02},
 	} {
 		if got := rate(c.name); math.Abs(got-c.want) > 1e-6 {
 			t.Errorf("%s = %v runs/s, want %v", c.name, got, c.want)
@@ -164,11 +164,11 @@ func TestConflictLoadsKeepSharedItems(t *testing.T) {
 		{"LIMITER#j", "ADMIT#R1"},     // the run's own record in the limiter's partition: left out
 		{"CONFIG#deploy", "SETTINGS"}, // every run's: table-wide
 	}
-	got := conflictLoads(items, "R1", "j", map[string]int{"JOB#<job>#nn": 16})
+	got := conflictLoads(items, "R1", "j", map[string]int{"table:JOB#<job>#nn": 16, "live:JOB#<job>#nn": 8})
 	want := []conflictLoad{
-		{Item: "table:CONFIG#deploy/SETTINGS", PK: "CONFIG#deploy", Scope: scopeTable, Shards: 1, PerRun: 1},
-		{Item: "table:JOB#<job>#nn/GATE", PK: "JOB#<job>#nn", Scope: scopeJob, Shards: 16, PerRun: 1},
-		{Item: "table:LIMITER#<job>/STATE", PK: "LIMITER#<job>", Scope: scopeJob, Shards: 1, PerRun: 2},
+		{Item: "table:CONFIG#deploy|SETTINGS", PK: "CONFIG#deploy", Scope: scopeTable, Shards: 1, PerRun: 1},
+		{Item: "table:JOB#<job>#nn|GATE", PK: "JOB#<job>#nn", Scope: scopeJob, Shards: 16, PerRun: 1},
+		{Item: "table:LIMITER#<job>|STATE", PK: "LIMITER#<job>", Scope: scopeJob, Shards: 1, PerRun: 2},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("conflictLoads =\n%+v\nwant\n%+v", got, want)
@@ -176,7 +176,7 @@ func TestConflictLoadsKeepSharedItems(t *testing.T) {
 	// A limiter's bound: its item in 2 transactions a run of 25 ms each.
 	lim := limiterRate(runDemand{Conflicts: got, TxSeconds: 0.025,
 		Shapes: []shapeLoad{{Index: "table", Shape: "LIMITER#<job>", Scope: scopeJob, Shards: 1, WCU: 12}}})
-	if lim.Name != "transaction_conflict:table:LIMITER#<job>/STATE" || math.Abs(lim.Rate-20) > 1e-9 {
+	if lim.Name != "transaction_conflict:table:LIMITER#<job>|STATE" || math.Abs(lim.Rate-20) > 1e-9 {
 		t.Errorf("limiterRate = %+v, want 20 by the limiter's item", lim)
 	}
 }
@@ -199,7 +199,7 @@ func TestMapChildRate(t *testing.T) {
 	// With the children's writes spread, the map item's transactions bind:
 	// one a child at 10 ms, 100 children a second.
 	got = mapChildRate(loads[1:2], tx, 10, 0.01, "R7", "m")
-	if got.Name != "transaction_conflict:table:RUN#<run>/MAP" || math.Abs(got.Rate-100) > 1e-9 {
+	if got.Name != "transaction_conflict:table:RUN#<run>|MAP" || math.Abs(got.Rate-100) > 1e-9 {
 		t.Errorf("mapChildRate spread = %+v, want 100 by the map item", got)
 	}
 }
