@@ -148,12 +148,6 @@ func (cs *costStack) measure(ctx context.Context, api *apiClient, job string, pa
 			c.Transactions += float64(t.N)
 		}
 	}
-	// How long a transaction holds its items: the run's fastest, as the
-	// least disturbed by whatever else loads the machine (DynamoDB Local's
-	// mean under load says nothing of AWS's).
-	if len(d.m.TxTimes) > 0 {
-		c.TxSeconds = slices.Min(d.m.TxTimes).Seconds()
-	}
 	c.invocationsByFn = map[string]int64{}
 	for fn, f := range d.c.Functions {
 		c.invocationsByFn[fn] = f.Invocations
@@ -396,7 +390,6 @@ func medianCost(cs []runCost) runCost {
 		LogBytes:          pick(func(c runCost) float64 { return c.LogBytes }),
 		StoredBytes:       pick(func(c runCost) float64 { return c.StoredBytes }),
 		LambdaSeconds:     pick(func(c runCost) float64 { return c.LambdaSeconds }),
-		TxSeconds:         pick(func(c runCost) float64 { return c.TxSeconds }),
 
 		RRU:         pick(func(c runCost) float64 { return c.RRU }),
 		WRU:         pick(func(c runCost) float64 { return c.WRU }),

@@ -122,9 +122,9 @@ type runCost struct {
 	// indexes, as DynamoDB bills them, kept a month (an item expiring
 	// earlier counts for its share of the month).
 	StoredBytes float64
-	// LambdaSeconds (the invocations' summed duration) and TxSeconds (a
-	// transaction's mean time) feed the heat model's limits; not priced
-	// beyond GBSeconds.
+	// LambdaSeconds (the invocations' summed duration) and TxSeconds (how
+	// long a transaction holds its items: reportLimits sets it) feed the
+	// heat model's limits; not priced beyond GBSeconds.
 	LambdaSeconds, TxSeconds float64
 	invocationsByFn          map[string]int64
 }
