@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -38,12 +39,17 @@ type meterCounts struct {
 	StoreReports int64
 	// EmptyReceives are SQS ReceiveMessage calls that returned nothing.
 	EmptyReceives int64
+	// SQSExtraChunks are the requests SQS bills beyond one a call: a
+	// send's or a receive's payload is one request per started 64 KB.
+	SQSExtraChunks int64
 	// Latency sums each DynamoDB operation's time (the call with its
 	// retries) and counts its calls.
 	Latency map[string]opTime
 	// Writes lists the store's capacity reports in order (the cost
 	// scenario clears it before each run).
 	Writes []store.CapacityReport
+	// TxTimes lists each TransactWriteItems call's time, in order.
+	TxTimes []time.Duration
 }
 
 func (m *meter) snapshot() meterCounts {
@@ -51,6 +57,7 @@ func (m *meter) snapshot() meterCounts {
 	defer m.mu.Unlock()
 	c := m.m
 	c.Writes = slices.Clone(c.Writes)
+	c.TxTimes = slices.Clone(c.TxTimes)
 	c.Latency = maps.Clone(c.Latency)
 	return c
 }
@@ -74,9 +81,10 @@ func (a meterCounts) sub(b meterCounts) meterCounts {
 		ReportedRRU: a.ReportedRRU - b.ReportedRRU, ReportedWCU: a.ReportedWCU - b.ReportedWCU,
 		UnreportedReads: a.UnreportedReads - b.UnreportedReads, UnreportedWrites: a.UnreportedWrites - b.UnreportedWrites,
 		ComputedWCU: a.ComputedWCU - b.ComputedWCU, StoreReports: a.StoreReports - b.StoreReports,
-		EmptyReceives: a.EmptyReceives - b.EmptyReceives,
-		Writes:        a.Writes[min(len(b.Writes), len(a.Writes)):],
-		Latency:       map[string]opTime{},
+		EmptyReceives: a.EmptyReceives - b.EmptyReceives, SQSExtraChunks: a.SQSExtraChunks - b.SQSExtraChunks,
+		Writes:  a.Writes[min(len(b.Writes), len(a.Writes)):],
+		TxTimes: a.TxTimes[min(len(b.TxTimes), len(a.TxTimes)):],
+		Latency: map[string]opTime{},
 	}
 	for op, t := range a.Latency {
 		e := b.Latency[op]
@@ -116,6 +124,9 @@ func (m *meter) dynamoOption(o *dynamodb.Options) {
 				t.N++
 				t.Total += took
 				m.m.Latency[op] = t
+				if op == "TransactWriteItems" {
+					m.m.TxTimes = append(m.m.TxTimes, took)
+				}
 				m.mu.Unlock()
 				if err == nil && (isRead || isWrite) {
 					units, reported := consumed(out.Result)
@@ -227,19 +238,37 @@ func one(c *types.ConsumedCapacity) []types.ConsumedCapacity {
 }
 
 // sqsOption is an SQS client option that counts receives returning no
-// message.
+// message and the 64 KB chunks of payloads beyond a call's first.
 func (m *meter) sqsOption(o *sqs.Options) {
 	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
 		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("rlbenchEmptyReceives",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 				out, md, err := next.HandleInitialize(ctx, in)
-				if awsmiddleware.GetOperationName(ctx) == "ReceiveMessage" {
-					if r, ok := out.Result.(*sqs.ReceiveMessageOutput); err == nil && ok && len(r.Messages) == 0 {
-						m.mu.Lock()
-						m.m.EmptyReceives++
-						m.mu.Unlock()
+				if err != nil {
+					return out, md, err
+				}
+				empty := false
+				payload := 0
+				switch v := in.Parameters.(type) {
+				case *sqs.SendMessageInput:
+					payload = len(aws.ToString(v.MessageBody))
+				case *sqs.SendMessageBatchInput:
+					for _, e := range v.Entries {
+						payload += len(aws.ToString(e.MessageBody))
 					}
 				}
+				if r, ok := out.Result.(*sqs.ReceiveMessageOutput); ok {
+					empty = len(r.Messages) == 0
+					for _, msg := range r.Messages {
+						payload += len(aws.ToString(msg.Body))
+					}
+				}
+				m.mu.Lock()
+				if empty {
+					m.m.EmptyReceives++
+				}
+				m.m.SQSExtraChunks += int64(max(0, (payload-1)/sqsChunk))
+				m.mu.Unlock()
 				return out, md, err
 			}), middleware.After)
 	})

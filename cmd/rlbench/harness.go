@@ -44,7 +44,9 @@ func (b *bench) stackOptions(o devstack.Options) devstack.Options {
 	o.ListenAddr = "127.0.0.1:0"
 	o.APIKey = "rlbench"
 	o.Pools = []string{pool}
-	o.Logger = b.log
+	if o.Logger == nil {
+		o.Logger = b.log
+	}
 	b.tables = append(b.tables, o.Name)
 	return o
 }

@@ -37,7 +37,15 @@ type heatTrace struct {
 	indexes []tableschema.Index
 	shadow  map[string]shadowItem
 	loads   []partitionLoad
+	// txItems lists every item a TransactWriteItems named (a put, update,
+	// delete or condition check), once per transaction: DynamoDB lets an
+	// item be in one transaction at a time, so an item many runs name is a
+	// bound of its own (heatmodel.go, conflictBound).
+	txItems []txItem
 }
+
+// txItem is one item named in one transaction.
+type txItem struct{ PK, SK string }
 
 type shadowItem struct {
 	size    int
@@ -54,13 +62,14 @@ func newHeatTrace() *heatTrace {
 	return &heatTrace{indexes: tableschema.Table().Indexes, shadow: map[string]shadowItem{}}
 }
 
-// take returns the loads gathered since the last take and forgets them.
-func (h *heatTrace) take() []partitionLoad {
+// take returns the loads and transaction items gathered since the last
+// take and forgets them.
+func (h *heatTrace) take() ([]partitionLoad, []txItem) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := h.loads
-	h.loads = nil
-	return out
+	loads, tx := h.loads, h.txItems
+	h.loads, h.txItems = nil, nil
+	return loads, tx
 }
 
 // dynamoOption is a DynamoDB client option that traces every call.
@@ -103,6 +112,7 @@ func (h *heatTrace) record(params, result any) {
 		}
 	case *dynamodb.TransactWriteItemsInput:
 		for _, a := range in.TransactItems {
+			h.txItems = append(h.txItems, txItemOf(a))
 			switch {
 			case a.Put != nil:
 				h.write(a.Put.Item, a.Put.Item, 2)
@@ -165,7 +175,7 @@ func (h *heatTrace) write(key, next map[string]types.AttributeValue, per float64
 	entries := map[string]indexEntry{}
 	if next != nil {
 		for _, ix := range h.indexes {
-			if e, ok := h.entry(ix, next); ok {
+			if e, ok := indexEntryOf(ix, next); ok {
 				entries[ix.Name] = e
 			}
 		}
@@ -194,8 +204,25 @@ func (h *heatTrace) write(key, next map[string]types.AttributeValue, per float64
 	h.shadow[id] = shadowItem{size: size, entries: entries}
 }
 
-// entry is the item's entry in ix: its keys and projected attributes.
-func (h *heatTrace) entry(ix tableschema.Index, it map[string]types.AttributeValue) (indexEntry, bool) {
+// txItemOf is the item a transaction's action names.
+func txItemOf(a types.TransactWriteItem) txItem {
+	var key map[string]types.AttributeValue
+	switch {
+	case a.Put != nil:
+		key = a.Put.Item
+	case a.Delete != nil:
+		key = a.Delete.Key
+	case a.Update != nil:
+		key = a.Update.Key
+	case a.ConditionCheck != nil:
+		key = a.ConditionCheck.Key
+	}
+	return txItem{PK: stringOf(key[tableschema.PK]), SK: stringOf(key[tableschema.SK])}
+}
+
+// indexEntryOf is the item's entry in ix: its keys and projected
+// attributes.
+func indexEntryOf(ix tableschema.Index, it map[string]types.AttributeValue) (indexEntry, bool) {
 	pk, ok1 := it[ix.PartitionKey.Name]
 	sk, ok2 := it[ix.SortKey.Name]
 	if !ok1 || !ok2 {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -53,8 +54,9 @@ func TestHeatTraceSumsToStoreReports(t *testing.T) {
 		return st
 	})
 
-	// step runs one step and compares its two sums.
-	step := func(name string, do func()) {
+	// step runs one step and compares its two sums; it answers the items
+	// the step's transactions named.
+	step := func(name string, do func()) []txItem {
 		t.Helper()
 		heat.take()
 		mu.Lock()
@@ -62,7 +64,8 @@ func TestHeatTraceSumsToStoreReports(t *testing.T) {
 		mu.Unlock()
 		do()
 		traced := 0.0
-		for _, l := range heat.take() {
+		loads, tx := heat.take()
+		for _, l := range loads {
 			traced += l.WCU
 		}
 		mu.Lock()
@@ -79,11 +82,16 @@ func TestHeatTraceSumsToStoreReports(t *testing.T) {
 		if reported != traced {
 			t.Errorf("%s: the store reports %.0f WCU (%s), the trace of its writes %.0f", name, reported, strings.Join(ops, "; "), traced)
 		}
+		return tx
 	}
 
 	nr := ledgertest.NewRun("heat", "main")
 	var v ledger.RunView
-	step("create", func() { v = h.MustCreate(t, nr) })
+	created := step("create", func() { v = h.MustCreate(t, nr) })
+	// The creation is one transaction: the trace names the run's item in it.
+	if !slices.ContainsFunc(created, func(it txItem) bool { return strings.Contains(it.PK, v.Run.ID) }) {
+		t.Errorf("creation's transaction items %+v, want the run's", created)
+	}
 	key := v.Tasks[0].Instance.Key
 	var now time.Time
 	step("dispatch", func() { now = h.ToQueued(t, key) })

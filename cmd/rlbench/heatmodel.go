@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -82,6 +83,30 @@ func (l shapeLoad) utilization(rate float64) float64 {
 	return max(rate*l.WCU/shards/partitionWCU, rate*l.RCU/shards/partitionRCU)
 }
 
+// knownShapes are the key shapes the model knows (docs/store.md), by
+// what they hold; a trailing * matches any rest. A shape not here is
+// printed as unknown and counted all the same: a new key of the store's
+// shows up in the table, it is not dropped. Add a shape here (and its
+// shard count to shardCounts) when the store gains one.
+var knownShapes = []struct{ Shape, Holds string }{
+	{"RUN#<run>", "a run's items: the run, its task instances, their history, a map's children and counts"},
+	{"RUNS#nn", "the listing's shards (the run listing index)"},
+	{"T#nn", "the timers index's shards"},
+	{"JOB#<job>", "a job's items: its definition, slot claims, idempotency keys"},
+	{"JOB#<job>#nn", "a job's gate shards (table), its live runs' shards (live index)"},
+	{limiterKeyPrefix + "*", "a limiter's items: its state, waiting and admitted runs"},
+}
+
+// knownShape says whether shape is one of knownShapes.
+func knownShape(shape string) bool {
+	for _, k := range knownShapes {
+		if k.Shape == shape || (strings.HasSuffix(k.Shape, "*") && strings.HasPrefix(shape, strings.TrimSuffix(k.Shape, "*"))) {
+			return true
+		}
+	}
+	return false
+}
+
 // shapeOf names a key's shape: the run's id becomes <run>, the job's name
 // <job>, a shard number at the end #nn. Its scope follows from what it
 // names; its shard count is shards[the shape] (1 when absent).
@@ -108,14 +133,18 @@ func shapeOf(key, run, job string, shards map[string]int) (shape string, scope k
 
 var shardSuffix = regexp.MustCompile(`#[0-9]{2,3}$`)
 
-// replaceWord replaces job where it is the whole name: after a '#' or at
-// the start, and before a '#' or at the end.
+// replaceWord replaces job where it is the whole name: between '#' or
+// '/' (a limiter's name is <job>/<key>) or the key's ends.
 func replaceWord(s, job, with string) string {
 	parts := strings.Split(s, "#")
 	for i, p := range parts {
-		if p == job {
-			parts[i] = with
+		words := strings.Split(p, "/")
+		for j, w := range words {
+			if w == job {
+				words[j] = with
+			}
 		}
+		parts[i] = strings.Join(words, "/")
 	}
 	return strings.Join(parts, "#")
 }
@@ -184,7 +213,11 @@ func heatTable(shapes []shapeLoad, tableTarget, jobTarget float64) string {
 		if l.Scope != scopeRun {
 			maxRate = fmt.Sprintf("%.0f", l.maxRate(1))
 		}
-		fmt.Fprintf(&b, "    %-28s %-5s %6d %7.1f %7.1f %12s %9s %9s\n", l.Name(), l.Scope, l.Shards, l.WCU, l.RCU, maxRate,
+		name := l.Name()
+		if !knownShape(l.Shape) {
+			name += " (unknown)"
+		}
+		fmt.Fprintf(&b, "    %-28s %-5s %6d %7.1f %7.1f %12s %9s %9s\n", name, l.Scope, l.Shards, l.WCU, l.RCU, maxRate,
 			at(tableTarget, l.Scope == scopeTable), at(jobTarget, l.Scope != scopeRun))
 	}
 	return strings.TrimRight(b.String(), "\n")
@@ -216,7 +249,6 @@ func (b *bench) reportHeat(u usage, job string) {
 	table := heatModel(shapes, false, 1)
 	one := heatModel(shapes, true, 1)
 	b.rep.figureNamed("scale_max_runs_per_s_table", table.MaxRate, "runs/s", table.Hottest)
-	b.rep.figureNamed("scale_max_runs_per_s_one_job", one.MaxRate, "runs/s", one.Hottest)
 	var w, r float64
 	for _, l := range shapes {
 		w += l.WCU
@@ -227,4 +259,205 @@ func (b *bench) reportHeat(u usage, job string) {
 		table.MaxRate, table.Hottest, heatTargetTable, 100*heatHeadroom, heatModel(shapes, false, heatHeadroom).MaxRate,
 		one.MaxRate, one.Hottest, heatTargetOneJob, heatModel(shapes, true, heatHeadroom).MaxRate,
 		w, r, heatTable(shapes, heatTargetTable, heatTargetOneJob))
+}
+
+// Limits that bind before a partition's, per second. Each names the AWS
+// page that gives it; Adjustable says whether a quota request (or a
+// pre-warm) raises it.
+const (
+	// "Understanding DynamoDB warm throughput" and "Pre-warming a table for
+	// on-demand capacity mode" (DynamoDB Developer Guide): a new on-demand
+	// table, and each new global secondary index, serves up to 4,000 write
+	// and 12,000 read units a second at first; DynamoDB raises it as the
+	// traffic grows (up to twice the previous peak), a pre-warm raises it at
+	// once.
+	warmWRU = 4000.0
+	warmRRU = 12000.0
+	// "Quotas in Amazon DynamoDB", Throughput default quotas: an on-demand
+	// table, and each of its global secondary indexes, consumes at most
+	// 40,000 read and 40,000 write request units a second (the table-level
+	// read and write throughput quotas, adjustable in Service Quotas).
+	tableQuotaWRU = 40000.0
+	tableQuotaRRU = 40000.0
+	// "Amazon API Gateway quotas": the throttle quota per account and
+	// Region across HTTP and REST APIs, 10,000 requests a second
+	// (adjustable, L-8A5B8E43).
+	apiAccountRPS = 10000.0
+	// "Lambda quotas" (Lambda Developer Guide): concurrent executions,
+	// 1,000 per account and Region (adjustable). A function busy d seconds
+	// a run takes d of it per run and second.
+	lambdaConcurrency = 1000.0
+)
+
+// runDemand is what one measured run asks of the deployment's limits.
+type runDemand struct {
+	Shapes      []shapeLoad
+	APIRequests float64
+	// LambdaSeconds is the summed duration of the run's invocations.
+	LambdaSeconds float64
+	// Conflicts are the items the run's transactions named that other runs
+	// name too (conflictLoads); TxSeconds the measured time of a
+	// transaction.
+	Conflicts []conflictLoad
+	TxSeconds float64
+}
+
+// conflictLoad is one shared item's transactions per run: DynamoDB puts
+// an item in one transaction at a time (another meets a
+// TransactionConflict), so an item named in n transactions a run, each
+// taking TxSeconds, allows Shards/(n*TxSeconds) runs a second.
+type conflictLoad struct {
+	Item   string // itemShape
+	PK     string // pk-shape
+	Scope  keyScope
+	Shards int
+	PerRun float64
+}
+
+// conflictLoads groups the items a run's transactions named by shape and
+// keeps those other runs share (the job's or the table's).
+func conflictLoads(items []txItem, run, job string, shards map[string]int) []conflictLoad {
+	var out []conflictLoad
+	at := map[string]int{}
+	for _, it := range items {
+		pk, pkScope, n := shapeOf(it.PK, run, job, shards)
+		sk, skScope, _ := shapeOf(it.SK, run, job, nil)
+		if pkScope == scopeRun || skScope == scopeRun {
+			continue // the run's own item: no other run names it
+		}
+		scope := scopeTable
+		if pkScope == scopeJob || skScope == scopeJob {
+			scope = scopeJob
+		}
+		if m, ok := shards["table:"+pk]; ok {
+			n = m
+		}
+		name := itemShape(pk, sk)
+		i, ok := at[name]
+		if !ok {
+			i = len(out)
+			at[name] = i
+			out = append(out, conflictLoad{Item: name, PK: pk, Scope: scope, Shards: n})
+		}
+		out[i].PerRun++
+	}
+	slices.SortFunc(out, func(a, b conflictLoad) int { return strings.Compare(a.Item, b.Item) })
+	return out
+}
+
+// itemShape names an item's shape in a transaction: table:<pk>|<sk>.
+func itemShape(pk, sk string) string { return "table:" + pk + "|" + sk }
+
+// limit is one bound on the rate of runs: what sets it and the rate.
+type limit struct {
+	Name string
+	// Shape is the key shape of a partition's or an item's bound ("" for
+	// the others).
+	Shape      string
+	Rate       float64 // runs/s; +Inf when the run asks nothing of it
+	Scope      keyScope
+	Adjustable bool
+}
+
+// limits lists every bound d meets: the partitions of its shared key
+// shapes, each table's and index's starting rate and quota, the API's
+// account rate, Lambda's concurrency and the transaction conflicts on
+// shared items.
+func limits(d runDemand) []limit {
+	var out []limit
+	for _, l := range d.Shapes {
+		if l.Scope != scopeRun {
+			out = append(out, limit{Name: "partition:" + l.Name(), Shape: l.Shape, Rate: l.maxRate(1), Scope: l.Scope})
+		}
+	}
+	// A table's and each index's units: the quotas and the starting rate
+	// count each on its own.
+	units := map[string][2]float64{}
+	for _, l := range d.Shapes {
+		u := units[l.Index]
+		units[l.Index] = [2]float64{u[0] + l.WCU, u[1] + l.RCU}
+	}
+	for _, ix := range slices.Sorted(maps.Keys(units)) {
+		u := units[ix]
+		out = append(out,
+			limit{Name: "warm_throughput:" + ix, Rate: unitRate(u, warmWRU, warmRRU), Scope: scopeTable, Adjustable: true},
+			limit{Name: "table_quota:" + ix, Rate: unitRate(u, tableQuotaWRU, tableQuotaRRU), Scope: scopeTable, Adjustable: true})
+	}
+	out = append(out,
+		limit{Name: "api_gateway_account_rate", Rate: perRun(apiAccountRPS, d.APIRequests), Scope: scopeTable, Adjustable: true},
+		limit{Name: "lambda_concurrency", Rate: perRun(lambdaConcurrency, d.LambdaSeconds), Scope: scopeTable, Adjustable: true})
+	for _, c := range d.Conflicts {
+		out = append(out, limit{Name: "transaction_conflict:" + c.Item, Shape: c.PK, Rate: perRun(float64(max(c.Shards, 1)), c.PerRun*d.TxSeconds), Scope: c.Scope})
+	}
+	return out
+}
+
+// unitRate is the runs/s a budget of wru and rru units a second allows at
+// u (write, read units a run).
+func unitRate(u [2]float64, wru, rru float64) float64 {
+	return min(perRun(wru, u[0]), perRun(rru, u[1]))
+}
+
+// perRun is budget/need, +Inf when a run needs nothing.
+func perRun(budget, need float64) float64 {
+	if need <= 0 {
+		return math.Inf(1)
+	}
+	return budget / need
+}
+
+// ceiling is the smallest of ls that binds the runs of the deployment
+// (oneJob: of one job, whose shared shapes count too); raised leaves out
+// the adjustable quotas, as if raised out of the way.
+func ceiling(ls []limit, oneJob, raised bool) limit {
+	best := limit{Name: "none", Rate: math.Inf(1)}
+	for _, l := range ls {
+		if l.Scope == scopeRun || (l.Scope == scopeJob && !oneJob) || (raised && l.Adjustable) {
+			continue
+		}
+		if l.Rate < best.Rate {
+			best = l
+		}
+	}
+	return best
+}
+
+// hottestKey is the highest rate of units in one partition key value that
+// work of count units (a map's children) allows: the loads are summed by
+// exact key, so a shape spread over shards spreads here too. It answers
+// +Inf and "" when nothing was written.
+func hottestKey(loads []partitionLoad, count float64, run, job string) (rate float64, key string) {
+	type sum struct{ wcu, rcu float64 }
+	by := map[string]sum{}
+	for _, l := range loads {
+		s := by[l.Index+":"+l.Key]
+		by[l.Index+":"+l.Key] = sum{s.wcu + l.WCU, s.rcu + l.RCU}
+	}
+	rate = math.Inf(1)
+	for _, k := range slices.Sorted(maps.Keys(by)) {
+		s := by[k]
+		r := min(perRun(partitionWCU, s.wcu/count), perRun(partitionRCU, s.rcu/count))
+		if r < rate {
+			ix, pk, _ := strings.Cut(k, ":")
+			shape, _, _ := shapeOf(pk, run, job, nil)
+			rate, key = r, ix+":"+shape
+		}
+	}
+	return rate, key
+}
+
+// limiterKeyPrefix starts the partition key of a limiter's items
+// (docs/store.md, "Flow control").
+const limiterKeyPrefix = "LIMITER#"
+
+// limiterRate is the admissions a second one limiter allows: its
+// partitions' load per run and the transactions on its items.
+func limiterRate(d runDemand) limit {
+	best := limit{Name: "none", Rate: math.Inf(1)}
+	for _, l := range limits(d) {
+		if strings.HasPrefix(l.Shape, limiterKeyPrefix) && l.Rate < best.Rate {
+			best = l
+		}
+	}
+	return best
 }

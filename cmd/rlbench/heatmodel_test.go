@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -19,6 +22,8 @@ func TestShapeOfNamesRunJobAndShard(t *testing.T) {
 		{"RUNS", "RUNS", scopeTable, 1},
 		{"RUNS#07", "RUNS#nn", scopeTable, 32},
 		{"T#15", "T#nn", scopeTable, 16},
+		{"LIMITER#cost-ok/", "LIMITER#<job>/", scopeJob, 1}, // a limiter's name is <job>/<key>
+		{"LIMITER#cost-ok/tenant-1", "LIMITER#<job>/tenant-1", scopeJob, 1},
 	}
 	for _, c := range cases {
 		shape, scope, n := shapeOf(c.key, "01JRUN", "cost-ok", shards)
@@ -81,5 +86,135 @@ func TestHeatModelArithmetic(t *testing.T) {
 	}
 	if r := heatModel(jobOnly, true, 1); r.MaxRate != 250 || r.Hottest != "table:JOB#<job>" {
 		t.Errorf("one job = %+v, want 250 by table:JOB#<job>", r)
+	}
+}
+
+func TestLimitsAndCeiling(t *testing.T) {
+	d := runDemand{
+		Shapes: []shapeLoad{
+			// 20 WCU and 4 RCU a run on the table, 2 WCU on the listing.
+			{Index: "table", Shape: "RUN#<run>", Scope: scopeRun, Shards: 1, WCU: 16, RCU: 4},
+			{Index: "table", Shape: "JOB#<job>", Scope: scopeJob, Shards: 1, WCU: 4},
+			{Index: "listing", Shape: "RUNS#nn", Scope: scopeTable, Shards: 32, WCU: 2},
+		},
+		APIRequests:   4,   // 10,000 / 4 = 2,500 runs/s
+		LambdaSeconds: 0.2, // 1,000 / 0.2 = 5,000 runs/s
+		Conflicts: []conflictLoad{
+			// The job's gate: 16 shards, one check a run, 20 ms each:
+			// 16 / 0.02 = 800 runs/s of one job.
+			{Item: "table:JOB#<job>#nn|GATE", PK: "JOB#<job>#nn", Scope: scopeJob, Shards: 16, PerRun: 1},
+		},
+		TxSeconds: 0.02,
+	}
+	ls := limits(d)
+	rate := func(name string) float64 {
+		t.Helper()
+		for _, l := range ls {
+			if l.Name == name {
+				return l.Rate
+			}
+		}
+		t.Fatalf("no limit %q in %+v", name, ls)
+		return 0
+	}
+	for _, c := range []struct {
+		name string
+		want float64
+	}{
+		{"warm_throughput:table", 4000.0 / 20},    // 200: writes bind, 12,000/4 = 3,000 for reads
+		{"table_quota:table", 40000.0 / 20},       // 2,000
+		{"warm_throughput:listing", 4000.0 / 2},   // 2,000
+		{"table_quota:listing", 40000.0 / 2},      // 20,000
+		{"api_gateway_account_rate", 10000.0 / 4}, // 2,500
+		{"lambda_concurrency", 1000 / 0.2},        // 5,000
+		{"partition:listing:RUNS#nn", 1000.0 * 32 / 2},
+		{"partition:table:JOB#<job>", 1000.0 / 4},
+		{"transaction_conflict:table:JOB#<job>#nn|GATE", 16 / 0.02},
+	} {
+		if got := rate(c.name); math.Abs(got-c.want) > 1e-6 {
+			t.Errorf("%s = %v runs/s, want %v", c.name, got, c.want)
+		}
+	}
+	// The run's own partition is never a limit.
+	for _, l := range ls {
+		if strings.Contains(l.Name, "RUN#<run>") {
+			t.Errorf("the run's own partition is a limit: %+v", l)
+		}
+	}
+	// The deployment: the starting rate binds first; raised, the table
+	// quota's adjustable too, so the listing's partitions bind.
+	if c := ceiling(ls, false, false); c.Name != "warm_throughput:table" || c.Rate != 200 {
+		t.Errorf("ceiling = %+v, want 200 by warm_throughput:table", c)
+	}
+	if c := ceiling(ls, false, true); c.Name != "partition:listing:RUNS#nn" || c.Rate != 16000 {
+		t.Errorf("ceiling raised = %+v, want 16000 by partition:listing:RUNS#nn", c)
+	}
+	// One job, raised: its own partition (250) binds before its gate (800).
+	if c := ceiling(ls, true, true); c.Name != "partition:table:JOB#<job>" || c.Rate != 250 {
+		t.Errorf("one job raised = %+v, want 250 by partition:table:JOB#<job>", c)
+	}
+}
+
+func TestConflictLoadsKeepSharedItems(t *testing.T) {
+	items := []txItem{
+		{"RUN#R1", "RUN"},             // the run's own: left out
+		{"JOB#j#03", "GATE"},          // the job's gate shard
+		{"LIMITER#j", "STATE"},        // the limiter, twice a run
+		{"LIMITER#j", "STATE"},        //
+		{"LIMITER#j", "ADMIT#R1"},     // the run's own record in the limiter's partition: left out
+		{"CONFIG#deploy", "SETTINGS"}, // every run's: table-wide
+	}
+	got := conflictLoads(items, "R1", "j", map[string]int{"table:JOB#<job>#nn": 16, "live:JOB#<job>#nn": 8})
+	want := []conflictLoad{
+		{Item: "table:CONFIG#deploy|SETTINGS", PK: "CONFIG#deploy", Scope: scopeTable, Shards: 1, PerRun: 1},
+		{Item: "table:JOB#<job>#nn|GATE", PK: "JOB#<job>#nn", Scope: scopeJob, Shards: 16, PerRun: 1},
+		{Item: "table:LIMITER#<job>|STATE", PK: "LIMITER#<job>", Scope: scopeJob, Shards: 1, PerRun: 2},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("conflictLoads =\n%+v\nwant\n%+v", got, want)
+	}
+	// A limiter's bound: its item in 2 transactions a run of 25 ms each.
+	lim := limiterRate(runDemand{Conflicts: got, TxSeconds: 0.025,
+		Shapes: []shapeLoad{{Index: "table", Shape: "LIMITER#<job>", Scope: scopeJob, Shards: 1, WCU: 12}}})
+	if lim.Name != "transaction_conflict:table:LIMITER#<job>|STATE" || math.Abs(lim.Rate-20) > 1e-9 {
+		t.Errorf("limiterRate = %+v, want 20 by the limiter's item", lim)
+	}
+}
+
+func TestMapChildRate(t *testing.T) {
+	// Ten children: the run's partition takes 19 WCU a child, a count
+	// shard 1 WCU a child over 4 values, the map item in one transaction
+	// a child.
+	var loads []partitionLoad
+	var tx []txItem
+	for i := range 10 {
+		loads = append(loads, partitionLoad{Index: "table", Key: "RUN#R7", WCU: 19})
+		loads = append(loads, partitionLoad{Index: "table", Key: fmt.Sprintf("RUN#R7#%02d", i%4), WCU: 1})
+		tx = append(tx, txItem{"RUN#R7", "MAP"})
+	}
+	got := mapChildRate(loads, tx, 10, 0.01, "R7", "m")
+	if got.Name != "partition:table:RUN#<run>" || math.Abs(got.Rate-1000.0/19) > 1e-9 {
+		t.Errorf("mapChildRate = %+v, want 1000/19 by the run's partition", got)
+	}
+	// With the children's writes spread, the map item's transactions bind:
+	// one a child at 10 ms, 100 children a second.
+	got = mapChildRate(loads[1:2], tx, 10, 0.01, "R7", "m")
+	if got.Name != "transaction_conflict:table:RUN#<run>|MAP" || math.Abs(got.Rate-100) > 1e-9 {
+		t.Errorf("mapChildRate spread = %+v, want 100 by the map item", got)
+	}
+}
+
+func TestUnknownShapesAreMarked(t *testing.T) {
+	shapes := []shapeLoad{
+		{Index: "table", Shape: "JOB#<job>", Scope: scopeJob, Shards: 1, WCU: 1},
+		{Index: "table", Shape: "IDEM#<job>#nn", Scope: scopeJob, Shards: 1, WCU: 1},
+		{Index: "table", Shape: "LIMITER#<job>", Scope: scopeJob, Shards: 1, WCU: 1},
+	}
+	out := heatTable(shapes, 100, 100)
+	if !strings.Contains(out, "table:IDEM#<job>#nn (unknown)") {
+		t.Errorf("a shape the model does not know is not marked unknown:\n%s", out)
+	}
+	if strings.Contains(out, "JOB#<job> (unknown)") || strings.Contains(out, "LIMITER#<job> (unknown)") {
+		t.Errorf("a known shape is marked unknown:\n%s", out)
 	}
 }

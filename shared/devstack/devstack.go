@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -81,6 +82,10 @@ type Options struct {
 	SQSOptions      []func(*sqs.Options)
 	// CapacityReports receives the capacity of the store's writes.
 	CapacityReports func(store.CapacityReport)
+	// Metrics receives the scheduler's embedded-metric-format lines, as a
+	// Lambda entry's stdout does (default: discarded; the bench counts
+	// their bytes).
+	Metrics io.Writer
 	// WrapAPI, if set, wraps the API's handler inside the local API
 	// Gateway (the end-to-end tests check every answer against the
 	// OpenAPI document there).
@@ -239,8 +244,8 @@ func (o *Options) appConfig() app.Config {
 		DynamoDBOptions: append([]func(*dynamodb.Options){o.Counters.CountDynamoDB}, o.DynamoDBOptions...),
 		SQSOptions:      append([]func(*sqs.Options){o.Counters.CountSQS}, o.SQSOptions...),
 		Provision:       &app.Provision{Name: o.Name, Pools: o.Pools},
-		CapacityReports: o.CapacityReports,
-		Now:             o.Now, MaxClockSkew: o.MaxClockSkew, TickerPeriod: o.TickInterval, Logger: o.Logger,
+		CapacityReports: o.CapacityReports, Metrics: o.Metrics,
+		Now: o.Now, MaxClockSkew: o.MaxClockSkew, TickerPeriod: o.TickInterval, Logger: o.Logger,
 		APIKey: o.APIKey,
 		Parts:  parts,
 	}
