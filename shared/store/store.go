@@ -6,8 +6,8 @@
 // The item layout (docs/store.md):
 //
 //	job              JOB#<name>  JOB                      version CAS, spec, next fire, listing JOBS/<name>, timer
-//	slot claim       JOB#<name>  SLOT#<logical time>       run id; one slot never yields two runs
-//	idempotency key  JOB#<name>  IDEM#<key>                run id, body hash, TTL +24 h
+//	slot claim       JOB#<name>#nn SLOT#<logical time>     run id; one slot never yields two runs (nn: a hash of the sk)
+//	idempotency key  JOB#<name>#nn IDEM#<key>              run id, body hash, TTL +24 h (nn: a hash of the sk)
 //	run pointer      JOB#<name>  RUN#<run>                 newest first per job, written once with the run
 //	run spec         JOB#<name>  SPEC#<content hash>       a job spec runs were created with, immutable (runspec.go)
 //	dependency edge  JOB#<up>    DEP#<down>                job <down> depends on job <up>; written with <down>
@@ -39,6 +39,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/runledger/runledger/shared/ledger"
 )
 
