@@ -146,3 +146,36 @@ func TestExpiredLegacyIdempotencyKeyIsFree(t *testing.T) {
 		t.Fatal("the expired key answered its old run")
 	}
 }
+
+// Once every key stored before the sharding has expired (a day and the
+// deploy's hour after the epoch the table records), a creation reads none:
+// a key left at JOB#<job> by a table that records an older epoch is no
+// longer looked at, and the same key takes a new run.
+func TestLegacyIdempotencyKeysAreReadOnlyWhileTheyMayLive(t *testing.T) {
+	t.Parallel()
+	ts := newStore(t)
+	ctx := context.Background()
+	epoch := ts.Clock.Now().Add(-ledger.IdempotencyTTL - 2*time.Hour)
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(ts.table), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "META"}, "sk": &types.AttributeValueMemberS{Value: "CLAIMS_SHARDED"},
+		"kind": &types.AttributeValueMemberS{Value: "claims_epoch"}, "created_at": &types.AttributeValueMemberS{Value: ledger.FormatTime(epoch)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	first := ledgertest.NewRun("aged", "a")
+	first.Idempotency = &ledger.Idempotency{Key: "k", BodyHash: "h"}
+	ts.MustCreate(t, first)
+	moveToLegacy(t, ts.table, "aged", nil) // its TTL a day ahead: live, were it read
+	again := ledgertest.NewRun("aged", "a")
+	again.Idempotency = &ledger.Idempotency{Key: "k", BodyHash: "h"}
+	ts.MustCreate(t, again)
+	var pks []string
+	for _, it := range scanAll(t, ts.table) {
+		if it["sk"].(*types.AttributeValueMemberS).Value == "IDEM#k" {
+			pks = append(pks, it["pk"].(*types.AttributeValueMemberS).Value)
+		}
+	}
+	if len(pks) != 2 {
+		t.Fatalf("idempotency items at %v, want the old one and the new one", pks)
+	}
+}

@@ -50,19 +50,6 @@ func transitionPrefix(task string) string { return prefixTransition + task + led
 func slotSK(logical time.Time) string     { return prefixSlot + ledger.FormatTime(logical) }
 func idemSK(key string) string            { return prefixIdem + key }
 
-// A job's slot claims and idempotency keys are spread over its
-// tableschema.JobShards partitions JOB#<job>#nn by a hash of their sort
-// key, so that one job's runs do not all write JOB#<job>; those stored
-// before the sharding stay at JOB#<job> (legacyClaim) and still count.
-func slotPK(job string, logical time.Time) string { return claimShard(job, slotSK(logical)) }
-func idemPK(job, key string) string               { return claimShard(job, idemSK(key)) }
-
-func claimShard(job, sk string) string {
-	sum := sha256.Sum256([]byte(sk))
-	return jobShardN(job, int(binary.BigEndian.Uint32(sum[:4])%tableschema.JobShards))
-}
-func pointerSK(run string) string   { return prefixRun + run }
-func dependentSK(job string) string { return prefixDependent + job }
 func keyOf(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{tableschema.PK: str(pk), tableschema.SK: str(sk)}
 }

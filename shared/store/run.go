@@ -265,69 +265,6 @@ func existingRunOf(job string, it map[string]types.AttributeValue) (*ledger.Exis
 	return ex, r.err
 }
 
-// legacyOutcome is what the slot and idempotency items stored before the
-// sharding say of a new run: taken, the run the first of them holds
-// (ErrIdempotentReplay or ErrIdempotencyMismatch before ErrSlotTaken, as
-// the transaction answers); slotHeld, that its slot has a run already.
-type legacyOutcome struct {
-	taken    *ledger.ExistingRunError
-	slotHeld bool
-}
-
-// legacyClaims reads the items nr's slot and idempotency key had at
-// JOB#<job> before they were sharded (one BatchGetItem, eventually
-// consistent: nothing writes those keys any more, so they only expire).
-// An unexpired key answers its run as a taken one would; a slot claimed
-// there refuses a claim and needs no mark. A run with neither reads
-// nothing.
-func (s *runs) legacyClaims(ctx context.Context, nr ledger.NewRun, stamp time.Time) (legacyOutcome, error) {
-	var keys []map[string]types.AttributeValue
-	if nr.Idempotency != nil {
-		keys = append(keys, keyOf(jobPK(nr.Job), idemSK(nr.Idempotency.Key)))
-	}
-	if nr.ClaimSlot || nr.MarkSlot {
-		keys = append(keys, keyOf(jobPK(nr.Job), slotSK(nr.LogicalTime)))
-	}
-	var out legacyOutcome
-	if len(keys) == 0 {
-		return out, nil
-	}
-	found := map[string]map[string]types.AttributeValue{}
-	if err := s.batchGetItems(ctx, keys, false, func(it map[string]types.AttributeValue) {
-		found[(&reader{it: it}).str(tableschema.SK)] = it
-	}); err != nil {
-		return out, fmt.Errorf("read the slot and idempotency key stored before the sharding: %w", err)
-	}
-	if ik := nr.Idempotency; ik != nil {
-		// An expired key that TTL has not deleted yet is free, as the
-		// transaction's condition has it.
-		if it, ok := found[idemSK(ik.Key)]; ok && (&reader{it: it}).int(tableschema.TTL) >= stamp.Unix() {
-			ex, err := existingRunOf(nr.Job, it)
-			if err != nil {
-				return out, err
-			}
-			ex.Err = ledger.ErrIdempotentReplay
-			if ex.BodyHash != ik.BodyHash {
-				ex.Err = ledger.ErrIdempotencyMismatch
-			}
-			out.taken = ex
-			return out, nil
-		}
-	}
-	if it, ok := found[slotSK(nr.LogicalTime)]; ok && (nr.ClaimSlot || nr.MarkSlot) {
-		out.slotHeld = true
-		if nr.ClaimSlot {
-			ex, err := existingRunOf(nr.Job, it)
-			if err != nil {
-				return out, err
-			}
-			ex.Err = ledger.ErrSlotTaken
-			out.taken = ex
-		}
-	}
-	return out, nil
-}
-
 func runItem(r ledger.Run) item {
 	it := item{
 		tableschema.PK: str(runPK(r.ID)), tableschema.SK: str(skRun),
