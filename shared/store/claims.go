@@ -154,14 +154,17 @@ func (s *runs) claimsEpochAt(ctx context.Context, now time.Time) (time.Time, err
 	it := got.Item
 	if it == nil {
 		mine := item{tableschema.PK: str(pkMeta), tableschema.SK: str(skClaimsEpoch), attrKind: str(kindClaimsMark), attrCreatedAt: tm(now)}.present()
-		_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		out, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: aws.String(s.table), Item: mine,
 			ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
 			ExpressionAttributeNames:            map[string]string{"#pk": tableschema.PK},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			ReturnConsumedCapacity:              s.returnCapacity(),
 		})
 		it = mine
-		if err != nil {
+		if err == nil {
+			s.report("put_claims_epoch", false, []int{itemSize(mine)}, nil, consumed(out.ConsumedCapacity))
+		} else {
 			old, ok := conditionItem(err)
 			if !ok || len(old) == 0 {
 				return time.Time{}, translate(err)
