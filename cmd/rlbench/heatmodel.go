@@ -233,6 +233,10 @@ const (
 )
 
 // shardCounts is how many values each sharded key shape spreads over.
+// table:JOB#<job>#nn holds a job's run pointers and gates (by a hash of
+// the run id) and its slot claims and idempotency keys (by a hash of their
+// sort key); table:JOB#<job> what is left there: the job item and the
+// reads of claims stored before the sharding.
 func shardCounts() map[string]int {
 	return map[string]int{
 		"T#nn":               tableschema.TimerShards,

@@ -119,10 +119,10 @@ type NewRun struct {
 	Trigger     statemodel.Trigger
 	BackfillID  string // trigger backfill only
 	Priority    int    // 1..5; 0: none stored
-	// ClaimSlot claims JOB#<job>/SLOT#<LogicalTime> in the same
+	// ClaimSlot claims the job's slot item SLOT#<LogicalTime> in the same
 	// transaction (cron and one-off runs): one slot never yields two runs.
 	ClaimSlot bool
-	// MarkSlot marks JOB#<job>/SLOT#<LogicalTime> as having a run without
+	// MarkSlot marks the job's slot item as having a run without
 	// claiming it (a manual run with an explicit logical time): the mark
 	// keeps the first run that took the slot and refuses nothing, so
 	// another manual run of that time is created, and a later claim of the

@@ -264,16 +264,17 @@ func (s *backfills) UpdateBackfill(ctx context.Context, b ledger.Backfill) (ledg
 
 // TakenSlots reports which of a job's slots hold a run (a slot item: a
 // schedule, catch-up or backfill run claimed it, or a manual run with
-// that logical time marked it), in the order of slots. One BatchGetItem
-// per 100 slots.
+// that logical time marked it), in the order of slots. Each slot is read
+// on its shard and at JOB#<job>, where it was claimed before the sharding:
+// one BatchGetItem per 50 slots.
 func (s *backfills) TakenSlots(ctx context.Context, job string, slots []time.Time) ([]bool, error) {
 	op := func(err error) error { return fmt.Errorf("read %d slots of job %s: %w", len(slots), job, err) }
 	if err := ledger.CheckJobName(job); err != nil {
 		return nil, op(err)
 	}
-	keys := make([]map[string]types.AttributeValue, len(slots))
-	for i, t := range slots {
-		keys[i] = keyOf(jobPK(job), slotSK(t))
+	keys := make([]map[string]types.AttributeValue, 0, 2*len(slots))
+	for _, t := range slots {
+		keys = append(keys, keyOf(slotPK(job, t), slotSK(t)), keyOf(jobPK(job), slotSK(t)))
 	}
 	held := map[string]bool{}
 	if err := s.batchGet(ctx, keys, func(it map[string]types.AttributeValue) {

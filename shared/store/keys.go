@@ -49,8 +49,7 @@ func transitionSK(task string, seq int64) string {
 func transitionPrefix(task string) string { return prefixTransition + task + ledger.KeySep }
 func slotSK(logical time.Time) string     { return prefixSlot + ledger.FormatTime(logical) }
 func idemSK(key string) string            { return prefixIdem + key }
-func pointerSK(run string) string         { return prefixRun + run }
-func dependentSK(job string) string       { return prefixDependent + job }
+
 func keyOf(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{tableschema.PK: str(pk), tableschema.SK: str(sk)}
 }

@@ -23,15 +23,15 @@ import (
 //	run          Put  RUN#<run>/RUN            attribute_not_exists(#pk)
 //	pointer      Put  JOB#<job>/RUN#<run>      attribute_not_exists(#pk)
 //	             either failing: the run id exists (ErrAlreadyExists).
-//	slot         Put  JOB#<job>/SLOT#<time>    attribute_not_exists(#pk)
+//	slot         Put  JOB#<job>#nn/SLOT#<time>    attribute_not_exists(#pk)
 //	             fails: the slot has a run (ErrSlotTaken, *ExistingRunError).
-//	slot mark    Update JOB#<job>/SLOT#<time>  no condition: SET run_id = if_not_exists(run_id, :run)
+//	slot mark    Update JOB#<job>#nn/SLOT#<time>  no condition: SET run_id = if_not_exists(run_id, :run)
 //	             (MarkSlot: a manual run of an explicit logical time; never fails)
 //	backfill     Update BACKFILL#<id>/BACKFILL  #version = :expected_version
 //	             (Release: the oldest pending slot becomes an active run)
 //	             fails: the backfill changed since it was read (ErrVersionConflict,
 //	             reported before any other failed condition).
-//	idempotency  Put  JOB#<job>/IDEM#<key>     attribute_not_exists(#pk) OR #expires_at < :now
+//	idempotency  Put  JOB#<job>#nn/IDEM#<key>     attribute_not_exists(#pk) OR #expires_at < :now
 //	             fails: the key holds a run (ErrIdempotentReplay for the same
 //	             body hash, ErrIdempotencyMismatch for another; *ExistingRunError).
 //	job          ConditionCheck JOB#<job>/JOB  attribute_exists(#pk) AND no live deleting mark
@@ -45,6 +45,10 @@ import (
 // (JOB#<job>/SPEC#<hash>, runspec.go) unless this process wrote or read it
 // already: one PutItem per process and distinct spec, whatever happens to
 // the transaction after.
+//
+// The slot and the key sit on one of the job's shards (slotPK, idemPK).
+// One stored before the sharding, at JOB#<job>, is read before the
+// transaction (legacyClaims) and answers as a taken one would.
 //
 // Nothing is written unless everything is. More than MaxTasksPerRun tasks is
 // ErrTooManyTasks; items over 400 KB, invalid keys and invalid policies or
@@ -88,8 +92,15 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 	if err := put("run pointer "+nr.ID, pointerItem(run), notExists, pkName, nil, false); err != nil {
 		return ledger.RunView{}, op(err)
 	}
+	legacy, err := s.legacyClaims(ctx, nr, stamp)
+	if err != nil {
+		return ledger.RunView{}, op(err)
+	}
+	if legacy.taken != nil {
+		return ledger.RunView{}, op(legacy.taken)
+	}
 	slotAt, idemAt, releaseAt := -1, -1, -1
-	if nr.MarkSlot {
+	if nr.MarkSlot && !legacy.slotHeld {
 		// No condition: the mark never refuses a run; if_not_exists keeps
 		// the run that took the slot first.
 		e := newExpr()
@@ -99,11 +110,11 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 			", " + e.n(attrRunID) + " = if_not_exists(" + e.n(attrRunID) + ", " + e.v("run", str(nr.ID)) + ")" +
 			", " + e.n(attrCreatedAt) + " = if_not_exists(" + e.n(attrCreatedAt) + ", " + e.v("now", tm(now)) + ")"
 		actions = append(actions, types.TransactWriteItem{Update: &types.Update{
-			TableName: aws.String(s.table), Key: keyOf(jobPK(nr.Job), slotSK(nr.LogicalTime)),
+			TableName: aws.String(s.table), Key: keyOf(slotPK(nr.Job, nr.LogicalTime), slotSK(nr.LogicalTime)),
 			UpdateExpression: aws.String(upd), ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 		}})
 		sizes = append(sizes, itemSize(item{
-			tableschema.PK: str(jobPK(nr.Job)), tableschema.SK: str(slotSK(nr.LogicalTime)),
+			tableschema.PK: str(slotPK(nr.Job, nr.LogicalTime)), tableschema.SK: str(slotSK(nr.LogicalTime)),
 			attrKind: str(kindSlot), attrJob: str(nr.Job), attrRunID: str(nr.ID),
 			attrLogicalTime: tm(nr.LogicalTime), attrCreatedAt: tm(now),
 		}.present()))
@@ -130,7 +141,7 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 	if nr.ClaimSlot {
 		slotAt = len(actions)
 		it := item{
-			tableschema.PK: str(jobPK(nr.Job)), tableschema.SK: str(slotSK(nr.LogicalTime)),
+			tableschema.PK: str(slotPK(nr.Job, nr.LogicalTime)), tableschema.SK: str(slotSK(nr.LogicalTime)),
 			attrKind: str(kindSlot), attrJob: str(nr.Job), attrRunID: str(nr.ID),
 			attrLogicalTime: tm(nr.LogicalTime), attrCreatedAt: tm(now),
 		}
@@ -141,7 +152,7 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 	if ik := nr.Idempotency; ik != nil {
 		idemAt = len(actions)
 		it := item{
-			tableschema.PK: str(jobPK(nr.Job)), tableschema.SK: str(idemSK(ik.Key)),
+			tableschema.PK: str(idemPK(nr.Job, ik.Key)), tableschema.SK: str(idemSK(ik.Key)),
 			attrKind: str(kindIdem), attrJob: str(nr.Job), attrRunID: str(nr.ID),
 			attrBodyHash: optStr(ik.BodyHash), attrCreatedAt: tm(now),
 			tableschema.TTL: epoch(stamp.Add(ledger.IdempotencyTTL)),
@@ -203,7 +214,7 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 		return ledger.RunView{}, op(fmt.Errorf("%w: backfill %s changed since version %d", ledger.ErrVersionConflict, nr.Release.ID, nr.Release.Version))
 	}
 	if conditionFailed(reasons, idemAt) {
-		ex, err := s.existingRun(ctx, nr.Job, idemSK(nr.Idempotency.Key), reasons[idemAt].Item)
+		ex, err := s.existingRun(ctx, nr.Job, keyOf(idemPK(nr.Job, nr.Idempotency.Key), idemSK(nr.Idempotency.Key)), reasons[idemAt].Item)
 		if err != nil {
 			return ledger.RunView{}, op(err)
 		}
@@ -214,7 +225,7 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 		return ledger.RunView{}, op(ex)
 	}
 	if conditionFailed(reasons, slotAt) {
-		ex, err := s.existingRun(ctx, nr.Job, slotSK(nr.LogicalTime), reasons[slotAt].Item)
+		ex, err := s.existingRun(ctx, nr.Job, keyOf(slotPK(nr.Job, nr.LogicalTime), slotSK(nr.LogicalTime)), reasons[slotAt].Item)
 		if err != nil {
 			return ledger.RunView{}, op(err)
 		}
@@ -229,22 +240,27 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 	return ledger.RunView{}, op(cancelError(err, reasons))
 }
 
-// existingRun reads the run id held by a slot or idempotency item: from the
-// failed put's ALL_OLD image, or with a read when the endpoint sent none.
-func (s *runs) existingRun(ctx context.Context, job, sk string, old map[string]types.AttributeValue) (*ledger.ExistingRunError, error) {
+// existingRun reads the run id held by a slot or idempotency item (key):
+// from the failed put's ALL_OLD image, or with a read when the endpoint
+// sent none.
+func (s *runs) existingRun(ctx context.Context, job string, key, old map[string]types.AttributeValue) (*ledger.ExistingRunError, error) {
 	if len(old) == 0 {
 		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-			TableName: aws.String(s.table), Key: keyOf(jobPK(job), sk), ConsistentRead: aws.Bool(true),
+			TableName: aws.String(s.table), Key: key, ConsistentRead: aws.Bool(true),
 		})
 		if err != nil {
 			return nil, translate(err)
 		}
 		if out.Item == nil { // deleted since (TTL): the caller may try again
-			return nil, fmt.Errorf("%w: %s was taken and is gone", ledger.ErrConflict, sk)
+			return nil, fmt.Errorf("%w: %s was taken and is gone", ledger.ErrConflict, (&reader{it: key}).str(tableschema.SK))
 		}
 		old = out.Item
 	}
-	r := &reader{it: old}
+	return existingRunOf(job, old)
+}
+
+func existingRunOf(job string, it map[string]types.AttributeValue) (*ledger.ExistingRunError, error) {
+	r := &reader{it: it}
 	ex := &ledger.ExistingRunError{Job: job, RunID: r.str(attrRunID), BodyHash: r.str(attrBodyHash)}
 	return ex, r.err
 }
@@ -543,8 +559,14 @@ func (s *base) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error) 
 // keys per request), retrying unprocessed keys a bounded number of times,
 // and passes each item found to each, in no particular order.
 func (s *base) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, each func(map[string]types.AttributeValue)) error {
+	return s.batchGetItems(ctx, keys, true, each)
+}
+
+// batchGetItems is batchGet, strongly consistent or not: an eventually
+// consistent read costs half, and sees all of an item nobody writes.
+func (s *base) batchGetItems(ctx context.Context, keys []map[string]types.AttributeValue, consistent bool, each func(map[string]types.AttributeValue)) error {
 	for chunk := range slices.Chunk(keys, 100) {
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: chunk, ConsistentRead: aws.Bool(true)}}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: chunk, ConsistentRead: aws.Bool(consistent)}}
 		for try := 0; len(req) > 0; try++ {
 			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 			if err != nil {
@@ -582,7 +604,8 @@ func (s *base) legacyTrigger(ctx context.Context, run *ledger.Run) error {
 // schedule when the job's slot at the run's logical time names the run
 // (only schedule runs claimed slots then), manual otherwise. It reads the
 // slots of those runs only (one BatchGetItem per 100), so runs written
-// since cost nothing.
+// since cost nothing; their slots were claimed before the sharding, at
+// JOB#<job>.
 func (s *base) legacyTriggers(ctx context.Context, runs []ledger.Run) error {
 	var keys []map[string]types.AttributeValue
 	for i := range runs {

@@ -65,6 +65,8 @@ func TestRunStoredWithoutTriggerIsReadFromItsSlot(t *testing.T) {
 	manual := ledgertest.NewRun("legacy", "main")
 	manual.LogicalTime = ledgertest.T0.Add(time.Hour)
 	ts.MustCreate(t, manual)
+	// Such runs claimed their slots at JOB#<job>, before the sharding.
+	moveToLegacy(t, ts.table, "legacy", nil)
 	for _, id := range []string{sched.ID, manual.ID} {
 		_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(ts.table),

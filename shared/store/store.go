@@ -6,11 +6,12 @@
 // The item layout (docs/store.md):
 //
 //	job              JOB#<name>  JOB                      version CAS, spec, next fire, listing JOBS/<name>, timer
-//	slot claim       JOB#<name>  SLOT#<logical time>       run id; one slot never yields two runs
-//	idempotency key  JOB#<name>  IDEM#<key>                run id, body hash, TTL +24 h
+//	slot claim       JOB#<name>#nn SLOT#<logical time>     run id; one slot never yields two runs (nn: a hash of the sk)
+//	idempotency key  JOB#<name>#nn IDEM#<key>              run id, body hash, TTL +24 h (nn: a hash of the sk)
 //	run pointer      JOB#<name>  RUN#<run>                 newest first per job, written once with the run
 //	run spec         JOB#<name>  SPEC#<content hash>       a job spec runs were created with, immutable (runspec.go)
 //	dependency edge  JOB#<up>    DEP#<down>                job <down> depends on job <up>; written with <down>
+//	claims epoch     META        CLAIMS_SHARDED            when slot and idempotency items went to the job's shards (claims.go)
 //	backfill pointer JOB#<name>  BACKFILL#<id>             newest first per job, written once with the backfill
 //	backfill         BACKFILL#<id> BACKFILL                pending slots, active runs, counts, version CAS, backstop timer
 //	run              RUN#<run>   RUN                       spec_ref, derived states, version CAS, listing RUNS/<run>, timer (backstop, deadline, dependency timeout), live index while unfinished
@@ -39,6 +40,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/runledger/runledger/shared/ledger"
 )
 
@@ -82,6 +84,7 @@ type base struct {
 	log       *slog.Logger
 	capacity  func(CapacityReport)
 	specs     *specCache // run specs written or read (runspec.go)
+	claims    *claimsEpoch
 }
 
 // runs keeps runs and answers from the live-work indexes (ledger.Runs but
@@ -158,7 +161,7 @@ func New(db *dynamodb.Client, table string, opts ...Option) *Store {
 	b := &base{
 		db: db, table: table, clock: time.Now,
 		retention: ledger.DefaultHistoryRetention, backstop: ledger.DefaultRunBackstop,
-		log: slog.Default(), specs: &specCache{},
+		log: slog.Default(), specs: &specCache{}, claims: &claimsEpoch{},
 	}
 	list := &listings{b}
 	rs := &runs{base: b, list: list}

@@ -23,6 +23,7 @@ import (
 var runCases = []Case{
 	{"SlotClaimRace", slotClaimRace},
 	{"IdempotencyKey", idempotencyKey},
+	{"IdempotencyKeyRace", idempotencyKeyRace},
 	{"Runs", runs},
 	{"LiveIndexFollowsUnfinishedRuns", liveIndex},
 	{"RearmRunBackstop", rearmRunBackstop},
@@ -217,6 +218,50 @@ func idempotencyKey(t *testing.T, h *Harness) {
 	later.Idempotency = &ledger.Idempotency{Key: "k-1", BodyHash: "h2"}
 	if _, err := h.CreateRun(ctx, later, h.Clock.Now()); err != nil {
 		t.Fatalf("expired key: %v", err)
+	}
+}
+
+// idempotencyKeyRace: concurrent creations with one idempotency key yield
+// one run, whatever partition the key is stored on; the others answer it
+// as a replay and write nothing. Several keys of one job race at once, so
+// keys on different shards of the job do not meet.
+func idempotencyKeyRace(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	type attempt struct {
+		key, run string
+		err      error
+	}
+	const keys, callers = 4, 6
+	got := Race(keys*callers, func(i int) attempt {
+		nr := NewRun("idem-race", "main")
+		key := fmt.Sprintf("k-%d", i%keys)
+		nr.Idempotency = &ledger.Idempotency{Key: key, BodyHash: "h"}
+		_, err := h.CreateRun(ctx, nr, h.Clock.Now())
+		return attempt{key, nr.ID, err}
+	})
+	winners := map[string]string{}
+	for _, a := range got {
+		if a.err == nil {
+			if w, ok := winners[a.key]; ok {
+				t.Fatalf("key %s yielded two runs: %s and %s", a.key, w, a.run)
+			}
+			winners[a.key] = a.run
+		}
+	}
+	if len(winners) != keys {
+		t.Fatalf("%d of %d keys yielded a run", len(winners), keys)
+	}
+	for _, a := range got {
+		if a.err == nil {
+			continue
+		}
+		var ex *ledger.ExistingRunError
+		if !errors.Is(a.err, ledger.ErrIdempotentReplay) || !errors.As(a.err, &ex) || ex.RunID != winners[a.key] {
+			t.Fatalf("key %s: %v; want a replay of %s", a.key, a.err, winners[a.key])
+		}
+		if _, err := h.Store.GetRun(ctx, a.run); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("key %s: the losing run %s exists (%v)", a.key, a.run, err)
+		}
 	}
 }
 
