@@ -154,6 +154,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 			"schedule": map[string]any{"cron": "0 2 * * *", "catchup": "sometimes"}}, nil, 422, "invalid_field"},
 		{"catch-up window over a year", "key", "POST", "/v1/jobs", map[string]any{"name": "longwindow",
 			"schedule": map[string]any{"cron": "0 2 * * *", "catchup_window": "8761h"}}, nil, 422, "invalid_field"},
+		{"retention under a day", "key", "POST", "/v1/jobs", map[string]any{"name": "shortlived", "retention": "23h"}, nil, 422, "invalid_field"},
+		{"retention over ten years", "key", "POST", "/v1/jobs", map[string]any{"name": "forever", "retention": "87601h"}, nil, 422, "invalid_field"},
+		{"retention in days", "key", "PUT", "/v1/jobs/victim", map[string]any{"name": "victim", "retention": "90d"},
+			[]string{"If-Match", "1"}, 422, "invalid_field"},
 		{"a lambda function the deployment does not allow", "key", "POST", "/v1/jobs", map[string]any{"name": "badlambda",
 			"executor": map[string]any{"type": "lambda", "function": "not-allowed"}}, nil, 422, "invalid_field"},
 		// Wave 3: event-triggered runs.

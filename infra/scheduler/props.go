@@ -78,8 +78,10 @@ type Props struct {
 	TickerRate     time.Duration
 	ReconcilerRate time.Duration
 
-	// HistoryRetention is how long transition records live before the
-	// table's TTL removes them (RUNLEDGER_HISTORY_RETENTION). Default 90 days.
+	// HistoryRetention is how long a finished run of a job that sets no
+	// `retention` is kept before the table's TTL removes all of it, its
+	// history included (RUNLEDGER_HISTORY_RETENTION, a name kept from when
+	// it set the history's alone). Default 90 days; 24h..87600h.
 	HistoryRetention time.Duration
 	// MaxClockSkew bounds how far a worker's clock may be from the
 	// scheduler's (RUNLEDGER_MAX_CLOCK_SKEW). A silent attempt is retried
@@ -241,8 +243,8 @@ func (p Props) validate() error {
 			errs = append(errs, fmt.Errorf("%s %s: EventBridge rates are whole minutes, at least 1m", r.name, r.rate))
 		}
 	}
-	if p.HistoryRetention < time.Hour {
-		errs = append(errs, fmt.Errorf("HistoryRetention %s: want at least 1h", p.HistoryRetention))
+	if p.HistoryRetention < 24*time.Hour || p.HistoryRetention > 87600*time.Hour {
+		errs = append(errs, fmt.Errorf("HistoryRetention %s: want 24h..87600h (a run's retention, ledger.MinRunRetention..MaxRunRetention)", p.HistoryRetention))
 	}
 	if p.MaxClockSkew < time.Millisecond {
 		errs = append(errs, fmt.Errorf("MaxClockSkew %s: want at least 1ms", p.MaxClockSkew))

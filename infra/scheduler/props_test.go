@@ -58,6 +58,7 @@ func TestValidate(t *testing.T) {
 		{"worker pool unknown", Props{CodeDir: all, ExampleWorkerPool: "gpu"}, []string{`example worker pool "gpu"`}},
 		{"rates", Props{CodeDir: noWorker, TickerRate: 30 * time.Second, ReconcilerRate: 90 * time.Second}, []string{"TickerRate 30s", "ReconcilerRate 1m30s"}},
 		{"retention", Props{CodeDir: noWorker, HistoryRetention: time.Minute}, []string{"HistoryRetention 1m0s"}},
+		{"retention under a day", Props{CodeDir: noWorker, HistoryRetention: 23 * time.Hour}, []string{"HistoryRetention 23h0m0s: want 24h..87600h"}},
 		{"receive count", Props{CodeDir: noWorker, MaxReceiveCount: 1001}, []string{"MaxReceiveCount 1001"}},
 		{"clock skew", Props{CodeDir: noWorker, MaxClockSkew: -time.Second}, []string{"MaxClockSkew -1s"}},
 		{"reserved", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"apx": 1, "api": -2}}, []string{`unknown function "apx"`, "ReservedConcurrency[api] -2"}},

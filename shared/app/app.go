@@ -95,9 +95,10 @@ type Config struct {
 	// (the CDK stack did).
 	Provision *Provision
 
-	// HistoryRetention is how long transition records live before TTL
-	// removes them (default: the store's).
-	HistoryRetention time.Duration
+	// Retention is how long a finished run of a job that sets no
+	// retention is kept before TTL removes all of it (default: the
+	// store's, ledger.DefaultRunRetention).
+	Retention time.Duration
 	// CapacityReports receives the capacity of the store's writes (the
 	// bench's cost scenario); nil asks for none.
 	CapacityReports func(store.CapacityReport)
@@ -226,8 +227,8 @@ func (c *Config) check() error {
 	} else if c.Table == "" {
 		return configErrorf("Table is required")
 	}
-	if c.HistoryRetention < 0 {
-		return configErrorf("HistoryRetention %s is negative", c.HistoryRetention)
+	if err := ledger.CheckRetention(c.Retention); err != nil {
+		return configErrorf("Retention: %s", err)
 	}
 	seen := map[string]bool{}
 	for i, p := range c.Parts {
@@ -281,8 +282,8 @@ func (c *Config) defaults() {
 
 func (c *Config) storeOptions() []store.Option {
 	opts := []store.Option{store.WithClock(c.Now), store.WithLogger(c.Logger)}
-	if c.HistoryRetention > 0 {
-		opts = append(opts, store.WithHistoryRetention(c.HistoryRetention))
+	if c.Retention > 0 {
+		opts = append(opts, store.WithRunRetention(c.Retention))
 	}
 	if c.CapacityReports != nil {
 		opts = append(opts, store.WithCapacityReports(c.CapacityReports))

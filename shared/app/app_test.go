@@ -95,8 +95,8 @@ func TestNewDefaults(t *testing.T) {
 	if c.Now == nil || c.Logger == nil || c.Metrics != io.Discard {
 		t.Errorf("clock, logger, metrics = %v, %v, %v; want set, set, discarded", c.Now != nil, c.Logger != nil, c.Metrics)
 	}
-	if c.MaxClockSkew != scheduler.DefaultMaxClockSkew || c.Auth != api.AuthAPIKey || c.HistoryRetention != 0 {
-		t.Errorf("skew %s, auth %q, retention %s; want %s, %q, the store's", c.MaxClockSkew, c.Auth, c.HistoryRetention, scheduler.DefaultMaxClockSkew, api.AuthAPIKey)
+	if c.MaxClockSkew != scheduler.DefaultMaxClockSkew || c.Auth != api.AuthAPIKey || c.Retention != 0 {
+		t.Errorf("skew %s, auth %q, retention %s; want %s, %q, the store's", c.MaxClockSkew, c.Auth, c.Retention, scheduler.DefaultMaxClockSkew, api.AuthAPIKey)
 	}
 	if c.TickerPeriod != scheduler.DefaultTickerPeriod {
 		t.Errorf("ticker period %s, want %s", c.TickerPeriod, scheduler.DefaultTickerPeriod)
@@ -120,7 +120,8 @@ func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 			c.Provision = &app.Provision{}
 		}, "Provision.Name is required"},
 		{"provision and a table", func(c *app.Config) { c.Provision = &app.Provision{Name: "rl"} }, "set them or Provision, not both"},
-		{"negative retention", func(c *app.Config) { c.HistoryRetention = -time.Hour }, "HistoryRetention -1h0m0s is negative"},
+		{"negative retention", func(c *app.Config) { c.Retention = -time.Hour }, "retention -1h is not within 24h..87600h"},
+		{"retention under a day", func(c *app.Config) { c.Retention = time.Hour }, "retention 1h is not within 24h..87600h"},
 		{"negative skew", func(c *app.Config) { c.MaxClockSkew = -time.Second }, "MaxClockSkew -1s is negative"},
 		{"negative ticker period", func(c *app.Config) { c.TickerPeriod = -time.Minute }, "TickerPeriod -1m0s is negative"},
 		{"unnamed part", func(c *app.Config) { c.Parts = []app.Part{{}} }, "Parts[0] has no name"},
@@ -244,7 +245,7 @@ func TestFromEnv(t *testing.T) {
 	want := app.Config{
 		Table: "rl-table", Pools: map[string]string{"default": "https://sqs/q1", "gpu": "https://sqs/q2"},
 		EventsQueueURL: "https://sqs/events", DelayQueueURL: "https://sqs/delay",
-		HistoryRetention: 48 * time.Hour, MaxClockSkew: 5 * time.Second, TickerPeriod: 2 * time.Minute, Auth: api.AuthGateway, APIKey: "k",
+		Retention: 48 * time.Hour, MaxClockSkew: 5 * time.Second, TickerPeriod: 2 * time.Minute, Auth: api.AuthGateway, APIKey: "k",
 		Allowed: jobspec.Allowed{LambdaFunctions: []string{"fn"}, ECSClusters: []string{"main"}, ECSTaskDefinitions: []string{"etl"}},
 	}
 	if !reflect.DeepEqual(cfg, want) {

@@ -53,7 +53,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		if err != nil || d <= 0 {
 			return cfg, fmt.Errorf("environment: RUNLEDGER_HISTORY_RETENTION %q is not a positive duration", v)
 		}
-		cfg.HistoryRetention = d
+		cfg.Retention = d
 	}
 	if v := getenv("RUNLEDGER_EXECUTORS_ALLOWED"); v != "" {
 		if err := json.Unmarshal([]byte(v), &cfg.Allowed); err != nil {

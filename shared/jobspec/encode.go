@@ -35,6 +35,7 @@ type (
 		Timeouts       *timeoutsJSON    `json:"timeouts,omitempty"`
 		EvidenceWindow string           `json:"evidence_window"`
 		Deadline       string           `json:"deadline,omitempty"`
+		Retention      string           `json:"retention,omitempty"`
 		Overlap        Overlap          `json:"overlap"`
 		Executor       *Executor        `json:"executor,omitempty"`
 		Tasks          []taskJSON       `json:"tasks"`
@@ -110,6 +111,9 @@ func (j Job) wire() jobJSON {
 	}
 	if j.Deadline > 0 {
 		out.Deadline = FormatDuration(j.Deadline)
+	}
+	if j.Retention > 0 {
+		out.Retention = FormatDuration(j.Retention)
 	}
 	for _, t := range j.TaskDefs {
 		deps := t.DependsOn

@@ -47,6 +47,11 @@ const (
 	// MinRate is the shortest rate: the ticker's pass and cron's resolution
 	// are one minute.
 	MinRate = time.Minute
+	// MinRetention and MaxRetention bound a run's retention, the job's
+	// `retention` and the deployment's alike: at least a day, so a run
+	// stays to be looked at after it ends; at most ten years.
+	MinRetention = 24 * time.Hour
+	MaxRetention = 87600 * time.Hour
 	// DefaultPool is the pool of a job whose definition names none.
 	DefaultPool = "default"
 	// MainTask is the id of the one task of a job defined without tasks.
@@ -104,7 +109,11 @@ type Job struct {
 	// still unfinished then gets the notice run.deadline_missed, once,
 	// and goes on.
 	Deadline time.Duration
-	Overlap  Overlap
+	// Retention is how long a finished run of the job is kept before all
+	// of it expires (MinRetention..MaxRetention); zero is the
+	// deployment's (RUNLEDGER_HISTORY_RETENTION, 90 days by default).
+	Retention time.Duration
+	Overlap   Overlap
 	// Executor runs the tasks that set none; the zero value is the pool's
 	// queue.
 	Executor Executor

@@ -90,7 +90,7 @@ type parseMode struct {
 
 var jobFields = []string{
 	"name", "schedule", "pool", "payload", "retry", "timeouts",
-	"evidence_window", "overlap", "executor", "tasks", "depends_on_jobs", "deadline",
+	"evidence_window", "overlap", "executor", "tasks", "depends_on_jobs", "deadline", "retention",
 	"on_event",
 	"concurrency", "rate_limit", "priority",
 }
@@ -228,6 +228,13 @@ func readPolicy(d *decoder, top map[string]json.RawMessage, j *Job, _ parseMode)
 	}
 	if raw := get(top, "deadline"); raw != nil {
 		j.Deadline = d.positive(raw, "deadline")
+	}
+	if raw := get(top, "retention"); raw != nil {
+		j.Retention = d.duration(raw, "retention")
+		if d.err == nil && (j.Retention < MinRetention || j.Retention > MaxRetention) {
+			d.fail(fieldError("retention", "must be within %s..%s, not %s",
+				FormatDuration(MinRetention), FormatDuration(MaxRetention), FormatDuration(j.Retention)))
+		}
 	}
 	if d.err == nil {
 		d.checkPolicy(j.Policy(), "", false)

@@ -45,6 +45,11 @@ type Instance struct {
 	// Map is a map task's fan-out (the scheduler's JSON); nil for any
 	// other task.
 	Map []byte
+	// ExpiresAt is its run's expiry (Run.ExpiresAt) as of the instance's
+	// creation or the last push, so the writer of any item of the run
+	// stamps it without reading the run; zero for a run that never
+	// expires.
+	ExpiresAt time.Time
 }
 
 // SecretBytes is the length of an instance's attempt secret.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/runledger/runledger/statemodel"
 )
@@ -46,6 +47,9 @@ type MapState struct {
 	Cancelled         int
 	MaxParallel       int
 	Tolerated         int
+	// ExpiresAt is its run's expiry, from the map task's instance, stamped
+	// on the map's items when created.
+	ExpiresAt time.Time
 }
 
 // Pending is how many children are not released yet.

@@ -25,6 +25,9 @@ func CheckNewRun(nr NewRun) (nodes []statemodel.TaskNode, released Backfill, err
 	if err := CheckTrigger(nr.Trigger, nr.BackfillID); err != nil {
 		return nil, Backfill{}, err
 	}
+	if err := CheckRetention(nr.Retention); err != nil {
+		return nil, Backfill{}, err
+	}
 	switch {
 	case len(nr.Tasks) == 0:
 		return nil, Backfill{}, fmt.Errorf("%w: a run needs at least one task", ErrInvalidInput)

@@ -75,6 +75,12 @@ type Run struct {
 	AdmittedAt time.Time
 	AdmittedIn string
 	WaitingIn  string
+	// ExpiresAt is when the run and every item of it expire (RunExpiry),
+	// the same on all of them; Retention is how long it is kept after its
+	// end, which sets how far a push moves ExpiresAt (ExpiryDue). Both
+	// zero for a run stored before runs expired: it never does.
+	ExpiresAt time.Time
+	Retention time.Duration
 }
 
 // NewTask is one task of a new run.
@@ -150,6 +156,9 @@ type NewRun struct {
 	OfLiveJob bool
 	// Event names the event that starts the run (trigger event only).
 	Event *protocol.RunEvent
+	// Retention is how long the run is kept after its end (its job's
+	// retention); zero is the store's, the deployment's setting.
+	Retention time.Duration
 }
 
 // RunView is a whole run as one Query reads it.

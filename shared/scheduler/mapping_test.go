@@ -150,7 +150,12 @@ func TestMapFansOutOverAnUpstreamOutput(t *testing.T) {
 					t.Errorf("%s is %s", tv.Instance.Key.Task, tv.Instance.Snapshot.State)
 				}
 			}
-			want := ledger.MapState{Run: v.Run.ID, Task: "each", Total: n, Next: n, Succeeded: n - 1, Failed: 1, MaxParallel: 3, Tolerated: 1}
+			// The map's items expire with its run (its instances' expiry).
+			want := ledger.MapState{Run: v.Run.ID, Task: "each", Total: n, Next: n, Succeeded: n - 1, Failed: 1, MaxParallel: 3, Tolerated: 1,
+				ExpiresAt: view.Run.ExpiresAt}
+			if want.ExpiresAt.IsZero() {
+				t.Error("the run has no expiry")
+			}
 			if got := view.Maps["each"]; got != want {
 				t.Errorf("map counts %+v, want %+v", got, want)
 			}

@@ -91,7 +91,8 @@ func planHistory(inline []statemodel.Transition, trs ...statemodel.Transition) (
 // putHistory writes spilled records as one history item. It has no
 // condition: its records are committed and never change, so writing them
 // again (a retry after a crash, with the same or more records) is harmless.
-func (s *instances) putHistory(ctx context.Context, key ledger.InstanceKey, trs []statemodel.Transition) error {
+func (s *instances) putHistory(ctx context.Context, inst ledger.Instance, trs []statemodel.Transition) error {
+	key := inst.Key
 	last := trs[len(trs)-1].Seq
 	it := item{
 		tableschema.PK:  str(runPK(key.Run)),
@@ -100,7 +101,7 @@ func (s *instances) putHistory(ctx context.Context, key ledger.InstanceKey, trs 
 		attrRun:         str(key.Run),
 		attrTask:        str(key.Task),
 		attrRecords:     historyList(trs),
-		tableschema.TTL: epoch(s.clock().Add(s.retention)),
+		tableschema.TTL: expiry(inst.ExpiresAt),
 	}.present()
 	size, err := checkSize(fmt.Sprintf("history %s up to #%d", key, last), it)
 	if err != nil {
@@ -120,7 +121,8 @@ func (s *instances) putHistory(ctx context.Context, key ledger.InstanceKey, trs 
 // longer holds (statemodel.MaxInlineAttempts) to their attempt items,
 // keeping any late events there. Like putHistory it precedes the instance
 // write and is harmless to repeat.
-func (s *instances) putEvictedAttempts(ctx context.Context, key ledger.InstanceKey, from, to statemodel.Snapshot) error {
+func (s *instances) putEvictedAttempts(ctx context.Context, inst ledger.Instance, to statemodel.Snapshot) error {
+	key, from := inst.Key, inst.Snapshot
 	for _, a := range from.Attempts {
 		if len(to.Attempts) == 0 || a.N >= to.Attempts[0].N {
 			continue
@@ -129,6 +131,9 @@ func (s *instances) putEvictedAttempts(ctx context.Context, key ledger.InstanceK
 		rec[attrKind] = str(kindAttempt)
 		rec[attrRun] = str(key.Run)
 		rec[attrTask] = str(key.Task)
+		if !inst.ExpiresAt.IsZero() {
+			rec[tableschema.TTL] = expiry(inst.ExpiresAt)
+		}
 		size, err := checkSize(fmt.Sprintf("attempt %s#%d", key, a.N), rec.present())
 		if err != nil {
 			return err

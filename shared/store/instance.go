@@ -47,6 +47,7 @@ func instanceStatic(inst ledger.Instance) item {
 		attrSecret:       bin(inst.Secret),
 		attrMapItem:      bin(inst.Item),
 		attrMapSpec:      bin(inst.Map),
+		tableschema.TTL:  expiry(inst.ExpiresAt),
 	}
 }
 
@@ -83,6 +84,7 @@ func decodeInstance(m map[string]types.AttributeValue) (ledger.Instance, error) 
 		Secret:      r.bytes(attrSecret),
 		Item:        r.bytes(attrMapItem),
 		Map:         r.bytes(attrMapSpec),
+		ExpiresAt:   r.expiry(),
 	}
 	inst.History = readHistoryList(r, attrHistory)
 	return inst, r.err
@@ -94,6 +96,9 @@ func (s *instances) GetInstance(ctx context.Context, key ledger.InstanceKey) (le
 		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
 	}
 	inst, err := getItem(ctx, s.base, runPK(key.Run), instanceSK(key.Task), decodeInstance)
+	if err == nil && ledger.Expired(inst.ExpiresAt, s.clock()) {
+		err = ledger.ErrNotFound // its run expired: gone, as the run is
+	}
 	if err != nil {
 		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
 	}
@@ -233,11 +238,11 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 		return inst, err
 	}
 	if len(spill) > 0 {
-		if err := s.putHistory(ctx, key, spill); err != nil {
+		if err := s.putHistory(ctx, inst, spill); err != nil {
 			return inst, err
 		}
 	}
-	if err := s.putEvictedAttempts(ctx, key, from, d.Snapshot); err != nil {
+	if err := s.putEvictedAttempts(ctx, inst, d.Snapshot); err != nil {
 		return inst, err
 	}
 
@@ -263,7 +268,7 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 			ExpressionAttributeNames: ie.nameMap(), ExpressionAttributeValues: ie.valueMap(),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}
-		if err := s.maps.writeChildEnd(ctx, key, update, change); err != nil {
+		if err := s.maps.writeChildEnd(ctx, inst, update, change); err != nil {
 			return inst, err
 		}
 		return next, nil
@@ -351,6 +356,12 @@ func (s *instances) AppendLate(ctx context.Context, key ledger.InstanceKey, late
 		return op(err)
 	}
 	pk, sk := runPK(key.Run), attemptSK(key.Task, late.Attempt)
+	// The attempt item may be created here, so it takes its run's expiry,
+	// from the instance (late events are rare: one read each).
+	expires, err := s.expiryOf(ctx, pk, instanceSK(key.Task))
+	if err != nil {
+		return op(err)
+	}
 	e := newExpr()
 	// The item may not exist yet: an attempt the instance still holds has
 	// no item until its first late event or its eviction.
@@ -358,8 +369,11 @@ func (s *instances) AppendLate(ctx context.Context, key ledger.InstanceKey, late
 		e.v("empty", &types.AttributeValueMemberL{Value: []types.AttributeValue{}}) + "), " +
 		e.v("late", &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: entry}}}) + ")" +
 		", " + e.n(attrKind) + " = " + e.v("kind", str(kindAttempt)) + ", " + e.n(attrRun) + " = " + e.v("run", str(key.Run)) +
-		", " + e.n(attrTask) + " = " + e.v("task", str(key.Task)) + ", " + e.n(attrN) + " = " + e.v("n", num(int64(late.Attempt))) +
-		" ADD " + e.n(attrLateEventIDs) + " " + e.v("event_ids", &types.AttributeValueMemberSS{Value: []string{late.EventID}})
+		", " + e.n(attrTask) + " = " + e.v("task", str(key.Task)) + ", " + e.n(attrN) + " = " + e.v("n", num(int64(late.Attempt)))
+	if !expires.IsZero() {
+		upd += ", " + e.n(tableschema.TTL) + " = " + e.v("expires_at", expiry(expires))
+	}
+	upd += " ADD " + e.n(attrLateEventIDs) + " " + e.v("event_ids", &types.AttributeValueMemberSS{Value: []string{late.EventID}})
 	cond := "NOT contains(" + e.n(attrLateEventIDs) + ", " +
 		e.v("event_id", str(late.EventID)) + ") AND (attribute_not_exists(" + e.n(attrLateEvents) + ") OR size(" +
 		e.n(attrLateEvents) + ") < " + e.v("max", num(ledger.MaxLateEvents)) + ")"

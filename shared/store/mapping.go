@@ -59,6 +59,7 @@ func mapItem(m ledger.MapState) item {
 		attrTotal: num(int64(m.Total)), attrNext: num(int64(m.Next)), attrRunning: num(int64(m.Running)),
 		attrSucceeded: num(int64(m.Succeeded)), attrFailed: num(int64(m.Failed)), attrCancelledN: num(int64(m.Cancelled)),
 		attrMaxPar: num(int64(m.MaxParallel)), attrTolerate: num(int64(m.Tolerated)),
+		tableschema.TTL: expiry(m.ExpiresAt),
 	}
 }
 
@@ -100,6 +101,7 @@ func decodeMap(it map[string]types.AttributeValue) (ledger.MapState, error) {
 		Total: int(r.int(attrTotal)), Next: int(r.int(attrNext)), Running: int(r.int(attrRunning)),
 		Succeeded: int(r.int(attrSucceeded)), Failed: int(r.int(attrFailed)), Cancelled: int(r.int(attrCancelledN)),
 		MaxParallel: int(r.int(attrMaxPar)), Tolerated: int(r.int(attrTolerate)),
+		ExpiresAt: r.expiry(),
 	}
 	return m, r.err
 }
@@ -126,6 +128,7 @@ func (s *maps) CreateMap(ctx context.Context, m ledger.MapState, items [][]byte)
 		it := item{
 			tableschema.PK: str(runPK(m.Run)), tableschema.SK: str(mapChunkSK(m.Task, c)),
 			attrKind: str(kindMapItems), attrItems: &types.AttributeValueMemberL{Value: l},
+			tableschema.TTL: expiry(m.ExpiresAt),
 		}
 		actions = append(actions, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: it.present()}})
 	}
@@ -316,7 +319,8 @@ func (s *maps) ListChildren(ctx context.Context, run, task string, limit int, to
 // TransactWriteItems: the counts move exactly when the child's state
 // does. A failed condition on the child is a *ledger.ConflictError with
 // the child as found, as for any instance write.
-func (s *maps) writeChildEnd(ctx context.Context, key ledger.InstanceKey, update *types.Update, change map[string]int) error {
+func (s *maps) writeChildEnd(ctx context.Context, child ledger.Instance, update *types.Update, change map[string]int) error {
+	key := child.Key
 	parent, i, _ := ledger.ParseChild(key.Task)
 	e := newExpr()
 	var adds []string
@@ -328,10 +332,14 @@ func (s *maps) writeChildEnd(ctx context.Context, key ledger.InstanceKey, update
 	if len(adds) == 0 {
 		adds = append(adds, e.n(attrSucceeded)+" "+e.v("zero", num(0)))
 	}
+	set := "SET " + e.n(attrKind) + " = " + e.v("kind", str(kindMapShard)) + ", " + e.n(attrRun) + " = " + e.v("run", str(key.Run)) +
+		", " + e.n(attrTask) + " = " + e.v("task", str(parent))
+	if !child.ExpiresAt.IsZero() {
+		set += ", " + e.n(tableschema.TTL) + " = " + e.v("expires_at", expiry(child.ExpiresAt))
+	}
 	counts := &types.Update{
 		TableName: aws.String(s.table), Key: keyOf(runPK(key.Run), mapShardSK(parent, i)),
-		UpdateExpression: aws.String("SET " + e.n(attrKind) + " = " + e.v("kind", str(kindMapShard)) + ", " + e.n(attrRun) + " = " + e.v("run", str(key.Run)) +
-			", " + e.n(attrTask) + " = " + e.v("task", str(parent)) + " ADD " + strings.Join(adds, ", ")),
+		UpdateExpression:         aws.String(set + " ADD " + strings.Join(adds, ", ")),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 	}
 	err := s.transact(ctx, "child_end", []types.TransactWriteItem{{Update: update}, {Update: counts}}, nil, nil)
@@ -357,9 +365,15 @@ func (s *maps) SetMapOutput(ctx context.Context, run, task string, out []byte, t
 	if err := ledger.CheckMapKey(run, task); err != nil {
 		return err
 	}
+	// The output takes its run's expiry from the map item (once a map).
+	expires, err := s.expiryOf(ctx, runPK(run), mapSK(task))
+	if err != nil {
+		return fmt.Errorf("set map output %s/%s: %w", run, task, err)
+	}
 	it := item{
 		tableschema.PK: str(runPK(run)), tableschema.SK: str(mapOutputSK(task)),
 		attrKind: str("map_output"), attrOutput: optStr(string(out)), "output_truncated": optBool(truncated),
+		tableschema.TTL: expiry(expires),
 	}
 	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: it.present()}); err != nil {
 		return fmt.Errorf("set map output %s/%s: %w", run, task, translate(err))

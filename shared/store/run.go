@@ -61,6 +61,7 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 	}
 	stamp := s.clock()
 	run := ledger.NewRunRecord(nr, nodes, now, stamp, s.backstop)
+	ledger.Retain(&run, nr, s.retention, stamp)
 
 	var actions []types.TransactWriteItem
 	var sizes []int
@@ -180,6 +181,7 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 		if err != nil {
 			return ledger.RunView{}, op(err)
 		}
+		inst.ExpiresAt = run.ExpiresAt
 		if err := put("instance "+inst.Key.String(), instanceItem(inst), notExists, pkName, nil, false); err != nil {
 			return ledger.RunView{}, op(err)
 		}
@@ -277,6 +279,7 @@ func runItem(r ledger.Run) item {
 		attrRunEvent:      eventAttr(r.Event),
 		attrPriority:      optNum(int64(r.Priority)),
 		attrAdmittedAt:    tm(r.AdmittedAt), attrAdmittedIn: optStr(r.AdmittedIn), attrWaitingIn: optStr(r.WaitingIn),
+		attrRetention: optNum(int64(r.Retention / time.Second)),
 	}
 	for k, v := range runStateItem(r) {
 		it[k] = v
@@ -290,6 +293,11 @@ func runStateItem(r ledger.Run) item {
 		attrExec: str(string(r.ExecutionState)), attrPub: str(string(r.PublicationState)),
 		attrStatus: str(string(r.Status)), attrEndedAt: tm(r.EndedAt), attrVersion: num(r.Version),
 		tableschema.TimerShard: nil, tableschema.TimerAt: nil, attrTimerKind: nil,
+	}
+	if !r.ExpiresAt.IsZero() {
+		// Set only, never removed: a copy of the run that lacks it (read
+		// before it was pushed, or built by hand) keeps the stored one.
+		it[tableschema.TTL] = expiry(r.ExpiresAt)
 	}
 	if !r.ExecutionState.Terminal() && !r.TimerAt.IsZero() {
 		it[tableschema.TimerShard] = str(timerShard(runPK(r.ID), skRun))
@@ -311,7 +319,7 @@ func pointerItem(r ledger.Run) item {
 	return item{
 		tableschema.PK: str(jobShard(r.Job, r.ID)), tableschema.SK: str(pointerSK(r.ID)),
 		attrKind: str(kindPointer), attrRunID: str(r.ID), attrCreatedAt: tm(r.CreatedAt),
-		attrLogicalTime: tm(r.LogicalTime),
+		attrLogicalTime: tm(r.LogicalTime), tableschema.TTL: expiry(r.ExpiresAt),
 	}
 }
 
@@ -331,6 +339,7 @@ func decodeRun(m map[string]types.AttributeValue) (ledger.Run, error) {
 		Event:               r.runEvent(),
 		Priority:            int(r.int(attrPriority)),
 		AdmittedAt:          r.time(attrAdmittedAt), AdmittedIn: r.str(attrAdmittedIn), WaitingIn: r.str(attrWaitingIn),
+		ExpiresAt: r.expiry(), Retention: time.Duration(r.int(attrRetention)) * time.Second,
 	}
 	return run, r.err
 }
@@ -345,6 +354,9 @@ func (s *runs) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 		ref = specRefOf(m)
 		return decodeRun(m)
 	})
+	if err == nil && ledger.Expired(run.ExpiresAt, s.clock()) {
+		err = ledger.ErrNotFound // expired, not deleted yet: gone all the same
+	}
 	if err == nil {
 		err = s.runSpec(ctx, &run, ref)
 	}
@@ -427,7 +439,8 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
-	if !found {
+	if !found || ledger.Expired(view.Run.ExpiresAt, s.clock()) {
+		// An expired run not deleted yet is gone all the same.
 		return ledger.RunView{}, op(ledger.ErrNotFound)
 	}
 	for task, m := range view.Maps {
@@ -519,7 +532,8 @@ func (s *runs) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, 
 }
 
 // getRuns reads run items by id with BatchGetItem (100 keys per request),
-// in the order of ids; runs that vanished are left out.
+// in the order of ids; runs that vanished, or expired and are not deleted
+// yet, are left out.
 func (s *base) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error) {
 	keys := make([]map[string]types.AttributeValue, len(ids))
 	for i, id := range ids {
@@ -543,8 +557,9 @@ func (s *base) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error) 
 	}
 	runs := make([]ledger.Run, 0, len(ids))
 	var specRefs []string
+	now := s.clock()
 	for _, id := range ids {
-		if r, ok := got[id]; ok {
+		if r, ok := got[id]; ok && !ledger.Expired(r.ExpiresAt, now) {
 			runs = append(runs, r)
 			specRefs = append(specRefs, refs[id])
 		}
@@ -851,12 +866,19 @@ func (s *runs) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Run
 	if run.ExecutionState.Terminal() {
 		return ledger.Run{}, op(fmt.Errorf("%w: a %s run has no backstop", ledger.ErrInvalidInput, run.ExecutionState))
 	}
-	next := run
-	next.TimerAt = ledger.RunTimer(run, s.clock(), s.backstop)
+	now := s.clock()
+	next, err := s.retained(ctx, run, now)
+	if err != nil {
+		return ledger.Run{}, op(err)
+	}
+	next.TimerAt = ledger.RunTimer(run, now, s.backstop)
 	set := runStateItem(next)
 	upd := item{
 		tableschema.TimerShard: set[tableschema.TimerShard], tableschema.TimerAt: set[tableschema.TimerAt],
 		attrTimerKind: set[attrTimerKind],
+	}
+	if at, ok := set[tableschema.TTL]; ok {
+		upd[tableschema.TTL] = at
 	}
 	sameState := func(e *expr) string { return e.n(attrExec) + " = " + e.v("exec", str(string(run.ExecutionState))) }
 	out, err := s.versionedUpdate(ctx, runPK(run.ID), skRun, upd, run.Version, sameState)
@@ -886,9 +908,16 @@ func (s *runs) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.RunU
 	op := func(err error) error {
 		return fmt.Errorf("update run %s from version %d: %w", run.ID, run.Version, err)
 	}
-	next, err := ledger.NextRun(run, u, s.clock(), s.backstop)
+	now := s.clock()
+	next, err := ledger.NextRun(run, u, now, s.backstop)
 	if err != nil {
 		return ledger.Run{}, op(err)
+	}
+	if next.ExecutionState.Terminal() && !run.ExecutionState.Terminal() {
+		// The run ends: it is kept at least its retention from now.
+		if next, err = s.retained(ctx, next, now); err != nil {
+			return ledger.Run{}, op(err)
+		}
 	}
 	out, err := s.versionedUpdate(ctx, runPK(run.ID), skRun, runStateItem(next), run.Version, nil)
 	if err != nil {

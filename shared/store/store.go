@@ -18,7 +18,11 @@
 //	instance         RUN#<run>   TASK#<task>               the statemodel.Snapshot (recent event ids, latest
 //	                                                       attempts), dispatch data, timer, newest history records
 //	attempt          RUN#<run>   TASK#<task>#ATT#nnn       late events; the record once the instance let it go
-//	history          RUN#<run>   TR#<task>#<last seq>      spilled history records, TTL = history retention
+//	history          RUN#<run>   TR#<task>#<last seq>      spilled history records
+//
+// Every item of a run (run, pointer, instances, attempts, history, map
+// items) carries the run's expiry as its TTL, the same value on all of
+// them (expiry.go).
 //
 // A transition is one conditional UpdateItem of the instance item: its
 // history record and its event id travel in the same write (history.go).
@@ -143,8 +147,10 @@ type Option func(*Store)
 // creation times, backstop timers). Decisions take their own now.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
 
-// WithHistoryRetention sets how long spilled history items live.
-func WithHistoryRetention(d time.Duration) Option { return func(s *Store) { s.retention = d } }
+// WithRunRetention sets how long a finished run of a job that sets no
+// retention is kept (default ledger.DefaultRunRetention): every item of
+// the run expires together (expiry.go).
+func WithRunRetention(d time.Duration) Option { return func(s *Store) { s.retention = d } }
 
 // WithRunBackstop sets how far ahead a live run's backstop timer is set.
 func WithRunBackstop(d time.Duration) Option { return func(s *Store) { s.backstop = d } }
@@ -160,7 +166,7 @@ func WithCapacityReports(fn func(CapacityReport)) Option { return func(s *Store)
 func New(db *dynamodb.Client, table string, opts ...Option) *Store {
 	b := &base{
 		db: db, table: table, clock: time.Now,
-		retention: ledger.DefaultHistoryRetention, backstop: ledger.DefaultRunBackstop,
+		retention: ledger.DefaultRunRetention, backstop: ledger.DefaultRunBackstop,
 		log: slog.Default(), specs: &specCache{}, claims: &claimsEpoch{},
 	}
 	list := &listings{b}

@@ -35,7 +35,7 @@ type Case struct {
 // Cases lists every case of the suite.
 func Cases() []Case {
 	var all []Case
-	for _, group := range [][]Case{transitionCases, heldCases, heartbeatCases, runCases, jobCases, timerCases, leaseCases, inputCases, backfillCases, outputCases, mapCases, limiterCases, slotHolderCases} {
+	for _, group := range [][]Case{transitionCases, heldCases, heartbeatCases, runCases, retentionCases, jobCases, timerCases, leaseCases, inputCases, backfillCases, outputCases, mapCases, limiterCases, slotHolderCases} {
 		all = append(all, group...)
 	}
 	return all
@@ -75,6 +75,14 @@ func (c *Clock) Advance(d time.Duration) time.Time {
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
 	return c.t
+}
+
+// Set moves the clock to at, backwards too: a case that reads past a
+// run's expiry comes back before the harness reads its runs.
+func (c *Clock) Set(at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = at
 }
 
 // Harness is one case's store with its clock. It remembers every run it

@@ -210,7 +210,8 @@ func (r *Room[E]) expandMap(ctx context.Context, started ledger.Instance, run le
 		}
 		return r.endMap(ctx, started, nil, CategoryInvalidMap, rerr.Error())
 	}
-	m := ledger.MapState{Run: key.Run, Task: key.Task, Total: len(items), MaxParallel: rec.MaxParallel, Tolerated: rec.ToleratedFailures}
+	m := ledger.MapState{Run: key.Run, Task: key.Task, Total: len(items), MaxParallel: rec.MaxParallel, Tolerated: rec.ToleratedFailures,
+		ExpiresAt: started.ExpiresAt}
 	raw := make([][]byte, len(items))
 	for i, it := range items {
 		raw[i] = it
@@ -477,6 +478,7 @@ func (r *Room[E]) newChildren(ctx context.Context, key ledger.InstanceKey, idx [
 		if err != nil {
 			return nil, p, err
 		}
+		child.ExpiresAt = p.inst.ExpiresAt // its run's, as every item of the run
 		children = append(children, child)
 	}
 	return children, p, nil

@@ -94,6 +94,7 @@ func (r *Room[E]) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		Event:    req.Event,
 	}
 	nr.Priority = r.k.StartPriority(j, req)
+	nr.Retention = j.Retention // zero: the deployment's
 	if j.Deadline > 0 {
 		// Counted from the moment the run may start: its release, for a
 		// backfill's run.

@@ -17,7 +17,7 @@ func (s *instances) GetInstance(ctx context.Context, key ledger.InstanceKey) (le
 	}
 	defer s.mu.Unlock()
 	in, ok := s.instances[key]
-	if !ok {
+	if !ok || ledger.Expired(in.inst.ExpiresAt, s.clock()) {
 		return ledger.Instance{}, op(ledger.ErrNotFound)
 	}
 	return cloneInstance(in.inst), nil

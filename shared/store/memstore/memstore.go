@@ -55,8 +55,9 @@ type Store struct {
 // mem is everything the store holds, behind its one mutex, with the
 // helpers that more than one concern calls under it.
 type mem struct {
-	clock    func() time.Time
-	backstop time.Duration
+	clock     func() time.Time
+	backstop  time.Duration
+	retention time.Duration
 
 	mu        sync.Mutex
 	jobs      map[string]ledger.Job
@@ -132,10 +133,15 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.clock = 
 // (default ledger.DefaultRunBackstop).
 func WithRunBackstop(d time.Duration) Option { return func(s *Store) { s.backstop = d } }
 
+// WithRunRetention sets how long a finished run of a job that sets no
+// retention is kept (default ledger.DefaultRunRetention), as
+// store.WithRunRetention does.
+func WithRunRetention(d time.Duration) Option { return func(s *Store) { s.retention = d } }
+
 // New returns an empty store.
 func New(opts ...Option) *Store {
 	m := &mem{
-		clock: time.Now, backstop: ledger.DefaultRunBackstop,
+		clock: time.Now, backstop: ledger.DefaultRunBackstop, retention: ledger.DefaultRunRetention,
 		jobs: map[string]ledger.Job{}, edges: map[string]map[string]bool{},
 		runs: map[string]ledger.Run{}, runsOfJob: map[string][]string{}, tasks: map[string][]string{},
 		instances: map[ledger.InstanceKey]*instance{},

@@ -38,12 +38,14 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 		return ledger.RunView{}, op(err)
 	}
 	run := ledger.NewRunRecord(nr, nodes, now, stamp, s.backstop)
+	ledger.Retain(&run, nr, s.retention, stamp)
 	created := make([]*instance, len(nr.Tasks))
 	for i, t := range nr.Tasks {
 		in, err := newInstance(nr, t, now)
 		if err != nil {
 			return ledger.RunView{}, op(err)
 		}
+		in.inst.ExpiresAt = run.ExpiresAt
 		created[i] = in
 	}
 
@@ -162,7 +164,7 @@ func (s *runs) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 		return ledger.Run{}, op(err)
 	}
 	defer s.mu.Unlock()
-	run, ok := s.runs[id]
+	run, ok := s.live(id)
 	if !ok {
 		return ledger.Run{}, op(ledger.ErrNotFound)
 	}
@@ -177,7 +179,7 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 		return ledger.RunView{}, op(err)
 	}
 	defer s.mu.Unlock()
-	run, ok := s.runs[id]
+	run, ok := s.live(id)
 	if !ok {
 		return ledger.RunView{}, op(ledger.ErrNotFound)
 	}
@@ -219,7 +221,11 @@ func (s *runs) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, 
 	}
 	defer s.mu.Unlock()
 	var runs []ledger.Run
+	now := s.clock()
 	for id, run := range s.runs {
+		if ledger.Expired(run.ExpiresAt, now) {
+			continue // gone, as the DynamoDB store's reads treat it
+		}
 		if (f.Job == "" || run.Job == f.Job) && (f.Status == "" || run.Status == f.Status) {
 			runs = append(runs, s.runs[id])
 		}
@@ -257,6 +263,11 @@ func (s *runs) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.RunU
 	// Only the derived fields change; the rest stays as stored.
 	cur.ExecutionState, cur.PublicationState, cur.Status = next.ExecutionState, next.PublicationState, next.Status
 	cur.Version, cur.EndedAt, cur.TimerAt = next.Version, next.EndedAt, next.TimerAt
+	if next.ExecutionState.Terminal() && !run.ExecutionState.Terminal() {
+		// The run ends: it is kept at least its retention from now.
+		cur = s.retained(cur, s.clock())
+		next.ExpiresAt = cur.ExpiresAt
+	}
 	s.runs[run.ID] = cur
 	return cloneRun(next), nil
 }
@@ -282,9 +293,12 @@ func (s *runs) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Run
 	case cur.Version != run.Version || cur.ExecutionState != run.ExecutionState:
 		return ledger.Run{}, op(ledger.ErrVersionConflict)
 	}
+	now := s.clock()
 	next := run
-	next.TimerAt = ledger.RunTimer(run, s.clock(), s.backstop)
+	next.TimerAt = ledger.RunTimer(run, now, s.backstop)
 	cur.TimerAt = next.TimerAt
+	cur = s.retained(cur, now)
+	next.ExpiresAt = cur.ExpiresAt
 	s.runs[run.ID] = cur
 	return cloneRun(next), nil
 }
@@ -370,4 +384,37 @@ func (s *runs) MarkRunStarted(ctx context.Context, id string) (bool, error) {
 	run.Version++
 	s.runs[id] = run
 	return true, nil
+}
+
+// live is run id unless it is absent or expired: an expired run is gone
+// to every reader, as in the DynamoDB store (which deletes it some time
+// after). Called under the lock.
+func (m *mem) live(id string) (ledger.Run, bool) {
+	run, ok := m.runs[id]
+	if !ok || ledger.Expired(run.ExpiresAt, m.clock()) {
+		return ledger.Run{}, false
+	}
+	return run, true
+}
+
+// retained is run with its expiry pushed when due at now
+// (ledger.ExpiryDue), and every instance of the run (map children
+// included) with the same expiry, as the DynamoDB store pushes every item
+// of the run. Called under the lock.
+func (m *mem) retained(run ledger.Run, now time.Time) ledger.Run {
+	if !ledger.ExpiryDue(run, now) {
+		return run
+	}
+	run.ExpiresAt = ledger.RunExpiry(now, run.Retention)
+	for key, in := range m.instances {
+		if key.Run == run.ID {
+			in.inst.ExpiresAt = run.ExpiresAt
+		}
+	}
+	for key, mm := range m.maps {
+		if key.Run == run.ID {
+			mm.state.ExpiresAt = run.ExpiresAt
+		}
+	}
+	return run
 }
