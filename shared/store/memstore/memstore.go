@@ -286,7 +286,6 @@ func cloneJob(j ledger.Job) ledger.Job {
 	return j
 }
 
-
 func opError(format string, args ...any) func(error) error {
 	prefix := fmt.Sprintf(format, args...)
 	return func(err error) error { return fmt.Errorf("%s: %w", prefix, err) }
