@@ -20,7 +20,8 @@ import (
 // it knows it writes: items and index entries) and the heat trace (the
 // same size rules applied to the items DynamoDB Local hands back, with
 // the index entries each write puts, moves or removes). The steps include
-// a heartbeat, whose timers entry moves and whose item is over 1 KB, and
+// a heartbeat, whose item is over 1 KB (its one-minute lease rides a
+// delay message, so no timers entry moves), and
 // the re-arming of a run's backstop, which moves its timers entry and
 // rewrites its live entry.
 func TestHeatTraceSumsToStoreReports(t *testing.T) {

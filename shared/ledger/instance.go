@@ -26,9 +26,10 @@ type Instance struct {
 	TriggerRule statemodel.TriggerRule
 	Publish     bool
 	Snapshot    statemodel.Snapshot
-	// TimerAt and TimerKind are the stored timer: Snapshot.Timer() as of
-	// the last write; zero when the instance is in no timers index
-	// (terminal, PAUSED).
+	// TimerAt and TimerKind are the timer the instance holds in the
+	// timers index (IndexedTimer as of the last write that set it); zero
+	// when it is in no index: terminal, PAUSED, or a timer near enough to
+	// ride a delay message and its run's backstop.
 	TimerAt   time.Time
 	TimerKind statemodel.TimerKind
 	// History holds the newest transition records, oldest first; older

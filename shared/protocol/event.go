@@ -19,18 +19,23 @@ type Timer struct {
 	Run  string
 	Task string
 	At   time.Time
+	// Purpose is the instance timer the message was armed for (a
+	// statemodel.TimerKind, such as "lease"); empty for a run's timer
+	// and for messages armed before messages carried it.
+	Purpose string
 }
 
 type timerJSON struct {
-	Kind string  `json:"kind"`
-	Run  string  `json:"run"`
-	Task string  `json:"task,omitempty"`
-	At   *string `json:"at"`
+	Kind    string  `json:"kind"`
+	Run     string  `json:"run"`
+	Task    string  `json:"task,omitempty"`
+	At      *string `json:"at"`
+	Purpose string  `json:"purpose,omitempty"`
 }
 
 // MarshalJSON writes the timer with "kind": "timer".
 func (t Timer) MarshalJSON() ([]byte, error) {
-	return wire.Marshal(timerJSON{Kind: TimerKind, Run: t.Run, Task: t.Task, At: NullTime(t.At)})
+	return wire.Marshal(timerJSON{Kind: TimerKind, Run: t.Run, Task: t.Task, At: NullTime(t.At), Purpose: t.Purpose})
 }
 
 // UnmarshalJSON reads a timer and refuses any other kind of message.
@@ -46,7 +51,7 @@ func (t *Timer) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	*t = Timer{Run: w.Run, Task: w.Task, At: at}
+	*t = Timer{Run: w.Run, Task: w.Task, At: at, Purpose: w.Purpose}
 	return nil
 }
 

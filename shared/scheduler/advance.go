@@ -20,9 +20,20 @@ const maxAdvanceRounds = 8
 // the ticker's scan, or a delay message), by a CREATED task's
 // re-evaluation timer, and by the API's operator actions; a task's
 // completion reaches advance through its effects.
+//
+// It is also the backstop of the run's instances' short timers (those
+// the timers index does not hold): every one found due in the run as the
+// advance read it is fired (fireDueTimers), so a lost delay message costs
+// at most the run's backstop period.
 func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
-	if err := s.advanceRun(ctx, runID, false); err != nil {
-		return err
+	a := s.advancing(runID, nil, false, false, nil)
+	err := a.run(ctx)
+	s.perform(ctx, a.effs...)
+	if err != nil {
+		return fmt.Errorf("advance run %s: %w", runID, err)
+	}
+	if a.seen != nil {
+		s.fireDueTimers(ctx, *a.seen)
 	}
 	s.perform(ctx, s.maps.Backstop(ctx, runID)...)
 	return nil
@@ -79,10 +90,20 @@ type derivation struct {
 // caller's last write, as advance's own read would be. h: the hand-off
 // whose effects advance the run (nil: none).
 func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunView, current, touch bool, h *flow.HandOff) ([]effect, error) {
-	a := &advancing{s: s, runID: runID, held: held, current: current, touch: touch, h: h,
-		pending: map[string]bool{}, wasRefused: map[string]bool{}}
-	err := ledger.Update(ctx, ledger.Rounds{Max: maxAdvanceRounds}, a.readView, a.decideView, a.storeView)
+	a := s.advancing(runID, held, current, touch, h)
+	err := a.run(ctx)
 	return a.effs, err
+}
+
+// advancing starts one advance (see advance for its arguments).
+func (s *Service) advancing(runID string, held *ledger.RunView, current, touch bool, h *flow.HandOff) *advancing {
+	return &advancing{s: s, runID: runID, held: held, current: current, touch: touch, h: h,
+		pending: map[string]bool{}, wasRefused: map[string]bool{}}
+}
+
+// run takes the advance's rounds.
+func (a *advancing) run(ctx context.Context) error {
+	return ledger.Update(ctx, ledger.Rounds{Max: maxAdvanceRounds}, a.readView, a.decideView, a.storeView)
 }
 
 // advancing is one advance as it goes from round to round.
@@ -101,6 +122,9 @@ type advancing struct {
 	pending, wasRefused map[string]bool
 	// fromHeld: the round's view is the caller's held one.
 	fromHeld bool
+	// seen is the last round's view, its instances as evaluate left
+	// them (the run's backstop fires their due timers).
+	seen *ledger.RunView
 }
 
 // derived is a round's derivation to store: the run as read and its
@@ -131,6 +155,7 @@ func (a *advancing) decideView(ctx context.Context, view ledger.RunView) (derive
 	if err != nil {
 		return derived{}, 0, err
 	}
+	a.seen = &view
 	moved := false
 	for id := range refused {
 		moved = moved || !a.wasRefused[id]

@@ -439,24 +439,3 @@ func rawOrNil(b []byte) json.RawMessage {
 	}
 	return json.RawMessage(b)
 }
-
-// maxDelay is SQS's longest message delay.
-const maxDelay = 15 * time.Minute
-
-// armTimer sends a delay message so that a short timer fires on time instead
-// of on the next scan. The scan stays the backstop after any crash: a lost
-// delay message costs precision, never correctness.
-func (s *Service) armTimer(ctx context.Context, key ledger.InstanceKey, at time.Time) {
-	if s.cfg.DelayQueueURL == "" {
-		return
-	}
-	delay := at.Sub(s.now())
-	if delay > maxDelay {
-		return
-	}
-	delay = max(delay, 0)
-	body, _ := wire.Marshal(protocol.Timer{Run: key.Run, Task: key.Task, At: at})
-	if _, err := s.queue.SendDelayed(ctx, s.cfg.DelayQueueURL, string(body), nil, delay.Round(time.Second)); err != nil {
-		s.log.WarnContext(ctx, "arm timer", "run_id", key.Run, "task", key.Task, "error", err.Error())
-	}
-}

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"time"
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/scheduler/flow"
@@ -24,8 +23,6 @@ const (
 	// depsMet the task is CREATED and its dependency verdict is written in
 	// the same write as the dispatch.
 	effDispatch effectKind = iota + 1
-	// effArmTimer sends a delay message for a short timer.
-	effArmTimer
 	// effAdvanceRun evaluates a run's CREATED tasks and derives its state.
 	effAdvanceRun
 	// effRunStarted marks a QUEUED run RUNNING: one of its tasks started.
@@ -73,7 +70,6 @@ type effect struct {
 	// admission) decided the task's dependencies, so its verdict rides in
 	// the dispatch's write whatever the task waits on (see verdictFirst).
 	soleVerdict bool
-	at          time.Time
 	runID       string
 	// armDeps: the advance of a new run (startRun) whose root tasks wait
 	// on other jobs' runs; its dependency timeout is armed after the
@@ -154,8 +150,6 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 	case effDispatch:
 		_, more, err := s.dispatchEffect(ctx, e)
 		return more, err
-	case effArmTimer:
-		s.armTimer(ctx, e.key, e.at)
 	case effAdvanceRun:
 		more, err := s.advance(ctx, e.runID, e.view, e.current, false, e.handedOn)
 		if e.armDeps {
@@ -224,8 +218,6 @@ func (k effectKind) String() string {
 	switch k {
 	case effDispatch:
 		return "dispatch"
-	case effArmTimer:
-		return "arm_timer"
 	case effAdvanceRun:
 		return "advance_run"
 	case effRunStarted:
@@ -257,10 +249,6 @@ func effectsOf(res ledger.Result) []effect {
 	var out []effect
 	for _, e := range res.Effects {
 		switch e.Kind {
-		case statemodel.EffectTimer:
-			if _, kind := res.Snapshot.Timer(); kind == statemodel.TimerRetry {
-				out = append(out, effect{kind: effArmTimer, key: key, at: e.At, runID: key.Run})
-			}
 		case statemodel.EffectDispatch:
 			out = append(out, effect{kind: effDispatch, key: key, inst: res.Instance, runID: key.Run})
 		case statemodel.EffectNotifyDownstream:

@@ -9,6 +9,7 @@ import (
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler/triggers"
+	"github.com/runledger/runledger/statemodel"
 )
 
 // QueueMessage is one queue message as the events function is handed
@@ -90,7 +91,11 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 		if m.Timer.Task == "" {
 			return s.fireRunTimer(ctx, m.Timer.Run, m.Timer.At)
 		}
-		return s.FireTimer(ctx, ledger.InstanceKey{Run: m.Timer.Run, Task: m.Timer.Task})
+		key := ledger.InstanceKey{Run: m.Timer.Run, Task: m.Timer.Task}
+		if m.Timer.Purpose == string(statemodel.TimerLease) {
+			return s.fireLeaseTimer(ctx, key)
+		}
+		return s.FireTimer(ctx, key)
 	}
 	return s.workers.HandleMessage(ctx, m, body)
 }

@@ -191,7 +191,8 @@ func (c Config) Validate() error {
 
 // Service is the scheduler.
 type Service struct {
-	// store is New's port with the decision loop over it.
+	// store is New's port with the decision loop over it, arming the
+	// delay message of each short timer it writes (armingStore).
 	store ledger.Store
 	queue Queue
 	cfg   Config
@@ -244,8 +245,9 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	svc := &Service{store: ledger.New(st), queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
+	svc := &Service{queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
 		executors: newExecutors(cfg), metrics: &metrics{w: cfg.Metrics, now: cfg.Now}}
+	svc.store = armingStore{Store: ledger.New(st), s: svc}
 	svc.notices = notices{sink: cfg.Notices, log: cfg.Logger, now: svc.now, metrics: svc.metrics}
 	// The rooms, each reaching the kernel through its adapter (room_*.go).
 	svc.flow = newFlowRoom(svc)

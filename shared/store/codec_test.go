@@ -69,6 +69,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		Publish: true, Snapshot: s,
 	}
 	inst.Policy.Random = nil
+	// The timer as indexed by a write an hour before it.
+	at, kind := s.Timer()
+	inst.TimerAt, inst.TimerKind = ledger.IndexedTimer(inst.Key, s, at.Add(-time.Hour))
 	got, err := decodeInstance(instanceItem(inst).present())
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +79,6 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if !got.Snapshot.EqualState(s) || got.Snapshot.Lease != s.Lease {
 		t.Fatalf("snapshot round trip:\n got %+v\nwant %+v", got.Snapshot, s)
 	}
-	at, kind := s.Timer()
 	if !got.TimerAt.Equal(at) || got.TimerKind != kind || kind != statemodel.TimerCancel {
 		t.Fatalf("timer %s %s, want %s %s", got.TimerAt, got.TimerKind, at, kind)
 	}

@@ -21,7 +21,7 @@ func instanceItem(inst ledger.Instance) item {
 	for k, v := range snapshotItem(inst.Snapshot) {
 		it[k] = v
 	}
-	for k, v := range timerItem(runPK(inst.Key.Run), instanceSK(inst.Key.Task), inst.Snapshot) {
+	for k, v := range timerItem(runPK(inst.Key.Run), instanceSK(inst.Key.Task), inst.TimerAt, inst.TimerKind) {
 		it[k] = v
 	}
 	it[attrHistory] = historyList(inst.History)
@@ -51,11 +51,11 @@ func instanceStatic(inst ledger.Instance) item {
 	}
 }
 
-// timerItem holds the timer attributes of an instance in snapshot s: set
-// while it waits on a time, absent (removed) when terminal or PAUSED, which
-// takes it out of the sparse timers index.
-func timerItem(pk, sk string, s statemodel.Snapshot) item {
-	at, kind := s.Timer()
+// timerItem holds the timer attributes of an instance whose indexed timer
+// (ledger.IndexedTimer) is at, of kind: set while it waits on a time the
+// index holds, absent (removed) when terminal, PAUSED or when its timer
+// rides a delay message, which keeps it out of the sparse timers index.
+func timerItem(pk, sk string, at time.Time, kind statemodel.TimerKind) item {
 	if kind == statemodel.TimerNone || at.IsZero() {
 		return item{tableschema.TimerShard: nil, tableschema.TimerAt: nil, attrTimerKind: nil}
 	}
@@ -230,7 +230,7 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 	spill, keep := planHistory(inst.History, trs...)
 	next := inst
 	next.Snapshot = d.Snapshot
-	next.TimerAt, next.TimerKind = d.Snapshot.Timer()
+	next.TimerAt, next.TimerKind = ledger.IndexedTimer(key, d.Snapshot, tr.ObservedAt)
 	next.History = keep
 	full := instanceItem(next)
 	fullSize, err := checkSize("instance "+key.String(), full.present())
@@ -248,7 +248,7 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 
 	ie := newExpr()
 	set := snapshotItem(d.Snapshot)
-	for k, v := range timerItem(pk, sk, d.Snapshot) {
+	for k, v := range timerItem(pk, sk, next.TimerAt, next.TimerKind) {
 		set[k] = v
 	}
 	set[attrHistory] = full[attrHistory]
@@ -297,15 +297,16 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 //	fails when a transition moved the instance: *ledger.ConflictError.
 func (s *instances) refreshLease(ctx context.Context, inst ledger.Instance, n statemodel.Snapshot) (ledger.Instance, error) {
 	pk, sk := runPK(inst.Key.Run), instanceSK(inst.Key.Task)
+	next := inst
+	next.Snapshot = n
+	next.TimerAt, next.TimerKind = ledger.IndexedTimer(inst.Key, n, n.Lease.LastHeartbeatAt)
 	set := item{attrLeaseBeat: tm(n.Lease.LastHeartbeatAt), attrLeaseExpires: tm(n.Lease.ExpiresAt)}
-	for k, v := range timerItem(pk, sk, n) {
+	for k, v := range timerItem(pk, sk, next.TimerAt, next.TimerKind) {
 		set[k] = v
 	}
 	e := newExpr()
 	cond := e.n(attrState) + " = " + e.v("expected_state", str(string(inst.Snapshot.State))) +
 		" AND " + e.n(attrVersion) + " = " + e.v("expected_version", num(inst.Snapshot.Version))
-	next := inst
-	next.Snapshot = n
 	size := itemSize(instanceItem(next).present())
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(pk, sk),
@@ -325,7 +326,6 @@ func (s *instances) refreshLease(ctx context.Context, inst ledger.Instance, n st
 		cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
 	}
 	s.report("refresh_lease", false, []int{size}, timerIndexWrites(instanceItem(inst), instanceItem(next)), cc)
-	next.TimerAt, next.TimerKind = n.Timer()
 	return next, nil
 }
 
@@ -451,6 +451,10 @@ func (s *instances) countDroppedLate(ctx context.Context, pk, sk string, op func
 // no history record, no version bump. The token check is the caller's.
 //
 //	RUNNING     SET the lease, and the timer (the lease is RUNNING's timer)
+//	            when the timers index holds it (ledger.IndexesTimer: a
+//	            lease further off than ledger.TimerHorizon), else REMOVE
+//	            the timer: a near lease rides the delay message armed at
+//	            the claim, so a heartbeat writes no index entry
 //	            condition  #state = :running AND #attempt = :attempt
 //	CANCELLING  SET the lease only (the timer is the cancel deadline)
 //	            condition  #state = :cancelling AND #attempt = :attempt
@@ -524,9 +528,13 @@ func (b *beat) write(ctx context.Context, state statemodel.InstanceState) error 
 	e := newExpr()
 	set := item{attrLeaseBeat: tm(b.now), attrLeaseExpires: tm(b.expires)}
 	if state == statemodel.StateRunning {
-		set[tableschema.TimerShard] = str(timerShard(pk, sk))
-		set[tableschema.TimerAt] = str(ledger.FormatTime(b.expires))
-		set[attrTimerKind] = str(string(statemodel.TimerLease))
+		at, kind := time.Time{}, statemodel.TimerNone
+		if ledger.IndexesTimer(b.key, b.expires, b.now) {
+			at, kind = b.expires, statemodel.TimerLease
+		}
+		for k, v := range timerItem(pk, sk, at, kind) {
+			set[k] = v
+		}
 	}
 	cond := e.n(attrState) + " = " + e.v("state", str(string(state))) +
 		" AND " + e.n(attrAttempt) + " = " + e.v("attempt", num(int64(b.attempt)))
@@ -535,7 +543,7 @@ func (b *beat) write(ctx context.Context, state statemodel.InstanceState) error 
 		UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnValues:                        s.returnNewForReport(),
+		ReturnValues:                        s.returnOldForReport(),
 		ReturnConsumedCapacity:              s.returnCapacity(),
 	})
 	if err != nil {
@@ -553,21 +561,20 @@ func (b *beat) write(ctx context.Context, state statemodel.InstanceState) error 
 	if out.ConsumedCapacity != nil {
 		cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
 	}
-	s.report("heartbeat", false, []int{itemSize(out.Attributes)}, heartbeatIndexWrites(state, out.Attributes), cc)
-	return nil
-}
-
-// heartbeatIndexWrites lists the index entry writes of a heartbeat that
-// left the instance item next. RUNNING: the timers entry moves to the
-// lease's new expiry, a delete and a put of an entry of one size (its
-// time is fixed width), the entry only, not the item. CANCELLING: none,
-// the lease is in no index entry.
-func heartbeatIndexWrites(state statemodel.InstanceState, next item) []int {
-	if state != statemodel.StateRunning {
-		return nil
+	if s.capacity != nil {
+		next := item{}
+		for k, v := range out.Attributes {
+			next[k] = v
+		}
+		for k, v := range set {
+			next[k] = v
+		}
+		// The index entries the heartbeat wrote: none while its lease
+		// rides a delay message; a move (a delete and a put) for a lease
+		// the index holds; a delete for an entry an older write left.
+		s.report("heartbeat", false, []int{itemSize(next.present())}, timerIndexWrites(out.Attributes, next), cc)
 	}
-	n := itemSize(timerEntry(next))
-	return []int{n, n}
+	return nil
 }
 
 // FullHistory pages History to the end.

@@ -236,6 +236,15 @@ func (s *base) returnNewForReport() types.ReturnValue {
 	return types.ReturnValueAllNew
 }
 
+// returnOldForReport asks a write for the item as it was, when capacity is
+// reported: a writer that knows its own changes computes the item after.
+func (s *base) returnOldForReport() types.ReturnValue {
+	if s.capacity == nil {
+		return types.ReturnValueNone
+	}
+	return types.ReturnValueAllOld
+}
+
 func (s *base) report(op string, transactional bool, sizes, index []int, cc []types.ConsumedCapacity) {
 	if s.capacity == nil {
 		return

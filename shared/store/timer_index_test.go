@@ -18,12 +18,14 @@ import (
 	"github.com/runledger/runledger/shared/ledger/ledgertest"
 	"github.com/runledger/runledger/shared/store"
 	"github.com/runledger/runledger/shared/tableschema"
+	"github.com/runledger/runledger/statemodel"
 )
 
 // TestTimerIndexEntriesStaySmall: the timers index projects only what
 // ListDueTimers reads, so the entry of an instance with a 6 KB payload
 // holds the keys, timer_kind and job, and every index write the store
-// accounts for costs 1 WCU.
+// accounts for costs 1 WCU. Its timers are far (an hour), so the index
+// holds them (ledger.IndexedTimer).
 func TestTimerIndexEntriesStaySmall(t *testing.T) {
 	t.Parallel()
 	var (
@@ -38,10 +40,16 @@ func TestTimerIndexEntriesStaySmall(t *testing.T) {
 	ctx := context.Background()
 	nr := ledgertest.NewRun("big", "main")
 	nr.Tasks[0].Payload = []byte(`{"blob":"` + strings.Repeat("x", 6000) + `"}`)
+	nr.Tasks[0].Policy.Timeouts.Queue = time.Hour
+	nr.Tasks[0].Policy.Timeouts.Heartbeat = time.Hour
 	v := ts.MustCreate(t, nr)
 	key := v.Tasks[0].Instance.Key
-	now := ts.ToQueued(t, key)
-	ts.Step(t, key, ledgertest.Started(1, "w"), now)
+	now := ts.Clock.Now()
+	for _, e := range []statemodel.Event{ledgertest.Ev(statemodel.EvDepsMet, 0), ledgertest.Dispatch(1), ledgertest.Started(1, "w")} {
+		if _, err := ts.Harness.Store.Transition(ctx, key, e, now, ledger.StoredPolicy(nil)); err != nil {
+			t.Fatalf("%s: %v", e, err)
+		}
+	}
 
 	want := []string{tableschema.PK, tableschema.SK, tableschema.TimerShard, tableschema.TimerAt, tableschema.TimerKind, tableschema.JobName}
 	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(ts.table), IndexName: aws.String(tableschema.TimerIndex)})
@@ -156,7 +164,12 @@ func TestEnsureTableMigratesTheRetiredTimersIndex(t *testing.T) {
 	if _, err := st.CreateJob(ctx, ledger.Job{Name: "nightly", Spec: []byte(`{"cron":"0 2 * * *"}`), NextFireAt: fire}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CreateRun(ctx, ledgertest.NewRun("nightly", "a", "b"), ledgertest.T0); err != nil {
+	nr := ledgertest.NewRun("nightly", "a", "b")
+	for i := range nr.Tasks {
+		// Far enough for the index to hold the instances' timers.
+		nr.Tasks[i].Policy.DepsRecheck = time.Hour
+	}
+	if _, err := st.CreateRun(ctx, nr, ledgertest.T0); err != nil {
 		t.Fatal(err)
 	}
 

@@ -36,10 +36,26 @@ func heartbeat(t *testing.T, h *Harness) {
 		t.Fatalf("heartbeat while running: %+v, %v", hb, err)
 	}
 	inst := h.MustInstance(t, key)
+	// The lease is near (a minute): it rides the claim's delay message,
+	// so the heartbeat leaves the instance out of the timers index.
 	if inst.Snapshot.Version != before.Snapshot.Version || !inst.Snapshot.Lease.ExpiresAt.Equal(wantExp) ||
-		!inst.Snapshot.Lease.LastHeartbeatAt.Equal(now) || !inst.TimerAt.Equal(wantExp) || inst.TimerKind != statemodel.TimerLease {
-		t.Fatalf("after heartbeat: v%d lease %+v timer %s %s; want v%d, lease and timer at %s",
+		!inst.Snapshot.Lease.LastHeartbeatAt.Equal(now) || !inst.TimerAt.IsZero() || inst.TimerKind != statemodel.TimerNone {
+		t.Fatalf("after heartbeat: v%d lease %+v timer %s %s; want v%d, lease at %s, no indexed timer",
 			inst.Snapshot.Version, inst.Snapshot.Lease, inst.TimerAt, inst.TimerKind, before.Snapshot.Version, wantExp)
+	}
+	// A lease further off than the horizon is the index's.
+	far := 2 * ledger.TimerHorizon
+	if _, err := h.Store.Heartbeat(ctx, key, 1, now, far); err != nil {
+		t.Fatalf("far heartbeat: %v", err)
+	}
+	if inst := h.MustInstance(t, key); !inst.TimerAt.Equal(now.Add(far)) || inst.TimerKind != statemodel.TimerLease {
+		t.Fatalf("after a far heartbeat: timer %s %s, want lease at %s", inst.TimerAt, inst.TimerKind, now.Add(far))
+	}
+	if _, err := h.Store.Heartbeat(ctx, key, 1, now, p.Timeouts.Heartbeat); err != nil {
+		t.Fatalf("near heartbeat: %v", err)
+	}
+	if inst := h.MustInstance(t, key); !inst.TimerAt.IsZero() {
+		t.Fatalf("a near heartbeat after a far one left the timer at %s", inst.TimerAt)
 	}
 	if n := len(h.FullHistory(t, key)); n != records {
 		t.Fatalf("heartbeat wrote history: %d records, want %d", n, records)
@@ -56,8 +72,9 @@ func heartbeat(t *testing.T, h *Harness) {
 		t.Fatalf("heartbeat while cancelling: %+v, %v", hb, err)
 	}
 	inst = h.MustInstance(t, key)
-	if inst.TimerKind != statemodel.TimerCancel || !inst.TimerAt.Equal(now.Add(p.Timeouts.Cancel)) {
-		t.Fatalf("a heartbeat in CANCELLING moved the cancel timer: %s %s", inst.TimerAt, inst.TimerKind)
+	if at, kind := inst.Snapshot.Timer(); kind != statemodel.TimerCancel || !at.Equal(now.Add(p.Timeouts.Cancel)) ||
+		!inst.TimerAt.IsZero() || inst.TimerKind != statemodel.TimerNone {
+		t.Fatalf("a heartbeat in CANCELLING moved the cancel timer: %s %s, indexed %s %s", at, kind, inst.TimerAt, inst.TimerKind)
 	}
 
 	now = h.Clock.Advance(p.Timeouts.Cancel + time.Second)

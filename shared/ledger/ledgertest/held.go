@@ -123,15 +123,18 @@ func transitionAll(t *testing.T, h *Harness) {
 }
 
 // createRunScheduled: a task created SCHEDULED carries its deps.met in the
-// creating write: two records, the dispatch timer.
+// creating write: two records, the dispatch timer due now, which is near,
+// so not in the timers index (ledger.IndexedTimer).
 func createRunScheduled(t *testing.T, h *Harness) {
 	nr := NewRun("scheduled", "root", "child")
 	nr.Tasks[0].Scheduled = true
 	nr.Tasks[1].DependsOn = []string{"root"}
 	v := h.MustCreate(t, nr)
 	root, child := v.Tasks[1].Instance, v.Tasks[0].Instance // by task id
-	if root.Key.Task != "root" || root.Snapshot.State != statemodel.StateScheduled || root.TimerKind != statemodel.TimerDispatch {
-		t.Fatalf("root %s %s, want SCHEDULED with the dispatch timer", root.Snapshot.State, root.TimerKind)
+	if _, kind := root.Snapshot.Timer(); root.Key.Task != "root" || root.Snapshot.State != statemodel.StateScheduled ||
+		kind != statemodel.TimerDispatch || root.TimerKind != statemodel.TimerNone || !root.TimerAt.IsZero() {
+		t.Fatalf("root %s, timer %s, indexed %s at %s; want SCHEDULED with the dispatch timer, not indexed",
+			root.Snapshot.State, kind, root.TimerKind, root.TimerAt)
 	}
 	if child.Snapshot.State != statemodel.StateCreated {
 		t.Fatalf("child %s, want CREATED", child.Snapshot.State)

@@ -58,23 +58,31 @@ func dueTimers(t *testing.T, h *Harness) {
 		}
 	}
 
-	// 10 live instances whose dependency backstop (CREATED + 1 min) will be
-	// due, and 5 whose backstop is an hour away.
+	// 10 live instances whose dependency backstop (CREATED + 20 min, far
+	// enough to be indexed) will be due, and 5 whose backstop is an hour
+	// away.
 	dueTasks := make([]string, 10)
 	for i := range dueTasks {
 		dueTasks[i] = fmt.Sprintf("due%02d", i)
 	}
-	due := h.MustCreate(t, NewRun("live", dueTasks...))
+	dueRun := NewRun("live", dueTasks...)
+	for i := range dueRun.Tasks {
+		dueRun.Tasks[i].Policy.DepsRecheck = 20 * time.Minute
+	}
+	due := h.MustCreate(t, dueRun)
 	later := NewRun("live", "later0", "later1", "later2", "later3", "later4")
 	for i := range later.Tasks {
 		later.Tasks[i].Policy.DepsRecheck = time.Hour
 	}
 	h.MustCreate(t, later)
 
-	at := now.Add(2 * time.Minute) // past the 1-min backstops, before the 5-min run backstops
+	at := now.Add(21 * time.Minute) // past the 20-min backstops, before the hour
 	got, shards := allDue(t, h, at, 3)
 	var gotTasks []string
 	for _, d := range got {
+		if d.Item == ledger.TimerOfRun && d.Job == "live" {
+			continue // the live runs' own backstops
+		}
 		if d.Item != ledger.TimerOfInstance || d.Run != due.Run.ID || d.Kind != string(statemodel.TimerDepsRecheck) || d.Job != "live" ||
 			d.Instance() != (ledger.InstanceKey{Run: due.Run.ID, Task: d.Task}) {
 			t.Errorf("unexpected due timer %+v", d)
@@ -102,12 +110,12 @@ func dueTimers(t *testing.T, h *Harness) {
 	}
 }
 
-// instanceTimerFollowsState: an instance's timer is its state's (the
-// snapshot's Timer), due from its time on, and gone once the instance
-// ends.
+// instanceTimerFollowsState: an instance's timer is in the index when its
+// state's timer (the snapshot's Timer) is further than ledger.TimerHorizon
+// from the write that set it, due from its time on; a nearer one is in no
+// index (it rides a delay message and its run's backstop); none once the
+// instance ends.
 func instanceTimerFollowsState(t *testing.T, h *Harness) {
-	v := h.MustCreate(t, NewRun("timers", "main"))
-	key := v.Tasks[0].Instance.Key
 	p := Policy()
 	instanceDue := func(at time.Time) []ledger.DueTimer {
 		t.Helper()
@@ -120,7 +128,7 @@ func instanceTimerFollowsState(t *testing.T, h *Harness) {
 		}
 		return out
 	}
-	check := func(step string, wantKind statemodel.TimerKind, wantAt time.Time) {
+	indexed := func(key ledger.InstanceKey, step string, wantKind statemodel.TimerKind, wantAt time.Time) {
 		t.Helper()
 		inst := h.MustInstance(t, key)
 		if inst.TimerKind != wantKind || !inst.TimerAt.Equal(wantAt) {
@@ -134,14 +142,64 @@ func instanceTimerFollowsState(t *testing.T, h *Harness) {
 			t.Fatalf("%s: due timers %+v, want %s at %s", step, got, wantKind, wantAt)
 		}
 	}
+	near := func(key ledger.InstanceKey, step string, wantKind statemodel.TimerKind, wantAt time.Time) {
+		t.Helper()
+		inst := h.MustInstance(t, key)
+		if at, kind := inst.Snapshot.Timer(); kind != wantKind || !at.Equal(wantAt) {
+			t.Fatalf("%s: timer %s at %s, want %s at %s", step, kind, at, wantKind, wantAt)
+		}
+		if inst.TimerKind != statemodel.TimerNone || !inst.TimerAt.IsZero() {
+			t.Fatalf("%s: a near timer is indexed: %s at %s", step, inst.TimerKind, inst.TimerAt)
+		}
+		if got := instanceDue(wantAt.Add(1000 * time.Hour)); len(got) != 0 {
+			t.Fatalf("%s: a near timer is listed due: %+v", step, got)
+		}
+	}
+
+	// The default policy's timers are all near: a single task's life
+	// puts nothing in the index.
+	v := h.MustCreate(t, NewRun("timers", "main"))
+	key := v.Tasks[0].Instance.Key
 	now := h.Clock.Now()
-	check("created", statemodel.TimerDepsRecheck, now.Add(p.DepsRecheck))
+	near(key, "created", statemodel.TimerDepsRecheck, now.Add(p.DepsRecheck))
 	h.ToQueued(t, key)
-	check("queued", statemodel.TimerQueueTimeout, now.Add(p.Timeouts.Queue))
+	near(key, "queued", statemodel.TimerQueueTimeout, now.Add(p.Timeouts.Queue))
 	h.Step(t, key, Started(1, "w"), now)
-	check("running", statemodel.TimerLease, now.Add(p.Timeouts.Heartbeat))
-	h.Step(t, key, Succeeded(1), now)
-	if inst := h.MustInstance(t, key); !inst.TimerAt.IsZero() || inst.TimerKind != statemodel.TimerNone {
+	near(key, "running", statemodel.TimerLease, now.Add(p.Timeouts.Heartbeat))
+	h.Step(t, key, Ev(statemodel.EvFailed, 1), now)
+	near(key, "up for retry", statemodel.TimerRetry, now.Add(p.Retry.InitialInterval))
+
+	// Far timers are indexed, each until the step that moves it.
+	far := NewRun("timers", "far")
+	far.Tasks[0].Policy.DepsRecheck = time.Hour
+	far.Tasks[0].Policy.Timeouts.Queue = time.Hour
+	far.Tasks[0].Policy.Timeouts.Heartbeat = time.Hour
+	far.Tasks[0].Policy.Retry.InitialInterval = time.Hour
+	far.Tasks[0].Policy.Retry.MaxInterval = time.Hour
+	fv := h.MustCreate(t, far)
+	fkey := fv.Tasks[0].Instance.Key
+	step := func(e statemodel.Event, at time.Time) {
+		t.Helper()
+		// Decided with the instance's stored (far) policy.
+		res, err := h.Store.Transition(context.Background(), fkey, e, at, ledger.StoredPolicy(nil))
+		if err != nil || res.Outcome != statemodel.Applied {
+			t.Fatalf("%s: %s, %v", e, res.Outcome, err)
+		}
+	}
+	indexed(fkey, "created", statemodel.TimerDepsRecheck, now.Add(time.Hour))
+	step(Ev(statemodel.EvDepsMet, 0), now)
+	step(Dispatch(1), now)
+	indexed(fkey, "queued", statemodel.TimerQueueTimeout, now.Add(time.Hour))
+	step(Started(1, "w"), now)
+	indexed(fkey, "running", statemodel.TimerLease, now.Add(time.Hour))
+	step(Ev(statemodel.EvFailed, 1), now)
+	indexed(fkey, "up for retry (initial_interval 1h)", statemodel.TimerRetry, now.Add(time.Hour))
+
+	step(Ev(statemodel.EvRetryDue, 1), now.Add(time.Hour))
+	step(Dispatch(2), now.Add(time.Hour))
+	step(Started(2, "w"), now.Add(time.Hour))
+	step(Succeeded(2), now.Add(time.Hour))
+	if inst := h.MustInstance(t, fkey); !inst.TimerAt.IsZero() || inst.TimerKind != statemodel.TimerNone {
 		t.Fatalf("succeeded: stored timer %s at %s, want none", inst.TimerKind, inst.TimerAt)
 	}
 	if got := instanceDue(now.Add(1000 * time.Hour)); len(got) != 0 {

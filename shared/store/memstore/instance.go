@@ -80,7 +80,8 @@ func (s *instances) WriteInstance(ctx context.Context, from ledger.Instance, ds 
 		return from, &ledger.ConflictError{Key: from.Key, Current: &cur}
 	}
 	if refresh {
-		in.setSnapshot(ds[0].Snapshot)
+		n := ds[0].Snapshot
+		in.setSnapshot(n, n.Lease.LastHeartbeatAt)
 		return cloneInstance(in.inst), nil
 	}
 	if change := ledger.MapCountChange(from.Key, from.Snapshot.State, ds[len(ds)-1].Snapshot.State); change != nil {
@@ -91,7 +92,7 @@ func (s *instances) WriteInstance(ctx context.Context, from ledger.Instance, ds 
 	}
 	for _, d := range ds {
 		tr := *d.Transition
-		in.setSnapshot(d.Snapshot)
+		in.setSnapshot(d.Snapshot, tr.ObservedAt)
 		in.history = append(in.history, cloneTransition(tr))
 		in.guards[tr.EventID] = statemodel.SeenEvent{ID: tr.EventID, Seq: tr.Seq, To: tr.To}
 		if rec := tr.AttemptRecord; rec != nil {
@@ -162,9 +163,11 @@ func (s *instances) SeenBefore(ctx context.Context, inst ledger.Instance, id str
 	return first, true, nil
 }
 
-func (in *instance) setSnapshot(n statemodel.Snapshot) {
+// setSnapshot stores n as written at now, its timer indexed by
+// ledger.IndexedTimer's rule.
+func (in *instance) setSnapshot(n statemodel.Snapshot, now time.Time) {
 	in.inst.Snapshot = n.Clone()
-	in.inst.TimerAt, in.inst.TimerKind = timerOf(n)
+	in.inst.TimerAt, in.inst.TimerKind = ledger.IndexedTimer(in.inst.Key, n, now)
 }
 
 // checkSize refuses a transition whose caller-supplied bytes cannot fit in
@@ -208,7 +211,9 @@ func (in *instance) appendLate(late statemodel.LateEvent) {
 }
 
 // Heartbeat renews attempt's lease (and, in RUNNING, the timer, which is
-// the lease): no history record, no version bump. ledger.HeartbeatTarget
+// the lease, indexed or not by ledger.IndexedTimer's rule; in CANCELLING
+// the timer is the cancel deadline, left as it is): no history record, no
+// version bump. ledger.HeartbeatTarget
 // says which form fits or why none does.
 func (s *instances) Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt int, now time.Time, lease time.Duration) (ledger.HeartbeatResult, error) {
 	op := opError("heartbeat %s#%d", key, attempt)
@@ -232,7 +237,11 @@ func (s *instances) Heartbeat(ctx context.Context, key ledger.InstanceKey, attem
 	}
 	n := in.inst.Snapshot
 	n.Lease = statemodel.Lease{LastHeartbeatAt: now, ExpiresAt: now.Add(lease)}
-	in.setSnapshot(n)
+	if state == statemodel.StateRunning {
+		in.setSnapshot(n, now)
+	} else {
+		in.inst.Snapshot = n.Clone()
+	}
 	return ledger.HeartbeatResult{State: state, CancelRequested: state == statemodel.StateCancelling, LeaseExpiresAt: n.Lease.ExpiresAt}, nil
 }
 

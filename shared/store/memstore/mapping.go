@@ -117,7 +117,6 @@ func (s *mapStates) CreateChildren(ctx context.Context, insts []ledger.Instance)
 		inst = cloneInstance(inst)
 		hist := inst.History
 		inst.History = nil
-		inst.TimerAt, inst.TimerKind = timerOf(inst.Snapshot)
 		in := &instance{inst: inst, guards: map[string]statemodel.SeenEvent{}, attempts: map[int]*ledger.Attempt{}}
 		for _, tr := range hist {
 			in.history = append(in.history, cloneTransition(tr))

@@ -292,15 +292,6 @@ func cloneJob(j ledger.Job) ledger.Job {
 	return j
 }
 
-// timerOf is an instance's stored timer: zero when it waits on no time.
-func timerOf(s statemodel.Snapshot) (time.Time, statemodel.TimerKind) {
-	at, kind := s.Timer()
-	if kind == statemodel.TimerNone || at.IsZero() {
-		return time.Time{}, statemodel.TimerNone
-	}
-	return at, kind
-}
-
 func opError(format string, args ...any) func(error) error {
 	prefix := fmt.Sprintf(format, args...)
 	return func(err error) error { return fmt.Errorf("%s: %w", prefix, err) }

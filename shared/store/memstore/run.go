@@ -148,7 +148,6 @@ func newInstance(nr ledger.NewRun, t ledger.NewTask, now time.Time) (*instance, 
 	}
 	hist := inst.History
 	inst.History = nil // kept whole in the instance's history
-	inst.TimerAt, inst.TimerKind = timerOf(inst.Snapshot)
 	in := &instance{inst: inst, guards: map[string]statemodel.SeenEvent{}, attempts: map[int]*ledger.Attempt{}}
 	for _, tr := range hist {
 		in.history = append(in.history, cloneTransition(tr))

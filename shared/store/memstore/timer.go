@@ -50,7 +50,7 @@ func (s *timers) ListDueTimers(ctx context.Context, shard int, now time.Time, li
 		add(ledger.DueTimer{Item: ledger.TimerOfBackfill, Job: b.Job, Backfill: b.ID, At: b.TimerAt, Kind: ledger.TimerKindBackfill})
 	}
 	for key, in := range s.instances {
-		if at, kind := timerOf(in.inst.Snapshot); kind != statemodel.TimerNone {
+		if at, kind := in.inst.TimerAt, in.inst.TimerKind; kind != statemodel.TimerNone && !at.IsZero() {
 			add(ledger.DueTimer{Item: ledger.TimerOfInstance, Job: in.inst.Job, Run: key.Run, Task: key.Task, At: at, Kind: string(kind)})
 		}
 	}
