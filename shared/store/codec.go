@@ -121,26 +121,31 @@ const (
 )
 
 // snapshotItem holds every statemodel.Snapshot field of an instance item.
-// Zero fields are absent (nil), so an update removes what became zero.
+// Zero fields are absent (nil), so an update removes what became zero. The
+// attempt records are compact (record.go), and the recent event ids are
+// not stored: they are the inline records' (recentOf). Both former
+// attributes are nil, so an instance's first write in this format removes
+// them.
 func snapshotItem(s statemodel.Snapshot) item {
 	return item{
-		attrState:        str(string(s.State)),
-		attrVersion:      num(s.Version),
-		attrSeq:          num(s.Seq),
-		attrAttempt:      num(int64(s.Attempt)),
-		attrAttempts:     attemptList(s.Attempts),
-		attrSpent:        num(int64(s.Spent)),
-		attrResubmits:    num(int64(s.Resubmits)),
-		attrFreeNext:     optBool(s.FreeNext),
-		attrRetryAt:      tm(s.RetryAt),
-		attrDeadline:     tm(s.Deadline),
-		attrCancelReq:    optBool(s.CancelRequested),
-		attrPausedFrom:   optStr(string(s.PausedFrom)),
-		attrLeaseBeat:    tm(s.Lease.LastHeartbeatAt),
-		attrLeaseExpires: tm(s.Lease.ExpiresAt),
-		attrRecent:       recentList(s.Recent),
-		attrCreatedAt:    tm(s.CreatedAt),
-		attrScheduledAt:  tm(s.ScheduledAt),
+		attrState:          str(string(s.State)),
+		attrVersion:        num(s.Version),
+		attrSeq:            num(s.Seq),
+		attrAttempt:        num(int64(s.Attempt)),
+		attrInlineAttempts: compactAttempts(s.Attempts),
+		attrAttempts:       nil,
+		attrSpent:          num(int64(s.Spent)),
+		attrResubmits:      num(int64(s.Resubmits)),
+		attrFreeNext:       optBool(s.FreeNext),
+		attrRetryAt:        tm(s.RetryAt),
+		attrDeadline:       tm(s.Deadline),
+		attrCancelReq:      optBool(s.CancelRequested),
+		attrPausedFrom:     optStr(string(s.PausedFrom)),
+		attrLeaseBeat:      tm(s.Lease.LastHeartbeatAt),
+		attrLeaseExpires:   tm(s.Lease.ExpiresAt),
+		attrRecent:         nil,
+		attrCreatedAt:      tm(s.CreatedAt),
+		attrScheduledAt:    tm(s.ScheduledAt),
 	}
 }
 
@@ -161,6 +166,15 @@ func readSnapshot(r *reader) statemodel.Snapshot {
 		CreatedAt:       r.time(attrCreatedAt),
 		ScheduledAt:     r.time(attrScheduledAt),
 	}
+	for _, m := range r.maps(attrInlineAttempts) {
+		sub := &reader{it: m}
+		s.Attempts = append(s.Attempts, readCompactAttempt(sub))
+		if sub.err != nil && r.err == nil {
+			r.err = sub.err
+		}
+	}
+	// An item of the former format: long-named attempt records and the
+	// recent ids stored.
 	for _, m := range r.maps(attrAttempts) {
 		sub := &reader{it: m}
 		s.Attempts = append(s.Attempts, readAttemptRecord(sub))
@@ -178,30 +192,6 @@ func readSnapshot(r *reader) statemodel.Snapshot {
 		}
 	}
 	return s
-}
-
-func attemptList(as []statemodel.AttemptRecord) types.AttributeValue {
-	if len(as) == 0 {
-		return nil
-	}
-	l := make([]types.AttributeValue, len(as))
-	for i, a := range as {
-		l[i] = &types.AttributeValueMemberM{Value: attemptRecordItem(a).present()}
-	}
-	return &types.AttributeValueMemberL{Value: l}
-}
-
-func recentList(rs []statemodel.SeenEvent) types.AttributeValue {
-	if len(rs) == 0 {
-		return nil
-	}
-	l := make([]types.AttributeValue, len(rs))
-	for i, e := range rs {
-		l[i] = &types.AttributeValueMemberM{Value: item{
-			attrID: str(e.ID), attrSeq: num(e.Seq), attrTo: str(string(e.To)),
-		}.present()}
-	}
-	return &types.AttributeValueMemberL{Value: l}
 }
 
 // attemptRecordItem holds the fields of an attempt record; the attempt item
