@@ -276,8 +276,10 @@ func readLateEvent(r *reader) statemodel.LateEvent {
 	}
 }
 
-// transitionFields holds a transition record's own fields (keys, kind and
-// TTL are added by the caller).
+// transitionFields holds a transition record's own fields in the former,
+// long-named encoding (keys, kind and TTL are added by the caller): the
+// store reads it in items written before compact records (record.go) and
+// writes it no more (tests write it to build such items).
 func transitionFields(tr statemodel.Transition) item {
 	var rec types.AttributeValue
 	if tr.AttemptRecord != nil {
@@ -354,8 +356,11 @@ func readTransition(r *reader) statemodel.Transition {
 	return tr
 }
 
-// policyItem stores a statemodel.Policy without Random (a function: the
-// caller supplies jitter at decision time). Durations are nanoseconds.
+// policyItem is the former, long-named encoding of a statemodel.Policy
+// (without Random, a function: the caller supplies jitter at decision
+// time; durations are nanoseconds). Instances written before compactPolicy
+// hold it and keep it; the store writes it no more (tests do, to build
+// such items).
 func policyItem(p statemodel.Policy) types.AttributeValue {
 	d := func(v time.Duration) types.AttributeValue { return num(int64(v)) }
 	return &types.AttributeValueMemberM{Value: item{
