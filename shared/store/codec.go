@@ -121,6 +121,9 @@ const (
 )
 
 // snapshotItem holds every statemodel.Snapshot field of an instance item.
+// Its times are epoch nanoseconds under short names, but for the lease's:
+// a heartbeat writes those, and lease.expired's condition compares the
+// stored expiry as a time string, so they keep that form.
 // Zero fields are absent (nil), so an update removes what became zero. The
 // attempt records are compact (record.go), and the recent event ids are
 // not stored: they are the inline records' (recentOf). Both former
@@ -137,16 +140,30 @@ func snapshotItem(s statemodel.Snapshot) item {
 		attrSpent:          num(int64(s.Spent)),
 		attrResubmits:      num(int64(s.Resubmits)),
 		attrFreeNext:       optBool(s.FreeNext),
-		attrRetryAt:        tm(s.RetryAt),
-		attrDeadline:       tm(s.Deadline),
+		attrRetryAtC:       nanos(s.RetryAt),
+		attrDeadlineC:      nanos(s.Deadline),
+		attrRetryAt:        nil,
+		attrDeadline:       nil,
 		attrCancelReq:      optBool(s.CancelRequested),
 		attrPausedFrom:     optStr(string(s.PausedFrom)),
 		attrLeaseBeat:      tm(s.Lease.LastHeartbeatAt),
 		attrLeaseExpires:   tm(s.Lease.ExpiresAt),
 		attrRecent:         nil,
-		attrCreatedAt:      tm(s.CreatedAt),
-		attrScheduledAt:    tm(s.ScheduledAt),
+		attrCreatedAtC:     nanos(s.CreatedAt),
+		attrScheduledAtC:   nanos(s.ScheduledAt),
+		attrCreatedAt:      nil,
+		attrScheduledAt:    nil,
 	}
+}
+
+// snapshotTime reads a snapshot time stored compact (epoch nanoseconds,
+// under name) or, in an item written before, as a time string (under
+// former).
+func (r *reader) snapshotTime(name, former string) time.Time {
+	if _, ok := r.it[name]; ok {
+		return r.nanos(name)
+	}
+	return r.time(former)
 }
 
 func readSnapshot(r *reader) statemodel.Snapshot {
@@ -158,13 +175,13 @@ func readSnapshot(r *reader) statemodel.Snapshot {
 		Spent:           int(r.int(attrSpent)),
 		Resubmits:       int(r.int(attrResubmits)),
 		FreeNext:        r.bool(attrFreeNext),
-		RetryAt:         r.time(attrRetryAt),
-		Deadline:        r.time(attrDeadline),
+		RetryAt:         r.snapshotTime(attrRetryAtC, attrRetryAt),
+		Deadline:        r.snapshotTime(attrDeadlineC, attrDeadline),
 		CancelRequested: r.bool(attrCancelReq),
 		PausedFrom:      statemodel.InstanceState(r.str(attrPausedFrom)),
 		Lease:           statemodel.Lease{LastHeartbeatAt: r.time(attrLeaseBeat), ExpiresAt: r.time(attrLeaseExpires)},
-		CreatedAt:       r.time(attrCreatedAt),
-		ScheduledAt:     r.time(attrScheduledAt),
+		CreatedAt:       r.snapshotTime(attrCreatedAtC, attrCreatedAt),
+		ScheduledAt:     r.snapshotTime(attrScheduledAtC, attrScheduledAt),
 	}
 	for _, m := range r.maps(attrInlineAttempts) {
 		sub := &reader{it: m}

@@ -11,10 +11,14 @@ import (
 // LegacyInstanceItem is inst's item as the store wrote it before compact
 // records: long-named records inline under "history", the policy under
 // "policy", the snapshot's attempts (all of them given) under "attempts"
-// and its recent event ids, as sent, under "recent".
+// its recent event ids, as sent, under "recent", and its times as time
+// strings.
 func LegacyInstanceItem(inst ledger.Instance, attempts []statemodel.AttemptRecord) map[string]types.AttributeValue {
 	it := instanceItem(inst)
 	it[attrRecs], it[attrInlineAttempts], it[attrPolicyC] = nil, nil, nil
+	it[attrRetryAtC], it[attrDeadlineC], it[attrCreatedAtC], it[attrScheduledAtC] = nil, nil, nil, nil
+	s := inst.Snapshot
+	it[attrRetryAt], it[attrDeadline], it[attrCreatedAt], it[attrScheduledAt] = tm(s.RetryAt), tm(s.Deadline), tm(s.CreatedAt), tm(s.ScheduledAt)
 	it[attrHistory] = legacyRecords(inst.History)
 	it[attrPolicy] = policyItem(inst.Policy)
 	as := make([]types.AttributeValue, len(attempts))

@@ -18,7 +18,8 @@ import (
 
 // TestInstanceOfTheFormerFormat: an instance item as the store wrote it
 // before compact records (long-named records inline, the policy on the
-// item, ten attempts inline, the recent event ids as sent) and its
+// item, ten attempts inline, the recent event ids as sent, times as
+// strings) and its
 // long-named history item read, answer duplicates, transition and show
 // their whole history; its first write leaves its records and attempts in
 // the compact format, with the attempts it let go in their attempt items.
@@ -114,7 +115,7 @@ func TestInstanceOfTheFormerFormat(t *testing.T) {
 	ts.Step(t, key, ledgertest.Succeeded(attempts+1), now)
 	it := getItem(t, ts.table, "RUN#"+key.Run, "TASK#"+key.Task)
 	// The policy is written once, at creation, and stays as it was.
-	for _, former := range []string{"history", "attempts", "recent"} {
+	for _, former := range []string{"history", "attempts", "recent", "created_at", "scheduled_at"} {
 		if _, ok := it[former]; ok {
 			t.Fatalf("the rewritten item still holds %q", former)
 		}

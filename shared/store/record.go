@@ -25,6 +25,10 @@ const (
 	attrSpilledRecs    = "rs" // a history item's records, compact
 	attrInlineAttempts = "as" // the snapshot's attempt records, compact
 	attrPolicyC        = "pc" // the policy, compact
+	attrRetryAtC       = "ra" // the snapshot's times, epoch nanoseconds
+	attrDeadlineC      = "dl"
+	attrCreatedAtC     = "ca"
+	attrScheduledAtC   = "sa"
 
 	// record fields
 	cSeq        = "q"
