@@ -103,10 +103,16 @@ func TestRetryIsANewAttemptWithBackoff(t *testing.T) {
 	}
 	step(t, s, ev("r-early", EvRetryDue, 0), now, p, Rejected)
 	s = step(t, s, ev("r1", EvRetryDue, 0), s.RetryAt, p, Applied).Snapshot
-	s = step(t, s, Event{ID: "q2", Type: EvDispatched, Actor: ActorExecutor, Attempt: 2, TokenHash: "h2"}, s.RetryAt, p, Applied).Snapshot
 	a1, _ := s.AttemptN(1)
 	if a1.Outcome != OutcomeFailed || *a1.ExitCode != 3 || a1.ErrorCategory != "boom" || a1.WorkerID != "w1" || a1.EndedAt.IsZero() {
 		t.Fatalf("attempt 1 lost its record: %+v", a1)
+	}
+	d2 := step(t, s, Event{ID: "q2", Type: EvDispatched, Actor: ActorExecutor, Attempt: 2, TokenHash: "h2"}, s.RetryAt, p, Applied)
+	s = d2.Snapshot
+	// The snapshot holds the newest attempt only; attempt 1's record is
+	// its history's (and the store's attempt item).
+	if _, held := s.AttemptN(1); held || len(s.Attempts) != MaxInlineAttempts || s.Attempts[0].N != 2 {
+		t.Fatalf("attempts held after the second dispatch: %+v", s.Attempts)
 	}
 	s = step(t, s, Event{ID: "s2", Type: EvStarted, Actor: ActorWorker, Attempt: 2, WorkerID: "w2"}, s.RetryAt, p, Applied).Snapshot
 	// Budget spent: the second failure is final.
@@ -220,7 +226,7 @@ func TestLostLifecycle(t *testing.T) {
 	t.Run("never started resubmits without budget", func(t *testing.T) {
 		d := step(t, s, ev("ns", EvNeverStarted, 1), t0.Add(92*time.Second), p, Applied)
 		n := step(t, d.Snapshot, Event{ID: "q2", Type: EvDispatched, Actor: ActorExecutor, Attempt: 2}, t0.Add(93*time.Second), p, Applied).Snapshot
-		if n.Spent != 1 || n.Resubmits != 1 || n.Attempts[1].SpendsBudget {
+		if a2, ok := n.AttemptN(2); n.Spent != 1 || n.Resubmits != 1 || !ok || a2.SpendsBudget {
 			t.Fatalf("spent %d resubmits %d", n.Spent, n.Resubmits)
 		}
 	})

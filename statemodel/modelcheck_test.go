@@ -131,6 +131,21 @@ func snapshotKey(s Snapshot) string {
 	return string(b)
 }
 
+// attemptsOf is every attempt's latest record: from the history's records,
+// then from the snapshot's (the newest).
+func attemptsOf(hist []Transition, s Snapshot) map[int]AttemptRecord {
+	out := map[int]AttemptRecord{}
+	for _, tr := range hist {
+		if tr.AttemptRecord != nil {
+			out[tr.AttemptRecord.N] = *tr.AttemptRecord
+		}
+	}
+	for _, a := range s.Attempts {
+		out[a.N] = a
+	}
+	return out
+}
+
 // checkEdge checks invariants 1-4 and 6-10 on one step s --e--> d, and
 // invariant 5 on the history that led to d. It returns the violations.
 func checkEdge(apply applyFunc, s Snapshot, hist []Transition, e Event, d Decision, now time.Time, p Policy) []string {
@@ -148,16 +163,28 @@ func checkEdge(apply applyFunc, s Snapshot, hist []Transition, e Event, d Decisi
 	}
 	// 1. At most one attempt accepted into RUNNING: a claimed attempt keeps
 	// its worker, and at most one attempt is running at a time.
-	for i := range min(len(s.Attempts), len(n.Attempts)) {
-		if s.Attempts[i].WorkerID != "" && n.Attempts[i].WorkerID != s.Attempts[i].WorkerID {
-			bad(1, "attempt %d changed worker %q -> %q", i+1, s.Attempts[i].WorkerID, n.Attempts[i].WorkerID)
+	// The snapshot holds the latest MaxInlineAttempts records only: the
+	// others are the history's (each record carries its attempt as it
+	// stood), so both checks look at every attempt the history knows.
+	before, after := attemptsOf(hist, s), attemptsOf(hist, n)
+	if d.Transition != nil && d.Transition.AttemptRecord != nil {
+		after[d.Transition.AttemptRecord.N] = *d.Transition.AttemptRecord
+	}
+	for nr, a := range before {
+		b, ok := after[nr]
+		if !ok {
+			bad(1, "attempt %d forgotten", nr)
+			continue
 		}
-		if s.Attempts[i].Claimed() && !n.Attempts[i].StartedAt.Equal(s.Attempts[i].StartedAt) {
-			bad(1, "attempt %d claimed twice", i+1)
+		if a.WorkerID != "" && b.WorkerID != a.WorkerID {
+			bad(1, "attempt %d changed worker %q -> %q", nr, a.WorkerID, b.WorkerID)
+		}
+		if a.Claimed() && !b.StartedAt.Equal(a.StartedAt) {
+			bad(1, "attempt %d claimed twice", nr)
 		}
 	}
 	live := 0
-	for _, a := range n.Attempts {
+	for _, a := range after {
 		if a.Claimed() && a.EndedAt.IsZero() {
 			live++
 		}

@@ -69,14 +69,16 @@ type SeenEvent struct {
 }
 
 // MaxInlineAttempts bounds the attempt records a snapshot holds: the
-// latest ones. Retries (up to MaxAttempts) and manual retries (unbounded)
-// would otherwise grow the instance without limit, past DynamoDB's 400 KB
-// item. Every decision needs only the current attempt; an event of an
-// older attempt is stale whether its record is held or not.
-const MaxInlineAttempts = 10
+// latest ones. Every decision needs only the current attempt; an event of
+// an older attempt is stale whether its record is held or not. One keeps
+// the instance item under 1 KB, so each of its writes costs one write
+// unit; the store keeps the older records in their attempt items.
+const MaxInlineAttempts = 1
 
 // RecentEvents bounds how many applied event ids a snapshot remembers. Older
-// duplicates are still caught by the store's event-id guard.
+// duplicates are still caught by the store's look-up in the whole history
+// (a store may remember fewer: the DynamoDB store's are its inline
+// records').
 const RecentEvents = 32
 
 // Snapshot is the state of one task instance. The zero value is the state
@@ -205,7 +207,7 @@ func (s Snapshot) Seen(id string) (SeenEvent, bool) {
 		return SeenEvent{}, false
 	}
 	for i := len(s.Recent) - 1; i >= 0; i-- {
-		if s.Recent[i].ID == id {
+		if SameEvent(s.Recent[i].ID, id) {
 			return s.Recent[i], true
 		}
 	}
@@ -228,11 +230,27 @@ func (s Snapshot) EqualState(o Snapshot) bool {
 		!s.RetryAt.Equal(o.RetryAt) || !s.Deadline.Equal(o.Deadline) ||
 		s.CancelRequested != o.CancelRequested || s.PausedFrom != o.PausedFrom ||
 		!s.CreatedAt.Equal(o.CreatedAt) || !s.ScheduledAt.Equal(o.ScheduledAt) || len(s.Attempts) != len(o.Attempts) ||
-		!slices.Equal(s.Recent, o.Recent) {
+		!recentAgree(s.Recent, o.Recent) {
 		return false
 	}
 	for i := range s.Attempts {
 		if !s.Attempts[i].Equal(o.Attempts[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// recentAgree reports whether two lists of recent event ids remember the
+// same events where both remember: the recent ids are a cache of the
+// history's newest records, which a store may keep fewer of, or hold as
+// their digests (EventDigest).
+func recentAgree(a, b []SeenEvent) bool {
+	n := min(len(a), len(b))
+	a, b = a[len(a)-n:], b[len(b)-n:]
+	for i := range a {
+		// A digest is its own digest (MaxPlainEventID).
+		if a[i].Seq != b[i].Seq || a[i].To != b[i].To || EventDigest(a[i].ID) != EventDigest(b[i].ID) {
 			return false
 		}
 	}

@@ -121,27 +121,49 @@ const (
 )
 
 // snapshotItem holds every statemodel.Snapshot field of an instance item.
-// Zero fields are absent (nil), so an update removes what became zero.
+// Its times are epoch nanoseconds under short names, but for the lease's:
+// a heartbeat writes those, and lease.expired's condition compares the
+// stored expiry as a time string, so they keep that form.
+// Zero fields are absent (nil), so an update removes what became zero. The
+// attempt records are compact (record.go), and the recent event ids are
+// not stored: they are the inline records' (recentOf). Both former
+// attributes are nil, so an instance's first write in this format removes
+// them.
 func snapshotItem(s statemodel.Snapshot) item {
 	return item{
-		attrState:        str(string(s.State)),
-		attrVersion:      num(s.Version),
-		attrSeq:          num(s.Seq),
-		attrAttempt:      num(int64(s.Attempt)),
-		attrAttempts:     attemptList(s.Attempts),
-		attrSpent:        num(int64(s.Spent)),
-		attrResubmits:    num(int64(s.Resubmits)),
-		attrFreeNext:     optBool(s.FreeNext),
-		attrRetryAt:      tm(s.RetryAt),
-		attrDeadline:     tm(s.Deadline),
-		attrCancelReq:    optBool(s.CancelRequested),
-		attrPausedFrom:   optStr(string(s.PausedFrom)),
-		attrLeaseBeat:    tm(s.Lease.LastHeartbeatAt),
-		attrLeaseExpires: tm(s.Lease.ExpiresAt),
-		attrRecent:       recentList(s.Recent),
-		attrCreatedAt:    tm(s.CreatedAt),
-		attrScheduledAt:  tm(s.ScheduledAt),
+		attrState:          str(string(s.State)),
+		attrVersion:        num(s.Version),
+		attrSeq:            num(s.Seq),
+		attrAttempt:        num(int64(s.Attempt)),
+		attrInlineAttempts: compactAttempts(s.Attempts),
+		attrAttempts:       nil,
+		attrSpent:          num(int64(s.Spent)),
+		attrResubmits:      num(int64(s.Resubmits)),
+		attrFreeNext:       optBool(s.FreeNext),
+		attrRetryAtC:       nanos(s.RetryAt),
+		attrDeadlineC:      nanos(s.Deadline),
+		attrRetryAt:        nil,
+		attrDeadline:       nil,
+		attrCancelReq:      optBool(s.CancelRequested),
+		attrPausedFrom:     optStr(string(s.PausedFrom)),
+		attrLeaseBeat:      tm(s.Lease.LastHeartbeatAt),
+		attrLeaseExpires:   tm(s.Lease.ExpiresAt),
+		attrRecent:         nil,
+		attrCreatedAtC:     nanos(s.CreatedAt),
+		attrScheduledAtC:   nanos(s.ScheduledAt),
+		attrCreatedAt:      nil,
+		attrScheduledAt:    nil,
 	}
+}
+
+// snapshotTime reads a snapshot time stored compact (epoch nanoseconds,
+// under name) or, in an item written before, as a time string (under
+// former).
+func (r *reader) snapshotTime(name, former string) time.Time {
+	if _, ok := r.it[name]; ok {
+		return r.nanos(name)
+	}
+	return r.time(former)
 }
 
 func readSnapshot(r *reader) statemodel.Snapshot {
@@ -153,14 +175,23 @@ func readSnapshot(r *reader) statemodel.Snapshot {
 		Spent:           int(r.int(attrSpent)),
 		Resubmits:       int(r.int(attrResubmits)),
 		FreeNext:        r.bool(attrFreeNext),
-		RetryAt:         r.time(attrRetryAt),
-		Deadline:        r.time(attrDeadline),
+		RetryAt:         r.snapshotTime(attrRetryAtC, attrRetryAt),
+		Deadline:        r.snapshotTime(attrDeadlineC, attrDeadline),
 		CancelRequested: r.bool(attrCancelReq),
 		PausedFrom:      statemodel.InstanceState(r.str(attrPausedFrom)),
 		Lease:           statemodel.Lease{LastHeartbeatAt: r.time(attrLeaseBeat), ExpiresAt: r.time(attrLeaseExpires)},
-		CreatedAt:       r.time(attrCreatedAt),
-		ScheduledAt:     r.time(attrScheduledAt),
+		CreatedAt:       r.snapshotTime(attrCreatedAtC, attrCreatedAt),
+		ScheduledAt:     r.snapshotTime(attrScheduledAtC, attrScheduledAt),
 	}
+	for _, m := range r.maps(attrInlineAttempts) {
+		sub := &reader{it: m}
+		s.Attempts = append(s.Attempts, readCompactAttempt(sub))
+		if sub.err != nil && r.err == nil {
+			r.err = sub.err
+		}
+	}
+	// An item of the former format: long-named attempt records and the
+	// recent ids stored.
 	for _, m := range r.maps(attrAttempts) {
 		sub := &reader{it: m}
 		s.Attempts = append(s.Attempts, readAttemptRecord(sub))
@@ -178,30 +209,6 @@ func readSnapshot(r *reader) statemodel.Snapshot {
 		}
 	}
 	return s
-}
-
-func attemptList(as []statemodel.AttemptRecord) types.AttributeValue {
-	if len(as) == 0 {
-		return nil
-	}
-	l := make([]types.AttributeValue, len(as))
-	for i, a := range as {
-		l[i] = &types.AttributeValueMemberM{Value: attemptRecordItem(a).present()}
-	}
-	return &types.AttributeValueMemberL{Value: l}
-}
-
-func recentList(rs []statemodel.SeenEvent) types.AttributeValue {
-	if len(rs) == 0 {
-		return nil
-	}
-	l := make([]types.AttributeValue, len(rs))
-	for i, e := range rs {
-		l[i] = &types.AttributeValueMemberM{Value: item{
-			attrID: str(e.ID), attrSeq: num(e.Seq), attrTo: str(string(e.To)),
-		}.present()}
-	}
-	return &types.AttributeValueMemberL{Value: l}
 }
 
 // attemptRecordItem holds the fields of an attempt record; the attempt item
@@ -286,8 +293,10 @@ func readLateEvent(r *reader) statemodel.LateEvent {
 	}
 }
 
-// transitionFields holds a transition record's own fields (keys, kind and
-// TTL are added by the caller).
+// transitionFields holds a transition record's own fields in the former,
+// long-named encoding (keys, kind and TTL are added by the caller): the
+// store reads it in items written before compact records (record.go) and
+// writes it no more (tests write it to build such items).
 func transitionFields(tr statemodel.Transition) item {
 	var rec types.AttributeValue
 	if tr.AttemptRecord != nil {
@@ -364,8 +373,11 @@ func readTransition(r *reader) statemodel.Transition {
 	return tr
 }
 
-// policyItem stores a statemodel.Policy without Random (a function: the
-// caller supplies jitter at decision time). Durations are nanoseconds.
+// policyItem is the former, long-named encoding of a statemodel.Policy
+// (without Random, a function: the caller supplies jitter at decision
+// time; durations are nanoseconds). Instances written before compactPolicy
+// hold it and keep it; the store writes it no more (tests do, to build
+// such items).
 func policyItem(p statemodel.Policy) types.AttributeValue {
 	d := func(v time.Duration) types.AttributeValue { return num(int64(v)) }
 	return &types.AttributeValueMemberM{Value: item{

@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/shared/tableschema"
@@ -20,41 +19,28 @@ import (
 // An instance's history lives in two places, so that a transition is one
 // conditional write of the instance item and nothing else:
 //
-//   - inline: the instance item's history list holds the newest records;
-//     the write that changes the state appends the record in the same
-//     UpdateItem, so a state change and its record are one atomic write;
-//   - spilled: when the list holds MaxInlineHistory records or
-//     maxInlineHistoryBytes, the writer first puts the oldest ones, all but
-//     the newest keepInlineHistory, into one history item
-//     RUN#<run>/TR#<task>#<seq of the last record in it>, and only then
-//     writes the instance without them.
+//   - inline: the instance item's record list (compact, record.go) holds
+//     the newest records; the write that changes the state appends the
+//     record in the same UpdateItem, so a state change and its record are
+//     one atomic write;
+//   - spilled: when the item with the new records would pass
+//     instanceBudget (or hold MaxInlineHistory records), the writer first
+//     puts the older inline records, all but the new ones, into one
+//     history item RUN#<run>/TR#<task>#<seq of the last record in it>, and
+//     only then writes the instance without them.
 //
 // A crash between the two calls leaves the spilled records in both places;
 // readers merge by seq, so nothing is lost or doubled. Items of the former
-// layout (one record per TR#<task>#<seq> item) read the same way: a
-// single-record item is keyed by its own seq, which is also its last.
+// layouts (one record per TR#<task>#<seq> item; long-named records) read
+// the same way: a single-record item is keyed by its own seq, which is
+// also its last.
 const (
-
-	// keepInlineHistory is how many of the newest records stay inline
-	// after a spill: each spill moves MaxInlineHistory-keepInlineHistory+1
-	// records in one item, so spills are rare and their items few.
-	keepInlineHistory = 2
-	// maxInlineHistoryBytes spills early when records are large (reasons
-	// and evidence), so the instance item stays far from DynamoDB's 400 KB.
-	maxInlineHistoryBytes = 32 << 10
+	// instanceBudget is the size an instance item is kept within, so that
+	// each of its writes costs one write unit (1 KB), with room left for
+	// a TTL attribute: the older inline records are spilled before a write
+	// that would pass it.
+	instanceBudget = 1024 - 24
 )
-
-// historyList encodes inline records, oldest first.
-func historyList(trs []statemodel.Transition) types.AttributeValue {
-	if len(trs) == 0 {
-		return nil
-	}
-	l := make([]types.AttributeValue, len(trs))
-	for i, tr := range trs {
-		l[i] = &types.AttributeValueMemberM{Value: transitionFields(tr).present()}
-	}
-	return &types.AttributeValueMemberL{Value: l}
-}
 
 // readHistoryList decodes the records of a history list attribute.
 func readHistoryList(r *reader, attr string) []statemodel.Transition {
@@ -74,16 +60,20 @@ func readHistoryList(r *reader, attr string) []statemodel.Transition {
 }
 
 // planHistory appends trs to the inline records and says which of them the
-// write must spill first (oldest first) and which stay inline.
-func planHistory(inline []statemodel.Transition, trs ...statemodel.Transition) (spill, keep []statemodel.Transition) {
+// write must spill first (oldest first) and which stay inline. size is the
+// instance item's size with the given records inline. The records of trs stay
+// inline whatever they weigh: a state change and its record are one write.
+// The older ones are spilled all together once the item would pass
+// instanceBudget (or hold MaxInlineHistory records), so a spill is rare and
+// the next steps have the budget's room again.
+func planHistory(size func(keep []statemodel.Transition) int, inline []statemodel.Transition, trs ...statemodel.Transition) (spill, keep []statemodel.Transition) {
 	all := append(slices.Clone(inline), trs...)
-	if len(all) <= ledger.MaxInlineHistory && valueSize(historyList(all)) <= maxInlineHistoryBytes {
+	if len(all) <= ledger.MaxInlineHistory && size(all) <= instanceBudget {
 		return nil, all
 	}
-	cut := max(len(all)-keepInlineHistory, 1)
-	// Large records: keep fewer inline until the list fits its budget.
-	for cut < len(all)-1 && valueSize(historyList(all[cut:])) > maxInlineHistoryBytes {
-		cut++
+	cut := len(inline)
+	if cut == 0 {
+		return nil, all
 	}
 	return all[:cut], all[cut:]
 }
@@ -100,7 +90,7 @@ func (s *instances) putHistory(ctx context.Context, inst ledger.Instance, trs []
 		attrKind:        str(kindHistory),
 		attrRun:         str(key.Run),
 		attrTask:        str(key.Task),
-		attrRecords:     historyList(trs),
+		attrSpilledRecs: compactRecords(trs),
 		tableschema.TTL: expiry(inst.ExpiresAt),
 	}.present()
 	size, err := checkSize(fmt.Sprintf("history %s up to #%d", key, last), it)
@@ -192,7 +182,9 @@ func (s *instances) readSpilled(ctx context.Context, key ledger.InstanceKey, fro
 			var recs []statemodel.Transition
 			switch kind := r.str(attrKind); kind {
 			case kindHistory:
-				recs = readHistoryList(r, attrRecords)
+				// A history item of the former format holds its
+				// records long-named under attrRecords.
+				recs = append(readHistoryList(r, attrRecords), readCompactRecords(r, attrSpilledRecs)...)
 			case kindTransition:
 				recs = []statemodel.Transition{readTransition(r)}
 			default:
@@ -233,7 +225,7 @@ func mergeHistory(lists ...[]statemodel.Transition) []statemodel.Transition {
 func (s *instances) SeenBefore(ctx context.Context, inst ledger.Instance, id string) (statemodel.SeenEvent, bool, error) {
 	find := func(trs []statemodel.Transition) (statemodel.SeenEvent, bool) {
 		for _, tr := range trs {
-			if tr.EventID == id {
+			if statemodel.SameEvent(tr.EventID, id) {
 				return statemodel.SeenEvent{ID: id, Seq: tr.Seq, To: tr.To}, true
 			}
 		}

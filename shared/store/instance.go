@@ -24,7 +24,8 @@ func instanceItem(inst ledger.Instance) item {
 	for k, v := range timerItem(runPK(inst.Key.Run), instanceSK(inst.Key.Task), inst.TimerAt, inst.TimerKind) {
 		it[k] = v
 	}
-	it[attrHistory] = historyList(inst.History)
+	it[attrRecs] = compactRecords(inst.History)
+	it[attrInlineAttempts] = inlineAttempts(inst.Snapshot, inst.History)
 	it[tableschema.PK] = str(runPK(inst.Key.Run))
 	it[tableschema.SK] = str(instanceSK(inst.Key.Task))
 	return it
@@ -40,7 +41,7 @@ func instanceStatic(inst ledger.Instance) item {
 		attrPool:         optStr(inst.Pool),
 		attrPayload:      bin(inst.Payload),
 		attrExecutorSpec: bin(inst.Executor),
-		attrPolicy:       policyItem(inst.Policy),
+		attrPolicyC:      compactPolicy(inst.Policy),
 		attrDependsOn:    strList(inst.DependsOn),
 		attrTriggerRule:  optStr(string(inst.TriggerRule)),
 		attrPublish:      optBool(inst.Publish),
@@ -74,7 +75,7 @@ func decodeInstance(m map[string]types.AttributeValue) (ledger.Instance, error) 
 		Pool:        r.str(attrPool),
 		Payload:     r.bytes(attrPayload),
 		Executor:    r.bytes(attrExecutorSpec),
-		Policy:      readPolicy(r),
+		Policy:      readInstancePolicy(r),
 		DependsOn:   r.strList(attrDependsOn),
 		TriggerRule: statemodel.TriggerRule(r.str(attrTriggerRule)),
 		Publish:     r.bool(attrPublish),
@@ -86,8 +87,72 @@ func decodeInstance(m map[string]types.AttributeValue) (ledger.Instance, error) 
 		Map:         r.bytes(attrMapSpec),
 		ExpiresAt:   r.expiry(),
 	}
-	inst.History = readHistoryList(r, attrHistory)
+	// An item of the former format holds its records long-named under
+	// attrHistory; one being rewritten may hold both for no longer than
+	// the write (the write sets one and removes the other).
+	inst.History = mergeHistory(readHistoryList(r, attrHistory), readCompactRecords(r, attrRecs))
+	if len(inst.History) == 0 {
+		inst.History = nil
+	}
+	if len(inst.Snapshot.Recent) == 0 {
+		inst.Snapshot.Recent = recentOf(inst.History)
+	}
+	if len(inst.Snapshot.Attempts) == 0 && inst.Snapshot.Attempt > 0 {
+		if a, ok := lastAttemptRecord(inst.History); ok && a.N == inst.Snapshot.Attempt {
+			inst.Snapshot.Attempts = []statemodel.AttemptRecord{a}
+		}
+	}
 	return inst, r.err
+}
+
+// inlineAttempts is the snapshot's attempt records as the item stores
+// them: nothing when they are the current attempt's record as the newest
+// inline record that carries one holds it (the usual case: every
+// transition of an attempt records it), else compact.
+func inlineAttempts(s statemodel.Snapshot, inline []statemodel.Transition) types.AttributeValue {
+	if len(s.Attempts) == 1 && s.Attempts[0].N == s.Attempt {
+		if a, ok := lastAttemptRecord(inline); ok && a.Equal(s.Attempts[0]) {
+			return nil
+		}
+	}
+	return compactAttempts(s.Attempts)
+}
+
+// lastAttemptRecord is the attempt record of the newest record that
+// carries one.
+func lastAttemptRecord(trs []statemodel.Transition) (statemodel.AttemptRecord, bool) {
+	for i := len(trs) - 1; i >= 0; i-- {
+		if a := trs[i].AttemptRecord; a != nil {
+			return *a, true
+		}
+	}
+	return statemodel.AttemptRecord{}, false
+}
+
+// readInstancePolicy reads the compact policy, or the former long-named
+// one of an item written before.
+func readInstancePolicy(r *reader) statemodel.Policy {
+	if _, ok := r.it[attrPolicyC]; ok {
+		return readCompactPolicy(r)
+	}
+	return readPolicy(r)
+}
+
+// recentOf is the snapshot's recent event ids as the inline records hold
+// them (the item stores no list of its own): the newest
+// statemodel.RecentEvents at most. Fewer than the snapshot's seq makes the
+// ledger look an unknown event up in the whole history (SeenBefore), so
+// duplicates stay exact.
+func recentOf(trs []statemodel.Transition) []statemodel.SeenEvent {
+	if len(trs) == 0 {
+		return nil
+	}
+	trs = trs[max(0, len(trs)-statemodel.RecentEvents):]
+	out := make([]statemodel.SeenEvent, len(trs))
+	for i, tr := range trs {
+		out[i] = statemodel.SeenEvent{ID: statemodel.EventDigest(tr.EventID), Seq: tr.Seq, To: tr.To}
+	}
+	return out
 }
 
 // GetInstance reads one instance with a strongly consistent GetItem.
@@ -182,8 +247,9 @@ func asConflict(key ledger.InstanceKey, err error) (*ledger.ConflictError, bool)
 //	          item as found.
 //
 // The state change, its history record and the event's id (in the
-// snapshot's recent ids and in the record) are one atomic write: there is
-// no separate record or guard item that a crash could leave behind.
+// record, whose ids are the snapshot's recent ids) are one atomic write:
+// there is no separate record or guard item that a crash could leave
+// behind. The item stays within instanceBudget (history.go).
 //
 // Refreshed (a heartbeat that changes no state): one UpdateItem of the
 // instance's lease and timer, condition #state = :expected_state AND
@@ -227,10 +293,13 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 	pk := runPK(key.Run)
 	sk := instanceSK(key.Task)
 
-	spill, keep := planHistory(inst.History, trs...)
 	next := inst
 	next.Snapshot = d.Snapshot
 	next.TimerAt, next.TimerKind = ledger.IndexedTimer(key, d.Snapshot, tr.ObservedAt)
+	spill, keep := planHistory(func(keep []statemodel.Transition) int {
+		next.History = keep
+		return itemSize(instanceItem(next).present())
+	}, inst.History, trs...)
 	next.History = keep
 	full := instanceItem(next)
 	fullSize, err := checkSize("instance "+key.String(), full.present())
@@ -251,7 +320,9 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 	for k, v := range timerItem(pk, sk, next.TimerAt, next.TimerKind) {
 		set[k] = v
 	}
-	set[attrHistory] = full[attrHistory]
+	set[attrRecs] = full[attrRecs]
+	set[attrInlineAttempts] = full[attrInlineAttempts]
+	set[attrHistory] = nil
 	cond := ie.n(attrState) + " = " + ie.v("expected_state", str(string(from.State))) +
 		" AND " + ie.n(attrVersion) + " = " + ie.v("expected_version", num(from.Version))
 	if expiry {

@@ -450,7 +450,7 @@ func historyPages(t *testing.T, h *Harness) {
 		t.Fatalf("history seqs %v, want 1..5 in order", seqs)
 	}
 	first := h.FullHistory(t, key)[0]
-	if first.Event != statemodel.EvCreated || first.EventID != ledger.CreationEventID(key.Run, key.Task) || first.To != statemodel.StateCreated {
+	if first.Event != statemodel.EvCreated || !statemodel.SameEvent(first.EventID, ledger.CreationEventID(key.Run, key.Task)) || first.To != statemodel.StateCreated {
 		t.Fatalf("first record %+v, want instance.created", first)
 	}
 	if _, _, err := h.Store.History(ctx, key, 0, "not-a-token"); !errors.Is(err, ledger.ErrInvalidPageToken) {
