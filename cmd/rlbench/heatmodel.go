@@ -93,6 +93,7 @@ func shapeOf(key, run, job string, shards map[string]int) (shape string, scope k
 	if job != "" {
 		shape = replaceWord(shape, job, "<job>")
 	}
+	shape = mapPartition.ReplaceAllString(shape, "${1}<task>#")
 	shape = shardSuffix.ReplaceAllString(shape, "#nn")
 	switch {
 	case strings.Contains(shape, "<run>"):
@@ -107,6 +108,10 @@ func shapeOf(key, run, job string, shards map[string]int) (shape string, scope k
 }
 
 var shardSuffix = regexp.MustCompile(`#[0-9]{2,3}$`)
+
+// mapPartition finds the map task's name in a map child's partition,
+// RUN#<run>#M#<task>#nn (docs/store.md).
+var mapPartition = regexp.MustCompile(`^(RUN#<run>#M#)[^#]+#`)
 
 // replaceWord replaces job where it is the whole name: after a '#' or at
 // the start, and before a '#' or at the end.
@@ -202,10 +207,11 @@ const (
 // shardCounts is how many values each sharded key shape spreads over.
 func shardCounts() map[string]int {
 	return map[string]int{
-		"T#nn":               tableschema.TimerShards,
-		"RUNS#nn":            tableschema.RunListShards,
-		"live:JOB#<job>#nn":  tableschema.LiveShards,
-		"table:JOB#<job>#nn": tableschema.JobShards,
+		"T#nn":                        tableschema.TimerShards,
+		"RUNS#nn":                     tableschema.RunListShards,
+		"live:JOB#<job>#nn":           tableschema.LiveShards,
+		"table:JOB#<job>#nn":          tableschema.JobShards,
+		"table:RUN#<run>#M#<task>#nn": tableschema.MapChildShards,
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 )
 
 func TestShapeOfNamesRunJobAndShard(t *testing.T) {
-	shards := map[string]int{"T#nn": 16, "RUNS#nn": 32}
+	shards := map[string]int{"T#nn": 16, "RUNS#nn": 32, "RUN#<run>#M#<task>#nn": 64}
 	cases := []struct {
 		key, shape string
 		scope      keyScope
@@ -19,6 +19,8 @@ func TestShapeOfNamesRunJobAndShard(t *testing.T) {
 		{"RUNS", "RUNS", scopeTable, 1},
 		{"RUNS#07", "RUNS#nn", scopeTable, 32},
 		{"T#15", "T#nn", scopeTable, 16},
+		{"RUN#01JRUN#M#fan#07", "RUN#<run>#M#<task>#nn", scopeRun, 64}, // a map child's partition
+		{"RUN#01JRUN#M#cost-ok#63", "RUN#<run>#M#<task>#nn", scopeRun, 64},
 	}
 	for _, c := range cases {
 		shape, scope, n := shapeOf(c.key, "01JRUN", "cost-ok", shards)

@@ -69,7 +69,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		Publish: true, Snapshot: s,
 	}
 	inst.Policy.Random = nil
-	got, err := decodeInstance(instanceItem(inst).present())
+	got, err := decodeInstance(instanceItem(runPK(inst.Key.Run), inst).present())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 
 func TestTerminalInstanceHasNoTimerAttributes(t *testing.T) {
 	s := statemodel.Snapshot{State: statemodel.StateSucceeded, Version: 3, Deadline: epoch0}
-	it := instanceItem(ledger.Instance{Key: ledger.InstanceKey{Run: "r", Task: "t"}, Snapshot: s})
+	it := instanceItem(runPK("r"), ledger.Instance{Key: ledger.InstanceKey{Run: "r", Task: "t"}, Snapshot: s})
 	for _, a := range []string{"timer_shard", "timer_at", "timer_kind"} {
 		if v, ok := it[a]; !ok || v != nil {
 			t.Fatalf("%s is %v; want present as nil so updates REMOVE it", a, v)

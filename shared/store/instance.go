@@ -15,17 +15,17 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// instanceItem is the whole instance item.
-func instanceItem(inst ledger.Instance) item {
+// instanceItem is the whole instance item, in partition pk (instancePK).
+func instanceItem(pk string, inst ledger.Instance) item {
 	it := instanceStatic(inst)
 	for k, v := range snapshotItem(inst.Snapshot) {
 		it[k] = v
 	}
-	for k, v := range timerItem(runPK(inst.Key.Run), instanceSK(inst.Key.Task), inst.Snapshot) {
+	for k, v := range timerItem(pk, instanceSK(inst.Key.Task), inst.Snapshot) {
 		it[k] = v
 	}
 	it[attrHistory] = historyList(inst.History)
-	it[tableschema.PK] = str(runPK(inst.Key.Run))
+	it[tableschema.PK] = str(pk)
 	it[tableschema.SK] = str(instanceSK(inst.Key.Task))
 	return it
 }
@@ -93,7 +93,11 @@ func (s *instances) GetInstance(ctx context.Context, key ledger.InstanceKey) (le
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
 	}
-	inst, err := getItem(ctx, s.base, runPK(key.Run), instanceSK(key.Task), decodeInstance)
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
+	}
+	inst, err := getItem(ctx, s.base, pk, instanceSK(key.Task), decodeInstance)
 	if err != nil {
 		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
 	}
@@ -114,8 +118,12 @@ func (s *instances) GetAttempt(ctx context.Context, key ledger.InstanceKey, n in
 	if n < 1 {
 		return ledger.Attempt{}, op(fmt.Errorf("%w: attempt %d", ledger.ErrInvalidInput, n))
 	}
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return ledger.Attempt{}, op(err)
+	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: keyOf(runPK(key.Run), attemptSK(key.Task, n)), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(s.table), Key: keyOf(pk, attemptSK(key.Task, n)), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return ledger.Attempt{}, op(translate(err))
@@ -219,7 +227,10 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 	}
 	d := ds[len(ds)-1]
 	tr := trs[len(trs)-1]
-	pk := runPK(key.Run)
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return inst, err
+	}
 	sk := instanceSK(key.Task)
 
 	spill, keep := planHistory(inst.History, trs...)
@@ -227,7 +238,7 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 	next.Snapshot = d.Snapshot
 	next.TimerAt, next.TimerKind = d.Snapshot.Timer()
 	next.History = keep
-	full := instanceItem(next)
+	full := instanceItem(pk, next)
 	fullSize, err := checkSize("instance "+key.String(), full.present())
 	if err != nil {
 		return inst, err
@@ -281,7 +292,7 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 		}
 		return inst, translate(err)
 	}
-	s.report("transition", false, []int{fullSize}, timerIndexWrites(instanceItem(inst), full), consumed(out.ConsumedCapacity))
+	s.report("transition", false, []int{fullSize}, timerIndexWrites(instanceItem(pk, inst), full), consumed(out.ConsumedCapacity))
 	return next, nil
 }
 
@@ -291,7 +302,11 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 //	condition  #state = :expected_state AND #version = :expected_version
 //	fails when a transition moved the instance: *ledger.ConflictError.
 func (s *instances) refreshLease(ctx context.Context, inst ledger.Instance, n statemodel.Snapshot) (ledger.Instance, error) {
-	pk, sk := runPK(inst.Key.Run), instanceSK(inst.Key.Task)
+	pk, err := s.instancePK(ctx, inst.Key)
+	if err != nil {
+		return inst, err
+	}
+	sk := instanceSK(inst.Key.Task)
 	set := item{attrLeaseBeat: tm(n.Lease.LastHeartbeatAt), attrLeaseExpires: tm(n.Lease.ExpiresAt)}
 	for k, v := range timerItem(pk, sk, n) {
 		set[k] = v
@@ -301,7 +316,7 @@ func (s *instances) refreshLease(ctx context.Context, inst ledger.Instance, n st
 		" AND " + e.n(attrVersion) + " = " + e.v("expected_version", num(inst.Snapshot.Version))
 	next := inst
 	next.Snapshot = n
-	size := itemSize(instanceItem(next).present())
+	size := itemSize(instanceItem(pk, next).present())
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(pk, sk),
 		UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
@@ -319,7 +334,7 @@ func (s *instances) refreshLease(ctx context.Context, inst ledger.Instance, n st
 	if out.ConsumedCapacity != nil {
 		cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
 	}
-	s.report("refresh_lease", false, []int{size}, timerIndexWrites(instanceItem(inst), instanceItem(next)), cc)
+	s.report("refresh_lease", false, []int{size}, timerIndexWrites(instanceItem(pk, inst), instanceItem(pk, next)), cc)
 	next.TimerAt, next.TimerKind = n.Timer()
 	return next, nil
 }
@@ -350,7 +365,11 @@ func (s *instances) AppendLate(ctx context.Context, key ledger.InstanceKey, late
 	if _, err := checkSize("late event", entry); err != nil {
 		return op(err)
 	}
-	pk, sk := runPK(key.Run), attemptSK(key.Task, late.Attempt)
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return op(err)
+	}
+	sk := attemptSK(key.Task, late.Attempt)
 	e := newExpr()
 	// The item may not exist yet: an attempt the instance still holds has
 	// no item until its first late event or its eviction.
@@ -485,7 +504,11 @@ func (b *beat) read(ctx context.Context, round int) (*statemodel.Snapshot, error
 		if err != nil {
 			return nil, err
 		}
-		b.found = instanceItem(inst).present()
+		pk, err := b.s.instancePK(ctx, b.key)
+		if err != nil {
+			return nil, err
+		}
+		b.found = instanceItem(pk, inst).present()
 	}
 	r := &reader{it: b.found}
 	cur := readSnapshot(r)
@@ -506,7 +529,11 @@ func (b *beat) decide(_ context.Context, cur *statemodel.Snapshot) (statemodel.I
 // condition keeps the item found for the next round's decision.
 func (b *beat) write(ctx context.Context, state statemodel.InstanceState) error {
 	s := b.s
-	pk, sk := runPK(b.key.Run), instanceSK(b.key.Task)
+	pk, err := s.instancePK(ctx, b.key)
+	if err != nil {
+		return err
+	}
+	sk := instanceSK(b.key.Task)
 	e := newExpr()
 	set := item{attrLeaseBeat: tm(b.now), attrLeaseExpires: tm(b.expires)}
 	if state == statemodel.StateRunning {
@@ -570,7 +597,11 @@ func (s *instances) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKe
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return ledger.Instance{}, ledger.Run{}, op(err)
 	}
-	keys := []map[string]types.AttributeValue{keyOf(runPK(key.Run), skRun), keyOf(runPK(key.Run), instanceSK(key.Task))}
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return ledger.Instance{}, ledger.Run{}, op(err)
+	}
+	keys := []map[string]types.AttributeValue{keyOf(runPK(key.Run), skRun), keyOf(pk, instanceSK(key.Task))}
 	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 	var inst *ledger.Instance
 	var run *ledger.Run

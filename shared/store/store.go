@@ -82,6 +82,8 @@ type base struct {
 	log       *slog.Logger
 	capacity  func(CapacityReport)
 	specs     *specCache // run specs written or read (runspec.go)
+
+	layouts *mapLayouts // each map's child partitions (mapparts.go)
 }
 
 // runs keeps runs and answers from the live-work indexes (ledger.Runs but
@@ -158,7 +160,7 @@ func New(db *dynamodb.Client, table string, opts ...Option) *Store {
 	b := &base{
 		db: db, table: table, clock: time.Now,
 		retention: ledger.DefaultHistoryRetention, backstop: ledger.DefaultRunBackstop,
-		log: slog.Default(), specs: &specCache{},
+		log: slog.Default(), specs: &specCache{}, layouts: &mapLayouts{fresh: mapChildParts},
 	}
 	list := &listings{b}
 	rs := &runs{base: b, list: list}
