@@ -16,9 +16,9 @@ import (
 )
 
 // A map's children and their counts are spread over partitions of their
-// own (docs/store.md, "A map's partitions"): under the run's one partition
-// key a map took at most 1,000 WCU a second, about 50 children a second
-// at ~19 WCU a child. Child i lives in partition i % parts,
+// own (docs/store.md, "Indexes and their partitions"): under the run's
+// one partition key a map took at most 1,000 WCU a second, about 50
+// children a second at ~19 WCU a child. Child i lives in partition i % parts,
 //
 //	RUN#<run>#M#<task>#nn  child i's instance, attempts and history (the
 //	                       same sort keys as in the run's partition), and
@@ -31,7 +31,7 @@ const (
 	// mapChildParts is the partitions of a map created now: at 1,000
 	// children a second and ~19 WCU a child, each takes ~300 WCU a second,
 	// under half of a partition's 1,000. With the map item, its shards
-	// are read in one BatchGetItem (100 keys).
+	// are read in one BatchGetItem (at most 100 keys).
 	mapChildParts  = tableschema.MapChildShards
 	attrChildParts = "child_parts"
 	childPartInfix = "#M#"
