@@ -118,6 +118,7 @@ func shapeOf(key, run, job string, shards map[string]int) (shape string, scope k
 	if job != "" {
 		shape = replaceWord(shape, job, "<job>")
 	}
+	shape = mapPartition.ReplaceAllString(shape, "${1}<task>#")
 	shape = shardSuffix.ReplaceAllString(shape, "#nn")
 	switch {
 	case strings.Contains(shape, "<run>"):
@@ -132,6 +133,10 @@ func shapeOf(key, run, job string, shards map[string]int) (shape string, scope k
 }
 
 var shardSuffix = regexp.MustCompile(`#[0-9]{2,3}$`)
+
+// mapPartition finds the map task's name in a map child's partition,
+// RUN#<run>#M#<task>#nn (docs/store.md).
+var mapPartition = regexp.MustCompile(`^(RUN#<run>#M#)[^#]+#`)
 
 // replaceWord replaces job where it is the whole name: between '#' or
 // '/' (a limiter's name is <job>/<key>) or the key's ends.
@@ -239,10 +244,11 @@ const (
 // reads of claims stored before the sharding.
 func shardCounts() map[string]int {
 	return map[string]int{
-		"T#nn":               tableschema.TimerShards,
-		"RUNS#nn":            tableschema.RunListShards,
-		"live:JOB#<job>#nn":  tableschema.LiveShards,
-		"table:JOB#<job>#nn": tableschema.JobShards,
+		"T#nn":                        tableschema.TimerShards,
+		"RUNS#nn":                     tableschema.RunListShards,
+		"live:JOB#<job>#nn":           tableschema.LiveShards,
+		"table:JOB#<job>#nn":          tableschema.JobShards,
+		"table:RUN#<run>#M#<task>#nn": tableschema.MapChildShards,
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 func TestShapeOfNamesRunJobAndShard(t *testing.T) {
-	shards := map[string]int{"T#nn": 16, "RUNS#nn": 32}
+	shards := map[string]int{"T#nn": 16, "RUNS#nn": 32, "RUN#<run>#M#<task>#nn": 64}
 	cases := []struct {
 		key, shape string
 		scope      keyScope
@@ -24,6 +24,8 @@ func TestShapeOfNamesRunJobAndShard(t *testing.T) {
 		{"T#15", "T#nn", scopeTable, 16},
 		{"LIMITER#cost-ok/", "LIMITER#<job>/", scopeJob, 1}, // a limiter's name is <job>/<key>
 		{"LIMITER#cost-ok/tenant-1", "LIMITER#<job>/tenant-1", scopeJob, 1},
+		{"RUN#01JRUN#M#fan#07", "RUN#<run>#M#<task>#nn", scopeRun, 64}, // a map child's partition
+		{"RUN#01JRUN#M#cost-ok#63", "RUN#<run>#M#<task>#nn", scopeRun, 64},
 	}
 	for _, c := range cases {
 		shape, scope, n := shapeOf(c.key, "01JRUN", "cost-ok", shards)

@@ -72,7 +72,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	// The timer as indexed by a write an hour before it.
 	at, kind := s.Timer()
 	inst.TimerAt, inst.TimerKind = ledger.IndexedTimer(inst.Key, s, at.Add(-time.Hour))
-	got, err := decodeInstance(instanceItem(inst).present())
+	got, err := decodeInstance(instanceItem(runPK(inst.Key.Run), inst).present())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 
 func TestTerminalInstanceHasNoTimerAttributes(t *testing.T) {
 	s := statemodel.Snapshot{State: statemodel.StateSucceeded, Version: 3, Deadline: epoch0}
-	it := instanceItem(ledger.Instance{Key: ledger.InstanceKey{Run: "r", Task: "t"}, Snapshot: s})
+	it := instanceItem(runPK("r"), ledger.Instance{Key: ledger.InstanceKey{Run: "r", Task: "t"}, Snapshot: s})
 	for _, a := range []string{"timer_shard", "timer_at", "timer_kind"} {
 		if v, ok := it[a]; !ok || v != nil {
 			t.Fatalf("%s is %v; want present as nil so updates REMOVE it", a, v)

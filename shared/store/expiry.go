@@ -71,33 +71,44 @@ func (s *base) expiryOf(ctx context.Context, pk, sk string) (time.Time, error) {
 //	          condition  attribute_exists(#pk) AND #expires_at < :at
 //
 // The items are the run's partition (instances, attempts, history, map
-// items and children) and its pointer in its job's partition.
+// items and, for a map stored before its children were partitioned, its
+// children), each partitioned map's child partitions (their children,
+// attempts, history and count shards), and the run's pointer in its job's
+// partition.
 func (s *runs) pushExpiry(ctx context.Context, run ledger.Run, at time.Time) error {
 	keys := []map[string]types.AttributeValue{keyOf(jobShard(run.Job, run.ID), pointerSK(run.ID))}
-	e := newExpr()
-	in := &dynamodb.QueryInput{
-		TableName:                aws.String(s.table),
-		KeyConditionExpression:   aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(runPK(run.ID)))),
-		ProjectionExpression:     aws.String(e.n(tableschema.PK) + ", " + e.n(tableschema.SK) + ", " + e.n(tableschema.TTL)),
-		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		ConsistentRead: aws.Bool(true),
+	type partedMap struct {
+		task  string
+		parts int
 	}
-	for {
-		out, err := s.db.Query(ctx, in)
-		if err != nil {
-			return translate(err)
+	var parted []partedMap
+	err := s.expiringKeys(ctx, runPK(run.ID), at, func(r *reader) {
+		if r.str(tableschema.SK) == skRun {
+			return
 		}
-		for _, it := range out.Items {
-			r := &reader{it: it}
-			if r.str(tableschema.SK) == skRun || !r.expiry().Before(at) {
-				continue
+		if r.str(attrKind) == kindMap {
+			if n := int(r.int(attrChildParts)); n > 0 {
+				parted = append(parted, partedMap{task: r.str(attrTask), parts: n})
 			}
+		}
+		if r.expiry().Before(at) {
 			keys = append(keys, keyOf(r.str(tableschema.PK), r.str(tableschema.SK)))
 		}
-		if out.LastEvaluatedKey == nil {
-			break
+	})
+	if err != nil {
+		return err
+	}
+	for _, m := range parted {
+		for p := range m.parts {
+			err := s.expiringKeys(ctx, childPartPK(run.ID, m.task, p), at, func(r *reader) {
+				if r.expiry().Before(at) {
+					keys = append(keys, keyOf(r.str(tableschema.PK), r.str(tableschema.SK)))
+				}
+			})
+			if err != nil {
+				return err
+			}
 		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
 	for _, k := range keys {
 		u := newExpr()
@@ -113,6 +124,33 @@ func (s *runs) pushExpiry(ctx context.Context, run ledger.Run, at time.Time) err
 		}
 	}
 	return nil
+}
+
+// expiringKeys queries partition pk (keys, kind, task, child partitions
+// and expiry only, strongly consistent) and hands each item to see.
+func (s *runs) expiringKeys(ctx context.Context, pk string, at time.Time, see func(*reader)) error {
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(pk))),
+		ProjectionExpression: aws.String(e.n(tableschema.PK) + ", " + e.n(tableschema.SK) + ", " + e.n(tableschema.TTL) +
+			", " + e.n(attrKind) + ", " + e.n(attrTask) + ", " + e.n(attrChildParts)),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ConsistentRead: aws.Bool(true),
+	}
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return fmt.Errorf("push expiry: read %s: %w", pk, translate(err))
+		}
+		for _, it := range out.Items {
+			see(&reader{it: it})
+		}
+		if out.LastEvaluatedKey == nil {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }
 
 // retained is run as its next write leaves it: when its expiry is due at

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,27 +22,14 @@ import (
 func runItems(t *testing.T, table string, run ledger.Run) []map[string]types.AttributeValue {
 	t.Helper()
 	var out []map[string]types.AttributeValue
-	in := &dynamodb.QueryInput{
-		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-		KeyConditionExpression:    aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "RUN#" + run.ID}},
-	}
-	for {
-		page, err := db.Query(context.Background(), in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, page.Items...)
-		if page.LastEvaluatedKey == nil {
-			break
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
-	}
 	for _, it := range scanAll(t, table) {
-		if kind(it) == "run_pointer" {
-			if id, ok := it["run_id"].(*types.AttributeValueMemberS); ok && id.Value == run.ID {
-				out = append(out, it)
-			}
+		pk, _ := it["pk"].(*types.AttributeValueMemberS)
+		id, _ := it["run_id"].(*types.AttributeValueMemberS)
+		switch {
+		case pk != nil && (pk.Value == "RUN#"+run.ID || strings.HasPrefix(pk.Value, "RUN#"+run.ID+"#")):
+			out = append(out, it) // the run's partition and its maps' child partitions
+		case kind(it) == "run_pointer" && id != nil && id.Value == run.ID:
+			out = append(out, it)
 		}
 	}
 	return out

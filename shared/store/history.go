@@ -84,8 +84,12 @@ func planHistory(size func(keep []statemodel.Transition) int, inline []statemode
 func (s *instances) putHistory(ctx context.Context, inst ledger.Instance, trs []statemodel.Transition) error {
 	key := inst.Key
 	last := trs[len(trs)-1].Seq
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return err
+	}
 	it := item{
-		tableschema.PK:  str(runPK(key.Run)),
+		tableschema.PK:  str(pk),
 		tableschema.SK:  str(transitionSK(key.Task, last)),
 		attrKind:        str(kindHistory),
 		attrRun:         str(key.Run),
@@ -113,6 +117,10 @@ func (s *instances) putHistory(ctx context.Context, inst ledger.Instance, trs []
 // write and is harmless to repeat.
 func (s *instances) putEvictedAttempts(ctx context.Context, inst ledger.Instance, to statemodel.Snapshot) error {
 	key, from := inst.Key, inst.Snapshot
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return err
+	}
 	for _, a := range from.Attempts {
 		if len(to.Attempts) == 0 || a.N >= to.Attempts[0].N {
 			continue
@@ -130,7 +138,7 @@ func (s *instances) putEvictedAttempts(ctx context.Context, inst ledger.Instance
 		}
 		e := newExpr()
 		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(s.table), Key: keyOf(runPK(key.Run), attemptSK(key.Task, a.N)),
+			TableName: aws.String(s.table), Key: keyOf(pk, attemptSK(key.Task, a.N)),
 			UpdateExpression:         aws.String(e.update(rec)),
 			ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 			ReturnConsumedCapacity: s.returnCapacity(),
@@ -161,12 +169,16 @@ func spilled(inst ledger.Instance) bool {
 // History items are keyed by their last record's seq, so the first item
 // the range returns may start before from.
 func (s *instances) readSpilled(ctx context.Context, key ledger.InstanceKey, from int64, want int) ([]statemodel.Transition, error) {
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return nil, err
+	}
 	e := newExpr()
 	upper := []byte(transitionPrefix(key.Task))
 	upper[len(upper)-1]++
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
-		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(runPK(key.Run))) +
+		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(pk)) +
 			" AND " + e.n(tableschema.SK) + " BETWEEN " + e.v("from", str(transitionSK(key.Task, from))) +
 			" AND " + e.v("to", str(string(upper)))),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),

@@ -15,18 +15,18 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-// instanceItem is the whole instance item.
-func instanceItem(inst ledger.Instance) item {
+// instanceItem is the whole instance item, in partition pk (instancePK).
+func instanceItem(pk string, inst ledger.Instance) item {
 	it := instanceStatic(inst)
 	for k, v := range snapshotItem(inst.Snapshot) {
 		it[k] = v
 	}
-	for k, v := range timerItem(runPK(inst.Key.Run), instanceSK(inst.Key.Task), inst.TimerAt, inst.TimerKind) {
+	for k, v := range timerItem(pk, instanceSK(inst.Key.Task), inst.TimerAt, inst.TimerKind) {
 		it[k] = v
 	}
 	it[attrRecs] = compactRecords(inst.History)
 	it[attrInlineAttempts] = inlineAttempts(inst.Snapshot, inst.History)
-	it[tableschema.PK] = str(runPK(inst.Key.Run))
+	it[tableschema.PK] = str(pk)
 	it[tableschema.SK] = str(instanceSK(inst.Key.Task))
 	return it
 }
@@ -160,7 +160,11 @@ func (s *instances) GetInstance(ctx context.Context, key ledger.InstanceKey) (le
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
 	}
-	inst, err := getItem(ctx, s.base, runPK(key.Run), instanceSK(key.Task), decodeInstance)
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return ledger.Instance{}, fmt.Errorf("get instance %s: %w", key, err)
+	}
+	inst, err := getItem(ctx, s.base, pk, instanceSK(key.Task), decodeInstance)
 	if err == nil && ledger.Expired(inst.ExpiresAt, s.clock()) {
 		err = ledger.ErrNotFound // its run expired: gone, as the run is
 	}
@@ -184,8 +188,12 @@ func (s *instances) GetAttempt(ctx context.Context, key ledger.InstanceKey, n in
 	if n < 1 {
 		return ledger.Attempt{}, op(fmt.Errorf("%w: attempt %d", ledger.ErrInvalidInput, n))
 	}
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return ledger.Attempt{}, op(err)
+	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: keyOf(runPK(key.Run), attemptSK(key.Task, n)), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(s.table), Key: keyOf(pk, attemptSK(key.Task, n)), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return ledger.Attempt{}, op(translate(err))
@@ -290,7 +298,10 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 	}
 	d := ds[len(ds)-1]
 	tr := trs[len(trs)-1]
-	pk := runPK(key.Run)
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return inst, err
+	}
 	sk := instanceSK(key.Task)
 
 	next := inst
@@ -298,10 +309,10 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 	next.TimerAt, next.TimerKind = ledger.IndexedTimer(key, d.Snapshot, tr.ObservedAt)
 	spill, keep := planHistory(func(keep []statemodel.Transition) int {
 		next.History = keep
-		return itemSize(instanceItem(next).present())
+		return itemSize(instanceItem(pk, next).present())
 	}, inst.History, trs...)
 	next.History = keep
-	full := instanceItem(next)
+	full := instanceItem(pk, next)
 	fullSize, err := checkSize("instance "+key.String(), full.present())
 	if err != nil {
 		return inst, err
@@ -357,7 +368,7 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 		}
 		return inst, translate(err)
 	}
-	s.report("transition", false, []int{fullSize}, timerIndexWrites(instanceItem(inst), full), consumed(out.ConsumedCapacity))
+	s.report("transition", false, []int{fullSize}, timerIndexWrites(instanceItem(pk, inst), full), consumed(out.ConsumedCapacity))
 	return next, nil
 }
 
@@ -367,7 +378,11 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 //	condition  #state = :expected_state AND #version = :expected_version
 //	fails when a transition moved the instance: *ledger.ConflictError.
 func (s *instances) refreshLease(ctx context.Context, inst ledger.Instance, n statemodel.Snapshot) (ledger.Instance, error) {
-	pk, sk := runPK(inst.Key.Run), instanceSK(inst.Key.Task)
+	pk, err := s.instancePK(ctx, inst.Key)
+	if err != nil {
+		return inst, err
+	}
+	sk := instanceSK(inst.Key.Task)
 	next := inst
 	next.Snapshot = n
 	next.TimerAt, next.TimerKind = ledger.IndexedTimer(inst.Key, n, n.Lease.LastHeartbeatAt)
@@ -378,7 +393,7 @@ func (s *instances) refreshLease(ctx context.Context, inst ledger.Instance, n st
 	e := newExpr()
 	cond := e.n(attrState) + " = " + e.v("expected_state", str(string(inst.Snapshot.State))) +
 		" AND " + e.n(attrVersion) + " = " + e.v("expected_version", num(inst.Snapshot.Version))
-	size := itemSize(instanceItem(next).present())
+	size := itemSize(instanceItem(pk, next).present())
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: keyOf(pk, sk),
 		UpdateExpression: aws.String(e.update(set)), ConditionExpression: aws.String(cond),
@@ -396,7 +411,7 @@ func (s *instances) refreshLease(ctx context.Context, inst ledger.Instance, n st
 	if out.ConsumedCapacity != nil {
 		cc = []types.ConsumedCapacity{*out.ConsumedCapacity}
 	}
-	s.report("refresh_lease", false, []int{size}, timerIndexWrites(instanceItem(inst), instanceItem(next)), cc)
+	s.report("refresh_lease", false, []int{size}, timerIndexWrites(instanceItem(pk, inst), instanceItem(pk, next)), cc)
 	return next, nil
 }
 
@@ -426,7 +441,11 @@ func (s *instances) AppendLate(ctx context.Context, key ledger.InstanceKey, late
 	if _, err := checkSize("late event", entry); err != nil {
 		return op(err)
 	}
-	pk, sk := runPK(key.Run), attemptSK(key.Task, late.Attempt)
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return op(err)
+	}
+	sk := attemptSK(key.Task, late.Attempt)
 	// The attempt item may be created here, so it takes its run's expiry,
 	// from the instance (late events are rare: one read each).
 	expires, err := s.expiryOf(ctx, pk, instanceSK(key.Task))
@@ -574,7 +593,11 @@ func (b *beat) read(ctx context.Context, round int) (*statemodel.Snapshot, error
 		if err != nil {
 			return nil, err
 		}
-		b.found = instanceItem(inst).present()
+		pk, err := b.s.instancePK(ctx, b.key)
+		if err != nil {
+			return nil, err
+		}
+		b.found = instanceItem(pk, inst).present()
 	}
 	r := &reader{it: b.found}
 	cur := readSnapshot(r)
@@ -595,7 +618,11 @@ func (b *beat) decide(_ context.Context, cur *statemodel.Snapshot) (statemodel.I
 // condition keeps the item found for the next round's decision.
 func (b *beat) write(ctx context.Context, state statemodel.InstanceState) error {
 	s := b.s
-	pk, sk := runPK(b.key.Run), instanceSK(b.key.Task)
+	pk, err := s.instancePK(ctx, b.key)
+	if err != nil {
+		return err
+	}
+	sk := instanceSK(b.key.Task)
 	e := newExpr()
 	set := item{attrLeaseBeat: tm(b.now), attrLeaseExpires: tm(b.expires)}
 	if state == statemodel.StateRunning {
@@ -662,7 +689,11 @@ func (s *instances) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKe
 	if err := ledger.CheckInstanceKey(key); err != nil {
 		return ledger.Instance{}, ledger.Run{}, op(err)
 	}
-	keys := []map[string]types.AttributeValue{keyOf(runPK(key.Run), skRun), keyOf(runPK(key.Run), instanceSK(key.Task))}
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return ledger.Instance{}, ledger.Run{}, op(err)
+	}
+	keys := []map[string]types.AttributeValue{keyOf(runPK(key.Run), skRun), keyOf(pk, instanceSK(key.Task))}
 	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 	var inst *ledger.Instance
 	var run *ledger.Run

@@ -14,7 +14,7 @@ import (
 // its recent event ids, as sent, under "recent", and its times as time
 // strings.
 func LegacyInstanceItem(inst ledger.Instance, attempts []statemodel.AttemptRecord) map[string]types.AttributeValue {
-	it := instanceItem(inst)
+	it := instanceItem(runPK(inst.Key.Run), inst)
 	it[attrRecs], it[attrInlineAttempts], it[attrPolicyC] = nil, nil, nil
 	it[attrRetryAtC], it[attrDeadlineC], it[attrCreatedAtC], it[attrScheduledAtC] = nil, nil, nil, nil
 	s := inst.Snapshot

@@ -1,10 +1,14 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -18,9 +22,14 @@ import (
 //
 //	RUN#MAP#<task>        the map item (ledger.MapState), read with the
 //	                      run (ReadRun's range, RUN .. TASK#\uffff)
-//	RUN#MAP#<task>#S#nn   the end counts of the children i % 32 = nn
 //	MAP#<task>#I#nnn      chunk nnn of its rendered elements
 //	MAP#<task>#O          the map's output, once it ended
+//
+// and in child i's partition (mapparts.go: RUN#<run>#M#<task>#nn, nn =
+// i % parts; the run's partition for a map written before, whose count
+// shards are i % 32):
+//
+//	RUN#MAP#<task>#S#nn   the end counts of the partition's children
 //	MAP#<task>#C#nnnnn    child nnnnn's instance (its attempts: ...#ATT#nnn)
 //
 // MAP# sorts before RUN, so ReadRun reads none of the children.
@@ -52,8 +61,8 @@ func mapChunkSK(task string, c int) string { return fmt.Sprintf("%s%s#I#%03d", p
 func childSK(task string, i int) string    { return fmt.Sprintf("%s%s#C#%05d", prefixMap, task, i) }
 func childPrefix(task string) string       { return prefixMap + task + "#C#" }
 
-func mapItem(m ledger.MapState) item {
-	return item{
+func mapItem(m ledger.MapState, parts int) item {
+	it := item{
 		tableschema.PK: str(runPK(m.Run)), tableschema.SK: str(mapSK(m.Task)),
 		attrKind: str(kindMap), attrRun: str(m.Run), attrTask: str(m.Task),
 		attrTotal: num(int64(m.Total)), attrNext: num(int64(m.Next)), attrRunning: num(int64(m.Running)),
@@ -61,6 +70,10 @@ func mapItem(m ledger.MapState) item {
 		attrMaxPar: num(int64(m.MaxParallel)), attrTolerate: num(int64(m.Tolerated)),
 		tableschema.TTL: expiry(m.ExpiresAt),
 	}
+	if parts > 0 {
+		it[attrChildParts] = num(int64(parts))
+	}
+	return it
 }
 
 // addMapItem adds a map item or one of its count shards (which sort
@@ -115,7 +128,7 @@ func (s *maps) CreateMap(ctx context.Context, m ledger.MapState, items [][]byte)
 	}
 	e := newExpr()
 	actions := []types.TransactWriteItem{{Put: &types.Put{
-		TableName: aws.String(s.table), Item: mapItem(m).present(),
+		TableName: aws.String(s.table), Item: mapItem(m, s.layouts.fresh).present(),
 		ConditionExpression:      aws.String("attribute_not_exists(" + e.n(tableschema.PK) + ")"),
 		ExpressionAttributeNames: e.nameMap(),
 	}}}
@@ -138,13 +151,25 @@ func (s *maps) CreateMap(ctx context.Context, m ledger.MapState, items [][]byte)
 	} else if err != nil {
 		return op(cancelError(err, reasons))
 	}
+	s.layouts.put(m.Run, m.Task, s.layouts.fresh)
 	return nil
 }
 
-// GetMap reads a map item with a strongly consistent GetItem.
+// GetMap reads a map item and its count shards: one strongly consistent
+// Query of the run's partition for a map whose shards are there, one
+// BatchGetItem for a map whose parts the process knows (the first read
+// of such a map reads its shards after the Query).
 func (s *maps) GetMap(ctx context.Context, run, task string) (ledger.MapState, error) {
 	if err := ledger.CheckMapKey(run, task); err != nil {
 		return ledger.MapState{}, err
+	}
+	op := func(err error) error { return fmt.Errorf("get map %s/%s: %w", run, task, err) }
+	maps := map[string]ledger.MapState{}
+	if parts, ok := s.layouts.get(run, task); ok && parts > 0 {
+		if err := s.readMapParted(ctx, run, task, parts, true, maps); err != nil {
+			return ledger.MapState{}, op(translate(err))
+		}
+		return foundMap(maps, task, op)
 	}
 	e := newExpr()
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
@@ -154,17 +179,31 @@ func (s *maps) GetMap(ctx context.Context, run, task string) (ledger.MapState, e
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return ledger.MapState{}, fmt.Errorf("get map %s/%s: %w", run, task, translate(err))
+		return ledger.MapState{}, op(translate(err))
 	}
-	maps := map[string]ledger.MapState{}
+	parts := 0
 	for _, it := range out.Items {
+		if (&reader{it: it}).str(attrKind) == kindMap {
+			parts = childPartsOf(it)
+			s.layouts.put(run, task, parts)
+		}
 		if err := addMapItem(maps, it); err != nil {
-			return ledger.MapState{}, fmt.Errorf("get map %s/%s: %w", run, task, err)
+			return ledger.MapState{}, op(err)
 		}
 	}
+	if _, ok := maps[task]; ok && parts > 0 {
+		if err := s.readMapParted(ctx, run, task, parts, false, maps); err != nil {
+			return ledger.MapState{}, op(translate(err))
+		}
+	}
+	return foundMap(maps, task, op)
+}
+
+// foundMap answers task's map of maps, ErrNotFound when it is not there.
+func foundMap(maps map[string]ledger.MapState, task string, op func(error) error) (ledger.MapState, error) {
 	m, ok := maps[task]
 	if !ok {
-		return ledger.MapState{}, fmt.Errorf("get map %s/%s: %w", run, task, ledger.ErrNotFound)
+		return ledger.MapState{}, op(ledger.ErrNotFound)
 	}
 	return finishMapState(m), nil
 }
@@ -229,10 +268,10 @@ func (s *maps) ReleaseChildren(ctx context.Context, m ledger.MapState, k int) (l
 // TransactWriteItems, each conditioned on not existing; a batch that
 // meets an existing child is written one by one, skipping those.
 func (s *maps) CreateChildren(ctx context.Context, insts []ledger.Instance) error {
-	put := func(inst ledger.Instance) types.TransactWriteItem {
+	put := func(pk string, inst ledger.Instance) types.TransactWriteItem {
 		e := newExpr()
 		return types.TransactWriteItem{Put: &types.Put{
-			TableName: aws.String(s.table), Item: instanceItem(inst).present(),
+			TableName: aws.String(s.table), Item: instanceItem(pk, inst).present(),
 			ConditionExpression:      aws.String("attribute_not_exists(" + e.n(tableschema.PK) + ")"),
 			ExpressionAttributeNames: e.nameMap(),
 		}}
@@ -240,11 +279,16 @@ func (s *maps) CreateChildren(ctx context.Context, insts []ledger.Instance) erro
 	for start := 0; start < len(insts); start += 100 {
 		batch := insts[start:min(len(insts), start+100)]
 		actions := make([]types.TransactWriteItem, len(batch))
+		pks := make([]string, len(batch))
 		for i, inst := range batch {
 			if err := ledger.CheckInstanceKey(inst.Key); err != nil {
 				return err
 			}
-			actions[i] = put(inst)
+			pk, err := s.instancePK(ctx, inst.Key)
+			if err != nil {
+				return fmt.Errorf("create child %s: %w", inst.Key, err)
+			}
+			pks[i], actions[i] = pk, put(pk, inst)
 		}
 		err := s.transact(ctx, "create_children", actions, nil, nil)
 		if err == nil {
@@ -253,8 +297,8 @@ func (s *maps) CreateChildren(ctx context.Context, insts []ledger.Instance) erro
 		if reasons := cancellation(err); reasons == nil || transientCancel(reasons) {
 			return fmt.Errorf("create children: %w", translate(err))
 		}
-		for _, inst := range batch {
-			if err := s.transact(ctx, "create_children", []types.TransactWriteItem{put(inst)}, nil, nil); err != nil {
+		for i, inst := range batch {
+			if err := s.transact(ctx, "create_children", []types.TransactWriteItem{put(pks[i], inst)}, nil, nil); err != nil {
 				if reasons := cancellation(err); conditionFailed(reasons, 0) {
 					continue
 				}
@@ -273,6 +317,17 @@ func (s *maps) ListChildren(ctx context.Context, run, task string, limit int, to
 	}
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
+	}
+	parts, err := s.mapParts(ctx, run, task)
+	if err != nil {
+		return nil, "", op(err)
+	}
+	if parts > 0 {
+		out, next, err := s.listPartedChildren(ctx, run, task, parts, limit, token)
+		if err != nil {
+			return nil, "", op(err)
+		}
+		return out, next, nil
 	}
 	start, err := decodeToken(token, map[string]string{tableschema.PK: runPK(run), tableschema.SK: ""})
 	if err != nil {
@@ -322,6 +377,10 @@ func (s *maps) ListChildren(ctx context.Context, run, task string, limit int, to
 func (s *maps) writeChildEnd(ctx context.Context, child ledger.Instance, update *types.Update, change map[string]int) error {
 	key := child.Key
 	parent, i, _ := ledger.ParseChild(key.Task)
+	parts, err := s.mapParts(ctx, key.Run, parent)
+	if err != nil {
+		return err
+	}
 	e := newExpr()
 	var adds []string
 	for _, name := range []string{attrSucceeded, attrFailed, attrCancelledN} {
@@ -338,11 +397,11 @@ func (s *maps) writeChildEnd(ctx context.Context, child ledger.Instance, update 
 		set += ", " + e.n(tableschema.TTL) + " = " + e.v("expires_at", expiry(child.ExpiresAt))
 	}
 	counts := &types.Update{
-		TableName: aws.String(s.table), Key: keyOf(runPK(key.Run), mapShardSK(parent, i)),
+		TableName: aws.String(s.table), Key: countShardKey(key.Run, parent, i, parts),
 		UpdateExpression:         aws.String(set + " ADD " + strings.Join(adds, ", ")),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 	}
-	err := s.transact(ctx, "child_end", []types.TransactWriteItem{{Update: update}, {Update: counts}}, nil, nil)
+	err = s.transact(ctx, "child_end", []types.TransactWriteItem{{Update: update}, {Update: counts}}, nil, nil)
 	if err == nil {
 		return nil
 	}
@@ -425,4 +484,99 @@ func (s *maps) CloseMap(ctx context.Context, m ledger.MapState) (ledger.MapState
 	m.Next += pending
 	m.Cancelled += pending
 	return m, nil
+}
+
+// listPartedChildren reads a page of a partitioned map's children: those
+// of indexes from .. from+limit-1 (the token's from, 0 first), each
+// partition that holds one of them queried at once, merged in index
+// order. Released children are indexes 0 .. next-1 (the map item, read
+// first), so the page's token is its end while that is below next. A page
+// holds fewer than limit children where some released child was never
+// written (a release whose process stopped; the backstop writes it).
+func (s *maps) listPartedChildren(ctx context.Context, run, task string, parts, limit int, token string) ([]ledger.Instance, string, error) {
+	from := 0
+	if token != "" {
+		tok, err := decodeToken(token, map[string]string{attrChildFrom: ""})
+		if err != nil {
+			return nil, "", err
+		}
+		v, _ := tok[attrChildFrom].(*types.AttributeValueMemberS)
+		if from, err = strconv.Atoi(v.Value); err != nil || from < 0 {
+			return nil, "", ledger.ErrInvalidPageToken
+		}
+	}
+	m, err := getItem(ctx, s.base, runPK(run), mapSK(task), decodeMap)
+	if err != nil {
+		return nil, "", err
+	}
+	end := min(from+limit, m.Next)
+	if from >= end {
+		return nil, "", nil
+	}
+	pages := make([][]ledger.Instance, min(parts, end-from))
+	errs := make([]error, len(pages))
+	var wg sync.WaitGroup
+	for k := range pages {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pages[k], errs[k] = s.partChildren(ctx, childPK(run, task, from+k, parts), task, from, end)
+		}()
+	}
+	wg.Wait()
+	var out []ledger.Instance
+	for k := range pages {
+		if errs[k] != nil {
+			return nil, "", errs[k]
+		}
+		out = append(out, pages[k]...)
+	}
+	slices.SortFunc(out, func(a, b ledger.Instance) int { return cmp.Compare(childIndex(a), childIndex(b)) })
+	next := ""
+	if end < m.Next {
+		next = encodeToken(map[string]types.AttributeValue{attrChildFrom: str(strconv.Itoa(end))})
+	}
+	return out, next, nil
+}
+
+// attrChildFrom names the first index of the next page in a partitioned
+// map's children token.
+const attrChildFrom = "from"
+
+func childIndex(inst ledger.Instance) int {
+	_, i, _ := ledger.ParseChild(inst.Key.Task)
+	return i
+}
+
+// partChildren reads the children of one partition with indexes from ..
+// end-1: one strongly consistent Query, paged past their attempt items.
+func (s *maps) partChildren(ctx context.Context, pk, task string, from, end int) ([]ledger.Instance, error) {
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(pk)) + " AND " + e.n(tableschema.SK) +
+			" BETWEEN " + e.v("first", str(childSK(task, from))) + " AND " + e.v("last", str(childSK(task, end-1)+"#\uffff"))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+	}
+	var out []ledger.Instance
+	for {
+		res, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, translate(err)
+		}
+		for _, it := range res.Items {
+			if (&reader{it: it}).str(attrKind) != kindInstance {
+				continue
+			}
+			inst, err := decodeInstance(it)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, inst)
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
 }

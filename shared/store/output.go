@@ -18,7 +18,11 @@ func (s *outputs) GetOutputs(ctx context.Context, run string, tasks []string) (m
 		if err := ledger.CheckInstanceKey(ledger.InstanceKey{Run: run, Task: t}); err != nil {
 			return nil, op(err)
 		}
-		keys = append(keys, keyOf(runPK(run), instanceSK(t)))
+		pk, err := s.instancePK(ctx, ledger.InstanceKey{Run: run, Task: t})
+		if err != nil {
+			return nil, op(err)
+		}
+		keys = append(keys, keyOf(pk, instanceSK(t)))
 	}
 	if len(keys) == 0 {
 		return map[string][]byte{}, nil

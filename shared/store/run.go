@@ -182,7 +182,7 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 			return ledger.RunView{}, op(err)
 		}
 		inst.ExpiresAt = run.ExpiresAt
-		if err := put("instance "+inst.Key.String(), instanceItem(inst), notExists, pkName, nil, false); err != nil {
+		if err := put("instance "+inst.Key.String(), instanceItem(runPK(inst.Key.Run), inst), notExists, pkName, nil, false); err != nil {
 			return ledger.RunView{}, op(err)
 		}
 		view.Tasks = append(view.Tasks, ledger.TaskView{Instance: inst})
@@ -196,7 +196,7 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 	// (the whole item), its backstop timer, and each instance's timer.
 	index := append([]int{listingEntrySize(runItem(run)), sizes[0]}, timerIndexWrites(nil, runItem(run))...)
 	for _, t := range view.Tasks {
-		index = append(index, timerIndexWrites(nil, instanceItem(t.Instance))...)
+		index = append(index, timerIndexWrites(nil, instanceItem(runPK(t.Instance.Key.Run), t.Instance))...)
 	}
 	if err := s.ensureRunSpec(ctx, nr.Job, run.Spec); err != nil {
 		return ledger.RunView{}, op(err)
@@ -395,6 +395,7 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 	found, ref := false, ""
 	byTask := map[string]int{}
 	attempts := map[string][]ledger.Attempt{}
+	parted := map[string]int{} // maps whose count shards are in their own partitions
 	for {
 		out, err := s.db.Query(ctx, in)
 		if err != nil {
@@ -427,6 +428,13 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 				if view.Maps == nil {
 					view.Maps = map[string]ledger.MapState{}
 				}
+				if kind == kindMap {
+					task, parts := r.str(attrTask), childPartsOf(it)
+					s.layouts.put(id, task, parts)
+					if parts > 0 {
+						parted[task] = parts
+					}
+				}
 				if err := addMapItem(view.Maps, it); err != nil {
 					return ledger.RunView{}, op(err)
 				}
@@ -442,6 +450,11 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 	if !found || ledger.Expired(view.Run.ExpiresAt, s.clock()) {
 		// An expired run not deleted yet is gone all the same.
 		return ledger.RunView{}, op(ledger.ErrNotFound)
+	}
+	for task, parts := range parted {
+		if err := s.readMapParted(ctx, id, task, parts, false, view.Maps); err != nil {
+			return ledger.RunView{}, op(translate(err))
+		}
 	}
 	for task, m := range view.Maps {
 		view.Maps[task] = finishMapState(m)

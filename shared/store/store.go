@@ -89,6 +89,7 @@ type base struct {
 	capacity  func(CapacityReport)
 	specs     *specCache // run specs written or read (runspec.go)
 	claims    *claimsEpoch
+	layouts   *mapLayouts // each map's child partitions (mapparts.go)
 }
 
 // runs keeps runs and answers from the live-work indexes (ledger.Runs but
@@ -167,7 +168,7 @@ func New(db *dynamodb.Client, table string, opts ...Option) *Store {
 	b := &base{
 		db: db, table: table, clock: time.Now,
 		retention: ledger.DefaultRunRetention, backstop: ledger.DefaultRunBackstop,
-		log: slog.Default(), specs: &specCache{}, claims: &claimsEpoch{},
+		log: slog.Default(), specs: &specCache{}, claims: &claimsEpoch{}, layouts: &mapLayouts{fresh: mapChildParts},
 	}
 	list := &listings{b}
 	rs := &runs{base: b, list: list}

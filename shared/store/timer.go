@@ -128,10 +128,12 @@ func (s *timers) ListDueTimers(ctx context.Context, shard int, now time.Time, li
 			d.Item, d.Run, d.Job = ledger.TimerOfRun, strings.TrimPrefix(pk, prefixRun), r.str(attrJob)
 		case strings.HasPrefix(pk, prefixBackfill) && sk == skBackfill:
 			d.Item, d.Backfill, d.Job = ledger.TimerOfBackfill, strings.TrimPrefix(pk, prefixBackfill), r.str(attrJob)
-		case strings.HasPrefix(pk, prefixRun) && strings.HasPrefix(sk, prefixTask):
-			d.Item, d.Run, d.Task, d.Job = ledger.TimerOfInstance, strings.TrimPrefix(pk, prefixRun), strings.TrimPrefix(sk, prefixTask), r.str(attrJob)
 		default:
-			return nil, "", op(fmt.Errorf("%w: timer on unexpected item %s/%s", ledger.ErrCorruptItem, pk, sk))
+			run, task, ok := instanceOfKey(pk, sk)
+			if !ok {
+				return nil, "", op(fmt.Errorf("%w: timer on unexpected item %s/%s", ledger.ErrCorruptItem, pk, sk))
+			}
+			d.Item, d.Run, d.Task, d.Job = ledger.TimerOfInstance, run, task, r.str(attrJob)
 		}
 		if r.err != nil {
 			return nil, "", op(r.err)

@@ -42,3 +42,24 @@ func TestTimerIndexWrites(t *testing.T) {
 		})
 	}
 }
+
+// TestInstanceOfKeyReadsEveryLayout: a timer entry names its instance by
+// its keys alone, a task's, a map child's in the run's partition (maps
+// stored before child partitions) and a map child's in its own.
+func TestInstanceOfKeyReadsEveryLayout(t *testing.T) {
+	for _, tc := range []struct{ pk, sk, run, task string }{
+		{"RUN#r1", "TASK#load", "r1", "load"},
+		{"RUN#r1", "MAP#each#C#00042", "r1", "each[42]"},
+		{childPartPK("r1", "each", 42%mapChildParts), "MAP#each#C#00042", "r1", "each[42]"},
+	} {
+		run, task, ok := instanceOfKey(tc.pk, tc.sk)
+		if !ok || run != tc.run || task != tc.task {
+			t.Errorf("instanceOfKey(%q, %q) = %q %q %v, want %q %q", tc.pk, tc.sk, run, task, ok, tc.run, tc.task)
+		}
+	}
+	for _, k := range [][2]string{{"RUN#r1", "RUN"}, {"JOB#j", "TASK#x"}, {"RUN#r1", "MAP#each#I#001"}} {
+		if _, _, ok := instanceOfKey(k[0], k[1]); ok {
+			t.Errorf("instanceOfKey(%q, %q) names an instance", k[0], k[1])
+		}
+	}
+}

@@ -156,6 +156,12 @@ const LiveShards = 8
 // runs do not all write one partition.
 const JobShards = 16
 
+// MapChildShards is how many partitions of the table a map's children and
+// their end counts are spread over (RUN#<run>#M#<task>#nn, by the child's
+// index), so one map's children are not bound by one partition's 1,000
+// WCU a second. A map stored before has its children under RUN#<run>.
+const MapChildShards = 64
+
 // ShardName returns the timer shard partition value for shard n.
 func ShardName(n int) string { return fmt.Sprintf("T#%02d", n) }
 
