@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -432,6 +433,7 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 		t := &view.Tasks[i]
 		t.Attempts = ledger.MergeAttempts(attempts[t.Instance.Key.Task], t.Instance.Snapshot.Attempts)
 	}
+	view.Run = ledger.ShownRun(view.Run, view.Nodes())
 	return view, nil
 }
 
@@ -492,6 +494,9 @@ func (s *runs) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, 
 		next = encodeToken(map[string]types.AttributeValue{tableschema.PK: str(jobPK(f.Job)), tableschema.SK: str(pointerSK(ids[len(ids)-1]))})
 	}
 	runs, err := s.getRuns(ctx, ids)
+	if err == nil {
+		err = s.showRuns(ctx, runs)
+	}
 	if err != nil {
 		return nil, "", op(err)
 	}
@@ -500,6 +505,76 @@ func (s *runs) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, 
 		runs = slices.DeleteFunc(runs, func(r ledger.Run) bool { return r.Status != f.Status })
 	}
 	return runs, next, nil
+}
+
+// showRuns shows each run of a listing page as its readers see it
+// (ledger.ShownRun): a run stored QUEUED may have a task that started, so
+// its instances are read, one eventually consistent Query of its TASK#
+// range each, showQueries at a time. Runs stored in any other state are
+// shown as stored and cost nothing more.
+func (s *base) showRuns(ctx context.Context, runs []ledger.Run) error {
+	sem := make(chan struct{}, showQueries)
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i := range runs {
+		if runs[i].ExecutionState != statemodel.RunQueued {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			nodes, err := s.taskNodes(ctx, runs[i].ID)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			runs[i] = ledger.ShownRun(runs[i], nodes)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// showQueries bounds the Queries of one listing page's showRuns in flight.
+const showQueries = 16
+
+// taskNodes reads run id's instances (not its map's children, which sort
+// before them) as the DAG rules see them, eventually consistent: one
+// Query of
+//
+//	pk = RUN#<run> AND sk BETWEEN "TASK#" AND "TASK#\uffff"
+//
+// which also meets the attempt items, left out.
+func (s *base) taskNodes(ctx context.Context, id string) ([]statemodel.TaskNode, error) {
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table),
+		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(runPK(id))) +
+			" AND " + e.n(tableschema.SK) + " BETWEEN " + e.v("first", str(prefixTask)) + " AND " + e.v("last", str(prefixTask+"\uffff"))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+	}
+	var nodes []statemodel.TaskNode
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, translate(err)
+		}
+		for _, it := range out.Items {
+			if (&reader{it: it}).str(attrKind) != kindInstance {
+				continue
+			}
+			inst, err := decodeInstance(it)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, inst.Node())
+		}
+		if out.LastEvaluatedKey == nil {
+			return nodes, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }
 
 // getRuns reads run items by id with BatchGetItem (100 keys per request),
@@ -945,41 +1020,6 @@ func (s *runs) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.R
 	size := itemSize(out.Attributes)
 	s.report("mark_deadline_missed", false, []int{size}, runIndexWrites(run, stored), consumed(out.ConsumedCapacity))
 	return stored, true, nil
-}
-
-// MarkRunStarted moves a QUEUED run to RUNNING: a task of it left QUEUED,
-// so the run's derived state is RUNNING whatever its other tasks do. The
-// caller holds no copy of the run and needs none: one conditional write.
-//
-//	Update RUN#<run>/RUN  SET #exec = RUNNING, #status, #version = #version + 1
-//	condition  #exec = :queued
-//	fails: the run is past QUEUED already (started, or finished): false.
-func (s *runs) MarkRunStarted(ctx context.Context, id string) (bool, error) {
-	op := func(err error) error { return fmt.Errorf("mark run %s started: %w", id, err) }
-	if err := ledger.CheckRunID(id); err != nil {
-		return false, op(err)
-	}
-	e := newExpr()
-	upd := "SET " + e.n(attrExec) + " = " + e.v("running", str(string(statemodel.RunRunning))) +
-		", " + e.n(attrStatus) + " = " + e.v("status", str(string(statemodel.RunRunning.Status()))) +
-		", " + e.n(attrVersion) + " = " + e.n(attrVersion) + " + " + e.v("one", num(1))
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: keyOf(runPK(id), skRun),
-		UpdateExpression:         aws.String(upd),
-		ConditionExpression:      aws.String(e.n(attrExec) + " = " + e.v("queued", str(string(statemodel.RunQueued)))),
-		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		ReturnValues:           types.ReturnValueAllNew,
-		ReturnConsumedCapacity: s.returnCapacity(),
-	})
-	if err != nil {
-		if _, ok := conditionItem(err); ok {
-			return false, nil
-		}
-		return false, op(translate(err))
-	}
-	size := itemSize(out.Attributes)
-	s.report("mark_run_started", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity)) // the live entry
-	return true, nil
 }
 
 // unfinishedRun is a condition that a run item is there and its execution
