@@ -181,8 +181,10 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 	}
 
 	// Index entries: the run's listing entry (its keys) and live entry
-	// (the whole item), its backstop timer, and each instance's timer.
-	index := append([]int{listingEntrySize(runItem(run)), sizes[0]}, timerIndexWrites(nil, runItem(run))...)
+	// (its keys and the few attributes the index projects), its backstop
+	// timer, and each instance's timer.
+	index := append([]int{listingEntrySize(runItem(run))}, liveIndexWrites(nil, runItem(run))...)
+	index = append(index, timerIndexWrites(nil, runItem(run))...)
 	for _, t := range view.Tasks {
 		index = append(index, timerIndexWrites(nil, instanceItem(t.Instance))...)
 	}
@@ -739,7 +741,7 @@ func (s *runs) queryLiveShard(ctx context.Context, livePK string, limit int, eac
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), IndexName: aws.String(tableschema.LiveIndex),
 		KeyConditionExpression: aws.String(e.n(tableschema.LivePK) + " = " + e.v("live_pk", str(livePK))),
-		ProjectionExpression:   aws.String(e.n(tableschema.PK) + ", " + e.n(attrRunID) + ", " + e.n(attrLogicalTime) + ", " + e.n(attrExec) + ", " + e.n(attrTrigger)),
+		ProjectionExpression:   aws.String(e.n(tableschema.PK) + ", " + e.n(attrRunID) + ", " + e.n(attrLogicalTime) + ", " + e.n(attrTrigger)),
 		Limit:                  aws.Int32(int32(limit)),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
@@ -749,10 +751,9 @@ func (s *runs) queryLiveShard(ctx context.Context, livePK string, limit int, eac
 			return false, translate(err)
 		}
 		for _, it := range out.Items {
+			// An entry of a run item is an unfinished run: the write that
+			// finishes a run takes its entry out.
 			r := &reader{it: it}
-			if statemodel.RunState(r.str(attrExec)).Terminal() {
-				continue
-			}
 			if pk := r.str(tableschema.PK); strings.HasPrefix(pk, prefixJob) {
 				// A pointer: the index's entry before the run item took its
 				// place. Its run decides, and a finished run's pointer
@@ -915,8 +916,7 @@ func (s *runs) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Run
 	if err != nil {
 		return ledger.Run{}, op(err)
 	}
-	// The live entry (the whole item) changes, and the timers entry
-	// moves: a delete and a put.
+	// The timers entry moves: a delete and a put. The live entry stays.
 	size := itemSize(runItem(next).present())
 	s.report("rearm_run_backstop", false, []int{size}, runIndexWrites(run, next), consumed(out.ConsumedCapacity))
 	return next, nil
@@ -952,16 +952,11 @@ func (s *runs) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.RunU
 }
 
 // runIndexWrites lists the index entries a run item's write from run to
-// next puts, changes or removes: its entry in the live index while
-// unfinished (the whole item), its backstop timer's entry. Its listing
-// entry holds keys only, which never change: no write.
+// next puts, changes or removes: its entry in the live index when it
+// appears or leaves (liveIndexWrites), its backstop timer's entry. Its
+// listing entry holds keys only, which never change: no write.
 func runIndexWrites(run, next ledger.Run) []int {
-	size := itemSize(runItem(next).present())
-	var out []int
-	if !run.ExecutionState.Terminal() || !next.ExecutionState.Terminal() {
-		out = append(out, size)
-	}
-	return append(out, timerIndexWrites(runItem(run), runItem(next))...)
+	return append(liveIndexWrites(runItem(run), runItem(next)), timerIndexWrites(runItem(run), runItem(next))...)
 }
 
 // MarkDeadlineMissed records that run was found unfinished at its
