@@ -202,10 +202,10 @@ const (
 // shardCounts is how many values each sharded key shape spreads over.
 func shardCounts() map[string]int {
 	return map[string]int{
-		"T#nn":               tableschema.TimerShards,
-		"RUNS#nn":            tableschema.RunListShards,
-		"live:JOB#<job>#nn":  tableschema.LiveShards,
-		"table:JOB#<job>#nn": tableschema.JobShards,
+		"T#nn":                                  tableschema.TimerShards,
+		"RUNS#nn":                               tableschema.RunListShards,
+		tableschema.LiveIndex + ":JOB#<job>#nn": tableschema.LiveShards,
+		"table:JOB#<job>#nn":                    tableschema.JobShards,
 	}
 }
 
