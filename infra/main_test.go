@@ -372,16 +372,17 @@ func asList(v any) []any {
 
 // TestRetiredIndexesKeptForTheMigration: with KeepRetiredIndexes (the Jwt
 // stack) the table keeps the retired index of the newest migration (the
-// whole-item listing) beside its replacement, and the function that reads
-// the replacement may still query the retired one (the code running before
-// the deploy does); without it (the Full stack) neither appears, and an
-// index retired by an earlier migration (timers) never does. The readers
+// whole-item live index) beside its replacement, and the functions that
+// read the replacement may still query the retired one (the code running
+// before the deploy does); without it (the Full stack) neither appears,
+// and an index retired by an earlier migration (timers, listing) never
+// does. The readers
 // name the table in their environment, so CloudFormation updates them only
 // after the table's update, which ends once the new index is ACTIVE.
 func TestRetiredIndexesKeptForTheMigration(t *testing.T) {
 	t.Parallel()
-	retired := "/index/" + tableschema.RetiredTimerIndex + "]"
-	retiredList := "/index/" + tableschema.RetiredListIndex + "]"
+	earlier := []string{"/index/" + tableschema.RetiredTimerIndex + "]", "/index/" + tableschema.RetiredListIndex + "]"}
+	retiredLive := "/index/" + tableschema.RetiredLiveIndex + "]"
 	for _, tc := range []struct {
 		s    *synthesized
 		keep bool
@@ -397,9 +398,9 @@ func TestRetiredIndexesKeptForTheMigration(t *testing.T) {
 			}
 		}
 		sort.Strings(projections)
-		want := []string{tableschema.ListIndex + " KEYS_ONLY", "live ALL", tableschema.TimerIndex + " INCLUDE"}
+		want := []string{tableschema.ListIndex + " KEYS_ONLY", tableschema.LiveIndex + " INCLUDE", tableschema.TimerIndex + " INCLUDE"}
 		if tc.keep {
-			want = append(want, tableschema.RetiredListIndex+" ALL")
+			want = append(want, tableschema.RetiredLiveIndex+" ALL")
 		}
 		sort.Strings(want)
 		if !reflect.DeepEqual(projections, want) {
@@ -410,24 +411,27 @@ func TestRetiredIndexesKeptForTheMigration(t *testing.T) {
 		for id, r := range tc.s.resources {
 			collectStatements(id, r.Properties, &statements)
 		}
-		grants, listGrants := 0, 0
+		grants, liveGrants := 0, 0
 		for _, st := range statements {
-			if strings.Contains(fmt.Sprint(st["Resource"]), retired) {
-				grants++
+			for _, ix := range earlier {
+				if strings.Contains(fmt.Sprint(st["Resource"]), ix) {
+					grants++
+				}
 			}
-			if strings.Contains(fmt.Sprint(st["Resource"]), retiredList) {
-				listGrants++
+			if strings.Contains(fmt.Sprint(st["Resource"]), retiredLive) {
+				liveGrants++
 			}
 		}
-		// The timers index was retired by an earlier migration: a stack
-		// migrates one index per deploy pair, so it is never kept again.
+		// The timers and listing indexes were retired by earlier
+		// migrations: a stack migrates one index per deploy pair, so
+		// they are never kept again.
 		if grants != 0 {
-			t.Errorf("%s: %d statements grant the retired timers index, want none", name, grants)
+			t.Errorf("%s: %d statements grant the earlier retired indexes, want none", name, grants)
 		}
-		// The API and the events function (matching on_event) read the
-		// listing: they alone may query the retired one.
-		if tc.keep && listGrants != 2 || !tc.keep && listGrants != 0 {
-			t.Errorf("%s: %d statements grant the retired listing index, want %d", name, listGrants, map[bool]int{true: 2}[tc.keep])
+		// The API, the events function, the ticker and the reconciler
+		// read the live index: they alone may query the retired one.
+		if tc.keep && liveGrants != 4 || !tc.keep && liveGrants != 0 {
+			t.Errorf("%s: %d statements grant the retired live index, want %d", name, liveGrants, map[bool]int{true: 4}[tc.keep])
 		}
 
 		for _, fn := range []string{scheduler.FunctionTicker, scheduler.FunctionReconciler} {
@@ -1029,7 +1033,7 @@ func TestThrottlingAlarms(t *testing.T) {
 		indexes []string
 	}{
 		{full, []string{"", tableschema.ListIndex, tableschema.LiveIndex, tableschema.TimerIndex}},
-		{jwt, []string{"", tableschema.ListIndex, tableschema.LiveIndex, tableschema.RetiredListIndex, tableschema.TimerIndex}},
+		{jwt, []string{"", tableschema.ListIndex, tableschema.LiveIndex, tableschema.RetiredLiveIndex, tableschema.TimerIndex}},
 	} {
 		name := tc.s.cfg.StackName
 		var table, api, accessLogs string

@@ -597,6 +597,10 @@ type RunDerivation struct {
 	// Stuck lists the tasks that will never run when Deadlocked, in input
 	// order; empty otherwise.
 	Stuck []string
+	// Started: a task has started (by the rule that tells QUEUED from
+	// RUNNING below), whatever State says. A store that keeps a run
+	// QUEUED until it ends shows it RUNNING from this.
+	Started bool
 }
 
 // DeriveRunState computes a run's execution state from its tasks, following
@@ -653,6 +657,7 @@ func DeriveRunState(nodes []TaskNode) RunDerivation {
 			started = true
 		}
 	}
+	d.Started = started
 
 	if unfinished == 0 {
 		d.State = RunSucceeded

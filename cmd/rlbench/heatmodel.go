@@ -244,11 +244,11 @@ const (
 // reads of claims stored before the sharding.
 func shardCounts() map[string]int {
 	return map[string]int{
-		"T#nn":                        tableschema.TimerShards,
-		"RUNS#nn":                     tableschema.RunListShards,
-		"live:JOB#<job>#nn":           tableschema.LiveShards,
-		"table:JOB#<job>#nn":          tableschema.JobShards,
-		"table:RUN#<run>#M#<task>#nn": tableschema.MapChildShards,
+		"T#nn":                                  tableschema.TimerShards,
+		"RUNS#nn":                               tableschema.RunListShards,
+		tableschema.LiveIndex + ":JOB#<job>#nn": tableschema.LiveShards,
+		"table:JOB#<job>#nn":                    tableschema.JobShards,
+		"table:RUN#<run>#M#<task>#nn":           tableschema.MapChildShards,
 	}
 }
 

@@ -100,10 +100,14 @@ type Runs interface {
 	// marked so) and their first records atomically; a taken slot or idempotency key is an
 	// *ExistingRunError.
 	CreateRun(ctx context.Context, nr NewRun, now time.Time) (RunView, error)
-	// ReadRun reads a run with its instances and attempts, tasks by id.
+	// ReadRun reads a run with its instances and attempts, tasks by id;
+	// its run as shown (ShownRun).
 	ReadRun(ctx context.Context, id string) (RunView, error)
+	// GetRun reads the run item alone, its state as stored: QUEUED until
+	// the run ends, though a task of it started (ShownRun).
 	GetRun(ctx context.Context, id string) (Run, error)
-	// ListRuns lists runs newest first; callers page until the token is "".
+	// ListRuns lists runs newest first, as shown (ShownRun), the status
+	// filter applied to that; callers page until the token is "".
 	ListRuns(ctx context.Context, f RunFilter) ([]Run, string, error)
 	// UpdateRunState stores a derived state with a compare-and-set on
 	// run.Version (ErrVersionConflict when another write won).
@@ -116,9 +120,6 @@ type Runs interface {
 	// HasUnfinishedRuns reports whether a job has a run that has not
 	// ended, leaving out the runs of the ignored triggers.
 	HasUnfinishedRuns(ctx context.Context, job string, ignore ...statemodel.Trigger) (bool, error)
-	// MarkRunStarted moves a QUEUED run to RUNNING with one conditional
-	// write and no read; false when the run is past QUEUED.
-	MarkRunStarted(ctx context.Context, id string) (bool, error)
 	// MarkDeadlineMissed records that an unfinished run was found at or
 	// past its deadline, with one conditional write, and answers the run
 	// as stored; false when it was recorded already or the run finished.

@@ -189,6 +189,19 @@ func (v RunView) Nodes() []statemodel.TaskNode {
 	return out
 }
 
+// ShownRun is run as its readers see it, given its tasks (nodes): no
+// write moves a run from QUEUED to RUNNING (the start of its first task
+// would cost a write of the run item and of its live entry), so a run
+// stored QUEUED one of whose tasks started is RUNNING, derived when read
+// (docs/store.md). Any other stored state is shown as stored: a finish is
+// the advance's to store, never a reader's to guess.
+func ShownRun(run Run, nodes []statemodel.TaskNode) Run {
+	if run.ExecutionState == statemodel.RunQueued && statemodel.DeriveRunState(nodes).Started {
+		run.ExecutionState, run.Status = statemodel.RunRunning, statemodel.RunRunning.Status()
+	}
+	return run
+}
+
 // CreationEventID is the event id of a task's instance.created record.
 func CreationEventID(run, task string) string { return "created:" + run + ":" + task }
 

@@ -378,7 +378,8 @@ func (s *Service) evaluate(ctx context.Context, view *ledger.RunView, pending ma
 // its deadline (the run's timer falls due then, so a pass comes on time).
 // The mark is one conditional write that only one caller wins, so the
 // notice goes out once however many passes, retries and processes find the run;
-// run becomes the run as stored. The run itself goes on.
+// run becomes the run as stored, in the state it was shown in. The run
+// itself goes on.
 func (s *Service) checkDeadline(ctx context.Context, run *ledger.Run) error {
 	if run.DeadlineAt.IsZero() || !run.DeadlineMissedAt.IsZero() || run.ExecutionState.Terminal() || s.now().Before(run.DeadlineAt) {
 		return nil
@@ -386,6 +387,11 @@ func (s *Service) checkDeadline(ctx context.Context, run *ledger.Run) error {
 	marked, ok, err := s.store.MarkDeadlineMissed(ctx, *run)
 	if err != nil || !ok {
 		return err
+	}
+	if marked.ExecutionState == statemodel.RunQueued {
+		// Stored QUEUED, shown as run was read (ledger.ShownRun): the
+		// mark moves no task.
+		marked.ExecutionState, marked.Status = run.ExecutionState, run.Status
 	}
 	*run = marked
 	s.notices.deadlineMissed(ctx, marked, marked.DeadlineAt.Sub(marked.CreatedAt))

@@ -25,8 +25,6 @@ const (
 	effDispatch effectKind = iota + 1
 	// effAdvanceRun evaluates a run's CREATED tasks and derives its state.
 	effAdvanceRun
-	// effRunStarted marks a QUEUED run RUNNING: one of its tasks started.
-	effRunStarted
 	// effWakeDependents advances the runs of other jobs that wait on a run
 	// that finished or published.
 	effWakeDependents
@@ -165,9 +163,6 @@ func (s *Service) performOne(ctx context.Context, e effect) ([]effect, error) {
 		if e.answer != nil {
 			*e.answer = v
 		}
-	case effRunStarted:
-		_, err := s.store.MarkRunStarted(ctx, e.runID)
-		return nil, err
 	case effWakeDependents:
 		ids, err := s.jobs.Dependents(ctx, *e.run)
 		return advanceEach(ids), err
@@ -220,8 +215,6 @@ func (k effectKind) String() string {
 		return "dispatch"
 	case effAdvanceRun:
 		return "advance_run"
-	case effRunStarted:
-		return "run_started"
 	case effWakeDependents:
 		return "wake_dependents"
 	case effAdvanceBackfill:
@@ -239,8 +232,9 @@ func (k effectKind) String() string {
 }
 
 // effectsOf lists the effects of a transition result: what statemodel
-// asked for, and the run's start when a task left QUEUED. It reads and
-// writes nothing.
+// asked for. A task's start is not one: its run is shown RUNNING from its
+// tasks when read (ledger.ShownRun), with no write. It reads and writes
+// nothing.
 func effectsOf(res ledger.Result) []effect {
 	if res.Outcome != statemodel.Applied && !res.Stopped {
 		return nil
@@ -262,10 +256,6 @@ func effectsOf(res ledger.Result) []effect {
 	}
 	if tr := res.Transition; tr != nil && tr.To == statemodel.StateCancelling && len(res.Instance.Map) > 0 {
 		out = append(out, effect{kind: effMapCancel, key: key, runID: key.Run})
-	}
-	if tr := res.Transition; tr != nil && tr.From == statemodel.StateQueued && !tr.To.Terminal() {
-		// docs/api.md's QUEUED run means no task started yet.
-		out = append(out, effect{kind: effRunStarted, runID: key.Run})
 	}
 	return out
 }

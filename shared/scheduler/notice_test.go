@@ -203,7 +203,7 @@ func TestDeadlineMissedOnce(t *testing.T) {
 	if _, _, ok := metricLine(rec.lines(t), "DeadlineMissed"); !ok {
 		t.Error("no DeadlineMissed line")
 	}
-	stored, _ = f.st.GetRun(ctx, run)
+	stored = f.readRun(t, run).Run
 	if stored.ExecutionState != statemodel.RunRunning || stored.DeadlineMissedAt.IsZero() || !stored.TimerAt.After(f.clock.Now()) {
 		t.Fatalf("run %+v: want it RUNNING still, the miss recorded, its timer back to the backstop", stored)
 	}

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/runledger/runledger/shared/ledger"
@@ -42,17 +41,6 @@ func (k workersKernel) NonceMatches(inst ledger.Instance, n int, bearer string) 
 // Envelope is the envelope of attempt n of inst, without its inputs.
 func (k workersKernel) Envelope(inst ledger.Instance, run ledger.Run, n int, token string) protocol.Envelope {
 	return claimEnvelope(inst, run, n, token)
-}
-
-func (k workersKernel) FollowClaim(ctx context.Context, res ledger.Result, run ledger.Run) {
-	k.s.applied(ctx, res)
-	effs := effectsOf(res)
-	if run.ExecutionState != statemodel.RunQueued {
-		// The run read with the instance has started already: marking
-		// it would be a write refused by its condition.
-		effs = slices.DeleteFunc(effs, func(e effect) bool { return e.kind == effRunStarted })
-	}
-	k.s.perform(ctx, effs...)
 }
 
 func (k workersKernel) FollowInRun(ctx context.Context, res ledger.Result, view ledger.RunView) {

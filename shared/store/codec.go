@@ -17,7 +17,7 @@ const (
 	attrJob     = tableschema.JobName
 	attrRun     = "run"
 	attrTask    = "task"
-	attrRunID   = "run_id"
+	attrRunID   = tableschema.RunID
 	attrVersion = "version"
 	attrStatus  = "status"
 	attrExec    = "execution_state"
@@ -52,7 +52,7 @@ const (
 	attrDependsOn      = "depends_on"
 	attrTriggerRule    = "trigger_rule"
 	attrPublish        = "publish"
-	attrLogicalTime    = "logical_time"
+	attrLogicalTime    = tableschema.LogicalTime
 	attrParams         = "params"
 	attrSpec           = "spec"
 	attrEndedAt        = "ended_at"
@@ -101,7 +101,7 @@ const (
 	attrUpstream       = "upstream"
 	attrHistory        = "history"
 	attrRecords        = "records"
-	attrTrigger        = "trigger"
+	attrTrigger        = tableschema.Trigger
 	attrBackfill       = "backfill_id"
 )
 

@@ -61,6 +61,9 @@ func (s *listings) listAllRuns(ctx context.Context, f ledger.RunFilter, limit in
 		return nil, "", err
 	}
 	runs, err := s.getRuns(ctx, ids)
+	if err == nil {
+		err = s.showRuns(ctx, runs)
+	}
 	if err != nil {
 		return nil, "", err
 	}

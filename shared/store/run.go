@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -193,8 +194,10 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 	}
 
 	// Index entries: the run's listing entry (its keys) and live entry
-	// (the whole item), its backstop timer, and each instance's timer.
-	index := append([]int{listingEntrySize(runItem(run)), sizes[0]}, timerIndexWrites(nil, runItem(run))...)
+	// (its keys and the few attributes the index projects), its backstop
+	// timer, and each instance's timer.
+	index := append([]int{listingEntrySize(runItem(run))}, liveIndexWrites(nil, runItem(run))...)
+	index = append(index, timerIndexWrites(nil, runItem(run))...)
 	for _, t := range view.Tasks {
 		index = append(index, timerIndexWrites(nil, instanceItem(runPK(t.Instance.Key.Run), t.Instance))...)
 	}
@@ -474,6 +477,7 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 		t := &view.Tasks[i]
 		t.Attempts = ledger.MergeAttempts(attempts[t.Instance.Key.Task], t.Instance.Snapshot.Attempts)
 	}
+	view.Run = ledger.ShownRun(view.Run, view.Nodes())
 	return view, nil
 }
 
@@ -534,6 +538,9 @@ func (s *runs) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, 
 		next = encodeToken(map[string]types.AttributeValue{tableschema.PK: str(jobPK(f.Job)), tableschema.SK: str(pointerSK(ids[len(ids)-1]))})
 	}
 	runs, err := s.getRuns(ctx, ids)
+	if err == nil {
+		err = s.showRuns(ctx, runs)
+	}
 	if err != nil {
 		return nil, "", op(err)
 	}
@@ -542,6 +549,76 @@ func (s *runs) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, 
 		runs = slices.DeleteFunc(runs, func(r ledger.Run) bool { return r.Status != f.Status })
 	}
 	return runs, next, nil
+}
+
+// showRuns shows each run of a listing page as its readers see it
+// (ledger.ShownRun): a run stored QUEUED may have a task that started, so
+// its instances are read, one eventually consistent Query of its TASK#
+// range each, showQueries at a time. Runs stored in any other state are
+// shown as stored and cost nothing more.
+func (s *base) showRuns(ctx context.Context, runs []ledger.Run) error {
+	sem := make(chan struct{}, showQueries)
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i := range runs {
+		if runs[i].ExecutionState != statemodel.RunQueued {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			nodes, err := s.taskNodes(ctx, runs[i].ID)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			runs[i] = ledger.ShownRun(runs[i], nodes)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// showQueries bounds the Queries of one listing page's showRuns in flight.
+const showQueries = 16
+
+// taskNodes reads run id's instances (not its map's children, which sort
+// before them) as the DAG rules see them, eventually consistent: one
+// Query of
+//
+//	pk = RUN#<run> AND sk BETWEEN "TASK#" AND "TASK#\uffff"
+//
+// which also meets the attempt items, left out.
+func (s *base) taskNodes(ctx context.Context, id string) ([]statemodel.TaskNode, error) {
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table),
+		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(runPK(id))) +
+			" AND " + e.n(tableschema.SK) + " BETWEEN " + e.v("first", str(prefixTask)) + " AND " + e.v("last", str(prefixTask+"\uffff"))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+	}
+	var nodes []statemodel.TaskNode
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, translate(err)
+		}
+		for _, it := range out.Items {
+			if (&reader{it: it}).str(attrKind) != kindInstance {
+				continue
+			}
+			inst, err := decodeInstance(it)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, inst.Node())
+		}
+		if out.LastEvaluatedKey == nil {
+			return nodes, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }
 
 // getRuns reads run items by id with BatchGetItem (100 keys per request),
@@ -715,7 +792,7 @@ func (s *runs) queryLiveShard(ctx context.Context, livePK string, limit int, eac
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table), IndexName: aws.String(tableschema.LiveIndex),
 		KeyConditionExpression: aws.String(e.n(tableschema.LivePK) + " = " + e.v("live_pk", str(livePK))),
-		ProjectionExpression:   aws.String(e.n(tableschema.PK) + ", " + e.n(attrRunID) + ", " + e.n(attrLogicalTime) + ", " + e.n(attrExec) + ", " + e.n(attrTrigger)),
+		ProjectionExpression:   aws.String(e.n(tableschema.PK) + ", " + e.n(attrRunID) + ", " + e.n(attrLogicalTime) + ", " + e.n(attrTrigger)),
 		Limit:                  aws.Int32(int32(limit)),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.nameMap(), e.valueMap()
@@ -725,10 +802,9 @@ func (s *runs) queryLiveShard(ctx context.Context, livePK string, limit int, eac
 			return false, translate(err)
 		}
 		for _, it := range out.Items {
+			// An entry of a run item is an unfinished run: the write that
+			// finishes a run takes its entry out.
 			r := &reader{it: it}
-			if statemodel.RunState(r.str(attrExec)).Terminal() {
-				continue
-			}
 			if pk := r.str(tableschema.PK); strings.HasPrefix(pk, prefixJob) {
 				// A pointer: the index's entry before the run item took its
 				// place. Its run decides, and a finished run's pointer
@@ -898,8 +974,7 @@ func (s *runs) RearmRunBackstop(ctx context.Context, run ledger.Run) (ledger.Run
 	if err != nil {
 		return ledger.Run{}, op(err)
 	}
-	// The live entry (the whole item) changes, and the timers entry
-	// moves: a delete and a put.
+	// The timers entry moves: a delete and a put. The live entry stays.
 	size := itemSize(runItem(next).present())
 	s.report("rearm_run_backstop", false, []int{size}, runIndexWrites(run, next), consumed(out.ConsumedCapacity))
 	return next, nil
@@ -942,16 +1017,11 @@ func (s *runs) UpdateRunState(ctx context.Context, run ledger.Run, u ledger.RunU
 }
 
 // runIndexWrites lists the index entries a run item's write from run to
-// next puts, changes or removes: its entry in the live index while
-// unfinished (the whole item), its backstop timer's entry. Its listing
-// entry holds keys only, which never change: no write.
+// next puts, changes or removes: its entry in the live index when it
+// appears or leaves (liveIndexWrites), its backstop timer's entry. Its
+// listing entry holds keys only, which never change: no write.
 func runIndexWrites(run, next ledger.Run) []int {
-	size := itemSize(runItem(next).present())
-	var out []int
-	if !run.ExecutionState.Terminal() || !next.ExecutionState.Terminal() {
-		out = append(out, size)
-	}
-	return append(out, timerIndexWrites(runItem(run), runItem(next))...)
+	return append(liveIndexWrites(runItem(run), runItem(next)), timerIndexWrites(runItem(run), runItem(next))...)
 }
 
 // MarkDeadlineMissed records that run was found unfinished at its
@@ -1010,41 +1080,6 @@ func (s *runs) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.R
 	size := itemSize(out.Attributes)
 	s.report("mark_deadline_missed", false, []int{size}, runIndexWrites(run, stored), consumed(out.ConsumedCapacity))
 	return stored, true, nil
-}
-
-// MarkRunStarted moves a QUEUED run to RUNNING: a task of it left QUEUED,
-// so the run's derived state is RUNNING whatever its other tasks do. The
-// caller holds no copy of the run and needs none: one conditional write.
-//
-//	Update RUN#<run>/RUN  SET #exec = RUNNING, #status, #version = #version + 1
-//	condition  #exec = :queued
-//	fails: the run is past QUEUED already (started, or finished): false.
-func (s *runs) MarkRunStarted(ctx context.Context, id string) (bool, error) {
-	op := func(err error) error { return fmt.Errorf("mark run %s started: %w", id, err) }
-	if err := ledger.CheckRunID(id); err != nil {
-		return false, op(err)
-	}
-	e := newExpr()
-	upd := "SET " + e.n(attrExec) + " = " + e.v("running", str(string(statemodel.RunRunning))) +
-		", " + e.n(attrStatus) + " = " + e.v("status", str(string(statemodel.RunRunning.Status()))) +
-		", " + e.n(attrVersion) + " = " + e.n(attrVersion) + " + " + e.v("one", num(1))
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: keyOf(runPK(id), skRun),
-		UpdateExpression:         aws.String(upd),
-		ConditionExpression:      aws.String(e.n(attrExec) + " = " + e.v("queued", str(string(statemodel.RunQueued)))),
-		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
-		ReturnValues:           types.ReturnValueAllNew,
-		ReturnConsumedCapacity: s.returnCapacity(),
-	})
-	if err != nil {
-		if _, ok := conditionItem(err); ok {
-			return false, nil
-		}
-		return false, op(translate(err))
-	}
-	size := itemSize(out.Attributes)
-	s.report("mark_run_started", false, []int{size}, []int{size}, consumed(out.ConsumedCapacity)) // the live entry
-	return true, nil
 }
 
 // unfinishedRun is a condition that a run item is there and its execution

@@ -179,11 +179,13 @@ func TestEnsureTableMigratesTheRetiredTimersIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("migrated in %v: %v", time.Since(start).Round(time.Millisecond), changes)
-	if len(changes) != 4 || !strings.HasPrefix(changes[0], "added index "+tableschema.TimerIndex) ||
+	if len(changes) != 6 || !strings.HasPrefix(changes[0], "added index "+tableschema.TimerIndex) ||
 		!strings.HasPrefix(changes[1], "added index "+tableschema.ListIndex) ||
-		!strings.HasPrefix(changes[2], "deleted retired index "+tableschema.RetiredTimerIndex) ||
-		!strings.HasPrefix(changes[3], "deleted retired index "+tableschema.RetiredListIndex) {
-		t.Fatalf("changes %q, want the new timers and listing indexes added and the retired ones deleted", changes)
+		!strings.HasPrefix(changes[2], "added index "+tableschema.LiveIndex) ||
+		!strings.HasPrefix(changes[3], "deleted retired index "+tableschema.RetiredTimerIndex) ||
+		!strings.HasPrefix(changes[4], "deleted retired index "+tableschema.RetiredListIndex) ||
+		!strings.HasPrefix(changes[5], "deleted retired index "+tableschema.RetiredLiveIndex) {
+		t.Fatalf("changes %q, want the new timers, listing and live indexes added and the retired ones deleted", changes)
 	}
 	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
 	if err != nil {
@@ -196,7 +198,8 @@ func TestEnsureTableMigratesTheRetiredTimersIndex(t *testing.T) {
 	}
 	slices.Sort(got)
 	wantIx := []string{
-		tableschema.ListIndex + " ACTIVE KEYS_ONLY []", "live ACTIVE ALL []",
+		tableschema.ListIndex + " ACTIVE KEYS_ONLY []",
+		tableschema.LiveIndex + " ACTIVE INCLUDE [" + tableschema.RunID + " " + tableschema.LogicalTime + " " + tableschema.Trigger + "]",
 		tableschema.TimerIndex + " ACTIVE INCLUDE [" + tableschema.TimerKind + " " + tableschema.JobName + "]",
 	}
 	if !slices.Equal(got, wantIx) {
@@ -232,6 +235,11 @@ func TestEnsureTableMigratesTheRetiredTimersIndex(t *testing.T) {
 	jobs, _, err := st.ListJobs(ctx, 0, "")
 	if err != nil || len(jobs) != 1 || jobs[0].Name != "nightly" {
 		t.Fatalf("jobs listed after the migration: %+v %v, want nightly", jobs, err)
+	}
+	// The run is in the new live index, with what its readers decode.
+	live, err := st.ListUnfinishedRuns(ctx, "nightly")
+	if err != nil || len(live) != 1 || live[0].ID != runs[0].ID || !live[0].LogicalTime.Equal(runs[0].LogicalTime) || live[0].Trigger != runs[0].Trigger {
+		t.Fatalf("unfinished runs after the migration: %+v %v, want %s", live, err, runs[0].ID)
 	}
 
 	again, err := store.EnsureTable(ctx, db, name)

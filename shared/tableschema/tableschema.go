@@ -111,10 +111,21 @@ const (
 	// unfinished, so "the unfinished
 	// runs of a job" (overlap policies, DELETE of a job) costs what is live,
 	// never what the job ran before, and the write that finishes a run
-	// takes it out.
-	LiveIndex = "live"
-	LivePK    = "live_pk"
-	LiveSK    = "live_sk"
+	// takes it out. It projects only what its readers decode besides the
+	// keys (RunID, LogicalTime, Trigger), none of which a run's writes
+	// change: an entry is written when the run is created and removed
+	// when it ends, one WCU each, whatever else the run's writes change
+	// and however large its params. "live_v2" replaced "live", which
+	// projected whole items (every write of a run wrote its entry again).
+	LiveIndex   = "live_v2"
+	LivePK      = "live_pk"
+	LiveSK      = "live_sk"
+	RunID       = "run_id"       // a run item's id
+	LogicalTime = "logical_time" // a run's logical time
+	Trigger     = "trigger"      // what created a run
+
+	// RetiredLiveIndex is the live index before the INCLUDE projection.
+	RetiredLiveIndex = "live"
 
 	TTL = "expires_at"
 )
@@ -170,6 +181,8 @@ var (
 	timerAt    = Attribute{Name: TimerAt, Type: String}
 	listPK     = Attribute{Name: ListPK, Type: String}
 	listSK     = Attribute{Name: ListSK, Type: String}
+	livePK     = Attribute{Name: LivePK, Type: String}
+	liveSK     = Attribute{Name: LiveSK, Type: String}
 )
 
 // Table returns the table definition.
@@ -187,12 +200,16 @@ func Table() Schema {
 				Name: ListIndex, PartitionKey: listPK, SortKey: listSK, Projection: ProjectKeysOnly,
 				Replaces: RetiredListIndex,
 			},
-			// The live index's readers decode whole items.
-			{Name: LiveIndex, PartitionKey: Attribute{Name: LivePK, Type: String}, SortKey: Attribute{Name: LiveSK, Type: String}, Projection: ProjectAll},
+			{
+				Name: LiveIndex, PartitionKey: livePK, SortKey: liveSK,
+				Projection: ProjectInclude, NonKeyAttributes: []string{RunID, LogicalTime, Trigger},
+				Replaces: RetiredLiveIndex,
+			},
 		},
 		Retired: []Index{
 			{Name: RetiredTimerIndex, PartitionKey: timerShard, SortKey: timerAt, Projection: ProjectAll},
 			{Name: RetiredListIndex, PartitionKey: listPK, SortKey: listSK, Projection: ProjectAll},
+			{Name: RetiredLiveIndex, PartitionKey: livePK, SortKey: liveSK, Projection: ProjectAll},
 		},
 		TTLAttribute: TTL,
 	}

@@ -17,7 +17,8 @@ var heldCases = []Case{
 	{"DuplicateFromAStaleCopyAnswersTheStateThatStands", duplicateFromStaleCopy},
 	{"TransitionAllInOneWrite", transitionAll},
 	{"CreateRunScheduled", createRunScheduled},
-	{"MarkRunStarted", markRunStarted},
+	{"RunShownRunningOnceATaskStarted", runShownRunning},
+	{"RunStoredRunningStillReadsAndEnds", runStoredRunning},
 	{"RunDeadline", runDeadline},
 	{"RunDependencyTimeout", runDependencyTimeout},
 }
@@ -148,29 +149,77 @@ func createRunScheduled(t *testing.T, h *Harness) {
 	}
 }
 
-// markRunStarted: a QUEUED run becomes RUNNING with one write, once.
-func markRunStarted(t *testing.T, h *Harness) {
+// runShownRunning: no write moves a run from QUEUED to RUNNING; ReadRun
+// and ListRuns (and its status filter) show it RUNNING once a task of it
+// started, from its tasks, while the run item stays as created.
+func runShownRunning(t *testing.T, h *Harness) {
 	ctx := context.Background()
-	v := h.MustCreate(t, NewRun("started", "main"))
-	ok, err := h.Store.MarkRunStarted(ctx, v.Run.ID)
-	if err != nil || !ok {
-		t.Fatalf("mark a QUEUED run started: %t, %v", ok, err)
+	nr := NewRun("shown", "main", "after")
+	nr.Tasks[1].DependsOn = []string{"main"}
+	v := h.MustCreate(t, nr)
+	key := ledger.InstanceKey{Run: v.Run.ID, Task: "main"}
+	h.ToQueued(t, key)
+	wantShown(t, h, v.Run, statemodel.RunQueued) // dispatched is not started
+	h.Step(t, key, Started(1, "w"), h.Clock.Now())
+	wantShown(t, h, v.Run, statemodel.RunRunning)
+	h.Step(t, key, Succeeded(1), h.Clock.Now())
+	// Still RUNNING though the task ended: the run's end is its advance's
+	// to store, and the other task has not run.
+	wantShown(t, h, v.Run, statemodel.RunRunning)
+	stored, err := h.Store.GetRun(ctx, v.Run.ID)
+	if err != nil || stored.ExecutionState != statemodel.RunQueued || stored.Version != v.Run.Version {
+		t.Fatalf("stored run %s at version %d (%v); want QUEUED at %d: no write for the start", stored.ExecutionState, stored.Version, err, v.Run.Version)
 	}
-	run, err := h.Store.GetRun(ctx, v.Run.ID)
-	if err != nil || run.ExecutionState != statemodel.RunRunning || run.Status != statemodel.StatusRunning || run.Version != v.Run.Version+1 {
-		t.Fatalf("run %+v (%v), want RUNNING at version %d", run, err, v.Run.Version+1)
+	ended, err := h.Store.UpdateRunState(ctx, stored, ledger.RunUpdate{ExecutionState: statemodel.RunSucceeded, PublicationState: stored.PublicationState})
+	if err != nil || ended.ExecutionState != statemodel.RunSucceeded {
+		t.Fatalf("end the run from QUEUED: %+v, %v", ended, err)
 	}
-	if ok, err := h.Store.MarkRunStarted(ctx, v.Run.ID); err != nil || ok {
-		t.Fatalf("mark a RUNNING run started: %t, %v; want false", ok, err)
+	wantShown(t, h, v.Run, statemodel.RunSucceeded)
+	if busy, err := h.Store.HasUnfinishedRuns(ctx, "shown"); err != nil || busy {
+		t.Fatalf("an ended run is unfinished: %t %v", busy, err)
 	}
-	if again, _ := h.Store.GetRun(ctx, v.Run.ID); again.Version != run.Version {
-		t.Fatalf("a refused mark moved the version to %d", again.Version)
+}
+
+// runStoredRunning: a run whose RUNNING state was written, as every run's
+// was before its start was derived, reads RUNNING, is listed so, and ends.
+func runStoredRunning(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	v := h.MustCreate(t, NewRun("stored-running", "main"))
+	running, err := h.Store.UpdateRunState(ctx, v.Run, ledger.RunUpdate{ExecutionState: statemodel.RunRunning, PublicationState: v.Run.PublicationState})
+	if err != nil {
+		t.Fatalf("store RUNNING: %v", err)
 	}
-	if busy, err := h.Store.HasUnfinishedRuns(ctx, "started"); err != nil || !busy {
+	wantShown(t, h, v.Run, statemodel.RunRunning) // its task never started
+	if busy, err := h.Store.HasUnfinishedRuns(ctx, "stored-running"); err != nil || !busy {
 		t.Fatalf("a RUNNING run is not unfinished: %t %v", busy, err)
 	}
-	if _, err := h.Store.MarkRunStarted(ctx, "a#b"); !errors.Is(err, ledger.ErrInvalidKey) {
-		t.Fatalf("an invalid run id: %v, want invalid key", err)
+	if _, err := h.Store.UpdateRunState(ctx, running, ledger.RunUpdate{ExecutionState: statemodel.RunFailed, PublicationState: running.PublicationState}); err != nil {
+		t.Fatalf("end a run stored RUNNING: %v", err)
+	}
+	wantShown(t, h, v.Run, statemodel.RunFailed)
+}
+
+// wantShown fails unless ReadRun and ListRuns show run in state, and the
+// listing's status filter finds it under state's status only.
+func wantShown(t *testing.T, h *Harness, run ledger.Run, state statemodel.RunState) {
+	t.Helper()
+	ctx := context.Background()
+	v, err := h.Store.ReadRun(ctx, run.ID)
+	if err != nil || v.Run.ExecutionState != state || v.Run.Status != state.Status() {
+		t.Fatalf("ReadRun: %s/%s (%v); want %s", v.Run.ExecutionState, v.Run.Status, err, state)
+	}
+	for _, st := range []statemodel.Status{"", statemodel.StatusPending, statemodel.StatusRunning, state.Status()} {
+		runs, _, err := h.Store.ListRuns(ctx, ledger.RunFilter{Job: run.Job, Status: st, Limit: 10})
+		if err != nil {
+			t.Fatalf("ListRuns %q: %v", st, err)
+		}
+		want := st == "" || st == state.Status()
+		if found := len(runs) == 1 && runs[0].ID == run.ID; found != want || len(runs) > 1 {
+			t.Fatalf("ListRuns of status %q: %+v; want the run listed: %t", st, runs, want)
+		}
+		if len(runs) == 1 && runs[0].ExecutionState != state {
+			t.Fatalf("ListRuns of status %q shows %s, want %s", st, runs[0].ExecutionState, state)
+		}
 	}
 }
 

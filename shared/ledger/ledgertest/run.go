@@ -98,8 +98,7 @@ func runTrigger(t *testing.T, h *Harness) {
 
 // scheduledTasksAndRunStart: a task marked Scheduled is created SCHEDULED
 // with its verdict recorded; GetInstanceAndRun reads an instance with its
-// run; MarkRunStarted moves a QUEUED run to RUNNING once, and only from
-// QUEUED.
+// run.
 func scheduledTasksAndRunStart(t *testing.T, h *Harness) {
 	ctx := context.Background()
 	nr := NewRun("sched", "root", "leaf")
@@ -121,19 +120,9 @@ func scheduledTasksAndRunStart(t *testing.T, h *Harness) {
 	if _, _, err := h.Store.GetInstanceAndRun(ctx, ledger.InstanceKey{Run: v.Run.ID, Task: "absent"}); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("GetInstanceAndRun of a missing task: %v", err)
 	}
-	for i, want := range []bool{true, false} {
-		started, err := h.Store.MarkRunStarted(ctx, v.Run.ID)
-		if err != nil || started != want {
-			t.Fatalf("MarkRunStarted #%d: %t, %v; want %t", i+1, started, err, want)
-		}
-	}
 	got, err := h.Store.GetRun(ctx, v.Run.ID)
-	if err != nil || got.ExecutionState != statemodel.RunRunning || got.Status != statemodel.RunRunning.Status() || got.Version != v.Run.Version+1 {
-		t.Fatalf("run after MarkRunStarted: %+v, %v; want RUNNING at version %d", got, err, v.Run.Version+1)
-	}
-	// A version read before the mark no longer stores.
-	if _, err := h.Store.UpdateRunState(ctx, v.Run, ledger.RunUpdate{ExecutionState: statemodel.RunQueued, PublicationState: v.Run.PublicationState}); !errors.Is(err, ledger.ErrVersionConflict) {
-		t.Fatalf("UpdateRunState from the version before the mark: %v, want ErrVersionConflict", err)
+	if err != nil || got.ExecutionState != statemodel.RunQueued || got.Version != v.Run.Version {
+		t.Fatalf("run %+v, %v; want QUEUED at version %d", got, err, v.Run.Version)
 	}
 }
 

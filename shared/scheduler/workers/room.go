@@ -36,10 +36,6 @@ type Kernel interface {
 	// Envelope is the envelope of attempt n of inst (as read with its
 	// run), without its inputs: what the dispatch sent.
 	Envelope(inst ledger.Instance, run ledger.Run, n int, token string) protocol.Envelope
-	// FollowClaim handles a claim's applied transition and performs its
-	// effects; run is the run as the claim read it (a run already
-	// started is not marked started again).
-	FollowClaim(ctx context.Context, res ledger.Result, run ledger.Run)
 	// FollowInRun handles an applied transition and performs its
 	// effects, advancing the run from view (the run as read, with the
 	// transition's task as written) rather than from another read.

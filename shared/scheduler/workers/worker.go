@@ -221,7 +221,7 @@ func (w *Room) Claim(ctx context.Context, ref protocol.AttemptRef, token, worker
 	res, err := w.store.TransitionFrom(ctx, inst, ev, w.k.Now(), w.k.Policy())
 	switch {
 	case err == nil && res.Outcome == statemodel.Applied:
-		w.k.FollowClaim(ctx, res, run)
+		w.k.Follow(ctx, res)
 		return claimed(res.Instance)
 	case byNonce && err == nil && res.Outcome == statemodel.Duplicate:
 		// A claim with this event id won since our read: the nonce was used.

@@ -197,11 +197,22 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 			view.Maps[task] = m.state
 		}
 	}
+	view.Run = ledger.ShownRun(view.Run, view.Nodes())
 	return view, nil
 }
 
+// nodes are run id's tasks as the DAG rules see them. The caller holds
+// the lock.
+func (s *runs) nodes(id string) []statemodel.TaskNode {
+	var out []statemodel.TaskNode
+	for _, task := range s.tasks[id] {
+		out = append(out, s.instances[ledger.InstanceKey{Run: id, Task: task}].inst.Node())
+	}
+	return out
+}
+
 // ListRuns lists runs newest first (run ids are ULIDs), of one job or of
-// all, filtered by status.
+// all, filtered by status as shown (ledger.ShownRun).
 func (s *runs) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, string, error) {
 	op := opError("list runs (job %q, status %q)", f.Job, f.Status)
 	listing := "runs"
@@ -225,8 +236,9 @@ func (s *runs) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, 
 		if ledger.Expired(run.ExpiresAt, now) {
 			continue // gone, as the DynamoDB store's reads treat it
 		}
+		run = ledger.ShownRun(run, s.nodes(id))
 		if (f.Job == "" || run.Job == f.Job) && (f.Status == "" || run.Status == f.Status) {
-			runs = append(runs, s.runs[id])
+			runs = append(runs, run)
 		}
 	}
 	slices.SortFunc(runs, func(a, b ledger.Run) int { return strings.Compare(b.ID, a.ID) })
@@ -365,24 +377,6 @@ func (s *runs) HasUnfinishedRuns(ctx context.Context, job string, ignore ...stat
 		}
 	}
 	return false, nil
-}
-
-// MarkRunStarted moves a QUEUED run to RUNNING, and reports whether it did
-// (false: the run is past QUEUED).
-func (s *runs) MarkRunStarted(ctx context.Context, id string) (bool, error) {
-	op := opError("mark run %s started", id)
-	if err := s.enter(ctx, ledger.CheckRunID(id)); err != nil {
-		return false, op(err)
-	}
-	defer s.mu.Unlock()
-	run, ok := s.runs[id]
-	if !ok || run.ExecutionState != statemodel.RunQueued {
-		return false, nil
-	}
-	run.ExecutionState, run.Status = statemodel.RunRunning, statemodel.RunRunning.Status()
-	run.Version++
-	s.runs[id] = run
-	return true, nil
 }
 
 // live is run id unless it is absent or expired: an expired run is gone
