@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
 	"github.com/runledger/runledger/shared/fault"
 	"github.com/runledger/runledger/shared/ledger"
 )
