@@ -83,7 +83,7 @@ func (l shapeLoad) utilization(rate float64) float64 {
 }
 
 // shapeOf names a key's shape: the run's id becomes <run>, the job's name
-// <job>, a shard number at the end #nn. Its scope follows from what it
+// <job>, a shard number at the end #nn (a limiter group's shard #<s>). Its scope follows from what it
 // names; its shard count is shards[the shape] (1 when absent).
 func shapeOf(key, run, job string, shards map[string]int) (shape string, scope keyScope, n int) {
 	shape = key
@@ -94,6 +94,7 @@ func shapeOf(key, run, job string, shards map[string]int) (shape string, scope k
 		shape = replaceWord(shape, job, "<job>")
 	}
 	shape = shardSuffix.ReplaceAllString(shape, "#nn")
+	shape = limiterShard.ReplaceAllString(shape, "${1}#<s>")
 	switch {
 	case strings.Contains(shape, "<run>"):
 		scope = scopeRun
@@ -107,6 +108,11 @@ func shapeOf(key, run, job string, shards map[string]int) (shape string, scope k
 }
 
 var shardSuffix = regexp.MustCompile(`#[0-9]{2,3}$`)
+
+// limiterShard is a limiter group's shard partition,
+// LIMITER#<limiter>#<s> (statemodel/limiter.ShardName): one shape for all
+// of a group's shards but its first, whose key is the limiter's own.
+var limiterShard = regexp.MustCompile(`^(LIMITER#.*)#[0-9]+$`)
 
 // replaceWord replaces job where it is the whole name: after a '#' or at
 // the start, and before a '#' or at the end.

@@ -19,6 +19,8 @@ func TestShapeOfNamesRunJobAndShard(t *testing.T) {
 		{"RUNS", "RUNS", scopeTable, 1},
 		{"RUNS#07", "RUNS#nn", scopeTable, 32},
 		{"T#15", "T#nn", scopeTable, 16},
+		{"LIMITER#big/#3", "LIMITER#big/#<s>", scopeTable, 1},
+		{"LIMITER#big/", "LIMITER#big/", scopeTable, 1},
 	}
 	for _, c := range cases {
 		shape, scope, n := shapeOf(c.key, "01JRUN", "cost-ok", shards)
