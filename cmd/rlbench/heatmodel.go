@@ -108,7 +108,7 @@ func knownShape(shape string) bool {
 }
 
 // shapeOf names a key's shape: the run's id becomes <run>, the job's name
-// <job>, a shard number at the end #nn. Its scope follows from what it
+// <job>, a shard number at the end #nn (a limiter group's shard #<s>). Its scope follows from what it
 // names; its shard count is shards[the shape] (1 when absent).
 func shapeOf(key, run, job string, shards map[string]int) (shape string, scope keyScope, n int) {
 	shape = key
@@ -120,6 +120,7 @@ func shapeOf(key, run, job string, shards map[string]int) (shape string, scope k
 	}
 	shape = mapPartition.ReplaceAllString(shape, "${1}<task>#")
 	shape = shardSuffix.ReplaceAllString(shape, "#nn")
+	shape = limiterShard.ReplaceAllString(shape, "${1}#<s>")
 	switch {
 	case strings.Contains(shape, "<run>"):
 		scope = scopeRun
@@ -137,6 +138,11 @@ var shardSuffix = regexp.MustCompile(`#[0-9]{2,3}$`)
 // mapPartition finds the map task's name in a map child's partition,
 // RUN#<run>#M#<task>#nn (docs/store.md).
 var mapPartition = regexp.MustCompile(`^(RUN#<run>#M#)[^#]+#`)
+
+// limiterShard is a limiter group's shard partition,
+// LIMITER#<limiter>#<s> (statemodel/limiter.ShardName): one shape for all
+// of a group's shards but its first, whose key is the limiter's own.
+var limiterShard = regexp.MustCompile(`^(LIMITER#.*)#[0-9]+$`)
 
 // replaceWord replaces job where it is the whole name: between '#' or
 // '/' (a limiter's name is <job>/<key>) or the key's ends.

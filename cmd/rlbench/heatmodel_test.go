@@ -26,6 +26,8 @@ func TestShapeOfNamesRunJobAndShard(t *testing.T) {
 		{"LIMITER#cost-ok/tenant-1", "LIMITER#<job>/tenant-1", scopeJob, 1},
 		{"RUN#01JRUN#M#fan#07", "RUN#<run>#M#<task>#nn", scopeRun, 64}, // a map child's partition
 		{"RUN#01JRUN#M#cost-ok#63", "RUN#<run>#M#<task>#nn", scopeRun, 64},
+		{"LIMITER#big/#3", "LIMITER#big/#<s>", scopeTable, 1},
+		{"LIMITER#big/", "LIMITER#big/", scopeTable, 1},
 	}
 	for _, c := range cases {
 		shape, scope, n := shapeOf(c.key, "01JRUN", "cost-ok", shards)

@@ -37,6 +37,19 @@ type Limiters interface {
 	// failed condition is ErrVersionConflict and writes nothing; a run
 	// w.LiveRun names that is gone or ended is ErrConflict.
 	WriteLimiter(ctx context.Context, w LimiterWrite) error
+	// WriteShares writes several limiter items of one group (a borrow's
+	// two shards, a re-share's every shard) in one atomic write, each on
+	// condition that its version is still Expected (0: no item). A failed
+	// condition is ErrVersionConflict and writes nothing. It touches no
+	// waiting or admitted item.
+	WriteShares(ctx context.Context, ws []ShareWrite) error
+}
+
+// ShareWrite is one limiter item of a group write (Limiters.WriteShares).
+type ShareWrite struct {
+	Name     string
+	Expected int64
+	State    limiter.State
 }
 
 // Waiting is a run waiting in a limiter's queue.
@@ -111,6 +124,26 @@ func CheckLimiterName(name string) error {
 	return CheckTail("limiter", name, "LIMITER#"+name, MaxPartitionKeyBytes)
 }
 
+// CheckShareWrite refuses a group write no store can make: no item, a
+// name no key holds, or one item twice (DynamoDB refuses a transaction
+// that names one item twice).
+func CheckShareWrite(ws []ShareWrite) error {
+	if len(ws) == 0 {
+		return fmt.Errorf("%w: a group write of no limiter", ErrInvalidInput)
+	}
+	seen := map[string]bool{}
+	for _, w := range ws {
+		if err := CheckLimiterName(w.Name); err != nil {
+			return err
+		}
+		if seen[w.Name] {
+			return fmt.Errorf("%w: limiter %s twice in one group write", ErrInvalidInput, w.Name)
+		}
+		seen[w.Name] = true
+	}
+	return nil
+}
+
 // QueueFull reports whether limiter name has limiter.MaxWaiting runs
 // waiting, the look a new run's creator takes before writing anything. It
 // reads the limiter unless this process wrote it within the last second
@@ -148,6 +181,14 @@ type Entry struct {
 	// that admits it, or leaves it waiting, says so on its run item
 	// (LimiterWrite.Mark), so its admission outlives its room.
 	MarkRun bool
+	// Share: the limiter is a group's shard, whose stored limit is its
+	// share (limiter.Reshare, limiter.Borrow): the entry keeps it rather
+	// than writing Limit.
+	Share bool
+	// AdmitOnly: the entry lands only if it admits the run (a group's
+	// entry trying a shard); otherwise nothing is written and Entered is
+	// the zero value.
+	AdmitOnly bool
 }
 
 // ErrRunEnded: a Live entry found its run ended (or gone); nothing was
@@ -264,10 +305,15 @@ var errRefusedAtOnce = errors.New("entries refused at once")
 // decideEntry decides e on st: the write's item changes and the state it
 // leaves, and the answer; limiter.ErrQueueFull beyond the bound.
 func decideEntry(st limiter.State, e Entry, now time.Time) (LimiterWrite, limiter.State, Entered, error) {
-	st.Limit = e.Limit
+	if !e.Share {
+		st.Limit = e.Limit
+	}
 	n, admitted, why, err := st.Enter(e.Rate, now, limiter.MaxWaiting)
 	if err != nil {
 		return LimiterWrite{}, st, Entered{}, err
+	}
+	if e.AdmitOnly && !admitted {
+		return LimiterWrite{}, st, Entered{}, errNoRoom
 	}
 	w := LimiterWrite{State: n}
 	if e.Live {
@@ -289,6 +335,9 @@ func decideEntry(st limiter.State, e Entry, now time.Time) (LimiterWrite, limite
 	return w, n, Entered{Admitted: admitted, AdmittedAt: w.admittedAt(), Reason: why}, nil
 }
 
+// errNoRoom: an AdmitOnly entry found no room (or runs waiting).
+var errNoRoom = errors.New("limiter: no room to admit at once")
+
 // enterHeld is one entry's read-decide-write loop in a turn held.
 func enterHeld(ctx context.Context, s Limiters, tu *turn, e Entry, now time.Time) (Entered, error) {
 	var en Entered
@@ -296,6 +345,11 @@ func enterHeld(ctx context.Context, s Limiters, tu *turn, e Entry, now time.Time
 		func(_ context.Context, cur seen) (LimiterWrite, Step, error) {
 			w, _, out, err := decideEntry(cur.st, e, now)
 			switch {
+			case errors.Is(err, errNoRoom) && cur.cached:
+				return w, StepAgain, nil
+			case errors.Is(err, errNoRoom):
+				en = Entered{} // nothing written (a round before may have decided otherwise)
+				return w, StepDone, nil
 			case err != nil && cur.cached:
 				return w, StepAgain, nil // refused on what this process last wrote: read it
 			case err != nil:

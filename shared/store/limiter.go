@@ -32,6 +32,7 @@ const (
 	attrAdmittedIn  = "admitted_in"
 	attrWaitingIn   = "waiting_in"
 	attrMarkRun     = "mark_run"
+	attrShards      = "shards"
 	kindLimiter     = "LIMITER"
 	kindLimWaiting  = "LIMITER_WAIT"
 	kindLimAdmitted = "LIMITER_ADMIT"
@@ -52,6 +53,9 @@ func (s *limiters) GetLimiter(ctx context.Context, name string) (limiter.State, 
 	}
 	r := &reader{it: out.Item}
 	st := limiter.State{Limit: int(r.int(attrLimit)), Active: int(r.int(attrActive)), Waiting: int(r.int(attrWaiting)), Version: r.int(attrVersion)}
+	if n := r.optInt(attrShards); n != nil { // absent: a limiter that is one item, as all were before groups
+		st.Shards = *n
+	}
 	for _, t := range r.strList(attrAdmits) {
 		at, err := time.Parse(time.RFC3339Nano, t)
 		if err != nil {
@@ -180,13 +184,7 @@ func (s *limiters) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) erro
 	names := map[string]string{"#pk": tableschema.PK}
 	notExists, exists := aws.String("attribute_not_exists(#pk)"), aws.String("attribute_exists(#pk)")
 	state := limiterItem(pk, w.State)
-	put := &types.Put{TableName: aws.String(s.table), Item: state, ExpressionAttributeNames: names, ConditionExpression: notExists}
-	if w.Expected != 0 {
-		put.ConditionExpression = aws.String("#v = :v")
-		put.ExpressionAttributeNames = map[string]string{"#v": attrVersion}
-		put.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(w.Expected)}
-	}
-	actions := []types.TransactWriteItem{{Put: put}}
+	actions := []types.TransactWriteItem{{Put: s.limiterPut(state, w.Expected)}}
 	sizes := []int{itemSize(state)}
 	add := func(a types.TransactWriteItem, size int) {
 		actions = append(actions, a)
@@ -268,6 +266,44 @@ func (s *limiters) WriteLimiter(ctx context.Context, w ledger.LimiterWrite) erro
 	return nil
 }
 
+// limiterPut is a transaction's put of a limiter item on condition that
+// its version is expected (0: that there is none).
+func (s *limiters) limiterPut(state map[string]types.AttributeValue, expected int64) *types.Put {
+	if expected == 0 {
+		return &types.Put{TableName: aws.String(s.table), Item: state,
+			ExpressionAttributeNames: map[string]string{"#pk": tableschema.PK}, ConditionExpression: aws.String("attribute_not_exists(#pk)")}
+	}
+	return &types.Put{TableName: aws.String(s.table), Item: state, ConditionExpression: aws.String("#v = :v"),
+		ExpressionAttributeNames:  map[string]string{"#v": attrVersion},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(expected)}}
+}
+
+// WriteShares implements ledger.Limiters in ONE TransactWriteItems of
+// limiter items (a borrow: two), each a Put conditioned on its version:
+//
+//	limiter   Put     LIMITER#<shard>/STATE      version = :expected
+//	                                             (attribute_not_exists(pk) for 0)
+//
+// Any condition failing is ErrVersionConflict.
+func (s *limiters) WriteShares(ctx context.Context, ws []ledger.ShareWrite) error {
+	if err := ledger.CheckShareWrite(ws); err != nil {
+		return fmt.Errorf("write shares: %w", err)
+	}
+	actions := make([]types.TransactWriteItem, len(ws))
+	sizes := make([]int, len(ws))
+	for i, w := range ws {
+		state := limiterItem(limiterPK(w.Name), w.State)
+		actions[i], sizes[i] = types.TransactWriteItem{Put: s.limiterPut(state, w.Expected)}, itemSize(state)
+	}
+	if err := s.transact(ctx, "write_shares", actions, sizes, nil); err != nil {
+		if cancellation(err) != nil {
+			return fmt.Errorf("write shares of %s: %w", ws[0].Name, ledger.ErrVersionConflict)
+		}
+		return fmt.Errorf("write shares of %s: %w", ws[0].Name, translate(err))
+	}
+	return nil
+}
+
 // runMarkSize is the size a limiter write's action on a run item is
 // counted at: a run item of a job with limits and small params (about
 // 500 bytes), under the 1 KB a write unit covers. Its real size is not
@@ -308,6 +344,6 @@ func limiterItem(pk string, st limiter.State) map[string]types.AttributeValue {
 	return item{
 		tableschema.PK: str(pk), tableschema.SK: str(skLimiterState), attrKind: str(kindLimiter),
 		attrLimit: num(int64(st.Limit)), attrActive: num(int64(st.Active)), attrWaiting: num(int64(st.Waiting)),
-		attrAdmits: strList(admits), attrVersion: num(st.Version),
+		attrAdmits: strList(admits), attrVersion: num(st.Version), attrShards: optNum(int64(st.Shards)),
 	}.present()
 }

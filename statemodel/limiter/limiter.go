@@ -104,11 +104,19 @@ type State struct {
 	Waiting int
 	Admits  []time.Time
 	Version int64
+	// Shards is, on every shard of a group (ShardName), how many shards
+	// the group has; 0 on a limiter that is one item. A shard's Limit is
+	// its share, exact even at 0 (it lent all of it).
+	Shards int
 }
+
+// limited reports whether s has a concurrency limit: a positive one, or a
+// group's shard.
+func (s State) limited() bool { return s.Limit > 0 || s.Shards > 1 }
 
 // Room reports whether one more run may be admitted now, and if not, why.
 func (s State) Room(r Rate, now time.Time) (bool, string) {
-	if s.Limit > 0 && s.Active >= s.Limit {
+	if s.limited() && s.Active >= s.Limit {
 		return false, ReasonConcurrency
 	}
 	if r.On() && s.inWindow(r, now) >= r.Runs {

@@ -173,6 +173,27 @@ func (s *limiters) WriteLimiter(_ context.Context, w ledger.LimiterWrite) error 
 	return nil
 }
 
+// WriteShares implements ledger.Limiters: every version is checked before
+// anything changes, as one transaction.
+func (s *limiters) WriteShares(_ context.Context, ws []ledger.ShareWrite) error {
+	if err := ledger.CheckShareWrite(ws); err != nil {
+		return fmt.Errorf("write shares: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range ws {
+		if s.limiter(w.Name).state.Version != w.Expected {
+			return fmt.Errorf("write shares of %s: %w", w.Name, ledger.ErrVersionConflict)
+		}
+	}
+	for _, w := range ws {
+		l := s.limiter(w.Name)
+		l.state = w.State
+		l.state.Admits = slices.Clone(w.State.Admits)
+	}
+	return nil
+}
+
 // limiterWriteRepeats reports whether a write's item changes name one
 // run's item twice.
 func limiterWriteRepeats(all []ledger.LimiterWrite) bool {
