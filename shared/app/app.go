@@ -288,6 +288,10 @@ func (c *Config) storeOptions() []store.Option {
 	if c.CapacityReports != nil {
 		opts = append(opts, store.WithCapacityReports(c.CapacityReports))
 	}
+	if c.DelayQueueURL == "" {
+		// No delay message carries a short timer: the index holds them all.
+		opts = append(opts, store.WithTimerHorizon(ledger.IndexEveryTimer))
+	}
 	return opts
 }
 

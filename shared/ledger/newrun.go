@@ -88,7 +88,8 @@ func NewRunRecord(nr NewRun, nodes []statemodel.TaskNode, now, stamp time.Time, 
 // NewInstance is task t of run nr as CreateRun writes it, decided by
 // DecideNewInstance: CREATED with its creation record, or SCHEDULED for a
 // task marked so. History holds its first records; the timer is the
-// snapshot's where it is indexed (IndexedTimer).
+// snapshot's where it is indexed (IndexedTimer, at the TimerHorizon; a
+// store with another horizon decides it again before it writes).
 func NewInstance(nr NewRun, t NewTask, now time.Time) (Instance, error) {
 	key := InstanceKey{Run: nr.ID, Task: t.ID}
 	snap, hist, err := DecideNewInstance(key, t, now)
@@ -101,6 +102,6 @@ func NewInstance(nr NewRun, t NewTask, now time.Time) (Instance, error) {
 		Snapshot: snap, History: hist, Secret: slices.Clone(t.Secret), Item: slices.Clone(t.Item), Map: slices.Clone(t.Map),
 	}
 	inst.Policy.Random = nil
-	inst.TimerAt, inst.TimerKind = IndexedTimer(key, snap, now)
+	inst.TimerAt, inst.TimerKind = IndexedTimer(key, snap, now, TimerHorizon)
 	return inst, nil
 }

@@ -52,18 +52,24 @@ const MaxTimerDelay = 15 * time.Minute
 // instance timer of its run, is the net under a lost message.
 const TimerHorizon = MaxTimerDelay - time.Minute
 
+// IndexEveryTimer is the horizon of a deployment without a delay queue:
+// nothing carries a short timer but the index, so every timer is indexed
+// (the stores' WithTimerHorizon).
+const IndexEveryTimer time.Duration = -1
+
 // IndexedTimer is the timer an instance with snapshot s, written at now,
 // holds in the timers index: the snapshot's timer when it is further than
-// TimerHorizon, or when the instance is a map child (a map's children are
+// horizon (TimerHorizon where a delay queue carries the nearer ones;
+// IndexEveryTimer where none does), or when the instance is a map child (a map's children are
 // not in their run's Query, so the run's backstop does not see them and
 // the index stays their net); zero otherwise. Every write of an instance's
 // timer, in every store, decides it here.
-func IndexedTimer(key InstanceKey, s statemodel.Snapshot, now time.Time) (time.Time, statemodel.TimerKind) {
+func IndexedTimer(key InstanceKey, s statemodel.Snapshot, now time.Time, horizon time.Duration) (time.Time, statemodel.TimerKind) {
 	at, kind := s.Timer()
 	if kind == statemodel.TimerNone || at.IsZero() {
 		return time.Time{}, statemodel.TimerNone
 	}
-	if !IndexesTimer(key, at, now) {
+	if !IndexesTimer(key, at, now, horizon) {
 		return time.Time{}, statemodel.TimerNone
 	}
 	return at, kind
@@ -71,7 +77,7 @@ func IndexedTimer(key InstanceKey, s statemodel.Snapshot, now time.Time) (time.T
 
 // IndexesTimer reports whether the instance at key, written at now with a
 // timer at at, holds it in the timers index (IndexedTimer's rule).
-func IndexesTimer(key InstanceKey, at, now time.Time) bool {
+func IndexesTimer(key InstanceKey, at, now time.Time, horizon time.Duration) bool {
 	_, _, child := ParseChild(key.Task)
-	return child || at.Sub(now) > TimerHorizon
+	return child || horizon < 0 || at.Sub(now) > horizon
 }

@@ -45,13 +45,13 @@ func TestStormRespectsConcurrencyLimits(t *testing.T) {
 	c := newClock()
 	q := newMemQueue()
 	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
-	f := assemble(memstore.New(memstore.WithClock(c.Now), memstore.WithRunBackstop(10000*time.Hour)), q, pool, c, "", nil)
+	f := assemble(memstore.New(memstore.WithClock(c.Now), memstore.WithRunBackstop(10000*time.Hour), memstore.WithTimerHorizon(ledger.IndexEveryTimer)), q, pool, c, "", nil)
 	limitedStorm(t, f, 30, 300)
 }
 
 // The same on DynamoDB Local and the SQS emulator.
 func TestStormRespectsConcurrencyLimitsOnDynamoDBLocal(t *testing.T) {
-	f := newEmulatorFixtureWith(t, []store.Option{store.WithRunBackstop(10000 * time.Hour)})
+	f := newEmulatorFixtureWith(t, []store.Option{store.WithRunBackstop(10000 * time.Hour), store.WithTimerHorizon(ledger.IndexEveryTimer)})
 	limitedStorm(t, f, 10, 80)
 }
 
@@ -67,7 +67,7 @@ const stormTwoLimitersJob = `{"name":"stormtwo","retry":{"max_attempts":2,"initi
 // rate limiter of its own group): 0 excess, 0 stuck, both limiters empty
 // once calm. On DynamoDB Local.
 func TestStormRespectsTwoLimitersOnDynamoDBLocal(t *testing.T) {
-	f := newEmulatorFixtureWith(t, []store.Option{store.WithRunBackstop(10000 * time.Hour)})
+	f := newEmulatorFixtureWith(t, []store.Option{store.WithRunBackstop(10000 * time.Hour), store.WithTimerHorizon(ledger.IndexEveryTimer)})
 	limitedStormOf(t, f, "stormtwo", stormTwoLimitersJob, []string{"stormapi/"}, 10, 80)
 }
 

@@ -147,7 +147,7 @@ func TestStormLeavesEveryRunConsistent(t *testing.T) {
 	c := newClock()
 	q := newMemQueue()
 	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
-	f := assemble(memstore.New(memstore.WithClock(c.Now), memstore.WithRunBackstop(10000*time.Hour)), q, pool, c, "", nil)
+	f := assemble(memstore.New(memstore.WithClock(c.Now), memstore.WithRunBackstop(10000*time.Hour), memstore.WithTimerHorizon(ledger.IndexEveryTimer)), q, pool, c, "", nil)
 	weather(t, f, 24, 400)
 }
 
@@ -155,7 +155,7 @@ func TestStormLeavesEveryRunConsistent(t *testing.T) {
 // conditional writes and the queue's redelivery of a crashed worker's
 // envelope.
 func TestStormOnDynamoDBLocal(t *testing.T) {
-	f := newEmulatorFixtureWith(t, []store.Option{store.WithRunBackstop(10000 * time.Hour)})
+	f := newEmulatorFixtureWith(t, []store.Option{store.WithRunBackstop(10000 * time.Hour), store.WithTimerHorizon(ledger.IndexEveryTimer)})
 	weather(t, f, 8, 120)
 }
 

@@ -71,7 +71,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	inst.Policy.Random = nil
 	// The timer as indexed by a write an hour before it.
 	at, kind := s.Timer()
-	inst.TimerAt, inst.TimerKind = ledger.IndexedTimer(inst.Key, s, at.Add(-time.Hour))
+	inst.TimerAt, inst.TimerKind = ledger.IndexedTimer(inst.Key, s, at.Add(-time.Hour), ledger.TimerHorizon)
 	got, err := decodeInstance(instanceItem(runPK(inst.Key.Run), inst).present())
 	if err != nil {
 		t.Fatal(err)

@@ -306,7 +306,7 @@ func (s *instances) writeTransitions(ctx context.Context, inst ledger.Instance, 
 
 	next := inst
 	next.Snapshot = d.Snapshot
-	next.TimerAt, next.TimerKind = ledger.IndexedTimer(key, d.Snapshot, tr.ObservedAt)
+	next.TimerAt, next.TimerKind = ledger.IndexedTimer(key, d.Snapshot, tr.ObservedAt, s.horizon)
 	spill, keep := planHistory(func(keep []statemodel.Transition) int {
 		next.History = keep
 		return itemSize(instanceItem(pk, next).present())
@@ -385,7 +385,7 @@ func (s *instances) refreshLease(ctx context.Context, inst ledger.Instance, n st
 	sk := instanceSK(inst.Key.Task)
 	next := inst
 	next.Snapshot = n
-	next.TimerAt, next.TimerKind = ledger.IndexedTimer(inst.Key, n, n.Lease.LastHeartbeatAt)
+	next.TimerAt, next.TimerKind = ledger.IndexedTimer(inst.Key, n, n.Lease.LastHeartbeatAt, s.horizon)
 	set := item{attrLeaseBeat: tm(n.Lease.LastHeartbeatAt), attrLeaseExpires: tm(n.Lease.ExpiresAt)}
 	for k, v := range timerItem(pk, sk, next.TimerAt, next.TimerKind) {
 		set[k] = v
@@ -627,7 +627,7 @@ func (b *beat) write(ctx context.Context, state statemodel.InstanceState) error 
 	set := item{attrLeaseBeat: tm(b.now), attrLeaseExpires: tm(b.expires)}
 	if state == statemodel.StateRunning {
 		at, kind := time.Time{}, statemodel.TimerNone
-		if ledger.IndexesTimer(b.key, b.expires, b.now) {
+		if ledger.IndexesTimer(b.key, b.expires, b.now, s.horizon) {
 			at, kind = b.expires, statemodel.TimerLease
 		}
 		for k, v := range timerItem(pk, sk, at, kind) {

@@ -182,6 +182,7 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 		if err != nil {
 			return ledger.RunView{}, op(err)
 		}
+		inst.TimerAt, inst.TimerKind = ledger.IndexedTimer(inst.Key, inst.Snapshot, now, s.horizon)
 		inst.ExpiresAt = run.ExpiresAt
 		if err := put("instance "+inst.Key.String(), instanceItem(runPK(inst.Key.Run), inst), notExists, pkName, nil, false); err != nil {
 			return ledger.RunView{}, op(err)

@@ -84,6 +84,7 @@ type base struct {
 	table     string
 	clock     func() time.Time
 	retention time.Duration
+	horizon   time.Duration // ledger.IndexedTimer's (WithTimerHorizon)
 	backstop  time.Duration
 	log       *slog.Logger
 	capacity  func(CapacityReport)
@@ -156,6 +157,12 @@ func WithRunRetention(d time.Duration) Option { return func(s *Store) { s.retent
 // WithRunBackstop sets how far ahead a live run's backstop timer is set.
 func WithRunBackstop(d time.Duration) Option { return func(s *Store) { s.backstop = d } }
 
+// WithTimerHorizon sets how far ahead of its write an instance's timer is
+// left out of the timers index (ledger.TimerHorizon by default: a delay
+// message carries it); ledger.IndexEveryTimer indexes every timer, for a
+// scheduler without a delay queue.
+func WithTimerHorizon(d time.Duration) Option { return func(s *Store) { s.horizon = d } }
+
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 
@@ -167,7 +174,7 @@ func WithCapacityReports(fn func(CapacityReport)) Option { return func(s *Store)
 func New(db *dynamodb.Client, table string, opts ...Option) *Store {
 	b := &base{
 		db: db, table: table, clock: time.Now,
-		retention: ledger.DefaultRunRetention, backstop: ledger.DefaultRunBackstop,
+		retention: ledger.DefaultRunRetention, backstop: ledger.DefaultRunBackstop, horizon: ledger.TimerHorizon,
 		log: slog.Default(), specs: &specCache{}, claims: &claimsEpoch{}, layouts: &mapLayouts{fresh: mapChildParts},
 	}
 	list := &listings{b}

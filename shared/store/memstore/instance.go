@@ -81,7 +81,7 @@ func (s *instances) WriteInstance(ctx context.Context, from ledger.Instance, ds 
 	}
 	if refresh {
 		n := ds[0].Snapshot
-		in.setSnapshot(n, n.Lease.LastHeartbeatAt)
+		in.setSnapshot(n, n.Lease.LastHeartbeatAt, s.horizon)
 		return cloneInstance(in.inst), nil
 	}
 	if change := ledger.MapCountChange(from.Key, from.Snapshot.State, ds[len(ds)-1].Snapshot.State); change != nil {
@@ -92,7 +92,7 @@ func (s *instances) WriteInstance(ctx context.Context, from ledger.Instance, ds 
 	}
 	for _, d := range ds {
 		tr := *d.Transition
-		in.setSnapshot(d.Snapshot, tr.ObservedAt)
+		in.setSnapshot(d.Snapshot, tr.ObservedAt, s.horizon)
 		in.history = append(in.history, cloneTransition(tr))
 		in.guards[tr.EventID] = statemodel.SeenEvent{ID: tr.EventID, Seq: tr.Seq, To: tr.To}
 		if rec := tr.AttemptRecord; rec != nil {
@@ -164,10 +164,10 @@ func (s *instances) SeenBefore(ctx context.Context, inst ledger.Instance, id str
 }
 
 // setSnapshot stores n as written at now, its timer indexed by
-// ledger.IndexedTimer's rule.
-func (in *instance) setSnapshot(n statemodel.Snapshot, now time.Time) {
+// ledger.IndexedTimer's rule at horizon.
+func (in *instance) setSnapshot(n statemodel.Snapshot, now time.Time, horizon time.Duration) {
 	in.inst.Snapshot = n.Clone()
-	in.inst.TimerAt, in.inst.TimerKind = ledger.IndexedTimer(in.inst.Key, n, now)
+	in.inst.TimerAt, in.inst.TimerKind = ledger.IndexedTimer(in.inst.Key, n, now, horizon)
 }
 
 // checkSize refuses a transition whose caller-supplied bytes cannot fit in
@@ -238,7 +238,7 @@ func (s *instances) Heartbeat(ctx context.Context, key ledger.InstanceKey, attem
 	n := in.inst.Snapshot
 	n.Lease = statemodel.Lease{LastHeartbeatAt: now, ExpiresAt: now.Add(lease)}
 	if state == statemodel.StateRunning {
-		in.setSnapshot(n, now)
+		in.setSnapshot(n, now, s.horizon)
 	} else {
 		in.inst.Snapshot = n.Clone()
 	}

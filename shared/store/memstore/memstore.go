@@ -58,6 +58,7 @@ type mem struct {
 	clock     func() time.Time
 	backstop  time.Duration
 	retention time.Duration
+	horizon   time.Duration // ledger.IndexedTimer's (WithTimerHorizon)
 
 	mu        sync.Mutex
 	jobs      map[string]ledger.Job
@@ -133,6 +134,12 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.clock = 
 // (default ledger.DefaultRunBackstop).
 func WithRunBackstop(d time.Duration) Option { return func(s *Store) { s.backstop = d } }
 
+// WithTimerHorizon sets how far ahead of its write an instance's timer is
+// left out of the timers index (ledger.TimerHorizon by default: a delay
+// message carries it); ledger.IndexEveryTimer indexes every timer, for a
+// scheduler without a delay queue.
+func WithTimerHorizon(d time.Duration) Option { return func(s *Store) { s.horizon = d } }
+
 // WithRunRetention sets how long a finished run of a job that sets no
 // retention is kept (default ledger.DefaultRunRetention), as
 // store.WithRunRetention does.
@@ -141,7 +148,7 @@ func WithRunRetention(d time.Duration) Option { return func(s *Store) { s.retent
 // New returns an empty store.
 func New(opts ...Option) *Store {
 	m := &mem{
-		clock: time.Now, backstop: ledger.DefaultRunBackstop, retention: ledger.DefaultRunRetention,
+		clock: time.Now, backstop: ledger.DefaultRunBackstop, retention: ledger.DefaultRunRetention, horizon: ledger.TimerHorizon,
 		jobs: map[string]ledger.Job{}, edges: map[string]map[string]bool{},
 		runs: map[string]ledger.Run{}, runsOfJob: map[string][]string{}, tasks: map[string][]string{},
 		instances: map[ledger.InstanceKey]*instance{},

@@ -45,6 +45,7 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 		if err != nil {
 			return ledger.RunView{}, op(err)
 		}
+		in.inst.TimerAt, in.inst.TimerKind = ledger.IndexedTimer(in.inst.Key, in.inst.Snapshot, now, s.horizon)
 		in.inst.ExpiresAt = run.ExpiresAt
 		created[i] = in
 	}
