@@ -284,7 +284,7 @@ func (s *failingMoves) MoveSchedule(ctx context.Context, name string, m ledger.S
 // one run, none is lost, and missed_slots counts each skipped slot once.
 func TestCatchupCrashAndRaceNeverLoseOrDoubleASlot(t *testing.T) {
 	c := newClock()
-	mem := memstore.New(memstore.WithClock(c.Now))
+	mem := memstore.New(memstore.WithClock(c.Now), memstore.WithTimerHorizon(ledger.IndexEveryTimer))
 	crashy := &failingMoves{Store: mem, fails: 2}
 	q := newMemQueue()
 	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))

@@ -216,7 +216,7 @@ func TestJoinRaceSendsOneTokenPerAttempt(t *testing.T) {
 	c := newClock()
 	q := newMemQueue()
 	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
-	gate := newGatedStore(memstore.New(memstore.WithClock(c.Now)))
+	gate := newGatedStore(memstore.New(memstore.WithClock(c.Now), memstore.WithTimerHorizon(ledger.IndexEveryTimer)))
 	raceJoin(t, assemble(gate, q, pool, c, "", nil), gate, 200)
 }
 

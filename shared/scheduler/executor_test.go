@@ -82,7 +82,7 @@ func executorFixture(t *testing.T) (*fixture, *executorDouble) {
 	n := seq.Add(1)
 	pool := q.create(fmt.Sprintf("sched%d-pool", n))
 	events := q.create(fmt.Sprintf("sched%d-events", n))
-	st := memstore.New(memstore.WithClock(c.Now))
+	st := memstore.New(memstore.WithClock(c.Now), memstore.WithTimerHorizon(ledger.IndexEveryTimer))
 	ev := &evidenceDouble{}
 	ev.verdict.Store(scheduler.VerdictSucceeded) // would win if it were asked
 	ex := &executorDouble{}

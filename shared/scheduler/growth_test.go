@@ -22,7 +22,7 @@ import (
 
 // counted is the fixture's service again, on a client whose reads c counts.
 func (f *fixture) counted(c *emulatortest.ReadCounter) *scheduler.Service {
-	st := store.New(env.DynamoDBClient(c.Option), f.table, store.WithClock(f.clock.Now))
+	st := store.New(env.DynamoDBClient(c.Option), f.table, store.WithClock(f.clock.Now), store.WithTimerHorizon(ledger.IndexEveryTimer))
 	return mustNew(st, f.q, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now})
 }
 

@@ -43,7 +43,7 @@ func newStoppingFixture() (*fixture, *stoppingStore) {
 	c := newClock()
 	q := newMemQueue()
 	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
-	st := &stoppingStore{Store: memstore.New(memstore.WithClock(c.Now))}
+	st := &stoppingStore{Store: memstore.New(memstore.WithClock(c.Now), memstore.WithTimerHorizon(ledger.IndexEveryTimer))}
 	return assemble(st, q, pool, c, "", nil), st
 }
 

@@ -92,7 +92,9 @@ func newFixture(t *testing.T, providers ...scheduler.EvidenceProvider) *fixture 
 	c := newClock()
 	q := newMemQueue()
 	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
-	return assemble(memstore.New(memstore.WithClock(c.Now)), q, pool, c, "", providers)
+	// No delay queue: every timer is indexed, as the app builds a store
+	// without one (withDelayQueue gives a test the queue and the horizon).
+	return assemble(memstore.New(memstore.WithClock(c.Now), memstore.WithTimerHorizon(ledger.IndexEveryTimer)), q, pool, c, "", providers)
 }
 
 // newEmulatorFixture is the service on DynamoDB Local and the SQS
@@ -127,7 +129,8 @@ func newEmulatorFixtureWrapped(t *testing.T, opts []store.Option, wrap func(sche
 	}
 	t.Cleanup(func() { _ = q.DeleteQueue(context.Background(), pool.URL) })
 	c := newClock()
-	var st scheduler.Store = store.New(db, name, append([]store.Option{store.WithClock(c.Now)}, opts...)...)
+	// No delay queue: every timer indexed, unless opts say otherwise.
+	var st scheduler.Store = store.New(db, name, append([]store.Option{store.WithClock(c.Now), store.WithTimerHorizon(ledger.IndexEveryTimer)}, opts...)...)
 	if wrap != nil {
 		st = wrap(st)
 	}

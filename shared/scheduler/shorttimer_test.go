@@ -9,13 +9,17 @@ import (
 
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/store/memstore"
 	"github.com/runledger/runledger/statemodel"
 )
 
-// withDelayQueue gives f's service a delay queue and returns its URL.
+// withDelayQueue gives f's service a delay queue, and a store with the
+// default timer horizon (a timer within it rides a delay message), and
+// returns the queue's URL. f must not have written anything yet.
 func withDelayQueue(f *fixture) string {
 	mq := f.q.(*memQueue)
 	delay := mq.create(fmt.Sprintf("sched%d-delay", seq.Add(1)))
+	f.st = memstore.New(memstore.WithClock(f.clock.Now))
 	f.svc = mustNew(f.st, f.sent, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now,
 		DelayQueueURL: delay, Evidence: []scheduler.EvidenceProvider{f.ev}})
 	return delay
@@ -43,6 +47,11 @@ func timerMessages(t *testing.T, f *fixture, delay, purpose string) []protocol.T
 // it expire, and the pass that fires the run's timer does.
 func TestLostLeaseMessageIsFiredByTheRunBackstop(t *testing.T) {
 	f := newFixture(t)
+	// The default horizon, and no delay queue: every near timer's message
+	// is lost.
+	f.st = memstore.New(memstore.WithClock(f.clock.Now))
+	f.svc = mustNew(f.st, f.sent, scheduler.Config{Pools: map[string]string{"default": f.pool}, Now: f.clock.Now,
+		Evidence: []scheduler.EvidenceProvider{f.ev}})
 	run, _ := f.running(t, "w@boot")
 	if inst := f.instance(t, run); !inst.TimerAt.IsZero() {
 		t.Fatalf("a 10 s lease is indexed at %s", inst.TimerAt)

@@ -293,7 +293,7 @@ func TestClaimBeforeTheDispatchWriteIsNotARefusal(t *testing.T) {
 	c := newClock()
 	q := newMemQueue()
 	pool := q.create(fmt.Sprintf("sched%d-pool", seq.Add(1)))
-	svc := mustNew(memstore.New(memstore.WithClock(c.Now)), downQueue{q}, scheduler.Config{
+	svc := mustNew(memstore.New(memstore.WithClock(c.Now), memstore.WithTimerHorizon(ledger.IndexEveryTimer)), downQueue{q}, scheduler.Config{
 		Pools: map[string]string{"default": pool}, Now: c.Now, ClaimWait: 20 * time.Millisecond,
 	})
 	ctx := context.Background()
