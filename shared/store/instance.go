@@ -41,7 +41,7 @@ func instanceStatic(inst ledger.Instance) item {
 		attrPool:         optStr(inst.Pool),
 		attrPayload:      bin(inst.Payload),
 		attrExecutorSpec: bin(inst.Executor),
-		attrPolicyC:      compactPolicy(inst.Policy),
+		attrPolicyD:      policyDelta(inst.Policy),
 		attrDependsOn:    strList(inst.DependsOn),
 		attrTriggerRule:  optStr(string(inst.TriggerRule)),
 		attrPublish:      optBool(inst.Publish),
@@ -129,13 +129,18 @@ func lastAttemptRecord(trs []statemodel.Transition) (statemodel.AttemptRecord, b
 	return statemodel.AttemptRecord{}, false
 }
 
-// readInstancePolicy reads the compact policy, or the former long-named
-// one of an item written before.
+// readInstancePolicy reads the policy as the default's fields with the
+// stored delta over them, or, from an item written before, its whole
+// compact policy or the former long-named one. An instance's writes after
+// its creation never touch its policy, so an old item keeps its own.
 func readInstancePolicy(r *reader) statemodel.Policy {
 	if _, ok := r.it[attrPolicyC]; ok {
 		return readCompactPolicy(r)
 	}
-	return readPolicy(r)
+	if _, ok := r.it[attrPolicy]; ok {
+		return readPolicy(r)
+	}
+	return readPolicyDelta(r)
 }
 
 // recentOf is the snapshot's recent event ids as the inline records hold

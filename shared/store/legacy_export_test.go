@@ -15,7 +15,7 @@ import (
 // strings.
 func LegacyInstanceItem(inst ledger.Instance, attempts []statemodel.AttemptRecord) map[string]types.AttributeValue {
 	it := instanceItem(runPK(inst.Key.Run), inst)
-	it[attrRecs], it[attrInlineAttempts], it[attrPolicyC] = nil, nil, nil
+	it[attrRecs], it[attrInlineAttempts], it[attrPolicyD] = nil, nil, nil
 	it[attrRetryAtC], it[attrDeadlineC], it[attrCreatedAtC], it[attrScheduledAtC] = nil, nil, nil, nil
 	s := inst.Snapshot
 	it[attrRetryAt], it[attrDeadline], it[attrCreatedAt], it[attrScheduledAt] = tm(s.RetryAt), tm(s.Deadline), tm(s.CreatedAt), tm(s.ScheduledAt)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"reflect"
 	"strconv"
 	"time"
@@ -24,7 +25,8 @@ const (
 	attrRecs           = "h"  // an instance's inline records, compact
 	attrSpilledRecs    = "rs" // a history item's records, compact
 	attrInlineAttempts = "as" // the snapshot's attempt records, compact
-	attrPolicyC        = "pc" // the policy, compact
+	attrPolicyC        = "pc" // the policy, compact (instances written before attrPolicyD)
+	attrPolicyD        = "pd" // the policy's fields that differ from the default, compact
 	attrRetryAtC       = "ra" // the snapshot's times, epoch nanoseconds
 	attrDeadlineC      = "dl"
 	attrCreatedAtC     = "ca"
@@ -346,6 +348,66 @@ func compactPolicy(p statemodel.Policy) types.AttributeValue {
 		"mr": optNum(int64(p.MaxResubmits)),
 		"dr": d(p.DepsRecheck),
 	}.present()}
+}
+
+// policyDelta stores p as the fields of its compact encoding that differ
+// from statemodel.DefaultPolicy's (a field p leaves zero where the default
+// has a value is NULL), absent when p is the default: most tasks take the
+// default, and their instance items carry no policy bytes at all, which
+// keeps a single-task run's instance within one write unit without a spill.
+func policyDelta(p statemodel.Policy) types.AttributeValue {
+	own, def := compactPolicyFields(p), compactPolicyFields(statemodel.DefaultPolicy())
+	delta := item{}
+	for k, v := range own {
+		if !sameScalar(v, def[k]) {
+			delta[k] = v
+		}
+	}
+	for k := range def {
+		if _, ok := own[k]; !ok {
+			delta[k] = &types.AttributeValueMemberNULL{Value: true}
+		}
+	}
+	if len(delta) == 0 {
+		return nil
+	}
+	return &types.AttributeValueMemberM{Value: delta}
+}
+
+// readPolicyDelta reads policyDelta's encoding: the default's fields with
+// the stored ones over them.
+func readPolicyDelta(r *reader) statemodel.Policy {
+	fields := compactPolicyFields(statemodel.DefaultPolicy())
+	for k, v := range r.sub(attrPolicyD) {
+		if _, null := v.(*types.AttributeValueMemberNULL); null {
+			delete(fields, k)
+			continue
+		}
+		fields[k] = v
+	}
+	whole := &reader{it: item{attrPolicyC: &types.AttributeValueMemberM{Value: fields}}}
+	p := readCompactPolicy(whole)
+	if whole.err != nil && r.err == nil {
+		r.err = fmt.Errorf("%s: %w", attrPolicyD, whole.err)
+	}
+	return p
+}
+
+func compactPolicyFields(p statemodel.Policy) map[string]types.AttributeValue {
+	return compactPolicy(p).(*types.AttributeValueMemberM).Value
+}
+
+// sameScalar reports whether a and b are the same number or string.
+func sameScalar(a, b types.AttributeValue) bool {
+	switch a := a.(type) {
+	case *types.AttributeValueMemberN:
+		b, ok := b.(*types.AttributeValueMemberN)
+		return ok && a.Value == b.Value
+	case *types.AttributeValueMemberS:
+		b, ok := b.(*types.AttributeValueMemberS)
+		return ok && a.Value == b.Value
+	}
+	return false
 }
 
 func readCompactPolicy(r *reader) statemodel.Policy {
