@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -109,47 +108,46 @@ func (t *Turns) EnterGroup(ctx context.Context, s Limiters, e Entry, now time.Ti
 // (each may hold runs); a lowered limit stops nothing already active. The
 // caller then hands on each shard's room (AdmitNext) and Rebalances.
 func (t *Turns) SetGroupLimit(ctx context.Context, s Limiters, name string, limit int) (int, error) {
-	for range limiterRetries {
-		group, err := Group(ctx, s, name)
-		if err != nil {
-			return 0, err
-		}
-		sum, _, _ := GroupCounts(group)
-		if sum == limit && len(group) >= limiter.Shards(limit) && group[0].Version != 0 {
-			return len(group), nil
-		}
-		if len(group) < limiter.Shards(limit) {
-			// New shards beyond shard 0's count are not stored yet, or
-			// were stored by a re-share that lost: read them to write on
-			// their versions.
-			for sh := len(group); sh < limiter.Shards(limit); sh++ {
+	var shards int
+	err := Update(ctx, limiterRounds(),
+		func(ctx context.Context, _ int) ([]limiter.State, error) {
+			g, err := Group(ctx, s, name)
+			if err != nil {
+				return nil, err
+			}
+			// New shards beyond shard 0's count are not stored yet, or were
+			// stored by a re-share that lost: read them to write on their
+			// versions.
+			for sh := len(g); sh < limiter.Shards(limit); sh++ {
 				st, err := s.GetLimiter(ctx, limiter.ShardName(name, sh))
 				if err != nil {
-					return 0, err
+					return nil, err
 				}
-				group = append(group, st)
+				g = append(g, st)
 			}
-		}
-		next := limiter.Reshare(group, limit)
-		ws := make([]ShareWrite, len(next))
-		for sh, st := range next {
-			ws[sh] = ShareWrite{Name: limiter.ShardName(name, sh), Expected: group[sh].Version, State: st}
-		}
-		err = s.WriteShares(ctx, ws)
-		if err == nil {
-			// A turn's remembered state of a shard is now older than
-			// the stored one: its next write fails the version
-			// condition and reads.
-			return len(next), nil
-		}
-		if !errors.Is(err, ErrVersionConflict) {
-			return 0, err
-		}
-		if err := conflictPause(ctx, 2); err != nil {
-			return 0, err
-		}
+			return g, nil
+		},
+		func(_ context.Context, g []limiter.State) ([]ShareWrite, Step, error) {
+			if sum, _, _ := GroupCounts(g); sum == limit && g[0].Version != 0 {
+				shards = len(g)
+				return nil, StepDone, nil
+			}
+			next := limiter.Reshare(g, limit)
+			ws := make([]ShareWrite, len(next))
+			for sh, st := range next {
+				ws[sh] = ShareWrite{Name: limiter.ShardName(name, sh), Expected: g[sh].Version, State: st}
+			}
+			shards = len(next)
+			return ws, StepWrite, nil
+		},
+		// A turn's remembered state of a shard is then older than the
+		// stored one: its next write fails the version condition and reads.
+		func(ctx context.Context, ws []ShareWrite) error { return s.WriteShares(ctx, ws) },
+	)
+	if err != nil {
+		return 0, fmt.Errorf("set limit of group %s: %w", name, err)
 	}
-	return 0, fmt.Errorf("set limit of group %s: %w", name, ErrUnsettled)
+	return shards, nil
 }
 
 // Rebalance moves units of share, one a write, from shards with idle room
@@ -162,33 +160,43 @@ func (t *Turns) SetGroupLimit(ctx context.Context, s Limiters, name string, limi
 // borrow lost in a crash. A group of one has nothing to move.
 func (t *Turns) Rebalance(ctx context.Context, s Limiters, name string, now time.Time) (map[string][]Admitted, error) {
 	got := map[string][]Admitted{}
-	for range limiterRetries {
-		from, to, group, err := borrowPair(ctx, s, name)
-		if err != nil || from < 0 {
-			return got, err
-		}
-		f, tt := limiter.Borrow(group[from], group[to])
-		fromName, toName := limiter.ShardName(name, from), limiter.ShardName(name, to)
-		err = s.WriteShares(ctx, []ShareWrite{
-			{Name: fromName, Expected: group[from].Version, State: f},
-			{Name: toName, Expected: group[to].Version, State: tt},
-		})
-		switch {
-		case errors.Is(err, ErrVersionConflict):
-			if err := conflictPause(ctx, 2); err != nil {
-				return got, err
-			}
-			continue
-		case err != nil:
-			return got, err
-		}
-		admitted, err := t.AdmitNext(ctx, s, toName, limiter.Rate{}, now)
-		got[toName] = append(got[toName], admitted...)
-		if err != nil {
-			return got, err
-		}
+	type pair struct {
+		from, to int
+		group    []limiter.State
 	}
-	return got, fmt.Errorf("rebalance group %s: %w", name, ErrUnsettled)
+	var toName string
+	err := Update(ctx, limiterRounds(),
+		func(ctx context.Context, _ int) (pair, error) {
+			from, to, group, err := borrowPair(ctx, s, name)
+			return pair{from, to, group}, err
+		},
+		func(_ context.Context, p pair) ([]ShareWrite, Step, error) {
+			if p.from < 0 {
+				return nil, StepDone, nil
+			}
+			f, tt := limiter.Borrow(p.group[p.from], p.group[p.to])
+			toName = limiter.ShardName(name, p.to)
+			// Each borrow that lands is followed by another round: the
+			// loop ends when no shard can lend or none is short.
+			return []ShareWrite{
+				{Name: limiter.ShardName(name, p.from), Expected: p.group[p.from].Version, State: f},
+				{Name: toName, Expected: p.group[p.to].Version, State: tt},
+			}, StepWriteMore, nil
+		},
+		func(ctx context.Context, ws []ShareWrite) error {
+			if err := s.WriteShares(ctx, ws); err != nil {
+				return err
+			}
+			// The short shard's new room is handed on at once.
+			admitted, err := t.AdmitNext(ctx, s, toName, limiter.Rate{}, now)
+			got[toName] = append(got[toName], admitted...)
+			return err
+		},
+	)
+	if err != nil {
+		return got, fmt.Errorf("rebalance group %s: %w", name, err)
+	}
+	return got, nil
 }
 
 // borrowPair reads a group and picks a shard that can lend and one that is

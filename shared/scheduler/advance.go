@@ -26,7 +26,7 @@ const maxAdvanceRounds = 8
 // advance read it is fired (fireDueTimers), so a lost delay message costs
 // at most the run's backstop period.
 func (s *Service) AdvanceRun(ctx context.Context, runID string) error {
-	a := s.advancing(runID, nil, false, false, nil)
+	a := newAdvancing(s, runID, nil, false, false, nil)
 	err := a.run(ctx)
 	s.perform(ctx, a.effs...)
 	if err != nil {
@@ -90,13 +90,13 @@ type derivation struct {
 // caller's last write, as advance's own read would be. h: the hand-off
 // whose effects advance the run (nil: none).
 func (s *Service) advance(ctx context.Context, runID string, held *ledger.RunView, current, touch bool, h *flow.HandOff) ([]effect, error) {
-	a := s.advancing(runID, held, current, touch, h)
+	a := newAdvancing(s, runID, held, current, touch, h)
 	err := a.run(ctx)
 	return a.effs, err
 }
 
-// advancing starts one advance (see advance for its arguments).
-func (s *Service) advancing(runID string, held *ledger.RunView, current, touch bool, h *flow.HandOff) *advancing {
+// newAdvancing starts one advance of s (see advance for its arguments).
+func newAdvancing(s *Service, runID string, held *ledger.RunView, current, touch bool, h *flow.HandOff) *advancing {
 	return &advancing{s: s, runID: runID, held: held, current: current, touch: touch, h: h,
 		pending: map[string]bool{}, wasRefused: map[string]bool{}}
 }

@@ -93,7 +93,7 @@ func (s *Service) handleEvent(ctx context.Context, body string) error {
 		}
 		key := ledger.InstanceKey{Run: m.Timer.Run, Task: m.Timer.Task}
 		if m.Timer.Purpose == string(statemodel.TimerLease) {
-			return s.fireLeaseTimer(ctx, key)
+			return s.reconcileInstance(ctx, key, true)
 		}
 		return s.FireTimer(ctx, key)
 	}

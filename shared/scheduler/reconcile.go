@@ -75,21 +75,11 @@ type EvidenceProvider interface {
 
 // reconcileInstance handles an instance whose reconciler timer may be due:
 // lease expiry, queue timeout, cancel timeout, or LOST resolution.
-func (s *Service) reconcileInstance(ctx context.Context, key ledger.InstanceKey) error {
-	return s.reconcile(ctx, key, false)
-}
-
-// fireLeaseTimer handles a lease's delay message, armed at the claim for
+// leaseMessage: called by a lease's delay message, armed at the claim for
 // the lease's end then: a lease found extended by heartbeats gets the
 // message of its new end, so one message follows a lease however often
 // its worker beats.
-func (s *Service) fireLeaseTimer(ctx context.Context, key ledger.InstanceKey) error {
-	return s.reconcile(ctx, key, true)
-}
-
-// reconcile is reconcileInstance; leaseMessage: called by a lease's delay
-// message, which a lease still running passes on to its new end.
-func (s *Service) reconcile(ctx context.Context, key ledger.InstanceKey, leaseMessage bool) error {
+func (s *Service) reconcileInstance(ctx context.Context, key ledger.InstanceKey, leaseMessage bool) error {
 	inst, err := s.store.GetInstance(ctx, key)
 	if err != nil {
 		return fmt.Errorf("reconcile %s: %w", key, err)
@@ -113,7 +103,7 @@ func (s *Service) reconcile(ctx context.Context, key ledger.InstanceKey, leaseMe
 			if due, err := s.waitDue(ctx, snap.Lease.ExpiresAt); !due {
 				// Extended: the message passes on to the lease's new
 				// end, unless the index holds that (a far lease).
-				s.armShortTimer(ctx, inst)
+				delays{s}.armShort(ctx, inst)
 				return err
 			}
 			now = s.now()
@@ -265,7 +255,7 @@ func (s *Service) recheckLost(ctx context.Context, key ledger.InstanceKey, at ti
 	if rest := wait % time.Second; rest > 0 {
 		wait += time.Second - rest
 	}
-	s.armTimer(ctx, key, now.Add(wait))
+	delays{s}.arm(ctx, key, now.Add(wait))
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -67,7 +67,7 @@ func (k flowKernel) Perform(ctx context.Context, work ...flow.Work) {
 
 // ArmTimer arms a short timer with a delay message.
 func (k flowKernel) ArmTimer(ctx context.Context, key ledger.InstanceKey, at time.Time) {
-	k.s.armTimer(ctx, key, at)
+	delays{k.s}.arm(ctx, key, at)
 }
 
 // Operate applies an operator's event and stores the run after it.

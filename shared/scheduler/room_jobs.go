@@ -27,7 +27,7 @@ func (k jobsKernel) RunAt(ctx context.Context, job string, logical time.Time) (l
 }
 
 func (k jobsKernel) ArmTimer(ctx context.Context, key ledger.InstanceKey, at time.Time) {
-	k.s.armTimer(ctx, key, at)
+	delays{k.s}.arm(ctx, key, at)
 }
 
 // newJobsRoom builds the Service's jobs room.

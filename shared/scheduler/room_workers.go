@@ -51,5 +51,5 @@ func (k workersKernel) FollowInRun(ctx context.Context, res ledger.Result, view 
 func (k workersKernel) Follow(ctx context.Context, res ledger.Result) { k.s.follow(ctx, res) }
 
 func (k workersKernel) ReconcileInstance(ctx context.Context, key ledger.InstanceKey) error {
-	return k.s.reconcileInstance(ctx, key)
+	return k.s.reconcileInstance(ctx, key, false)
 }

@@ -23,39 +23,43 @@ type armingStore struct {
 
 func (a armingStore) Transition(ctx context.Context, key ledger.InstanceKey, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
 	res, err := a.Store.Transition(ctx, key, e, now, p)
-	a.s.armWritten(ctx, res, err)
+	a.armWritten(ctx, res, err)
 	return res, err
 }
 
 func (a armingStore) TransitionFrom(ctx context.Context, held ledger.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
 	res, err := a.Store.TransitionFrom(ctx, held, e, now, p)
-	a.s.armWritten(ctx, res, err)
+	a.armWritten(ctx, res, err)
 	return res, err
 }
 
 func (a armingStore) TransitionAll(ctx context.Context, held ledger.Instance, events []statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error) {
 	res, err := a.Store.TransitionAll(ctx, held, events, now, p)
-	a.s.armWritten(ctx, res, err)
+	a.armWritten(ctx, res, err)
 	return res, err
 }
 
 // armWritten arms the delay message of the timer a transition wrote, when
 // it wrote one the index does not hold. A heartbeat's renewal (Refreshed)
 // arms nothing: the lease's message, armed at the claim, finds the lease
-// extended and arms the next one itself (fireLeaseTimer), so a lease costs
-// one message per lease period, not one per heartbeat.
-func (s *Service) armWritten(ctx context.Context, res ledger.Result, err error) {
+// extended and arms the next one itself (reconcileInstance), so a lease
+// costs one message per lease period, not one per heartbeat.
+func (a armingStore) armWritten(ctx context.Context, res ledger.Result, err error) {
 	if err != nil || (res.Outcome != statemodel.Applied && !res.Stopped) {
 		return
 	}
-	s.armShortTimer(ctx, res.Instance)
+	delays{a.s}.armShort(ctx, res.Instance)
 }
 
-// armShortTimer sends the delay message of inst's timer when the timers
+// delays sends the service's delay messages: the timers a delay message
+// carries (within ledger.MaxTimerDelay) instead of the index's scan.
+type delays struct{ s *Service }
+
+// armShort sends the delay message of inst's timer when the timers
 // index does not hold it. A SCHEDULED instance's message comes
 // dispatchGrace after its time, when the path that scheduled it has had
 // its turn to dispatch it.
-func (s *Service) armShortTimer(ctx context.Context, inst ledger.Instance) {
+func (d delays) armShort(ctx context.Context, inst ledger.Instance) {
 	at, kind := inst.Snapshot.Timer()
 	if kind == statemodel.TimerNone || at.IsZero() || !inst.TimerAt.IsZero() {
 		return
@@ -63,20 +67,21 @@ func (s *Service) armShortTimer(ctx context.Context, inst ledger.Instance) {
 	if kind == statemodel.TimerDispatch {
 		at = at.Add(dispatchGrace)
 	}
-	s.sendTimer(ctx, protocol.Timer{Run: inst.Key.Run, Task: inst.Key.Task, At: at, Purpose: string(kind)})
+	d.send(ctx, protocol.Timer{Run: inst.Key.Run, Task: inst.Key.Task, At: at, Purpose: string(kind)})
 }
 
-// armTimer sends a delay message so that a timer fires on time instead
+// arm sends a delay message so that a timer fires on time instead
 // of on the next scan or backstop. A lost delay message costs precision,
 // never correctness: the index's scan or the run's backstop finds the
 // timer.
-func (s *Service) armTimer(ctx context.Context, key ledger.InstanceKey, at time.Time) {
-	s.sendTimer(ctx, protocol.Timer{Run: key.Run, Task: key.Task, At: at})
+func (d delays) arm(ctx context.Context, key ledger.InstanceKey, at time.Time) {
+	d.send(ctx, protocol.Timer{Run: key.Run, Task: key.Task, At: at})
 }
 
-// sendTimer sends t on the delay queue, unless it is further off than a
+// send sends t on the delay queue, unless it is further off than a
 // delay message reaches.
-func (s *Service) sendTimer(ctx context.Context, t protocol.Timer) {
+func (d delays) send(ctx context.Context, t protocol.Timer) {
+	s := d.s
 	if s.cfg.DelayQueueURL == "" {
 		return
 	}

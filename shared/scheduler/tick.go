@@ -80,7 +80,7 @@ func (s *Service) Reconcile(ctx context.Context) (PassStats, error) {
 		}
 		switch statemodel.TimerKind(d.Kind) {
 		case statemodel.TimerLease, statemodel.TimerQueueTimeout, statemodel.TimerCancel, statemodel.TimerEvidence, statemodel.TimerSignal:
-			return true, s.reconcileInstance(ctx, d.Instance())
+			return true, s.reconcileInstance(ctx, d.Instance(), false)
 		}
 		return false, nil
 	})
@@ -342,7 +342,7 @@ func (s *Service) FireTimer(ctx context.Context, key ledger.InstanceKey) error {
 	case statemodel.StateCreated:
 		return s.AdvanceRun(ctx, key.Run)
 	default:
-		return s.reconcileInstance(ctx, key)
+		return s.reconcileInstance(ctx, key, false)
 	}
 	return nil
 }
