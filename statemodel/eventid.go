@@ -6,13 +6,14 @@ import (
 )
 
 // A stored record keeps an event id of at most MaxPlainEventID characters
-// as sent, and a longer one (a worker's ULID, 26 characters) as its
-// digest: '#' and the first 12 bytes of its SHA-256 in base64url, 17
+// as sent (a worker's ULID or UUID scoped by its route and attempt,
+// "complete:1:<id>", is at most 47), so the history shows the id a caller
+// sent, and a longer one as its digest: '#' and the first 12 bytes of its SHA-256 in base64url, 17
 // characters. '#' is in no id a client may send ([A-Za-z0-9._-]) nor in
 // the scheduler's own, so a digest never equals an id as sent, and 96 bits
 // make two ids of one instance with one digest too unlikely to matter.
 const (
-	MaxPlainEventID = 17
+	MaxPlainEventID = 64
 	digestBytes     = 12
 )
 

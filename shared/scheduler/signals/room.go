@@ -30,6 +30,9 @@ type Kernel interface {
 // (ledger.Store implements it).
 type Store interface {
 	GetInstance(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, error)
+	// GetAttempt reads attempt n's record where the instance no longer
+	// holds it (an older attempt: the instance keeps its current one).
+	GetAttempt(ctx context.Context, key ledger.InstanceKey, n int) (ledger.Attempt, error)
 	TransitionFrom(ctx context.Context, held ledger.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error)
 }
 

@@ -74,7 +74,7 @@ func (r *Room) SignalTask(ctx context.Context, key ledger.InstanceKey, req proto
 	}
 	n := inst.Snapshot.Attempt
 	if auth.Token != "" {
-		if n, err = signalAttemptOf(inst, auth.Token); err != nil {
+		if n, err = r.signalAttemptOf(ctx, inst, auth.Token); err != nil {
 			return err
 		}
 	}
@@ -96,11 +96,30 @@ func (r *Room) SignalTask(ctx context.Context, key ledger.InstanceKey, req proto
 	return nil
 }
 
-// signalAttemptOf is the signal attempt whose token token is.
-func signalAttemptOf(inst ledger.Instance, token string) (int, error) {
+// signalAttemptOf is the signal attempt whose token token is: one the
+// instance holds, else an older one from its attempt item (a retry's
+// former attempt, whose late signal is recorded and answered stale).
+func (r *Room) signalAttemptOf(ctx context.Context, inst ledger.Instance, token string) (int, error) {
+	held := map[int]bool{}
 	for _, a := range inst.Snapshot.Attempts {
+		held[a.N] = true
 		if a.Signal() && protocol.TokenMatches(token, a.TokenHash) {
 			return a.N, nil
+		}
+	}
+	for n := inst.Snapshot.Attempt - 1; n >= 1; n-- {
+		if held[n] {
+			continue
+		}
+		a, err := r.store.GetAttempt(ctx, inst.Key, n)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			continue
+		case err != nil:
+			return 0, err
+		}
+		if a.Signal() && protocol.TokenMatches(token, a.TokenHash) {
+			return n, nil
 		}
 	}
 	return 0, protocol.ErrInvalidAttemptToken
