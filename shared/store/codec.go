@@ -378,54 +378,84 @@ func readTransition(r *reader) statemodel.Transition {
 // time; durations are nanoseconds). Instances written before compactPolicy
 // hold it and keep it; the store writes it no more (tests do, to build
 // such items).
-func policyItem(p statemodel.Policy) types.AttributeValue {
-	d := func(v time.Duration) types.AttributeValue { return num(int64(v)) }
+// policyNames are the attribute names of a policy's fields in one of its
+// two encodings: the long names the instance item stored first (read
+// only now) and the compact ones (record.go).
+type policyNames struct {
+	maxAttempts, initial, coef, maxInterval, jitter          string
+	queue, run, heartbeat, cancel, evidence, resubmits, deps string
+}
+
+// longPolicy are the names the instance item stored its policy under first.
+func longPolicy() policyNames {
+	return policyNames{
+		maxAttempts: "max_attempts", initial: "initial_interval", coef: "backoff_coefficient", maxInterval: "max_interval", jitter: "jitter",
+		queue: "queue_timeout", run: "run_timeout", heartbeat: "heartbeat_timeout", cancel: "cancel_timeout",
+		evidence: "evidence_window", resubmits: "max_resubmits", deps: "deps_recheck",
+	}
+}
+
+// policyItem encodes p under names: every field, or (sparse) only the
+// fields that are not zero.
+func policyItem(p statemodel.Policy, n policyNames, sparse bool) types.AttributeValue {
+	i := func(v int64) types.AttributeValue {
+		if sparse {
+			return optNum(v)
+		}
+		return num(v)
+	}
+	d := func(v time.Duration) types.AttributeValue { return i(int64(v)) }
+	var coef types.AttributeValue
+	if !sparse || p.Retry.BackoffCoefficient != 0 {
+		coef = &types.AttributeValueMemberN{Value: strconv.FormatFloat(p.Retry.BackoffCoefficient, 'g', -1, 64)}
+	}
 	return &types.AttributeValueMemberM{Value: item{
-		"max_attempts":        num(int64(p.Retry.MaxAttempts)),
-		"initial_interval":    d(p.Retry.InitialInterval),
-		"backoff_coefficient": &types.AttributeValueMemberN{Value: strconv.FormatFloat(p.Retry.BackoffCoefficient, 'g', -1, 64)},
-		"max_interval":        d(p.Retry.MaxInterval),
-		"jitter":              optStr(string(p.Retry.Jitter)),
-		"queue_timeout":       d(p.Timeouts.Queue),
-		"run_timeout":         d(p.Timeouts.Run),
-		"heartbeat_timeout":   d(p.Timeouts.Heartbeat),
-		"cancel_timeout":      d(p.Timeouts.Cancel),
-		"evidence_window":     d(p.EvidenceWindow),
-		"max_resubmits":       num(int64(p.MaxResubmits)),
-		"deps_recheck":        d(p.DepsRecheck),
+		n.maxAttempts: i(int64(p.Retry.MaxAttempts)),
+		n.initial:     d(p.Retry.InitialInterval),
+		n.coef:        coef,
+		n.maxInterval: d(p.Retry.MaxInterval),
+		n.jitter:      optStr(string(p.Retry.Jitter)),
+		n.queue:       d(p.Timeouts.Queue),
+		n.run:         d(p.Timeouts.Run),
+		n.heartbeat:   d(p.Timeouts.Heartbeat),
+		n.cancel:      d(p.Timeouts.Cancel),
+		n.evidence:    d(p.EvidenceWindow),
+		n.resubmits:   i(int64(p.MaxResubmits)),
+		n.deps:        d(p.DepsRecheck),
 	}.present()}
 }
 
-func readPolicy(r *reader) statemodel.Policy {
-	m := r.sub(attrPolicy)
+// readPolicy decodes the policy r holds at attr under names (absent: the
+// zero policy).
+func readPolicy(r *reader, attr string, n policyNames) statemodel.Policy {
+	m := r.sub(attr)
 	if m == nil {
 		return statemodel.Policy{}
 	}
 	sub := &reader{it: m}
 	d := func(name string) time.Duration { return time.Duration(sub.int(name)) }
 	var coef float64
-	if v, ok := m["backoff_coefficient"].(*types.AttributeValueMemberN); ok {
+	if v, ok := m[n.coef].(*types.AttributeValueMemberN); ok {
 		f, err := strconv.ParseFloat(v.Value, 64)
 		if err != nil {
-			sub.fail("backoff_coefficient", "a number")
+			sub.fail(n.coef, "a number")
 		}
 		coef = f
 	}
 	p := statemodel.Policy{
 		Retry: statemodel.RetryPolicy{
-			MaxAttempts:        int(sub.int("max_attempts")),
-			InitialInterval:    d("initial_interval"),
+			MaxAttempts:        int(sub.int(n.maxAttempts)),
+			InitialInterval:    d(n.initial),
 			BackoffCoefficient: coef,
-			MaxInterval:        d("max_interval"),
-			Jitter:             statemodel.Jitter(sub.str("jitter")),
+			MaxInterval:        d(n.maxInterval),
+			Jitter:             statemodel.Jitter(sub.str(n.jitter)),
 		},
 		Timeouts: statemodel.Timeouts{
-			Queue: d("queue_timeout"), Run: d("run_timeout"),
-			Heartbeat: d("heartbeat_timeout"), Cancel: d("cancel_timeout"),
+			Queue: d(n.queue), Run: d(n.run), Heartbeat: d(n.heartbeat), Cancel: d(n.cancel),
 		},
-		EvidenceWindow: d("evidence_window"),
-		MaxResubmits:   int(sub.int("max_resubmits")),
-		DepsRecheck:    d("deps_recheck"),
+		EvidenceWindow: d(n.evidence),
+		MaxResubmits:   int(sub.int(n.resubmits)),
+		DepsRecheck:    d(n.deps),
 	}
 	if sub.err != nil && r.err == nil {
 		r.err = sub.err

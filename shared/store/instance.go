@@ -135,10 +135,10 @@ func lastAttemptRecord(trs []statemodel.Transition) (statemodel.AttemptRecord, b
 // its creation never touch its policy, so an old item keeps its own.
 func readInstancePolicy(r *reader) statemodel.Policy {
 	if _, ok := r.it[attrPolicyC]; ok {
-		return readCompactPolicy(r)
+		return readPolicy(r, attrPolicyC, compactPolicyNames())
 	}
 	if _, ok := r.it[attrPolicy]; ok {
-		return readPolicy(r)
+		return readPolicy(r, attrPolicy, longPolicy())
 	}
 	return readPolicyDelta(r)
 }

@@ -20,7 +20,7 @@ func LegacyInstanceItem(inst ledger.Instance, attempts []statemodel.AttemptRecor
 	s := inst.Snapshot
 	it[attrRetryAt], it[attrDeadline], it[attrCreatedAt], it[attrScheduledAt] = tm(s.RetryAt), tm(s.Deadline), tm(s.CreatedAt), tm(s.ScheduledAt)
 	it[attrHistory] = legacyRecords(inst.History)
-	it[attrPolicy] = policyItem(inst.Policy)
+	it[attrPolicy] = policyItem(inst.Policy, longPolicy(), false)
 	as := make([]types.AttributeValue, len(attempts))
 	for i, a := range attempts {
 		as[i] = &types.AttributeValueMemberM{Value: attemptRecordItem(a).present()}

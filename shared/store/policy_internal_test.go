@@ -55,7 +55,7 @@ func TestPolicyDelta(t *testing.T) {
 		})
 	}
 	t.Run("written before", func(t *testing.T) {
-		for name, attr := range map[string]types.AttributeValue{attrPolicyC: compactPolicy(custom), attrPolicy: policyItem(custom)} {
+		for name, attr := range map[string]types.AttributeValue{attrPolicyC: compactPolicy(custom), attrPolicy: policyItem(custom, longPolicy(), false)} {
 			it := instanceItem("RUN#r1", ledger.Instance{Key: ledger.InstanceKey{Run: "r1", Task: "a"}}).present()
 			delete(it, attrPolicyD)
 			it[name] = attr

@@ -3,7 +3,6 @@ package store
 import (
 	"fmt"
 	"reflect"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -328,26 +327,16 @@ func readCompactAttempt(r *reader) statemodel.AttemptRecord {
 // compactPolicy stores a statemodel.Policy under two-letter names, zero
 // fields absent; durations are nanoseconds (a round duration's trailing
 // zeros cost nothing in a DynamoDB number).
-func compactPolicy(p statemodel.Policy) types.AttributeValue {
-	d := func(v time.Duration) types.AttributeValue { return optNum(int64(v)) }
-	var coef types.AttributeValue
-	if p.Retry.BackoffCoefficient != 0 {
-		coef = &types.AttributeValueMemberN{Value: strconv.FormatFloat(p.Retry.BackoffCoefficient, 'g', -1, 64)}
+// compactPolicyNames are the compact encoding's names of a policy's fields.
+func compactPolicyNames() policyNames {
+	return policyNames{
+		maxAttempts: "ma", initial: "ii", coef: "bc", maxInterval: "mi", jitter: "jt",
+		queue: "qt", run: "rt", heartbeat: "ht", cancel: "ct", evidence: "ew", resubmits: "mr", deps: "dr",
 	}
-	return &types.AttributeValueMemberM{Value: item{
-		"ma": optNum(int64(p.Retry.MaxAttempts)),
-		"ii": d(p.Retry.InitialInterval),
-		"bc": coef,
-		"mi": d(p.Retry.MaxInterval),
-		"jt": optStr(string(p.Retry.Jitter)),
-		"qt": d(p.Timeouts.Queue),
-		"rt": d(p.Timeouts.Run),
-		"ht": d(p.Timeouts.Heartbeat),
-		"ct": d(p.Timeouts.Cancel),
-		"ew": d(p.EvidenceWindow),
-		"mr": optNum(int64(p.MaxResubmits)),
-		"dr": d(p.DepsRecheck),
-	}.present()}
+}
+
+func compactPolicy(p statemodel.Policy) types.AttributeValue {
+	return policyItem(p, compactPolicyNames(), true)
 }
 
 // policyDelta stores p as the fields of its compact encoding that differ
@@ -386,7 +375,7 @@ func readPolicyDelta(r *reader) statemodel.Policy {
 		fields[k] = v
 	}
 	whole := &reader{it: item{attrPolicyC: &types.AttributeValueMemberM{Value: fields}}}
-	p := readCompactPolicy(whole)
+	p := readPolicy(whole, attrPolicyC, compactPolicyNames())
 	if whole.err != nil && r.err == nil {
 		r.err = fmt.Errorf("%s: %w", attrPolicyD, whole.err)
 	}
@@ -408,37 +397,4 @@ func sameScalar(a, b types.AttributeValue) bool {
 		return ok && a.Value == b.Value
 	}
 	return false
-}
-
-func readCompactPolicy(r *reader) statemodel.Policy {
-	m := r.sub(attrPolicyC)
-	sub := &reader{it: m}
-	d := func(name string) time.Duration { return time.Duration(sub.int(name)) }
-	var coef float64
-	if v, ok := m["bc"].(*types.AttributeValueMemberN); ok {
-		f, err := strconv.ParseFloat(v.Value, 64)
-		if err != nil {
-			sub.fail("bc", "a number")
-		}
-		coef = f
-	}
-	p := statemodel.Policy{
-		Retry: statemodel.RetryPolicy{
-			MaxAttempts:        int(sub.int("ma")),
-			InitialInterval:    d("ii"),
-			BackoffCoefficient: coef,
-			MaxInterval:        d("mi"),
-			Jitter:             statemodel.Jitter(sub.str("jt")),
-		},
-		Timeouts: statemodel.Timeouts{
-			Queue: d("qt"), Run: d("rt"), Heartbeat: d("ht"), Cancel: d("ct"),
-		},
-		EvidenceWindow: d("ew"),
-		MaxResubmits:   int(sub.int("mr")),
-		DepsRecheck:    d("dr"),
-	}
-	if sub.err != nil && r.err == nil {
-		r.err = sub.err
-	}
-	return p
 }
