@@ -103,7 +103,13 @@ func addMapItem(maps map[string]ledger.MapState, it map[string]types.AttributeVa
 
 // finishMapState derives Running: the released children not ended.
 func finishMapState(m ledger.MapState) ledger.MapState {
-	m.Running = m.Next - m.Succeeded - m.Failed - m.Cancelled
+	// A partitioned map's counts are read after its item: children
+	// released and ended in between count as ended and not as released,
+	// so the difference may fall below 0. None runs then that the read
+	// saw released; a release decided on such a read is conditioned on
+	// the `next` it read, which has moved, so it is refused and decided
+	// again.
+	m.Running = max(m.Next-m.Succeeded-m.Failed-m.Cancelled, 0)
 	return m
 }
 
