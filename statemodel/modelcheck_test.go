@@ -271,6 +271,15 @@ func checkEdge(apply applyFunc, s Snapshot, hist []Transition, e Event, d Decisi
 			bad(10, "a worker's %s applied to a signal attempt", e.Type)
 		}
 	}
+	// 11. A worker's fenced commit lands only for an attempt that owns its
+	// task: in an owning state the current attempt is claimed and has not
+	// ended (attempt numbers never going back, 9, keeps an older attempt's
+	// commit out).
+	if n.State.AttemptOwnsTask() {
+		if cur, ok := n.Current(); !ok || !cur.Claimed() || !cur.EndedAt.IsZero() {
+			bad(11, "%s owned by attempt %d, which is not claimed and running", n.State, n.Attempt)
+		}
+	}
 	// 8. Retries never exceed the policy's maximum.
 	if n.Spent > p.Retry.MaxAttempts || n.Resubmits > p.MaxResubmits {
 		bad(8, "spent %d of %d, resubmits %d of %d", n.Spent, p.Retry.MaxAttempts, n.Resubmits, p.MaxResubmits)

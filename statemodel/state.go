@@ -54,6 +54,26 @@ func AllStates() []InstanceState {
 	}
 }
 
+// AttemptOwningStates are the states in which the instance's current
+// attempt owns its task: its claim won, and it has neither ended nor been
+// found LOST (its own heartbeat brings it back). A worker's fenced commit
+// (the store's Fence) lands only while the instance is in one of them with
+// that attempt's number, so no two attempts' commits can both land and
+// none lands after its attempt ended.
+func AttemptOwningStates() []InstanceState {
+	return []InstanceState{StateRunning, StateCancelling}
+}
+
+// AttemptOwnsTask reports whether s is one of AttemptOwningStates.
+func (s InstanceState) AttemptOwnsTask() bool {
+	for _, k := range AttemptOwningStates() {
+		if k == s {
+			return true
+		}
+	}
+	return false
+}
+
 // Valid reports whether s is one of AllStates.
 func (s InstanceState) Valid() bool {
 	for _, k := range AllStates() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -159,6 +160,10 @@ type InstanceRecords interface {
 	Heartbeat(ctx context.Context, key InstanceKey, attempt int, now time.Time, lease time.Duration) (HeartbeatResult, error)
 	// History pages an instance's transition records in order.
 	History(ctx context.Context, key InstanceKey, limit int, token string) ([]statemodel.Transition, string, error)
+	// Fence is the check a worker's own DynamoDB transaction adds so that
+	// it commits only while attempt owns the instance at key; false when
+	// the store is not one a worker can reach (in memory).
+	Fence(ctx context.Context, key InstanceKey, attempt int) (protocol.Fence, bool, error)
 }
 
 // Timers lists what is due: job fires, run backstops and instance timers.

@@ -73,6 +73,10 @@ type Envelope struct {
 	// its position; only a claim answer's envelope carries them.
 	Item  json.RawMessage
 	Index *int
+	// Fence is the check a worker's own DynamoDB transaction adds to
+	// commit only while this attempt owns its task; only a claim answer's
+	// envelope carries it, and only from a DynamoDB ledger.
+	Fence *Fence
 }
 
 // Ref is the attempt the envelope carries.
@@ -94,6 +98,7 @@ type envelopeJSON struct {
 	Inputs            map[string]json.RawMessage `json:"inputs,omitempty"`
 	Item              json.RawMessage            `json:"item,omitempty"`
 	Index             *int                       `json:"index,omitempty"`
+	Fence             *Fence                     `json:"fence,omitempty"`
 }
 
 // MarshalJSON writes the envelope in the contract's shape: durations as Go
@@ -104,7 +109,7 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 		LogicalTime: NullTime(e.LogicalTime),
 		Payload:     e.Payload, Params: e.Params,
 		ClaimBy: NullTime(e.ClaimBy),
-		Inputs:  e.Inputs, Item: e.Item, Index: e.Index,
+		Inputs:  e.Inputs, Item: e.Item, Index: e.Index, Fence: e.Fence,
 	}
 	if e.HeartbeatInterval != 0 {
 		w.HeartbeatInterval = e.HeartbeatInterval.String()
@@ -144,7 +149,7 @@ func (e *Envelope) UnmarshalJSON(b []byte) error {
 		LogicalTime: logical,
 		Payload:     nullToNil(w.Payload), Params: nullToNil(w.Params),
 		HeartbeatInterval: hb, RunTimeout: rt, ClaimBy: claimBy,
-		Inputs: w.Inputs, Item: w.Item, Index: w.Index,
+		Inputs: w.Inputs, Item: w.Item, Index: w.Index, Fence: w.Fence,
 	}
 	return nil
 }

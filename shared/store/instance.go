@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/tableschema"
 	"github.com/runledger/runledger/statemodel"
 )
@@ -224,6 +226,39 @@ func (s *instances) GetAttempt(ctx context.Context, key ledger.InstanceKey, n in
 	}
 	a.AttemptRecord = rec
 	return a, nil
+}
+
+// Fence is the ConditionCheck a worker's own TransactWriteItems adds to
+// commit only while attempt owns the instance at key: the item's attempt
+// is that number and its state one of statemodel.AttemptOwningStates (a
+// read of nothing: the key's partition is the run's, or a map child's as
+// its map's layout says).
+func (s *instances) Fence(ctx context.Context, key ledger.InstanceKey, attempt int) (protocol.Fence, bool, error) {
+	op := func(err error) error { return fmt.Errorf("fence %s#%d: %w", key, attempt, err) }
+	if err := ledger.CheckInstanceKey(key); err != nil {
+		return protocol.Fence{}, false, op(err)
+	}
+	if attempt < 1 {
+		return protocol.Fence{}, false, op(fmt.Errorf("%w: attempt %d", ledger.ErrInvalidInput, attempt))
+	}
+	pk, err := s.instancePK(ctx, key)
+	if err != nil {
+		return protocol.Fence{}, false, op(err)
+	}
+	f := protocol.Fence{
+		Table:  s.table,
+		Key:    map[string]string{tableschema.PK: pk, tableschema.SK: instanceSK(key.Task)},
+		Names:  map[string]string{"#a": attrAttempt, "#s": attrState},
+		Values: map[string]any{":a": attempt},
+	}
+	var states []string
+	for i, st := range statemodel.AttemptOwningStates() {
+		v := fmt.Sprintf(":s%d", i)
+		f.Values[v] = string(st)
+		states = append(states, v)
+	}
+	f.Condition = "#a = :a AND #s IN (" + strings.Join(states, ", ") + ")"
+	return f, true, nil
 }
 
 // asConflict turns the failed condition of an instance write into a

@@ -58,6 +58,13 @@ func (w *Room) addInputs(ctx context.Context, inst ledger.Instance, env *protoco
 // then the reason).
 func (w *Room) claimEnvelope(ctx context.Context, inst ledger.Instance, run ledger.Run, cur ledger.Instance, n int, token string) (protocol.Envelope, error) {
 	env := w.k.Envelope(inst, run, n, token)
+	fence, ok, err := w.store.Fence(ctx, inst.Key, n)
+	if err != nil {
+		return protocol.Envelope{}, err
+	}
+	if ok {
+		env.Fence = &fence
+	}
 	if err := w.addInputs(ctx, inst, &env); errors.Is(err, ErrInputsTooLarge) {
 		return protocol.Envelope{}, w.failInputsTooLarge(ctx, cur, n, err)
 	} else if err != nil {

@@ -58,6 +58,7 @@ type Store interface {
 	TransitionFrom(ctx context.Context, held ledger.Instance, e statemodel.Event, now time.Time, p statemodel.Policy) (ledger.Result, error)
 	Heartbeat(ctx context.Context, key ledger.InstanceKey, attempt int, now time.Time, lease time.Duration) (ledger.HeartbeatResult, error)
 	PutWorkerLease(ctx context.Context, l ledger.WorkerLease) error
+	Fence(ctx context.Context, key ledger.InstanceKey, attempt int) (protocol.Fence, bool, error)
 }
 
 // Queue is what the worker protocol sends: a failed invocation held on the

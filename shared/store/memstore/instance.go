@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -42,6 +43,15 @@ func (s *instances) GetAttempt(ctx context.Context, key ledger.InstanceKey, n in
 		return ledger.Attempt{}, op(ledger.ErrNotFound)
 	}
 	return cloneAttempt(*in.attempts[n]), nil
+}
+
+// Fence answers none: an in-memory ledger has no item a worker's own
+// transaction could check (ledger.InstanceRecords).
+func (s *instances) Fence(ctx context.Context, key ledger.InstanceKey, attempt int) (protocol.Fence, bool, error) {
+	if err := ledger.CheckInstanceKey(key); err != nil {
+		return protocol.Fence{}, false, opError("fence %s#%d", key, attempt)(err)
+	}
+	return protocol.Fence{}, false, nil
 }
 
 // WriteInstance writes decisions made from from.Snapshot when the stored
