@@ -135,6 +135,31 @@ func TestBackoffCapsAndJitters(t *testing.T) {
 	}
 }
 
+// TestBackoffByIntervals: listed intervals replace the exponential form,
+// the last one repeating; a failed retry waits the listed time from the
+// failure.
+func TestBackoffByIntervals(t *testing.T) {
+	r := RetryPolicy{MaxAttempts: 9, InitialInterval: time.Hour, BackoffCoefficient: 3, MaxInterval: time.Hour, Jitter: JitterNone,
+		Intervals: []time.Duration{30 * time.Second, 5 * time.Minute, 30 * time.Minute}}
+	for n, want := range map[int]time.Duration{1: 30 * time.Second, 2: 5 * time.Minute, 3: 30 * time.Minute, 4: 30 * time.Minute, 60: 30 * time.Minute} {
+		if got := r.Backoff(n, 0.5); got != want {
+			t.Errorf("Backoff(%d) = %s, want %s", n, got, want)
+		}
+	}
+	p := testPolicy()
+	p.Retry.Intervals, p.Retry.Jitter = []time.Duration{7 * time.Second, time.Minute}, JitterNone
+	s, _ := running(t, p)
+	failedAt := t0.Add(5 * time.Second)
+	s = step(t, s, ev("f1", EvFailed, 1), failedAt, p, Applied).Snapshot
+	if s.State != StateUpForRetry || !s.RetryAt.Equal(failedAt.Add(7*time.Second)) {
+		t.Fatalf("after the first failure: %s, retry at %s; want UP_FOR_RETRY at %s", s.State, s.RetryAt, failedAt.Add(7*time.Second))
+	}
+	p.Retry.Intervals = []time.Duration{0}
+	if err := p.Validate(); err == nil {
+		t.Fatal("a zero interval validated")
+	}
+}
+
 func TestStaleEventIsRecordedLateAndChangesNothing(t *testing.T) {
 	p := testPolicy()
 	s, _ := running(t, p)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -27,6 +28,10 @@ type RetryPolicy struct {
 	BackoffCoefficient float64
 	MaxInterval        time.Duration
 	Jitter             Jitter
+	// Intervals, when set, replace the exponential backoff: the wait
+	// before attempt n+1 is Intervals[n-1], the last one repeating
+	// (InitialInterval, BackoffCoefficient and MaxInterval then unused).
+	Intervals []time.Duration
 }
 
 // Timeouts bound the phases of an attempt, each for exactly one thing.
@@ -100,6 +105,8 @@ func (p Policy) Validate() error {
 		return bad("retry.max_interval", "must be at least the initial interval")
 	case r.Jitter != JitterFull && r.Jitter != JitterNone:
 		return bad("retry.jitter", `must be "full" or "none"`)
+	case slices.ContainsFunc(r.Intervals, func(d time.Duration) bool { return d <= 0 }):
+		return bad("retry.intervals", "must all be positive")
 	case p.Timeouts.Queue <= 0, p.Timeouts.Run <= 0, p.Timeouts.Heartbeat <= 0, p.Timeouts.Cancel <= 0:
 		return bad("timeouts", "must all be positive")
 	case p.EvidenceWindow < 0:
@@ -112,17 +119,30 @@ func (p Policy) Validate() error {
 	return nil
 }
 
+// Equal reports whether r and o are the same policy.
+func (r RetryPolicy) Equal(o RetryPolicy) bool {
+	return r.MaxAttempts == o.MaxAttempts && r.InitialInterval == o.InitialInterval &&
+		r.BackoffCoefficient == o.BackoffCoefficient && r.MaxInterval == o.MaxInterval &&
+		r.Jitter == o.Jitter && slices.Equal(r.Intervals, o.Intervals)
+}
+
 // Backoff returns the delay before the retry that follows the failed-th
-// budget-spending failure (1 for the first): initial * coefficient^(n-1),
-// capped at MaxInterval, then jittered. r is a draw from [0, 1) used only by
-// full jitter.
+// budget-spending failure (1 for the first): Intervals[n-1] (the last one
+// repeating) when the policy lists intervals, else initial *
+// coefficient^(n-1) capped at MaxInterval; then jittered. r is a draw from
+// [0, 1) used only by full jitter.
 func (r RetryPolicy) Backoff(failed int, draw float64) time.Duration {
 	if failed < 1 {
 		failed = 1
 	}
-	d := float64(r.InitialInterval) * math.Pow(r.BackoffCoefficient, float64(failed-1))
-	if d > float64(r.MaxInterval) || math.IsInf(d, 0) || math.IsNaN(d) {
-		d = float64(r.MaxInterval)
+	var d float64
+	if len(r.Intervals) > 0 {
+		d = float64(r.Intervals[min(failed, len(r.Intervals))-1])
+	} else {
+		d = float64(r.InitialInterval) * math.Pow(r.BackoffCoefficient, float64(failed-1))
+		if d > float64(r.MaxInterval) || math.IsInf(d, 0) || math.IsNaN(d) {
+			d = float64(r.MaxInterval)
+		}
 	}
 	if r.Jitter == JitterFull {
 		if draw < 0 {

@@ -94,6 +94,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 			"schedule": map[string]any{"cron": "0 2 * * *", "timezone": "Mars/Olympus_Mons"}}, nil, 422, "invalid_timezone"},
 		{"invalid cron on update", "key", "PUT", "/v1/jobs/victim", map[string]any{"name": "victim",
 			"schedule": map[string]any{"cron": "* * * *"}}, []string{"If-Match", "1"}, 422, "invalid_cron"},
+		{"retry intervals with an initial interval", "key", "POST", "/v1/jobs", map[string]any{"name": "spaced",
+			"retry": map[string]any{"intervals": []string{"30s", "5m"}, "initial_interval": "10s"}}, nil, 422, "invalid_field"},
+		{"retry interval over a day on update", "key", "PUT", "/v1/jobs/victim", map[string]any{"name": "victim",
+			"tasks": []any{map[string]any{"id": "main", "retry": map[string]any{"intervals": []string{"25h"}}}}}, []string{"If-Match", "1"}, 422, "invalid_field"},
 		{"payload over 64 KiB", "key", "POST", "/v1/jobs", map[string]any{"name": "bigpayload",
 			"payload": map[string]any{"blob": big(65 * 1024)}}, nil, 413, "payload_too_large"},
 		{"params over 64 KiB", "key", "POST", "/v1/jobs/victim/runs", map[string]any{

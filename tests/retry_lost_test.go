@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync/atomic"
@@ -291,4 +292,53 @@ func TestStaleSuccessFromOlderAttemptIsIgnored(t *testing.T) {
 	}
 	expectStates(t, s.records(id, "main"), "CREATED", "SCHEDULED", "QUEUED", "RUNNING",
 		"LOST", "UP_FOR_RETRY", "SCHEDULED", "QUEUED", "RUNNING", "FAILED")
+}
+
+// 2b. retry.intervals space the retries as listed: attempt 1's failure
+// waits the first interval exactly (jitter none), attempt 2's at least
+// the second; the job answer shows the list as written, with jitter none.
+func TestRetryIntervalsSpaceTheRetries(t *testing.T) {
+	s := startStack(t, devstack.Options{})
+	var calls atomic.Int32
+	s.startLoggedWorker("default", "w1", s.opts.Logger, func(ctx context.Context, task worker.Task) error {
+		if calls.Add(1) <= 2 {
+			return worker.WithCategory(errors.New("not yet"), "not_ready")
+		}
+		return nil
+	})
+	// The first wait is long enough to be seen UP_FOR_RETRY; the second
+	// is shorter than the first, which no backoff gives.
+	first, second := 4*time.Second, 2*time.Second
+	s.createJob(quickJob("spaced", map[string]any{
+		"retry": map[string]any{"max_attempts": 3, "intervals": []string{first.String(), second.String()}},
+	}))
+	var job struct {
+		Job struct {
+			Retry struct {
+				Intervals []string `json:"intervals"`
+				Jitter    string   `json:"jitter"`
+			} `json:"retry"`
+		} `json:"job"`
+	}
+	if err := json.Unmarshal(s.call("GET", "/v1/jobs/spaced", nil).must(t, 200).Raw, &job); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(job.Job.Retry.Intervals, []string{"4s", "2s"}) || job.Job.Retry.Jitter != "none" {
+		t.Fatalf("job answer's retry: %+v", job.Job.Retry)
+	}
+	id := s.trigger("spaced", nil)
+	waiting := s.waitDetail(id, "main", "UP_FOR_RETRY", 30*time.Second)
+	if gap := at(t, "retry_at", waiting.RetryAt).Sub(at(t, "ended_at", waiting.attempt(t, 1).EndedAt)); waiting.Attempt != 1 || gap != first {
+		t.Fatalf("attempt %d waits %s for its retry, want attempt 1 and intervals[0] = %s", waiting.Attempt, gap, first)
+	}
+	if d := s.waitRun(id, 30*time.Second, "SUCCEEDED", "FAILED"); d.Run.ExecutionState != "SUCCEEDED" {
+		t.Fatalf("run %+v", d.Run)
+	}
+	main := s.runDetail(id).task("main")
+	if main.Attempt != 3 {
+		t.Fatalf("task %+v, want 3 attempts", main)
+	}
+	if gap := at(t, "queued_at", main.attempt(t, 3).QueuedAt).Sub(at(t, "ended_at", main.attempt(t, 2).EndedAt)); gap < second {
+		t.Fatalf("attempt 3 was queued %s after attempt 2 ended, before intervals[1] = %s", gap, second)
+	}
 }

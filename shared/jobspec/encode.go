@@ -60,6 +60,7 @@ type (
 		BackoffCoefficient *float64 `json:"backoff_coefficient,omitempty"`
 		MaxInterval        string   `json:"max_interval,omitempty"`
 		Jitter             string   `json:"jitter,omitempty"`
+		Intervals          []string `json:"intervals,omitempty"`
 	}
 	timeoutsJSON struct {
 		Queue      string `json:"queue,omitempty"`
@@ -169,6 +170,11 @@ func (r Retry) wire() *retryJSON {
 	}
 	if r.Jitter != nil {
 		out.Jitter = string(*r.Jitter)
+	}
+	if r.Intervals != nil {
+		for _, d := range *r.Intervals {
+			out.Intervals = append(out.Intervals, FormatDuration(d))
+		}
 	}
 	return out
 }

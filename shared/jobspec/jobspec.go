@@ -44,6 +44,11 @@ const (
 	MaxJobDependencies = 32
 	// MaxAttempts bounds retry.max_attempts.
 	MaxAttempts = 100
+	// MaxRetryIntervals bounds retry.intervals' length, and
+	// MinRetryInterval and MaxRetryInterval each of its entries.
+	MaxRetryIntervals = 20
+	MinRetryInterval  = time.Second
+	MaxRetryInterval  = 24 * time.Hour
 	// MinRate is the shortest rate: the ticker's pass and cron's resolution
 	// are one minute.
 	MinRate = time.Minute
@@ -162,6 +167,9 @@ type Retry struct {
 	BackoffCoefficient *float64
 	MaxInterval        *time.Duration
 	Jitter             *statemodel.Jitter
+	// Intervals, when set, list the waits before each retry in place of
+	// the exponential backoff (statemodel.RetryPolicy.Intervals).
+	Intervals *[]time.Duration
 }
 
 // Timeouts is the timeouts part of a definition; nil fields as in Retry.

@@ -205,7 +205,7 @@ func readPayload(d *decoder, top map[string]json.RawMessage, j *Job, _ parseMode
 }
 
 var (
-	retryFields    = []string{"max_attempts", "initial_interval", "backoff_coefficient", "max_interval", "jitter"}
+	retryFields    = []string{"max_attempts", "initial_interval", "backoff_coefficient", "max_interval", "jitter", "intervals"}
 	timeoutsFields = []string{"queue", "run", "heartbeat", "cancel", "dependency"}
 )
 
@@ -214,7 +214,11 @@ var (
 // as a whole.
 func readPolicy(d *decoder, top map[string]json.RawMessage, j *Job, _ parseMode) {
 	def := statemodel.DefaultPolicy()
-	j.Retry = d.retry(get(top, "retry"), "retry").over(retryOf(def.Retry))
+	own, base := d.retry(get(top, "retry"), "retry"), retryOf(def.Retry)
+	if own.Intervals != nil {
+		base.InitialInterval = nil // intervals replace it, and both are refused
+	}
+	j.Retry = own.over(base)
 	j.Timeouts = d.timeouts(get(top, "timeouts"), "timeouts").over(timeoutsOf(def.Timeouts))
 	if j.Timeouts.Dependency == nil {
 		j.Timeouts.Dependency = ptr(DefaultDependencyTimeout)
@@ -281,7 +285,37 @@ func (d *decoder) retry(raw json.RawMessage, field string) Retry {
 		}
 		r.Jitter = &s
 	}
+	if v := get(m, "intervals"); v != nil {
+		r.Intervals = d.retryIntervals(v, join(field, "intervals"))
+		switch {
+		case d.err != nil:
+		case r.InitialInterval != nil:
+			d.fail(fieldError(join(field, "intervals"), "cannot be given with %s: intervals replace the exponential backoff", join(field, "initial_interval")))
+		case r.Jitter == nil:
+			none := statemodel.JitterNone // listed waits are meant as given
+			r.Jitter = &none
+		}
+	}
 	return r
+}
+
+// retryIntervals reads retry.intervals: 1..MaxRetryIntervals durations,
+// each within MinRetryInterval..MaxRetryInterval.
+func (d *decoder) retryIntervals(raw json.RawMessage, field string) *[]time.Duration {
+	a := d.array(raw, field)
+	if d.err == nil && (len(a) < 1 || len(a) > MaxRetryIntervals) {
+		d.fail(fieldError(field, "must list 1 to %d durations, not %d", MaxRetryIntervals, len(a)))
+	}
+	out := make([]time.Duration, 0, len(a))
+	for i, v := range a {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		x := d.duration(v, f)
+		if d.err == nil && (x < MinRetryInterval || x > MaxRetryInterval) {
+			d.fail(fieldError(f, "must be within %s..%s, not %s", FormatDuration(MinRetryInterval), FormatDuration(MaxRetryInterval), FormatDuration(x)))
+		}
+		out = append(out, x)
+	}
+	return &out
 }
 
 func (d *decoder) timeouts(raw json.RawMessage, field string) Timeouts {

@@ -101,6 +101,12 @@ func (r Retry) apply(p *statemodel.RetryPolicy) {
 	set(&p.BackoffCoefficient, r.BackoffCoefficient)
 	set(&p.MaxInterval, r.MaxInterval)
 	set(&p.Jitter, r.Jitter)
+	switch {
+	case r.Intervals != nil:
+		p.Intervals = slices.Clone(*r.Intervals)
+	case r.InitialInterval != nil:
+		p.Intervals = nil // a task's own backoff replaces the job's intervals
+	}
 }
 
 func (t Timeouts) apply(p *statemodel.Timeouts) {
@@ -124,6 +130,7 @@ func (r Retry) over(base Retry) Retry {
 		BackoffCoefficient: or(r.BackoffCoefficient, base.BackoffCoefficient),
 		MaxInterval:        or(r.MaxInterval, base.MaxInterval),
 		Jitter:             or(r.Jitter, base.Jitter),
+		Intervals:          or(r.Intervals, base.Intervals),
 	}
 }
 
@@ -144,12 +151,17 @@ func or[T any](v, base *T) *T {
 
 func ptr[T any](v T) *T { return &v }
 
-// retryOf is a Retry with every field of p set.
+// retryOf is a Retry with every field of p set (of the two ways to space
+// retries, the one p uses).
 func retryOf(p statemodel.RetryPolicy) Retry {
-	return Retry{
+	r := Retry{
 		MaxAttempts: ptr(p.MaxAttempts), InitialInterval: ptr(p.InitialInterval),
 		BackoffCoefficient: ptr(p.BackoffCoefficient), MaxInterval: ptr(p.MaxInterval), Jitter: ptr(p.Jitter),
 	}
+	if len(p.Intervals) > 0 {
+		r.Intervals, r.InitialInterval = ptr(slices.Clone(p.Intervals)), nil
+	}
+	return r
 }
 
 func timeoutsOf(t statemodel.Timeouts) Timeouts {

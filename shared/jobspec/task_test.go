@@ -3,6 +3,7 @@ package jobspec_test
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,42 @@ func TestNodesEvaluate(t *testing.T) {
 	nodes[1].DependsOn[0] = "changed"
 	if j.Nodes()[1].DependsOn[0] != "a" {
 		t.Error("Nodes shares its slices with the job")
+	}
+}
+
+// TestRetryIntervals: a retry object with intervals spaces its retries by
+// them (jitter none unless it says otherwise); a task inherits the job's
+// intervals, replaces them with its own, or drops them with its own
+// initial interval; and the definition reads back as written.
+func TestRetryIntervals(t *testing.T) {
+	j := mustParse(t, `{"name": "a", "retry": {"intervals": ["30s", "5m", "30m"], "max_attempts": 5},
+		"tasks": [{"id": "inherits"}, {"id": "own", "retry": {"intervals": ["1s"], "jitter": "full"}},
+		{"id": "backoff", "retry": {"initial_interval": "2s"}}]}`)
+	byID := map[string]statemodel.RetryPolicy{}
+	for _, task := range j.Tasks() {
+		byID[task.ID] = task.Policy.Retry
+	}
+	want := []time.Duration{30 * time.Second, 5 * time.Minute, 30 * time.Minute}
+	if r := byID["inherits"]; !slices.Equal(r.Intervals, want) || r.Jitter != statemodel.JitterNone || r.MaxAttempts != 5 {
+		t.Fatalf("inherited retry %+v", r)
+	}
+	waits := []time.Duration{}
+	for n := 1; n <= 4; n++ {
+		waits = append(waits, byID["inherits"].Backoff(n, 0.5))
+	}
+	if !slices.Equal(waits, append(want, 30*time.Minute)) {
+		t.Fatalf("waits %v, want %v then the last repeating", waits, want)
+	}
+	if r := byID["own"]; !slices.Equal(r.Intervals, []time.Duration{time.Second}) || r.Jitter != statemodel.JitterFull || r.Backoff(3, 0.5) != 500*time.Millisecond {
+		t.Fatalf("own retry %+v", r)
+	}
+	if r := byID["backoff"]; r.Intervals != nil || r.Backoff(2, 0.5) != 4*time.Second {
+		t.Fatalf("a task's initial interval should replace the job's intervals: %+v", r)
+	}
+	again := mustParse(t, string(marshal(t, j)))
+	for i, task := range again.Tasks() {
+		if !task.Policy.Retry.Equal(j.Tasks()[i].Policy.Retry) {
+			t.Fatalf("task %s's retry changed on the round trip: %+v, want %+v", task.ID, task.Policy.Retry, j.Tasks()[i].Policy.Retry)
+		}
 	}
 }

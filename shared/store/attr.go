@@ -149,6 +149,28 @@ func (r *reader) int(name string) int64 {
 	return i
 }
 
+// durations reads durationList's encoding (absent: none).
+func (r *reader) durations(name string) []time.Duration {
+	l, ok := member[*types.AttributeValueMemberL](r, name, "a list")
+	if !ok {
+		return nil
+	}
+	out, ok := elems(r, name, "a list of numbers", l.Value, func(n *types.AttributeValueMemberN) string { return n.Value })
+	if !ok {
+		return nil
+	}
+	ds := make([]time.Duration, len(out))
+	for i, s := range out {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			r.fail(name, "a list of integers")
+			return nil
+		}
+		ds[i] = time.Duration(v)
+	}
+	return ds
+}
+
 func (r *reader) optInt(name string) *int {
 	if _, ok := r.it[name]; !ok {
 		return nil

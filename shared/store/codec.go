@@ -382,15 +382,16 @@ func readTransition(r *reader) statemodel.Transition {
 // two encodings: the long names the instance item stored first (read
 // only now) and the compact ones (record.go).
 type policyNames struct {
-	maxAttempts, initial, coef, maxInterval, jitter          string
-	queue, run, heartbeat, cancel, evidence, resubmits, deps string
+	maxAttempts, initial, coef, maxInterval, jitter, intervals string
+	queue, run, heartbeat, cancel, evidence, resubmits, deps   string
 }
 
 // longPolicy are the names the instance item stored its policy under first.
 func longPolicy() policyNames {
 	return policyNames{
 		maxAttempts: "max_attempts", initial: "initial_interval", coef: "backoff_coefficient", maxInterval: "max_interval", jitter: "jitter",
-		queue: "queue_timeout", run: "run_timeout", heartbeat: "heartbeat_timeout", cancel: "cancel_timeout",
+		intervals: "intervals",
+		queue:     "queue_timeout", run: "run_timeout", heartbeat: "heartbeat_timeout", cancel: "cancel_timeout",
 		evidence: "evidence_window", resubmits: "max_resubmits", deps: "deps_recheck",
 	}
 }
@@ -415,6 +416,7 @@ func policyItem(p statemodel.Policy, n policyNames, sparse bool) types.Attribute
 		n.coef:        coef,
 		n.maxInterval: d(p.Retry.MaxInterval),
 		n.jitter:      optStr(string(p.Retry.Jitter)),
+		n.intervals:   durationList(p.Retry.Intervals),
 		n.queue:       d(p.Timeouts.Queue),
 		n.run:         d(p.Timeouts.Run),
 		n.heartbeat:   d(p.Timeouts.Heartbeat),
@@ -423,6 +425,19 @@ func policyItem(p statemodel.Policy, n policyNames, sparse bool) types.Attribute
 		n.resubmits:   i(int64(p.MaxResubmits)),
 		n.deps:        d(p.DepsRecheck),
 	}.present()}
+}
+
+// durationList stores durations in order as a list of nanoseconds; none
+// is absent.
+func durationList(ds []time.Duration) types.AttributeValue {
+	if len(ds) == 0 {
+		return nil
+	}
+	l := make([]types.AttributeValue, len(ds))
+	for i, d := range ds {
+		l[i] = num(int64(d))
+	}
+	return &types.AttributeValueMemberL{Value: l}
 }
 
 // readPolicy decodes the policy r holds at attr under names (absent: the
@@ -449,6 +464,7 @@ func readPolicy(r *reader, attr string, n policyNames) statemodel.Policy {
 			BackoffCoefficient: coef,
 			MaxInterval:        d(n.maxInterval),
 			Jitter:             statemodel.Jitter(sub.str(n.jitter)),
+			Intervals:          sub.durations(n.intervals),
 		},
 		Timeouts: statemodel.Timeouts{
 			Queue: d(n.queue), Run: d(n.run), Heartbeat: d(n.heartbeat), Cancel: d(n.cancel),

@@ -82,7 +82,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if !got.TimerAt.Equal(at) || got.TimerKind != kind || kind != statemodel.TimerCancel {
 		t.Fatalf("timer %s %s, want %s %s", got.TimerAt, got.TimerKind, at, kind)
 	}
-	if got.Policy.Retry != inst.Policy.Retry || got.Policy.Timeouts != inst.Policy.Timeouts ||
+	if !got.Policy.Retry.Equal(inst.Policy.Retry) || got.Policy.Timeouts != inst.Policy.Timeouts ||
 		got.Policy.EvidenceWindow != inst.Policy.EvidenceWindow || got.Policy.MaxResubmits != inst.Policy.MaxResubmits ||
 		got.Policy.DepsRecheck != inst.Policy.DepsRecheck {
 		t.Fatalf("policy round trip: %+v", got.Policy)

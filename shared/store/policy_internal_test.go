@@ -21,6 +21,9 @@ func TestPolicyDelta(t *testing.T) {
 	custom.Retry.Jitter = statemodel.JitterNone
 	custom.EvidenceWindow = 0 // zero where the default has a value
 	custom.Timeouts.Run = 90 * time.Second
+	spaced := statemodel.DefaultPolicy()
+	spaced.Retry.Intervals = []time.Duration{30 * time.Second, 5 * time.Minute}
+	spaced.Retry.Jitter = statemodel.JitterNone
 	for _, tc := range []struct {
 		name   string
 		policy statemodel.Policy
@@ -28,6 +31,7 @@ func TestPolicyDelta(t *testing.T) {
 	}{
 		{"default", statemodel.DefaultPolicy(), 0},
 		{"custom", custom, 4},
+		{"retry intervals", spaced, 2},
 		{"zero", statemodel.Policy{}, len(compactPolicyFields(statemodel.DefaultPolicy()))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -330,7 +330,7 @@ func readCompactAttempt(r *reader) statemodel.AttemptRecord {
 // compactPolicyNames are the compact encoding's names of a policy's fields.
 func compactPolicyNames() policyNames {
 	return policyNames{
-		maxAttempts: "ma", initial: "ii", coef: "bc", maxInterval: "mi", jitter: "jt",
+		maxAttempts: "ma", initial: "ii", coef: "bc", maxInterval: "mi", jitter: "jt", intervals: "iv",
 		queue: "qt", run: "rt", heartbeat: "ht", cancel: "ct", evidence: "ew", resubmits: "mr", deps: "dr",
 	}
 }

@@ -282,7 +282,7 @@ func runs(t *testing.T, h *Harness) {
 	for i, task := range read.Tasks {
 		in := task.Instance
 		if in.Snapshot.State != statemodel.StateCreated || in.Pool != "default" || string(in.Payload) != `{"x":1}` || in.Job != "wf" ||
-			in.Policy.Timeouts != Policy().Timeouts || in.Policy.Retry != Policy().Retry || in.TimerKind != statemodel.TimerNone ||
+			in.Policy.Timeouts != Policy().Timeouts || !in.Policy.Retry.Equal(Policy().Retry) || in.TimerKind != statemodel.TimerNone ||
 			!in.Snapshot.EqualState(v.Tasks[i].Instance.Snapshot) {
 			t.Fatalf("instance %+v", in)
 		}

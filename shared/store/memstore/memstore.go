@@ -269,6 +269,7 @@ func cloneInstance(i ledger.Instance) ledger.Instance {
 	i.Item = slices.Clone(i.Item)
 	i.Map = slices.Clone(i.Map)
 	i.Policy.Random = nil
+	i.Policy.Retry.Intervals = slices.Clone(i.Policy.Retry.Intervals)
 	i.Snapshot = i.Snapshot.Clone()
 	return i
 }
