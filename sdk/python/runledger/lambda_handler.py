@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from typing import Any, Callable
 
@@ -93,10 +94,20 @@ def run_attempt(runner: Runner, event: dict[str, Any], log: logging.Logger, *, d
         alog.error("claim answer unusable; running nothing: %s", e)
         return {"attempt": ref, "result": "not_claimed"}
     alog.info("attempt claimed")
-    comp = runner.run_claimed(run, sent, protocol.parse_time(claimed.get("lease_expires_at")), alog,
-                              deadline=deadline, stop_wait=stop_wait)
-    if comp is None:
-        return {"attempt": ref, "result": "not_reported"}
+    keep = threading.Event()  # heartbeats go on until the report is out
+    try:
+        comp = runner.run_claimed(run, sent, protocol.parse_time(claimed.get("lease_expires_at")), alog,
+                                  deadline=deadline, stop_wait=stop_wait, keep=keep)
+        if comp is None:
+            return {"attempt": ref, "result": "not_reported"}
+        return _complete(runner, comp, ref, alog)
+    finally:
+        keep.set()
+
+
+def _complete(runner: Runner, comp, ref: str, alog) -> dict[str, Any]:
+    """Completes over HTTP, repeating (same event id) through transient
+    failures for up to REPORT_TIMEOUT."""
     check_completion(comp)
     give_up = time.monotonic() + REPORT_TIMEOUT
     bo = Backoff(0.1, 5.0)

@@ -142,14 +142,16 @@ class Runner:
 
     def run_claimed(self, env: dict[str, Any], claim_sent: float, lease_expires_at: float | None, log: logging.LoggerAdapter, *,
                     shutdown: threading.Event | None = None, deadline: float | None = None,
-                    stop_wait: float | None = None) -> Completion | None:
+                    stop_wait: float | None = None, keep: threading.Event | None = None) -> Completion | None:
         """Runs the handler on a claimed attempt, heartbeating until it
         returns, and answers the completion to report; None when nothing
         may be reported (the lease was lost, or a heartbeat learned that a
         newer attempt or the instance's state superseded this one).
         shutdown, once set, tells the handler to stop (a worker's grace
         period ended); deadline (seconds since the epoch) does the same at
-        that time (the Lambda invocation's end less a reserve)."""
+        that time (the Lambda invocation's end less a reserve). Heartbeats
+        go on until keep is set, which the caller does once the report is
+        out (without keep, when this returns)."""
         interval = protocol.parse_duration(env.get("heartbeat_interval")) or self.default_heartbeat_interval
         run_timeout = protocol.parse_duration(env.get("run_timeout"))
         control = _Control()
@@ -157,7 +159,8 @@ class Runner:
         fence.renew(claim_sent, lease_expires_at)
         task = Task(env, self.worker_id, log, control, fence)
         handler_done = threading.Event()
-        keep = threading.Event()
+        own_keep = keep is None
+        keep = keep or threading.Event()
         threads = [
             threading.Thread(target=self._heartbeats, args=(task, interval, fence, control, handler_done, keep, log), daemon=True),
             threading.Thread(target=self._fence, args=(fence, control, handler_done, keep, log), daemon=True),
@@ -171,7 +174,8 @@ class Runner:
             ended_at = self.clock()
             return self._completion(task, control, err, returned, abandoned_by, ended_at, time.monotonic() - started, log)
         finally:
-            keep.set()
+            if own_keep:
+                keep.set()
 
     def _run_handler(self, task: Task, control: _Control, done: threading.Event, run_timeout: float,
                      shutdown: threading.Event | None, deadline: float | None, stop_wait: float):

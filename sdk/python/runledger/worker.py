@@ -265,8 +265,9 @@ class Worker:
         hider = threading.Thread(target=self._keep_hidden, args=(receipt, keep, log), daemon=True)
         hider.start()
         try:
+            # Heartbeats and the message's hiding last until the report is out.
             comp = self.runner.run_claimed(run, claim_sent, protocol.parse_time(claimed.get("lease_expires_at")), log,
-                                           shutdown=self._shutdown)
+                                           shutdown=self._shutdown, keep=keep)
             if comp is None:
                 self._count("not_reported")
                 keep.set()

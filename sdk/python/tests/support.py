@@ -37,13 +37,15 @@ def name(prefix: str) -> str:
 
 def quick_job(job: str, **over: Any) -> dict[str, Any]:
     """A one-task job whose timeouts are short enough that a lost lease, a
-    retry and a cancel happen within seconds: a 3 s heartbeat timeout (a
-    beat each second) is the shortest that leaves the fence a margin."""
+    retry and a cancel happen within seconds. The heartbeat timeout (6 s: a
+    beat every 2 s, and the fence stops a handler 2 s before its lease
+    ends) leaves a heartbeat 4 s to be answered, which a loaded machine
+    needs."""
     d: dict[str, Any] = {
         "name": job,
         "pool": POOL,
         "retry": {"max_attempts": 2, "initial_interval": "200ms", "max_interval": "1s", "jitter": "none"},
-        "timeouts": {"heartbeat": "3s", "queue": "2m", "cancel": "10s", "run": "2m"},
+        "timeouts": {"heartbeat": "6s", "queue": "2m", "cancel": "10s", "run": "2m"},
         "evidence_window": "1s",
     }
     d.update(over)

@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import tempfile
-import threading
 import unittest
 from pathlib import Path
 from unittest import mock

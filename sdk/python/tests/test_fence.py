@@ -1,0 +1,127 @@
+"""Exactly-once effects: the handler's own DynamoDB transaction carries
+task.fence(), so its write lands only while its attempt owns the task. A
+worker partitioned past its lease (its heartbeats dropped) that commits
+after the retry started is refused; the retry's commit lands."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import unittest
+
+import runledger
+from support import StackTest, name, poll, quick_job
+
+ROUNDS = 100
+
+
+class FenceTest(StackTest):
+    def setUp(self) -> None:
+        self.ddb = self.local.dynamodb()
+        self.addCleanup(self.ddb.close)
+        # The user's own table, beside the ledger on the stack's DynamoDB:
+        # one row per attempt that committed, so a second commit of a round
+        # shows as a second row.
+        self.table = name("out")
+        self.ddb.create_table(
+            TableName=self.table, BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+        )
+        self.addCleanup(self.ddb.delete_table, TableName=self.table)
+
+    def commit(self, task: runledger.Task) -> bool:
+        """The handler's effect and the attempt's fence in one transaction;
+        answers whether it committed."""
+        try:
+            self.ddb.transact_write_items(TransactItems=[
+                task.fence(),
+                {"Put": {"TableName": self.table, "Item": {
+                    "pk": {"S": task.run}, "sk": {"S": f"attempt-{task.attempt}"}, "worker": {"S": task.worker_id}}}},
+            ])
+            return True
+        except self.ddb.exceptions.TransactionCanceledException as e:
+            codes = [r.get("Code") for r in e.response.get("CancellationReasons", [])]
+            self.assertEqual(codes[0], "ConditionalCheckFailed", codes)
+            return False
+
+    def rows(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for page in self.ddb.get_paginator("scan").paginate(TableName=self.table, ConsistentRead=True):
+            for item in page["Items"]:
+                out.setdefault(item["pk"]["S"], []).append(item["sk"]["S"])
+        return out
+
+    def test_a_partitioned_attempt_cannot_commit_after_its_retry_started(self):
+        committed: dict[int, bool] = {}
+        seen: dict[int, runledger.Task] = {}
+
+        def handle(task: runledger.Task):
+            seen[task.attempt] = task
+            if task.attempt == 1:
+                # The partition: no heartbeat gets through. Go on past the
+                # lease, as a paused process would, until the retry runs.
+                self.wait_attempt_started(task.run, 2)
+            committed[task.attempt] = self.commit(task)
+
+        w = self.start_worker(handle)
+        w.drop_heartbeats = lambda task: task.attempt == 1
+        job = self.create_job(quick_job(name("fence")))
+        run = self.client.trigger_run(job)["run"]["id"]
+        done = self.client.wait_run(run, 120)
+        poll("the partitioned attempt's commit", lambda: 1 in committed, 30)
+        self.assertEqual(done["run"]["execution_state"], "SUCCEEDED")
+        self.assertEqual(committed, {1: False, 2: True})
+        self.assertEqual(self.rows().get(run), ["attempt-2"])
+        # The worker told the partitioned handler to stop before the lease
+        # it could not renew ended, and reported nothing for it.
+        self.assertEqual(seen[1].stop_reason, "lease_lost")
+        self.assertLess(seen[1].fencing_deadline, seen[1].lease_expires_at)
+        self.assertEqual(done["tasks"][0]["attempts"][0]["state"], "LOST")
+
+    def test_rounds_with_random_partitions_leave_one_row_each(self):
+        rng = random.Random()
+        seed = rng.randrange(1 << 30)
+        rng.seed(seed)
+        lock = threading.Lock()
+        partitioned: dict[str, bool] = {}
+        outcome: dict[tuple[str, int], bool] = {}
+
+        def is_partitioned(task: runledger.Task) -> bool:
+            with lock:
+                if task.run not in partitioned:
+                    # The first round is always partitioned, so no draw
+                    # leaves the fence untested.
+                    partitioned[task.run] = not partitioned or rng.random() < 0.3
+                return task.attempt == 1 and partitioned[task.run]
+
+        def handle(task: runledger.Task):
+            if is_partitioned(task):
+                time.sleep(rng.random() * 0.5)
+                self.wait_attempt_started(task.run, task.attempt + 1, within=120)
+            ok = self.commit(task)
+            with lock:
+                outcome[(task.run, task.attempt)] = ok
+
+        w = self.start_worker(handle, concurrency=32)
+        w.drop_heartbeats = is_partitioned
+        job = self.create_job(quick_job(name("rounds"), retry={"max_attempts": 3, "initial_interval": "200ms", "jitter": "none"}))
+        started = time.monotonic()
+        runs = [self.client.trigger_run(job)["run"]["id"] for _ in range(ROUNDS)]
+        for run in runs:
+            state = self.client.wait_run(run, 300)["run"]["execution_state"]
+            self.assertEqual(state, "SUCCEEDED", f"run {run} (seed {seed})")
+        fenced = [r for r in runs if partitioned.get(r)]
+        poll("every partitioned attempt's commit", lambda: all((r, 1) in outcome for r in fenced), 60)
+        rows = self.rows()
+        for run in runs:
+            self.assertEqual(len(rows.get(run, [])), 1, f"run {run}: rows {rows.get(run)} (seed {seed})")
+        for run in fenced:
+            self.assertFalse(outcome[(run, 1)], f"partitioned attempt of {run} committed (seed {seed})")
+            self.assertEqual(rows[run], ["attempt-2"])
+        print(f"\n{ROUNDS} rounds, {len(fenced)} partitioned, in {time.monotonic() - started:.1f}s (seed {seed})")
+
+
+if __name__ == "__main__":
+    unittest.main()
