@@ -7,7 +7,9 @@
     done = c.wait_run(run["run"]["id"])
 
 Answers are the API's JSON, decoded. Every error answer raises APIError
-with the server's status, code and message.
+with the server's status, code and message (status 0, code "unreachable"
+when no answer came). Reads, and a trigger with an idempotency key, are
+repeated through transient failures.
 """
 
 from __future__ import annotations
@@ -53,7 +55,28 @@ class Client:
         self._signer = None if self._key else Signer("execute-api", region)
 
     def _call(self, op: str, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None,
-              headers: dict[str, str] | None = None, ok: tuple[int, ...] = (200,)) -> Any:
+              headers: dict[str, str] | None = None, ok: tuple[int, ...] = (200,), repeatable: bool | None = None) -> Any:
+        """One call; a call that is safe to repeat (a GET, or one carrying an
+        Idempotency-Key) is repeated through transient failures (no
+        answer, 429, a 5xx) for up to RETRY_FOR seconds."""
+        if repeatable is None:
+            repeatable = method == "GET" or bool(headers and headers.get("Idempotency-Key"))
+        give_up = time.monotonic() + (self.RETRY_FOR if repeatable else 0)
+        wait = 0.2
+        while True:
+            try:
+                return self._call_once(op, method, path, body, query, headers, ok)
+            except APIError as e:
+                if not (e.transient or e.status == 0) or time.monotonic() + wait > give_up:
+                    raise
+            time.sleep(wait)
+            wait = min(2 * wait, 5.0)
+
+    # How long a repeatable call is repeated through transient failures.
+    RETRY_FOR = 60.0
+
+    def _call_once(self, op: str, method: str, path: str, body: Any, query: dict[str, Any] | None,
+                   headers: dict[str, str] | None, ok: tuple[int, ...]) -> Any:
         url = self.base + path
         q = {k: v for k, v in (query or {}).items() if v is not None}
         if q:

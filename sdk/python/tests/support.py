@@ -90,8 +90,21 @@ class StackTest(unittest.TestCase):
         return w
 
     def create_job(self, definition: dict[str, Any]) -> str:
+        """Creates the job; when the test ends, its unfinished runs are
+        cancelled, so that no retry of theirs reaches the next test's
+        worker on the shared pool."""
         self.client.create_job(definition)
+        self.addCleanup(self.cancel_unfinished, definition["name"])
         return definition["name"]
+
+    def cancel_unfinished(self, job: str) -> None:
+        for run in self.client.all_runs(job=job):
+            if run.get("execution_state") not in runledger.client.FINISHED:
+                try:
+                    self.client.cancel_run(run["id"], reason="the test ended")
+                except runledger.APIError as e:
+                    if e.code != "illegal_transition":
+                        raise
 
     def task_of(self, run: str, task: str = "main") -> dict[str, Any]:
         for t in self.client.get_run(run)["tasks"]:
@@ -107,4 +120,6 @@ class StackTest(unittest.TestCase):
                     return a
             return None
 
-        return poll(f"attempt {attempt} of {run}/{task} to start", started, within, 0.2)
+        # Each poll is a read of the whole run: once a second keeps dozens of
+        # waiting handlers from loading the stack they wait on.
+        return poll(f"attempt {attempt} of {run}/{task} to start", started, within, 1.0)

@@ -108,7 +108,9 @@ class FenceTest(StackTest):
         w.drop_heartbeats = is_partitioned
         job = self.create_job(quick_job(name("rounds"), retry={"max_attempts": 3, "initial_interval": "200ms", "jitter": "none"}))
         started = time.monotonic()
-        runs = [self.client.trigger_run(job)["run"]["id"] for _ in range(ROUNDS)]
+        # An idempotency key makes a trigger safe to repeat when a loaded
+        # stack answers late.
+        runs = [self.client.trigger_run(job, idempotency_key=f"round-{i}")["run"]["id"] for i in range(ROUNDS)]
         for run in runs:
             state = self.client.wait_run(run, 300)["run"]["execution_state"]
             self.assertEqual(state, "SUCCEEDED", f"run {run} (seed {seed})")

@@ -16,7 +16,7 @@ from runledger import protocol
 from runledger.runner import check_envelope, classify, failure_reason
 from runledger.task import CANCEL_REQUESTED, LEASE_LOST, RUN_TIMEOUT, Task, _Control, _LeaseFence
 
-LOG = logging.getLogger("test")
+LOG = logging.getLogger("runledger.test")
 
 
 def make_task(**env) -> Task:

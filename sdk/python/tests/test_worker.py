@@ -32,6 +32,23 @@ class WorkerTest(StackTest):
         self.assertEqual(done["tasks"][0]["attempts"][0]["worker_id"], w.id)
         self.assertEqual(w.stats["report_applied"], 1)
 
+    def test_an_unreachable_complete_route_leaves_the_report_on_the_events_queue(self):
+        from runledger.attempts import TransientError
+
+        reports: list[str] = []
+        w = self.start_worker(lambda task: {"via": "events queue"}, on_report=lambda ref, result, state: reports.append(result))
+
+        def unreachable(*args, **kwargs):
+            raise TransientError("complete: connection refused (the test cut the route)")
+
+        w.api.complete = unreachable
+        job = self.create_job(quick_job(name("fallback")))
+        run = self.client.trigger_run(job)["run"]["id"]
+        done = self.client.wait_run(run, 60)
+        self.assertEqual(done["run"]["execution_state"], "SUCCEEDED")
+        self.assertEqual(done["tasks"][0]["output"], {"via": "events queue"})
+        self.assertEqual(reports, [runledger.REPORT_QUEUED])
+
     def test_a_task_reads_its_upstream_output(self):
         def handle(task: runledger.Task):
             if task.task == "extract":
