@@ -14,6 +14,7 @@ import runledger
 from support import StackTest, name, poll, quick_job
 
 ROUNDS = 100
+COMMITTED, FENCED, ALREADY = "committed", "fenced", "already"
 
 
 def fence_job(job: str) -> dict:
@@ -30,8 +31,7 @@ class FenceTest(StackTest):
         self.ddb = self.local.dynamodb()
         self.addCleanup(self.ddb.close)
         # The user's own table, beside the ledger on the stack's DynamoDB:
-        # one row per attempt that committed, so a second commit of a round
-        # shows as a second row.
+        # one output row per round (run), written once.
         self.table = name("out")
         self.ddb.create_table(
             TableName=self.table, BillingMode="PAY_PER_REQUEST",
@@ -40,30 +40,38 @@ class FenceTest(StackTest):
         )
         self.addCleanup(self.ddb.delete_table, TableName=self.table)
 
-    def commit(self, task: runledger.Task) -> bool:
-        """The handler's effect and the attempt's fence in one transaction;
-        answers whether it committed."""
+    def commit(self, task: runledger.Task) -> str:
+        """The handler's effect and the attempt's fence in one transaction.
+        The effect is the round's output row, put only if the round has
+        none: an attempt that committed and was then lost before its report
+        arrived leaves its retry nothing to add. Answers COMMITTED, FENCED
+        (the fence refused it: the attempt no longer owns its task) or
+        ALREADY (the fence let it through, but an earlier attempt of the
+        round had committed)."""
         try:
             self.ddb.transact_write_items(TransactItems=[
                 task.fence(),
-                {"Put": {"TableName": self.table, "Item": {
-                    "pk": {"S": task.run}, "sk": {"S": f"attempt-{task.attempt}"}, "worker": {"S": task.worker_id}}}},
+                {"Put": {"TableName": self.table, "ConditionExpression": "attribute_not_exists(pk)", "Item": {
+                    "pk": {"S": task.run}, "sk": {"S": "output"}, "attempt": {"N": str(task.attempt)}}}},
             ])
-            return True
+            return COMMITTED
         except self.ddb.exceptions.TransactionCanceledException as e:
             codes = [r.get("Code") for r in e.response.get("CancellationReasons", [])]
-            self.assertEqual(codes[0], "ConditionalCheckFailed", codes)
-            return False
+            if codes[0] == "ConditionalCheckFailed":
+                return FENCED
+            self.assertEqual(codes[1], "ConditionalCheckFailed", codes)
+            return ALREADY
 
-    def rows(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
+    def rows(self) -> dict[str, list[int]]:
+        """The attempts whose output rows each round holds."""
+        out: dict[str, list[int]] = {}
         for page in self.ddb.get_paginator("scan").paginate(TableName=self.table, ConsistentRead=True):
             for item in page["Items"]:
-                out.setdefault(item["pk"]["S"], []).append(item["sk"]["S"])
+                out.setdefault(item["pk"]["S"], []).append(int(item["attempt"]["N"]))
         return out
 
     def test_a_partitioned_attempt_cannot_commit_after_its_retry_started(self):
-        committed: dict[int, bool] = {}
+        committed: dict[int, str] = {}
         seen: dict[int, runledger.Task] = {}
 
         def handle(task: runledger.Task):
@@ -83,9 +91,9 @@ class FenceTest(StackTest):
         self.assertEqual(done["run"]["execution_state"], "SUCCEEDED")
         last = done["tasks"][0]["attempt"]
         self.assertGreater(last, 1)
-        self.assertFalse(committed[1])
-        self.assertTrue(committed[last])
-        self.assertEqual(self.rows().get(run), [f"attempt-{last}"])
+        self.assertEqual(committed[1], FENCED)
+        self.assertEqual(committed[last], COMMITTED)
+        self.assertEqual(self.rows().get(run), [last])
         # The worker told the partitioned handler to stop before the lease
         # it could not renew ended, and reported nothing for it.
         self.assertEqual(seen[1].stop_reason, "lease_lost")
@@ -98,7 +106,7 @@ class FenceTest(StackTest):
         rng.seed(seed)
         lock = threading.Lock()
         partitioned: dict[str, bool] = {}
-        outcome: dict[tuple[str, int], bool] = {}
+        outcome: dict[tuple[str, int], str] = {}
 
         def is_partitioned(task: runledger.Task) -> bool:
             with lock:
@@ -112,9 +120,9 @@ class FenceTest(StackTest):
             if is_partitioned(task):
                 time.sleep(rng.random() * 0.5)
                 self.wait_attempt_started(task.run, task.attempt + 1, within=300)
-            ok = self.commit(task)
+            result = self.commit(task)
             with lock:
-                outcome[(task.run, task.attempt)] = ok
+                outcome[(task.run, task.attempt)] = result
 
         w = self.start_worker(handle, concurrency=32)
         w.drop_heartbeats = is_partitioned
@@ -123,20 +131,23 @@ class FenceTest(StackTest):
         # An idempotency key makes a trigger safe to repeat when a loaded
         # stack answers late.
         runs = [self.client.trigger_run(job, idempotency_key=f"round-{i}")["run"]["id"] for i in range(ROUNDS)]
-        last: dict[str, int] = {}
         for run in runs:
             done = self.client.wait_run(run, 600)
             self.assertEqual(done["run"]["execution_state"], "SUCCEEDED", f"run {run} (seed {seed})")
-            last[run] = done["tasks"][0]["attempt"]
         fenced = [r for r in runs if partitioned.get(r)]
         poll("every partitioned attempt's commit", lambda: all((r, 1) in outcome for r in fenced), 60)
         rows = self.rows()
         for run in runs:
-            self.assertEqual(len(rows.get(run, [])), 1, f"run {run}: rows {rows.get(run)} (seed {seed})")
+            # Exactly one output row, and the attempt that wrote it is one
+            # whose commit the fence let through.
+            self.assertEqual(len(rows.get(run, [])), 1, f"run {run}: rows of attempts {rows.get(run)} (seed {seed})")
+            self.assertEqual(outcome.get((run, rows[run][0])), COMMITTED, f"run {run} (seed {seed})")
         for run in fenced:
-            self.assertFalse(outcome[(run, 1)], f"partitioned attempt of {run} committed (seed {seed})")
-            self.assertEqual(rows[run], [f"attempt-{last[run]}"])
-        print(f"\n{ROUNDS} rounds, {len(fenced)} partitioned, in {time.monotonic() - started:.1f}s (seed {seed})")
+            self.assertEqual(outcome[(run, 1)], FENCED, f"partitioned attempt of {run} (seed {seed})")
+            self.assertNotEqual(rows[run], [1])
+        already = sum(1 for v in outcome.values() if v == ALREADY)
+        print(f"\n{ROUNDS} rounds, {len(fenced)} partitioned, {already} retried after a commit whose report was lost, "
+              f"in {time.monotonic() - started:.1f}s (seed {seed})")
 
 
 if __name__ == "__main__":
