@@ -9,7 +9,8 @@ import { RunledgerClient, Worker, loadLocal } from '../src/index.js';
 
 export const info = loadLocal();
 if (!info) throw new Error('no local stack: run `make run` first, or set RUNLEDGER_LOCAL to its local.json');
-export const client = new RunledgerClient();
+// Patient: on a loaded machine an answer may take many seconds.
+export const client = new RunledgerClient({ timeoutMs: 90_000 });
 
 /** A job name no earlier run of the suite used. */
 export function uniq(prefix) {
@@ -29,8 +30,8 @@ export function quickJob(name, over = {}) {
   };
 }
 
-/** Polls fn every 100 ms until it answers something truthy, for at most timeoutMs. */
-export async function until(what, fn, timeoutMs = 60_000) {
+/** Polls fn every intervalMs until it answers something truthy, for at most timeoutMs. */
+export async function until(what, fn, timeoutMs = 60_000, intervalMs = 100) {
   const end = Date.now() + timeoutMs;
   let last;
   for (;;) {
@@ -41,16 +42,16 @@ export async function until(what, fn, timeoutMs = 60_000) {
       last = err;
     }
     if (Date.now() > end) throw new Error(`${what}: not within ${timeoutMs} ms${last ? ` (last error: ${last.message})` : ''}`);
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
 
 /** Waits until the run's execution_state is one of states; answers the run as read. */
-export function runEnds(id, states = ['SUCCEEDED', 'FAILED', 'CANCELLED'], timeoutMs = 60_000) {
+export function runEnds(id, states = ['SUCCEEDED', 'FAILED', 'CANCELLED'], timeoutMs = 60_000, intervalMs = 250) {
   return until(`run ${id} in ${states}`, async () => {
     const r = await client.getRun(id);
     return states.includes(r.run.execution_state) ? r : null;
-  }, timeoutMs);
+  }, timeoutMs, intervalMs);
 }
 
 /** A logger that keeps its records. */
