@@ -205,6 +205,9 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 	if err := s.ensureRunSpec(ctx, nr.Job, run.Spec); err != nil {
 		return ledger.RunView{}, op(err)
 	}
+	if err := s.putParams(ctx, run); err != nil {
+		return ledger.RunView{}, op(err)
+	}
 	err = s.transact(ctx, "create_run", actions, sizes, index)
 	if err == nil {
 		return view, nil
@@ -275,7 +278,7 @@ func runItem(r ledger.Run) item {
 	it := item{
 		tableschema.PK: str(runPK(r.ID)), tableschema.SK: str(skRun),
 		attrKind: str(kindRun), attrRunID: str(r.ID), attrJob: str(r.Job),
-		attrLogicalTime: tm(r.LogicalTime), attrParams: bin(r.Params), attrSpecRef: optStr(runSpecRef(r.Spec)),
+		attrLogicalTime: tm(r.LogicalTime), attrSpecRef: optStr(runSpecRef(r.Spec)),
 		attrCreatedAt: tm(r.CreatedAt), tableschema.ListPK: str(runListShard(r.ID)), tableschema.ListSK: str(r.ID),
 		attrTrigger: optStr(string(r.Trigger)), attrBackfill: optStr(r.BackfillID),
 		attrDeadlineAt: tm(r.DeadlineAt), attrDeadlineMissed: tm(r.DeadlineMissedAt),
@@ -284,6 +287,11 @@ func runItem(r ledger.Run) item {
 		attrPriority:      optNum(int64(r.Priority)),
 		attrAdmittedAt:    tm(r.AdmittedAt), attrAdmittedIn: optStr(r.AdmittedIn), attrWaitingIn: optStr(r.WaitingIn),
 		attrRetention: optNum(int64(r.Retention / time.Second)),
+	}
+	if paramsApart(r.Params) {
+		it[attrParamsRef] = str(paramsRef(r.Params))
+	} else {
+		it[attrParams] = bin(r.Params)
 	}
 	for k, v := range runStateItem(r) {
 		it[k] = v
@@ -348,22 +356,19 @@ func decodeRun(m map[string]types.AttributeValue) (ledger.Run, error) {
 	return run, r.err
 }
 
-// GetRun reads a run item (strongly consistent).
+// GetRun reads a run item with its params (strongly consistent), in ONE
+// Query of
+//
+//	pk = RUN#<run> AND sk BETWEEN "PARAMS#" AND "RUN"
+//
+// which meets the run item and, for a run whose params are stored apart,
+// their item (params.go): nothing else of a run sorts between them, so a
+// run with params inline reads what a GetItem of its item would.
 func (s *runs) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 	if err := ledger.CheckRunID(id); err != nil {
 		return ledger.Run{}, fmt.Errorf("get run %s: %w", id, err)
 	}
-	ref := ""
-	run, err := getItem(ctx, s.base, runPK(id), skRun, func(m map[string]types.AttributeValue) (ledger.Run, error) {
-		ref = specRefOf(m)
-		return decodeRun(m)
-	})
-	if err == nil && ledger.Expired(run.ExpiresAt, s.clock()) {
-		err = ledger.ErrNotFound // expired, not deleted yet: gone all the same
-	}
-	if err == nil {
-		err = s.runSpec(ctx, &run, ref)
-	}
+	run, err := s.getRunWithParams(ctx, id)
 	if err == nil {
 		err = s.legacyTrigger(ctx, &run)
 	}
@@ -373,11 +378,56 @@ func (s *runs) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 	return run, nil
 }
 
-// ReadRun reads a whole run (the run, its instances, their attempts with
-// late events) with ONE strongly consistent Query, paged only when the run
-// exceeds DynamoDB's 1 MB page:
+// getRunWithParams is GetRun's Query, its spec and params filled.
+func (s *runs) getRunWithParams(ctx context.Context, id string) (ledger.Run, error) {
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table),
+		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(runPK(id))) +
+			" AND " + e.n(tableschema.SK) + " BETWEEN " + e.v("first", str(prefixParams)) + " AND " + e.v("last", str(skRun))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ConsistentRead: aws.Bool(true),
+	}
+	var run ledger.Run
+	found, specRef, pRef := false, "", ""
+	params := map[string]map[string]types.AttributeValue{}
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return ledger.Run{}, translate(err)
+		}
+		for _, it := range out.Items {
+			r := &reader{it: it}
+			if r.str(attrKind) == kindParams {
+				params[r.str(tableschema.SK)] = it
+				continue
+			}
+			if run, err = decodeRun(it); err != nil {
+				return ledger.Run{}, err
+			}
+			found, specRef, pRef = true, specRefOf(it), paramsRefOf(it)
+		}
+		if out.LastEvaluatedKey == nil {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	if !found || ledger.Expired(run.ExpiresAt, s.clock()) {
+		// An expired run not deleted yet is gone all the same (and its
+		// params item may be deleted before it).
+		return ledger.Run{}, ledger.ErrNotFound
+	}
+	if err := s.runSpec(ctx, &run, specRef); err != nil {
+		return ledger.Run{}, err
+	}
+	return run, s.runParams(ctx, &run, pRef, params)
+}
+
+// ReadRun reads a whole run (the run, its params when stored apart, its
+// instances, their attempts with late events) with ONE strongly
+// consistent Query, paged only when the run exceeds DynamoDB's 1 MB page:
 //
-//	pk = RUN#<run> AND sk BETWEEN "RUN" AND "TASK#\uffff"
+//	pk = RUN#<run> AND sk BETWEEN "PARAMS#" AND "TASK#\uffff"
 //
 // History items (TR#) sort outside that range, so they are excluded by the
 // key design, not by a filter. TaskView.Attempts lists every attempt, from
@@ -391,12 +441,13 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table),
 		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(runPK(id))) +
-			" AND " + e.n(tableschema.SK) + " BETWEEN " + e.v("first", str(skRun)) + " AND " + e.v("last", str(prefixTask+"\uffff"))),
+			" AND " + e.n(tableschema.SK) + " BETWEEN " + e.v("first", str(prefixParams)) + " AND " + e.v("last", str(prefixTask+"\uffff"))),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 		ConsistentRead: aws.Bool(true),
 	}
 	var view ledger.RunView
-	found, ref := false, ""
+	found, ref, pRef := false, "", ""
+	params := map[string]map[string]types.AttributeValue{}
 	byTask := map[string]int{}
 	attempts := map[string][]ledger.Attempt{}
 	parted := map[string]int{} // maps whose count shards are in their own partitions
@@ -413,7 +464,9 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 				if err != nil {
 					return ledger.RunView{}, op(err)
 				}
-				view.Run, found, ref = run, true, specRefOf(it)
+				view.Run, found, ref, pRef = run, true, specRefOf(it), paramsRefOf(it)
+			case kindParams:
+				params[r.str(tableschema.SK)] = it
 			case kindInstance:
 				inst, err := decodeInstance(it)
 				if err != nil {
@@ -464,6 +517,9 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 		view.Maps[task] = finishMapState(m)
 	}
 	if err := s.runSpec(ctx, &view.Run, ref); err != nil {
+		return ledger.RunView{}, op(err)
+	}
+	if err := s.runParams(ctx, &view.Run, pRef, params); err != nil {
 		return ledger.RunView{}, op(err)
 	}
 	if err := s.legacyTrigger(ctx, &view.Run); err != nil {
@@ -538,7 +594,7 @@ func (s *runs) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, 
 	if more && len(ids) > 0 {
 		next = encodeToken(map[string]types.AttributeValue{tableschema.PK: str(jobPK(f.Job)), tableschema.SK: str(pointerSK(ids[len(ids)-1]))})
 	}
-	runs, err := s.getRuns(ctx, ids)
+	runs, err := s.getRuns(ctx, ids, true)
 	if err == nil {
 		err = s.showRuns(ctx, runs)
 	}
@@ -624,21 +680,24 @@ func (s *base) taskNodes(ctx context.Context, id string) ([]statemodel.TaskNode,
 
 // getRuns reads run items by id with BatchGetItem (100 keys per request),
 // in the order of ids; runs that vanished, or expired and are not deleted
-// yet, are left out.
-func (s *base) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error) {
+// yet, are left out. withParams: the params of runs that store them apart
+// are read too (one more BatchGetItem, for a listing that answers them);
+// without, those runs' Params are nil.
+func (s *base) getRuns(ctx context.Context, ids []string, withParams bool) ([]ledger.Run, error) {
 	keys := make([]map[string]types.AttributeValue, len(ids))
 	for i, id := range ids {
 		keys[i] = keyOf(runPK(id), skRun)
 	}
 	got := make(map[string]ledger.Run, len(ids))
 	refs := make(map[string]string, len(ids))
+	pRefs := make(map[string]string, len(ids))
 	var derr error
 	err := s.batchGet(ctx, keys, func(it map[string]types.AttributeValue) {
 		run, err := decodeRun(it)
 		if err != nil && derr == nil {
 			derr = err
 		}
-		got[run.ID], refs[run.ID] = run, specRefOf(it)
+		got[run.ID], refs[run.ID], pRefs[run.ID] = run, specRefOf(it), paramsRefOf(it)
 	})
 	if err == nil {
 		err = derr
@@ -647,16 +706,21 @@ func (s *base) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error) 
 		return nil, err
 	}
 	runs := make([]ledger.Run, 0, len(ids))
-	var specRefs []string
+	var specRefs, paramsRefs []string
 	now := s.clock()
 	for _, id := range ids {
 		if r, ok := got[id]; ok && !ledger.Expired(r.ExpiresAt, now) {
 			runs = append(runs, r)
-			specRefs = append(specRefs, refs[id])
+			specRefs, paramsRefs = append(specRefs, refs[id]), append(paramsRefs, pRefs[id])
 		}
 	}
 	if err := s.runSpecs(ctx, runs, specRefs); err != nil {
 		return nil, err
+	}
+	if withParams {
+		if err := s.runsParams(ctx, runs, paramsRefs); err != nil {
+			return nil, err
+		}
 	}
 	return runs, s.legacyTriggers(ctx, runs)
 }
@@ -858,7 +922,7 @@ func (s *runs) HasUnfinishedRuns(ctx context.Context, job string, ignore ...stat
 	if err != nil {
 		return false, op(err)
 	}
-	newest, err := s.getRuns(ctx, ids)
+	newest, err := s.getRuns(ctx, ids, false)
 	if err != nil {
 		return false, op(err)
 	}
@@ -1074,6 +1138,14 @@ func (s *runs) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.R
 	stored, err := decodeRun(out.Attributes)
 	if err == nil {
 		err = s.runSpec(ctx, &stored, specRefOf(out.Attributes))
+	}
+	if pRef := paramsRefOf(out.Attributes); err == nil && pRef != "" {
+		// The caller's copy holds them unless it was read without.
+		stored.Params = run.Params
+		if paramsRef(run.Params) != pRef {
+			stored.Params = nil
+			err = s.runParams(ctx, &stored, pRef, nil)
+		}
 	}
 	if err != nil {
 		return ledger.Run{}, false, op(err)
