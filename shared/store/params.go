@@ -28,9 +28,11 @@ import (
 // cost every one of those writes; apart, they are written once.
 //
 // The item is put before the run's transaction (one PutItem, not doubled
-// by the transaction), unconditionally: its key is its content, so a
-// repeated put writes the same bytes, and a creation that fails after it
-// (the run id taken, a slot taken) leaves an item no run names, which
+// by the transaction), only where it is absent: its key is its content,
+// so an item found there holds the same bytes (a retried creation, or a
+// second creation of the same run id with the same params, whose own
+// expiry must not replace the first run's). A creation that fails after
+// it (the run id taken, a slot taken) leaves an item no run names, which
 // expires with the run's expiry like every item of a run. It sorts before
 // the run item ("PARAMS#" < "RUN"), and nothing else of a run sorts
 // between them, so the readers of one run read it in the same call:
@@ -93,7 +95,9 @@ func paramsRefOf(m map[string]types.AttributeValue) string {
 // putParams writes run's params item, before the run's transaction, when
 // its params are stored apart.
 //
-//	Put RUN#<run>/PARAMS#<digest>  no condition (the key is the content)
+//	Put RUN#<run>/PARAMS#<digest>  attribute_not_exists(#pk)
+//	fails: the same params are there already (the key is the content):
+//	nothing to write.
 func (s *base) putParams(ctx context.Context, run ledger.Run) error {
 	if !paramsApart(run.Params) {
 		return nil
@@ -105,7 +109,12 @@ func (s *base) putParams(ctx context.Context, run ledger.Run) error {
 	}
 	out, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table), Item: m, ReturnConsumedCapacity: s.returnCapacity(),
+		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": tableschema.PK},
 	})
+	if _, there := conditionItem(err); err != nil && there {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("write the params of run %s: %w", run.ID, translate(err))
 	}

@@ -3,8 +3,10 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -66,6 +68,28 @@ func TestRunParamsApart(t *testing.T) {
 	if len(apart) != 1 {
 		t.Fatalf("params items of the large run: %v, want one", apart)
 	}
+	// A second creation of the run's id, with other params or the same
+	// ones, is refused and leaves the run's params and their expiry as
+	// they were.
+	ctx := context.Background()
+	expires := run["expires_at"].(*types.AttributeValueMemberN).Value
+	ts.Clock.Advance(time.Hour)
+	for _, p := range [][]byte{bigParams(2048), large.Params} {
+		again := large
+		again.Params = p
+		if _, err := ts.CreateRun(ctx, again, ts.Clock.Now()); !errors.Is(err, ledger.ErrAlreadyExists) {
+			t.Fatalf("second creation of run %s: %v, want already exists", large.ID, err)
+		}
+	}
+	if got, err := ts.GetRun(ctx, large.ID); err != nil || !bytes.Equal(got.Params, large.Params) {
+		t.Fatalf("after a second creation: params of %d bytes (%v), want the first run's %d", len(got.Params), err, len(large.Params))
+	}
+	for sk, it := range runPartition(t, ts.table, large.ID) {
+		if sk == apart[0] && it["expires_at"].(*types.AttributeValueMemberN).Value != expires {
+			t.Fatalf("a second creation moved the params item's expiry from %s to %v", expires, it["expires_at"])
+		}
+	}
+
 	items = runPartition(t, ts.table, small.ID)
 	if got := items["RUN"]["params"]; got == nil || !bytes.Equal(got.(*types.AttributeValueMemberB).Value, small.Params) {
 		t.Fatalf("run item of 512 B params holds %v, want them inline", got)
