@@ -723,7 +723,7 @@ func (s *instances) FullHistory(ctx context.Context, key ledger.InstanceKey) ([]
 // GetInstanceAndRun reads an instance and its run in ONE strongly
 // consistent BatchGetItem: a claim answers with the attempt's envelope,
 // which holds the run's params and logical time. A run whose params are
-// stored apart (params.go) has them read after, with one GetItem: the
+// stored apart (below, "A run's params") has them read after, with one GetItem: the
 // batch cannot know before it reads the run item. ErrNotFound when either
 // is missing.
 func (s *instances) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, ledger.Run, error) {
