@@ -217,6 +217,9 @@ func (b *bench) cost(ctx context.Context) error {
 	if err := b.chainStepCost(ctx, cs, api, medians["single"]); err != nil {
 		return err
 	}
+	if err := b.paramsCost(ctx, cs, api, medians["single"]); err != nil {
+		return err
+	}
 	return b.reportLimits(ctx, cs, api, medians, lasts)
 }
 
@@ -337,6 +340,34 @@ func (b *bench) heartbeatCost(ctx context.Context, cs *costStack, api *apiClient
 		"  default heartbeat timeout (60 s: a beat every 20 s) costs $%.2f per 1M runs",
 		total*1e6, costHeartbeatHold, costHeartbeatTimeout, beats, fmtParts(parts),
 		one.WRU, one.RRU, one.APIRequests, one.Invocations, one.LogBytes, perMinute*1e6)
+	return nil
+}
+
+// costParamsBytes is the size of the encoded params of the cost
+// scenario's run with large params.
+const costParamsBytes = 4096
+
+// paramsCost measures a single-task run whose params are costParamsBytes
+// of JSON (median of 3) and what they add to a single-task run without:
+// the writes that carry them (docs/store.md, "A run's params"), and the
+// reads of the claim and the run's advances that answer them.
+func (b *bench) paramsCost(ctx context.Context, cs *costStack, api *apiClient, single runCost) error {
+	const frame = len(`{"blob":""}`)
+	params := map[string]any{"blob": strings.Repeat("p", costParamsBytes-frame)}
+	withParams, last, err := cs.measureMedian(ctx, api, "cost-ok", params)
+	if err != nil {
+		return err
+	}
+	extra := withParams.minus(single)
+	total, _ := withParams.usd()
+	b.rep.figure("cost_params4k_dynamodb_wru", withParams.WRU, "WRU")
+	b.rep.figure("cost_params4k_extra_wru", extra.WRU, "WRU")
+	b.rep.figure("cost_params4k_dynamodb_rru", withParams.RRU, "RRU")
+	b.rep.figure("cost_params4k_dynamodb_calls", withParams.DynamoDBCalls, "calls")
+	b.rep.note("cost, a single-task run with %d B of params: $%.2f per 1M runs, %.1f WRU (%.1f over the run without params), %.1f RRU (%+.1f),\n"+
+		"  %.1f DynamoDB calls (%+.1f), medians of 3",
+		costParamsBytes, total*1e6, withParams.WRU, extra.WRU, withParams.RRU, extra.RRU, withParams.DynamoDBCalls, extra.DynamoDBCalls)
+	b.rep.detail("  writes of the last sample (computed: item KB, x2 in a transaction; index entry writes x1):\n%s", fmtWrites(last.m.Writes))
 	return nil
 }
 

@@ -104,8 +104,9 @@ type Runs interface {
 	// ReadRun reads a run with its instances and attempts, tasks by id;
 	// its run as shown (ShownRun).
 	ReadRun(ctx context.Context, id string) (RunView, error)
-	// GetRun reads the run item alone, its state as stored: QUEUED until
-	// the run ends, though a task of it started (ShownRun).
+	// GetRun reads the run item alone (with its params, wherever a store
+	// keeps them), its state as stored: QUEUED until the run ends, though
+	// a task of it started (ShownRun).
 	GetRun(ctx context.Context, id string) (Run, error)
 	// ListRuns lists runs newest first, as shown (ShownRun), the status
 	// filter applied to that; callers page until the token is "".

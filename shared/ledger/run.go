@@ -33,7 +33,7 @@ type Run struct {
 	ID               string
 	Job              string
 	LogicalTime      time.Time
-	Params           []byte // opaque JSON
+	Params           []byte // opaque JSON; every read of a run answers them, wherever a store keeps them
 	Spec             []byte // opaque JSON: the tasks as the job defined them
 	ExecutionState   statemodel.RunState
 	PublicationState statemodel.PublicationState

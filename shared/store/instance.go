@@ -722,7 +722,9 @@ func (s *instances) FullHistory(ctx context.Context, key ledger.InstanceKey) ([]
 
 // GetInstanceAndRun reads an instance and its run in ONE strongly
 // consistent BatchGetItem: a claim answers with the attempt's envelope,
-// which holds the run's params and logical time. ErrNotFound when either
+// which holds the run's params and logical time. A run whose params are
+// stored apart (below, "A run's params") has them read after, with one GetItem: the
+// batch cannot know before it reads the run item. ErrNotFound when either
 // is missing.
 func (s *instances) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKey) (ledger.Instance, ledger.Run, error) {
 	op := func(err error) error { return fmt.Errorf("get instance %s with its run: %w", key, err) }
@@ -737,7 +739,7 @@ func (s *instances) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKe
 	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 	var inst *ledger.Instance
 	var run *ledger.Run
-	ref := ""
+	ref, pRef := "", ""
 	for try := 0; len(req) > 0; try++ {
 		out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 		if err != nil {
@@ -750,7 +752,7 @@ func (s *instances) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKe
 				if err != nil {
 					return ledger.Instance{}, ledger.Run{}, op(err)
 				}
-				run, ref = &r, specRefOf(it)
+				run, ref, pRef = &r, specRefOf(it), paramsRefOf(it)
 			case kindInstance:
 				i, err := decodeInstance(it)
 				if err != nil {
@@ -773,6 +775,9 @@ func (s *instances) GetInstanceAndRun(ctx context.Context, key ledger.InstanceKe
 		return ledger.Instance{}, ledger.Run{}, op(ledger.ErrNotFound)
 	}
 	if err := s.runSpec(ctx, run, ref); err != nil {
+		return ledger.Instance{}, ledger.Run{}, op(err)
+	}
+	if err := s.runParams(ctx, run, pRef, nil); err != nil {
 		return ledger.Instance{}, ledger.Run{}, op(err)
 	}
 	if err := s.legacyTrigger(ctx, run); err != nil {

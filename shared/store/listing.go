@@ -60,7 +60,7 @@ func (s *listings) listAllRuns(ctx context.Context, f ledger.RunFilter, limit in
 	if err != nil {
 		return nil, "", err
 	}
-	runs, err := s.getRuns(ctx, ids)
+	runs, err := s.getRuns(ctx, ids, true)
 	if err == nil {
 		err = s.showRuns(ctx, runs)
 	}

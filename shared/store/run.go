@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -205,6 +208,9 @@ func (s *runs) CreateRun(ctx context.Context, nr ledger.NewRun, now time.Time) (
 	if err := s.ensureRunSpec(ctx, nr.Job, run.Spec); err != nil {
 		return ledger.RunView{}, op(err)
 	}
+	if err := s.putParams(ctx, run); err != nil {
+		return ledger.RunView{}, op(err)
+	}
 	err = s.transact(ctx, "create_run", actions, sizes, index)
 	if err == nil {
 		return view, nil
@@ -275,7 +281,7 @@ func runItem(r ledger.Run) item {
 	it := item{
 		tableschema.PK: str(runPK(r.ID)), tableschema.SK: str(skRun),
 		attrKind: str(kindRun), attrRunID: str(r.ID), attrJob: str(r.Job),
-		attrLogicalTime: tm(r.LogicalTime), attrParams: bin(r.Params), attrSpecRef: optStr(runSpecRef(r.Spec)),
+		attrLogicalTime: tm(r.LogicalTime), attrSpecRef: optStr(runSpecRef(r.Spec)),
 		attrCreatedAt: tm(r.CreatedAt), tableschema.ListPK: str(runListShard(r.ID)), tableschema.ListSK: str(r.ID),
 		attrTrigger: optStr(string(r.Trigger)), attrBackfill: optStr(r.BackfillID),
 		attrDeadlineAt: tm(r.DeadlineAt), attrDeadlineMissed: tm(r.DeadlineMissedAt),
@@ -284,6 +290,11 @@ func runItem(r ledger.Run) item {
 		attrPriority:      optNum(int64(r.Priority)),
 		attrAdmittedAt:    tm(r.AdmittedAt), attrAdmittedIn: optStr(r.AdmittedIn), attrWaitingIn: optStr(r.WaitingIn),
 		attrRetention: optNum(int64(r.Retention / time.Second)),
+	}
+	if paramsApart(r.Params) {
+		it[attrParamsRef] = str(paramsRef(r.Params))
+	} else {
+		it[attrParams] = bin(r.Params)
 	}
 	for k, v := range runStateItem(r) {
 		it[k] = v
@@ -348,22 +359,19 @@ func decodeRun(m map[string]types.AttributeValue) (ledger.Run, error) {
 	return run, r.err
 }
 
-// GetRun reads a run item (strongly consistent).
+// GetRun reads a run item with its params (strongly consistent), in ONE
+// Query of
+//
+//	pk = RUN#<run> AND sk BETWEEN "PARAMS#" AND "RUN"
+//
+// which meets the run item and, for a run whose params are stored apart,
+// their item (below, "A run's params"): nothing else of a run sorts between them, so a
+// run with params inline reads what a GetItem of its item would.
 func (s *runs) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 	if err := ledger.CheckRunID(id); err != nil {
 		return ledger.Run{}, fmt.Errorf("get run %s: %w", id, err)
 	}
-	ref := ""
-	run, err := getItem(ctx, s.base, runPK(id), skRun, func(m map[string]types.AttributeValue) (ledger.Run, error) {
-		ref = specRefOf(m)
-		return decodeRun(m)
-	})
-	if err == nil && ledger.Expired(run.ExpiresAt, s.clock()) {
-		err = ledger.ErrNotFound // expired, not deleted yet: gone all the same
-	}
-	if err == nil {
-		err = s.runSpec(ctx, &run, ref)
-	}
+	run, err := s.getRunWithParams(ctx, id)
 	if err == nil {
 		err = s.legacyTrigger(ctx, &run)
 	}
@@ -373,11 +381,56 @@ func (s *runs) GetRun(ctx context.Context, id string) (ledger.Run, error) {
 	return run, nil
 }
 
-// ReadRun reads a whole run (the run, its instances, their attempts with
-// late events) with ONE strongly consistent Query, paged only when the run
-// exceeds DynamoDB's 1 MB page:
+// getRunWithParams is GetRun's Query, its spec and params filled.
+func (s *runs) getRunWithParams(ctx context.Context, id string) (ledger.Run, error) {
+	e := newExpr()
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table),
+		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(runPK(id))) +
+			" AND " + e.n(tableschema.SK) + " BETWEEN " + e.v("first", str(prefixParams)) + " AND " + e.v("last", str(skRun))),
+		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
+		ConsistentRead: aws.Bool(true),
+	}
+	var run ledger.Run
+	found, specRef, pRef := false, "", ""
+	params := map[string]map[string]types.AttributeValue{}
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return ledger.Run{}, translate(err)
+		}
+		for _, it := range out.Items {
+			r := &reader{it: it}
+			if r.str(attrKind) == kindParams {
+				params[r.str(tableschema.SK)] = it
+				continue
+			}
+			if run, err = decodeRun(it); err != nil {
+				return ledger.Run{}, err
+			}
+			found, specRef, pRef = true, specRefOf(it), paramsRefOf(it)
+		}
+		if out.LastEvaluatedKey == nil {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	if !found || ledger.Expired(run.ExpiresAt, s.clock()) {
+		// An expired run not deleted yet is gone all the same (and its
+		// params item may be deleted before it).
+		return ledger.Run{}, ledger.ErrNotFound
+	}
+	if err := s.runSpec(ctx, &run, specRef); err != nil {
+		return ledger.Run{}, err
+	}
+	return run, s.runParams(ctx, &run, pRef, params)
+}
+
+// ReadRun reads a whole run (the run, its params when stored apart, its
+// instances, their attempts with late events) with ONE strongly
+// consistent Query, paged only when the run exceeds DynamoDB's 1 MB page:
 //
-//	pk = RUN#<run> AND sk BETWEEN "RUN" AND "TASK#\uffff"
+//	pk = RUN#<run> AND sk BETWEEN "PARAMS#" AND "TASK#\uffff"
 //
 // History items (TR#) sort outside that range, so they are excluded by the
 // key design, not by a filter. TaskView.Attempts lists every attempt, from
@@ -391,12 +444,13 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(s.table),
 		KeyConditionExpression: aws.String(e.n(tableschema.PK) + " = " + e.v("pk", str(runPK(id))) +
-			" AND " + e.n(tableschema.SK) + " BETWEEN " + e.v("first", str(skRun)) + " AND " + e.v("last", str(prefixTask+"\uffff"))),
+			" AND " + e.n(tableschema.SK) + " BETWEEN " + e.v("first", str(prefixParams)) + " AND " + e.v("last", str(prefixTask+"\uffff"))),
 		ExpressionAttributeNames: e.nameMap(), ExpressionAttributeValues: e.valueMap(),
 		ConsistentRead: aws.Bool(true),
 	}
 	var view ledger.RunView
-	found, ref := false, ""
+	found, ref, pRef := false, "", ""
+	params := map[string]map[string]types.AttributeValue{}
 	byTask := map[string]int{}
 	attempts := map[string][]ledger.Attempt{}
 	parted := map[string]int{} // maps whose count shards are in their own partitions
@@ -413,7 +467,9 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 				if err != nil {
 					return ledger.RunView{}, op(err)
 				}
-				view.Run, found, ref = run, true, specRefOf(it)
+				view.Run, found, ref, pRef = run, true, specRefOf(it), paramsRefOf(it)
+			case kindParams:
+				params[r.str(tableschema.SK)] = it
 			case kindInstance:
 				inst, err := decodeInstance(it)
 				if err != nil {
@@ -464,6 +520,9 @@ func (s *runs) ReadRun(ctx context.Context, id string) (ledger.RunView, error) {
 		view.Maps[task] = finishMapState(m)
 	}
 	if err := s.runSpec(ctx, &view.Run, ref); err != nil {
+		return ledger.RunView{}, op(err)
+	}
+	if err := s.runParams(ctx, &view.Run, pRef, params); err != nil {
 		return ledger.RunView{}, op(err)
 	}
 	if err := s.legacyTrigger(ctx, &view.Run); err != nil {
@@ -538,7 +597,7 @@ func (s *runs) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Run, 
 	if more && len(ids) > 0 {
 		next = encodeToken(map[string]types.AttributeValue{tableschema.PK: str(jobPK(f.Job)), tableschema.SK: str(pointerSK(ids[len(ids)-1]))})
 	}
-	runs, err := s.getRuns(ctx, ids)
+	runs, err := s.getRuns(ctx, ids, true)
 	if err == nil {
 		err = s.showRuns(ctx, runs)
 	}
@@ -624,21 +683,24 @@ func (s *base) taskNodes(ctx context.Context, id string) ([]statemodel.TaskNode,
 
 // getRuns reads run items by id with BatchGetItem (100 keys per request),
 // in the order of ids; runs that vanished, or expired and are not deleted
-// yet, are left out.
-func (s *base) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error) {
+// yet, are left out. withParams: the params of runs that store them apart
+// are read too (one more BatchGetItem, for a listing that answers them);
+// without, those runs' Params are nil.
+func (s *base) getRuns(ctx context.Context, ids []string, withParams bool) ([]ledger.Run, error) {
 	keys := make([]map[string]types.AttributeValue, len(ids))
 	for i, id := range ids {
 		keys[i] = keyOf(runPK(id), skRun)
 	}
 	got := make(map[string]ledger.Run, len(ids))
 	refs := make(map[string]string, len(ids))
+	pRefs := make(map[string]string, len(ids))
 	var derr error
 	err := s.batchGet(ctx, keys, func(it map[string]types.AttributeValue) {
 		run, err := decodeRun(it)
 		if err != nil && derr == nil {
 			derr = err
 		}
-		got[run.ID], refs[run.ID] = run, specRefOf(it)
+		got[run.ID], refs[run.ID], pRefs[run.ID] = run, specRefOf(it), paramsRefOf(it)
 	})
 	if err == nil {
 		err = derr
@@ -647,16 +709,21 @@ func (s *base) getRuns(ctx context.Context, ids []string) ([]ledger.Run, error) 
 		return nil, err
 	}
 	runs := make([]ledger.Run, 0, len(ids))
-	var specRefs []string
+	var specRefs, paramsRefs []string
 	now := s.clock()
 	for _, id := range ids {
 		if r, ok := got[id]; ok && !ledger.Expired(r.ExpiresAt, now) {
 			runs = append(runs, r)
-			specRefs = append(specRefs, refs[id])
+			specRefs, paramsRefs = append(specRefs, refs[id]), append(paramsRefs, pRefs[id])
 		}
 	}
 	if err := s.runSpecs(ctx, runs, specRefs); err != nil {
 		return nil, err
+	}
+	if withParams {
+		if err := s.runsParams(ctx, runs, paramsRefs); err != nil {
+			return nil, err
+		}
 	}
 	return runs, s.legacyTriggers(ctx, runs)
 }
@@ -858,7 +925,7 @@ func (s *runs) HasUnfinishedRuns(ctx context.Context, job string, ignore ...stat
 	if err != nil {
 		return false, op(err)
 	}
-	newest, err := s.getRuns(ctx, ids)
+	newest, err := s.getRuns(ctx, ids, false)
 	if err != nil {
 		return false, op(err)
 	}
@@ -1075,6 +1142,14 @@ func (s *runs) MarkDeadlineMissed(ctx context.Context, run ledger.Run) (ledger.R
 	if err == nil {
 		err = s.runSpec(ctx, &stored, specRefOf(out.Attributes))
 	}
+	if pRef := paramsRefOf(out.Attributes); err == nil && pRef != "" {
+		// The caller's copy holds them unless it was read without.
+		stored.Params = run.Params
+		if paramsRef(run.Params) != pRef {
+			stored.Params = nil
+			err = s.runParams(ctx, &stored, pRef, nil)
+		}
+	}
 	if err != nil {
 		return ledger.Run{}, false, op(err)
 	}
@@ -1093,4 +1168,192 @@ func unfinishedRun(e *expr) string {
 		}
 	}
 	return e.n(attrExec) + " IN (" + strings.Join(in, ", ") + ")"
+}
+
+// A run's params above paramsInline bytes live apart from the run item,
+// in an immutable item of the run's partition named by their content:
+//
+//	params  RUN#<run>  PARAMS#<sha-256 of the params, 32 hex digits>  params
+//
+// and the run item holds only their marker (params_ref: their size and
+// that digest). Every write of the run item (its creation, twice in the
+// transaction; its end; each backstop re-arm; each stored state change)
+// costs one write unit per started KB of the whole item, so params inline
+// cost every one of those writes; apart, they are written once.
+//
+// The item is put before the run's transaction (one PutItem, not doubled
+// by the transaction), only where it is absent: its key is its content,
+// so an item found there holds the same bytes (a retried creation, or a
+// second creation of the same run id with the same params, whose own
+// expiry must not replace the first run's). A creation that fails after
+// it (the run id taken, a slot taken) leaves an item no run names, which
+// expires with the run's expiry like every item of a run. It sorts before
+// the run item ("PARAMS#" < "RUN"), and nothing else of a run sorts
+// between them, so the readers of one run read it in the same call:
+// GetRun with a Query of PARAMS# .. RUN, ReadRun with its Query started at
+// PARAMS#. A claim's BatchGetItem cannot know it is needed before it reads
+// the run item, so it reads it after (one GetItem, only for such a run),
+// and a listing page reads those of its runs that have one in one
+// BatchGetItem. The store's own state reads (a job's unfinished runs) read
+// run items alone and never pay for params.
+//
+// Runs stored before keep their params inline (attribute params) and read
+// from there.
+const (
+	prefixParams  = "PARAMS#"
+	kindParams    = "run_params"
+	attrParamsRef = "params_ref"
+)
+
+// paramsInline is the largest params (encoded JSON bytes) kept in the run
+// item. The run item without params is about 510 bytes at its largest
+// (docs/store.md), so params up to 512 bytes keep it within one write
+// unit, and apart they would add a put (1 WCU) to save nothing. Above it
+// every write of the run item pays one more unit per KB of params, and
+// the item apart costs one put of about the params' size, once.
+const paramsInline = 512
+
+// paramsApart reports whether params are stored in their own item.
+func paramsApart(params []byte) bool { return len(params) > paramsInline }
+
+// paramsRef is params' marker: "<size>:<digest>", the digest naming their
+// item (32 hex digits of their SHA-256).
+func paramsRef(params []byte) string {
+	sum := sha256.Sum256(params)
+	return strconv.Itoa(len(params)) + ":" + hex.EncodeToString(sum[:16])
+}
+
+// paramsSK is the sort key of the params item a marker names.
+func paramsSK(ref string) string {
+	_, digest, _ := strings.Cut(ref, ":")
+	return prefixParams + digest
+}
+
+func paramsItem(r ledger.Run) item {
+	return item{
+		tableschema.PK: str(runPK(r.ID)), tableschema.SK: str(paramsSK(paramsRef(r.Params))),
+		attrKind: str(kindParams), attrRunID: str(r.ID), attrParams: bin(r.Params),
+		tableschema.TTL: expiry(r.ExpiresAt),
+	}
+}
+
+// paramsRefOf is the marker a run item holds, "" when its params are
+// inline (or it has none).
+func paramsRefOf(m map[string]types.AttributeValue) string {
+	if _, inline := m[attrParams]; inline {
+		return ""
+	}
+	return (&reader{it: m}).str(attrParamsRef)
+}
+
+// putParams writes run's params item, before the run's transaction, when
+// its params are stored apart.
+//
+//	Put RUN#<run>/PARAMS#<digest>  attribute_not_exists(#pk)
+//	fails: the same params are there already (the key is the content):
+//	nothing to write.
+func (s *base) putParams(ctx context.Context, run ledger.Run) error {
+	if !paramsApart(run.Params) {
+		return nil
+	}
+	m := paramsItem(run).present()
+	n, err := checkSize("params of run "+run.ID, m)
+	if err != nil {
+		return err
+	}
+	out, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: m, ReturnConsumedCapacity: s.returnCapacity(),
+		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": tableschema.PK},
+	})
+	if _, there := conditionItem(err); err != nil && there {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("write the params of run %s: %w", run.ID, translate(err))
+	}
+	s.report("put_run_params", false, []int{n}, nil, consumed(out.ConsumedCapacity))
+	return nil
+}
+
+// paramsOf checks a params item against the marker that names it and
+// returns its params.
+func paramsOf(runID, ref string, it map[string]types.AttributeValue) ([]byte, error) {
+	r := &reader{it: it}
+	p := r.bytes(attrParams)
+	if r.err != nil {
+		return nil, r.err
+	}
+	if paramsRef(p) != ref {
+		return nil, fmt.Errorf("%w: the params item of run %s does not match its marker %s", ledger.ErrCorruptItem, runID, ref)
+	}
+	return p, nil
+}
+
+// runParams fills the params of a run read without them: ref is the
+// marker its item held ("": inline or none, nothing to do), found the
+// params items read with it (by sort key; nil: none), and a missing one
+// is read with one GetItem.
+func (s *base) runParams(ctx context.Context, run *ledger.Run, ref string, found map[string]map[string]types.AttributeValue) error {
+	if ref == "" {
+		return nil
+	}
+	it, ok := found[paramsSK(ref)]
+	if !ok {
+		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(s.table), Key: keyOf(runPK(run.ID), paramsSK(ref)), ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			return fmt.Errorf("read the params of run %s: %w", run.ID, translate(err))
+		}
+		if out.Item == nil && ledger.Expired(run.ExpiresAt, s.clock()) {
+			return fmt.Errorf("read the params of run %s: %w", run.ID, ledger.ErrNotFound) // expired: gone item by item
+		}
+		if out.Item == nil {
+			return fmt.Errorf("%w: run %s names params %s, which are missing", ledger.ErrCorruptItem, run.ID, ref)
+		}
+		it = out.Item
+	}
+	p, err := paramsOf(run.ID, ref, it)
+	if err != nil {
+		return err
+	}
+	run.Params = p
+	return nil
+}
+
+// runsParams fills the params of the runs of a listing page that hold a
+// marker (refs[i] is run i's), in one strongly consistent BatchGetItem
+// per 100 (a run created a moment ago is listed too).
+func (s *base) runsParams(ctx context.Context, runs []ledger.Run, refs []string) error {
+	var keys []map[string]types.AttributeValue
+	for i, ref := range refs {
+		if ref != "" {
+			keys = append(keys, keyOf(runPK(runs[i].ID), paramsSK(ref)))
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	found := map[string]map[string]types.AttributeValue{}
+	err := s.batchGet(ctx, keys, func(it map[string]types.AttributeValue) {
+		r := &reader{it: it}
+		found[r.str(tableschema.PK)+"/"+r.str(tableschema.SK)] = it
+	})
+	if err != nil {
+		return fmt.Errorf("read runs' params: %w", err)
+	}
+	for i, ref := range refs {
+		if ref == "" {
+			continue
+		}
+		it, ok := found[runPK(runs[i].ID)+"/"+paramsSK(ref)]
+		if !ok {
+			return fmt.Errorf("%w: run %s names params %s, which are missing", ledger.ErrCorruptItem, runs[i].ID, ref)
+		}
+		if runs[i].Params, err = paramsOf(runs[i].ID, ref, it); err != nil {
+			return err
+		}
+	}
+	return nil
 }

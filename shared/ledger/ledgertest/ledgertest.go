@@ -35,7 +35,7 @@ type Case struct {
 // Cases lists every case of the suite.
 func Cases() []Case {
 	var all []Case
-	for _, group := range [][]Case{transitionCases, heldCases, heartbeatCases, runCases, retentionCases, jobCases, timerCases, leaseCases, inputCases, backfillCases, outputCases, mapCases, limiterCases, limiterGroupCases, slotHolderCases} {
+	for _, group := range [][]Case{transitionCases, heldCases, heartbeatCases, runCases, paramsCases, retentionCases, jobCases, timerCases, leaseCases, inputCases, backfillCases, outputCases, mapCases, limiterCases, limiterGroupCases, slotHolderCases} {
 		all = append(all, group...)
 	}
 	return all
