@@ -306,6 +306,9 @@ var errRefusedAtOnce = errors.New("entries refused at once")
 // leaves, and the answer; limiter.ErrQueueFull beyond the bound.
 func decideEntry(st limiter.State, e Entry, now time.Time) (LimiterWrite, limiter.State, Entered, error) {
 	if !e.Share {
+		if st.GroupShards() > 1 {
+			return LimiterWrite{}, st, Entered{}, ErrGrouped
+		}
 		st.Limit = e.Limit
 	}
 	n, admitted, why, err := st.Enter(e.Rate, now, limiter.MaxWaiting)
@@ -335,6 +338,12 @@ func decideEntry(st limiter.State, e Entry, now time.Time) (LimiterWrite, limite
 	return w, n, Entered{Admitted: admitted, AdmittedAt: w.admittedAt(), Reason: why}, nil
 }
 
+// ErrGrouped: a limiter's item is shard 0 of a group (a limit once above
+// limiter.ShardLimit, since lowered: a group never loses shards), whose
+// stored limit is its share; the caller enters or sets it as a group
+// (EnterGroup, SetGroupLimit). Nothing was written.
+var ErrGrouped = errors.New("limiter is a group of shards")
+
 // errNoRoom: an AdmitOnly entry found no room (or runs waiting).
 var errNoRoom = errors.New("limiter: no room to admit at once")
 
@@ -352,6 +361,8 @@ func enterHeld(ctx context.Context, s Limiters, tu *turn, e Entry, now time.Time
 				return w, StepDone, nil
 			case err != nil && cur.cached:
 				return w, StepAgain, nil // refused on what this process last wrote: read it
+			case errors.Is(err, ErrGrouped):
+				return w, 0, err
 			case err != nil:
 				return w, 0, fmt.Errorf("enter limiter %s: %w", e.Limiter, ErrLimitQueueFull)
 			}
@@ -743,6 +754,9 @@ func (t *Turns) changeRun(ctx context.Context, s Limiters, name string, p limite
 // then calls AdmitNext. Lowering it stops nothing already active.
 func (t *Turns) SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (bool, error) {
 	return t.changeLimiter(ctx, s, name, true, func(_ context.Context, st limiter.State, _ bool) (LimiterWrite, bool, error) {
+		if st.GroupShards() > 1 {
+			return LimiterWrite{}, false, ErrGrouped
+		}
 		if st.Version == 0 || st.Limit == limit {
 			return LimiterWrite{}, false, nil
 		}

@@ -3,6 +3,7 @@ package limiter
 import (
 	"fmt"
 	"hash/fnv"
+	"strings"
 )
 
 // ShardLimit is the largest share one limiter item holds: a concurrency
@@ -38,6 +39,25 @@ func ShardName(name string, s int) string {
 		return name
 	}
 	return fmt.Sprintf("%s#%d", name, s)
+}
+
+// InGroup reports whether limiter held is group name or one of its
+// shards (ShardName): a run's item records the shard it stands in, which
+// its job's limiter names as the group.
+func InGroup(held, name string) bool {
+	if held == name {
+		return true
+	}
+	rest, ok := strings.CutPrefix(held, name+"#")
+	if !ok || rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Home is a holder's home shard in a group of n: where it waits when no

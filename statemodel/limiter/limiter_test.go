@@ -109,3 +109,17 @@ func TestMostBeyondCountsOverlapsNotTouches(t *testing.T) {
 		}
 	}
 }
+
+func TestInGroupNamesAGroupsShards(t *testing.T) {
+	for _, c := range []struct {
+		held string
+		want bool
+	}{
+		{"jobs", true}, {ShardName("jobs", 2), true}, {"jobs#12", true},
+		{"jobs#", false}, {"jobs#a", false}, {"jobs2", false}, {"job", false}, {"other#1", false},
+	} {
+		if got := InGroup(c.held, "jobs"); got != c.want {
+			t.Errorf("InGroup(%q, jobs) = %v, want %v", c.held, got, c.want)
+		}
+	}
+}

@@ -15,6 +15,7 @@ var limiterGroupCases = []Case{
 	{"limiter group borrows a shard's idle room for another's queue", testGroupBorrow},
 	{"limiter group share write refuses a stale version and writes nothing", testGroupShareConditions},
 	{"limiter group admissions stay exact under racing entries, leaves and borrows", testGroupRace},
+	{"limiter group lowered to one item's limit refuses a one-item entry or limit", testGroupRefusesOneItemWrites},
 }
 
 // groupExact checks every shard's counters against its items and answers
@@ -225,5 +226,46 @@ func testGroupRace(t *testing.T, h *Harness) {
 	}
 	if _, active, waiting := groupExact(t, h, name); active != 0 || waiting != 0 {
 		t.Fatalf("at the end: active %d waiting %d", active, waiting)
+	}
+}
+
+// A group whose limit was lowered to one item's keeps its shards; an
+// entry or a limit written as one limiter's (whose limit would replace
+// shard 0's share) is refused with ErrGrouped and writes nothing: the
+// scheduler then enters or sets it as a group.
+func testGroupRefusesOneItemWrites(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	const name = "lowered/"
+	if _, err := h.Turns.SetGroupLimit(ctx, h.Store, name, 2000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Turns.SetGroupLimit(ctx, h.Store, name, 10); err != nil {
+		t.Fatal(err)
+	}
+	before, err := ledger.Group(ctx, h.Store, name)
+	if err != nil || len(before) != 2 {
+		t.Fatalf("lowered group %+v, %v; want two shards", before, err)
+	}
+	if _, err := h.Turns.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: 10, Place: place(0, 1)}, h.Clock.Now()); !errors.Is(err, ledger.ErrGrouped) {
+		t.Fatalf("one-item entry into a group: %v; want ErrGrouped", err)
+	}
+	if _, err := h.Turns.SetLimiterLimit(ctx, h.Store, name, 10); !errors.Is(err, ledger.ErrGrouped) {
+		t.Fatalf("one-item limit of a group: %v; want ErrGrouped", err)
+	}
+	after, err := ledger.Group(ctx, h.Store, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sh := range before {
+		if after[sh].Version != before[sh].Version || after[sh].Limit != before[sh].Limit {
+			t.Fatalf("shard %d written: %+v, was %+v", sh, after[sh], before[sh])
+		}
+	}
+	if _, active, waiting := groupExact(t, h, name); active != 0 || waiting != 0 {
+		t.Fatalf("group active %d waiting %d; want none", active, waiting)
+	}
+	e, err := h.Turns.EnterGroup(ctx, h.Store, ledger.Entry{Limiter: name, Limit: 10, Place: place(0, 1)}, h.Clock.Now())
+	if err != nil || !e.Admitted {
+		t.Fatalf("entry as a group: %+v, %v", e, err)
 	}
 }

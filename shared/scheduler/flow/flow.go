@@ -32,6 +32,14 @@ type stage struct {
 	rate  limiter.Rate // the zero Rate: no rate limit
 }
 
+// grouped reports whether st's limiter is a group of shard limiters
+// (docs/store.md, "A group with a large limit"): a concurrency limit above
+// what one limiter item holds. A rate window is never sharded, so a
+// limiter holding both limits stays one item.
+func (st stage) grouped() bool {
+	return st.limit > limiter.ShardLimit && !st.rate.On()
+}
+
 // reason is why a run waits in st, given the limiter's own answer
 // (ledger.FindInLimiter reads it from the counters): a limiter without a
 // rate holds runs only for concurrency, one without a limit only for rate.
@@ -253,9 +261,10 @@ func (r *Room) admitStage(ctx context.Context, run ledger.Run, st stage, place l
 		return true, nil // admitted by the hand-off that advances it
 	}
 	var at ledger.Entered
+	shard := st.name
 	if !how.fresh {
 		var err error
-		if at, err = ledger.FindInLimiter(ctx, r.store, st.name, place); err != nil {
+		if shard, at, err = r.findShard(ctx, run, st, place); err != nil {
 			return false, err
 		}
 	}
@@ -267,9 +276,9 @@ func (r *Room) admitStage(ctx context.Context, run ledger.Run, st stage, place l
 		// room a rate window freed). A run the repair admits was advanced
 		// by its hand-off (handOn), which released its tasks: this caller
 		// treats it as waiting, so they are not dispatched twice.
-		return false, r.repairLimiter(ctx, st.name, st.rate, how.handedOn)
+		return false, r.repairShard(ctx, st, shard, how.handedOn)
 	}
-	e, err := r.turns.EnterLimiter(ctx, r.store, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place, Live: how.live, MarkRun: true}, r.now())
+	e, err := r.enter(ctx, st, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place, Live: how.live, MarkRun: true}, how.handedOn)
 	switch {
 	case errors.Is(err, ledger.ErrLimitQueueFull):
 		// Created past CheckAdmissible's look by a racing trigger: it
@@ -284,12 +293,12 @@ func (r *Room) admitStage(ctx context.Context, run ledger.Run, st stage, place l
 		return false, err
 	}
 	if how.seen != nil {
-		how.seen[st.name] = e
+		how.seen[st.name] = e.Entered
 	}
 	if e.Found && !e.Admitted {
 		// Waiting already (a fresh entry tried without a look): as found
 		// waiting above.
-		return false, r.repairLimiter(ctx, st.name, st.rate, how.handedOn)
+		return false, r.repairShard(ctx, st, e.Shard, how.handedOn)
 	}
 	if e.Found {
 		return true, nil
@@ -298,6 +307,84 @@ func (r *Room) admitStage(ctx context.Context, run ledger.Run, st stage, place l
 		r.armRateTimer(ctx, st.name, st.rate)
 	}
 	return e.Admitted, nil
+}
+
+// enter is e's entry in st's limiter: one limiter item as always, or for
+// a group (st.grouped, or a limit lowered since the group was made:
+// ledger.ErrGrouped) the entry that tries its shards; the runs a group's
+// borrow admitted elsewhere are handed on (their advance releases them).
+func (r *Room) enter(ctx context.Context, st stage, e ledger.Entry, outer *HandOff) (ledger.GroupEntered, error) {
+	if !st.grouped() {
+		en, err := r.turns.EnterLimiter(ctx, r.store, e, r.now())
+		if !errors.Is(err, ledger.ErrGrouped) {
+			return ledger.GroupEntered{Entered: en, Shard: st.name}, err
+		}
+	}
+	ge, err := r.turns.EnterGroup(ctx, r.store, e, r.now())
+	for shard, got := range ge.Borrowed {
+		if herr := r.handedOn(ctx, outer, shard, limiter.Rate{}, got, nil); herr != nil {
+			r.log.WarnContext(ctx, "limiter hand-off failed", "limiter", shard, "error", herr.Error())
+		}
+	}
+	return ge, err
+}
+
+// findShard is where run stands in st's limiter: the limiter (a group's
+// shard) and the run's entry there, the zero Entered when it is in
+// neither queue nor room. A run stays in the shard it entered (a
+// hand-off admits within its shard; a borrow moves share, not runs), and
+// its item records that shard (Run.WaitingIn, AdmittedIn) unless a later
+// limiter's mark replaced it: only then are the shards looked at in turn,
+// from the run's home.
+func (r *Room) findShard(ctx context.Context, run ledger.Run, st stage, place limiter.Place) (string, ledger.Entered, error) {
+	for _, held := range []string{run.WaitingIn, run.AdmittedIn} {
+		if held != "" && limiter.InGroup(held, st.name) {
+			at, err := ledger.FindInLimiter(ctx, r.store, held, place)
+			return held, at, err
+		}
+	}
+	if !st.grouped() {
+		at, err := ledger.FindInLimiter(ctx, r.store, st.name, place)
+		return st.name, at, err
+	}
+	first, err := r.store.GetLimiter(ctx, st.name)
+	if err != nil {
+		return "", ledger.Entered{}, err
+	}
+	n := first.GroupShards()
+	for _, sh := range limiter.Order(limiter.Home(run.ID, n), n) {
+		name := limiter.ShardName(st.name, sh)
+		at, err := ledger.FindInLimiter(ctx, r.store, name, place)
+		if err != nil || at.Admitted || at.Reason != "" {
+			return name, at, err
+		}
+	}
+	return st.name, ledger.Entered{}, nil
+}
+
+// repairShard is repairLimiter in the limiter (a group's shard) a run was
+// found waiting in; a group's repair then moves share to shards that are
+// short (Rebalance), which repairs a borrow lost in a crash.
+func (r *Room) repairShard(ctx context.Context, st stage, shard string, outer *HandOff) error {
+	if err := r.repairLimiter(ctx, shard, st.rate, outer); err != nil {
+		return err
+	}
+	if shard == st.name && !st.grouped() {
+		return nil
+	}
+	return r.rebalance(ctx, st.name, outer)
+}
+
+// rebalance moves a group's idle share to its shards that are short
+// (ledger.Turns.Rebalance) and hands on the runs that admits.
+func (r *Room) rebalance(ctx context.Context, group string, outer *HandOff) error {
+	got, err := r.turns.Rebalance(ctx, r.store, group, r.now())
+	for shard, adm := range got {
+		if herr := r.handedOn(ctx, outer, shard, limiter.Rate{}, adm, nil); herr != nil && err == nil {
+			err = herr
+		}
+	}
+	return err
 }
 
 // repairLimiter releases the room of admitted runs that ended (a release
@@ -392,12 +479,41 @@ func (r *Room) ReleaseRun(ctx context.Context, run ledger.Run, outer *HandOff) {
 	c, stages := r.runStages(run)
 	place := runPlace(c, run)
 	for i := len(stages) - 1; i >= 0; i-- {
-		r.releaseStage(ctx, run.ID, place, stages[i], outer)
+		r.releaseStage(ctx, run, place, stages[i], outer)
 	}
 }
 
-// releaseStage is ReleaseRun in one limiter.
-func (r *Room) releaseStage(ctx context.Context, runID string, place limiter.Place, st stage, outer *HandOff) {
+// releaseStage is ReleaseRun in one limiter: in a group, in the shard the
+// run stands in, and a hand-off that leaves that shard's queue empty
+// lends its room to shards that are short (rebalance).
+func (r *Room) releaseStage(ctx context.Context, run ledger.Run, place limiter.Place, st stage, outer *HandOff) {
+	name := st.name
+	grouped := st.grouped() || (run.WaitingIn != st.name && limiter.InGroup(run.WaitingIn, st.name)) ||
+		(run.AdmittedIn != st.name && limiter.InGroup(run.AdmittedIn, st.name))
+	if grouped {
+		shard, at, err := r.findShard(ctx, run, st, place)
+		if err != nil {
+			r.log.WarnContext(ctx, "limiter release: run not found", "run_id", run.ID, "limiter", st.name, "error", err.Error())
+			return
+		}
+		if !at.Admitted && at.Reason == "" {
+			return // in no shard: released already
+		}
+		name = shard
+	}
+	err := r.releaseIn(ctx, run.ID, place, name, st.rate, outer)
+	if err == nil && grouped {
+		err = r.rebalanceEmptied(ctx, st.name, name, outer)
+	}
+	if err != nil {
+		// The next waiting run's re-evaluation repairs it.
+		r.log.WarnContext(ctx, "limiter hand-off failed", "run_id", run.ID, "limiter", name, "error", err.Error())
+	}
+}
+
+// releaseIn takes runID out of limiter name, admitted or waiting, and
+// hands the room on.
+func (r *Room) releaseIn(ctx context.Context, runID string, place limiter.Place, name string, rate limiter.Rate, outer *HandOff) error {
 	// The run is admitted, waiting or neither; a hand-off may admit it
 	// between a look at one and the other, so look until one write lands
 	// or it is in neither.
@@ -409,23 +525,31 @@ func (r *Room) releaseStage(ctx context.Context, runID string, place limiter.Pla
 		// Leaving and handing on in one turn: the hand-off decides on the
 		// state the leave wrote. Leaves written together hand on once,
 		// by the turn's holder, whose own run may not have left.
-		left, got, err = r.turns.LeaveAndAdmitNext(ctx, r.store, st.name, runID, st.rate, r.now())
+		left, got, err = r.turns.LeaveAndAdmitNext(ctx, r.store, name, runID, rate, r.now())
 		if err != nil || left {
-			err, handed = r.handedOn(ctx, outer, st.name, st.rate, got, err), true
+			err, handed = r.handedOn(ctx, outer, name, rate, got, err), true
 			break
 		}
 		if len(got) > 0 {
-			r.handedOn(ctx, outer, st.name, st.rate, got, nil)
+			r.handedOn(ctx, outer, name, rate, got, nil)
 		}
-		if withdrawn, err = r.turns.WithdrawWaiting(ctx, r.store, st.name, place); err != nil || withdrawn {
+		if withdrawn, err = r.turns.WithdrawWaiting(ctx, r.store, name, place); err != nil || withdrawn {
 			break
 		}
 	}
 	if err == nil && !handed {
-		err = r.handOn(ctx, st.name, st.rate, outer)
+		err = r.handOn(ctx, name, rate, outer)
 	}
-	if err != nil {
-		// The next waiting run's re-evaluation repairs it.
-		r.log.WarnContext(ctx, "limiter hand-off failed", "run_id", runID, "limiter", st.name, "error", err.Error())
+	return err
+}
+
+// rebalanceEmptied rebalances group when its shard's hand-off left that
+// shard's queue empty: its room may then be lent to a shard whose runs
+// wait. A shard whose runs still wait has no room to lend.
+func (r *Room) rebalanceEmptied(ctx context.Context, group, shard string, outer *HandOff) error {
+	st, err := r.store.GetLimiter(ctx, shard)
+	if err != nil || st.Waiting > 0 {
+		return err
 	}
+	return r.rebalance(ctx, group, outer)
 }
