@@ -100,8 +100,8 @@ func (s State) Short(headWaits bool) bool {
 
 // Borrow moves one unit of share from a shard that can lend it to one that
 // is short: the two states to write, in one write conditioned on both
-// versions as read. The shares' sum never changes, and the lender keeps
-// at least its active runs' worth.
+// versions as read. The shares' sum never changes (nor the Group each
+// shard records), and the lender keeps at least its active runs' worth.
 func Borrow(from, to State) (State, State) {
 	f, t := from.clone(), to.clone()
 	f.Limit--
@@ -113,7 +113,8 @@ func Borrow(from, to State) (State, State) {
 
 // Reshare answers a group's shard states with the shares of a new limit:
 // the group keeps its shards (each may hold runs) and grows to
-// Shards(limit) when that is more, every shard recording the count. Each
+// Shards(limit) when that is more, every shard recording the count and
+// the limit (Group). Each
 // shard's share covers its active runs first and the rest of the limit is
 // split evenly, so no shard has room while the group holds its limit: a
 // lowered limit stops nothing already active, and admits nothing until
@@ -132,9 +133,9 @@ func Reshare(group []State, limit int) []State {
 	}
 	for s, more := range Shares(left, n) {
 		out[s].Limit += more
-		out[s].Shards = 0
+		out[s].Shards, out[s].Group = 0, 0
 		if n > 1 {
-			out[s].Shards = n
+			out[s].Shards, out[s].Group = n, limit
 		}
 		out[s].Version++
 	}

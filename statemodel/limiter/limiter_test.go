@@ -123,3 +123,19 @@ func TestInGroupNamesAGroupsShards(t *testing.T) {
 		}
 	}
 }
+
+func TestReshareRecordsTheGroupLimitAndBorrowKeepsIt(t *testing.T) {
+	g := Reshare(make([]State, 1), 2500)
+	for s, st := range g {
+		if st.Group != 2500 || st.Shards != 3 {
+			t.Fatalf("shard %d records group %d of %d shards; want 2500 of 3", s, st.Group, st.Shards)
+		}
+	}
+	f, to := Borrow(g[0], g[1])
+	if f.Group != 2500 || to.Group != 2500 {
+		t.Fatalf("a borrow changed the recorded limit: %d, %d", f.Group, to.Group)
+	}
+	if one := Reshare(make([]State, 1), 10); one[0].Group != 0 || one[0].Shards != 0 {
+		t.Fatalf("a limiter of one item records a group: %+v", one[0])
+	}
+}

@@ -337,11 +337,9 @@ func (r *Room) enter(ctx context.Context, st stage, e ledger.Entry, outer *HandO
 // limiter's mark replaced it: only then are the shards looked at in turn,
 // from the run's home.
 func (r *Room) findShard(ctx context.Context, run ledger.Run, st stage, place limiter.Place) (string, ledger.Entered, error) {
-	for _, held := range []string{run.WaitingIn, run.AdmittedIn} {
-		if held != "" && limiter.InGroup(held, st.name) {
-			at, err := ledger.FindInLimiter(ctx, r.store, held, place)
-			return held, at, err
-		}
+	if held := heldShard(run, st); held != "" {
+		at, err := ledger.FindInLimiter(ctx, r.store, held, place)
+		return held, at, err
 	}
 	if !st.grouped() {
 		at, err := ledger.FindInLimiter(ctx, r.store, st.name, place)
@@ -484,13 +482,13 @@ func (r *Room) ReleaseRun(ctx context.Context, run ledger.Run, outer *HandOff) {
 }
 
 // releaseStage is ReleaseRun in one limiter: in a group, in the shard the
-// run stands in, and a hand-off that leaves that shard's queue empty
-// lends its room to shards that are short (rebalance).
+// run stands in (its item says which: no look), and a leave that turns
+// that shard's room idle lends it to shards that are short (rebalance).
 func (r *Room) releaseStage(ctx context.Context, run ledger.Run, place limiter.Place, st stage, outer *HandOff) {
-	name := st.name
-	grouped := st.grouped() || (run.WaitingIn != st.name && limiter.InGroup(run.WaitingIn, st.name)) ||
-		(run.AdmittedIn != st.name && limiter.InGroup(run.AdmittedIn, st.name))
-	if grouped {
+	name, grouped := st.name, st.grouped()
+	if held := heldShard(run, st); held != "" {
+		name, grouped = held, grouped || held != st.name
+	} else if grouped {
 		shard, at, err := r.findShard(ctx, run, st, place)
 		if err != nil {
 			r.log.WarnContext(ctx, "limiter release: run not found", "run_id", run.ID, "limiter", st.name, "error", err.Error())
@@ -501,9 +499,9 @@ func (r *Room) releaseStage(ctx context.Context, run ledger.Run, place limiter.P
 		}
 		name = shard
 	}
-	err := r.releaseIn(ctx, run.ID, place, name, st.rate, outer)
-	if err == nil && grouped {
-		err = r.rebalanceEmptied(ctx, st.name, name, outer)
+	lends, err := r.releaseIn(ctx, run.ID, place, name, st.rate, outer)
+	if err == nil && grouped && lends {
+		err = r.rebalance(ctx, st.name, outer)
 	}
 	if err != nil {
 		// The next waiting run's re-evaluation repairs it.
@@ -511,27 +509,39 @@ func (r *Room) releaseStage(ctx context.Context, run ledger.Run, place limiter.P
 	}
 }
 
+// heldShard is the limiter of st (st itself, or one of its group's
+// shards) the run's item says it waits or was last admitted in; "" when
+// the item names another limiter (a later stage's mark replaced it).
+func heldShard(run ledger.Run, st stage) string {
+	for _, held := range []string{run.WaitingIn, run.AdmittedIn} {
+		if held != "" && limiter.InGroup(held, st.name) {
+			return held
+		}
+	}
+	return ""
+}
+
 // releaseIn takes runID out of limiter name, admitted or waiting, and
-// hands the room on.
-func (r *Room) releaseIn(ctx context.Context, runID string, place limiter.Place, name string, rate limiter.Rate, outer *HandOff) error {
+// hands the room on; lends: the leave left the limiter idle room it had
+// not before (ledger.Left.Lends).
+func (r *Room) releaseIn(ctx context.Context, runID string, place limiter.Place, name string, rate limiter.Rate, outer *HandOff) (lends bool, err error) {
 	// The run is admitted, waiting or neither; a hand-off may admit it
 	// between a look at one and the other, so look until one write lands
 	// or it is in neither.
-	var err error
 	handed := false
 	for range 3 {
-		var left, withdrawn bool
-		var got []ledger.Admitted
+		var l ledger.Left
+		var withdrawn bool
 		// Leaving and handing on in one turn: the hand-off decides on the
 		// state the leave wrote. Leaves written together hand on once,
 		// by the turn's holder, whose own run may not have left.
-		left, got, err = r.turns.LeaveAndAdmitNext(ctx, r.store, name, runID, rate, r.now())
-		if err != nil || left {
-			err, handed = r.handedOn(ctx, outer, name, rate, got, err), true
+		l, err = r.turns.LeaveAndHandOn(ctx, r.store, name, runID, rate, r.now())
+		if err != nil || l.Left {
+			err, handed, lends = r.handedOn(ctx, outer, name, rate, l.Admitted, err), true, l.Lends
 			break
 		}
-		if len(got) > 0 {
-			r.handedOn(ctx, outer, name, rate, got, nil)
+		if len(l.Admitted) > 0 {
+			r.handedOn(ctx, outer, name, rate, l.Admitted, nil)
 		}
 		if withdrawn, err = r.turns.WithdrawWaiting(ctx, r.store, name, place); err != nil || withdrawn {
 			break
@@ -540,16 +550,5 @@ func (r *Room) releaseIn(ctx context.Context, runID string, place limiter.Place,
 	if err == nil && !handed {
 		err = r.handOn(ctx, name, rate, outer)
 	}
-	return err
-}
-
-// rebalanceEmptied rebalances group when its shard's hand-off left that
-// shard's queue empty: its room may then be lent to a shard whose runs
-// wait. A shard whose runs still wait has no room to lend.
-func (r *Room) rebalanceEmptied(ctx context.Context, group, shard string, outer *HandOff) error {
-	st, err := r.store.GetLimiter(ctx, shard)
-	if err != nil || st.Waiting > 0 {
-		return err
-	}
-	return r.rebalance(ctx, group, outer)
+	return lends, err
 }
