@@ -101,8 +101,10 @@ func testGroupBorrow(t *testing.T, h *Harness) {
 	if shardOf[leaver] == waiter {
 		leaver = "run-001"
 	}
-	if left, got, err := h.Turns.LeaveAndAdmitNext(ctx, h.Store, shardOf[leaver], leaver, limiter.Rate{}, h.Clock.Now()); err != nil || !left || len(got) != 0 {
-		t.Fatalf("leave %s: %v %+v %v", leaver, left, got, err)
+	// Its shard was full: the leave says its room is now idle, the one
+	// leave after which a borrow is worth a read.
+	if l, err := h.Turns.LeaveAndHandOn(ctx, h.Store, shardOf[leaver], leaver, limiter.Rate{}, h.Clock.Now()); err != nil || !l.Left || len(l.Admitted) != 0 || !l.Lends {
+		t.Fatalf("leave %s: %+v %v; want left, lending its idle room", leaver, l, err)
 	}
 	got, err := h.Turns.Rebalance(ctx, h.Store, name, h.Clock.Now())
 	if err != nil || len(got[waiter]) != 1 || got[waiter][0].RunID != "run-002" {
@@ -120,6 +122,19 @@ func testGroupBorrow(t *testing.T, h *Harness) {
 	for sh := range before {
 		if before[sh].Version != after[sh].Version {
 			t.Fatalf("shard %d written by a pass with nothing to move", sh)
+		}
+	}
+	// The waiter's shard now holds both units and both runs: the first
+	// to leave turns its room idle; the second leaves a shard whose room
+	// was idle already, which lends nothing new.
+	stayer := "run-001"
+	if leaver == stayer {
+		stayer = "run-000"
+	}
+	for i, id := range []string{"run-002", stayer} {
+		l, err := h.Turns.LeaveAndHandOn(ctx, h.Store, waiter, id, limiter.Rate{}, h.Clock.Now())
+		if err != nil || !l.Left || l.Lends != (i == 0) {
+			t.Fatalf("leave %s from %s: %+v, %v; want left, lending %v", id, waiter, l, err, i == 0)
 		}
 	}
 }
