@@ -40,6 +40,17 @@ func (st stage) grouped() bool {
 	return st.limit > limiter.ShardLimit && !st.rate.On()
 }
 
+// queueOf is the limiter whose queue run would wait in: st's own, or in a
+// group the run's home shard, where its entry waits when no shard admits
+// it (ledger.Turns.EnterGroup). The bound of limiter.MaxWaiting holds in
+// each shard's queue.
+func (st stage) queueOf(run string) string {
+	if !st.grouped() {
+		return st.name
+	}
+	return limiter.ShardName(st.name, limiter.Home(run, limiter.Shards(st.limit)))
+}
+
 // reason is why a run waits in st, given the limiter's own answer
 // (ledger.FindInLimiter reads it from the counters): a limiter without a
 // rate holds runs only for concurrency, one without a limit only for rate.

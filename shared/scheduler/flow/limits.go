@@ -72,7 +72,7 @@ func (r *Room) CheckAdmissible(ctx context.Context, j jobspec.Job, nr ledger.New
 		}
 	}
 	for _, lim := range stagesOf(c, probe) {
-		full, err := r.turns.QueueFull(ctx, r.store, lim.name)
+		full, err := r.turns.QueueFull(ctx, r.store, lim.queueOf(nr.ID))
 		if err != nil {
 			return err
 		}
