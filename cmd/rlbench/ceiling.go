@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/runledger/runledger/statemodel/limiter"
 )
 
 // costMapChildren is the size of the map the cost scenario runs to
@@ -28,7 +30,8 @@ func demandOf(u usage, job string, c runCost) runDemand {
 // reportLimits prints the heat model of the single-task run (its key
 // shapes), the deployment's ceiling and one job's from every limit that
 // binds, one map's children a second (a map of costMapChildren measured
-// here) and one limiter's admissions a second (from the limited run).
+// here) and the admissions a second of one limiter group (from the
+// limited_group run) and of one limiter item (the limited run).
 func (b *bench) reportLimits(ctx context.Context, cs *costStack, api *apiClient, medians map[string]runCost, lasts map[string]usage) error {
 	// How long a transaction holds its items: the fastest the scenario
 	// measured, as the least disturbed by whatever else loads the machine
@@ -46,8 +49,9 @@ func (b *bench) reportLimits(ctx context.Context, cs *costStack, api *apiClient,
 	b.rep.figureNamed("scale_ceiling_runs_per_s_quotas_raised", raised.Rate, "runs/s", raised.Name)
 	b.rep.figureNamed("scale_max_runs_per_s_one_job", one.Rate, "runs/s", one.Name)
 
-	limited := demandOf(lasts["limited"], "cost-limited", medians["limited"])
-	lim := limiterRate(limited)
+	oneItem := limiterRate(demandOf(lasts["limited"], "cost-limited", medians["limited"]))
+	b.rep.figureNamed("scale_limiter_item_admissions_per_s", oneItem.Rate, "runs/s", oneItem.Name)
+	lim := limiterGroupRate(demandOf(lasts["limited_group"], "cost-limited-group", medians["limited_group"]), limiter.Shards(costGroupLimit))
 	b.rep.figureNamed("scale_limiter_admissions_per_s", lim.Rate, "runs/s", lim.Name)
 
 	cs.heat.take()
@@ -61,10 +65,12 @@ func (b *bench) reportLimits(ctx context.Context, cs *costStack, api *apiClient,
 	b.rep.figureNamed("scale_map_children_per_s", children.Rate, "children/s", children.Name)
 
 	b.rep.note("limits, single-task run: the deployment's ceiling %.0f runs/s (by %s); with the adjustable quotas raised (%s) %.0f runs/s\n"+
-		"  (by %s; target >= 10000); one job %.0f runs/s with them raised (by %s; target >= 1000); one limiter of %d admits %.0f runs/s\n"+
-		"  (by %s; target >= 1000); one map's children %.0f a second (by %s, a map of %d; target >= 1000). A transaction is\n"+
+		"  (by %s; target >= 10000); one job %.0f runs/s with them raised (by %s; target >= 1000); one group of %d (%d shard limiters,\n"+
+		"  each run in one) admits %.0f runs/s (by %s, every shard's; target >= 1000), one limiter item (a limit of %d) %.0f runs/s\n"+
+		"  (by %s); one map's children %.0f a second (by %s, a map of %d; target >= 1000). A transaction is\n"+
 		"  taken to hold its items for the fastest one the scenario measured on DynamoDB Local (%.1f ms); a run's Lambda time is its invocations' %.3f s.\n%s",
-		ceil.Rate, ceil.Name, adjustableNames(), raised.Rate, raised.Name, one.Rate, one.Name, costLimit, lim.Rate, lim.Name,
+		ceil.Rate, ceil.Name, adjustableNames(), raised.Rate, raised.Name, one.Rate, one.Name, costGroupLimit, limiter.Shards(costGroupLimit), lim.Rate, lim.Name,
+		costLimit, oneItem.Rate, oneItem.Name,
 		children.Rate, children.Name, costMapChildren, 1000*single.TxSeconds, single.LambdaSeconds, limitTable(ls))
 	return nil
 }

@@ -184,6 +184,7 @@ func (b *bench) cost(ctx context.Context) error {
 		{"name": "cost-retry", "pool": pool, "retry": map[string]any{"max_attempts": 2, "initial_interval": "1s", "jitter": "none"}},
 		{"name": "cost-chain", "pool": pool, "tasks": chainTasks(costChainSteps)},
 		{"name": "cost-limited", "pool": pool, "concurrency": map[string]any{"limit": costLimit}},
+		{"name": "cost-limited-group", "pool": pool, "concurrency": map[string]any{"limit": costGroupLimit}},
 		{"name": "cost-heartbeat", "pool": pool, "timeouts": map[string]any{"heartbeat": costHeartbeatTimeout.String()}},
 	} {
 		if err := api.createJob(ctx, def); err != nil {
@@ -200,6 +201,7 @@ func (b *bench) cost(ctx context.Context) error {
 		{"single", "cost-ok", nil},
 		{"retry", "cost-retry", map[string]any{"fail_first": true}},
 		{"limited", "cost-limited", nil},
+		{"limited_group", "cost-limited-group", nil},
 	}
 	medians := map[string]runCost{}
 	lasts := map[string]usage{}
@@ -223,9 +225,14 @@ func (b *bench) cost(ctx context.Context) error {
 	return b.reportLimits(ctx, cs, api, medians, lasts)
 }
 
-// costLimit is the cost-limited job's concurrency limit: one group of
-// 10,000, the size whose admissions a second the heat model answers.
-const costLimit = 10000
+// costLimit is the cost-limited job's concurrency limit: one limiter
+// item. costGroupLimit is the cost-limited-group job's: a group of
+// limiter.Shards(costGroupLimit) shards, the size whose admissions a
+// second the heat model answers.
+const (
+	costLimit      = 50
+	costGroupLimit = 10000
+)
 
 // costHeartbeatTimeout is the cost-heartbeat job's heartbeat timeout: its
 // worker beats every third of it (docs/api.md, heartbeat_interval).
@@ -288,7 +295,7 @@ func (b *bench) reportCost(kind string, c runCost, last usage) {
 	switch kind {
 	case "single":
 		target = " (target <= $10)"
-	case "limited":
+	case "limited", "limited_group":
 		target = " (target <= $14)"
 	}
 	b.rep.note("cost, %s run: $%.2f per 1M runs%s at us-east-1 list prices of %s: %s\n"+

@@ -477,3 +477,53 @@ func limiterRate(d runDemand) limit {
 	}
 	return best
 }
+
+// limiterGroupRate is the admissions a second one group of n shard
+// limiters allows (a concurrency limit above one item's, docs/store.md "A
+// group with a large limit"). A run enters and leaves one shard, its home
+// by a hash of its id while that shard has room, so the group's runs
+// spread evenly over the n shards' partitions and items: the measured
+// run's load on whichever shard it used (shard 0's shape or the others')
+// stands for every shard's, and the group allows n times what one shard
+// does, bounded by the lower of its partition's units and the
+// transactions on its limiter item. Reads of the other shards (an entry
+// whose home is full, a borrow) are not in a run that found room at home:
+// they come with a full group.
+func limiterGroupRate(d runDemand, n int) limit {
+	var g runDemand
+	g.TxSeconds = d.TxSeconds
+	at := map[string]int{}
+	for _, l := range d.Shapes {
+		if !strings.HasPrefix(l.Shape, limiterKeyPrefix) {
+			continue
+		}
+		l.Shape = strings.TrimSuffix(l.Shape, groupShardSuffix)
+		k := l.Name()
+		i, ok := at[k]
+		if !ok {
+			i, at[k] = len(g.Shapes), len(g.Shapes)
+			g.Shapes = append(g.Shapes, shapeLoad{Index: l.Index, Shape: l.Shape, Scope: l.Scope, Shards: n})
+		}
+		g.Shapes[i].WCU += l.WCU
+		g.Shapes[i].RCU += l.RCU
+	}
+	byItem := map[string]int{}
+	for _, c := range d.Conflicts {
+		if !strings.HasPrefix(c.PK, limiterKeyPrefix) {
+			continue
+		}
+		pk := strings.TrimSuffix(c.PK, groupShardSuffix)
+		item := strings.Replace(c.Item, c.PK+"|", pk+"|", 1)
+		i, ok := byItem[item]
+		if !ok {
+			i, byItem[item] = len(g.Conflicts), len(g.Conflicts)
+			g.Conflicts = append(g.Conflicts, conflictLoad{Item: item, PK: pk, Scope: c.Scope, Shards: n})
+		}
+		g.Conflicts[i].PerRun += c.PerRun
+	}
+	return limiterRate(g)
+}
+
+// groupShardSuffix ends the key shape of a group's shards but its first
+// (shapeOf's limiterShard).
+const groupShardSuffix = "#<s>"

@@ -185,6 +185,28 @@ func TestConflictLoadsKeepSharedItems(t *testing.T) {
 	}
 }
 
+func TestLimiterGroupRateIsItsShardsTogether(t *testing.T) {
+	// The measured run used shard 3 of a group of ten: 12 WCU on its
+	// partition, its item in 2 transactions of 10 ms; shard 0 untouched.
+	d := runDemand{TxSeconds: 0.010,
+		Shapes: []shapeLoad{
+			{Index: "table", Shape: "LIMITER#<job>/#<s>", Scope: scopeJob, Shards: 1, WCU: 12, RCU: 1},
+			{Index: "table", Shape: "RUN#<run>", Scope: scopeRun, Shards: 1, WCU: 30},
+		},
+		Conflicts: []conflictLoad{{Item: "table:LIMITER#<job>/#<s>|STATE", PK: "LIMITER#<job>/#<s>", Scope: scopeJob, Shards: 1, PerRun: 2}},
+	}
+	got := limiterGroupRate(d, 10)
+	// Per shard: 1,000 WCU / 12 = 83.3 runs/s by its partition, 1 / (2 x
+	// 10 ms) = 50 by its item's transactions: ten shards take 500.
+	if got.Name != "transaction_conflict:table:LIMITER#<job>/|STATE" || math.Abs(got.Rate-500) > 1e-9 {
+		t.Errorf("limiterGroupRate = %+v, want 500 by the shards' items", got)
+	}
+	d.TxSeconds = 0.002 // the items' 250 a shard: the partitions' units bind
+	if got := limiterGroupRate(d, 10); got.Name != "partition:table:LIMITER#<job>/" || math.Abs(got.Rate-10*1000.0/12) > 1e-9 {
+		t.Errorf("limiterGroupRate = %+v, want %.1f by the shards' partitions", got, 10*1000.0/12)
+	}
+}
+
 func TestMapChildRate(t *testing.T) {
 	// Ten children: the run's partition takes 19 WCU a child, a count
 	// shard 1 WCU a child over 4 values, the map item in one transaction

@@ -24,6 +24,10 @@ type Limiters interface {
 	// GetLimiter reads a limiter item; a limiter never written is the zero
 	// State (Version 0).
 	GetLimiter(ctx context.Context, name string) (limiter.State, error)
+	// GetLimiters reads several limiter items in one consistent read (a
+	// group's shards), answered in the order of names; a limiter never
+	// written is the zero State.
+	GetLimiters(ctx context.Context, names []string) ([]limiter.State, error)
 	// ListWaiting reads the first limit waiting items in admission order.
 	ListWaiting(ctx context.Context, name string, limit int) ([]Waiting, error)
 	// ListAdmitted reads the admitted items (the active runs), by run id.
@@ -189,6 +193,11 @@ type Entry struct {
 	// entry trying a shard); otherwise nothing is written and Entered is
 	// the zero value.
 	AdmitOnly bool
+	// Group, with Share: the group's limit the entry expects its shard to
+	// record (limiter.State.Group); a shard that records another (or is
+	// not stored) refuses it, writing nothing (errReshare), and the group
+	// is re-shared first. 0: the shard's share is taken as it is.
+	Group int
 }
 
 // ErrRunEnded: a Live entry found its run ended (or gone); nothing was
@@ -204,6 +213,9 @@ type Entered struct {
 	// Found: the run was in the limiter before this entry (a repeated
 	// entry); nothing was written.
 	Found bool
+	// shards is, on an AdmitOnly entry that found no room, how many
+	// shards the group has as the shard read said (0: unknown).
+	shards int
 }
 
 // EnterLimiter admits a new run at once when nobody waits and there is
@@ -305,8 +317,13 @@ var errRefusedAtOnce = errors.New("entries refused at once")
 // decideEntry decides e on st: the write's item changes and the state it
 // leaves, and the answer; limiter.ErrQueueFull beyond the bound.
 func decideEntry(st limiter.State, e Entry, now time.Time) (LimiterWrite, limiter.State, Entered, error) {
-	if !e.Share {
+	switch {
+	case !e.Share && st.GroupShards() > 1:
+		return LimiterWrite{}, st, Entered{}, ErrGrouped
+	case !e.Share:
 		st.Limit = e.Limit
+	case e.Group > 0 && (st.Version == 0 || st.Group != e.Group):
+		return LimiterWrite{}, st, Entered{}, errReshare
 	}
 	n, admitted, why, err := st.Enter(e.Rate, now, limiter.MaxWaiting)
 	if err != nil {
@@ -335,8 +352,18 @@ func decideEntry(st limiter.State, e Entry, now time.Time) (LimiterWrite, limite
 	return w, n, Entered{Admitted: admitted, AdmittedAt: w.admittedAt(), Reason: why}, nil
 }
 
+// ErrGrouped: a limiter's item is shard 0 of a group (a limit once above
+// limiter.ShardLimit, since lowered: a group never loses shards), whose
+// stored limit is its share; the caller enters or sets it as a group
+// (EnterGroup, SetGroupLimit). Nothing was written.
+var ErrGrouped = errors.New("limiter is a group of shards")
+
 // errNoRoom: an AdmitOnly entry found no room (or runs waiting).
 var errNoRoom = errors.New("limiter: no room to admit at once")
+
+// errReshare: a group's shard records another limit than the entry
+// expects (Entry.Group), or is not stored yet; nothing was written.
+var errReshare = errors.New("limiter: group to re-share")
 
 // enterHeld is one entry's read-decide-write loop in a turn held.
 func enterHeld(ctx context.Context, s Limiters, tu *turn, e Entry, now time.Time) (Entered, error) {
@@ -348,10 +375,14 @@ func enterHeld(ctx context.Context, s Limiters, tu *turn, e Entry, now time.Time
 			case errors.Is(err, errNoRoom) && cur.cached:
 				return w, StepAgain, nil
 			case errors.Is(err, errNoRoom):
-				en = Entered{} // nothing written (a round before may have decided otherwise)
+				// Nothing written (a round before may have decided
+				// otherwise); the group's size, for the entry's next look.
+				en = Entered{shards: cur.st.GroupShards()}
 				return w, StepDone, nil
 			case err != nil && cur.cached:
 				return w, StepAgain, nil // refused on what this process last wrote: read it
+			case errors.Is(err, ErrGrouped), errors.Is(err, errReshare):
+				return w, 0, err
 			case err != nil:
 				return w, 0, fmt.Errorf("enter limiter %s: %w", e.Limiter, ErrLimitQueueFull)
 			}
@@ -486,29 +517,67 @@ func (t *Turns) AdmitNext(ctx context.Context, s Limiters, name string, rate lim
 // the holder hands on the room they all made, and answers the runs that
 // admitted (the others answer none).
 func (t *Turns) LeaveAndAdmitNext(ctx context.Context, s Limiters, name, runID string, rate limiter.Rate, now time.Time) (bool, []Admitted, error) {
+	l, err := t.leaveAndAdmit(ctx, s, name, runID, rate, now)
+	return l.Left, l.Admitted, err
+}
+
+// Left is what a leave and its hand-off did (LeaveAndHandOn).
+type Left struct {
+	Left     bool
+	Admitted []Admitted
+	// Lends: the write this caller made turned the limiter from one with
+	// no idle room (full, or runs waiting it could admit) into one with
+	// idle room (room and no unpaused run waiting), as this process's own
+	// writes in the turn left it. A group's shard that now lends may give
+	// a unit of share to a shard that is short: the only leave after which
+	// the group's other shards are worth a read (docs/store.md, "A group
+	// with a large limit"). Only the turn's holder says so.
+	Lends bool
+}
+
+// LeaveAndHandOn is LeaveAndAdmitNext answering whether the limiter now
+// has idle room it had not before (Left.Lends).
+func (t *Turns) LeaveAndHandOn(ctx context.Context, s Limiters, name, runID string, rate limiter.Rate, now time.Time) (Left, error) {
+	return t.leaveAndAdmit(ctx, s, name, runID, rate, now)
+}
+
+// leaveAndAdmit is LeaveAndAdmitNext's turn.
+func (t *Turns) leaveAndAdmit(ctx context.Context, s Limiters, name, runID string, rate limiter.Rate, now time.Time) (Left, error) {
 	w := &waiter{urgent: true, leave: runID}
 	tu, release, err := t.takeAs(ctx, s, name, w)
 	if err != nil {
-		return false, nil, err
+		return Left{}, err
 	}
 	if w.joined {
-		return w.left, nil, w.err
+		return Left{Left: w.left}, w.err
 	}
 	defer release()
 	ws := append([]*waiter{w}, t.join(tu, false, maxJoined)...)
 	got := leaveTogether(ctx, s, tu, name, ws, rate, now)
-	anyLeft := false
+	left := 0
 	for _, j := range ws {
-		anyLeft = anyLeft || j.left
+		if j.left {
+			left++
+		}
 	}
 	for _, j := range ws[1:] {
 		j.done()
 	}
-	if !anyLeft {
-		return false, nil, w.err
+	if left == 0 {
+		return Left{}, w.err
 	}
 	more, err := admitNextHeld(ctx, s, name, rate, now, tu, true)
-	return w.left, append(got, more...), cmp.Or(w.err, err)
+	got = append(got, more...)
+	out := Left{Left: w.left, Admitted: got}
+	if err == nil && tu.known {
+		// The state the turn's last write left, after which the hand-off
+		// found nothing more to admit: room there is idle. Before the
+		// leaves it held left-admitted runs more (no other write in
+		// between, or a conflict would have read it again).
+		after := tu.last
+		out.Lends = after.Active < after.Limit && (after.Active+left-len(got) >= after.Limit || len(got) > 0)
+	}
+	return out, cmp.Or(w.err, err)
 }
 
 // leaveTogether gives back ws's runs' room (the holder's first) in one
@@ -743,6 +812,9 @@ func (t *Turns) changeRun(ctx context.Context, s Limiters, name string, p limite
 // then calls AdmitNext. Lowering it stops nothing already active.
 func (t *Turns) SetLimiterLimit(ctx context.Context, s Limiters, name string, limit int) (bool, error) {
 	return t.changeLimiter(ctx, s, name, true, func(_ context.Context, st limiter.State, _ bool) (LimiterWrite, bool, error) {
+		if st.GroupShards() > 1 {
+			return LimiterWrite{}, false, ErrGrouped
+		}
 		if st.Version == 0 || st.Limit == limit {
 			return LimiterWrite{}, false, nil
 		}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,21 +19,22 @@ import (
 // are statemodel/limiter's, whose group model check covers them.
 
 // Group reads a group's shards: shard 0, which says how many there are,
-// then the others. A limiter stored before groups is a group of one.
+// then the others in one read (Limiters.GetLimiters). A limiter stored
+// before groups is a group of one.
 func Group(ctx context.Context, s Limiters, name string) ([]limiter.State, error) {
 	first, err := s.GetLimiter(ctx, name)
+	if err != nil || first.GroupShards() == 1 {
+		return []limiter.State{first}, err
+	}
+	names := make([]string, 0, first.GroupShards()-1)
+	for sh := 1; sh < first.GroupShards(); sh++ {
+		names = append(names, limiter.ShardName(name, sh))
+	}
+	rest, err := s.GetLimiters(ctx, names)
 	if err != nil {
 		return nil, err
 	}
-	out := []limiter.State{first}
-	for sh := 1; sh < first.GroupShards(); sh++ {
-		st, err := s.GetLimiter(ctx, limiter.ShardName(name, sh))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, nil
+	return append([]limiter.State{first}, rest...), nil
 }
 
 // GroupCounts is a group's counts summed over its shards: what the
@@ -58,51 +60,83 @@ type GroupEntered struct {
 
 // EnterGroup enters e.Place's holder in group e.Limiter of limit e.Limit:
 // a limit within limiter.ShardLimit on a limiter never sharded is one
-// limiter (EnterLimiter). Otherwise the group is made or re-shared when
-// its shards or limit differ (SetGroupLimit), and the holder tries its
-// home shard and then the others (each admits it only when nobody waits
-// there and it has room), and else waits in its home shard, which then
+// limiter (EnterLimiter). Otherwise the holder enters its home shard,
+// trusting the share that shard holds while it records the group's limit
+// as e.Limit (else the group is re-shared first: SetGroupLimit); only
+// when its home has no room are the other shards read, in one read, and
+// those with room and nobody waiting tried in order from home (each
+// admits it only so); else it waits in its home shard, which then
 // borrows a unit of share from a shard with idle room (Rebalance).
 func (t *Turns) EnterGroup(ctx context.Context, s Limiters, e Entry, now time.Time) (GroupEntered, error) {
-	first, err := s.GetLimiter(ctx, e.Limiter)
-	if err != nil {
-		return GroupEntered{}, err
-	}
-	if first.GroupShards() == 1 && e.Limit <= limiter.ShardLimit {
+	if e.Limit <= limiter.ShardLimit {
 		en, err := t.EnterLimiter(ctx, s, e, now)
-		return GroupEntered{Entered: en, Shard: e.Limiter}, err
+		if !errors.Is(err, ErrGrouped) {
+			return GroupEntered{Entered: en, Shard: e.Limiter}, err
+		}
 	}
 	if e.Rate.On() {
 		return GroupEntered{}, fmt.Errorf("%w: limiter %s: a rate window is not sharded", ErrInvalidInput, e.Limiter)
 	}
-	shards, err := t.SetGroupLimit(ctx, s, e.Limiter, e.Limit)
+	e.Group = e.Limit
+	ge, err := t.enterShards(ctx, s, e, now)
+	if !errors.Is(err, errReshare) {
+		return ge, err
+	}
+	if _, err := t.SetGroupLimit(ctx, s, e.Limiter, e.Limit); err != nil {
+		return GroupEntered{}, err
+	}
+	// Re-shared: the shares now written are the group's, whatever limit
+	// a racing re-share (a newer job update) left them at.
+	e.Group = 0
+	return t.enterShards(ctx, s, e, now)
+}
+
+// enterShards is EnterGroup's entry in the shards: its home first, the
+// others read only when the home shard has no room.
+func (t *Turns) enterShards(ctx context.Context, s Limiters, e Entry, now time.Time) (GroupEntered, error) {
+	shard := func(sh int, admitOnly bool) Entry {
+		try := e
+		try.Limiter, try.Share, try.AdmitOnly = limiter.ShardName(e.Limiter, sh), true, admitOnly
+		return try
+	}
+	home := limiter.Home(e.Place.RunID, limiter.Shards(e.Limit))
+	en, err := t.EnterLimiter(ctx, s, shard(home, true), now)
+	if err != nil || en.Admitted || en.Found {
+		return GroupEntered{Entered: en, Shard: limiter.ShardName(e.Limiter, home)}, err
+	}
+	n := max(en.shards, limiter.Shards(e.Limit))
+	others := limiter.Order(home, n)[1:]
+	names := make([]string, len(others))
+	for i, sh := range others {
+		names[i] = limiter.ShardName(e.Limiter, sh)
+	}
+	states, err := s.GetLimiters(ctx, names)
 	if err != nil {
 		return GroupEntered{}, err
 	}
-	home := limiter.Home(e.Place.RunID, shards)
-	for _, sh := range limiter.Order(home, shards) {
-		try := e
-		try.Limiter, try.Share, try.AdmitOnly = limiter.ShardName(e.Limiter, sh), true, true
-		en, err := t.EnterLimiter(ctx, s, try, now)
-		if err != nil {
-			return GroupEntered{}, err
+	for i, st := range states {
+		if !st.CanLend(st.Waiting > 0) || (e.Group > 0 && st.Group != e.Group) {
+			continue
 		}
-		if en.Admitted || en.Found {
-			return GroupEntered{Entered: en, Shard: try.Limiter}, nil
+		en, err := t.EnterLimiter(ctx, s, shard(others[i], true), now)
+		if errors.Is(err, errReshare) {
+			continue // re-shared since the read: the home shard says so too
+		}
+		if err != nil || en.Admitted || en.Found {
+			return GroupEntered{Entered: en, Shard: names[i]}, err
 		}
 	}
-	stay := e
-	stay.Limiter, stay.Share = limiter.ShardName(e.Limiter, home), true
-	en, err := t.EnterLimiter(ctx, s, stay, now)
+	en, err = t.EnterLimiter(ctx, s, shard(home, false), now)
 	if err != nil || en.Admitted {
-		return GroupEntered{Entered: en, Shard: stay.Limiter}, err
+		return GroupEntered{Entered: en, Shard: limiter.ShardName(e.Limiter, home)}, err
 	}
 	got, err := t.Rebalance(ctx, s, e.Limiter, now)
-	return GroupEntered{Entered: en, Shard: stay.Limiter, Borrowed: got}, err
+	return GroupEntered{Entered: en, Shard: limiter.ShardName(e.Limiter, home), Borrowed: got}, err
 }
 
 // SetGroupLimit stores a group's limit: when its shards' shares do not
-// sum to limit, or it needs more shards than it has, the shards are
+// sum to limit, a shard does not record it (limiter.State.Group), or it
+// needs more shards than it has, the shards are
 // re-shared (limiter.Reshare) in one write conditioned on every version
 // read, and the shards' count is answered. A group never loses shards
 // (each may hold runs); a lowered limit stops nothing already active. The
@@ -128,7 +162,7 @@ func (t *Turns) SetGroupLimit(ctx context.Context, s Limiters, name string, limi
 			return g, nil
 		},
 		func(_ context.Context, g []limiter.State) ([]ShareWrite, Step, error) {
-			if sum, _, _ := GroupCounts(g); sum == limit && g[0].Version != 0 {
+			if sum, _, _ := GroupCounts(g); sum == limit && g[0].Version != 0 && recordsLimit(g, limit) {
 				shards = len(g)
 				return nil, StepDone, nil
 			}
@@ -148,6 +182,18 @@ func (t *Turns) SetGroupLimit(ctx context.Context, s Limiters, name string, limi
 		return 0, fmt.Errorf("set limit of group %s: %w", name, err)
 	}
 	return shards, nil
+}
+
+// recordsLimit reports whether every shard of g records limit as the
+// group's (limiter.State.Group), which entries trust: shards stored
+// before they kept it are re-shared once, which records it.
+func recordsLimit(g []limiter.State, limit int) bool {
+	for _, st := range g {
+		if len(g) > 1 && st.Group != limit {
+			return false
+		}
+	}
+	return true
 }
 
 // Rebalance moves units of share, one a write, from shards with idle room

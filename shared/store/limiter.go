@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,7 +17,7 @@ import (
 
 // A limiter's items share one partition key (docs/store.md, "Limiters"):
 //
-//	LIMITER#<name>/STATE             limit, active, waiting, admits, version
+//	LIMITER#<name>/STATE             limit, active, waiting, admits, version (a group's shard: shards, group_limit)
 //	LIMITER#<name>/WAIT#<place>      one per waiting run, in admission order
 //	LIMITER#<name>/ADMIT#<run>       one per active run
 const (
@@ -33,6 +34,7 @@ const (
 	attrWaitingIn   = "waiting_in"
 	attrMarkRun     = "mark_run"
 	attrShards      = "shards"
+	attrGroupLimit  = "group_limit"
 	kindLimiter     = "LIMITER"
 	kindLimWaiting  = "LIMITER_WAIT"
 	kindLimAdmitted = "LIMITER_ADMIT"
@@ -51,22 +53,63 @@ func (s *limiters) GetLimiter(ctx context.Context, name string) (limiter.State, 
 	if out.Item == nil {
 		return limiter.State{}, nil
 	}
-	r := &reader{it: out.Item}
+	st, err := decodeLimiter(out.Item)
+	if err != nil {
+		return st, fmt.Errorf("get limiter %s: %w", name, err)
+	}
+	return st, nil
+}
+
+// GetLimiters implements ledger.Limiters with one consistent BatchGetItem
+// (more past 100 names), answered in the order of names.
+func (s *limiters) GetLimiters(ctx context.Context, names []string) ([]limiter.State, error) {
+	keys := make([]map[string]types.AttributeValue, len(names))
+	at := make(map[string]int, len(names))
+	for i, name := range names {
+		if err := ledger.CheckLimiterName(name); err != nil {
+			return nil, fmt.Errorf("get limiters: %w", err)
+		}
+		keys[i], at[limiterPK(name)] = keyOf(limiterPK(name), skLimiterState), i
+	}
+	out := make([]limiter.State, len(names))
+	var derr error
+	err := s.batchGet(ctx, keys, func(it map[string]types.AttributeValue) {
+		pk := (&reader{it: it}).str(tableschema.PK)
+		st, err := decodeLimiter(it)
+		if err != nil && derr == nil {
+			derr = fmt.Errorf("get limiter %s: %w", strings.TrimPrefix(pk, limiterPrefix), err)
+		}
+		if i, ok := at[pk]; ok {
+			out[i] = st
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get limiters: %w", translate(err))
+	}
+	if derr != nil {
+		return nil, derr
+	}
+	return out, nil
+}
+
+// decodeLimiter reads a limiter item.
+func decodeLimiter(it map[string]types.AttributeValue) (limiter.State, error) {
+	r := &reader{it: it}
 	st := limiter.State{Limit: int(r.int(attrLimit)), Active: int(r.int(attrActive)), Waiting: int(r.int(attrWaiting)), Version: r.int(attrVersion)}
 	if n := r.optInt(attrShards); n != nil { // absent: a limiter that is one item, as all were before groups
 		st.Shards = *n
 	}
+	if n := r.optInt(attrGroupLimit); n != nil { // absent: one item, or a shard stored before shards kept it
+		st.Group = *n
+	}
 	for _, t := range r.strList(attrAdmits) {
 		at, err := time.Parse(time.RFC3339Nano, t)
 		if err != nil {
-			return st, fmt.Errorf("get limiter %s: %w: admits: %v", name, ledger.ErrCorruptItem, err)
+			return st, fmt.Errorf("%w: admits: %v", ledger.ErrCorruptItem, err)
 		}
 		st.Admits = append(st.Admits, at)
 	}
-	if r.err != nil {
-		return st, fmt.Errorf("get limiter %s: %w", name, r.err)
-	}
-	return st, nil
+	return st, r.err
 }
 
 // ListWaiting implements ledger.Limiters: a consistent Query of the
@@ -345,5 +388,6 @@ func limiterItem(pk string, st limiter.State) map[string]types.AttributeValue {
 		tableschema.PK: str(pk), tableschema.SK: str(skLimiterState), attrKind: str(kindLimiter),
 		attrLimit: num(int64(st.Limit)), attrActive: num(int64(st.Active)), attrWaiting: num(int64(st.Waiting)),
 		attrAdmits: strList(admits), attrVersion: num(st.Version), attrShards: optNum(int64(st.Shards)),
+		attrGroupLimit: optNum(int64(st.Group)),
 	}.present()
 }

@@ -3,6 +3,7 @@ package limiter
 import (
 	"fmt"
 	"hash/fnv"
+	"strings"
 )
 
 // ShardLimit is the largest share one limiter item holds: a concurrency
@@ -38,6 +39,25 @@ func ShardName(name string, s int) string {
 		return name
 	}
 	return fmt.Sprintf("%s#%d", name, s)
+}
+
+// InGroup reports whether limiter held is group name or one of its
+// shards (ShardName): a run's item records the shard it stands in, which
+// its job's limiter names as the group.
+func InGroup(held, name string) bool {
+	if held == name {
+		return true
+	}
+	rest, ok := strings.CutPrefix(held, name+"#")
+	if !ok || rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Home is a holder's home shard in a group of n: where it waits when no
@@ -80,8 +100,8 @@ func (s State) Short(headWaits bool) bool {
 
 // Borrow moves one unit of share from a shard that can lend it to one that
 // is short: the two states to write, in one write conditioned on both
-// versions as read. The shares' sum never changes, and the lender keeps
-// at least its active runs' worth.
+// versions as read. The shares' sum never changes (nor the Group each
+// shard records), and the lender keeps at least its active runs' worth.
 func Borrow(from, to State) (State, State) {
 	f, t := from.clone(), to.clone()
 	f.Limit--
@@ -93,7 +113,8 @@ func Borrow(from, to State) (State, State) {
 
 // Reshare answers a group's shard states with the shares of a new limit:
 // the group keeps its shards (each may hold runs) and grows to
-// Shards(limit) when that is more, every shard recording the count. Each
+// Shards(limit) when that is more, every shard recording the count and
+// the limit (Group). Each
 // shard's share covers its active runs first and the rest of the limit is
 // split evenly, so no shard has room while the group holds its limit: a
 // lowered limit stops nothing already active, and admits nothing until
@@ -112,9 +133,9 @@ func Reshare(group []State, limit int) []State {
 	}
 	for s, more := range Shares(left, n) {
 		out[s].Limit += more
-		out[s].Shards = 0
+		out[s].Shards, out[s].Group = 0, 0
 		if n > 1 {
-			out[s].Shards = n
+			out[s].Shards, out[s].Group = n, limit
 		}
 		out[s].Version++
 	}

@@ -108,6 +108,12 @@ type State struct {
 	// the group has; 0 on a limiter that is one item. A shard's Limit is
 	// its share, exact even at 0 (it lent all of it).
 	Shards int
+	// Group is, on every shard of a group, the group's limit as its last
+	// re-share (Reshare) wrote it: an entry trusts its shard's share while
+	// it names the limit the entry expects, and re-shares otherwise. 0 on a
+	// limiter that is one item, and on shards stored before it was kept
+	// (an entry then re-shares, which records it).
+	Group int
 }
 
 // limited reports whether s has a concurrency limit: a positive one, or a

@@ -109,3 +109,33 @@ func TestMostBeyondCountsOverlapsNotTouches(t *testing.T) {
 		}
 	}
 }
+
+func TestInGroupNamesAGroupsShards(t *testing.T) {
+	for _, c := range []struct {
+		held string
+		want bool
+	}{
+		{"jobs", true}, {ShardName("jobs", 2), true}, {"jobs#12", true},
+		{"jobs#", false}, {"jobs#a", false}, {"jobs2", false}, {"job", false}, {"other#1", false},
+	} {
+		if got := InGroup(c.held, "jobs"); got != c.want {
+			t.Errorf("InGroup(%q, jobs) = %v, want %v", c.held, got, c.want)
+		}
+	}
+}
+
+func TestReshareRecordsTheGroupLimitAndBorrowKeepsIt(t *testing.T) {
+	g := Reshare(make([]State, 1), 2500)
+	for s, st := range g {
+		if st.Group != 2500 || st.Shards != 3 {
+			t.Fatalf("shard %d records group %d of %d shards; want 2500 of 3", s, st.Group, st.Shards)
+		}
+	}
+	f, to := Borrow(g[0], g[1])
+	if f.Group != 2500 || to.Group != 2500 {
+		t.Fatalf("a borrow changed the recorded limit: %d, %d", f.Group, to.Group)
+	}
+	if one := Reshare(make([]State, 1), 10); one[0].Group != 0 || one[0].Shards != 0 {
+		t.Fatalf("a limiter of one item records a group: %+v", one[0])
+	}
+}

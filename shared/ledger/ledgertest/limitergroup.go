@@ -15,6 +15,8 @@ var limiterGroupCases = []Case{
 	{"limiter group borrows a shard's idle room for another's queue", testGroupBorrow},
 	{"limiter group share write refuses a stale version and writes nothing", testGroupShareConditions},
 	{"limiter group admissions stay exact under racing entries, leaves and borrows", testGroupRace},
+	{"limiter group lowered to one item's limit refuses a one-item entry or limit", testGroupRefusesOneItemWrites},
+	{"limiter group entry reads its home shard only while it has room", testGroupEntryReadsItsShard},
 }
 
 // groupExact checks every shard's counters against its items and answers
@@ -99,8 +101,10 @@ func testGroupBorrow(t *testing.T, h *Harness) {
 	if shardOf[leaver] == waiter {
 		leaver = "run-001"
 	}
-	if left, got, err := h.Turns.LeaveAndAdmitNext(ctx, h.Store, shardOf[leaver], leaver, limiter.Rate{}, h.Clock.Now()); err != nil || !left || len(got) != 0 {
-		t.Fatalf("leave %s: %v %+v %v", leaver, left, got, err)
+	// Its shard was full: the leave says its room is now idle, the one
+	// leave after which a borrow is worth a read.
+	if l, err := h.Turns.LeaveAndHandOn(ctx, h.Store, shardOf[leaver], leaver, limiter.Rate{}, h.Clock.Now()); err != nil || !l.Left || len(l.Admitted) != 0 || !l.Lends {
+		t.Fatalf("leave %s: %+v %v; want left, lending its idle room", leaver, l, err)
 	}
 	got, err := h.Turns.Rebalance(ctx, h.Store, name, h.Clock.Now())
 	if err != nil || len(got[waiter]) != 1 || got[waiter][0].RunID != "run-002" {
@@ -118,6 +122,19 @@ func testGroupBorrow(t *testing.T, h *Harness) {
 	for sh := range before {
 		if before[sh].Version != after[sh].Version {
 			t.Fatalf("shard %d written by a pass with nothing to move", sh)
+		}
+	}
+	// The waiter's shard now holds both units and both runs: the first
+	// to leave turns its room idle; the second leaves a shard whose room
+	// was idle already, which lends nothing new.
+	stayer := "run-001"
+	if leaver == stayer {
+		stayer = "run-000"
+	}
+	for i, id := range []string{"run-002", stayer} {
+		l, err := h.Turns.LeaveAndHandOn(ctx, h.Store, waiter, id, limiter.Rate{}, h.Clock.Now())
+		if err != nil || !l.Left || l.Lends != (i == 0) {
+			t.Fatalf("leave %s from %s: %+v, %v; want left, lending %v", id, waiter, l, err, i == 0)
 		}
 	}
 }
@@ -225,5 +242,166 @@ func testGroupRace(t *testing.T, h *Harness) {
 	}
 	if _, active, waiting := groupExact(t, h, name); active != 0 || waiting != 0 {
 		t.Fatalf("at the end: active %d waiting %d", active, waiting)
+	}
+}
+
+// A group whose limit was lowered to one item's keeps its shards; an
+// entry or a limit written as one limiter's (whose limit would replace
+// shard 0's share) is refused with ErrGrouped and writes nothing: the
+// scheduler then enters or sets it as a group.
+func testGroupRefusesOneItemWrites(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	const name = "lowered/"
+	if _, err := h.Turns.SetGroupLimit(ctx, h.Store, name, 2000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Turns.SetGroupLimit(ctx, h.Store, name, 10); err != nil {
+		t.Fatal(err)
+	}
+	before, err := ledger.Group(ctx, h.Store, name)
+	if err != nil || len(before) != 2 {
+		t.Fatalf("lowered group %+v, %v; want two shards", before, err)
+	}
+	if _, err := h.Turns.EnterLimiter(ctx, h.Store, ledger.Entry{Limiter: name, Limit: 10, Place: place(0, 1)}, h.Clock.Now()); !errors.Is(err, ledger.ErrGrouped) {
+		t.Fatalf("one-item entry into a group: %v; want ErrGrouped", err)
+	}
+	if _, err := h.Turns.SetLimiterLimit(ctx, h.Store, name, 10); !errors.Is(err, ledger.ErrGrouped) {
+		t.Fatalf("one-item limit of a group: %v; want ErrGrouped", err)
+	}
+	after, err := ledger.Group(ctx, h.Store, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sh := range before {
+		if after[sh].Version != before[sh].Version || after[sh].Limit != before[sh].Limit {
+			t.Fatalf("shard %d written: %+v, was %+v", sh, after[sh], before[sh])
+		}
+	}
+	if _, active, waiting := groupExact(t, h, name); active != 0 || waiting != 0 {
+		t.Fatalf("group active %d waiting %d; want none", active, waiting)
+	}
+	e, err := h.Turns.EnterGroup(ctx, h.Store, ledger.Entry{Limiter: name, Limit: 10, Place: place(0, 1)}, h.Clock.Now())
+	if err != nil || !e.Admitted {
+		t.Fatalf("entry as a group: %+v, %v", e, err)
+	}
+}
+
+// limiterReads counts a store's reads of limiter items.
+type limiterReads struct {
+	ledger.Store
+	mu            sync.Mutex
+	gets, batches int
+}
+
+func (r *limiterReads) GetLimiter(ctx context.Context, name string) (limiter.State, error) {
+	r.mu.Lock()
+	r.gets++
+	r.mu.Unlock()
+	return r.Store.GetLimiter(ctx, name)
+}
+
+func (r *limiterReads) GetLimiters(ctx context.Context, names []string) ([]limiter.State, error) {
+	r.mu.Lock()
+	r.batches++
+	r.mu.Unlock()
+	return r.Store.GetLimiters(ctx, names)
+}
+
+// counts answers the reads since the last call.
+func (r *limiterReads) counts() (gets, batches int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gets, batches, r.gets, r.batches = r.gets, r.batches, 0, 0
+	return gets, batches
+}
+
+// placeHomed is the first test place from i whose holder's home shard in
+// a group of n is one of homes.
+func placeHomed(t *testing.T, i, n int, homes ...int) limiter.Place {
+	t.Helper()
+	for ; i < 1000; i++ {
+		p := place(i, 3)
+		for _, h := range homes {
+			if limiter.Home(p.RunID, n) == h {
+				return p
+			}
+		}
+	}
+	t.Fatalf("no place homed in %v of %d", homes, n)
+	return limiter.Place{}
+}
+
+func testGroupEntryReadsItsShard(t *testing.T, h *Harness) {
+	ctx := context.Background()
+	const name, limit = "home/", 3000
+	// Shards stored before a shard recorded its group's limit: the first
+	// entry re-shares them once, which records it on every shard.
+	var ws []ledger.ShareWrite
+	for sh, st := range limiter.Reshare(make([]limiter.State, 3), limit) {
+		st.Group = 0
+		ws = append(ws, ledger.ShareWrite{Name: limiter.ShardName(name, sh), State: st})
+	}
+	if err := h.Store.WriteShares(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	entry := func(turns *ledger.Turns, s ledger.Limiters, group string, l int, p limiter.Place) ledger.GroupEntered {
+		t.Helper()
+		e, err := turns.EnterGroup(ctx, s, ledger.Entry{Limiter: group, Limit: l, Place: p}, h.Clock.Now())
+		if err != nil || !e.Admitted {
+			t.Fatalf("entry of %s in %s: %+v, %v", p.RunID, group, e, err)
+		}
+		return e
+	}
+	entry(h.Turns, h.Store, name, limit, place(0, 3))
+	group, err := ledger.Group(ctx, h.Store, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sh, st := range group {
+		if st.Group != limit {
+			t.Fatalf("shard %d records the group's limit as %d after the first entry", sh, st.Group)
+		}
+	}
+
+	// Another process (nothing remembered) reads its run's home shard
+	// alone and is admitted there.
+	r := &limiterReads{Store: h.Store}
+	other := ledger.NewTurns()
+	p := place(1, 3)
+	e := entry(other, r, name, limit, p)
+	home := limiter.ShardName(name, limiter.Home(p.RunID, 3))
+	if gets, batches := r.counts(); e.Shard != home || gets != 1 || batches != 0 {
+		t.Fatalf("entry admitted in %s after %d reads and %d batch reads; want %s after 1 and 0", e.Shard, gets, batches, home)
+	}
+	// A run of the same home in the same process: its turn wrote the
+	// shard last, so the entry writes with no read.
+	p = placeHomed(t, 2, 3, limiter.Home(p.RunID, 3))
+	if e := entry(other, r, name, limit, p); e.Shard != home {
+		t.Fatalf("second entry admitted in %s, want %s", e.Shard, home)
+	}
+	if gets, batches := r.counts(); gets != 0 || batches != 0 {
+		t.Fatalf("second entry of one home read %d shards and %d batches; want none", gets, batches)
+	}
+
+	// Home full: the other shards are read in one read, and the run is
+	// admitted by one with room.
+	const full = "full/"
+	shares := []int{0, 0, limit}
+	ws = nil
+	for sh, share := range shares {
+		ws = append(ws, ledger.ShareWrite{Name: limiter.ShardName(full, sh),
+			State: limiter.State{Limit: share, Shards: len(shares), Group: limit, Version: 1}})
+	}
+	if err := h.Store.WriteShares(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	p = placeHomed(t, 0, 3, 0, 1)
+	e = entry(ledger.NewTurns(), r, full, limit, p)
+	if gets, batches := r.counts(); e.Shard != limiter.ShardName(full, 2) || gets != 2 || batches != 1 {
+		t.Fatalf("entry with its home full admitted in %s after %d reads and %d batch reads; want %s after 2 and 1",
+			e.Shard, gets, batches, limiter.ShardName(full, 2))
+	}
+	if l, active, _ := groupExact(t, h, full); l != limit || active != 1 {
+		t.Fatalf("group %s: limit %d, %d active; want %d and 1", full, l, active, limit)
 	}
 }

@@ -82,9 +82,9 @@ func (r *Room) listAdmission(ctx context.Context, run ledger.Run, states map[str
 func waitingStage(run ledger.Run, stages []stage) stage {
 	for i, st := range stages {
 		switch {
-		case run.WaitingIn == st.name:
+		case limiter.InGroup(run.WaitingIn, st.name):
 			return st
-		case run.WaitingIn == "" && run.AdmittedIn == st.name && i+1 < len(stages):
+		case run.WaitingIn == "" && limiter.InGroup(run.AdmittedIn, st.name) && i+1 < len(stages):
 			return stages[i+1]
 		}
 	}
@@ -94,7 +94,7 @@ func waitingStage(run ledger.Run, stages []stage) stage {
 // admittedInEvery reports whether a run's item says it is admitted in
 // each of its limiters (its last one admitted it, and it waits nowhere).
 func admittedInEvery(run ledger.Run, stages []stage) bool {
-	return run.WaitingIn == "" && !run.AdmittedAt.IsZero() && run.AdmittedIn == stages[len(stages)-1].name
+	return run.WaitingIn == "" && !run.AdmittedAt.IsZero() && limiter.InGroup(run.AdmittedIn, stages[len(stages)-1].name)
 }
 
 func (r *Room) admission(ctx context.Context, view ledger.RunView, counted bool) (*protocol.Admission, error) {
@@ -109,9 +109,10 @@ func (r *Room) admission(ctx context.Context, view ledger.RunView, counted bool)
 	var admittedAt time.Time
 	for i, st := range stages {
 		at, known := view.Entered[st.name]
+		shard := st.name
 		if !known {
 			var err error
-			if at, err = ledger.FindInLimiter(ctx, r.store, st.name, place); err != nil {
+			if shard, at, err = r.findShard(ctx, view.Run, st, place); err != nil {
 				return nil, err
 			}
 		}
@@ -129,7 +130,7 @@ func (r *Room) admission(ctx context.Context, view ledger.RunView, counted bool)
 				return a, nil
 			}
 			var err error
-			a.Place, err = r.queuePlace(ctx, st.name, place)
+			a.Place, err = r.queuePlace(ctx, shard, place)
 			return a, err
 		}
 		if i > 0 {
@@ -168,7 +169,8 @@ func storedAdmission(view ledger.RunView, stages []stage) (*protocol.Admission, 
 }
 
 // queuePlace is a waiting run's place in its limiter's queue (1: next),
-// the paused passed over; 0 beyond placeCounted.
+// the paused passed over; 0 beyond placeCounted. In a group it is the
+// place in its shard's queue: a hand-off admits within a shard.
 func (r *Room) queuePlace(ctx context.Context, name string, p limiter.Place) (int, error) {
 	ws, err := r.store.ListWaiting(ctx, name, placeCounted)
 	if err != nil {

@@ -32,6 +32,25 @@ type stage struct {
 	rate  limiter.Rate // the zero Rate: no rate limit
 }
 
+// grouped reports whether st's limiter is a group of shard limiters
+// (docs/store.md, "A group with a large limit"): a concurrency limit above
+// what one limiter item holds. A rate window is never sharded, so a
+// limiter holding both limits stays one item.
+func (st stage) grouped() bool {
+	return st.limit > limiter.ShardLimit && !st.rate.On()
+}
+
+// queueOf is the limiter whose queue run would wait in: st's own, or in a
+// group the run's home shard, where its entry waits when no shard admits
+// it (ledger.Turns.EnterGroup). The bound of limiter.MaxWaiting holds in
+// each shard's queue.
+func (st stage) queueOf(run string) string {
+	if !st.grouped() {
+		return st.name
+	}
+	return limiter.ShardName(st.name, limiter.Home(run, limiter.Shards(st.limit)))
+}
+
 // reason is why a run waits in st, given the limiter's own answer
 // (ledger.FindInLimiter reads it from the counters): a limiter without a
 // rate holds runs only for concurrency, one without a limit only for rate.
@@ -253,9 +272,10 @@ func (r *Room) admitStage(ctx context.Context, run ledger.Run, st stage, place l
 		return true, nil // admitted by the hand-off that advances it
 	}
 	var at ledger.Entered
+	shard := st.name
 	if !how.fresh {
 		var err error
-		if at, err = ledger.FindInLimiter(ctx, r.store, st.name, place); err != nil {
+		if shard, at, err = r.findShard(ctx, run, st, place); err != nil {
 			return false, err
 		}
 	}
@@ -267,9 +287,9 @@ func (r *Room) admitStage(ctx context.Context, run ledger.Run, st stage, place l
 		// room a rate window freed). A run the repair admits was advanced
 		// by its hand-off (handOn), which released its tasks: this caller
 		// treats it as waiting, so they are not dispatched twice.
-		return false, r.repairLimiter(ctx, st.name, st.rate, how.handedOn)
+		return false, r.repairShard(ctx, st, shard, how.handedOn)
 	}
-	e, err := r.turns.EnterLimiter(ctx, r.store, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place, Live: how.live, MarkRun: true}, r.now())
+	e, err := r.enter(ctx, st, ledger.Entry{Limiter: st.name, Limit: st.limit, Rate: st.rate, Place: place, Live: how.live, MarkRun: true}, how.handedOn)
 	switch {
 	case errors.Is(err, ledger.ErrLimitQueueFull):
 		// Created past CheckAdmissible's look by a racing trigger: it
@@ -284,12 +304,12 @@ func (r *Room) admitStage(ctx context.Context, run ledger.Run, st stage, place l
 		return false, err
 	}
 	if how.seen != nil {
-		how.seen[st.name] = e
+		how.seen[st.name] = e.Entered
 	}
 	if e.Found && !e.Admitted {
 		// Waiting already (a fresh entry tried without a look): as found
 		// waiting above.
-		return false, r.repairLimiter(ctx, st.name, st.rate, how.handedOn)
+		return false, r.repairShard(ctx, st, e.Shard, how.handedOn)
 	}
 	if e.Found {
 		return true, nil
@@ -298,6 +318,82 @@ func (r *Room) admitStage(ctx context.Context, run ledger.Run, st stage, place l
 		r.armRateTimer(ctx, st.name, st.rate)
 	}
 	return e.Admitted, nil
+}
+
+// enter is e's entry in st's limiter: one limiter item as always, or for
+// a group (st.grouped, or a limit lowered since the group was made:
+// ledger.ErrGrouped) the entry that tries its shards; the runs a group's
+// borrow admitted elsewhere are handed on (their advance releases them).
+func (r *Room) enter(ctx context.Context, st stage, e ledger.Entry, outer *HandOff) (ledger.GroupEntered, error) {
+	if !st.grouped() {
+		en, err := r.turns.EnterLimiter(ctx, r.store, e, r.now())
+		if !errors.Is(err, ledger.ErrGrouped) {
+			return ledger.GroupEntered{Entered: en, Shard: st.name}, err
+		}
+	}
+	ge, err := r.turns.EnterGroup(ctx, r.store, e, r.now())
+	for shard, got := range ge.Borrowed {
+		if herr := r.handedOn(ctx, outer, shard, limiter.Rate{}, got, nil); herr != nil {
+			r.log.WarnContext(ctx, "limiter hand-off failed", "limiter", shard, "error", herr.Error())
+		}
+	}
+	return ge, err
+}
+
+// findShard is where run stands in st's limiter: the limiter (a group's
+// shard) and the run's entry there, the zero Entered when it is in
+// neither queue nor room. A run stays in the shard it entered (a
+// hand-off admits within its shard; a borrow moves share, not runs), and
+// its item records that shard (Run.WaitingIn, AdmittedIn) unless a later
+// limiter's mark replaced it: only then are the shards looked at in turn,
+// from the run's home.
+func (r *Room) findShard(ctx context.Context, run ledger.Run, st stage, place limiter.Place) (string, ledger.Entered, error) {
+	if held := heldShard(run, st); held != "" {
+		at, err := ledger.FindInLimiter(ctx, r.store, held, place)
+		return held, at, err
+	}
+	if !st.grouped() {
+		at, err := ledger.FindInLimiter(ctx, r.store, st.name, place)
+		return st.name, at, err
+	}
+	first, err := r.store.GetLimiter(ctx, st.name)
+	if err != nil {
+		return "", ledger.Entered{}, err
+	}
+	n := first.GroupShards()
+	for _, sh := range limiter.Order(limiter.Home(run.ID, n), n) {
+		name := limiter.ShardName(st.name, sh)
+		at, err := ledger.FindInLimiter(ctx, r.store, name, place)
+		if err != nil || at.Admitted || at.Reason != "" {
+			return name, at, err
+		}
+	}
+	return st.name, ledger.Entered{}, nil
+}
+
+// repairShard is repairLimiter in the limiter (a group's shard) a run was
+// found waiting in; a group's repair then moves share to shards that are
+// short (Rebalance), which repairs a borrow lost in a crash.
+func (r *Room) repairShard(ctx context.Context, st stage, shard string, outer *HandOff) error {
+	if err := r.repairLimiter(ctx, shard, st.rate, outer); err != nil {
+		return err
+	}
+	if shard == st.name && !st.grouped() {
+		return nil
+	}
+	return r.rebalance(ctx, st.name, outer)
+}
+
+// rebalance moves a group's idle share to its shards that are short
+// (ledger.Turns.Rebalance) and hands on the runs that admits.
+func (r *Room) rebalance(ctx context.Context, group string, outer *HandOff) error {
+	got, err := r.turns.Rebalance(ctx, r.store, group, r.now())
+	for shard, adm := range got {
+		if herr := r.handedOn(ctx, outer, shard, limiter.Rate{}, adm, nil); herr != nil && err == nil {
+			err = herr
+		}
+	}
+	return err
 }
 
 // repairLimiter releases the room of admitted runs that ended (a release
@@ -392,40 +488,78 @@ func (r *Room) ReleaseRun(ctx context.Context, run ledger.Run, outer *HandOff) {
 	c, stages := r.runStages(run)
 	place := runPlace(c, run)
 	for i := len(stages) - 1; i >= 0; i-- {
-		r.releaseStage(ctx, run.ID, place, stages[i], outer)
+		r.releaseStage(ctx, run, place, stages[i], outer)
 	}
 }
 
-// releaseStage is ReleaseRun in one limiter.
-func (r *Room) releaseStage(ctx context.Context, runID string, place limiter.Place, st stage, outer *HandOff) {
+// releaseStage is ReleaseRun in one limiter: in a group, in the shard the
+// run stands in (its item says which: no look), and a leave that turns
+// that shard's room idle lends it to shards that are short (rebalance).
+func (r *Room) releaseStage(ctx context.Context, run ledger.Run, place limiter.Place, st stage, outer *HandOff) {
+	name, grouped := st.name, st.grouped()
+	if held := heldShard(run, st); held != "" {
+		name, grouped = held, grouped || held != st.name
+	} else if grouped {
+		shard, at, err := r.findShard(ctx, run, st, place)
+		if err != nil {
+			r.log.WarnContext(ctx, "limiter release: run not found", "run_id", run.ID, "limiter", st.name, "error", err.Error())
+			return
+		}
+		if !at.Admitted && at.Reason == "" {
+			return // in no shard: released already
+		}
+		name = shard
+	}
+	lends, err := r.releaseIn(ctx, run.ID, place, name, st.rate, outer)
+	if err == nil && grouped && lends {
+		err = r.rebalance(ctx, st.name, outer)
+	}
+	if err != nil {
+		// The next waiting run's re-evaluation repairs it.
+		r.log.WarnContext(ctx, "limiter hand-off failed", "run_id", run.ID, "limiter", name, "error", err.Error())
+	}
+}
+
+// heldShard is the limiter of st (st itself, or one of its group's
+// shards) the run's item says it waits or was last admitted in; "" when
+// the item names another limiter (a later stage's mark replaced it).
+func heldShard(run ledger.Run, st stage) string {
+	for _, held := range []string{run.WaitingIn, run.AdmittedIn} {
+		if held != "" && limiter.InGroup(held, st.name) {
+			return held
+		}
+	}
+	return ""
+}
+
+// releaseIn takes runID out of limiter name, admitted or waiting, and
+// hands the room on; lends: the leave left the limiter idle room it had
+// not before (ledger.Left.Lends).
+func (r *Room) releaseIn(ctx context.Context, runID string, place limiter.Place, name string, rate limiter.Rate, outer *HandOff) (lends bool, err error) {
 	// The run is admitted, waiting or neither; a hand-off may admit it
 	// between a look at one and the other, so look until one write lands
 	// or it is in neither.
-	var err error
 	handed := false
 	for range 3 {
-		var left, withdrawn bool
-		var got []ledger.Admitted
+		var l ledger.Left
+		var withdrawn bool
 		// Leaving and handing on in one turn: the hand-off decides on the
 		// state the leave wrote. Leaves written together hand on once,
 		// by the turn's holder, whose own run may not have left.
-		left, got, err = r.turns.LeaveAndAdmitNext(ctx, r.store, st.name, runID, st.rate, r.now())
-		if err != nil || left {
-			err, handed = r.handedOn(ctx, outer, st.name, st.rate, got, err), true
+		l, err = r.turns.LeaveAndHandOn(ctx, r.store, name, runID, rate, r.now())
+		if err != nil || l.Left {
+			err, handed, lends = r.handedOn(ctx, outer, name, rate, l.Admitted, err), true, l.Lends
 			break
 		}
-		if len(got) > 0 {
-			r.handedOn(ctx, outer, st.name, st.rate, got, nil)
+		if len(l.Admitted) > 0 {
+			r.handedOn(ctx, outer, name, rate, l.Admitted, nil)
 		}
-		if withdrawn, err = r.turns.WithdrawWaiting(ctx, r.store, st.name, place); err != nil || withdrawn {
+		if withdrawn, err = r.turns.WithdrawWaiting(ctx, r.store, name, place); err != nil || withdrawn {
 			break
 		}
 	}
 	if err == nil && !handed {
-		err = r.handOn(ctx, st.name, st.rate, outer)
+		err = r.handOn(ctx, name, rate, outer)
 	}
-	if err != nil {
-		// The next waiting run's re-evaluation repairs it.
-		r.log.WarnContext(ctx, "limiter hand-off failed", "run_id", runID, "limiter", st.name, "error", err.Error())
-	}
+	return lends, err
 }

@@ -1,6 +1,9 @@
 package flow
 
-import "github.com/runledger/runledger/shared/ledger"
+import (
+	"github.com/runledger/runledger/shared/ledger"
+	"github.com/runledger/runledger/statemodel/limiter"
+)
 
 // HandOff is what a hand-off admitted, for the effects it performs: the
 // runs it admitted in one limiter, and outer, the hand-off whose effects
@@ -40,10 +43,10 @@ func (h *HandOff) Admitted(runID string) bool {
 }
 
 // admittedIn reports whether h, or a hand-off around it, admitted runID in
-// limiter name.
+// limiter name (or, name a group, in one of its shards).
 func (h *HandOff) admittedIn(name, runID string) bool {
 	for ; h != nil; h = h.outer {
-		if h.limiter == name && h.runs[runID] {
+		if limiter.InGroup(h.limiter, name) && h.runs[runID] {
 			return true
 		}
 	}

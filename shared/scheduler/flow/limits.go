@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/runledger/runledger/shared/jobspec"
@@ -71,7 +72,7 @@ func (r *Room) CheckAdmissible(ctx context.Context, j jobspec.Job, nr ledger.New
 		}
 	}
 	for _, lim := range stagesOf(c, probe) {
-		full, err := r.turns.QueueFull(ctx, r.store, lim.name)
+		full, err := r.turns.QueueFull(ctx, r.store, lim.queueOf(nr.ID))
 		if err != nil {
 			return err
 		}
@@ -137,12 +138,35 @@ func (r *Room) ApplyLimit(ctx context.Context, j jobspec.Job) {
 		}
 	}
 	for name, rate := range names {
-		if _, err := r.turns.SetLimiterLimit(ctx, r.store, name, j.Concurrency.Limit); err != nil {
+		if err := r.setLimit(ctx, name, j.Concurrency.Limit, rate); err != nil {
 			r.log.WarnContext(ctx, "limit change not stored", "job", j.Name, "limiter", name, "error", err.Error())
-			continue
-		}
-		if err := r.handOn(ctx, name, rate, nil); err != nil {
-			r.log.WarnContext(ctx, "limit change: hand-off failed", "job", j.Name, "limiter", name, "error", err.Error())
 		}
 	}
+}
+
+// setLimit stores limiter name's new limit and hands on the room it
+// makes: one limiter item as always, or a group (a limit above
+// limiter.ShardLimit, or one that was: ledger.ErrGrouped), whose shards
+// are re-shared in one write and then each hand on, before the group
+// rebalances. A limiter a rate window holds too is never a group.
+func (r *Room) setLimit(ctx context.Context, name string, limit int, rate limiter.Rate) error {
+	if limit <= limiter.ShardLimit || rate.On() {
+		_, err := r.turns.SetLimiterLimit(ctx, r.store, name, limit)
+		switch {
+		case err == nil:
+			return r.handOn(ctx, name, rate, nil)
+		case !errors.Is(err, ledger.ErrGrouped):
+			return err
+		}
+	}
+	n, err := r.turns.SetGroupLimit(ctx, r.store, name, limit)
+	if err != nil {
+		return err
+	}
+	for sh := range n {
+		if err := r.handOn(ctx, limiter.ShardName(name, sh), limiter.Rate{}, nil); err != nil {
+			return err
+		}
+	}
+	return r.rebalance(ctx, name, nil)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/runledger/runledger/shared/ledger"
 	"github.com/runledger/runledger/statemodel"
+	"github.com/runledger/runledger/statemodel/limiter"
 )
 
 // PauseInLimiters marks an unfinished run that waits in one of its
@@ -27,7 +28,20 @@ func (r *Room) PauseInLimiters(ctx context.Context, view ledger.RunView, paused 
 	}
 	place := runPlace(c, run)
 	for _, st := range stages {
-		if _, err := r.turns.PauseWaiting(ctx, r.store, st.name, place, paused); err != nil {
+		name := st.name
+		if st.grouped() || (run.WaitingIn != st.name && limiter.InGroup(run.WaitingIn, st.name)) {
+			// In a group, the shard it waits in (a limiter of one item
+			// is paused in without a look, as always).
+			shard, at, err := r.findShard(ctx, run, st, place)
+			if err != nil {
+				return err
+			}
+			if at.Reason == "" {
+				continue
+			}
+			name = shard
+		}
+		if _, err := r.turns.PauseWaiting(ctx, r.store, name, place, paused); err != nil {
 			return err
 		}
 	}

@@ -39,6 +39,24 @@ func (s *limiters) GetLimiter(_ context.Context, name string) (limiter.State, er
 	return st, nil
 }
 
+// GetLimiters implements ledger.Limiters: the limiters read at one
+// moment, in the order of names.
+func (s *limiters) GetLimiters(_ context.Context, names []string) ([]limiter.State, error) {
+	for _, name := range names {
+		if err := ledger.CheckLimiterName(name); err != nil {
+			return nil, fmt.Errorf("get limiters: %w", err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]limiter.State, len(names))
+	for i, name := range names {
+		out[i] = s.limiter(name).state
+		out[i].Admits = slices.Clone(out[i].Admits)
+	}
+	return out, nil
+}
+
 // ListWaiting implements ledger.Limiters.
 func (s *limiters) ListWaiting(_ context.Context, name string, limit int) ([]ledger.Waiting, error) {
 	s.mu.Lock()
