@@ -46,6 +46,7 @@ const (
 	keyJWTAudiences       = "runledger:jwtAudiences"        // "a,b" or ["a","b"]
 	keyReserved           = "runledger:reservedConcurrency" // default none; api=20,worker=off (off: unreserved)
 	keyAPIRunRate         = "runledger:apiRunRate"          // runs a second the route throttles admit, default 1000
+	keyStuckThresholds    = "runledger:stuckThresholds"     // STATE=duration,...; default 15m each (Props.StuckThresholds)
 	// The stage throttle's keys, refused since the throttles are per route.
 	keyRetiredThrottleRate  = "runledger:apiThrottleRate"
 	keyRetiredThrottleBurst = "runledger:apiThrottleBurst"
@@ -230,6 +231,18 @@ func readConfig(get func(key string) any) (config, error) {
 		}
 	default:
 		fail(keyReserved, fmt.Errorf("want name=count,... or an object, got %v", v))
+	}
+	if v := str(keyStuckThresholds, ""); v != "" {
+		p.StuckThresholds = map[string]time.Duration{}
+		for _, kv := range strings.Split(v, ",") {
+			state, d, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			limit, err := time.ParseDuration(strings.TrimSpace(d))
+			if !ok || err != nil {
+				fail(keyStuckThresholds, fmt.Errorf("%q: want STATE=duration, such as RUNNING=2h", kv))
+				continue
+			}
+			p.StuckThresholds[strings.TrimSpace(state)] = limit
+		}
 	}
 	p.ECS = readObject[scheduler.ECSExecutor](get(keyECS), `{"clusters": [...], "taskDefinitions": [...]}`, func(err error) { fail(keyECS, err) })
 	p.Lambda = readObject[scheduler.LambdaExecutor](get(keyLambda), `{"functions": [...], "wireOnFailure": true}`, func(err error) { fail(keyLambda, err) })

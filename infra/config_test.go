@@ -64,6 +64,7 @@ func TestReadConfigValues(t *testing.T) {
 			keyKeepRetiredIndexes: "true",
 			keyECS:                `{"clusters": ["batch"], "taskDefinitions": [{"family": "etl", "taskRoleArn": "arn:aws:iam::123456789012:role/etl"}]}`,
 			keyRunFailedAlarm:     "true",
+			keyStuckThresholds:    "RUNNING=2h, LOST=30m",
 			keyLambda:             `{"functions": ["etl-fn"], "wireOnFailure": true}`,
 			keyEventTriggers:      `{"buses": ["default"], "sources": ["shop"]}`,
 		}, func(c *config) {
@@ -87,9 +88,10 @@ func TestReadConfigValues(t *testing.T) {
 				KeepRetiredIndexes:    true,
 				ECS: &scheduler.ECSExecutor{Clusters: []string{"batch"},
 					TaskDefinitions: []scheduler.ECSTaskDefinition{{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl"}}},
-				RunFailedAlarm: true,
-				Lambda:         &scheduler.LambdaExecutor{Functions: []string{"etl-fn"}, WireOnFailure: true},
-				EventTriggers:  &scheduler.EventTriggers{Buses: []string{"default"}, Sources: []string{"shop"}},
+				RunFailedAlarm:  true,
+				StuckThresholds: map[string]time.Duration{"RUNNING": 2 * time.Hour, "LOST": 30 * time.Minute},
+				Lambda:          &scheduler.LambdaExecutor{Functions: []string{"etl-fn"}, WireOnFailure: true},
+				EventTriggers:   &scheduler.EventTriggers{Buses: []string{"default"}, Sources: []string{"shop"}},
 			}
 		}},
 		{"JSON, as cdk.json gives them", map[string]any{

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -95,7 +96,8 @@ func runTests(m *testing.M) int {
 				{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl-task", ExecutionRoleArn: "arn:aws:iam::123456789012:role/ecs-exec"},
 				{Family: "report", ExecutionRoleArn: "arn:aws:iam::123456789012:role/ecs-exec"},
 			}},
-			RunFailedAlarm: true,
+			RunFailedAlarm:  true,
+			StuckThresholds: map[string]time.Duration{"RUNNING": 2 * time.Hour},
 			Lambda: &scheduler.LambdaExecutor{
 				Functions:     []string{"etl-fn", "arn:aws:lambda:eu-west-1:123456789012:function:report:live"},
 				WireOnFailure: true,
@@ -234,8 +236,8 @@ func TestResourceCounts(t *testing.T) {
 			// 5 DLQs and the 5 queues' oldest messages + InstanceLost +
 			// RunFailed + QueueWaitP99 + errors and throttles of 5
 			// functions + throttling of the table and its 3 indexes + the
-			// API's 5xx and 429.
-			"AWS::CloudWatch::Alarm":     29,
+			// API's 5xx and 429 + 7 stuck states.
+			"AWS::CloudWatch::Alarm":     36,
 			"AWS::Logs::MetricFilter":    1, // the access log's 429s
 			"AWS::Events::EventBus":      1,
 			"AWS::CloudWatch::Dashboard": 1,
@@ -263,8 +265,9 @@ func TestResourceCounts(t *testing.T) {
 			"AWS::Lambda::Permission":         20,
 			// 3 DLQs and oldest messages, InstanceLost, QueueWaitP99,
 			// errors and throttles of 4 functions, the table and its 4
-			// indexes (the retired one kept), the API's 5xx and 429.
-			"AWS::CloudWatch::Alarm":     23,
+			// indexes (the retired one kept), the API's 5xx and 429, 7
+			// stuck states.
+			"AWS::CloudWatch::Alarm":     30,
 			"AWS::Logs::MetricFilter":    1,
 			"AWS::CloudWatch::Dashboard": 1,
 			"AWS::Events::EventBus":      1,
@@ -961,6 +964,7 @@ func TestAlarms(t *testing.T) {
 	}
 	byMetric := map[string]int{}
 	dlqAlarmed := map[string]bool{}
+	stuck := map[string]float64{} // state -> threshold in seconds
 	for id, r := range full.ofType("AWS::CloudWatch::Alarm") {
 		p := r.Properties
 		metric := fmt.Sprintf("%v/%v", p["Namespace"], p["MetricName"])
@@ -982,6 +986,13 @@ func TestAlarms(t *testing.T) {
 			if p["ExtendedStatistic"] != "p99" || number(p["Threshold"]) != 300000 {
 				t.Errorf("queue wait alarm: statistic %v threshold %v, want p99 over 300000 ms", p["ExtendedStatistic"], p["Threshold"])
 			}
+		case "Runledger/OverdueInState":
+			dims := p["Dimensions"].([]any)
+			dim := dims[0].(map[string]any)
+			stuck[fmt.Sprint(dim["Value"])] = number(p["Threshold"])
+			if len(dims) != 1 || dim["Name"] != "State" || p["Statistic"] != "Maximum" || p["ComparisonOperator"] != "GreaterThanThreshold" {
+				t.Errorf("stuck alarm %s: %v", id, p)
+			}
 		case "Runledger/InstanceLost", "Runledger/RunFailed":
 			if p["Statistic"] != "Sum" || number(p["Threshold"]) != 1 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || p["Dimensions"] != nil {
 				t.Errorf("%s alarm: %v", metric, p)
@@ -999,9 +1010,15 @@ func TestAlarms(t *testing.T) {
 		"AWS/ApiGateway/5xx":                         1,
 		"Runledger/ApiThrottled":                     1,
 		"math":                                       4,
+		"Runledger/OverdueInState":                   7,
 	}
 	if !reflect.DeepEqual(byMetric, want) {
 		t.Errorf("alarms by metric:\n got %v\nwant %v", byMetric, want)
+	}
+	// The props set RUNNING's threshold; every other state has the default.
+	wantStuck := map[string]float64{"CREATED": 900, "SCHEDULED": 900, "QUEUED": 900, "RUNNING": 7200, "UP_FOR_RETRY": 900, "LOST": 900, "CANCELLING": 900}
+	if !reflect.DeepEqual(stuck, wantStuck) {
+		t.Errorf("stuck alarms' thresholds (s) %v, want %v", stuck, wantStuck)
 	}
 	for id, q := range full.ofType("AWS::SQS::Queue") {
 		isDLQ := q.Properties["RedrivePolicy"] == nil
@@ -1014,7 +1031,7 @@ func TestAlarms(t *testing.T) {
 	}
 	for _, d := range full.ofType("AWS::CloudWatch::Dashboard") {
 		body := fmt.Sprint(d.Properties["DashboardBody"])
-		for _, m := range []string{"RunSucceeded", "RunFailed", "TaskFailed", "DeadlineMissed", "RunDuration"} {
+		for _, m := range []string{"RunSucceeded", "RunFailed", "TaskFailed", "DeadlineMissed", "RunDuration", "OverdueInState", "TransitionLag", "CompletionDeviation"} {
 			if !strings.Contains(body, `\"`+m+`\"`) && !strings.Contains(body, `"`+m+`"`) {
 				t.Errorf("the dashboard shows no %s", m)
 			}

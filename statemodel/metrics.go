@@ -83,3 +83,37 @@ func MetricsOf(history []Transition) Metrics {
 	}
 	return Metrics{DependencyWait: span(created, scheduled), Attempts: attempts}
 }
+
+// Lag is how long after the event happened (its EventTime, by its
+// reporter's clock) the transition was written (ObservedAt): the
+// state-update lag. false when the record has no event time. A reporter
+// whose clock runs ahead of ours gives a negative difference; it reads as
+// 0, since no event is written before it happened.
+func (t Transition) Lag() (time.Duration, bool) {
+	if t.EventTime.IsZero() || t.ObservedAt.IsZero() {
+		return 0, false
+	}
+	return max(t.ObservedAt.Sub(t.EventTime), 0), true
+}
+
+// State is the state an instance holding a timer of kind k is in (Timer's
+// rule read backwards); "" for TimerNone or an unknown kind.
+func (k TimerKind) State() InstanceState {
+	switch k {
+	case TimerDepsRecheck:
+		return StateCreated
+	case TimerDispatch:
+		return StateScheduled
+	case TimerQueueTimeout:
+		return StateQueued
+	case TimerLease, TimerSignal:
+		return StateRunning
+	case TimerRetry:
+		return StateUpForRetry
+	case TimerEvidence:
+		return StateLost
+	case TimerCancel:
+		return StateCancelling
+	}
+	return StateNone
+}

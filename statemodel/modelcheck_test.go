@@ -236,6 +236,9 @@ func checkEdge(apply applyFunc, s Snapshot, hist []Transition, e Event, d Decisi
 		}
 	case n.State != StateNone && (kind == TimerNone || at.IsZero()):
 		bad(6, "%s has no timer", n.State)
+	case n.State != StateNone && kind.State() != n.State:
+		// The metrics read an indexed timer's state from its kind.
+		bad(6, "%s's timer %s reads as state %q", n.State, kind, kind.State())
 	}
 	// 7. A success reported by the current attempt is never lost.
 	if cur, ok := s.Current(); ok && e.Type == EvSucceeded && e.Attempt == s.Attempt && !s.State.Terminal() &&

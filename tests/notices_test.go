@@ -94,6 +94,11 @@ func TestNoticesOfAFailingRun(t *testing.T) {
 		`runledger_state_duration_seconds_count{job="bad",state="QUEUED"} 1`,
 		`runledger_instances{state="FAILED"} 1`,
 		`runledger_instances{state="RUNNING"} 0`,
+		// The run's one instance ended: no state holds an instance.
+		`runledger_oldest_in_state_seconds{state="RUNNING"} 0`,
+		`runledger_oldest_in_state_seconds{state="PAUSED"} 0`,
+		`runledger_transition_lag_seconds_count{event="instance.created"} 1`,
+		`runledger_transition_lag_seconds_count{event="attempt.started"} 1`,
 	} {
 		if !strings.Contains(page2, want+"\n") {
 			t.Errorf("GET /metrics lacks %s", want)

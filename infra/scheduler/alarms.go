@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/runledger/runledger/statemodel"
 )
 
 // MetricNamespace holds the metrics the functions emit in CloudWatch EMF
@@ -19,6 +21,43 @@ import (
 // RUNNING) and RunFailed (Count, one per failed run), without dimensions,
 // and ApiThrottled, which the API's access log gives (apiThrottled).
 const MetricNamespace = "Runledger"
+
+// MetricOverdueInState and StateDimension name the ticker's and the
+// reconciler's per-pass metric (the scheduler's MetricOverdueInState): how
+// long the most overdue instance timer listed in a state has been due.
+const (
+	MetricOverdueInState = "OverdueInState"
+	StateDimension       = "State"
+)
+
+// StuckStates are the states an instance can be stuck in with a timer
+// that falls due: every non-terminal state but PAUSED, which an operator
+// holds and no timer leaves.
+func StuckStates() []string {
+	var out []string
+	for _, st := range statemodel.AllStates() {
+		if !st.Terminal() && st != statemodel.StatePaused {
+			out = append(out, string(st))
+		}
+	}
+	return out
+}
+
+// overdueMetric is MetricOverdueInState of one state, its maximum over the
+// alarm period.
+func overdueMetric(state, label string) awscloudwatch.Metric {
+	props := &awscloudwatch.MetricProps{
+		Namespace:     jsii.String(MetricNamespace),
+		MetricName:    jsii.String(MetricOverdueInState),
+		DimensionsMap: &map[string]*string{StateDimension: jsii.String(state)},
+		Statistic:     jsii.String("Maximum"),
+		Period:        period,
+	}
+	if label != "" {
+		props.Label = jsii.String(label)
+	}
+	return awscloudwatch.NewMetric(props)
+}
 
 // QueueAgeThreshold raises a queue's age alarm when its oldest message
 // waits longer: twice SQS's longest delay (15 minutes, which the delay
@@ -125,6 +164,19 @@ func (s *Scheduler) addAlarms(p Props) {
 		EvaluationPeriods:  jsii.Number(3),
 		DatapointsToAlarm:  jsii.Number(3),
 	})
+	// A timer the passes list again and again is an instance its owner
+	// cannot move: stuck in its state.
+	for _, st := range StuckStates() {
+		limit := p.StuckThresholds[st]
+		add("Stuck-"+st, &awscloudwatch.AlarmProps{
+			AlarmDescription: jsii.String(fmt.Sprintf("runledger: a %s task instance's timer fell due over %s ago and it is still %s; "+
+				"the ticker's or reconciler's log names it", st, limit, st)),
+			Metric:             overdueMetric(st, ""),
+			Threshold:          jsii.Number(limit.Seconds()),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+			EvaluationPeriods:  jsii.Number(1),
+		})
+	}
 	for _, name := range FunctionNames() {
 		fn, ok := s.Functions[name]
 		if !ok {
@@ -244,6 +296,10 @@ func (s *Scheduler) addDashboard() {
 			Period: period, Statistic: jsii.String("Maximum"), Label: jsii.String(q.label + " DLQ"),
 		}))
 	}
+	var overdue []awscloudwatch.IMetric
+	for _, st := range StuckStates() {
+		overdue = append(overdue, overdueMetric(st, st))
+	}
 	var invocations, errs, throttles, duration []awscloudwatch.IMetric
 	for _, name := range FunctionNames() {
 		fn, ok := s.Functions[name]
@@ -284,6 +340,12 @@ func (s *Scheduler) addDashboard() {
 					emfMetric("QueueWait", "p50", "p50"), emfMetric("QueueWait", "p99", "p99")),
 				graph("LOST transitions", 8, emfMetric("InstanceLost", "Sum", "LOST")),
 				graph("Dead-letter queues, messages", 8, dead...),
+			},
+			{
+				graph("Overdue in state (s): the most overdue timer a pass listed", 12, overdue...),
+				graph("Transition lag (ms) and completion deviation (ms)", 12,
+					emfMetric("TransitionLag", "p99", "lag p99"), emfMetric("CompletionDeviation", "Average", "deviation avg"),
+					emfMetric("CompletionDeviation", "Maximum", "deviation max")),
 			},
 			{
 				graph("Queues, visible messages", 12, depth...),

@@ -36,6 +36,7 @@ const (
 	DefaultScheduleRate          = time.Minute
 	DefaultHistoryRetention      = 2160 * time.Hour // 90 days, as in docs/wiring.md
 	DefaultQueueWaitP99Threshold = 5 * time.Minute
+	DefaultStuckThreshold        = 15 * time.Minute
 	DefaultMaxReceiveCount       = 5
 	DefaultMaxClockSkew          = 30 * time.Second
 	DefaultLogRetention          = awslogs.RetentionDays_ONE_MONTH
@@ -115,6 +116,13 @@ type Props struct {
 	// QueueWaitP99Threshold raises the queue wait alarm when the p99 of
 	// QUEUED -> RUNNING stays above it for 15 minutes. Default 5 minutes.
 	QueueWaitP99Threshold time.Duration
+	// StuckThresholds raise a state's stuck alarm (Stuck-<STATE>) when an
+	// instance in it is still listed by the ticker or reconciler this long
+	// after its timer fell due (the OverdueInState metric), keyed by state:
+	// CREATED, SCHEDULED, QUEUED, RUNNING, UP_FOR_RETRY, LOST, CANCELLING
+	// (StuckStates). A state left out has DefaultStuckThreshold (15
+	// minutes); at least 1 minute each.
+	StuckThresholds map[string]time.Duration
 
 	// JWT, when set, puts a JWT authorizer instead of IAM on the operator routes.
 	JWT *JWTAuthorizer
@@ -185,6 +193,12 @@ func (p Props) withDefaults() Props {
 	if p.QueueWaitP99Threshold == 0 {
 		p.QueueWaitP99Threshold = DefaultQueueWaitP99Threshold
 	}
+	stuck := map[string]time.Duration{}
+	for _, st := range StuckStates() {
+		stuck[st] = DefaultStuckThreshold
+	}
+	maps.Copy(stuck, p.StuckThresholds)
+	p.StuckThresholds = stuck
 	if p.MaxReceiveCount == 0 {
 		p.MaxReceiveCount = DefaultMaxReceiveCount
 	}
@@ -251,6 +265,13 @@ func (p Props) validate() error {
 	}
 	if p.QueueWaitP99Threshold < time.Millisecond {
 		errs = append(errs, fmt.Errorf("QueueWaitP99Threshold %s: want at least 1ms", p.QueueWaitP99Threshold))
+	}
+	for _, st := range slices.Sorted(maps.Keys(p.StuckThresholds)) {
+		if !slices.Contains(StuckStates(), st) {
+			errs = append(errs, fmt.Errorf("StuckThresholds: unknown state %q (want one of %v)", st, StuckStates()))
+		} else if p.StuckThresholds[st] < time.Minute {
+			errs = append(errs, fmt.Errorf("StuckThresholds[%s] %s: want at least 1m (the metric's passes run each minute)", st, p.StuckThresholds[st]))
+		}
 	}
 	if p.MaxReceiveCount < 1 || p.MaxReceiveCount > 1000 {
 		errs = append(errs, fmt.Errorf("MaxReceiveCount %d: SQS allows 1-1000", p.MaxReceiveCount))

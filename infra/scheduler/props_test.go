@@ -35,6 +35,12 @@ func TestDefaults(t *testing.T) {
 		p.MaxClockSkew != 30*time.Second {
 		t.Errorf("defaults: %+v", p)
 	}
+	if len(p.StuckThresholds) != 7 || p.StuckThresholds["UP_FOR_RETRY"] != 15*time.Minute || p.StuckThresholds["PAUSED"] != 0 {
+		t.Errorf("stuck thresholds %v, want 15m for each of the 7 timed states", p.StuckThresholds)
+	}
+	if q := (Props{StuckThresholds: map[string]time.Duration{"RUNNING": 2 * time.Hour}}).withDefaults(); q.StuckThresholds["RUNNING"] != 2*time.Hour || q.StuckThresholds["LOST"] != 15*time.Minute {
+		t.Errorf("one state's threshold given: %v", q.StuckThresholds)
+	}
 	off := false
 	if q := (Props{DeletionProtection: &off}).withDefaults(); *q.DeletionProtection {
 		t.Error("an explicit false deletion protection was overridden")
@@ -64,6 +70,8 @@ func TestValidate(t *testing.T) {
 		{"reserved", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"apx": 1, "api": -2}}, []string{`unknown function "apx"`, "ReservedConcurrency[api] -2"}},
 		{"reserved off", Props{CodeDir: noWorker, ReservedConcurrency: map[string]int{"api": Unreserved}}, nil},
 		{"throttle", Props{CodeDir: noWorker, APIRunRate: -1}, []string{"APIRunRate -1"}},
+		{"stuck thresholds", Props{CodeDir: noWorker, StuckThresholds: map[string]time.Duration{"PAUSED": time.Hour, "LOST": time.Second}},
+			[]string{`unknown state "PAUSED"`, "StuckThresholds[LOST] 1s: want at least 1m"}},
 		{"jwt", Props{CodeDir: noWorker, JWT: &JWTAuthorizer{}}, []string{"JWT.Issuer", "JWT.Audiences"}},
 		{"ecs", Props{CodeDir: noWorker, ECS: &ECSExecutor{Clusters: []string{"batch"},
 			TaskDefinitions: []ECSTaskDefinition{{Family: "etl", TaskRoleArn: "arn:aws:iam::123456789012:role/etl-task"}}}}, nil},

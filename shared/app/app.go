@@ -209,7 +209,7 @@ func (c *Config) scheduler(evidence []scheduler.EvidenceProvider) scheduler.Conf
 		Pools: c.Pools, EventsQueueURL: c.EventsQueueURL, DelayQueueURL: c.DelayQueueURL, TriggerQueueARN: c.TriggerQueueARN,
 		Now: c.Now, Evidence: evidence, Executors: executors, Allowed: allowed,
 		MaxClockSkew: c.MaxClockSkew, TickerPeriod: c.TickerPeriod, Metrics: c.metrics(), Logger: c.Logger,
-		Notices: c.notices(), Moved: c.moved(),
+		Notices: c.notices(), Moved: c.moved(), RunEnded: c.runEnded(),
 	}
 }
 

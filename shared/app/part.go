@@ -55,6 +55,10 @@ type Part struct {
 	// Moved is told of every applied change of a task instance (the local
 	// Prometheus page counts them); it must not block.
 	Moved func(scheduler.Moved)
+	// RunEnded is told of every run the scheduler sees end, with its
+	// completion deviation (the local Prometheus page measures it); it
+	// must not block.
+	RunEnded func(scheduler.RunEnded)
 	// Routes are served beside the HTTP API, by ServeMux pattern
 	// ("GET /metrics"). They take precedence over the API's own routes and
 	// do their own authentication.
@@ -183,6 +187,24 @@ func (c *Config) moved() func(scheduler.Moved) {
 	return func(m scheduler.Moved) {
 		for _, f := range fs {
 			f(m)
+		}
+	}
+}
+
+// runEnded tells every Part's RunEnded of a run's end.
+func (c *Config) runEnded() func(scheduler.RunEnded) {
+	var fs []func(scheduler.RunEnded)
+	for _, p := range c.Parts {
+		if p.RunEnded != nil {
+			fs = append(fs, p.RunEnded)
+		}
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	return func(e scheduler.RunEnded) {
+		for _, f := range fs {
+			f(e)
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/runledger/runledger/statemodel"
 )
 
-func scrape(t *testing.T, h http.Handler, remote string) (int, string) {
+func scrape(t testing.TB, h http.Handler, remote string) (int, string) {
 	t.Helper()
 	req := httptest.NewRequest("GET", metricspage.Path, nil)
 	req.RemoteAddr = remote

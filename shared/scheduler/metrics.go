@@ -25,6 +25,31 @@ const JobDimension = "Job"
 // and never redelivered, so this count is what an alarm can watch.
 const MetricMessageRefused = "MessageRefused"
 
+// MetricCompletionDeviation is a succeeded run's duration less the
+// median of its job's recent succeeded runs (deviation.go), in
+// milliseconds: negative when it ran faster. CloudWatch gives no
+// percentiles of a metric with negative values, so it is read by its
+// average, minimum and maximum.
+const MetricCompletionDeviation = "CompletionDeviation"
+
+// MetricOverdueInState is, per pass of the ticker or the reconciler and
+// per state it acts on (StateDimension), in seconds, how long ago the
+// timer of the most overdue instance it listed in that state fell due; 0
+// when none was due. A pass acts on every due timer it lists, so an
+// instance listed again minutes after its time is one its owner could not
+// move: stuck in that state (the stack's OverdueIn* alarms).
+const MetricOverdueInState = "OverdueInState"
+
+// MetricTransitionLag is a transition's state-update lag
+// (statemodel.Transition.Lag), in milliseconds, written for the events
+// whose time their reporter gave (a worker's completion): the scheduler's
+// own events are written at the time they happen.
+const MetricTransitionLag = "TransitionLag"
+
+// StateDimension is the dimension of MetricOverdueInState: the instance
+// state.
+const StateDimension = "State"
+
 // metrics writes the Service's CloudWatch embedded-metric-format lines to
 // Config.Metrics, each line whole although passes running at once share
 // the writer.
@@ -52,6 +77,18 @@ func (m *metrics) transitions(key ledger.InstanceKey, job string, snap statemode
 			}
 		}
 	}
+	if lag, ok := tr.Lag(); ok && !tr.EventTime.Equal(tr.ObservedAt) {
+		props := map[string]any{"run_id": key.Run, "task": key.Task, "attempt": tr.Attempt, "job": job, "event": string(tr.Event)}
+		m.emit(metric{name: MetricTransitionLag, unit: "Milliseconds", value: float64(lag.Milliseconds()), props: props})
+	}
+}
+
+// overdue writes one pass's MetricOverdueInState for each state it acts
+// on, 0 for a state none of whose timers was due.
+func (m *metrics) overdue(states []statemodel.InstanceState, worst map[statemodel.InstanceState]time.Duration) {
+	for _, st := range states {
+		m.emit(metric{name: MetricOverdueInState, unit: "Seconds", value: worst[st].Seconds(), state: string(st)})
+	}
 }
 
 // run writes one metric of a run; byJob also counts it under the run's
@@ -70,6 +107,7 @@ type metric struct {
 	name, unit string
 	value      float64
 	job        string
+	state      string // StateDimension's value; a metric with it has no other dimension
 	props      map[string]any
 }
 
@@ -79,6 +117,10 @@ func (m *metrics) emit(one metric) {
 	line := map[string]any{}
 	for k, v := range one.props {
 		line[k] = v
+	}
+	if one.state != "" {
+		dims = [][]string{{StateDimension}}
+		line[StateDimension] = one.state
 	}
 	if one.job != "" {
 		dims = append(dims, []string{JobDimension})

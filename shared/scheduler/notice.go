@@ -30,15 +30,41 @@ type notices struct {
 	now  func() time.Time
 	// metrics writes a run's metric lines (metrics.go).
 	metrics *metrics
+	// recent keeps the durations a run's completion deviation is
+	// measured against (deviation.go).
+	recent *recentDurations
+	// ended is Config.RunEnded.
+	ended func(RunEnded)
 }
 
 // Moved is one applied change of a task instance, as the local metrics
 // page counts it: From is "" for the instance's creation, At is when the
-// scheduler observed the change.
+// scheduler observed the change (the record's observed_at), Event and
+// EventTime the event that made it and when it happened by its reporter.
 type Moved struct {
 	Job, Run, Task string
 	From, To       statemodel.InstanceState
 	At             time.Time
+	Event          statemodel.EventType
+	EventTime      time.Time
+}
+
+// Lag is the change's state-update lag (statemodel.Transition.Lag).
+func (m Moved) Lag() (time.Duration, bool) {
+	return statemodel.Transition{EventTime: m.EventTime, ObservedAt: m.At}.Lag()
+}
+
+// RunEnded is a run that has just reached a terminal execution state, as
+// the local metrics page measures it: Duration is its end less its
+// creation (the RunDuration metric's), and Deviation, when HasDeviation,
+// that less the median duration of its job's recent succeeded runs
+// (deviation.go); only a succeeded run has one.
+type RunEnded struct {
+	Job, Run     string
+	State        statemodel.RunState
+	Duration     time.Duration
+	Deviation    time.Duration
+	HasDeviation bool
 }
 
 // applied is the one place that handles the transitions a write applied:
@@ -57,7 +83,8 @@ func (s *Service) applied(ctx context.Context, res ledger.Result) {
 		release = release || flow.ReleasesSlot(tr)
 		s.metrics.transitions(inst.Key, inst.Job, res.Snapshot, &tr)
 		if s.cfg.Moved != nil {
-			s.cfg.Moved(Moved{Job: inst.Job, Run: inst.Key.Run, Task: inst.Key.Task, From: tr.From, To: tr.To, At: tr.ObservedAt})
+			s.cfg.Moved(Moved{Job: inst.Job, Run: inst.Key.Run, Task: inst.Key.Task, From: tr.From, To: tr.To, At: tr.ObservedAt,
+				Event: tr.Event, EventTime: tr.EventTime})
 		}
 		switch tr.To {
 		case statemodel.StateFailed:
@@ -83,10 +110,11 @@ func (s *Service) created(view ledger.RunView) {
 	}
 	at := view.Run.CreatedAt
 	for _, t := range view.Tasks {
-		m := Moved{Job: view.Run.Job, Run: view.Run.ID, Task: t.Instance.Key.Task, To: statemodel.StateCreated, At: at}
+		m := Moved{Job: view.Run.Job, Run: view.Run.ID, Task: t.Instance.Key.Task, To: statemodel.StateCreated, At: at,
+			Event: statemodel.EvCreated, EventTime: at}
 		s.cfg.Moved(m)
 		if t.Instance.Snapshot.State == statemodel.StateScheduled {
-			m.From, m.To = statemodel.StateCreated, statemodel.StateScheduled
+			m.From, m.To, m.Event = statemodel.StateCreated, statemodel.StateScheduled, statemodel.EvDepsMet
 			s.cfg.Moved(m)
 		}
 	}
@@ -120,11 +148,31 @@ func (n notices) runEnded(ctx context.Context, run ledger.Run, nodes []statemode
 	default:
 		return
 	}
-	if !run.EndedAt.IsZero() && !run.CreatedAt.IsZero() {
-		n.metrics.run("RunDuration", "Milliseconds", float64(run.EndedAt.Sub(run.CreatedAt).Milliseconds()), run, true)
-	}
+	n.measureEnd(run)
 	n.notify(ctx, protocol.Notice{Type: typ, Time: run.EndedAt, Job: run.Job, Run: run.ID,
 		State: string(run.ExecutionState), Reason: runReason(run.ExecutionState, nodes)})
+}
+
+// measureEnd writes a run's duration and, for a succeeded run, its
+// completion deviation, and tells Config.RunEnded. The deviation's metric
+// has no job dimension: each job would be a metric of its own, and the
+// alarms and dashboard read it across jobs (the job is a property of the
+// line, for a query of the logs).
+func (n notices) measureEnd(run ledger.Run) {
+	if run.EndedAt.IsZero() || run.CreatedAt.IsZero() {
+		return
+	}
+	end := RunEnded{Job: run.Job, Run: run.ID, State: run.ExecutionState, Duration: run.EndedAt.Sub(run.CreatedAt)}
+	n.metrics.run("RunDuration", "Milliseconds", float64(end.Duration.Milliseconds()), run, true)
+	if run.ExecutionState == statemodel.RunSucceeded {
+		end.Deviation, end.HasDeviation = n.recent.deviation(run.Job, end.Duration)
+	}
+	if end.HasDeviation {
+		n.metrics.run(MetricCompletionDeviation, "Milliseconds", float64(end.Deviation.Milliseconds()), run, false)
+	}
+	if n.ended != nil {
+		n.ended(end)
+	}
 }
 
 // runReason names the tasks that decided a run's end: the failed ones of a

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runledger/runledger/shared/jobspec"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/statemodel"
@@ -232,5 +233,129 @@ func TestNoDeadlineNoNotice(t *testing.T) {
 	}
 	if got := strings.Join(rec.types(), ","); got != "run.succeeded" {
 		t.Fatalf("notices %s, want run.succeeded only", got)
+	}
+}
+
+// TestCompletionDeviation: a succeeded run's duration is measured against
+// the median of its job's runs this process saw succeed before it: none
+// for the first, the RunEnded observer told of each with what the metric
+// line says; a failed run has none.
+func TestCompletionDeviation(t *testing.T) {
+	f := newFixture(t)
+	rec := &noticeRecorder{}
+	var mu sync.Mutex
+	var ended []scheduler.RunEnded
+	f.svc = mustNew(f.st, f.q, scheduler.Config{
+		Pools: map[string]string{"default": f.pool}, Now: f.clock.Now, Metrics: rec,
+		RunEnded: func(e scheduler.RunEnded) { mu.Lock(); ended = append(ended, e); mu.Unlock() },
+	})
+	ctx := context.Background()
+	j, err := jobspec.Parse([]byte(`{"name":"j","retry":{"max_attempts":1}}`), f.svc.Jobs().ParseOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct {
+		took    time.Duration
+		outcome protocol.Outcome
+	}{{2 * time.Second, protocol.OutcomeSucceeded}, {4 * time.Second, protocol.OutcomeSucceeded},
+		{9 * time.Second, protocol.OutcomeFailed}, {5 * time.Second, protocol.OutcomeSucceeded}} {
+		run, envl := f.triggered(t, "j", fmt.Sprintf("w%d", i))
+		f.clock.Advance(c.took)
+		done := protocol.Completion{Run: run, Task: "main", Attempt: 1, EventID: fmt.Sprintf("done-%d", i), Outcome: c.outcome}
+		if _, err := f.svc.Workers().Complete(ctx, done, envl.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ended) != 4 {
+		t.Fatalf("%d runs ended, want 4: %+v", len(ended), ended)
+	}
+	// Before the fourth, the succeeded ones took 2 s and 4 s: median 3 s.
+	want := []struct {
+		has bool
+		dev time.Duration
+	}{{false, 0}, {true, 2 * time.Second}, {false, 0}, {true, 2 * time.Second}}
+	for i, w := range want {
+		if e := ended[i]; e.HasDeviation != w.has || e.Deviation != w.dev || e.Job != "j" {
+			t.Errorf("run %d ended %+v, want deviation %v (%v)", i, e, w.dev, w.has)
+		}
+	}
+	var devs []float64
+	for _, l := range rec.lines(t) {
+		if v, ok := l[scheduler.MetricCompletionDeviation]; ok {
+			devs = append(devs, v.(float64))
+		}
+	}
+	if fmt.Sprint(devs) != "[2000 2000]" {
+		t.Errorf("CompletionDeviation lines %v, want [2000 2000] ms", devs)
+	}
+}
+
+// TestTransitionLagLine: a completion whose worker says it ended 1.5 s
+// before the scheduler wrote it is a TransitionLag of 1500 ms naming its
+// event, and Moved carries the same lag; the scheduler's own events write
+// no lag line.
+func TestTransitionLagLine(t *testing.T) {
+	f, rec := newNoticeFixture(t)
+	ctx := context.Background()
+	run, envl := f.runningJob(t, `{"name":"j"}`, "w@boot")
+	f.clock.Advance(3 * time.Second)
+	c := protocol.Completion{Run: run, Task: "main", Attempt: 1, EventID: "done-1", Outcome: protocol.OutcomeSucceeded,
+		EventTime: f.clock.Now().Add(-1500 * time.Millisecond)}
+	if _, err := f.svc.Workers().Complete(ctx, c, envl.Token); err != nil {
+		t.Fatal(err)
+	}
+	var lags []string
+	for _, l := range rec.lines(t) {
+		if v, ok := l[scheduler.MetricTransitionLag]; ok {
+			lags = append(lags, fmt.Sprint(l["event"], " ", v))
+		}
+	}
+	if fmt.Sprint(lags) != "[attempt.succeeded 1500]" {
+		t.Errorf("TransitionLag lines %v, want one of 1500 ms for succeeded", lags)
+	}
+	last := rec.moved[len(rec.moved)-1]
+	if lag, ok := last.Lag(); !ok || lag != 1500*time.Millisecond || last.Event != statemodel.EvSucceeded {
+		t.Errorf("the last change %+v: lag %v %v, want 1.5s of succeeded", last, lag, ok)
+	}
+	if lag, ok := rec.moved[0].Lag(); !ok || lag != 0 || rec.moved[0].Event != statemodel.EvCreated {
+		t.Errorf("the creation %+v: lag %v %v, want 0 of created", rec.moved[0], lag, ok)
+	}
+}
+
+// TestOverdueInState: each pass writes how long the most overdue timer it
+// listed has been due, for the states it acts on and those only, 0 for
+// the ones with none due.
+func TestOverdueInState(t *testing.T) {
+	f, rec := newNoticeFixture(t)
+	ctx := context.Background()
+	run, _ := f.runningJob(t, `{"name":"j","timeouts":{"heartbeat":"10s"}}`, "w@boot")
+	at, kind := f.instance(t, run).Snapshot.Timer()
+	if kind != statemodel.TimerLease {
+		t.Fatalf("timer %s, want the lease", kind)
+	}
+	f.clock.Advance(at.Add(42 * time.Second).Sub(f.clock.Now()))
+	if _, err := f.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]any{}
+	for _, l := range rec.lines(t) {
+		if v, ok := l[scheduler.MetricOverdueInState]; ok {
+			if _, dims, _ := metricLine([]map[string]any{l}, scheduler.MetricOverdueInState); dims != "[[State]]" {
+				t.Errorf("dimensions %s, want [[State]]", dims)
+			}
+			got[l[scheduler.StateDimension].(string)] = v
+		}
+	}
+	want := map[string]any{"QUEUED": 0.0, "RUNNING": 42.0, "LOST": 0.0, "CANCELLING": 0.0, "CREATED": 0.0, "SCHEDULED": 0.0, "UP_FOR_RETRY": 0.0}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("OverdueInState %v, want %v", got, want)
 	}
 }

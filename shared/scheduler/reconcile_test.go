@@ -178,7 +178,16 @@ func (f *fixture) runningJob(t *testing.T, spec, workerID string) (string, proto
 	if _, err := f.svc.Jobs().CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	v, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: "j"})
+	return f.triggered(t, "j", workerID)
+}
+
+// triggered triggers a run of job, whose one task "main" runs on the
+// default pool, and claims attempt 1 as workerID, returning the run id and
+// the envelope.
+func (f *fixture) triggered(t *testing.T, job, workerID string) (string, protocol.Envelope) {
+	t.Helper()
+	ctx := context.Background()
+	v, _, err := f.svc.Triggers().TriggerRun(ctx, scheduler.TriggerRequest{Job: job})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,6 +100,10 @@ type Config struct {
 	// Moved, if set, is told of every applied change of a task instance
 	// (the local stack's Prometheus page counts them); it must not block.
 	Moved func(Moved)
+	// RunEnded, if set, is told of every run this process sees end, with
+	// its completion deviation (the local stack's Prometheus page
+	// measures it); it must not block.
+	RunEnded func(RunEnded)
 	// Logger receives the service's logs. Defaults to a logger that
 	// discards them.
 	Logger *slog.Logger
@@ -248,7 +252,8 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 	svc := &Service{queue: q, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0),
 		executors: newExecutors(cfg), metrics: &metrics{w: cfg.Metrics, now: cfg.Now}}
 	svc.store = armingStore{Store: ledger.New(st), s: svc}
-	svc.notices = notices{sink: cfg.Notices, log: cfg.Logger, now: svc.now, metrics: svc.metrics}
+	svc.notices = notices{sink: cfg.Notices, log: cfg.Logger, now: svc.now, metrics: svc.metrics,
+		recent: &recentDurations{}, ended: cfg.RunEnded}
 	// The rooms, each reaching the kernel through its adapter (room_*.go).
 	svc.flow = newFlowRoom(svc)
 	svc.maps = newMapsRoom(svc)
@@ -256,7 +261,8 @@ func New(st Store, q Queue, cfg Config) (*Service, error) {
 	svc.jobs = newJobsRoom(svc)
 	svc.workers = newWorkersRoom(svc)
 	svc.signals = newSignalsRoom(svc)
-	svc.ticks, svc.reconciles = newTimerPass(svc), newTimerPass(svc)
+	svc.ticks = newTimerPass(svc, TickerStates()...)
+	svc.reconciles = newTimerPass(svc, ReconcilerStates()...)
 	return svc, nil
 }
 

@@ -104,6 +104,9 @@ type passState struct {
 	mu   sync.Mutex
 	st   PassStats
 	errs []error
+	// overdue is, per state, how long ago the most overdue instance timer
+	// the pass listed fell due (MetricOverdueInState).
+	overdue map[statemodel.InstanceState]time.Duration
 }
 
 // timerPass is one kind of pass over the timers index, the ticker's or
@@ -118,13 +121,17 @@ type timerPass struct {
 	now     func() time.Time
 	reached func(context.Context) bool // the pass is to stop (Service.deadlineReached)
 	log     *slog.Logger
+	// owns are the states whose timers this kind of pass acts on; it
+	// writes MetricOverdueInState for them.
+	owns    []statemodel.InstanceState
+	metrics *metrics
 }
 
 // newTimerPass builds s's pass of one kind, starting at a random shard:
 // instances started together (Lambda cold starts) need not all begin at
 // the same one.
-func newTimerPass(s *Service) *timerPass {
-	p := &timerPass{store: s.store, now: s.now, reached: s.deadlineReached, log: s.log}
+func newTimerPass(s *Service, owns ...statemodel.InstanceState) *timerPass {
+	p := &timerPass{store: s.store, now: s.now, reached: s.deadlineReached, log: s.log, owns: owns, metrics: s.metrics}
 	p.passes.Store(uint32(s.cfg.Random() * tableschema.TimerShards))
 	return p
 }
@@ -140,13 +147,14 @@ func newTimerPass(s *Service) *timerPass {
 func (p *timerPass) run(ctx context.Context, name string, lookahead time.Duration, handle func(context.Context, ledger.DueTimer) (bool, error)) (PassStats, error) {
 	start := time.Now()
 	now := p.now()
-	ps := &passState{}
+	ps := &passState{overdue: map[statemodel.InstanceState]time.Duration{}}
 	sem := make(chan struct{}, passParallelism)
 	var wg sync.WaitGroup
 	finish := func(stopped bool) (PassStats, error) {
 		wg.Wait()
 		ps.st.Stopped = stopped
 		ps.st.Duration = time.Since(start)
+		p.metrics.overdue(p.owns, ps.overdue)
 		return ps.st, errors.Join(ps.errs...)
 	}
 	from := int((p.passes.Add(1)-1)*shardStride) % tableschema.TimerShards
@@ -179,7 +187,7 @@ func (p *timerPass) run(ctx context.Context, name string, lookahead time.Duratio
 				if early && (d.Item != ledger.TimerOfInstance || statemodel.TimerKind(d.Kind) != statemodel.TimerRetry) {
 					continue // not due; the next pass's
 				}
-				ps.listed()
+				ps.listed(d, now)
 				if d.Item == ledger.TimerOfJob || d.Item == ledger.TimerOfBackfill {
 					p.handle(ctx, name, ps, handle, d)
 					continue
@@ -227,10 +235,18 @@ func (p *timerPass) handle(ctx context.Context, name string, ps *passState, hand
 	}
 }
 
-func (ps *passState) listed() {
+// listed counts a due timer listed at now and, for an instance's, how
+// long it has been due.
+func (ps *passState) listed(d ledger.DueTimer, now time.Time) {
 	ps.mu.Lock()
+	defer ps.mu.Unlock()
 	ps.st.Due++
-	ps.mu.Unlock()
+	if d.Item != ledger.TimerOfInstance {
+		return
+	}
+	if st := statemodel.TimerKind(d.Kind).State(); st != statemodel.StateNone {
+		ps.overdue[st] = max(ps.overdue[st], now.Sub(d.At))
+	}
 }
 
 func (ps *passState) fail(err error) {
@@ -369,4 +385,16 @@ func (s *Service) waitDue(ctx context.Context, at time.Time) (bool, error) {
 		return false, ctx.Err()
 	}
 	return true, nil
+}
+
+// TickerStates are the states whose timers the ticker acts on (Tick), and
+// ReconcilerStates the reconciler's (Reconcile): between them every state
+// with a timer, each once.
+func TickerStates() []statemodel.InstanceState {
+	return []statemodel.InstanceState{statemodel.StateCreated, statemodel.StateScheduled, statemodel.StateUpForRetry}
+}
+
+// ReconcilerStates: see TickerStates.
+func ReconcilerStates() []statemodel.InstanceState {
+	return []statemodel.InstanceState{statemodel.StateQueued, statemodel.StateRunning, statemodel.StateLost, statemodel.StateCancelling}
 }
