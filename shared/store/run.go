@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -284,6 +285,7 @@ func runItem(r ledger.Run) item {
 		attrPriority:      optNum(int64(r.Priority)),
 		attrAdmittedAt:    tm(r.AdmittedAt), attrAdmittedIn: optStr(r.AdmittedIn), attrWaitingIn: optStr(r.WaitingIn),
 		attrRetention: optNum(int64(r.Retention / time.Second)),
+		attrTraceID:   traceAttr(r.TraceID),
 	}
 	for k, v := range runStateItem(r) {
 		it[k] = v
@@ -344,6 +346,7 @@ func decodeRun(m map[string]types.AttributeValue) (ledger.Run, error) {
 		Priority:            int(r.int(attrPriority)),
 		AdmittedAt:          r.time(attrAdmittedAt), AdmittedIn: r.str(attrAdmittedIn), WaitingIn: r.str(attrWaitingIn),
 		ExpiresAt: r.expiry(), Retention: time.Duration(r.int(attrRetention)) * time.Second,
+		TraceID: hex.EncodeToString(r.bytes(attrTraceID)),
 	}
 	return run, r.err
 }
@@ -1093,4 +1096,18 @@ func unfinishedRun(e *expr) string {
 		}
 	}
 	return e.n(attrExec) + " IN (" + strings.Join(in, ", ") + ")"
+}
+
+// attrTraceID holds a run's trace id as its 16 bytes (21 B with the name,
+// against 37 B as hex text); a run stored before runs kept one has none.
+const attrTraceID = "trace"
+
+// traceAttr is a trace id's attribute, absent for none. The id was
+// checked by CheckNewRun.
+func traceAttr(id string) types.AttributeValue {
+	b, err := hex.DecodeString(id)
+	if err != nil {
+		return nil
+	}
+	return bin(b)
 }
