@@ -100,6 +100,9 @@ type Config struct {
 	// Moved, if set, is told of every applied change of a task instance
 	// (the local stack's Prometheus page counts them); it must not block.
 	Moved func(Moved)
+	// Spans, if set, is told of runs created and ended and of attempts
+	// ended, for their spans (SpanSink); it must not block.
+	Spans SpanSink
 	// Logger receives the service's logs. Defaults to a logger that
 	// discards them.
 	Logger *slog.Logger
