@@ -56,7 +56,7 @@ func (s *Service) applied(ctx context.Context, res ledger.Result) {
 	for _, tr := range trs {
 		release = release || flow.ReleasesSlot(tr)
 		s.metrics.transitions(inst.Key, inst.Job, res.Snapshot, &tr)
-		s.attemptEnded(inst, tr)
+		attemptEnded(s.cfg.Spans, inst, tr)
 		if s.cfg.Moved != nil {
 			s.cfg.Moved(Moved{Job: inst.Job, Run: inst.Key.Run, Task: inst.Key.Task, From: tr.From, To: tr.To, At: tr.ObservedAt})
 		}

@@ -26,13 +26,13 @@ type AttemptEnd struct {
 	Attempt statemodel.AttemptRecord
 }
 
-// attemptEnded reports an attempt that tr ended to the span sink. The
+// attemptEnded reports an attempt that tr ended to spans (nil: none). The
 // record's end is set by the one transition that ends the attempt and is
 // never moved after: a transition that carries an ended record is that
 // one.
-func (s *Service) attemptEnded(inst ledger.Instance, tr statemodel.Transition) {
-	if s.cfg.Spans == nil || tr.AttemptRecord == nil || tr.AttemptRecord.EndedAt.IsZero() {
+func attemptEnded(spans SpanSink, inst ledger.Instance, tr statemodel.Transition) {
+	if spans == nil || tr.AttemptRecord == nil || tr.AttemptRecord.EndedAt.IsZero() {
 		return
 	}
-	s.cfg.Spans.AttemptEnded(AttemptEnd{Job: inst.Job, Key: inst.Key, Attempt: *tr.AttemptRecord})
+	spans.AttemptEnded(AttemptEnd{Job: inst.Job, Key: inst.Key, Attempt: *tr.AttemptRecord})
 }
