@@ -142,6 +142,9 @@ type Trigger struct {
 	// Priority orders the run in its limiters' queues, 1 first .. 5
 	// last; 0: the job's.
 	Priority int
+	// TraceParent is a W3C traceparent: the run joins its trace (its
+	// trace_id is the traceparent's). "": the run gets a new trace.
+	TraceParent string
 }
 
 type triggerBody struct {
@@ -165,8 +168,12 @@ func (c *Client) TriggerRun(ctx context.Context, job string, t Trigger) (run Run
 		body.LogicalTime = &s
 	}
 	cl := call{op: "trigger job " + job, method: http.MethodPost, path: "/v1/jobs/" + seg(job) + "/runs", body: body}
+	cl.header = http.Header{}
 	if t.IdempotencyKey != "" {
-		cl.header = http.Header{"Idempotency-Key": {t.IdempotencyKey}}
+		cl.header.Set("Idempotency-Key", t.IdempotencyKey)
+	}
+	if t.TraceParent != "" {
+		cl.header.Set(protocol.TraceParentHeader, t.TraceParent)
 	}
 	status, err := c.do(ctx, cl, &run)
 	return run, status == http.StatusCreated, err

@@ -25,7 +25,7 @@ import (
 	"github.com/runledger/runledger/shared/emulator"
 )
 
-var scenarioNames = []string{"chain", "throughput", "timer", "cost", "scaling", "events", "map", "flow"}
+var scenarioNames = []string{"chain", "throughput", "timer", "cost", "scaling", "events", "map", "flow", "traces"}
 
 func main() {
 	only := flag.String("only", strings.Join(scenarioNames, ","), "scenarios to run, comma-separated: "+strings.Join(scenarioNames, ", "))
@@ -38,6 +38,7 @@ func main() {
 	eventRuns := flag.Int("event-runs", 100, "events put one after another in the events scenario")
 	mapChildren := flag.Int("map-children", 10000, "children of the map scenario's large map")
 	flowRuns := flag.Int("flow-runs", 1000, "runs of each burst of the flow scenario")
+	traceRuns := flag.Int("trace-runs", 300, "runs of each of the traces scenario's six bursts (three with OTLP export, three without)")
 	verbose := flag.Bool("v", false, "log warnings of the stack and workers to stderr, and add details to the summary")
 	flag.Parse()
 
@@ -52,13 +53,14 @@ func main() {
 	defer stop()
 	os.Exit(run(ctx, want, *cpuProfile, *verbose, scenarioArgs{
 		chainRuns: *chainRuns, throughputRuns: *throughputRuns, timerRuns: *timerRuns, scaleRuns: *scaleRuns,
-		eventRuns: *eventRuns, timerBurstRuns: *timerBurstRuns, mapChildren: *mapChildren, flowRuns: *flowRuns,
+		eventRuns: *eventRuns, timerBurstRuns: *timerBurstRuns, mapChildren: *mapChildren, flowRuns: *flowRuns, traceRuns: *traceRuns,
 	}))
 }
 
 type scenarioArgs struct {
 	chainRuns, throughputRuns, timerRuns, scaleRuns  int
 	eventRuns, timerBurstRuns, mapChildren, flowRuns int
+	traceRuns                                        int
 }
 
 func run(ctx context.Context, want []string, cpuProfile string, verbose bool, args scenarioArgs) int {
@@ -106,6 +108,7 @@ func run(ctx context.Context, want []string, cpuProfile string, verbose bool, ar
 		"events":  func(ctx context.Context) error { return b.events(ctx, args.eventRuns) },
 		"map":     func(ctx context.Context) error { return b.mapScenario(ctx, args.mapChildren) },
 		"flow":    func(ctx context.Context) error { return b.flow(ctx, args.flowRuns) },
+		"traces":  func(ctx context.Context) error { return b.traces(ctx, args.traceRuns) },
 	}
 	failed := 0
 	for _, name := range scenarioNames {

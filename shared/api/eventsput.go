@@ -20,13 +20,14 @@ func (h *Handler) putEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	entries := make([]triggers.EventEntry, len(b.Entries))
+	trace := traceIDOf(r)
 	for i, e := range b.Entries {
 		var at time.Time
 		if e.Time != "" {
 			at, _ = time.Parse(time.RFC3339, e.Time) // Check parsed it
 		}
 		entries[i] = triggers.EventEntry{Source: e.Source, DetailType: e.DetailType, Detail: e.CompactDetail(),
-			Resources: e.Resources, Time: at}
+			Resources: e.Resources, Time: at, TraceID: trace}
 	}
 	ids, err := h.svc.Triggers().PutEvents(r.Context(), entries)
 	if err != nil {
@@ -38,4 +39,16 @@ func (h *Handler) putEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, answer)
 	return nil
+}
+
+// traceIDOf is the trace id of the request's traceparent header, or ""
+// (the run gets a new trace). A header that is not a traceparent is
+// ignored, not refused, as the W3C rules ask: a proxy on the way may have
+// set it, and the caller cannot always help that.
+func traceIDOf(r *http.Request) string {
+	id, _, ok := protocol.ParseTraceParent(r.Header.Get(protocol.TraceParentHeader))
+	if !ok {
+		return ""
+	}
+	return id
 }

@@ -222,7 +222,7 @@ func (h *Handler) triggerRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	b.Params = params
-	req := scheduler.TriggerRequest{Job: r.PathValue("job"), Params: b.Params}
+	req := scheduler.TriggerRequest{Job: r.PathValue("job"), Params: b.Params, TraceID: traceIDOf(r)}
 	if req.Priority, err = bodyPriority(b.Priority); err != nil {
 		return err
 	}

@@ -243,13 +243,14 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	key := ledger.InstanceKey{Run: r.PathValue("run"), Task: r.PathValue("task")}
-	trs, next, err := h.svc.TaskHistory(r.Context(), key, limit, r.URL.Query().Get("next_token"))
+	trs, next, trace, err := h.svc.TaskHistory(r.Context(), key, limit, r.URL.Query().Get("next_token"))
 	if err != nil {
 		return err
 	}
 	page := protocol.HistoryPage{Transitions: make([]protocol.Transition, len(trs)), NextToken: next}
 	for i, tr := range trs {
 		page.Transitions[i] = renderTransition(tr)
+		page.Transitions[i].TraceID = trace
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil

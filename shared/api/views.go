@@ -42,7 +42,7 @@ func renderRun(r ledger.Run) protocol.Run {
 		ExecutionState: exec, PublicationState: r.PublicationState,
 		Status: exec.Status(), CreatedAt: r.CreatedAt, EndedAt: r.EndedAt,
 		Trigger: r.Trigger, BackfillID: r.BackfillID,
-		Event: r.Event, Priority: scheduler.RunPriority(r),
+		Event: r.Event, Priority: scheduler.RunPriority(r), TraceID: r.TraceID,
 	}
 }
 

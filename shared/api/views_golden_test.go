@@ -34,7 +34,8 @@ func sampleRunView() ledger.RunView {
 		Type: statemodel.EvSucceeded, Actor: statemodel.ActorWorker, EventTime: t0.Add(6 * time.Second), Outcome: statemodel.OutcomeSucceeded, Detail: "a <late> report"}}}
 	return ledger.RunView{
 		Run: ledger.Run{ID: "run1", Job: "nightly", LogicalTime: t0.Truncate(time.Hour), Trigger: statemodel.TriggerBackfill, BackfillID: "bf1", Params: []byte(`{"day":"<2030-01-02>"}`),
-			ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationPending, CreatedAt: t0},
+			ExecutionState: statemodel.RunRunning, PublicationState: statemodel.PublicationPending, CreatedAt: t0,
+			TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"},
 		Tasks: []ledger.TaskView{{Instance: done, Attempts: []ledger.Attempt{late}}, {Instance: waiting}},
 	}
 }
@@ -64,7 +65,9 @@ func sampleBodies(t *testing.T) map[string]any {
 	}
 	history := protocol.HistoryPage{}
 	for _, tr := range sampleTransitions() {
-		history.Transitions = append(history.Transitions, renderTransition(tr))
+		rendered := renderTransition(tr)
+		rendered.TraceID = v.Run.TraceID // the history route shows its run's
+		history.Transitions = append(history.Transitions, rendered)
 	}
 	return map[string]any{
 		"run_detail":   detail,

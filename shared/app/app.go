@@ -32,6 +32,7 @@ import (
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/tracing"
 )
 
 // Clients builds the SDK clients of the graph. *emulator.Env is one (the
@@ -124,6 +125,10 @@ type Config struct {
 	NoticeLog api.NoticeLog
 	// Logger (default: discarded).
 	Logger *slog.Logger
+	// OTLPEndpoint, if set, is the OTLP/HTTP collector the spans of runs
+	// and attempts are exported to (RUNLEDGER_OTLP_ENDPOINT,
+	// shared/tracing); "": none are.
+	OTLPEndpoint string
 
 	// Auth and APIKey configure the HTTP API (default auth: the API key,
 	// which is then required).
@@ -156,6 +161,9 @@ type App struct {
 	// Evidence is what the reconciler consults for LOST instances, in
 	// order: the worker leases', then the Parts'.
 	Evidence []scheduler.EvidenceProvider
+	// Spans exports the spans of runs and attempts (nil without
+	// Config.OTLPEndpoint); Flush and Close send what it holds.
+	Spans *tracing.Exporter
 }
 
 // ErrConfig is wrapped by every error that a missing or malformed setting
@@ -193,6 +201,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	// process.
 	sc := cfg.scheduler(a.Evidence)
 	sc.Turns = ledger.NewTurns()
+	if cfg.OTLPEndpoint != "" {
+		exp, err := tracing.New(ctx, tracing.Config{Endpoint: cfg.OTLPEndpoint, Runs: a.Store, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		a.Spans, sc.Spans = exp, exp
+	}
 	svc, err := scheduler.New(a.Store, a.Queue, sc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -293,6 +308,16 @@ func (c *Config) storeOptions() []store.Option {
 		opts = append(opts, store.WithTimerHorizon(ledger.IndexEveryTimer))
 	}
 	return opts
+}
+
+// Close sends the spans still held and stops their exporter (the local
+// stack's Stop); a Lambda entry flushes them before each invocation
+// returns instead (Boot).
+func (a *App) Close(ctx context.Context) error {
+	if a.Spans == nil {
+		return nil
+	}
+	return a.Spans.Shutdown(ctx)
 }
 
 // HTTP builds the HTTP API with the Parts' routes beside it. Only the api

@@ -18,6 +18,7 @@ import (
 	"github.com/runledger/runledger/shared/notice"
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
+	"github.com/runledger/runledger/shared/tracing"
 	"github.com/runledger/runledger/shared/worker"
 )
 
@@ -39,6 +40,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		NoticeBus:      getenv("RUNLEDGER_EVENT_BUS"),
 		// Only the events function gets it (with EventTriggers).
 		TriggerQueueARN: getenv("RUNLEDGER_TRIGGER_QUEUE_ARN"),
+		OTLPEndpoint:    getenv(tracing.EnvEndpoint),
 	}
 	if cfg.Table == "" {
 		return cfg, fmt.Errorf("environment: RUNLEDGER_TABLE is empty")
@@ -119,6 +121,11 @@ func Boot(ctx context.Context, parts ...Part) (*App, *slog.Logger, error) {
 		cfg.Parts = append(cfg.Parts, NoticeBusPart(eventbridge.NewFromConfig(awsCfg), cfg.NoticeBus, log))
 	}
 	a, err := New(ctx, cfg)
+	if err == nil && a.Spans != nil {
+		// The process is frozen between invocations: each one sends the
+		// spans it ended before it returns, as it does its notices.
+		a.Config.Parts = append(a.Config.Parts, Part{Name: "spans", Flush: a.Spans.Flush})
+	}
 	return a, log, err
 }
 

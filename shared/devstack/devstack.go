@@ -35,6 +35,7 @@ import (
 	"github.com/runledger/runledger/shared/queue"
 	"github.com/runledger/runledger/shared/scheduler"
 	"github.com/runledger/runledger/shared/store"
+	"github.com/runledger/runledger/shared/tracing"
 	"github.com/runledger/runledger/shared/worker"
 )
 
@@ -86,6 +87,9 @@ type Options struct {
 	// Lambda entry's stdout does (default: discarded; the bench counts
 	// their bytes).
 	Metrics io.Writer
+	// OTLPEndpoint is the OTLP/HTTP collector the spans of runs and
+	// attempts go to (default RUNLEDGER_OTLP_ENDPOINT; "": none).
+	OTLPEndpoint string
 	// WrapAPI, if set, wraps the API's handler inside the local API
 	// Gateway (the end-to-end tests check every answer against the
 	// OpenAPI document there).
@@ -163,6 +167,9 @@ func (o *Options) defaults() {
 	}
 	if o.Counters == nil {
 		o.Counters = local.NewCounters()
+	}
+	if o.OTLPEndpoint == "" {
+		o.OTLPEndpoint = os.Getenv(tracing.EnvEndpoint)
 	}
 }
 
@@ -246,8 +253,8 @@ func (o *Options) appConfig() app.Config {
 		Provision:       &app.Provision{Name: o.Name, Pools: o.Pools},
 		CapacityReports: o.CapacityReports, Metrics: o.Metrics,
 		Now: o.Now, MaxClockSkew: o.MaxClockSkew, TickerPeriod: o.TickInterval, Logger: o.Logger,
-		APIKey: o.APIKey,
-		Parts:  parts,
+		APIKey: o.APIKey, OTLPEndpoint: o.OTLPEndpoint,
+		Parts: parts,
 	}
 }
 
@@ -332,6 +339,10 @@ func (st *Stack) Stop(ctx context.Context) error {
 		st.cancel()
 	}
 	st.wg.Wait()
+	if st.App != nil {
+		// The spans of what ended before the stop still go out.
+		errs = append(errs, st.App.Close(ctx))
+	}
 	st.errMu.Lock()
 	errs = append(errs, st.errs...)
 	st.errMu.Unlock()

@@ -219,20 +219,26 @@ func (h *Handler) prepareFrom(t worker.Task, p Payload) (Command, error) {
 // (which nothing may override). The attempt's token is not among them:
 // the worker claims, heartbeats and completes, and a sibling process
 // could read it from /proc/<pid>/environ.
-func (h *Handler) environ(t worker.Task, c Command) []string {
+func (h *Handler) environ(ctx context.Context, t worker.Task, c Command) []string {
 	logical := ""
 	if !t.LogicalTime.IsZero() {
 		logical = protocol.FormatTime(t.LogicalTime)
 	}
 	env := slices.Clone(h.base)
 	env = append(env, c.Env...)
-	return append(env,
+	env = append(env,
 		"RUNLEDGER_JOB="+t.Job,
 		"RUNLEDGER_RUN="+t.Run,
 		"RUNLEDGER_TASK="+t.Task,
 		"RUNLEDGER_ATTEMPT="+strconv.Itoa(t.Attempt),
 		"RUNLEDGER_LOGICAL_TIME="+logical,
 	)
+	if tp := worker.TraceParent(ctx); tp != "" {
+		// Last, so neither the payload's env nor an inherited one
+		// overrides the attempt's own span.
+		env = append(env, protocol.EnvTraceParent+"="+tp)
+	}
+	return env
 }
 
 // run starts the process, streams its output to the log, and waits for it
@@ -258,7 +264,7 @@ func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.L
 	// count is logged.
 	log.InfoContext(ctx, "starting command", "path", c.Path, "args", len(c.Args)-1)
 	cmd := &exec.Cmd{
-		Path: c.Path, Args: c.Args, Dir: c.Dir, Env: h.environ(t, c),
+		Path: c.Path, Args: c.Args, Dir: c.Dir, Env: h.environ(ctx, t, c),
 		Stdout: outW, Stderr: errW,
 		// Its own process group, so that a stop reaches its children too.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Credential: h.cfg.User},

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/statemodel"
 )
 
@@ -27,6 +28,9 @@ func CheckNewRun(nr NewRun) (nodes []statemodel.TaskNode, released Backfill, err
 	}
 	if err := CheckRetention(nr.Retention); err != nil {
 		return nil, Backfill{}, err
+	}
+	if nr.TraceID != "" && !protocol.CheckTraceID(nr.TraceID) {
+		return nil, Backfill{}, fmt.Errorf("%w: trace id %q is not 32 lower-case hex digits", ErrInvalidInput, nr.TraceID)
 	}
 	switch {
 	case len(nr.Tasks) == 0:
@@ -78,7 +82,7 @@ func NewRunRecord(nr NewRun, nodes []statemodel.TaskNode, now, stamp time.Time, 
 		PublicationState: statemodel.DerivePublication(nodes),
 		CreatedAt:        now, Version: 1, TimerAt: nr.TimerAt, DeadlineAt: nr.DeadlineAt,
 		DependencyTimeoutAt: nr.DependencyTimeoutAt, Trigger: nr.Trigger, BackfillID: nr.BackfillID,
-		Event: nr.Event, Priority: nr.Priority,
+		Event: nr.Event, Priority: nr.Priority, TraceID: nr.TraceID,
 	}
 	run.Status = run.ExecutionState.Status()
 	run.TimerAt = FirstRunTimer(run, stamp, backstop)

@@ -81,6 +81,12 @@ type Run struct {
 	// zero for a run stored before runs expired: it never does.
 	ExpiresAt time.Time
 	Retention time.Duration
+	// TraceID is the run's W3C trace id (32 hex digits): the trigger's
+	// traceparent's, else a new one. Stored once, on the run: its
+	// attempts' and its own span ids are derived (protocol.RunSpanID,
+	// AttemptSpanID), and its history records show it from here. Empty
+	// for a run stored before runs kept one.
+	TraceID string
 }
 
 // NewTask is one task of a new run.
@@ -159,6 +165,9 @@ type NewRun struct {
 	// Retention is how long the run is kept after its end (its job's
 	// retention); zero is the store's, the deployment's setting.
 	Retention time.Duration
+	// TraceID is the run's trace id (protocol.CheckTraceID); "" stores
+	// none.
+	TraceID string
 }
 
 // RunView is a whole run as one Query reads it.

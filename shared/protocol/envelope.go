@@ -77,6 +77,11 @@ type Envelope struct {
 	// commit only while this attempt owns its task; only a claim answer's
 	// envelope carries it, and only from a DynamoDB ledger.
 	Fence *Fence
+	// TraceParent is the attempt's W3C traceparent: its run's trace and
+	// the attempt's own span (AttemptSpanID), the parent of what the
+	// handler does. Only a claim answer's envelope carries it; empty for a
+	// run stored before runs kept a trace id.
+	TraceParent string
 }
 
 // Ref is the attempt the envelope carries.
@@ -99,6 +104,7 @@ type envelopeJSON struct {
 	Item              json.RawMessage            `json:"item,omitempty"`
 	Index             *int                       `json:"index,omitempty"`
 	Fence             *Fence                     `json:"fence,omitempty"`
+	TraceParent       string                     `json:"traceparent,omitempty"`
 }
 
 // MarshalJSON writes the envelope in the contract's shape: durations as Go
@@ -109,7 +115,7 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 		LogicalTime: NullTime(e.LogicalTime),
 		Payload:     e.Payload, Params: e.Params,
 		ClaimBy: NullTime(e.ClaimBy),
-		Inputs:  e.Inputs, Item: e.Item, Index: e.Index, Fence: e.Fence,
+		Inputs:  e.Inputs, Item: e.Item, Index: e.Index, Fence: e.Fence, TraceParent: e.TraceParent,
 	}
 	if e.HeartbeatInterval != 0 {
 		w.HeartbeatInterval = e.HeartbeatInterval.String()
@@ -149,7 +155,7 @@ func (e *Envelope) UnmarshalJSON(b []byte) error {
 		LogicalTime: logical,
 		Payload:     nullToNil(w.Payload), Params: nullToNil(w.Params),
 		HeartbeatInterval: hb, RunTimeout: rt, ClaimBy: claimBy,
-		Inputs: w.Inputs, Item: w.Item, Index: w.Index, Fence: w.Fence,
+		Inputs: w.Inputs, Item: w.Item, Index: w.Index, Fence: w.Fence, TraceParent: w.TraceParent,
 	}
 	return nil
 }

@@ -45,6 +45,10 @@ type Run struct {
 	// Admission is where the run stands in its limiter (left out for a
 	// job without limits).
 	Admission *Admission `json:"admission,omitempty"`
+	// TraceID is the run's W3C trace id: the trigger's traceparent's, else
+	// a new one ("", null on the wire, for a run stored before runs kept
+	// one).
+	TraceID string `json:"trace_id" null:"zero"`
 }
 
 // MarshalJSON writes the contract's shape.
@@ -193,6 +197,9 @@ type Transition struct {
 	Operator   string                   `json:"operator,omitempty"`
 	Scope      string                   `json:"scope,omitempty"`
 	Override   bool                     `json:"override,omitempty"`
+	// TraceID is the trace id of the record's run ("", null on the wire,
+	// for a run stored before runs kept one).
+	TraceID string `json:"trace_id" null:"zero"`
 }
 
 // MarshalJSON writes the contract's shape.

@@ -263,6 +263,9 @@ func (s *Service) storeDerived(ctx context.Context, r ledger.Run, nodes []statem
 		s.log.InfoContext(ctx, "run finished", "run_id", runID, "job", r.Job,
 			"execution_state", string(updated.ExecutionState), "publication_state", string(updated.PublicationState))
 		s.notices.runEnded(ctx, updated, nodes)
+		if s.cfg.Spans != nil {
+			s.cfg.Spans.RunEnded(updated)
+		}
 		s.flow.ReleaseRun(ctx, updated, h)
 	}
 	if finished || published {

@@ -82,6 +82,7 @@ func (s *Service) applied(ctx context.Context, res ledger.Result) {
 	for _, tr := range trs {
 		release = release || flow.ReleasesSlot(tr)
 		s.metrics.transitions(inst.Key, inst.Job, res.Snapshot, &tr)
+		attemptEnded(s.cfg.Spans, inst, tr)
 		if s.cfg.Moved != nil {
 			s.cfg.Moved(Moved{Job: inst.Job, Run: inst.Key.Run, Task: inst.Key.Task, From: tr.From, To: tr.To, At: tr.ObservedAt,
 				Event: tr.Event, EventTime: tr.EventTime})
@@ -105,6 +106,9 @@ func (s *Service) applied(ctx context.Context, res ledger.Result) {
 // was created, and a task created SCHEDULED had its dependencies met in
 // the same write.
 func (s *Service) created(view ledger.RunView) {
+	if s.cfg.Spans != nil {
+		s.cfg.Spans.RunCreated(view.Run)
+	}
 	if s.cfg.Moved == nil {
 		return
 	}

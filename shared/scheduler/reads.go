@@ -20,11 +20,15 @@ func (s *Service) ListRuns(ctx context.Context, f ledger.RunFilter) ([]ledger.Ru
 	return s.store.ListRuns(ctx, f)
 }
 
-// TaskHistory pages through a task instance's transitions, oldest first;
+// TaskHistory pages through a task instance's transitions, oldest first,
+// with its run's trace id ("" for a run stored before runs kept one):
+// the records show the run's, which is stored on the run alone.
 // ledger.ErrNotFound when the instance does not exist.
-func (s *Service) TaskHistory(ctx context.Context, key ledger.InstanceKey, limit int, token string) ([]statemodel.Transition, string, error) {
-	if _, err := s.store.GetInstance(ctx, key); err != nil {
-		return nil, "", err
+func (s *Service) TaskHistory(ctx context.Context, key ledger.InstanceKey, limit int, token string) (trs []statemodel.Transition, next, traceID string, err error) {
+	_, run, err := s.store.GetInstanceAndRun(ctx, key)
+	if err != nil {
+		return nil, "", "", err
 	}
-	return s.store.History(ctx, key, limit, token)
+	trs, next, err = s.store.History(ctx, key, limit, token)
+	return trs, next, run.TraceID, err
 }

@@ -104,6 +104,9 @@ type Config struct {
 	// its completion deviation (the local stack's Prometheus page
 	// measures it); it must not block.
 	RunEnded func(RunEnded)
+	// Spans, if set, is told of runs created and ended and of attempts
+	// ended, for their spans (SpanSink); it must not block.
+	Spans SpanSink
 	// Logger receives the service's logs. Defaults to a logger that
 	// discards them.
 	Logger *slog.Logger

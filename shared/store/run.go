@@ -290,6 +290,7 @@ func runItem(r ledger.Run) item {
 		attrPriority:      optNum(int64(r.Priority)),
 		attrAdmittedAt:    tm(r.AdmittedAt), attrAdmittedIn: optStr(r.AdmittedIn), attrWaitingIn: optStr(r.WaitingIn),
 		attrRetention: optNum(int64(r.Retention / time.Second)),
+		attrTraceID:   traceAttr(r.TraceID),
 	}
 	if paramsApart(r.Params) {
 		it[attrParamsRef] = str(paramsRef(r.Params))
@@ -355,6 +356,7 @@ func decodeRun(m map[string]types.AttributeValue) (ledger.Run, error) {
 		Priority:            int(r.int(attrPriority)),
 		AdmittedAt:          r.time(attrAdmittedAt), AdmittedIn: r.str(attrAdmittedIn), WaitingIn: r.str(attrWaitingIn),
 		ExpiresAt: r.expiry(), Retention: time.Duration(r.int(attrRetention)) * time.Second,
+		TraceID: hex.EncodeToString(r.bytes(attrTraceID)),
 	}
 	return run, r.err
 }
@@ -1356,4 +1358,18 @@ func (s *base) runsParams(ctx context.Context, runs []ledger.Run, refs []string)
 		}
 	}
 	return nil
+}
+
+// attrTraceID holds a run's trace id as its 16 bytes (21 B with the name,
+// against 37 B as hex text); a run stored before runs kept one has none.
+const attrTraceID = "trace"
+
+// traceAttr is a trace id's attribute, absent for none. The id was
+// checked by CheckNewRun.
+func traceAttr(id string) types.AttributeValue {
+	b, err := hex.DecodeString(id)
+	if err != nil {
+		return nil
+	}
+	return bin(b)
 }

@@ -177,7 +177,7 @@ func (w *Worker) runClaimed(keepCtx context.Context, keepWG *sync.WaitGroup, env
 		inputs: env.Inputs, item: env.Item, index: env.Index,
 	}
 	started := time.Now()
-	herr, returned, abandonedBy := w.runHandler(hctx, task, m, log)
+	herr, returned, abandonedBy := w.runHandler(withTraceParent(hctx, env.TraceParent), task, m, log)
 	handlerDone.Store(true)
 	endedAt := w.now()
 

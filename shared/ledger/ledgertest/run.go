@@ -32,7 +32,8 @@ var runCases = []Case{
 	{"InstanceSecret", instanceSecret},
 }
 
-// runTrigger: a run keeps its trigger, backfill id and priority through every read
+// runTrigger: a run keeps its trigger, backfill id, priority and trace id
+// (none stays none) through every read
 // (GetRun, ReadRun, ListRuns, GetInstanceAndRun); a run without a valid
 // trigger, a backfill run without its backfill id, or another run with
 // one, is refused and writes nothing.
@@ -43,6 +44,9 @@ func runTrigger(t *testing.T, h *Harness) {
 		nr := NewRun("trig", "main")
 		nr.Trigger = tr
 		nr.Priority = i%5 + 1 // and its priority
+		if i%2 == 1 {
+			nr.TraceID = fmt.Sprintf("4bf92f3577b34da6a3ce929d0e0e47%02x", i)
+		}
 		if tr == statemodel.TriggerBackfill {
 			nr.BackfillID = "01BACKFILL"
 		}
@@ -55,6 +59,9 @@ func runTrigger(t *testing.T, h *Harness) {
 	for _, nr := range made {
 		check := func(how string, r ledger.Run, err error) {
 			t.Helper()
+			if err == nil && r.TraceID != nr.TraceID {
+				t.Fatalf("%s %s: trace id %q, want %q", how, nr.ID, r.TraceID, nr.TraceID)
+			}
 			if err != nil || r.Trigger != nr.Trigger || r.BackfillID != nr.BackfillID || r.Priority != nr.Priority {
 				t.Fatalf("%s %s: trigger %q backfill %q priority %d (%v); want %q %q %d", how, nr.ID, r.Trigger, r.BackfillID, r.Priority, err, nr.Trigger, nr.BackfillID, nr.Priority)
 			}
@@ -83,6 +90,8 @@ func runTrigger(t *testing.T, h *Harness) {
 		func(nr *ledger.NewRun) { nr.Trigger = "cron" },
 		func(nr *ledger.NewRun) { nr.Trigger = statemodel.TriggerBackfill },
 		func(nr *ledger.NewRun) { nr.BackfillID = "01BACKFILL" },
+		func(nr *ledger.NewRun) { nr.TraceID = "4BF92F3577B34DA6A3CE929D0E0E4736" },
+		func(nr *ledger.NewRun) { nr.TraceID = "00000000000000000000000000000000" },
 	}
 	for i, mutate := range bad {
 		nr := NewRun("trig-bad", "main")

@@ -49,6 +49,9 @@ type EventEntry struct {
 	Resources []string
 	// Time is the event's time (zero: now).
 	Time time.Time
+	// TraceID is the trace the runs it starts join (the put's
+	// traceparent's); "": a new one each.
+	TraceID string
 }
 
 // EventOutcome is what one event did: the runs it started or found
@@ -96,7 +99,7 @@ func (r *Room[E]) PutEvents(ctx context.Context, entries []EventEntry) ([]string
 		if err != nil {
 			return nil, fmt.Errorf("put event %d: %w", i, err)
 		}
-		if _, err := r.StartFromEvent(ctx, raw); err != nil {
+		if _, err := r.startFromEnvelope(ctx, raw, e.TraceID); err != nil {
 			return nil, fmt.Errorf("put event %d: %w", i, err)
 		}
 		ids = append(ids, id)
@@ -133,6 +136,12 @@ func IsEventEnvelope(body string) bool {
 // A delivery of an event seen before starts nothing new. An event without
 // an id is Params.BadMessage.
 func (r *Room[E]) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome, error) {
+	return r.startFromEnvelope(ctx, raw, "")
+}
+
+// startFromEnvelope is StartFromEvent; the runs it starts join trace
+// traceID ("": a new one each).
+func (r *Room[E]) startFromEnvelope(ctx context.Context, raw []byte, traceID string) (EventOutcome, error) {
 	ev, err := eventpattern.DecodeEvent(raw)
 	if err != nil {
 		return EventOutcome{}, fmt.Errorf("%w: event: %v", r.badMessage, err)
@@ -156,7 +165,7 @@ func (r *Room[E]) StartFromEvent(ctx context.Context, raw []byte) (EventOutcome,
 	var errs []error
 	for _, hit := range ix.index.Match(ev) {
 		job := ix.jobs[hit.Key]
-		runID, err := r.startFromEvent(ctx, job, hit.Pattern, id, logical, ev)
+		runID, err := r.startFromEvent(ctx, job, hit.Pattern, id, logical, ev, traceID)
 		var rf *renderFailure
 		switch {
 		case errors.As(err, &rf):
@@ -229,7 +238,7 @@ func (r *renderFailure) Error() string { return r.err.Error() }
 
 // startFromEvent starts the run of one matched job and moves it on. It
 // returns the run's id ("" when the key was used by another request).
-func (r *Room[E]) startFromEvent(ctx context.Context, job indexedJob, entry int, eventID string, logical time.Time, ev map[string]any) (string, error) {
+func (r *Room[E]) startFromEvent(ctx context.Context, job indexedJob, entry int, eventID string, logical time.Time, ev map[string]any, traceID string) (string, error) {
 	j := job.spec
 	runID := r.k.NewID()
 	params, err := j.OnEvent[entry].RenderParams(jobspec.NewEventTemplateData(j.Name, runID, logical, ev))
@@ -243,7 +252,8 @@ func (r *Room[E]) startFromEvent(ctx context.Context, job indexedJob, entry int,
 	view, created, effs, err := r.startRun(ctx, j, TriggerRequest{
 		Job: j.Name, Params: params, LogicalTime: logical, Trigger: statemodel.TriggerEvent, RunID: runID,
 		IdempotencyKey: eventID, BodyHash: hex.EncodeToString(sum[:]),
-		Event: &protocol.RunEvent{ID: eventID, Source: source, DetailType: detailType},
+		Event:   &protocol.RunEvent{ID: eventID, Source: source, DetailType: detailType},
+		TraceID: traceID,
 	})
 	if errors.Is(err, ledger.ErrIdempotencyMismatch) {
 		// A manual trigger used the event's id as its key: that run stands.

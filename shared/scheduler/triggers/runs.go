@@ -43,6 +43,9 @@ type TriggerRequest struct {
 	// RunID is the id the run gets ("": a new one).
 	Event *protocol.RunEvent
 	RunID string
+	// TraceID is the trace the run joins (the trigger's traceparent's);
+	// "": a new one.
+	TraceID string
 }
 
 // TriggerRun creates a run of a job and moves its first tasks on at once. It
@@ -91,7 +94,7 @@ func (r *Room[E]) startRun(ctx context.Context, j jobspec.Job, req TriggerReques
 		// A manual run of an explicit logical time marks its slot, so a
 		// backfill of that slot counts it as existing.
 		MarkSlot: req.Trigger == statemodel.TriggerManual && !req.LogicalTime.IsZero(),
-		Event:    req.Event,
+		Event:    req.Event, TraceID: cmp.Or(req.TraceID, protocol.NewTraceID()),
 	}
 	nr.Priority = r.k.StartPriority(j, req)
 	nr.Retention = j.Retention // zero: the deployment's

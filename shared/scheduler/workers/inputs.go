@@ -58,6 +58,10 @@ func (w *Room) addInputs(ctx context.Context, inst ledger.Instance, env *protoco
 // then the reason).
 func (w *Room) claimEnvelope(ctx context.Context, inst ledger.Instance, run ledger.Run, cur ledger.Instance, n int, token string) (protocol.Envelope, error) {
 	env := w.k.Envelope(inst, run, n, token)
+	// The attempt's own span, derived from its name: every delivery of
+	// the claim answers the same one, and the process that records the
+	// attempt's end exports its span under it.
+	env.TraceParent = protocol.AttemptTraceParent(run.TraceID, protocol.AttemptRef{Run: inst.Key.Run, Task: inst.Key.Task, Attempt: n})
 	fence, ok, err := w.store.Fence(ctx, inst.Key, n)
 	if err != nil {
 		return protocol.Envelope{}, err
