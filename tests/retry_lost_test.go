@@ -342,3 +342,21 @@ func TestRetryIntervalsSpaceTheRetries(t *testing.T) {
 		t.Fatalf("attempt 3 was queued %s after attempt 2 ended, before intervals[1] = %s", gap, second)
 	}
 }
+
+// A job's retention is taken, answered as written, and its answer holds
+// to the OpenAPI document (the stack checks every answer against it).
+func TestJobRetentionIsAnswered(t *testing.T) {
+	s := startStack(t, devstack.Options{})
+	s.createJob(quickJob("kept", map[string]any{"retention": "720h"}))
+	var job struct {
+		Job struct {
+			Retention string `json:"retention"`
+		} `json:"job"`
+	}
+	if err := json.Unmarshal(s.call("GET", "/v1/jobs/kept", nil).must(t, 200).Raw, &job); err != nil {
+		t.Fatal(err)
+	}
+	if job.Job.Retention != "720h" {
+		t.Fatalf("retention %q, want 720h", job.Job.Retention)
+	}
+}
