@@ -48,10 +48,12 @@ type Task struct {
 
 	out   *taskOutput
 	fence *leaseFence
-	// inputs, item and index come from the claim answer's envelope.
-	inputs map[string]json.RawMessage
-	item   json.RawMessage
-	index  *int
+	// inputs, item, index and commitFence come from the claim answer's
+	// envelope.
+	inputs      map[string]json.RawMessage
+	item        json.RawMessage
+	index       *int
+	commitFence *Fence
 }
 
 // FencingDeadline is when, by the worker's clock (Config.Clock), the worker
