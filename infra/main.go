@@ -81,6 +81,8 @@ func newStack(scope constructs.Construct, cfg config) (awscdk.Stack, *scheduler.
 	output("ExecuteApiArn", "Resource for execute-api:Invoke in callers' IAM policies",
 		s.API.ArnForExecuteApi(jsii.String("*"), jsii.String("/v1/*"), jsii.String("$default")))
 	output("TableName", "DynamoDB table (RUNLEDGER_TABLE)", s.Table.TableName())
+	output("TableArn", "DynamoDB table: a worker's role needs dynamodb:ConditionCheckItem on it, and nothing else, for fenced commits",
+		s.Table.TableArn())
 	output("EventsQueueUrl", "Worker completion events (RUNLEDGER_EVENTS_QUEUE_URL)", s.EventsQueue.Queue.QueueUrl())
 	output("EventsQueueArn", "Events queue: a lambda executor's function's on-failure destination (its role needs sqs:SendMessage on it)",
 		s.EventsQueue.Queue.QueueArn())

@@ -1194,7 +1194,7 @@ func TestEventBus(t *testing.T) {
 
 func TestOutputs(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"ApiUrl", "Region", "ExecuteApiArn", "TableName", "EventsQueueUrl", "EventsQueueArn", "DelayQueueUrl", "PoolQueueUrls", "DeadLetterQueueUrls", "DashboardName", "EventBusName"} {
+	for _, name := range []string{"ApiUrl", "Region", "ExecuteApiArn", "TableName", "TableArn", "EventsQueueUrl", "EventsQueueArn", "DelayQueueUrl", "PoolQueueUrls", "DeadLetterQueueUrls", "DashboardName", "EventBusName"} {
 		if _, ok := full.outputs[name]; !ok {
 			t.Errorf("output %s missing (have %v)", name, full.outputs)
 		}

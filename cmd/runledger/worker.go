@@ -56,7 +56,10 @@ Arguments, env values and dir are Go templates over .Job, .Run, .Task,
 .Params; each renders to 128 KiB at most. The process gets PATH, HOME,
 LANG, TZ and TMPDIR of this worker's environment, the variables --pass-env
 names, the payload's env, and RUNLEDGER_JOB, RUNLEDGER_RUN, RUNLEDGER_TASK,
-RUNLEDGER_ATTEMPT and RUNLEDGER_LOGICAL_TIME; never the rest of this
+RUNLEDGER_ATTEMPT, RUNLEDGER_LOGICAL_TIME and, where the ledger is a
+DynamoDB table, RUNLEDGER_FENCE (the attempt's fence as JSON, for the
+command's own TransactWriteItems: docs/workers.md, "Exactly-once
+effects"); never the rest of this
 worker's environment, nor the attempt's token (this worker claims,
 heartbeats and completes). Once it has read its AWS credentials and API
 key, this worker drops them from its environment and, on Linux, makes

@@ -139,3 +139,17 @@ func allow(actions []string, resources ...*string) awsiam.PolicyStatement {
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
+
+// GrantFencedCommit lets grantee (a worker's role) put its attempts'
+// fences into its own TransactWriteItems: dynamodb:ConditionCheckItem on
+// the ledger's table and nothing else. A ConditionCheck reads the item it
+// names and writes nothing, so the grant lets a worker learn whether an
+// attempt owns its task, never change the ledger (docs/workers.md,
+// "Exactly-once effects").
+func (s *Scheduler) GrantFencedCommit(grantee awsiam.IGrantable) awsiam.Grant {
+	return awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee:      grantee,
+		Actions:      jsii.Strings("dynamodb:ConditionCheckItem"),
+		ResourceArns: &[]*string{s.Table.TableArn()},
+	})
+}

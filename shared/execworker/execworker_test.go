@@ -2,6 +2,7 @@ package execworker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -352,5 +353,41 @@ func TestFixedCommand(t *testing.T) {
 	}
 	if err := h.Fixed([]string{"env"})(context.Background(), task("")); worker.Category(err) != execworker.CategoryNotAllowed {
 		t.Fatalf("err = %v, want command_not_allowed", err)
+	}
+}
+
+// A command gets the attempt's fence in RUNLEDGER_FENCE, as the claim
+// answer carried it, to put into its own transaction; without a fence (the
+// in-memory ledger) the variable is not set at all, so a script can tell.
+func TestCommandGetsTheFence(t *testing.T) {
+	t.Parallel()
+	h := handler(t, time.Second, "sh")
+	fence := worker.Fence{
+		Table: "ledger", Key: map[string]string{"pk": "RUN#r1", "sk": "TASK#load"},
+		Condition: "#a = :a AND #s IN (:s0, :s1)", Names: map[string]string{"#a": "attempt", "#s": "state"},
+		Values: map[string]any{":a": 2, ":s0": "RUNNING", ":s1": "CANCELLING"},
+	}
+	want, err := json.Marshal(fence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := `{"command": ["sh", "-c", "test \"${RUNLEDGER_FENCE-unset}\" = \"$R\""], "env": {"R": "{{.Params.want}}"}}`
+	cases := []struct {
+		name string
+		tk   worker.Task
+		want string
+	}{
+		{"with a fence", task(check).WithFence(fence), string(want)},
+		{"without", task(check), "unset"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			params, _ := json.Marshal(map[string]string{"want": c.want})
+			c.tk.Params = params
+			if err := h.Handle(context.Background(), c.tk); err != nil {
+				t.Fatalf("the command did not see RUNLEDGER_FENCE=%s: %v", c.want, err)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package execworker
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -214,12 +215,19 @@ func (h *Handler) prepareFrom(t worker.Task, p Payload) (Command, error) {
 	return c, nil
 }
 
+// EnvFence names the variable that carries the attempt's fence to a
+// command, as JSON in the claim answer's shape (docs/api.md, "Workers"),
+// so that a script puts it into its own TransactWriteItems. It is set
+// only when the claim answer carried one (a DynamoDB ledger).
+const EnvFence = "RUNLEDGER_FENCE"
+
 // environ is the process's environment: the base (BaseEnv and PassEnv of
 // the worker's), the payload's, then the attempt's RUNLEDGER_* variables
 // (which nothing may override). The attempt's token is not among them:
 // the worker claims, heartbeats and completes, and a sibling process
-// could read it from /proc/<pid>/environ.
-func (h *Handler) environ(ctx context.Context, t worker.Task, c Command) []string {
+// could read it from /proc/<pid>/environ. The fence is: it names an item
+// and a condition, and grants nothing to whoever reads it.
+func (h *Handler) environ(ctx context.Context, t worker.Task, c Command) ([]string, error) {
 	logical := ""
 	if !t.LogicalTime.IsZero() {
 		logical = protocol.FormatTime(t.LogicalTime)
@@ -238,18 +246,33 @@ func (h *Handler) environ(ctx context.Context, t worker.Task, c Command) []strin
 		// overrides the attempt's own span.
 		env = append(env, protocol.EnvTraceParent+"="+tp)
 	}
-	return env
+	f, err := t.WireFence()
+	if errors.Is(err, worker.ErrNoFence) {
+		return env, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("fence of %s: %w", t.Ref(), err)
+	}
+	return append(env, EnvFence+"="+string(b)), nil
 }
 
 // run starts the process, streams its output to the log, and waits for it
 // or for ctx; then it maps how the process ended to the handler's result.
 func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.Logger) error {
+	environ, err := h.environ(ctx, t, c)
+	if err != nil {
+		return fmt.Errorf("exec %s: %w", t.Ref(), err)
+	}
 	outFile, err := newOutputFile(h.cfg.User)
 	if err != nil {
 		return fmt.Errorf("exec %s: %w", t.Ref(), err)
 	}
 	defer os.Remove(outFile)
-	c.Env = append(c.Env, EnvOutput+"="+outFile)
+	environ = append(environ, EnvOutput+"="+outFile)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("exec %s: %w", t.Ref(), err)
@@ -264,7 +287,7 @@ func (h *Handler) run(ctx context.Context, t worker.Task, c Command, log *slog.L
 	// count is logged.
 	log.InfoContext(ctx, "starting command", "path", c.Path, "args", len(c.Args)-1)
 	cmd := &exec.Cmd{
-		Path: c.Path, Args: c.Args, Dir: c.Dir, Env: h.environ(ctx, t, c),
+		Path: c.Path, Args: c.Args, Dir: c.Dir, Env: environ,
 		Stdout: outW, Stderr: errW,
 		// Its own process group, so that a stop reaches its children too.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Credential: h.cfg.User},

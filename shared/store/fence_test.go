@@ -15,45 +15,33 @@ import (
 	"github.com/runledger/runledger/shared/ledger/ledgertest"
 	"github.com/runledger/runledger/shared/protocol"
 	"github.com/runledger/runledger/shared/tableschema"
+	"github.com/runledger/runledger/shared/worker"
 	"github.com/runledger/runledger/statemodel"
 )
 
-// commitFenced is a worker's own write as docs/workers.md shows it: a Put
-// of its output row into its own table and the attempt's fence, in one
-// TransactWriteItems. It answers whether the transaction committed.
+// commitFenced is a worker's own write as docs/workers.md shows it: the
+// attempt's fence, made a ConditionCheck by the worker SDK (the one
+// conversion from the wire), and a Put of its output row into its own
+// table, in one TransactWriteItems. It answers whether the transaction
+// committed; a failure other than the fence's refusal fails the test.
 func commitFenced(t *testing.T, userTable string, f protocol.Fence, row string, attempt int) bool {
 	t.Helper()
-	key := map[string]types.AttributeValue{}
-	for k, v := range f.Key {
-		key[k] = &types.AttributeValueMemberS{Value: v}
+	check, err := worker.ConditionCheck(f)
+	if err != nil {
+		t.Fatal(err)
 	}
-	values := map[string]types.AttributeValue{}
-	for k, v := range f.Values {
-		switch v := v.(type) {
-		case string:
-			values[k] = &types.AttributeValueMemberS{Value: v}
-		case int:
-			values[k] = &types.AttributeValueMemberN{Value: strconv.Itoa(v)}
-		default:
-			t.Fatalf("fence value %s is a %T", k, v)
-		}
-	}
-	_, err := db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{ConditionCheck: &types.ConditionCheck{
-			TableName: aws.String(f.Table), Key: key, ConditionExpression: aws.String(f.Condition),
-			ExpressionAttributeNames: f.Names, ExpressionAttributeValues: values,
-		}},
+	_, err = db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		check,
 		{Put: &types.Put{TableName: aws.String(userTable), Item: map[string]types.AttributeValue{
 			tableschema.PK: &types.AttributeValueMemberS{Value: row},
 			tableschema.SK: &types.AttributeValueMemberS{Value: "OUTPUT"},
 			"attempt":      &types.AttributeValueMemberN{Value: strconv.Itoa(attempt)},
 		}}},
 	}})
-	var cancelled *types.TransactionCanceledException
 	switch {
 	case err == nil:
 		return true
-	case errors.As(err, &cancelled):
+	case worker.FenceRefused(err):
 		return false
 	}
 	t.Fatalf("commit of attempt %d: %v", attempt, err)

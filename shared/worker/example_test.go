@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runledger/runledger/shared/localinfo"
@@ -176,3 +179,59 @@ func ExampleTask_FencingDeadline() {
 	}
 	_ = handler
 }
+
+// Exactly-once effects: the attempt's fence goes first in the handler's
+// own TransactWriteItems, beside its output row, keyed on the run and task
+// and written only if absent. The row lands only while this attempt owns
+// its task; a retry that finds its predecessor's row (its own condition
+// failed, not the fence) has nothing left to do.
+func ExampleTask_Fence() {
+	awsCfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	db := dynamodb.NewFromConfig(awsCfg)
+	handler := func(ctx context.Context, t worker.Task) error {
+		total, err := sumOrders(ctx, t.LogicalTime) // the work, done before the commit
+		if err != nil {
+			return err
+		}
+		fence, err := t.Fence()
+		if err != nil {
+			return worker.Permanent(err) // ErrNoFence: the ledger is not DynamoDB
+		}
+		_, err = db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			fence, // first: FenceRefused reads the first item's reason
+			{Put: &types.Put{
+				TableName: aws.String("daily_totals"),
+				Item: map[string]types.AttributeValue{
+					"day":     &types.AttributeValueMemberS{Value: t.LogicalTime.Format(time.DateOnly)},
+					"total":   &types.AttributeValueMemberN{Value: strconv.FormatInt(total, 10)},
+					"attempt": &types.AttributeValueMemberN{Value: strconv.Itoa(t.Attempt)},
+				},
+				ConditionExpression:      aws.String("attribute_not_exists(#d)"),
+				ExpressionAttributeNames: map[string]string{"#d": "day"},
+			}},
+		}})
+		var cancelled *types.TransactionCanceledException
+		switch {
+		case err == nil:
+			return nil
+		case worker.FenceRefused(err):
+			// Not this attempt's task any more (its retry started, it
+			// ended, or it was found LOST): nothing was written, and this
+			// attempt's later tries cannot pass. A retryable failure: if
+			// the attempt was only LOST, the task is retried.
+			return worker.WithCategory(err, "fenced")
+		case errors.As(err, &cancelled) && len(cancelled.CancellationReasons) > 1 &&
+			aws.ToString(cancelled.CancellationReasons[1].Code) == "ConditionalCheckFailed":
+			return nil // an earlier attempt committed the day's total before it was given up
+		default:
+			return err // a conflict or throttling: retried by the job's policy
+		}
+	}
+	_ = handler
+}
+
+// sumOrders stands for the handler's work.
+func sumOrders(context.Context, time.Time) (int64, error) { return 0, nil }

@@ -174,7 +174,7 @@ func (w *Worker) runClaimed(keepCtx context.Context, keepWG *sync.WaitGroup, env
 		Job: env.Job, Run: env.Run, Task: env.Task, Attempt: env.Attempt, LogicalTime: env.LogicalTime,
 		Token: env.Token, Pool: env.Pool, Payload: env.Payload, Params: env.Params,
 		WorkerID: w.id, Log: log, out: out, fence: fence,
-		inputs: env.Inputs, item: env.Item, index: env.Index,
+		inputs: env.Inputs, item: env.Item, index: env.Index, commitFence: env.Fence,
 	}
 	started := time.Now()
 	herr, returned, abandonedBy := w.runHandler(withTraceParent(hctx, env.TraceParent), task, m, log)

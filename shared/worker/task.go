@@ -34,7 +34,8 @@ type Task struct {
 	// Token is the attempt's fencing token. Output writes keyed on (Run,
 	// Task, Attempt) and conditioned on the token let only the current
 	// attempt's output stand: a stale attempt that still runs cannot
-	// overwrite what its successor wrote.
+	// overwrite what its successor wrote. Where the output goes to
+	// DynamoDB, Fence does more, with no clock: see Task.Fence.
 	Token string
 	Pool  string
 	// Payload is the task's effective payload; nil when the job has none.
@@ -48,10 +49,12 @@ type Task struct {
 
 	out   *taskOutput
 	fence *leaseFence
-	// inputs, item and index come from the claim answer's envelope.
-	inputs map[string]json.RawMessage
-	item   json.RawMessage
-	index  *int
+	// inputs, item, index and commitFence come from the claim answer's
+	// envelope.
+	inputs      map[string]json.RawMessage
+	item        json.RawMessage
+	index       *int
+	commitFence *Fence
 }
 
 // FencingDeadline is when, by the worker's clock (Config.Clock), the worker
